@@ -1,0 +1,145 @@
+"""How a process joins the bus: robot name, endpoints, and the Zenoh configuration built from them.
+
+Strategy: on one machine, with nothing configured, every process is a Zenoh peer that listens on a random loopback
+port and also tries to own a well-known loopback *rendezvous* port (``tcp/127.0.0.1:7448``). The process that gets
+the port runs its session as a Zenoh router: newcomers connect to it first and it brokers for them at once; Zenoh's
+gossip then links every peer to every other, so the mesh survives the owner's death, and the next process to start
+takes the port over. No extra process, no multicast (which
+many networks and containers block), nothing reachable from outside the machine.
+
+Across machines a Zenoh router (``pluto router``) is the meeting point: set ``connect`` (``PLUTO_CONNECT``) to its
+endpoint on every machine and the same code runs unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import msgspec
+
+from pluto.errors import ConfigError
+
+DEFAULT_ROBOT = "pluto"
+DEFAULT_RENDEZVOUS = "tcp/127.0.0.1:7448"
+
+
+class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Settings of the ``[bus]`` section of the configuration file (or the ``PLUTO_*`` environment variables).
+
+    Attributes:
+        robot: name of the robot; keys are ``pluto/<robot>/<interface>`` so robots can share a network.
+        connect: endpoints to connect to (a router, e.g. ``tcp/192.168.1.10:7447``). When set, the local
+            rendezvous is not used and an unreachable endpoint is an error.
+        listen: endpoints this process listens on.
+        rendezvous: the loopback endpoint that local peers meet at when ``connect`` is empty; "" disables it.
+        multicast: also discover peers by UDP multicast scouting.
+        mode: "peer" (default) or "client" (everything through the router in ``connect``).
+        connect_timeout: seconds to wait for ``connect`` endpoints at start.
+    """
+
+    robot: str = DEFAULT_ROBOT
+    connect: list[str] = msgspec.field(default_factory=list)
+    listen: list[str] = msgspec.field(default_factory=lambda: ["tcp/127.0.0.1:0"])
+    rendezvous: str = DEFAULT_RENDEZVOUS
+    multicast: bool = False
+    mode: str = "peer"
+    connect_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.robot or any(c in self.robot for c in "/*$?#@ "):
+            raise ConfigError(f"bus.robot {self.robot!r}: a robot name may not be empty or contain / * $ ? # @ or spaces")
+        if self.mode not in ("peer", "client"):
+            raise ConfigError(f"bus.mode {self.mode!r}: expected 'peer' or 'client'")
+        if self.mode == "client" and not self.connect:
+            raise ConfigError("bus.mode 'client' needs bus.connect (the router's endpoint)")
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> BusConfig:
+    """Build the bus settings from a ``[bus]`` table overridden by the environment.
+
+    Environment: ``PLUTO_ROBOT``, ``PLUTO_CONNECT`` (comma-separated), ``PLUTO_LISTEN`` (comma-separated),
+    ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0).
+
+    Raises:
+        ConfigError: a value has the wrong type or is not allowed.
+    """
+    env = dict(os.environ) if env is None else env
+    merged: dict[str, Any] = dict(section or {})
+    if env.get("PLUTO_ROBOT"):
+        merged["robot"] = env["PLUTO_ROBOT"]
+    if env.get("PLUTO_CONNECT"):
+        merged["connect"] = _split(env["PLUTO_CONNECT"])
+    if env.get("PLUTO_LISTEN"):
+        merged["listen"] = _split(env["PLUTO_LISTEN"])
+    if "PLUTO_RENDEZVOUS" in env:
+        merged["rendezvous"] = env["PLUTO_RENDEZVOUS"]
+    if env.get("PLUTO_MULTICAST"):
+        merged["multicast"] = env["PLUTO_MULTICAST"].lower() in ("1", "true", "yes", "on")
+    try:
+        return msgspec.convert(merged, BusConfig)
+    except msgspec.ValidationError as err:
+        raise ConfigError(f"[bus] {err}") from None
+
+
+def _tcp_port_free(endpoint: str) -> bool:
+    """True if nothing listens on a ``tcp/<host>:<port>`` endpoint (so this process would own it)."""
+    try:
+        host, port = endpoint.removeprefix("tcp/").rsplit(":", 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host.strip("[]"), int(port)))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def rendezvous_free(cfg: BusConfig) -> bool:
+    """True if this process would own the local rendezvous (nothing listens on it yet)."""
+    return bool(cfg.rendezvous) and not cfg.connect and _tcp_port_free(cfg.rendezvous)
+
+
+def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
+    """Return the Zenoh configuration entries (key path -> value) for these settings.
+
+    Args:
+        owner: claim the local rendezvous endpoint (see :func:`rendezvous_free`) instead of connecting to it.
+    """
+    entries: dict[str, Any] = {
+        "mode": cfg.mode,
+        "scouting/multicast/enabled": cfg.multicast,
+        # A killed process drops its TCP links at once; the lease only matters for a vanished machine.
+        "transport/link/tx/lease": 3000,
+        "transport/link/tx/keep_alive": 4,
+    }
+    if cfg.connect:
+        entries["connect/endpoints"] = list(cfg.connect)
+        entries["connect/timeout_ms"] = int(cfg.connect_timeout * 1000)
+        entries["connect/exit_on_failure"] = True
+        entries["listen/endpoints"] = [] if cfg.mode == "client" else list(cfg.listen)
+        entries["listen/exit_on_failure"] = True
+    else:
+        listen = list(cfg.listen)
+        if cfg.rendezvous:
+            listen = [cfg.rendezvous, *listen]
+            if owner:
+                # Claim the rendezvous as a router: it brokers between peers that are not linked directly yet,
+                # so a newcomer sees every module as soon as it is linked to the rendezvous. Opening fails if
+                # another process took the port meanwhile, and the caller then joins as a newcomer.
+                entries["mode"] = "router"
+                entries["scouting/delay"] = 0
+                entries["listen/exit_on_failure"] = True
+            else:
+                # A newcomer waits until it is linked, so that its first reads already see the running modules.
+                entries["connect/endpoints"] = [cfg.rendezvous]
+                entries["connect/exit_on_failure"] = False
+                entries["connect/timeout_ms"] = int(cfg.connect_timeout * 1000)
+                entries["connect/retry"] = {"period_init_ms": 100, "period_max_ms": 1000, "period_increase_factor": 2}
+                entries["listen/exit_on_failure"] = False
+        entries["listen/endpoints"] = listen
+    return entries

@@ -1,0 +1,695 @@
+"""The bus: one Zenoh session per process, and the interfaces, services and liveliness built on it.
+
+Strategy: interfaces are *states* (the CORBA state objects of the original robot). A writer publishes each new
+value and also answers queries for its latest one, so a reader that joins late asks for it when it is created and
+has it at once; from then on it keeps the newest published value. Zenoh callbacks do as little as possible (decode,
+store, notify); user callbacks and service handlers run on threads of their own, so a slow callback can never stall
+Zenoh, and a slow subscriber only skips to the newest value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, overload
+
+import msgspec
+import zenoh
+
+from pluto import msgs, names
+from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
+from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
+
+log = logging.getLogger("pluto.bus")
+
+M = TypeVar("M", bound=msgs.Message)
+T = TypeVar("T")
+
+# Attachment of every sample: wall-clock time of the write (s) and the writer's sequence number.
+_ATTACHMENT = struct.Struct("<dQ")
+
+_zenoh_log_started = False
+
+
+def _start_zenoh_log() -> None:
+    global _zenoh_log_started
+    if not _zenoh_log_started:
+        _zenoh_log_started = True
+        with contextlib.suppress(Exception):
+            zenoh.init_log_from_env_or("error")
+
+
+class _Meter:
+    """Counts events and keeps a recent rate (Hz), smoothed over about a second."""
+
+    __slots__ = ("count", "last", "rate")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = 0.0
+        self.rate = 0.0
+
+    def tick(self, now: float) -> None:
+        if self.last:
+            dt = max(now - self.last, 1e-6)
+            alpha = min(1.0, dt)  # ~1 s time constant
+            self.rate += alpha * (1.0 / dt - self.rate)
+        self.count += 1
+        self.last = now
+
+    def current_rate(self, now: float) -> float:
+        """The rate, decayed when writes stopped (so a silent interface shows 0 Hz, not its old rate)."""
+        if not self.last:
+            return 0.0
+        idle = now - self.last
+        return self.rate if idle < 2.0 / max(self.rate, 1e-3) else min(self.rate, 1.0 / idle)
+
+
+class _DropCounter:
+    """Counts undecodable messages per interface and logs them at most once a second each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_interface: dict[str, int] = {}
+        self._last_log: dict[str, float] = {}
+
+    def drop(self, name: str, err: Exception) -> None:
+        with self._lock:
+            self.by_interface[name] = self.by_interface.get(name, 0) + 1
+            now = time.monotonic()
+            if now - self._last_log.get(name, 0.0) < 1.0:
+                return
+            self._last_log[name] = now
+            count = self.by_interface[name]
+        log.warning("dropped a message on %s (%d so far): %s", name, count, err)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.by_interface.values())
+
+
+class StateWriter(Generic[M]):
+    """Writes the newest value of an interface, and serves it to readers that join later.
+
+    Create with :meth:`Bus.create_publisher`.
+    """
+
+    def __init__(self, bus: Bus, name: str, cls: type[M]) -> None:
+        self.name = name
+        self.type = cls
+        self._bus = bus
+        self._key = bus.key(name)
+        self._lock = threading.Lock()
+        self._latest: tuple[bytes, bytes] | None = None
+        self._seq = 0
+        self.meter = _Meter()
+        self._publisher = bus.session.declare_publisher(
+            self._key, congestion_control=zenoh.CongestionControl.DROP, express=True
+        )
+        self._queryable = bus.session.declare_queryable(self._key, self._on_query)
+
+    def write(self, msg: M) -> None:
+        """Publish ``msg`` as the new value of the interface.
+
+        Raises:
+            TypeError: ``msg`` is not of the interface's type.
+        """
+        if type(msg) is not self.type:
+            raise TypeError(f"{self.name} carries {self.type.__name__}, not {type(msg).__name__}")
+        data = msgs.encode(msg)
+        now = time.time()
+        with self._lock:
+            self._seq += 1
+            attachment = _ATTACHMENT.pack(now, self._seq)
+            self._latest = (data, attachment)
+            self.meter.tick(now)
+            self._publisher.put(data, attachment=attachment)
+
+    # rclpy's name for the same thing
+    publish = write
+
+    @property
+    def count(self) -> int:
+        """Number of values written."""
+        return self.meter.count
+
+    def _on_query(self, query: zenoh.Query) -> None:
+        # On a Zenoh thread: hand the reply to the bus's own thread.
+        self._bus._defer(self._reply, query)
+
+    def _reply(self, query: zenoh.Query) -> None:
+        with self._lock:
+            latest = self._latest
+        with query:
+            if latest is not None:
+                query.reply(self._key, latest[0], attachment=latest[1])
+
+    def close(self) -> None:
+        """Stop publishing (idempotent)."""
+        for entity in (self._queryable, self._publisher):
+            with contextlib.suppress(Exception):
+                entity.undeclare()
+
+
+class _Receiver(Generic[M]):
+    """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``."""
+
+    def __init__(self, bus: Bus, name: str, cls: type[M]) -> None:
+        self.name = name
+        self.type = cls
+        self._bus = bus
+        self.received = 0
+        self.dropped = 0
+        self.last_write_time = 0.0  # wall-clock time the newest value was written
+        self.last_arrival = 0.0  # monotonic time it arrived here
+        self.meter = _Meter()
+
+    def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> M | None:
+        try:
+            value = msgs.decode(payload, self.type)
+        except DecodeError as err:
+            self.dropped += 1
+            self._bus.drops.drop(self.name, err)
+            return None
+        written = 0.0
+        if attachment is not None:
+            raw = attachment.to_bytes()
+            if len(raw) == _ATTACHMENT.size:
+                written = _ATTACHMENT.unpack(raw)[0]
+        self.received += 1
+        self.last_write_time = written or time.time()
+        self.last_arrival = time.monotonic()
+        self.meter.tick(time.time())
+        return value
+
+    def fetch_current(self, timeout: float) -> M | None:
+        """Ask the writers for the current value; return the newest good one, or None."""
+        best: tuple[float, M] | None = None
+        try:
+            replies = self._bus.session.get(self._bus.key(self.name), timeout=timeout)
+        except zenoh.ZError as err:
+            raise BusError(f"cannot query {self.name}: {err}") from err
+        for reply in replies:
+            if reply.ok is None:
+                continue
+            sample = reply.ok
+            raw_att = sample.attachment.to_bytes() if sample.attachment is not None else b""
+            written = _ATTACHMENT.unpack(raw_att)[0] if len(raw_att) == _ATTACHMENT.size else 0.0
+            try:
+                value = msgs.decode(sample.payload.to_bytes(), self.type)
+            except DecodeError as err:
+                self.dropped += 1
+                self._bus.drops.drop(self.name, err)
+                continue
+            if best is None or written > best[0]:
+                best = (written, value)
+        if best is None:
+            return None
+        self.last_write_time = best[0]
+        return best[1]
+
+
+class StateReader(_Receiver[M]):
+    """Keeps the newest value of an interface; :meth:`read` returns it at once.
+
+    Create with :meth:`Bus.create_reader`. A reader created after the last write still gets that value: it asks
+    the writers for it when it is created.
+    """
+
+    def __init__(self, bus: Bus, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> None:
+        super().__init__(bus, name, cls)
+        self._cond = threading.Condition()
+        self._value: M | None = None
+        self._generation = 0
+        self._seen = 0
+        self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
+        current = self.fetch_current(fetch_timeout)
+        if current is not None:
+            with self._cond:
+                if self._value is None:  # a live sample that arrived meanwhile is newer
+                    self._set(current)
+
+    def _set(self, value: M) -> None:
+        self._value = value
+        self._generation += 1
+        self._cond.notify_all()
+
+    def _on_sample(self, sample: zenoh.Sample) -> None:
+        value = self._accept(sample.payload.to_bytes(), sample.attachment)
+        if value is not None:
+            with self._cond:
+                self._set(value)
+
+    def read(self) -> M | None:
+        """Return the newest value, or None if nothing was ever written."""
+        with self._cond:
+            self._seen = self._generation
+            return self._value
+
+    def wait_for_update(self, timeout: float | None = None) -> M:
+        """Wait for a value newer than the last one this reader returned, and return it.
+
+        Raises:
+            BusTimeout: nothing new arrived within ``timeout`` seconds.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._generation > self._seen, timeout):
+                raise BusTimeout(f"no update on {self.name} within {timeout} s")
+            self._seen = self._generation
+            assert self._value is not None
+            return self._value
+
+    def wait_for_value(self, timeout: float | None = None) -> M:
+        """Return the current value, waiting for a first one if there is none yet.
+
+        Raises:
+            BusTimeout: nothing was written within ``timeout`` seconds.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._value is not None, timeout):
+                raise BusTimeout(f"nobody wrote {self.name} within {timeout} s")
+            self._seen = self._generation
+            assert self._value is not None
+            return self._value
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the newest value was written (wall clock), or None if there is none."""
+        with self._cond:
+            if self._value is None:
+                return None
+        return max(0.0, time.time() - self.last_write_time)
+
+    def close(self) -> None:
+        """Stop receiving (idempotent)."""
+        with contextlib.suppress(Exception):
+            self._subscriber.undeclare()
+
+
+class Subscription(_Receiver[M]):
+    """Calls a function with each new value of an interface, on a thread of its own.
+
+    With ``depth=1`` (the default, right for sensor streams) a slow callback skips to the newest value; a larger
+    depth queues that many values and counts the ones it had to drop (for commands that should not be lost).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        name: str,
+        cls: type[M],
+        callback: Callable[[M], Any],
+        *,
+        depth: int = 1,
+        current: bool = True,
+    ) -> None:
+        super().__init__(bus, name, cls)
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._callback = callback
+        self._depth = depth
+        self._cond = threading.Condition()
+        self._pending: list[M] = []
+        self.overflowed = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
+        self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
+        if current:
+            value = self.fetch_current(1.0)
+            if value is not None:
+                with self._cond:
+                    if not self._pending and not self.received:
+                        self._pending.append(value)
+        self._thread.start()
+
+    def _on_sample(self, sample: zenoh.Sample) -> None:
+        value = self._accept(sample.payload.to_bytes(), sample.attachment)
+        if value is None:
+            return
+        with self._cond:
+            self._pending.append(value)
+            if len(self._pending) > self._depth:
+                del self._pending[0]
+                self.overflowed += 1
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._closed)
+                if self._closed:
+                    return
+                value = self._pending.pop(0)
+            try:
+                self._callback(value)
+            except Exception:
+                log.exception("callback on %s failed", self.name)
+
+    def close(self) -> None:
+        """Stop receiving and end the callback thread (idempotent)."""
+        with contextlib.suppress(Exception):
+            self._subscriber.undeclare()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+
+class Service:
+    """Serves requests on a name; the handler runs on a thread of its own, one request at a time.
+
+    Create with :meth:`Bus.create_service`. A handler that raises replies with an error that the caller receives
+    as :class:`~pluto.errors.RemoteError`.
+    """
+
+    MAX_QUEUED = 64
+
+    def __init__(self, bus: Bus, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> None:
+        self.name = name
+        self._bus = bus
+        self._handler = handler
+        self._decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(request_type)
+        self._queue: queue.Queue[zenoh.Query | None] = queue.Queue(self.MAX_QUEUED)
+        self.served = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name=f"pluto-srv:{name}", daemon=True)
+        self._thread.start()
+        self._queryable = bus.session.declare_queryable(bus.service_key(name), self._on_query)
+
+    def _on_query(self, query: zenoh.Query) -> None:
+        try:
+            self._queue.put_nowait(query)
+        except queue.Full:
+            self.failed += 1
+            self._bus._defer(_reply_error, query, f"service {self.name} is busy")
+
+    def _run(self) -> None:
+        while (query := self._queue.get()) is not None:
+            with query:
+                try:
+                    payload = query.payload
+                    request = self._decoder.decode(payload.to_bytes()) if payload is not None else None
+                    reply = self._handler(request)
+                    query.reply(query.key_expr, msgspec.msgpack.encode(reply))
+                    self.served += 1
+                except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                    self.failed += 1
+                    query.reply_err(f"bad request to {self.name}: {err}".encode())
+                except Exception as err:
+                    self.failed += 1
+                    log.exception("service %s failed", self.name)
+                    query.reply_err(f"{type(err).__name__}: {err}".encode())
+
+    def close(self) -> None:
+        """Stop serving (idempotent)."""
+        with contextlib.suppress(Exception):
+            self._queryable.undeclare()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
+
+
+def _reply_error(query: zenoh.Query, text: str) -> None:
+    with query:
+        query.reply_err(text.encode())
+
+
+class Bus:
+    """A process's connection to the robot's bus (one Zenoh session).
+
+    Use as a context manager, or call :meth:`close`. Interface names are the robot's (``Base/Drive/State``); the
+    key on the wire is ``pluto/<robot>/<name>``.
+
+    Args:
+        config: bus settings; by default from the environment (``PLUTO_ROBOT``, ``PLUTO_CONNECT``, ...).
+
+    Raises:
+        BusError: the session could not be opened (for instance the router in ``connect`` is unreachable).
+    """
+
+    def __init__(self, config: BusConfig | None = None) -> None:
+        self.config = config or bus_config()
+        self.robot = self.config.robot
+        self.prefix = f"pluto/{self.robot}"
+        self.drops = _DropCounter()
+        self._closed = False
+        self._owned: list[Any] = []
+        self._lock = threading.Lock()
+        self._deferred: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        _start_zenoh_log()
+        try:
+            self.session = self._open(owner=rendezvous_free(self.config))
+        except zenoh.ZError:
+            try:  # another process took the rendezvous in the meantime: join it instead
+                self.session = self._open(owner=False)
+            except zenoh.ZError as err:
+                where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
+                hint = " (is `pluto router` running there?)" if self.config.connect else ""
+                raise BusError(f"cannot open the bus at {where}{hint}: {err}") from None
+        self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
+        self._worker.start()
+
+    def _open(self, owner: bool) -> zenoh.Session:
+        conf = zenoh.Config()
+        for path, value in zenoh_config_json(self.config, owner).items():
+            conf.insert_json5(path, msgspec.json.encode(value).decode())
+        return zenoh.open(conf)
+
+    # -- keys --------------------------------------------------------------------------------------------------
+
+    def key(self, name: str) -> str:
+        """The Zenoh key of interface ``name``."""
+        return f"{self.prefix}/{names.check_name(name)}"
+
+    def service_key(self, name: str) -> str:
+        """The Zenoh key of service ``name``."""
+        return f"{self.prefix}/@srv/{names.check_name(name)}"
+
+    def module_key(self, name: str) -> str:
+        """The Zenoh liveliness key of module ``name``."""
+        return f"{self.prefix}/@module/{names.check_name(name)}"
+
+    # -- interfaces --------------------------------------------------------------------------------------------
+
+    def _type_for(self, name: str, cls: type[M] | None) -> type[M]:
+        known = names.message_type_of(name)
+        if cls is None:
+            if known is None:
+                raise KeyError(f"interface {name!r} is not in the table; pass its message type")
+            return known  # type: ignore[return-value]
+        if known is not None and known is not cls:
+            raise TypeError(f"{name} carries {known.__name__}, not {cls.__name__}")
+        return cls
+
+    def _own(self, thing: T) -> T:
+        with self._lock:
+            if self._closed:
+                raise BusError("the bus is closed")
+            self._owned.append(thing)
+        return thing
+
+    @overload
+    def create_publisher(self, name: str) -> StateWriter[Any]: ...
+    @overload
+    def create_publisher(self, name: str, cls: type[M]) -> StateWriter[M]: ...
+    def create_publisher(self, name: str, cls: type[M] | None = None) -> StateWriter[Any]:
+        """Return a writer of interface ``name`` (its type from the interface table unless given)."""
+        return self._own(StateWriter(self, name, self._type_for(name, cls)))
+
+    @overload
+    def create_reader(self, name: str, *, fetch_timeout: float = 1.0) -> StateReader[Any]: ...
+    @overload
+    def create_reader(self, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> StateReader[M]: ...
+    def create_reader(self, name: str, cls: type[M] | None = None, *, fetch_timeout: float = 1.0) -> StateReader[Any]:
+        """Return a reader of interface ``name`` that already holds its current value, if any."""
+        return self._own(StateReader(self, name, self._type_for(name, cls), fetch_timeout=fetch_timeout))
+
+    def create_subscription(
+        self,
+        name: str,
+        callback: Callable[[M], Any],
+        cls: type[M] | None = None,
+        *,
+        depth: int = 1,
+        current: bool = True,
+    ) -> Subscription[M]:
+        """Call ``callback`` with every new value of ``name`` (on a thread of the subscription's own).
+
+        Args:
+            depth: values queued for a slow callback; 1 keeps only the newest.
+            current: also deliver the value the interface had when subscribing.
+        """
+        return self._own(
+            Subscription(self, name, self._type_for(name, cls), callback, depth=depth, current=current)
+        )
+
+    # -- request / reply ---------------------------------------------------------------------------------------
+
+    def create_service(self, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> Service:
+        """Serve requests on ``name``: ``handler(request)`` returns the reply (any msgspec-encodable value)."""
+        return self._own(Service(self, name, handler, request_type))
+
+    def call(self, name: str, request: Any = None, reply_type: type[T] | Any = Any, *, timeout: float = 2.0) -> T:
+        """Send a request to service ``name`` and return its reply.
+
+        Raises:
+            BusTimeout: no reply within ``timeout`` seconds (no module serves it, or it is too slow).
+            RemoteError: the service replied with an error.
+        """
+        payload = msgspec.msgpack.encode(request) if request is not None else None
+        deadline = time.monotonic() + timeout
+        pause = 0.01
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                replies = self.session.get(self.service_key(name), payload=payload, timeout=max(remaining, 0.001))
+            except zenoh.ZError as err:
+                raise BusError(f"cannot call {name}: {err}") from err
+            for reply in replies:
+                if reply.ok is not None:
+                    try:
+                        return msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=reply_type)  # type: ignore[no-any-return]
+                    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                        raise DecodeError(f"bad reply from {name}: {err}") from err
+                if reply.err is not None:
+                    text = reply.err.payload.to_string()
+                    if text == "Timeout":  # Zenoh's own error when the deadline passed
+                        raise BusTimeout(f"no reply from {name!r} within {timeout} s (the module is busy or hung)")
+                    raise RemoteError(f"{name}: {text}")
+            # No reply at all: nobody serves it yet (a module that is starting, or a declaration still on its
+            # way), or the server was too slow. Ask again until the deadline.
+            if deadline - time.monotonic() <= pause:
+                raise BusTimeout(
+                    f"no reply from {name!r} on robot {self.robot!r} within {timeout} s "
+                    "(is the module running? see `pluto mom`)"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    # -- liveliness --------------------------------------------------------------------------------------------
+
+    def declare_module(self, name: str) -> zenoh.LivelinessToken:
+        """Announce that module ``name`` is alive until the returned token is undeclared or the process ends."""
+        return self._own(self.session.liveliness().declare_token(self.module_key(name)))
+
+    def live_modules(self, timeout: float = 1.0) -> list[str]:
+        """Names of the modules alive now, sorted."""
+        found: set[str] = set()
+        for reply in self.session.liveliness().get(f"{self.prefix}/@module/**", timeout=timeout):
+            if reply.ok is not None:
+                found.add(str(reply.ok.key_expr).removeprefix(f"{self.prefix}/@module/"))
+        return sorted(found)
+
+    def watch_modules(self, callback: Callable[[str, bool], Any]) -> Any:
+        """Call ``callback(name, alive)`` on this bus's thread when a module appears or disappears.
+
+        Modules already alive are reported first. Returns the Zenoh subscriber (undeclared on close).
+        """
+        prefix = f"{self.prefix}/@module/"
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            name = str(sample.key_expr).removeprefix(prefix)
+            self._defer(callback, name, sample.kind == zenoh.SampleKind.PUT)
+
+        return self._own(self.session.liveliness().declare_subscriber(f"{prefix}**", on_sample, history=True))
+
+    def wait_for_module(self, name: str, timeout: float, alive: bool = True) -> None:
+        """Wait until module ``name`` is alive (or gone, with ``alive=False``).
+
+        Raises:
+            BusTimeout: it did not happen within ``timeout`` seconds.
+        """
+        event = threading.Event()
+
+        def seen(module: str, is_alive: bool) -> None:
+            if module == name and is_alive == alive:
+                event.set()
+
+        sub = self.watch_modules(seen)
+        try:
+            if not alive and name not in self.live_modules():
+                return
+            if not event.wait(timeout):
+                state = "alive" if alive else "gone"
+                raise BusTimeout(f"module {name!r} was not {state} within {timeout} s")
+        finally:
+            self._disown(sub)
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+
+    def interface_keys(self, timeout: float = 1.0) -> dict[str, float]:
+        """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
+        found: dict[str, float] = {}
+        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout):
+            if reply.ok is None:
+                continue
+            name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
+            att = reply.ok.attachment.to_bytes() if reply.ok.attachment is not None else b""
+            written = _ATTACHMENT.unpack(att)[0] if len(att) == _ATTACHMENT.size else 0.0
+            found[name] = max(found.get(name, 0.0), written)
+        return found
+
+    def _defer(self, fn: Callable[..., None], *args: Any) -> None:
+        self._deferred.put((fn, args))
+
+    def _run_deferred(self) -> None:
+        while (item := self._deferred.get()) is not None:
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("bus task %s failed", getattr(fn, "__name__", fn))
+
+    def _disown(self, thing: Any) -> None:
+        with self._lock:
+            if thing in self._owned:
+                self._owned.remove(thing)
+        _close_entity(thing)
+
+    def close(self) -> None:
+        """Close everything created on this bus, then the session (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            owned, self._owned = self._owned, []
+        for thing in reversed(owned):
+            _close_entity(thing)
+        self._deferred.put(None)
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self.session.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_entity(thing: Any) -> None:
+    closer = getattr(thing, "close", None) or getattr(thing, "undeclare", None)
+    if closer is not None:
+        with contextlib.suppress(Exception):
+            closer()
+
+
+@contextlib.contextmanager
+def open_bus(config: BusConfig | None = None) -> Iterator[Bus]:
+    """Open a bus for the duration of a ``with`` block."""
+    bus = Bus(config)
+    try:
+        yield bus
+    finally:
+        bus.close()

@@ -1,0 +1,39 @@
+"""The exception tree of Pluto.
+
+Every error a user can meet derives from :class:`PlutoError`, so ``except PlutoError`` catches them all and the
+command line prints one clear line for each without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class PlutoError(Exception):
+    """Base of every error raised by Pluto."""
+
+
+class ConfigError(PlutoError):
+    """A configuration file, profile or parameter is wrong; the message says where and why."""
+
+
+class BusError(PlutoError):
+    """The bus could not be opened or used."""
+
+
+class BusTimeout(BusError, TimeoutError):
+    """A request got no reply (or a wait got no update) within its timeout."""
+
+
+class RemoteError(BusError):
+    """The module serving a request replied with an error."""
+
+
+class DecodeError(PlutoError, ValueError):
+    """Bytes received from the bus are not a valid message of the expected type."""
+
+
+class ModuleNotFound(PlutoError, LookupError):
+    """No module or profile of that name is installed."""
+
+
+class LaunchError(PlutoError):
+    """A module could not be started, stopped or found running."""
