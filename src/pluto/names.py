@@ -64,6 +64,8 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("Arm/State", msgs.ActuatorState, "arm", "all", "Joint values as commanded."),
     Interface("Clock", msgs.SimTime, "sim", "all", "Simulated time."),
     Interface("Heartbeat", msgs.Heartbeat, "heartbeat", "heartbeat-monitor", "A counter, to check the bus."),
+    Interface("Heartbeat/Monitor", msgs.FVectorState, "heartbeat-monitor", "clients",
+              "data = [rate Hz, age s] of Heartbeat; element = [beats received, lost (0/1)]."),
 )
 
 LOCALIZATION_INTERFACES: tuple[str, ...] = (

@@ -15,6 +15,7 @@ import queue
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
@@ -45,29 +46,29 @@ def _start_zenoh_log() -> None:
 
 
 class _Meter:
-    """Counts events and keeps a recent rate (Hz), smoothed over about a second."""
+    """Counts events and measures their recent rate (Hz) over the last two seconds."""
 
-    __slots__ = ("count", "last", "rate")
+    WINDOW = 2.0
+
+    __slots__ = ("_times", "count", "last")
 
     def __init__(self) -> None:
         self.count = 0
         self.last = 0.0
-        self.rate = 0.0
+        self._times: deque[float] = deque(maxlen=256)
 
     def tick(self, now: float) -> None:
-        if self.last:
-            dt = max(now - self.last, 1e-6)
-            alpha = min(1.0, dt)  # ~1 s time constant
-            self.rate += alpha * (1.0 / dt - self.rate)
         self.count += 1
         self.last = now
+        self._times.append(now)
 
     def current_rate(self, now: float) -> float:
-        """The rate, decayed when writes stopped (so a silent interface shows 0 Hz, not its old rate)."""
-        if not self.last:
+        """Events per second over the window ending ``now`` (0 when they stopped)."""
+        times = [t for t in list(self._times) if now - t <= self.WINDOW]
+        if len(times) < 2:
             return 0.0
-        idle = now - self.last
-        return self.rate if idle < 2.0 / max(self.rate, 1e-3) else min(self.rate, 1.0 / idle)
+        span = max(times[-1] - times[0], now - times[-1])
+        return (len(times) - 1) / span if span > 0 else 0.0
 
 
 class _DropCounter:
@@ -381,7 +382,8 @@ class Service:
         self.failed = 0
         self._thread = threading.Thread(target=self._run, name=f"pluto-srv:{name}", daemon=True)
         self._thread.start()
-        self._queryable = bus.session.declare_queryable(bus.service_key(name), self._on_query)
+        self._key = bus.service_key(name)
+        self._queryable = bus.session.declare_queryable(self._key, self._on_query)
 
     def _on_query(self, query: zenoh.Query) -> None:
         try:
@@ -397,7 +399,8 @@ class Service:
                     payload = query.payload
                     request = self._decoder.decode(payload.to_bytes()) if payload is not None else None
                     reply = self._handler(request)
-                    query.reply(query.key_expr, msgspec.msgpack.encode(reply))
+                    # Reply on the service's own key: a query over several services (``mom/*``) gets one per service.
+                    query.reply(self._key, msgspec.msgpack.encode(reply))
                     self.served += 1
                 except (msgspec.DecodeError, msgspec.ValidationError) as err:
                     self.failed += 1
@@ -571,6 +574,24 @@ class Bus:
                 )
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
+
+    def call_all(self, prefix: str, reply_type: type[T] | Any = Any, request: Any = None, *,
+                 timeout: float = 1.0) -> list[T]:
+        """Send a request to every service under ``prefix/`` (e.g. ``mom``) and return the good replies.
+
+        Replies that fail to decode are counted as dropped; errors are skipped.
+        """
+        payload = msgspec.msgpack.encode(request) if request is not None else None
+        key = f"{self.service_key(prefix)}/*"
+        results: list[T] = []
+        for reply in self.session.get(key, payload=payload, timeout=timeout):
+            if reply.ok is None:
+                continue
+            try:
+                results.append(msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=reply_type))
+            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                self.drops.drop(prefix, err)
+        return results
 
     # -- liveliness --------------------------------------------------------------------------------------------
 

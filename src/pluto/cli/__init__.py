@@ -1,0 +1,1 @@
+"""The ``pluto`` command line."""

@@ -1,0 +1,408 @@
+"""The ``pluto`` command."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from pluto import __version__, msgs, names
+from pluto.bus import Bus
+from pluto.errors import LaunchError, PlutoError
+from pluto.runtime import launcher, mom
+from pluto.runtime.config import Config, load_config, parse_override
+from pluto.runtime.profiles import available_profiles, load_profile
+from pluto.runtime.registry import available_modules, load_module_class, module_name_of
+from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
+from pluto.runtime.supervisor import Supervisor, profile_pid_file
+
+DESCRIPTION = """\
+Pluto runs a robot as a set of modules that find each other by name on a bus and talk through typed interfaces
+(Base/Drive/State, Sick/Scan_mm, Localization/Pose, drive/command, ...).
+
+Getting started:
+  pluto demo                   run the demonstration mission, then stop
+  pluto up demo                start the modules of a profile and keep them running (Ctrl-C stops them)
+  pluto mom                    which modules are running, what they write, how fast
+  pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
+
+Every command works on one robot: the one named by --robot, PLUTO_ROBOT or the configuration file ("pluto" by
+default). Several machines: run `pluto router --listen tcp/0.0.0.0:7447` on one and set PLUTO_CONNECT to
+tcp/<its address>:7447 on all.
+"""
+
+
+def _params(pairs: Sequence[str]) -> dict[str, Any]:
+    return dict(parse_override(pair) for pair in pairs)
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.WARNING - 10 * verbosity
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+                        stream=sys.stderr)
+
+
+def _config(args: argparse.Namespace) -> Config:
+    if getattr(args, "robot", None):
+        os.environ["PLUTO_ROBOT"] = args.robot
+    return load_config(getattr(args, "config", None))
+
+
+@contextlib.contextmanager
+def _bus(args: argparse.Namespace) -> Iterator[Bus]:
+    with Bus(_config(args).bus) as bus:
+        yield bus
+
+
+# -- commands ---------------------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    load_module_class(args.module)  # fail early, before opening the bus
+    spec = ModuleSpec(args.module, args.name, _params(args.param))
+    with stop_on_signals() as stop:
+        run_in_process([spec], config, stop)
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    if args.param and len(args.module) > 1:
+        raise LaunchError("-p applies to one module; start modules with parameters one at a time")
+    config = _config(args)
+    with Bus(config.bus) as bus:
+        for module in args.module:
+            pid = launcher.start_daemon(bus, module, name=args.name, params=_params(args.param),
+                                        config=str(config.path) if config.path else None, timeout=args.timeout)
+            name = args.name or module_name_of(module)
+            print(f"started {name} (pid {pid}); log: {launcher.runtime_dir(bus.robot) / (name + '.log')}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    robot = _config(args).bus.robot
+    for name in args.module:
+        pid = launcher.stop_daemon(robot, name, timeout=args.timeout)
+        print(f"stopped {name} (pid {pid})")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    config = _config(args)
+    profile = load_profile(args.profile)
+    robot = config.bus.robot
+    if args.detach:
+        cmd = [sys.executable, "-m", "pluto", "up", args.profile]
+        if config.path:
+            cmd += ["--config", str(config.path)]
+        if args.one_process:
+            cmd.append("--one-process")
+        log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
+        process = launcher.spawn(cmd, log_path)
+        with Bus(config.bus) as bus:
+            for entry in profile.entries:
+                try:
+                    launcher.wait_publishing(bus, entry.spec.module, args.timeout, name=entry.name, process=process)
+                except LaunchError as err:
+                    if process.poll() is None:
+                        launcher.terminate(process.pid)
+                    raise LaunchError(f"{err}; end of {log_path}:\n{launcher.tail(log_path, 8)}") from None
+        print(f"profile {profile.name} is up (supervisor pid {process.pid}); `pluto down` stops it")
+        return 0
+    pid_file = profile_pid_file(robot, profile.name)
+    if launcher.read_pid(launcher.Path(pid_file)) is not None:
+        raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
+    with stop_on_signals() as stop, Bus(config.bus) as bus:
+        supervisor = Supervisor(bus, profile, config, one_process=args.one_process, startup_timeout=args.timeout)
+        launcher.Path(pid_file).write_text(f"{os.getpid()}\n")
+        try:
+            supervisor.start()
+            print(f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
+                  f"(Ctrl-C or `pluto down` stops it)", flush=True)
+            supervisor.run(stop)
+        finally:
+            supervisor.shutdown()
+            launcher.Path(pid_file).unlink(missing_ok=True)
+    print(f"profile {profile.name} is down")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    robot = _config(args).bus.robot
+    daemons = launcher.running_daemons(robot)
+    profiles = {n.removeprefix("profile-"): pid for n, pid in daemons.items() if n.startswith("profile-")}
+    if args.profile:
+        if args.profile not in profiles:
+            raise LaunchError(f"profile {args.profile} is not up for robot {robot}")
+        profiles = {args.profile: profiles[args.profile]}
+    for name, pid in profiles.items():
+        launcher.terminate(pid, timeout=args.timeout + 5)
+        launcher.Path(profile_pid_file(robot, name)).unlink(missing_ok=True)
+        print(f"profile {name} is down")
+    if not args.profile:  # also the modules started one by one
+        for name in launcher.running_daemons(robot):
+            launcher.stop_daemon(robot, name, timeout=args.timeout)
+            print(f"stopped {name}")
+    if not daemons:
+        print(f"nothing is running for robot {robot}")
+    return 0
+
+
+def cmd_mom(args: argparse.Namespace) -> int:
+    with _bus(args) as bus, stop_on_signals() as stop:
+        while True:
+            table = mom.render(mom.snapshot(bus), bus.robot)
+            if args.watch:
+                print("\x1b[2J\x1b[H" + table + f"\n\n(every {args.interval:g} s; Ctrl-C to quit)", flush=True)
+                if stop.wait(args.interval):
+                    break
+            else:
+                print(table)
+                break
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.all:
+        width = max(len(n) for n in names.INTERFACES)
+        for iface in names.INTERFACES.values():
+            print(f"{iface.name:<{width}}  {iface.type.__name__:<14} {iface.description}")
+        return 0
+    with _bus(args) as bus:
+        found = bus.interface_keys()
+        if not found:
+            print(f"robot {bus.robot}: no interface has a value (is anything running? `pluto mom`)")
+            return 0
+        now = time.time()
+        width = max(len(n) for n in found)
+        for name, written in sorted(found.items()):
+            kind = names.message_type_of(name)
+            age = f"{now - written:.1f} s ago" if written else ""
+            print(f"{name:<{width}}  {kind.__name__ if kind else '?':<14} {age}")
+    return 0
+
+
+def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
+    if type_name:
+        return msgs.message_type(type_name)
+    kind = names.message_type_of(name)
+    if kind is None:
+        raise PlutoError(f"{name} is not a known interface; give its message type with --type")
+    return kind
+
+
+def cmd_echo(args: argparse.Namespace) -> int:
+    kind = _interface_type(args.name, args.type)
+    count = 0
+    done = threading.Event()
+
+    def show(value: msgs.Message) -> None:
+        nonlocal count
+        count += 1
+        print(msgspec.json.encode(value).decode(), flush=True)
+        if args.count and count >= args.count:
+            done.set()
+
+    with _bus(args) as bus, stop_on_signals() as stop:
+        bus.create_subscription(args.name, show, kind, depth=64, current=not args.new)
+        while not (stop.wait(0.1) or done.is_set()):
+            pass
+    return 0
+
+
+def cmd_hz(args: argparse.Namespace) -> int:
+    kind = _interface_type(args.name, args.type)
+    arrivals: deque[float] = deque(maxlen=args.window)
+    lock = threading.Lock()
+
+    def tick(_value: msgs.Message) -> None:
+        with lock:
+            arrivals.append(time.monotonic())
+
+    with _bus(args) as bus, stop_on_signals() as stop:
+        bus.create_subscription(args.name, tick, kind, depth=1024, current=False)
+        reports = 0
+        while not stop.wait(1.0):
+            with lock:
+                times = list(arrivals)
+            reports += 1
+            if len(times) < 2:
+                print(f"{args.name}: no new messages")
+            else:
+                periods = [b - a for a, b in zip(times, times[1:], strict=False)]
+                mean = sum(periods) / len(periods)
+                std = math.sqrt(sum((p - mean) ** 2 for p in periods) / len(periods))
+                print(f"{args.name}: average rate {1 / mean:.2f} Hz  min {min(periods) * 1000:.1f} ms  "
+                      f"max {max(periods) * 1000:.1f} ms  std dev {std * 1000:.2f} ms  window {len(times)}",
+                      flush=True)
+            if args.count and reports >= args.count:
+                break
+    return 0
+
+
+def cmd_modules(_args: argparse.Namespace) -> int:
+    for name in sorted(available_modules()):
+        cls = load_module_class(name)
+        print(f"{name:<20} {cls.description}")
+    return 0
+
+
+def cmd_profiles(_args: argparse.Namespace) -> int:
+    for name, description in available_profiles().items():
+        print(f"{name:<20} {description}")
+    return 0
+
+
+def cmd_router(args: argparse.Namespace) -> int:
+    import zenoh
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"router"')
+    conf.insert_json5("listen/endpoints", msgspec.json.encode(args.listen).decode())
+    conf.insert_json5("listen/exit_on_failure", "true")
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    try:
+        session = zenoh.open(conf)
+    except zenoh.ZError as err:
+        raise PlutoError(f"cannot listen on {', '.join(args.listen)} (port in use?): {err}") from None
+    with stop_on_signals() as stop:
+        print(f"router listening on {', '.join(args.listen)}; set PLUTO_CONNECT={args.listen[0].replace('0.0.0.0', '<this host>')} "
+              "on the robot's machines. Ctrl-C stops it.", flush=True)
+        stop.wait()
+    session.close()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pluto.cli.demo import run_demo
+
+    return run_demo(_config(args), duration=args.duration)
+
+
+# -- parser -----------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: an option given before the command must not be reset by the command's own default.
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, "
+                        "~/.config/pluto/config.toml)")
+    common.add_argument("--robot", metavar="NAME", default=argparse.SUPPRESS, help="robot to work on (default: PLUTO_ROBOT or the config)")
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)")
+
+    parser = argparse.ArgumentParser(prog="pluto", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+    parser.add_argument("--version", action="version", version=f"pluto {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, description: str = "") -> Any:
+        p = sub.add_parser(name, help=help_text, description=description or help_text, parents=[common],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("demo", cmd_demo, "run the demonstration mission on the simulated robot, then stop",
+            "Starts the demonstration profile, shows what runs (MOM) and what it measures, and stops by itself.\n"
+            "Ctrl-C stops it early and cleanly.")
+    p.add_argument("--duration", type=float, default=6.0, help="seconds to run the mission (default 6)")
+
+    param_help = "set a parameter, NAME=VALUE (TOML value: 2, true, \"text\"); repeatable"
+    p = add("run", cmd_run, "run one module in the foreground (Ctrl-C stops it)",
+            "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`) or\n"
+            "package.module:Class.\n\nexample: pluto run heartbeat -p rate_hz=5")
+    p.add_argument("module", metavar="MODULE")
+    p.add_argument("--name", help="name on the bus (default: the module's own)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=param_help)
+
+    p = add("start", cmd_start, "start modules as daemons (in the background)",
+            "Starts each module in the background and returns once it publishes. Its log and pid file are in\n"
+            "the runtime directory (PLUTO_RUNTIME_DIR). `pluto stop MODULE` ends it.\n\n"
+            "example: pluto start heartbeat")
+    p.add_argument("module", metavar="MODULE", nargs="+")
+    p.add_argument("--name", help="name on the bus (one module only)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=param_help)
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for it to publish (default 15)")
+
+    p = add("stop", cmd_stop, "stop daemons by name", "Stops modules started with `pluto start` (SIGTERM, then "
+            "SIGKILL after --timeout).\n\nexample: pluto stop heartbeat")
+    p.add_argument("module", metavar="MODULE", nargs="+")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait before killing (default 5)")
+
+    p = add("up", cmd_up, "start a profile (a set of modules) in dependency order and supervise it",
+            "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
+            "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
+            "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up demo")
+    p.add_argument("profile", metavar="PROFILE")
+    p.add_argument("--one-process", action="store_true",
+                   help="run all modules in one process sharing one bus session (lighter; no crash isolation)")
+    p.add_argument("--detach", action="store_true", help="run the supervisor in the background and return")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
+
+    p = add("down", cmd_down, "stop running profiles and daemons",
+            "Stops the profile named (or every profile and daemon of the robot if none is named).")
+    p.add_argument("profile", metavar="PROFILE", nargs="?")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each (default 5)")
+
+    p = add("mom", cmd_mom, "list running modules, their interfaces, rates and ages",
+            "The module overview: every live module, the interfaces it writes, their rate, the age of the last\n"
+            "message and how many were written. A module that dies disappears at once.")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+
+    p = add("list", cmd_list, "list interfaces that have a value now",
+            "Lists the interfaces with a current value on this robot, with their type and age.")
+    p.add_argument("--all", action="store_true", help="list every known interface name and its meaning instead")
+
+    type_help = "message type, for an interface not in the table (`pluto list --all`)"
+    p = add("echo", cmd_echo, "print the values of an interface as they change (JSON, one per line)",
+            "example: pluto echo Base/Drive/State -n 5")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-n", "--count", type=int, default=0, help="stop after this many values")
+    p.add_argument("--new", action="store_true", help="skip the current value, print only new ones")
+    p.add_argument("--type", help=type_help)
+
+    p = add("hz", cmd_hz, "measure the rate of an interface", "example: pluto hz Sick/Scan_mm")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--window", type=int, default=100, help="messages to average over (default 100)")
+    p.add_argument("-n", "--count", type=int, default=0, help="stop after this many reports")
+    p.add_argument("--type", help=type_help)
+
+    add("modules", cmd_modules, "list the installed modules")
+    add("profiles", cmd_profiles, "list the profiles")
+
+    p = add("router", cmd_router, "run a bus router, the meeting point for several machines",
+            "Runs a Zenoh router. On every machine of the robot set PLUTO_CONNECT (or bus.connect in the\n"
+            "configuration file) to its endpoint. It listens on the loopback only unless told otherwise.\n\n"
+            "example: pluto router --listen tcp/0.0.0.0:7447")
+    p.add_argument("--listen", action="append", metavar="ENDPOINT", help="endpoint to listen on, repeatable "
+                   "(default tcp/127.0.0.1:7447)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "router" and not args.listen:
+        args.listen = ["tcp/127.0.0.1:7447"]
+    _setup_logging(getattr(args, "verbose", 0) + (1 if args.command == "run" else 0))
+    try:
+        return int(args.func(args))
+    except PlutoError as err:
+        print(f"pluto {args.command}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pluto movement modules."""

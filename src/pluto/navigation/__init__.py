@@ -1,0 +1,1 @@
+"""Pluto navigation modules."""

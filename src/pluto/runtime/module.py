@@ -1,0 +1,250 @@
+"""The Module base class: the shell that binds a module's pure logic to the bus.
+
+A module (the original's ``xxxModule`` + ``xxx_control``) declares its name, the interfaces it provides, the
+modules it requires and its parameters; it creates its publishers and readers in :meth:`Module.on_configure`, and
+its control step runs at ``rate_hz`` on a thread of its own while the module is *active* (the original's
+``start_activity``; ``stop_activity`` stops the thread but leaves the module's interfaces up).
+
+Every module also announces itself with a liveliness token (so MOM lists it and proxies find it) and serves:
+``<name>/start_activity``, ``<name>/stop_activity`` and ``mom/<name>`` (its :class:`~pluto.msgs.ModuleInfo`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import msgspec
+
+from pluto import msgs
+from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
+from pluto.runtime.clock import Clock, SimClock, WallClock
+
+M = TypeVar("M", bound=msgs.Message)
+
+
+class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Parameters every module has.
+
+    Attributes:
+        rate_hz: rate of the control step, Hz.
+        autostart: start the control step when the module starts (else wait for ``start_activity``).
+        use_sim_time: follow the simulated time on the ``Clock`` interface instead of the wall clock.
+    """
+
+    rate_hz: float = 10.0
+    autostart: bool = True
+    use_sim_time: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.rate_hz <= 10_000.0:
+            raise ValueError(f"rate_hz must be in (0, 10000], got {self.rate_hz}")
+
+
+class Module:
+    """Base of every Pluto module.
+
+    Subclasses set the class attributes and override the hooks; the runtime calls :meth:`start` and :meth:`stop`.
+
+    Args:
+        bus: the process's bus (modules of one process share it).
+        params: validated parameters (an instance of ``Params``); defaults if None.
+        name: the name on the bus (defaults to the class's ``name``).
+        clock: time source; by default the wall clock, or the ``Clock`` interface with ``use_sim_time``.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    provides: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type[ModuleParams]] = ModuleParams
+
+    def __init__(
+        self,
+        bus: Bus,
+        params: ModuleParams | None = None,
+        *,
+        name: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.bus = bus
+        self.params = params if params is not None else self.Params()
+        self.module_name = name or self.name or type(self).__name__.lower()
+        self._logger = logging.getLogger(f"pluto.{self.module_name}")
+        if clock is None:
+            clock = SimClock(bus) if self.params.use_sim_time else WallClock()
+        self.clock: Clock = clock
+        self._writers: list[StateWriter[Any]] = []
+        self._readers: list[StateReader[Any] | Subscription[Any]] = []
+        self._services: list[Service] = []
+        self._token: Any = None
+        self._stop_step = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._started = 0.0
+        self.step_errors = 0
+
+    # -- rclpy-style factory methods (used in on_configure) ---------------------------------------------------
+
+    def create_publisher(self, name: str, cls: type[M] | None = None) -> StateWriter[M]:
+        """A writer of interface ``name``, counted in this module's MOM entry."""
+        writer: StateWriter[M] = self.bus.create_publisher(name, cls)  # type: ignore[arg-type]
+        self._writers.append(writer)
+        return writer
+
+    def create_reader(self, name: str, cls: type[M] | None = None) -> StateReader[M]:
+        """A reader of interface ``name`` holding its newest value."""
+        reader: StateReader[M] = self.bus.create_reader(name, cls)  # type: ignore[arg-type]
+        self._readers.append(reader)
+        return reader
+
+    def create_subscription(
+        self, name: str, callback: Callable[[M], Any], cls: type[M] | None = None, *, depth: int = 1
+    ) -> Subscription[M]:
+        """Call ``callback`` with every new value of ``name`` (on the subscription's own thread)."""
+        sub = self.bus.create_subscription(name, callback, cls, depth=depth)
+        self._readers.append(sub)
+        return sub
+
+    def create_service(self, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> Service:
+        """Serve requests on ``<module name>/<name>``."""
+        service = self.bus.create_service(f"{self.module_name}/{name}", handler, request_type)
+        self._services.append(service)
+        return service
+
+    def get_logger(self) -> logging.Logger:
+        return self._logger
+
+    def get_clock(self) -> Clock:
+        return self.clock
+
+    # -- hooks --------------------------------------------------------------------------------------------------
+
+    def on_configure(self) -> None:
+        """Create publishers, readers and services. Called once by :meth:`start`."""
+
+    def on_activate(self) -> None:
+        """Called when the control step starts (``start_activity``)."""
+
+    def on_deactivate(self) -> None:
+        """Called when the control step stops (``stop_activity`` or shutdown)."""
+
+    def step(self, now: float) -> None:
+        """One control step at time ``now`` (s, from the module's clock). Override it."""
+
+    def on_shutdown(self) -> None:
+        """Called last, when the module stops."""
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Configure, announce the module on the bus, and start the control step if ``autostart``."""
+        self._started = time.time()
+        self.on_configure()
+        self._services.append(self.bus.create_service(f"{self.module_name}/start_activity", self._srv_start))
+        self._services.append(self.bus.create_service(f"{self.module_name}/stop_activity", self._srv_stop))
+        self._services.append(self.bus.create_service(f"mom/{self.module_name}", lambda _req: self.info()))
+        if self.params.autostart:
+            self.start_activity()
+        self._token = self.bus.declare_module(self.module_name)
+        self._logger.info("%s started (pid %d)", self.module_name, os.getpid())
+
+    def start_activity(self) -> bool:
+        """Start the control step; starting it twice does nothing. Returns True if it was started now."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return False
+            self._stop_step.clear()
+            self.on_activate()
+            self._thread = threading.Thread(target=self._loop, name=f"{self.module_name}-control", daemon=True)
+            self._thread.start()
+            return True
+
+    def stop_activity(self) -> bool:
+        """Stop the control step (the module stays up). Returns True if it was running."""
+        with self._lock:
+            thread = self._thread
+            if thread is None:
+                return False
+            self._stop_step.set()
+            self._thread = None
+        if thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self.on_deactivate()
+        return True
+
+    @property
+    def active(self) -> bool:
+        """The control step is running."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def _loop(self) -> None:
+        period = 1.0 / self.params.rate_hz
+        next_time = self.clock.now()
+        while not self._stop_step.is_set():
+            now = self.clock.now()
+            try:
+                self.step(now)
+            except Exception:
+                self.step_errors += 1
+                self._logger.exception("step failed (%d so far)", self.step_errors)
+            next_time += period
+            if next_time < self.clock.now() - period:  # fell behind (a long step, a clock jump): don't burst
+                next_time = self.clock.now()
+            if self.clock.sleep_until(next_time, self._stop_step):
+                break
+
+    def stop(self) -> None:
+        """Stop the control step, withdraw from the bus and close what the module created (idempotent)."""
+        if self._token is None and not self._writers and not self._services:
+            return
+        self.stop_activity()
+        try:
+            self.on_shutdown()
+        finally:
+            things: list[Any] = [self._token, *self._services, *self._readers, *self._writers]
+            self._token = None
+            self._services, self._readers, self._writers = [], [], []
+            for thing in things:
+                if thing is not None:
+                    self.bus._disown(thing)
+            self._logger.info("%s stopped", self.module_name)
+
+    # -- MOM ----------------------------------------------------------------------------------------------------
+
+    def info(self) -> msgs.ModuleInfo:
+        """What MOM shows of this module."""
+        now = time.time()
+        return msgs.ModuleInfo(
+            name=self.module_name,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started=self._started,
+            active=self.active,
+            provides=[
+                msgs.InterfaceStats(
+                    name=w.name,
+                    type=w.type.__name__,
+                    count=w.meter.count,
+                    rate_hz=round(w.meter.current_rate(now), 3),
+                    last_write=w.meter.last,
+                )
+                for w in self._writers
+            ],
+            requires=list(self.requires),
+            dropped=sum(r.dropped for r in self._readers),
+        )
+
+    def _srv_start(self, _request: Any) -> bool:
+        self.start_activity()
+        return self.active
+
+    def _srv_stop(self, _request: Any) -> bool:
+        self.stop_activity()
+        return self.active

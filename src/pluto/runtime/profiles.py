@@ -1,0 +1,184 @@
+"""Profiles: named sets of modules started together (the original's ``startbasic`` script, without its races).
+
+A profile is a TOML file::
+
+    description = "A heartbeat and its monitor"
+
+    [restart]            # optional: how the supervisor restarts crashed modules
+    max_restarts = 5     # within `window` seconds, then it gives up on that module
+    window = 60.0
+    backoff = 0.5        # first delay, doubled at each crash up to `backoff_max`
+    backoff_max = 10.0
+
+    [modules.heartbeat]  # the name on the bus; `module = "..."` picks another class
+    rate_hz = 5.0        # parameters
+
+    [modules.heartbeat-monitor]
+
+Profiles ship in the package (``pluto/runtime/profiles``); ``./profiles/`` and ``~/.config/pluto/profiles/`` add
+or override them. The start order comes from what each module ``requires``, not from the order in the file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pluto.errors import ConfigError, ModuleNotFound
+from pluto.runtime.registry import load_module_class
+from pluto.runtime.runner import ModuleSpec
+
+
+class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the supervisor restarts a crashed module."""
+
+    enabled: bool = True
+    max_restarts: int = 5
+    window: float = 60.0
+    backoff: float = 0.5
+    backoff_max: float = 10.0
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One module of a profile."""
+
+    spec: ModuleSpec
+    requires: tuple[str, ...]
+    restart: bool = True
+
+    @property
+    def name(self) -> str:
+        assert self.spec.name is not None
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A loaded profile, its modules in start order."""
+
+    name: str
+    description: str
+    entries: tuple[ProfileEntry, ...]
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    path: Path | None = None
+
+
+def _profile_dirs() -> list[Path]:
+    return [Path("profiles"), Path.home() / ".config" / "pluto" / "profiles"]
+
+
+def _builtin() -> dict[str, str]:
+    folder = resources.files("pluto.runtime") / "profiles"
+    return {item.name.removesuffix(".toml"): item.read_text() for item in folder.iterdir()
+            if item.name.endswith(".toml")}
+
+
+def available_profiles() -> dict[str, str]:
+    """Profile names and their descriptions."""
+    found: dict[str, str] = {}
+    for name, text in _builtin().items():
+        found[name] = _description(text)
+    for folder in reversed(_profile_dirs()):
+        for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+            found[path.stem] = _description(path.read_text(errors="replace"))
+    return dict(sorted(found.items()))
+
+
+def _description(text: str) -> str:
+    try:
+        return str(tomllib.loads(text).get("description", ""))
+    except tomllib.TOMLDecodeError:
+        return "(not valid TOML)"
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load a profile by name (or from a ``.toml`` path) and order its modules.
+
+    Raises:
+        ModuleNotFound: no profile of that name, or it names an unknown module.
+        ConfigError: the file is not valid, or the modules' requirements form a cycle.
+    """
+    path = Path(name_or_path)
+    text: str | None = None
+    where: Path | None = None
+    if name_or_path.endswith(".toml"):
+        if not path.is_file():
+            raise ModuleNotFound(f"profile file {path} does not exist")
+        text, where = path.read_text(errors="replace"), path
+    else:
+        for folder in _profile_dirs():
+            candidate = folder / f"{name_or_path}.toml"
+            if candidate.is_file():
+                text, where = candidate.read_text(errors="replace"), candidate
+                break
+        else:
+            text = _builtin().get(name_or_path)
+    if text is None:
+        close = difflib.get_close_matches(name_or_path, available_profiles(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `pluto profiles` lists them"
+        raise ModuleNotFound(f"no profile named {name_or_path!r}{hint}")
+    label = str(where) if where else f"profile {name_or_path}"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{label}: not valid TOML: {err}") from None
+    return parse_profile(path.stem if where else name_or_path, data, label, where)
+
+
+def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None = None) -> Profile:
+    """Build a profile from its parsed TOML table (see the module docstring)."""
+    unknown = set(data) - {"description", "restart", "modules"}
+    if unknown:
+        raise ConfigError(f"{label}: unknown keys {sorted(unknown)} (expected description, restart, modules)")
+    try:
+        restart = msgspec.convert(data.get("restart", {}), RestartPolicy)
+    except msgspec.ValidationError as err:
+        raise ConfigError(f"{label}: [restart] {err}") from None
+    modules = data.get("modules", {})
+    if not isinstance(modules, dict) or not modules:
+        raise ConfigError(f"{label}: a profile needs at least one [modules.<name>] table")
+    entries: dict[str, ProfileEntry] = {}
+    for bus_name, table in modules.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{label}: modules.{bus_name} must be a table")
+        params = dict(table)
+        module = str(params.pop("module", bus_name))
+        keep_alive = bool(params.pop("restart", True))
+        cls = load_module_class(module)
+        entries[bus_name] = ProfileEntry(ModuleSpec(module, bus_name, params), tuple(cls.requires), keep_alive)
+    return Profile(name, str(data.get("description", "")), tuple(start_order(entries, label)), restart, path)
+
+
+def start_order(entries: dict[str, ProfileEntry], label: str = "profile") -> list[ProfileEntry]:
+    """Order modules so that each comes after the modules it requires that are in the set.
+
+    A requirement outside the set must already be running when the profile starts (the supervisor checks).
+
+    Raises:
+        ConfigError: the requirements form a cycle.
+    """
+    order: list[ProfileEntry] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise ConfigError(f"{label}: modules require each other in a cycle: {' -> '.join((*path, name))}")
+        state[name] = 1
+        for need in entries[name].requires:
+            if need in entries:
+                visit(need, (*path, name))
+        state[name] = 2
+        order.append(entries[name])
+
+    for name in entries:
+        visit(name, ())
+    return order

@@ -1,0 +1,215 @@
+"""The supervisor behind ``pluto up``: starts a profile in dependency order and keeps it running.
+
+Strategy: each module starts only when the modules it requires are alive *and* have written every interface they
+provide (the original robot's modules raced each other during sensor initialisation; here the order is decided,
+not hoped for). Modules run as separate processes by default so one crash cannot take the others down; a module that
+exits with an error or is killed is restarted after a back-off that doubles at each crash, up to a limit per time
+window. A module that exits cleanly (``pluto stop``) is left stopped. With ``one_process`` the modules share this
+process and its bus instead (cheaper on a small computer, faster in tests); there is then nothing to restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pluto.bus import Bus
+from pluto.errors import LaunchError
+from pluto.runtime.config import Config
+from pluto.runtime.launcher import module_command, runtime_dir, spawn, tail, terminate, wait_publishing
+from pluto.runtime.module import Module
+from pluto.runtime.profiles import Profile, ProfileEntry
+from pluto.runtime.runner import instantiate
+
+log = logging.getLogger("pluto.supervisor")
+
+
+@dataclass
+class _Child:
+    entry: ProfileEntry
+    process: subprocess.Popen[bytes] | None = None
+    crashes: list[float] = field(default_factory=list)
+    restart_at: float | None = None
+    given_up: bool = False
+    restarts: int = 0
+
+
+class Supervisor:
+    """Runs the modules of a profile.
+
+    Args:
+        bus: the supervisor's own bus (used to watch the modules start).
+        profile: what to run.
+        config: the configuration file the modules read (its path is passed on to child processes).
+        one_process: run the modules in this process, sharing ``bus``.
+        startup_timeout: seconds each module has to start publishing.
+    """
+
+    def __init__(self, bus: Bus, profile: Profile, config: Config, *, one_process: bool = False,
+                 startup_timeout: float = 20.0) -> None:
+        self.bus = bus
+        self.profile = profile
+        self.config = config
+        self.one_process = one_process
+        self.startup_timeout = startup_timeout
+        self.children: dict[str, _Child] = {e.name: _Child(e) for e in profile.entries}
+        self.modules: list[Module] = []
+        self._exits: queue.SimpleQueue[tuple[str, subprocess.Popen[bytes]]] = queue.SimpleQueue()
+        self._stopping = False
+        self.log_dir = runtime_dir(bus.robot)
+
+    # -- start --------------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every module in order, each after the modules it requires publish.
+
+        Raises:
+            LaunchError: a module failed to start (the ones already started are stopped again).
+        """
+        try:
+            self._check_outside_requirements()
+            for entry in self.profile.entries:
+                self._start_one(entry)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _check_outside_requirements(self) -> None:
+        inside = set(self.children)
+        outside = {need for e in self.profile.entries for need in e.requires if need not in inside}
+        if outside:
+            alive = set(self.bus.live_modules())
+            missing = sorted(outside - alive)
+            if missing:
+                raise LaunchError(
+                    f"profile {self.profile.name} needs {', '.join(missing)}, which it does not start and which "
+                    "is not running; start it first or add it to the profile"
+                )
+
+    def _start_one(self, entry: ProfileEntry) -> None:
+        if self.one_process:
+            module = instantiate(entry.spec, self.bus, self.config)
+            module.start()
+            self.modules.append(module)
+            wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name)
+        else:
+            child = self.children[entry.name]
+            self._spawn(child)
+            assert child.process is not None
+            try:
+                wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name,
+                                process=child.process)
+            except LaunchError as err:
+                log_file = self.log_dir / f"{entry.name}.log"
+                raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None
+        log.info("%s is up", entry.name)
+
+    def _spawn(self, child: _Child) -> None:
+        spec = child.entry.spec
+        config_path = str(self.config.path) if self.config.path else None
+        cmd = module_command(spec.module, spec.name, spec.params, config_path)
+        child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log")
+        (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
+        threading.Thread(target=self._wait_exit, args=(child.entry.name, process), daemon=True,
+                         name=f"wait-{child.entry.name}").start()
+
+    def _wait_exit(self, name: str, process: subprocess.Popen[bytes]) -> None:
+        process.wait()
+        self._exits.put((name, process))
+
+    # -- supervise ----------------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch the modules until ``stop`` is set: restart crashed ones per the profile's restart policy."""
+        while not stop.is_set():
+            timeout = 0.2
+            now = time.monotonic()
+            for child in self.children.values():
+                if child.restart_at is not None:
+                    if child.restart_at <= now:
+                        self._restart(child)
+                    else:
+                        timeout = min(timeout, child.restart_at - now)
+            try:
+                name, process = self._exits.get(timeout=max(timeout, 0.01))
+            except queue.Empty:
+                continue
+            self._on_exit(self.children[name], process)
+
+    def _on_exit(self, child: _Child, process: subprocess.Popen[bytes]) -> None:
+        if self._stopping or process is not child.process:
+            return
+        (self.log_dir / f"{child.entry.name}.pid").unlink(missing_ok=True)
+        code = process.returncode
+        if code == 0:
+            log.info("%s exited cleanly; not restarting it", child.entry.name)
+            return
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        policy = self.profile.restart
+        if not (policy.enabled and child.entry.restart):
+            log.error("%s %s; restarts are off for it", child.entry.name, how)
+            return
+        now = time.monotonic()
+        child.crashes = [t for t in child.crashes if now - t < policy.window] + [now]
+        if len(child.crashes) > policy.max_restarts:
+            child.given_up = True
+            log.error("%s %s; it crashed %d times within %g s, giving up", child.entry.name, how,
+                      len(child.crashes), policy.window)
+            return
+        delay = min(policy.backoff * 2 ** (len(child.crashes) - 1), policy.backoff_max)
+        child.restart_at = now + delay
+        log.warning("%s %s; restarting it in %.1f s", child.entry.name, how, delay)
+
+    def _restart(self, child: _Child) -> None:
+        child.restart_at = None
+        child.restarts += 1
+        try:
+            self._spawn(child)
+        except OSError as err:
+            log.error("cannot restart %s: %s", child.entry.name, err)
+
+    # -- stop ---------------------------------------------------------------------------------------------------
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop every module, in the reverse of the start order (idempotent)."""
+        self._stopping = True
+        for module in reversed(self.modules):
+            try:
+                module.stop()
+            except Exception:
+                log.exception("stopping %s failed", module.module_name)
+        self.modules = []
+        for entry in reversed(self.profile.entries):
+            child = self.children[entry.name]
+            process, child.process = child.process, None
+            child.restart_at = None
+            if process is not None and process.poll() is None:
+                terminate(process.pid, timeout)
+                process.wait()
+            (self.log_dir / f"{entry.name}.pid").unlink(missing_ok=True)
+
+    def status(self) -> dict[str, str]:
+        """Each module's state: running, restarting, stopped or failed."""
+        result = {}
+        for name, child in self.children.items():
+            if self.one_process:
+                result[name] = "running (in process)"
+            elif child.given_up:
+                result[name] = "failed"
+            elif child.restart_at is not None:
+                result[name] = "restarting"
+            elif child.process is not None and child.process.poll() is None:
+                result[name] = f"running (pid {child.process.pid})"
+            else:
+                result[name] = "stopped"
+        return result
+
+
+def profile_pid_file(robot: str, profile: str) -> str:
+    """Where a running ``pluto up`` keeps its pid, so ``pluto down`` can find it."""
+    return os.fspath(runtime_dir(robot) / f"profile-{profile}.pid")

@@ -1,0 +1,1 @@
+"""Pluto sim modules."""
