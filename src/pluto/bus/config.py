@@ -49,7 +49,9 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
     def __post_init__(self) -> None:
         if not self.robot or any(c in self.robot for c in "/*$?#@ "):
-            raise ConfigError(f"bus.robot {self.robot!r}: a robot name may not be empty or contain / * $ ? # @ or spaces")
+            raise ConfigError(
+                f"bus.robot {self.robot!r}: a robot name may not be empty or contain / * $ ? # @ or spaces"
+            )
         if self.mode not in ("peer", "client"):
             raise ConfigError(f"bus.mode {self.mode!r}: expected 'peer' or 'client'")
         if self.mode == "client" and not self.connect:
@@ -139,7 +141,7 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
                 entries["connect/endpoints"] = [cfg.rendezvous]
                 entries["connect/exit_on_failure"] = False
                 entries["connect/timeout_ms"] = int(cfg.connect_timeout * 1000)
-                entries["connect/retry"] = {"period_init_ms": 100, "period_max_ms": 1000, "period_increase_factor": 2}
+                entries["connect/retry"] = {"period_init_ms": 100, "period_max_ms": 250, "period_increase_factor": 2}
                 entries["listen/exit_on_failure"] = False
         entries["listen/endpoints"] = listen
     return entries

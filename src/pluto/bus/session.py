@@ -155,7 +155,7 @@ class StateWriter(Generic[M]):
         """Stop publishing (idempotent)."""
         for entity in (self._queryable, self._publisher):
             with contextlib.suppress(Exception):
-                entity.undeclare()
+                entity.undeclare()  # type: ignore[no-untyped-call]
 
 
 class _Receiver(Generic[M]):
@@ -290,7 +290,7 @@ class StateReader(_Receiver[M]):
     def close(self) -> None:
         """Stop receiving (idempotent)."""
         with contextlib.suppress(Exception):
-            self._subscriber.undeclare()
+            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
 
 
 class Subscription(_Receiver[M]):
@@ -355,7 +355,7 @@ class Subscription(_Receiver[M]):
     def close(self) -> None:
         """Stop receiving and end the callback thread (idempotent)."""
         with contextlib.suppress(Exception):
-            self._subscriber.undeclare()
+            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -413,7 +413,7 @@ class Service:
     def close(self) -> None:
         """Stop serving (idempotent)."""
         with contextlib.suppress(Exception):
-            self._queryable.undeclare()
+            self._queryable.undeclare()  # type: ignore[no-untyped-call]
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
 
@@ -446,15 +446,18 @@ class Bus:
         self._lock = threading.Lock()
         self._deferred: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
         _start_zenoh_log()
+        self.owner = rendezvous_free(self.config)
         try:
-            self.session = self._open(owner=rendezvous_free(self.config))
+            self.session = self._open(owner=self.owner)
         except zenoh.ZError:
             try:  # another process took the rendezvous in the meantime: join it instead
+                self.owner = False
                 self.session = self._open(owner=False)
             except zenoh.ZError as err:
                 where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
                 hint = " (is `pluto router` running there?)" if self.config.connect else ""
                 raise BusError(f"cannot open the bus at {where}{hint}: {err}") from None
+        self._opened = time.monotonic()
         self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
         self._worker.start()
 
@@ -463,6 +466,17 @@ class Bus:
         for path, value in zenoh_config_json(self.config, owner).items():
             conf.insert_json5(path, msgspec.json.encode(value).decode())
         return zenoh.open(conf)
+
+    # Peers that lost the previous rendezvous owner reconnect to a new one within their retry period (0.25 s).
+    SETTLE = 0.3
+
+    def settle(self) -> None:
+        """Before asking who is on the bus: if this process has just taken over the rendezvous, give the running
+        modules the time to reconnect to it (there is no event that says "everyone is back")."""
+        if self.owner:
+            left = self._opened + self.SETTLE - time.monotonic()
+            if left > 0:
+                time.sleep(left)
 
     # -- keys --------------------------------------------------------------------------------------------------
 
@@ -557,7 +571,7 @@ class Bus:
             for reply in replies:
                 if reply.ok is not None:
                     try:
-                        return msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=reply_type)  # type: ignore[no-any-return]
+                        return msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=reply_type)
                     except (msgspec.DecodeError, msgspec.ValidationError) as err:
                         raise DecodeError(f"bad reply from {name}: {err}") from err
                 if reply.err is not None:
@@ -581,6 +595,7 @@ class Bus:
 
         Replies that fail to decode are counted as dropped; errors are skipped.
         """
+        self.settle()
         payload = msgspec.msgpack.encode(request) if request is not None else None
         key = f"{self.service_key(prefix)}/*"
         results: list[T] = []
@@ -601,6 +616,7 @@ class Bus:
 
     def live_modules(self, timeout: float = 1.0) -> list[str]:
         """Names of the modules alive now, sorted."""
+        self.settle()
         found: set[str] = set()
         for reply in self.session.liveliness().get(f"{self.prefix}/@module/**", timeout=timeout):
             if reply.ok is not None:
@@ -646,6 +662,7 @@ class Bus:
 
     def interface_keys(self, timeout: float = 1.0) -> dict[str, float]:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
+        self.settle()
         found: dict[str, float] = {}
         for reply in self.session.get(f"{self.prefix}/**", timeout=timeout):
             if reply.ok is None:
@@ -655,6 +672,29 @@ class Bus:
             written = _ATTACHMENT.unpack(att)[0] if len(att) == _ATTACHMENT.size else 0.0
             found[name] = max(found.get(name, 0.0), written)
         return found
+
+    def wait_published(self, name: str, timeout: float) -> None:
+        """Wait until interface ``name`` has a value (of any type) on the bus.
+
+        Raises:
+            BusTimeout: nobody wrote it within ``timeout`` seconds.
+        """
+        key = self.key(name)
+        written = threading.Event()
+        sub = self.session.declare_subscriber(key, lambda _sample: written.set())
+        deadline = time.monotonic() + timeout
+        try:
+            while not written.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BusTimeout(f"nobody wrote {name} within {timeout:g} s")
+                # Ask too: the value may have been written before the subscriber existed.
+                if any(reply.ok is not None for reply in self.session.get(key, timeout=min(left, 0.5))):
+                    return
+                written.wait(min(0.1, max(left, 0.0)))
+        finally:
+            with contextlib.suppress(Exception):
+                sub.undeclare()  # type: ignore[no-untyped-call]
 
     def _defer(self, fn: Callable[..., None], *args: Any) -> None:
         self._deferred.put((fn, args))
@@ -686,7 +726,7 @@ class Bus:
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout=5)
         with contextlib.suppress(Exception):
-            self.session.close()
+            self.session.close()  # type: ignore[no-untyped-call]
 
     @property
     def closed(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -12,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -120,11 +122,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"profile {profile.name} is up (supervisor pid {process.pid}); `pluto down` stops it")
         return 0
     pid_file = profile_pid_file(robot, profile.name)
-    if launcher.read_pid(launcher.Path(pid_file)) is not None:
+    if launcher.read_pid(Path(pid_file)) is not None:
         raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(bus, profile, config, one_process=args.one_process, startup_timeout=args.timeout)
-        launcher.Path(pid_file).write_text(f"{os.getpid()}\n")
+        Path(pid_file).write_text(f"{os.getpid()}\n")
         try:
             supervisor.start()
             print(f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
@@ -132,7 +134,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             supervisor.run(stop)
         finally:
             supervisor.shutdown()
-            launcher.Path(pid_file).unlink(missing_ok=True)
+            Path(pid_file).unlink(missing_ok=True)
     print(f"profile {profile.name} is down")
     return 0
 
@@ -147,7 +149,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         profiles = {args.profile: profiles[args.profile]}
     for name, pid in profiles.items():
         launcher.terminate(pid, timeout=args.timeout + 5)
-        launcher.Path(profile_pid_file(robot, name)).unlink(missing_ok=True)
+        Path(profile_pid_file(robot, name)).unlink(missing_ok=True)
         print(f"profile {name} is down")
     if not args.profile:  # also the modules started one by one
         for name in launcher.running_daemons(robot):
@@ -239,7 +241,7 @@ def cmd_hz(args: argparse.Namespace) -> int:
             if len(times) < 2:
                 print(f"{args.name}: no new messages")
             else:
-                periods = [b - a for a, b in zip(times, times[1:], strict=False)]
+                periods = [b - a for a, b in itertools.pairwise(times)]
                 mean = sum(periods) / len(periods)
                 std = math.sqrt(sum((p - mean) ** 2 for p in periods) / len(periods))
                 print(f"{args.name}: average rate {1 / mean:.2f} Hz  min {min(periods) * 1000:.1f} ms  "
@@ -276,10 +278,11 @@ def cmd_router(args: argparse.Namespace) -> int:
     except zenoh.ZError as err:
         raise PlutoError(f"cannot listen on {', '.join(args.listen)} (port in use?): {err}") from None
     with stop_on_signals() as stop:
-        print(f"router listening on {', '.join(args.listen)}; set PLUTO_CONNECT={args.listen[0].replace('0.0.0.0', '<this host>')} "
-              "on the robot's machines. Ctrl-C stops it.", flush=True)
+        endpoint = args.listen[0].replace("0.0.0.0", "<this host>")
+        print(f"router listening on {', '.join(args.listen)}; set PLUTO_CONNECT={endpoint} on the robot's machines. "
+              "Ctrl-C stops it.", flush=True)
         stop.wait()
-    session.close()
+    session.close()  # type: ignore[no-untyped-call]
     return 0
 
 
@@ -295,10 +298,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the command must not be reset by the command's own default.
-    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, "
-                        "~/.config/pluto/config.toml)")
-    common.add_argument("--robot", metavar="NAME", default=argparse.SUPPRESS, help="robot to work on (default: PLUTO_ROBOT or the config)")
-    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)")
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, ~/.config/pluto/config.toml)")
+    common.add_argument("--robot", metavar="NAME", default=argparse.SUPPRESS,
+                        help="robot to work on (default: PLUTO_ROBOT or the config)")
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="more log output (-vv for debug)")
 
     parser = argparse.ArgumentParser(prog="pluto", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])

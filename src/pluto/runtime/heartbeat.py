@@ -12,6 +12,7 @@ from typing import ClassVar
 from pluto import msgs
 from pluto.bus import StateReader, StateWriter
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.proxy import Proxy
 
 
 class HeartbeatModule(Module):
@@ -62,3 +63,15 @@ class HeartbeatMonitor(Module):
                 element=[self.beats.received, int(lost)],
             )
         )
+
+
+class HeartbeatProxy(Proxy):
+    """Client of the heartbeat module: interface 0 is ``Heartbeat``."""
+
+    module = "heartbeat"
+    interfaces = ("Heartbeat",)
+
+    def beat(self) -> msgs.Heartbeat | None:
+        """The newest beat."""
+        value: msgs.Heartbeat | None = self.get(0)
+        return value

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pluto.bus import Bus, BusTimeout, StateReader
+from pluto.bus import Bus, BusTimeout
 from pluto.errors import LaunchError
 from pluto.runtime.registry import load_module_class
 
@@ -145,17 +145,13 @@ def wait_publishing(bus: Bus, module: str, timeout: float, name: str | None = No
             break
         except BusTimeout:
             continue
-    readers: list[StateReader[object]] = [bus.create_reader(i, fetch_timeout=0.5) for i in cls.provides]
-    try:
-        for reader in readers:
-            while reader.read() is None:
-                try:
-                    reader.wait_for_value(remaining())
-                except BusTimeout:
-                    continue
-    finally:
-        for reader in readers:
-            bus._disown(reader)
+    for interface in cls.provides:
+        while True:
+            try:
+                bus.wait_published(interface, remaining())
+                break
+            except BusTimeout:
+                continue
 
 
 def start_daemon(bus: Bus, module: str, *, name: str | None = None, params: dict[str, object] | None = None,

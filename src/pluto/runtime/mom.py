@@ -24,7 +24,8 @@ class MomRow:
 def snapshot(bus: Bus, timeout: float = 1.0) -> list[MomRow]:
     """The live modules of the robot and their details, sorted by name."""
     alive = bus.live_modules(timeout=timeout)
-    infos = {info.name: info for info in bus.call_all("mom", msgs.ModuleInfo, timeout=timeout)}
+    replies: list[msgs.ModuleInfo] = bus.call_all("mom", msgs.ModuleInfo, timeout=timeout)
+    infos = {info.name: info for info in replies}
     return [MomRow(name, infos.get(name)) for name in alive]
 
 

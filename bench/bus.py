@@ -1,0 +1,782 @@
+"""Benchmark of the bus: round-trip latency and one-way throughput of pluto.bus, raw zenoh-python and pyzmq.
+
+Everything runs between two processes on this machine, over loopback TCP with multicast scouting off: this
+process is the ping/sender side, a spawned process is the echo/receiver side.
+
+* Round trip (RTT): this side publishes a message and waits for it to come back; the echo side decodes it and
+  republishes it on a second key. N sequential round trips after a warm-up; p50 and p99.
+* One-way throughput: this side publishes as fast as it can for a while; the other side counts what it
+  receives and reports the received messages per second (and the sent and received counts, so drops show).
+
+Two payloads: a 64-byte message (a ``Heartbeat`` whose encoding is 64 bytes) and a 361-beam ``LaserScan``
+(about 6.6 kB). The raw transports carry the msgspec-encoded bytes of the same messages and decode them on
+receipt, so every transport pays for the same encoding and decoding.
+
+Run from the project root:
+
+    .venv/bin/python bench/bus.py                 # 2000 round trips after 200 warm-up, 2 s floods
+    .venv/bin/python bench/bus.py --quick         # smoke run
+    .venv/bin/python bench/bus.py --count 5000 --duration 3 --transport pluto.bus --transport zenoh
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import multiprocessing as mp
+import os
+import queue
+import secrets
+import socket
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+import msgspec
+import zenoh
+import zmq
+
+from pluto import msgs
+from pluto.bus import Bus, BusTimeout, StateReader, StateWriter, Subscription
+
+# Payloads ---------------------------------------------------------------------------------------------------
+
+KINDS: tuple[str, ...] = ("small", "scan")
+LABELS = {"small": "64 B Heartbeat", "scan": "LaserScan 361"}
+TYPES: dict[str, type[msgs.Message]] = {"small": msgs.Heartbeat, "scan": msgs.LaserScan}
+
+# Special stamps: data messages have stamp >= 0.
+PROBE = -2.0  # "is the link up?" (answered, never counted)
+MARKER = -1.0  # end of a flood
+
+SMALL_SIZE = 64
+BEAMS = 361
+
+
+def small_message() -> msgs.Heartbeat:
+    """A Heartbeat whose encoding is exactly 64 bytes (``source`` padded; the stamp is always a float64)."""
+    for pad in range(SMALL_SIZE):
+        msg = msgs.Heartbeat(stamp=0.0, seq=0, source="bench" + "." * pad)
+        if len(msgs.encode(msg)) >= SMALL_SIZE:
+            return msg
+    raise AssertionError("unreachable")
+
+
+def scan_message() -> msgs.LaserScan:
+    """A 361-beam scan over 180° at half-degree steps."""
+    angles = [-math.pi / 2 + i * math.pi / (BEAMS - 1) for i in range(BEAMS)]
+    ranges = [2.0 + 0.5 * math.sin(i / 17.0) for i in range(BEAMS)]
+    return msgs.LaserScan(stamp=0.0, arrival=0.0, ranges=ranges, angles=angles, count=BEAMS)
+
+
+def base_message(kind: str) -> msgs.Message:
+    return small_message() if kind == "small" else scan_message()
+
+
+def with_stamp(msg: msgs.Message, stamp: float) -> msgs.Message:
+    return msgspec.structs.replace(msg, stamp=stamp)
+
+
+def stamp_of(msg: msgs.Message) -> float:
+    return float(msg.stamp)  # type: ignore[attr-defined]  # both payload types have one
+
+
+# Transports -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One row of the table: a transport and its settings, as handed to the echo process."""
+
+    name: str
+    backend: str  # "pluto", "zenoh" or "zmq"
+    # zenoh only: CongestionControl.BLOCK and no express (zenoh's defaults) instead of pluto.bus's QoS
+    block: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    endpoint: str = ""
+    prefix: str = ""
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec("pluto.bus", "pluto"),
+    Spec("zenoh", "zenoh"),
+    Spec("zenoh BLOCK", "zenoh", block=True),
+    Spec("pyzmq", "zmq"),
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def zenoh_config(listen: list[str], connect: list[str]) -> zenoh.Config:
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("listen/endpoints", json.dumps(listen))
+    conf.insert_json5("connect/endpoints", json.dumps(connect))
+    return conf
+
+
+def zenoh_qos(spec: Spec) -> dict[str, Any]:
+    """Publisher options: pluto.bus's own (DROP, express) unless the row asks for BLOCK."""
+    if spec.block:
+        return {"congestion_control": zenoh.CongestionControl.BLOCK, "express": False}
+    return {"congestion_control": zenoh.CongestionControl.DROP, "express": True}
+
+
+def start_zenoh_log() -> None:
+    with contextlib.suppress(Exception):
+        zenoh.init_log_from_env_or("error")
+
+
+class FloodCounter:
+    """Counts the data messages of a flood on the receiving side; a probe arms it, a marker ends it."""
+
+    def __init__(self) -> None:
+        self.probe = threading.Event()
+        self.done = threading.Event()
+        self.armed = False
+        self.count = 0
+        self.first_ns = 0
+        self.last_ns = 0
+        self.stats: Callable[[], dict[str, int]] | None = None  # extra counters of the transport
+        self._base: dict[str, int] = {}
+        self._end: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.armed = False
+        self.count = self.first_ns = self.last_ns = 0
+        self.probe.clear()
+        self.done.clear()
+
+    def arm(self) -> None:
+        self._base = self.stats() if self.stats else {}
+        self.armed = True
+
+    def on_message(self, msg: msgs.Message) -> None:
+        stamp = stamp_of(msg)
+        if stamp >= 0.0:
+            if self.armed:
+                now = time.perf_counter_ns()
+                if not self.count:
+                    self.first_ns = now
+                self.last_ns = now
+                self.count += 1
+        elif stamp == MARKER:
+            if self.armed and not self.done.is_set():
+                self._end = self.stats() if self.stats else {}
+                self.done.set()
+        elif stamp == PROBE:
+            self.probe.set()
+
+    def result(self) -> dict[str, Any]:
+        extra = {key: self._end.get(key, 0) - value for key, value in self._base.items()}
+        return {"count": self.count, "first_ns": self.first_ns, "last_ns": self.last_ns, "extra": extra}
+
+
+class PingSide(Protocol):
+    """This process's end of a transport."""
+
+    def connect(self, info: dict[str, Any]) -> None: ...
+    def ping(self, kind: str, msg: msgs.Message, timeout: float) -> bool: ...
+    def sender(self, kind: str) -> Callable[[msgs.Message], None]: ...
+    def close(self) -> None: ...
+
+
+class EchoSide(Protocol):
+    """The echo process's end: echoes ``ping/<kind>`` on ``pong/<kind>``, counts ``flood/<kind>``."""
+
+    info: dict[str, Any]
+    counters: dict[str, FloodCounter]
+
+    def close(self) -> None: ...
+
+
+# pluto.bus --------------------------------------------------------------------------------------------------
+
+
+class PlutoPing:
+    def __init__(self) -> None:
+        self.bus = Bus()
+        self.pings: dict[str, StateWriter[Any]] = {}
+        self.pongs: dict[str, StateReader[Any]] = {}
+        self.floods: dict[str, StateWriter[Any]] = {}
+        for kind in KINDS:
+            cls = TYPES[kind]
+            self.pings[kind] = self.bus.create_publisher(f"bench/ping/{kind}", cls)
+            self.floods[kind] = self.bus.create_publisher(f"bench/flood/{kind}", cls)
+            self.pongs[kind] = self.bus.create_reader(f"bench/pong/{kind}", cls, fetch_timeout=0.2)
+
+    def connect(self, info: dict[str, Any]) -> None:
+        pass
+
+    def ping(self, kind: str, msg: msgs.Message, timeout: float) -> bool:
+        reader = self.pongs[kind]
+        self.pings[kind].write(msg)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                got = reader.wait_for_update(max(deadline - time.monotonic(), 0.0))
+            except BusTimeout:
+                return False
+            if stamp_of(got) == stamp_of(msg):
+                return True
+
+    def sender(self, kind: str) -> Callable[[msgs.Message], None]:
+        return self.floods[kind].write
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+class PlutoEcho:
+    def __init__(self, spec: Spec) -> None:
+        self.info: dict[str, Any] = {}
+        self.counters = {kind: FloodCounter() for kind in KINDS}
+        self.bus = Bus()
+        self.subs: list[Subscription[Any]] = []
+        for kind in KINDS:
+            cls = TYPES[kind]
+            pong = self.bus.create_publisher(f"bench/pong/{kind}", cls)
+            self.subs.append(self.bus.create_subscription(f"bench/ping/{kind}", pong.write, cls))
+            counter = self.counters[kind]
+            sub = self.bus.create_subscription(f"bench/flood/{kind}", counter.on_message, cls)
+            counter.stats = lambda sub=sub: {"bus_received": sub.received, "skipped": sub.overflowed}
+            self.subs.append(sub)
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+# raw zenoh --------------------------------------------------------------------------------------------------
+
+
+class ZenohPing:
+    def __init__(self, spec: Spec) -> None:
+        start_zenoh_log()
+        self.session = zenoh.open(zenoh_config([spec.endpoint], []))
+        qos = zenoh_qos(spec)
+        self.pings = {k: self.session.declare_publisher(f"{spec.prefix}/ping/{k}", **qos) for k in KINDS}
+        self.floods = {k: self.session.declare_publisher(f"{spec.prefix}/flood/{k}", **qos) for k in KINDS}
+        self.replies: dict[str, queue.SimpleQueue[msgs.Message]] = {k: queue.SimpleQueue() for k in KINDS}
+        self.subs = [
+            self.session.declare_subscriber(f"{spec.prefix}/pong/{k}", self._on_pong(k)) for k in KINDS
+        ]
+
+    def _on_pong(self, kind: str) -> Callable[[zenoh.Sample], None]:
+        cls, replies = TYPES[kind], self.replies[kind]
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            replies.put(msgs.decode(sample.payload.to_bytes(), cls))
+
+        return on_sample
+
+    def connect(self, info: dict[str, Any]) -> None:
+        pass
+
+    def ping(self, kind: str, msg: msgs.Message, timeout: float) -> bool:
+        replies = self.replies[kind]
+        self.pings[kind].put(msgs.encode(msg))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                got = replies.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                return False
+            if stamp_of(got) == stamp_of(msg):
+                return True
+
+    def sender(self, kind: str) -> Callable[[msgs.Message], None]:
+        put = self.floods[kind].put
+        encode = msgs.encode
+
+        def send(msg: msgs.Message) -> None:
+            put(encode(msg))
+
+        return send
+
+    def close(self) -> None:
+        for entity in [*self.subs, *self.pings.values(), *self.floods.values()]:
+            with contextlib.suppress(Exception):
+                entity.undeclare()
+        self.session.close()
+
+
+class ZenohEcho:
+    def __init__(self, spec: Spec) -> None:
+        start_zenoh_log()
+        self.info: dict[str, Any] = {}
+        self.counters = {kind: FloodCounter() for kind in KINDS}
+        self.session = zenoh.open(zenoh_config([], [spec.endpoint]))
+        qos = zenoh_qos(spec)
+        self.entities: list[Any] = []
+        for kind in KINDS:
+            pong = self.session.declare_publisher(f"{spec.prefix}/pong/{kind}", **qos)
+            self.entities.append(pong)
+            self.entities.append(
+                self.session.declare_subscriber(f"{spec.prefix}/ping/{kind}", self._echo(kind, pong))
+            )
+            self.entities.append(
+                self.session.declare_subscriber(f"{spec.prefix}/flood/{kind}", self._count(kind))
+            )
+
+    @staticmethod
+    def _echo(kind: str, pong: zenoh.Publisher) -> Callable[[zenoh.Sample], None]:
+        cls = TYPES[kind]
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            pong.put(msgs.encode(msgs.decode(sample.payload.to_bytes(), cls)))
+
+        return on_sample
+
+    def _count(self, kind: str) -> Callable[[zenoh.Sample], None]:
+        cls, on_message = TYPES[kind], self.counters[kind].on_message
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            on_message(msgs.decode(sample.payload.to_bytes(), cls))
+
+        return on_sample
+
+    def close(self) -> None:
+        for entity in reversed(self.entities):
+            with contextlib.suppress(Exception):
+                entity.undeclare()
+        self.session.close()
+
+
+# pyzmq ------------------------------------------------------------------------------------------------------
+
+
+def zmq_topic(direction: str, kind: str) -> bytes:
+    return f"{direction}/{kind}".encode()
+
+
+class ZmqPing:
+    def __init__(self, spec: Spec) -> None:
+        self.ctx = zmq.Context()
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"pong/")
+
+    def connect(self, info: dict[str, Any]) -> None:
+        self.sub.connect(f"tcp://127.0.0.1:{info['port']}")
+
+    def ping(self, kind: str, msg: msgs.Message, timeout: float) -> bool:
+        topic, cls = zmq_topic("pong", kind), TYPES[kind]
+        self.pub.send_multipart([zmq_topic("ping", kind), msgs.encode(msg)])
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.sub.poll(max(int((deadline - time.monotonic()) * 1000), 0)):
+                return False
+            got_topic, data = self.sub.recv_multipart()
+            if got_topic == topic and stamp_of(msgs.decode(data, cls)) == stamp_of(msg):
+                return True
+
+    def sender(self, kind: str) -> Callable[[msgs.Message], None]:
+        send_multipart, topic, encode = self.pub.send_multipart, zmq_topic("flood", kind), msgs.encode
+
+        def send(msg: msgs.Message) -> None:
+            send_multipart([topic, encode(msg)])
+
+        return send
+
+    def close(self) -> None:
+        self.sub.close()
+        self.pub.close()
+        self.ctx.term()
+
+
+class ZmqEcho:
+    """Receives on one thread of its own (zmq sockets are not thread-safe): echoes pings, counts floods."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.counters = {kind: FloodCounter() for kind in KINDS}
+        self.ctx = zmq.Context()
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.connect(spec.endpoint)
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.info: dict[str, Any] = {"port": self.pub.bind_to_random_port("tcp://127.0.0.1")}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="zmq-echo", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        handlers: dict[bytes, Callable[[bytes], None]] = {}
+        for kind in KINDS:
+            handlers[zmq_topic("ping", kind)] = self._echo(kind)
+            handlers[zmq_topic("flood", kind)] = self._count(kind)
+        sub = self.sub
+        while not self._stop.is_set():
+            if sub.poll(100):
+                topic, data = sub.recv_multipart()
+                handlers[topic](data)
+        sub.close()
+        self.pub.close()
+
+    def _echo(self, kind: str) -> Callable[[bytes], None]:
+        cls, send_multipart, topic = TYPES[kind], self.pub.send_multipart, zmq_topic("pong", kind)
+
+        def on_data(data: bytes) -> None:
+            send_multipart([topic, msgs.encode(msgs.decode(data, cls))])
+
+        return on_data
+
+    def _count(self, kind: str) -> Callable[[bytes], None]:
+        cls, on_message = TYPES[kind], self.counters[kind].on_message
+
+        def on_data(data: bytes) -> None:
+            on_message(msgs.decode(data, cls))
+
+        return on_data
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.ctx.term()
+
+
+# The echo process -------------------------------------------------------------------------------------------
+
+READY_TIMEOUT = 60.0  # s for the echo process to start
+LINK_TIMEOUT = 15.0  # s for a link to come up (first echo, first probe)
+FLOOD_TIMEOUT = 120.0  # s for the end marker of a flood to arrive
+
+
+def open_echo(spec: Spec) -> EchoSide:
+    if spec.backend == "pluto":
+        return PlutoEcho(spec)
+    if spec.backend == "zenoh":
+        return ZenohEcho(spec)
+    return ZmqEcho(spec)
+
+
+def echo_main(spec: Spec, conn: Connection) -> None:
+    """Entry point of the echo process: serve until told to quit."""
+    os.environ.update(spec.env)
+    for var in ("PLUTO_CONNECT", "PLUTO_LISTEN"):
+        os.environ.pop(var, None)
+    echo = open_echo(spec)
+    conn.send(("ready", echo.info))
+    try:
+        while True:
+            command, *args = conn.recv()
+            if command == "quit":
+                break
+            if command == "arm":  # count one flood: wait for a probe, arm, wait for the end marker
+                counter = echo.counters[args[0]]
+                counter.reset()
+                if not counter.probe.wait(LINK_TIMEOUT):
+                    conn.send(("error", f"no probe arrived on flood/{args[0]}"))
+                    continue
+                counter.arm()
+                conn.send(("armed",))
+                if not counter.done.wait(FLOOD_TIMEOUT):
+                    conn.send(("error", f"no end marker arrived on flood/{args[0]}"))
+                    continue
+                conn.send(("result", counter.result()))
+    finally:
+        echo.close()
+        conn.close()
+
+
+# Measurements -----------------------------------------------------------------------------------------------
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass
+class Row:
+    transport: str
+    kind: str
+    rtt_ns: list[int] = field(default_factory=list)
+    rtt_lost: int = 0
+    sent: int = 0
+    send_ns: int = 0
+    received: int = 0
+    recv_rate: float = 0.0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def quantile(self, q: int) -> float | None:
+        if len(self.rtt_ns) < 2:
+            return None
+        return statistics.quantiles(self.rtt_ns, n=100, method="inclusive")[q - 1] / 1000.0
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def wait_for_link(side: PingSide, kind: str, base: msgs.Message) -> None:
+    """Ping with probes until the first echo comes back."""
+    probe = with_stamp(base, PROBE)
+    deadline = time.monotonic() + LINK_TIMEOUT
+    while not side.ping(kind, probe, 0.1):
+        if time.monotonic() > deadline:
+            raise BenchError(f"no echo of ping/{kind} within {LINK_TIMEOUT} s")
+
+
+def measure_rtt(side: PingSide, kind: str, row: Row, count: int, warmup: int) -> None:
+    base = base_message(kind)
+    wait_for_link(side, kind, base)
+    messages = [with_stamp(base, float(i)) for i in range(warmup + count)]
+    ping, clock = side.ping, time.perf_counter_ns
+    gc.collect()
+    for i, msg in enumerate(messages):
+        t0 = clock()
+        ok = ping(kind, msg, 1.0)
+        t1 = clock()
+        if not ok:
+            row.rtt_lost += 1
+        elif i >= warmup:
+            row.rtt_ns.append(t1 - t0)
+
+
+def expect(conn: Connection, timeout: float, what: str) -> tuple[Any, ...]:
+    if not conn.poll(timeout):
+        raise BenchError(f"the echo process did not answer ({what}) within {timeout} s")
+    reply: tuple[Any, ...] = conn.recv()
+    if reply[0] == "error":
+        raise BenchError(f"echo process: {reply[1]}")
+    return reply
+
+
+def send_until_reply(
+    conn: Connection, send: Callable[[msgs.Message], None], msg: msgs.Message, what: str
+) -> None:
+    """Send ``msg`` every 20 ms until the echo process answers (the answer stays in the pipe)."""
+    deadline = time.monotonic() + LINK_TIMEOUT
+    send(msg)
+    while not conn.poll(0.02):
+        if time.monotonic() > deadline:
+            raise BenchError(f"the echo process did not answer ({what}) within {LINK_TIMEOUT} s")
+        send(msg)
+
+
+def measure_flood(side: PingSide, conn: Connection, kind: str, row: Row, duration: float) -> None:
+    base = with_stamp(base_message(kind), 0.0)
+    send = side.sender(kind)
+    conn.send(("arm", kind))
+    send_until_reply(conn, send, with_stamp(base, PROBE), "probe")
+    expect(conn, 0, "armed")
+    gc.collect()
+    batch, sent, clock = 16, 0, time.perf_counter_ns
+    t0 = clock()
+    end = t0 + int(duration * 1e9)
+    while True:
+        for _ in range(batch):
+            send(base)
+        sent += batch
+        t1 = clock()
+        if t1 >= end:
+            break
+    send_until_reply(conn, send, with_stamp(base, MARKER), "end marker")
+    result: dict[str, Any] = expect(conn, 0, "result")[1]
+    row.sent, row.send_ns = sent, t1 - t0
+    row.received = result["count"]
+    window = result["last_ns"] - result["first_ns"]
+    row.recv_rate = (row.received - 1) * 1e9 / window if row.received > 1 and window > 0 else 0.0
+    row.extra = result["extra"]
+
+
+def open_ping(spec: Spec) -> tuple[PingSide, Spec]:
+    """Open this process's end and return it with the spec the echo process needs."""
+    token = secrets.token_hex(4)
+    if spec.backend == "pluto":
+        env = {
+            "PLUTO_ROBOT": f"bench-{os.getpid()}-{token}",
+            "PLUTO_RENDEZVOUS": f"tcp/127.0.0.1:{free_port()}",
+            "PLUTO_MULTICAST": "0",
+        }
+        os.environ.update(env)
+        for var in ("PLUTO_CONNECT", "PLUTO_LISTEN"):
+            os.environ.pop(var, None)
+        spec = Spec(spec.name, spec.backend, spec.block, env=env)
+        return PlutoPing(), spec
+    if spec.backend == "zenoh":
+        spec = Spec(
+            spec.name,
+            spec.backend,
+            spec.block,
+            endpoint=f"tcp/127.0.0.1:{free_port()}",
+            prefix=f"bench/{token}",
+        )
+        return ZenohPing(spec), spec
+    zmq_side = ZmqPing(spec)
+    return zmq_side, Spec(spec.name, spec.backend, endpoint=f"tcp://127.0.0.1:{zmq_side.port}")
+
+
+def run_transport(spec: Spec, count: int, warmup: int, duration: float) -> list[Row]:
+    rows = [Row(spec.name, kind) for kind in KINDS]
+    ctx = mp.get_context("spawn")
+    side, child_spec = open_ping(spec)
+    parent_conn, child_conn = ctx.Pipe()
+    proc = ctx.Process(
+        target=echo_main, args=(child_spec, child_conn), name=f"echo-{spec.backend}", daemon=True
+    )
+    try:
+        proc.start()
+        child_conn.close()
+        side.connect(expect(parent_conn, READY_TIMEOUT, "ready")[1])
+        for row in rows:
+            progress(f"{spec.name}: round trips, {LABELS[row.kind]}")
+            measure_rtt(side, row.kind, row, count, warmup)
+        for row in rows:
+            progress(f"{spec.name}: one-way flood, {LABELS[row.kind]}")
+            measure_flood(side, parent_conn, row.kind, row, duration)
+    finally:
+        with contextlib.suppress(OSError):
+            parent_conn.send(("quit",))
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
+        side.close()
+    return rows
+
+
+# Report -----------------------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def p50_of(rows: list[Row], transport: str, kind: str) -> float | None:
+    for row in rows:
+        if row.transport == transport and row.kind == kind:
+            return row.quantile(50)
+    return None
+
+
+def report(rows: list[Row], failures: list[str], args: argparse.Namespace) -> None:
+    head = (
+        f"{'transport':<12} {'payload':<15} {'RTT p50 (µs)':>12} {'RTT p99 (µs)':>12} "
+        f"{'one-way (msg/s)':>15} {'sent':>9} {'received':>9} {'lost':>6} {'sent/s':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        lost = row.sent - row.received
+        send_rate = row.sent * 1e9 / row.send_ns if row.send_ns else 0.0
+        lines.append(
+            f"{row.transport:<12} {LABELS[row.kind]:<15} {fmt(row.quantile(50)):>12} {fmt(row.quantile(99)):>12} "
+            f"{fmt(row.recv_rate, 0):>15} {row.sent:>9,} {row.received:>9,} {lost:>6,} {fmt(send_rate, 0):>9}"
+        )
+    print()
+    print("\n".join(lines))
+    print()
+
+    met: list[bool] = []
+    ratios = []
+    for kind in KINDS:
+        pluto, raw = p50_of(rows, "pluto.bus", kind), p50_of(rows, "zenoh", kind)
+        if pluto is not None and raw is not None:
+            ratio = pluto / raw
+            met.append(ratio <= 1.25)
+            ratios.append(f"{LABELS[kind]}: {ratio:.2f}x ({pluto:.1f} / {raw:.1f} µs)")
+    if ratios:
+        verdict = "MET" if all(met) else "NOT MET"
+        print(f"RTT p50 ratio pluto.bus / raw zenoh: {'; '.join(ratios)}  -> target <= 1.25x: {verdict}")
+    for row in rows:
+        if row.transport == "pluto.bus" and row.kind == "scan" and row.sent:
+            verdict = "MET" if row.recv_rate >= 5000 else "NOT MET"
+            print(
+                f"LaserScans one way through pluto.bus: {row.recv_rate:,.0f} msg/s  -> target >= 5,000/s: {verdict}"
+            )
+    for row in rows:
+        if row.rtt_lost:
+            print(
+                f"{row.transport} {LABELS[row.kind]}: {row.rtt_lost} round trips timed out (1 s) and were left out"
+            )
+    for text in failures:
+        print(f"FAILED {text}")
+
+    small, scan = small_message(), scan_message()
+    print()
+    print("Notes:")
+    notes = [
+        f"{args.count} sequential round trips after {args.warmup} warm-up; floods of {args.duration:g} s; "
+        "two processes (spawned echo/receiver process), loopback TCP, multicast scouting off.",
+        f"payloads: 64 B = msgs.Heartbeat encoded to {len(msgs.encode(small))} B; LaserScan = {BEAMS} ranges "
+        f"+ {BEAMS} angles, count={BEAMS}, encoded to {len(msgs.encode(scan)):,} B.",
+        "fairness: the raw transports send the msgspec-encoded bytes of the same message (pluto.msgs.encode) and "
+        "decode them on receipt (pluto.msgs.decode); the echo side decodes and re-encodes, like pluto.bus does.",
+        "pluto.bus: StateWriter.write (CongestionControl.DROP, express, 16 B attachment) -> echo by a "
+        "Subscription (callback on its own thread, depth=1) writing back -> ping side StateReader.wait_for_update.",
+        "zenoh: same QoS as pluto.bus (DROP, express); the echo republishes inside the subscriber callback; the ping "
+        "side's callback hands replies over a queue. zenoh BLOCK: CongestionControl.BLOCK, express off (zenoh's "
+        "default batching). Python callbacks run on zenoh-python's own callback thread (indirect=True default).",
+        "pyzmq: PUB/SUB over tcp://127.0.0.1, topic frame + payload frame, default HWM 1000 (a full PUB drops); "
+        "the ping side polls its SUB socket on the main thread, the echo side runs one receive thread.",
+        "one-way: received messages per second between the first and last data message at the receiver (for "
+        "pluto.bus, the ones delivered to the Subscription callback); lost = sent - received (DROP publishers and "
+        "zmq PUB drop when the queue is full; zenoh BLOCK waits instead).",
+    ]
+    for row in rows:
+        if row.transport == "pluto.bus" and row.extra:
+            notes.append(
+                f"pluto.bus {LABELS[row.kind]} flood: sent {row.sent:,}, decoded by the subscription "
+                f"~{row.extra.get('bus_received', 0) - 1:,}, skipped by depth=1 {row.extra.get('skipped', 0):,}, "
+                f"delivered to the callback {row.received:,}."
+            )
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("eclipse-zenoh", "pyzmq", "msgspec"))
+    notes.append(
+        f"Python {sys.version.split()[0]}, {versions}, libzmq {zmq.zmq_version()}, {os.cpu_count()} CPUs."
+    )
+    for note in notes:
+        print(f"- {note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
+    parser.add_argument(
+        "--count", type=int, help="measured round trips per payload (default 2000, quick 300)"
+    )
+    parser.add_argument("--warmup", type=int, help="round trips before measuring (default 200, quick 50)")
+    parser.add_argument("--duration", type=float, help="seconds of each one-way flood (default 2, quick 0.5)")
+    parser.add_argument(
+        "--transport", action="append", choices=[spec.name for spec in SPECS], help="only these (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    args.count = args.count if args.count is not None else (300 if args.quick else 2000)
+    args.warmup = args.warmup if args.warmup is not None else (50 if args.quick else 200)
+    args.duration = args.duration if args.duration is not None else (0.5 if args.quick else 2.0)
+    if args.count < 2 or args.warmup < 0 or args.duration <= 0:
+        parser.error("need --count >= 2, --warmup >= 0 and --duration > 0")
+
+    rows: list[Row] = []
+    failures: list[str] = []
+    for spec in SPECS:
+        if args.transport and spec.name not in args.transport:
+            continue
+        try:
+            rows.extend(run_transport(spec, args.count, args.warmup, args.duration))
+        except Exception as err:  # report it and go on with the other transports
+            failures.append(f"{spec.name}: {type(err).__name__}: {err}")
+            progress(f"{spec.name} failed: {err}")
+    report(rows, failures, args)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Fixtures shared by every test: an isolated bus per test, and buses opened on it.
+
+Each test gets its own robot name (so keys never clash) and its own rendezvous port (so no test meets a bus of
+another test or a real robot on this machine). Subprocesses started by a test inherit the same environment, so
+they join the test's bus.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pluto.bus import Bus, BusConfig
+
+
+def free_tcp_port() -> int:
+    """A loopback TCP port that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def bus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Give the test a robot of its own and a rendezvous of its own; return the variables set."""
+    runtime_dir = tmp_path / "runtime"
+    runtime_dir.mkdir()
+    values = {
+        "PLUTO_ROBOT": f"test-{uuid.uuid4().hex[:8]}",
+        "PLUTO_RENDEZVOUS": f"tcp/127.0.0.1:{free_tcp_port()}",
+        "PLUTO_RUNTIME_DIR": str(runtime_dir),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    for name in ("PLUTO_CONNECT", "PLUTO_LISTEN", "PLUTO_CONFIG", "PLUTO_MULTICAST"):
+        monkeypatch.delenv(name, raising=False)
+    return values
+
+
+@pytest.fixture
+def make_bus() -> Iterator[Callable[..., Bus]]:
+    """A factory of opened buses (``make_bus()`` or ``make_bus(config)``), each closed at teardown."""
+    opened: list[Bus] = []
+
+    def make(config: BusConfig | None = None) -> Bus:
+        bus = Bus(config)
+        opened.append(bus)
+        return bus
+
+    yield make
+    for bus in reversed(opened):
+        bus.close()
+
+
+@pytest.fixture
+def bus() -> Iterator[Bus]:
+    """An opened bus (the first one of the test owns the rendezvous), closed after the test."""
+    with Bus() as opened:
+        yield opened
