@@ -14,7 +14,7 @@ not a valid message of the expected type.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union
 
 import msgspec
 
@@ -305,7 +305,8 @@ _TYPES: dict[str, type[Message]] = {
 }
 
 _encoder = msgspec.msgpack.Encoder()
-_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+# One decoder for the union of every type: the tag is then required, and says which type it is.
+_any_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(Union[tuple(_TYPES.values())])  # noqa: UP007
 
 
 def message_types() -> dict[str, type[Message]]:
@@ -338,13 +339,16 @@ def encode(msg: Message) -> bytes:
 def decode(data: bytes | memoryview, cls: type[M]) -> M:
     """Decode MessagePack bytes into a message of type ``cls``.
 
+    The bytes must carry their type tag (so a message of another type, or an untagged map, is refused rather than
+    read as a ``cls`` full of defaults).
+
     Raises:
         DecodeError: the bytes are not a valid ``cls`` (the message says why).
     """
-    dec = _decoders.get(cls)
-    if dec is None:
-        dec = _decoders[cls] = msgspec.msgpack.Decoder(cls)
     try:
-        return dec.decode(data)  # type: ignore[no-any-return]
+        value = _any_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise DecodeError(f"not a valid {cls.__name__}: {err}") from err
+    if not isinstance(value, cls):
+        raise DecodeError(f"not a valid {cls.__name__}: got a {type(value).__name__}")
+    return value

@@ -63,6 +63,8 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("Arm/Command", msgs.ActuatorState, "clients", "arm", "Joint command."),
     Interface("Arm/State", msgs.ActuatorState, "arm", "all", "Joint values as commanded."),
     Interface("Clock", msgs.SimTime, "sim", "all", "Simulated time."),
+    Interface("Sim/Truth", msgs.Odometry, "base (simulated)", "tests, plots",
+              "True pose of the simulated robot in the world frame; never for robot modules."),
     Interface("Heartbeat", msgs.Heartbeat, "heartbeat", "heartbeat-monitor", "A counter, to check the bus."),
     Interface("Heartbeat/Monitor", msgs.FVectorState, "heartbeat-monitor", "clients",
               "data = [rate Hz, age s] of Heartbeat; element = [beats received, lost (0/1)]."),

@@ -193,7 +193,9 @@ class _Receiver(Generic[M]):
         """Ask the writers for the current value; return the newest good one, or None."""
         best: tuple[float, M] | None = None
         try:
-            replies = self._bus.session.get(self._bus.key(self.name), timeout=timeout)
+            # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
+            replies = self._bus.session.get(self._bus.key(self.name), timeout=timeout,
+                                            consolidation=zenoh.ConsolidationMode.NONE)
         except zenoh.ZError as err:
             raise BusError(f"cannot query {self.name}: {err}") from err
         for reply in replies:
@@ -314,51 +316,60 @@ class Subscription(_Receiver[M]):
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self._callback = callback
-        self._depth = depth
-        self._cond = threading.Condition()
-        self._pending: list[M] = []
-        self.overflowed = 0
+        # Values wait in a bounded deque (the oldest falls out when it is full); a C-level queue of wake-up tokens
+        # hands over to the callback thread, which is cheaper than a Condition on this hot path.
+        self._pending: deque[M] = deque(maxlen=depth)
+        self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self.delivered = 0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
         if current:
             value = self.fetch_current(1.0)
-            if value is not None:
-                with self._cond:
-                    if not self._pending and not self.received:
-                        self._pending.append(value)
+            if value is not None and not self.received:
+                self._pending.append(value)
+                self._wake.put(True)
         self._thread.start()
+
+    @property
+    def overflowed(self) -> int:
+        """Values that a slow callback never saw (newer ones replaced them)."""
+        return max(0, self.received - self.delivered - len(self._pending))
 
     def _on_sample(self, sample: zenoh.Sample) -> None:
         value = self._accept(sample.payload.to_bytes(), sample.attachment)
-        if value is None:
-            return
-        with self._cond:
+        if value is not None:
             self._pending.append(value)
-            if len(self._pending) > self._depth:
-                del self._pending[0]
-                self.overflowed += 1
-            self._cond.notify()
+            self._wake.put(True)
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending or self._closed)
+        pending, wake = self._pending, self._wake
+        while wake.get():
+            while True:  # one wake-up may stand for several values: drain the tokens, then the values
+                try:
+                    if not wake.get_nowait():
+                        return
+                except queue.Empty:
+                    break
+            while pending:
+                try:
+                    value = pending.popleft()
+                except IndexError:
+                    break
+                self.delivered += 1
+                try:
+                    self._callback(value)
+                except Exception:
+                    log.exception("callback on %s failed", self.name)
                 if self._closed:
                     return
-                value = self._pending.pop(0)
-            try:
-                self._callback(value)
-            except Exception:
-                log.exception("callback on %s failed", self.name)
 
     def close(self) -> None:
         """Stop receiving and end the callback thread (idempotent)."""
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()  # type: ignore[no-untyped-call]
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+        self._closed = True
+        self._wake.put(False)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
 
@@ -449,17 +460,22 @@ class Bus:
         self.owner = rendezvous_free(self.config)
         try:
             self.session = self._open(owner=self.owner)
-        except zenoh.ZError:
+        except zenoh.ZError as err:
+            if not self.owner:
+                raise self._open_error(err) from None
             try:  # another process took the rendezvous in the meantime: join it instead
                 self.owner = False
                 self.session = self._open(owner=False)
-            except zenoh.ZError as err:
-                where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
-                hint = " (is `pluto router` running there?)" if self.config.connect else ""
-                raise BusError(f"cannot open the bus at {where}{hint}: {err}") from None
+            except zenoh.ZError as err2:
+                raise self._open_error(err2) from None
         self._opened = time.monotonic()
         self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
         self._worker.start()
+
+    def _open_error(self, err: Exception) -> BusError:
+        where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
+        hint = " (is `pluto router` running there?)" if self.config.connect else ""
+        return BusError(f"cannot open the bus at {where}{hint}: {err}")
 
     def _open(self, owner: bool) -> zenoh.Session:
         conf = zenoh.Config()
@@ -504,6 +520,10 @@ class Bus:
             raise TypeError(f"{name} carries {known.__name__}, not {cls.__name__}")
         return cls
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusError("the bus is closed")
+
     def _own(self, thing: T) -> T:
         with self._lock:
             if self._closed:
@@ -517,6 +537,7 @@ class Bus:
     def create_publisher(self, name: str, cls: type[M]) -> StateWriter[M]: ...
     def create_publisher(self, name: str, cls: type[M] | None = None) -> StateWriter[Any]:
         """Return a writer of interface ``name`` (its type from the interface table unless given)."""
+        self._check_open()
         return self._own(StateWriter(self, name, self._type_for(name, cls)))
 
     @overload
@@ -525,6 +546,7 @@ class Bus:
     def create_reader(self, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> StateReader[M]: ...
     def create_reader(self, name: str, cls: type[M] | None = None, *, fetch_timeout: float = 1.0) -> StateReader[Any]:
         """Return a reader of interface ``name`` that already holds its current value, if any."""
+        self._check_open()
         return self._own(StateReader(self, name, self._type_for(name, cls), fetch_timeout=fetch_timeout))
 
     def create_subscription(
@@ -542,6 +564,7 @@ class Bus:
             depth: values queued for a slow callback; 1 keeps only the newest.
             current: also deliver the value the interface had when subscribing.
         """
+        self._check_open()
         return self._own(
             Subscription(self, name, self._type_for(name, cls), callback, depth=depth, current=current)
         )
@@ -550,6 +573,7 @@ class Bus:
 
     def create_service(self, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> Service:
         """Serve requests on ``name``: ``handler(request)`` returns the reply (any msgspec-encodable value)."""
+        self._check_open()
         return self._own(Service(self, name, handler, request_type))
 
     def call(self, name: str, request: Any = None, reply_type: type[T] | Any = Any, *, timeout: float = 2.0) -> T:
@@ -612,6 +636,7 @@ class Bus:
 
     def declare_module(self, name: str) -> zenoh.LivelinessToken:
         """Announce that module ``name`` is alive until the returned token is undeclared or the process ends."""
+        self._check_open()
         return self._own(self.session.liveliness().declare_token(self.module_key(name)))
 
     def live_modules(self, timeout: float = 1.0) -> list[str]:
@@ -664,7 +689,8 @@ class Bus:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
         self.settle()
         found: dict[str, float] = {}
-        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout):
+        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout,
+                                      consolidation=zenoh.ConsolidationMode.NONE):
             if reply.ok is None:
                 continue
             name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")

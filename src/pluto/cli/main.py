@@ -289,7 +289,43 @@ def cmd_router(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from pluto.cli.demo import run_demo
 
-    return run_demo(_config(args), duration=args.duration)
+    return run_demo(_config(args), duration=args.duration, rate=args.rate, output=args.output)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from pluto.runtime.profiles import with_params
+    from pluto.sim.noise import noise_profile
+    from pluto.sim.world import load_world
+
+    config = _config(args)
+    world = load_world(args.world)  # a bad map file fails here, with its line and reason
+    noise_profile(args.noise)
+    profile = with_params(load_profile("sim"), "sim", world=str(world.source or args.world), rate=args.rate,
+                          noise=args.noise, seed=args.seed)
+    with stop_on_signals() as stop, Bus(config.bus) as bus:
+        supervisor = Supervisor(bus, profile, config, one_process=not args.processes, startup_timeout=args.timeout)
+        try:
+            supervisor.start()
+            print(f"simulated robot '{bus.robot}' up in world {world.name} at {args.rate:g}x real time, noise "
+                  f"{args.noise}, seed {args.seed}: {', '.join(e.name for e in profile.entries)}. Ctrl-C stops it.",
+                  flush=True)
+            clock = bus.create_reader("Clock", msgs.SimTime)
+            truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+            end = time.monotonic() + args.duration if args.duration else math.inf
+            wall0 = time.monotonic()
+            first = clock.read()
+            sim0 = first.stamp if first else 0.0
+            while not stop.wait(1.0) and time.monotonic() < end:
+                tick, pose = clock.read(), truth.read()
+                if tick is None or pose is None:
+                    continue
+                factor = (tick.stamp - sim0) / max(time.monotonic() - wall0, 1e-9)
+                print(f"\rsim time {tick.stamp:8.1f} s ({factor:4.1f}x)  robot at ({pose.x:6.2f}, {pose.y:6.2f}) m, "
+                      f"heading {math.degrees(pose.theta) % 360:5.1f}°", end="", flush=True)
+            print()
+        finally:
+            supervisor.shutdown()
+    return 0
 
 
 # -- parser -----------------------------------------------------------------------------------------------------
@@ -317,9 +353,25 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("demo", cmd_demo, "run the demonstration mission on the simulated robot, then stop",
-            "Starts the demonstration profile, shows what runs (MOM) and what it measures, and stops by itself.\n"
-            "Ctrl-C stops it early and cleanly.")
-    p.add_argument("--duration", type=float, default=6.0, help="seconds to run the mission (default 6)")
+            "Starts the simulated robot in the office world, drives it along a route, prints its progress and\n"
+            "draws the map, the true and odometry paths and the last laser scan to a PNG. Ctrl-C stops it early\n"
+            "and cleanly.")
+    p.add_argument("--duration", type=float, default=240.0, help="simulated seconds before giving up (default 240)")
+    p.add_argument("--rate", type=float, default=5.0, help="simulated seconds per second (default 5)")
+    p.add_argument("--output", type=Path, help="folder for the picture (default ./demo-output)")
+
+    p = add("sim", cmd_sim, "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS)",
+            "Runs the simulated robot until Ctrl-C: a world from a map file, simulated time at --rate times real\n"
+            "time, and the dummy hardware modules on their usual interfaces. Drive it by writing\n"
+            "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`.\n\n"
+            "example: pluto sim --world campus --rate 10 --noise realistic --seed 7")
+    p.add_argument("--world", default="office", help="office, campus, clutter or a map file (default office)")
+    p.add_argument("--rate", type=float, default=1.0, help="simulated seconds per second (default 1)")
+    p.add_argument("--noise", default="ideal", help="ideal (default) or realistic")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
+    p.add_argument("--processes", action="store_true", help="one process per module instead of one for all")
+    p.add_argument("--duration", type=float, default=0.0, help="wall-clock seconds to run (default: until Ctrl-C)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
 
     param_help = "set a parameter, NAME=VALUE (TOML value: 2, true, \"text\"); repeatable"
     p = add("run", cmd_run, "run one module in the foreground (Ctrl-C stops it)",

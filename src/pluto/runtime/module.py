@@ -88,6 +88,7 @@ class Module:
         self._lock = threading.Lock()
         self._started = 0.0
         self.step_errors = 0
+        self._last_error_log = 0.0
 
     # -- rclpy-style factory methods (used in on_configure) ---------------------------------------------------
 
@@ -143,7 +144,12 @@ class Module:
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Configure, announce the module on the bus, and start the control step if ``autostart``."""
+        """Configure, announce the module on the bus, and start the control step if ``autostart``.
+
+        Starting a started module does nothing.
+        """
+        if self._token is not None:
+            return
         self._started = time.time()
         self.on_configure()
         self._services.append(self.bus.create_service(f"{self.module_name}/start_activity", self._srv_start))
@@ -191,14 +197,26 @@ class Module:
             now = self.clock.now()
             try:
                 self.step(now)
-            except Exception:
+            except Exception as err:
                 self.step_errors += 1
-                self._logger.exception("step failed (%d so far)", self.step_errors)
+                self._report_step_error(err)
             next_time += period
             if next_time < self.clock.now() - period:  # fell behind (a long step, a clock jump): don't burst
                 next_time = self.clock.now()
             if self.clock.sleep_until(next_time, self._stop_step):
                 break
+
+    def _report_step_error(self, err: Exception) -> None:
+        """Log the first failure with its traceback, then at most one line every 5 s (a step that keeps failing
+        must not flood the log)."""
+        now = time.monotonic()
+        if self.step_errors == 1:
+            self._logger.exception("step failed; it keeps running (errors are counted, logged every 5 s)")
+            self._last_error_log = now
+        elif now - self._last_error_log >= 5.0:
+            self._logger.error("step failed %d times so far; last: %s: %s", self.step_errors,
+                               type(err).__name__, err)
+            self._last_error_log = now
 
     def stop(self) -> None:
         """Stop the control step, withdraw from the bus and close what the module created (idempotent)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,21 @@ class Profile:
     entries: tuple[ProfileEntry, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     path: Path | None = None
+
+
+def with_params(profile: Profile, module: str, **params: Any) -> Profile:
+    """The profile with some parameters of one of its modules replaced.
+
+    Raises:
+        ModuleNotFound: the profile has no module of that name.
+    """
+    if module not in {e.name for e in profile.entries}:
+        raise ModuleNotFound(f"profile {profile.name} has no module {module}")
+    entries = tuple(
+        replace(e, spec=replace(e.spec, params={**e.spec.params, **params})) if e.name == module else e
+        for e in profile.entries
+    )
+    return replace(profile, entries=entries)
 
 
 def _profile_dirs() -> list[Path]:

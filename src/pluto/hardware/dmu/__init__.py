@@ -1,0 +1,1 @@
+"""The inertial measurement unit (simulated here)."""

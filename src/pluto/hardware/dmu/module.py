@@ -1,0 +1,54 @@
+"""The simulated inertial unit server: ``DMU/Raw`` (the sensor's data, z up) and ``DMU/State`` (filtered rates and
+accelerations, the heading integrated from the vertical rate, stamped later by the filter's delay)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pluto import msgs
+from pluto.runtime.module import ModuleParams
+from pluto.sim.device import SimDevice, SimDeviceParams
+from pluto.sim.inertial import SimDmu
+
+
+class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    time_constant: of the state's low-pass filter, s (also the delay of its stamp).
+    """
+
+    rate_hz: float = 50.0
+    time_constant: float = 0.1
+
+
+class SimDmuModule(SimDevice):
+    """The simulated inertial unit."""
+
+    name = "dmu"
+    description = "simulated inertial unit: raw data and filtered state with integrated heading"
+    provides = ("DMU/Raw", "DMU/State")
+    requires = ("sim", "base")
+    Params: ClassVar[type[ModuleParams]] = SimDmuParams
+
+    def on_configure(self) -> None:
+        assert isinstance(self.params, SimDmuParams)
+        self.load_simulation()
+        self.dmu = SimDmu(self.noise, self.rng, self.params.time_constant)
+        self.truth = self.create_reader("Sim/Truth", msgs.Odometry)
+        self.raw = self.create_publisher("DMU/Raw", msgs.DmuRaw)
+        self.state_out = self.create_publisher("DMU/State", msgs.DmuState)
+        self._last: float | None = None
+
+    def step(self, now: float) -> None:
+        truth = self.truth.read()
+        if truth is None:
+            return
+        dt = 0.0 if self._last is None else now - self._last
+        if dt < 0:
+            dt = 0.0
+        self._last = now
+        s = self.dmu.step(now, dt, truth.v, truth.omega)
+        self.raw.write(msgs.DmuRaw(stamp=s.stamp, phi=s.phi, psi=s.psi, rates=list(s.rates),
+                                   accelerations=list(s.accelerations)))
+        self.state_out.write(msgs.DmuState(stamp=s.state_stamp, theta=s.theta, phi=s.phi, psi=s.psi,
+                                           rates=list(s.filtered_rates),
+                                           accelerations=list(s.filtered_accelerations)))

@@ -1,0 +1,44 @@
+"""The simulated GPS server: ``GPS/State`` fixes on the local metric grid (x east, y north of the world's GPS
+origin, which is the world frame's origin), with the number of satellites and the quality (2: differential,
+sub-metre; 1: plain fix)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pluto import msgs
+from pluto.runtime.module import ModuleParams
+from pluto.sim.device import SimDevice, SimDeviceParams
+from pluto.sim.gps import SimGps
+
+
+class SimGpsParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
+    rate_hz: float = 2.0
+
+
+class SimGpsModule(SimDevice):
+    """The simulated GPS receiver."""
+
+    name = "gps"
+    description = "simulated GPS: fixes on the local grid, satellites and quality"
+    provides = ("GPS/State",)
+    requires = ("sim", "base")
+    Params: ClassVar[type[ModuleParams]] = SimGpsParams
+
+    def on_configure(self) -> None:
+        self.load_simulation()
+        origin = self.world.gps_origin
+        self.gps = SimGps(origin, self.noise, self.rng) if origin else SimGps(noise=self.noise, rng=self.rng)
+        self.truth = self.create_reader("Sim/Truth", msgs.Odometry)
+        self.out = self.create_publisher("GPS/State", msgs.GpsFix)
+        self._last: float | None = None
+
+    def step(self, now: float) -> None:
+        truth = self.truth.read()
+        if truth is None:
+            return
+        dt = 0.0 if self._last is None else max(0.0, now - self._last)
+        self._last = now
+        f = self.gps.fix(dt, truth.x, truth.y)
+        self.out.write(msgs.GpsFix(stamp=now, latitude=f.latitude, longitude=f.longitude, altitude=f.altitude,
+                                   x=f.x, y=f.y, satellites=f.satellites, quality=f.quality, hdop=f.hdop))

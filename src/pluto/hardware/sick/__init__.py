@@ -1,0 +1,1 @@
+"""The SICK laser scanner (simulated here; the serial driver alongside)."""

@@ -1,0 +1,126 @@
+"""The simulated SICK laser server, with the three interfaces of the original sick module.
+
+- ``Sick/Scan``: 181 points (one per degree), stamped when the scan arrived (old-compatible);
+- ``Sick/Scan_mm``: all 361 points, stamped at the centre of the scan (about 200 ms before it arrives), with the
+  number of points;
+- ``Sick/Timing``: the centre time and the number of points, which the localization service interpolates to.
+
+The scan is computed from the robot's true pose and the wrist's pose *at the centre time*, so a moving robot gives
+the same skewed timing as the real scanner. ``sick/fault`` (or the ``fault_at`` parameter) injects the "fatal
+error": every range is -1 while the scanner reboots (about 20 s).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from pluto import msgs
+from pluto.runtime.module import ModuleParams
+from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
+from pluto.sim.laser import LaserParams, SimLaser
+from pluto.sim.raycast import RayCaster
+
+
+class SimSickParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    fault_at: simulated time of a fatal error, s (negative: none).
+    reboot_time: s the scanner needs to recover.
+    """
+
+    rate_hz: float = 50.0
+    fault_at: float = -1.0
+    reboot_time: float = 20.0
+
+
+class FaultRequest(msgspec.Struct, frozen=True):
+    """Request of ``sick/fault``: how long the scanner stays down, s (None: its reboot time)."""
+
+    duration: float | None = None
+
+
+class SimSick(SimDevice):
+    """The simulated laser scanner."""
+
+    name = "sick"
+    description = "simulated SICK laser: 361 beams over 180°, a scan every 200 ms"
+    provides = ("Sick/Scan", "Sick/Scan_mm", "Sick/Timing")
+    requires = ("sim", "base", "wrist")
+    Params: ClassVar[type[ModuleParams]] = SimSickParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, SimSickParams)
+        self.load_simulation()
+        self.laser = SimLaser(RayCaster(self.world.segments(), self.world.circles),
+                              LaserParams(reboot_time=p.reboot_time), self.noise, self.rng)
+        self.history = TruthHistory()
+        self.wrist_history = _WristHistory()
+        self.create_subscription("Sim/Truth", self.history.add, msgs.Odometry, depth=256)
+        self.create_subscription("Wrist/State", self.wrist_history.add, msgs.ActuatorState, depth=256)
+        self.scan_181 = self.create_publisher("Sick/Scan", msgs.LaserScan)
+        self.scan_mm = self.create_publisher("Sick/Scan_mm", msgs.LaserScan)
+        self.timing = self.create_publisher("Sick/Timing", msgs.ScanTiming)
+        self.create_service("fault", self._fault, FaultRequest)
+        self._next_arrival: float | None = None
+        self._fault_done = False
+
+    def _fault(self, request: FaultRequest | None) -> float:
+        duration = request.duration if request is not None else None
+        self.laser.inject_fault(self.clock.now(), duration)
+        return self.laser.failed_until
+
+    def step(self, now: float) -> None:
+        p = self.params
+        assert isinstance(p, SimSickParams)
+        lp = self.laser.params
+        if p.fault_at >= 0 and not self._fault_done and now >= p.fault_at:
+            self._fault_done = True
+            self.laser.inject_fault(p.fault_at)
+        if self._next_arrival is None or now < self._next_arrival - 2 * lp.period:
+            self._next_arrival = now + lp.latency
+            return
+        if now < self._next_arrival:
+            return
+        arrival, self._next_arrival = now, self._next_arrival + lp.period
+        if self._next_arrival < now:
+            self._next_arrival = now + lp.period  # fell behind: skip rather than burst
+        centre = arrival - lp.latency
+        pose = self.history.at(centre)
+        if pose is None:
+            return
+        pan, tilt = self.wrist_history.at(centre)
+        ranges = self.laser.scan(centre, (pose.x, pose.y, pose.theta), pan, tilt, self.world.mover_circles(centre))
+        angles = self.laser.beam_angles
+        valid = 0 if self.laser.failed(centre) else len(ranges)
+        self.scan_mm.write(msgs.LaserScan(stamp=centre, arrival=arrival, ranges=ranges.tolist(),
+                                          angles=angles.tolist(), count=valid, max_range=lp.max_range))
+        self.scan_181.write(msgs.LaserScan(stamp=arrival, arrival=arrival, ranges=ranges[::2].tolist(),
+                                           angles=angles[::2].tolist(), count=(valid + 1) // 2,
+                                           max_range=lp.max_range))
+        self.timing.write(msgs.ScanTiming(stamp=centre, count=valid))
+
+
+class _WristHistory:
+    """Recent wrist positions, to know where the laser pointed at a given time."""
+
+    def __init__(self) -> None:
+        self._states: list[msgs.ActuatorState] = []
+
+    def add(self, state: msgs.ActuatorState) -> None:
+        self._states.append(state)
+        if len(self._states) > 256:
+            del self._states[:128]
+
+    def at(self, t: float) -> tuple[float, float]:
+        """(pan, tilt) in force at time ``t`` (the last state stamped at or before it), rad."""
+        chosen: Any = None
+        for state in self._states:
+            if state.stamp <= t:
+                chosen = state
+        if chosen is None:
+            chosen = self._states[0] if self._states else None
+        if chosen is None or len(chosen.position) < 2:
+            return 0.0, 0.0
+        return float(chosen.position[0]), float(chosen.position[1])

@@ -1,0 +1,1 @@
+"""The pan/tilt wrist that carries the laser (simulated here)."""

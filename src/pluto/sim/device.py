@@ -1,0 +1,68 @@
+"""What every simulated device module shares: simulated time, and the world and noise the ``sim`` module serves."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import ClassVar
+
+import numpy as np
+
+from pluto import msgs
+from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.module import SimSettings, fetch_settings
+from pluto.sim.noise import NoiseProfile
+from pluto.sim.world import World
+
+
+class SimDeviceParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Simulated devices follow the simulated time by default."""
+
+    use_sim_time: bool = True
+
+
+class SimDevice(Module):
+    """Base of the simulated hardware modules: fetches the world, the noise profile and its random generator."""
+
+    requires: ClassVar[tuple[str, ...]] = ("sim",)
+    Params: ClassVar[type[ModuleParams]] = SimDeviceParams
+
+    def load_simulation(self) -> None:
+        """Ask ``sim`` for the settings; sets ``settings``, ``world``, ``noise`` and ``rng``."""
+        self.settings: SimSettings = fetch_settings(self.bus)
+        self.world: World = self.settings.load_world()
+        self.noise: NoiseProfile = self.settings.noise_profile()
+        self.rng: np.random.Generator = self.settings.rng(self.module_name)
+
+
+class TruthHistory:
+    """The recent true poses of the robot (from ``Sim/Truth``), to look up where it was at a given time."""
+
+    def __init__(self, seconds: float = 2.0) -> None:
+        self.seconds = seconds
+        self._poses: deque[msgs.Odometry] = deque()
+
+    def add(self, pose: msgs.Odometry) -> None:
+        if self._poses and pose.stamp < self._poses[-1].stamp:
+            self._poses.clear()  # the simulation restarted
+        self._poses.append(pose)
+        while self._poses and self._poses[0].stamp < pose.stamp - self.seconds:
+            self._poses.popleft()
+
+    def at(self, t: float) -> msgs.Odometry | None:
+        """The pose at time ``t``, interpolated; the nearest known one outside the history; None if empty."""
+        poses = list(self._poses)
+        if not poses:
+            return None
+        if t <= poses[0].stamp:
+            return poses[0]
+        for before, after in itertools.pairwise(poses):
+            if before.stamp <= t <= after.stamp:
+                span = after.stamp - before.stamp
+                f = (t - before.stamp) / span if span > 0 else 1.0
+                return msgs.Odometry(
+                    stamp=t, x=before.x + f * (after.x - before.x), y=before.y + f * (after.y - before.y),
+                    theta=before.theta + f * (after.theta - before.theta),
+                    v=before.v + f * (after.v - before.v), omega=before.omega + f * (after.omega - before.omega),
+                )
+        return poses[-1]

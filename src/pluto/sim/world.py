@@ -1,0 +1,598 @@
+"""The simulator's world: walls, obstacles and walking people, read from a map file.
+
+The same map files are the a-priori map of the pose and SLAM modules, so the format is defined once, here, and
+described for validators by ``world.xsd`` next to this module (:data:`SCHEMA_PATH`).
+
+Map format, version 1
+---------------------
+An XML document; all lengths in metres, angles in radians, in a right-handed world frame (x forward/east,
+y left/north, angles counter-clockwise from +x)::
+
+    <world name="office" version="1">
+      <description>Free text.</description>                      optional
+      <start x="12" y="9.6" theta="0"/>                           optional robot start pose; theta defaults to 0
+      <walls>                                                     required (may be empty)
+        <wall x1="0" y1="0" x2="40" y2="0" name="south"/>         a line segment; name optional
+      </walls>
+      <obstacles>                                                 optional, any number of polygons and circles
+        <polygon name="desk-1">                                   >= 3 points, closed implicitly
+          <point x="1" y="1"/> <point x="2.6" y="1"/> <point x="2.6" y="1.8"/>
+        </polygon>
+        <circle name="pillar" x="4" y="10" r="0.3"/>              a solid disc, r > 0
+      </obstacles>
+      <movers>                                                    optional
+        <person name="alice" radius="0.25" speed="1.2" loop="false">
+          <waypoint x="14" y="10.5"/> <waypoint x="38" y="10.5"/> >= 2 waypoints
+        </person>
+      </movers>
+      <gps origin_lat="48.2620" origin_lon="11.6670" origin_alt="480"/>  optional; see below
+    </world>
+
+* ``<world>``: ``name`` (required) and ``version`` (required, ``1``). Its children may come in any order, each at
+  most once; ``<walls>`` is required. ``xmlns:xsi`` and ``xsi:noNamespaceSchemaLocation`` are allowed on it so a
+  file can point at the schema.
+* Names (of walls, polygons, circles and people) are unique across the whole world: behaviours and the a-priori
+  map refer to things by name. Only a wall may be unnamed.
+* A wall has non-zero length. A polygon has at least 3 points, no two consecutive points equal (the last point
+  must not repeat the first: polygons are closed implicitly), and a non-zero area.
+* A person walks its waypoints at a constant ``speed`` (m/s, >= 0) starting at the first waypoint at time 0.
+  ``loop="true"`` walks on from the last waypoint back to the first and round again; ``loop="false"`` (the
+  default) walks to the last waypoint and back, forever. ``radius`` (m, > 0) is the person's disc for sensors.
+* ``<gps>``: the geodetic position (WGS-84 latitude and longitude in degrees, altitude in m, default 0) of the
+  world's origin. With it, the local metric grid is east-north-up: x east, y north.
+* Numbers are plain decimals (``12``, ``-0.5``, ``1e3``); ``inf`` and ``nan`` are refused. No other elements or
+  attributes are allowed, and no text except in ``<description>``. Comments are fine.
+* DTDs and entities are refused outright (``<!DOCTYPE`` or ``<!ENTITY`` anywhere in the file): a map never needs
+  them, and refusing them closes the entity-expansion and external-entity attacks without depending on
+  ``defusedxml``.
+
+Every problem raises :class:`MapError` with ``"<file>:<line>: <reason>"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+from xml.parsers import expat
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from pluto.errors import ConfigError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SCHEMA_PATH",
+    "WORLDS_DIR",
+    "MapError",
+    "Mover",
+    "Polygon",
+    "World",
+    "available_worlds",
+    "load_world",
+    "parse_world",
+    "world_path",
+]
+
+FloatArray = NDArray[np.float64]
+
+FORMAT_VERSION = "1"
+"""The map format version this module reads and writes."""
+
+WORLDS_DIR = Path(__file__).with_name("worlds")
+"""Directory of the shipped worlds (``<name>.xml``)."""
+
+SCHEMA_PATH = Path(__file__).with_name("world.xsd")
+"""The XML Schema of the map format."""
+
+
+class MapError(ConfigError):
+    """A map file is unreadable or invalid; the message is ``"<file>:<line>: <reason>"``.
+
+    Attributes:
+        reason: what is wrong.
+        file: the file (or ``"<string>"``), or None.
+        line: the 1-based line of the offending element, or None when the problem is not at a line.
+    """
+
+    def __init__(self, reason: str, file: str | os.PathLike[str] | None = None, line: int | None = None) -> None:
+        self.reason = reason
+        self.file = None if file is None else os.fspath(file)
+        self.line = line
+        where = ":".join(str(part) for part in (self.file, line) if part is not None)
+        super().__init__(f"{where}: {reason}" if where else reason)
+
+
+# -- the model -------------------------------------------------------------------------------------------------------
+
+
+def _frozen_array(values: ArrayLike, columns: int, what: str) -> FloatArray:
+    a = np.array(values, dtype=np.float64).reshape(-1, columns) if np.size(values) else np.zeros((0, columns))
+    if a.ndim != 2 or a.shape[1] != columns:
+        raise ValueError(f"{what} must have shape (n, {columns}), got {a.shape}")
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Polygon:
+    """A named polygonal obstacle.
+
+    Attributes:
+        name: unique name in the world.
+        points: ``(K, 2)`` corners ``(x, y)``, m, K >= 3; the last connects back to the first.
+    """
+
+    name: str
+    points: FloatArray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", _frozen_array(self.points, 2, "polygon points"))
+
+    def edges(self) -> FloatArray:
+        """``(K, 4)`` the edges ``[x1, y1, x2, y2]``, m, including the closing edge."""
+        p = self.points
+        return np.hstack((p, np.roll(p, -1, axis=0)))
+
+
+@dataclass(frozen=True, eq=False)
+class Mover:
+    """A person walking a path at constant speed.
+
+    Attributes:
+        name: unique name in the world.
+        radius: radius of the person's disc, m.
+        speed: walking speed along the path, m/s.
+        loop: True: after the last waypoint walk back to the first and round again; False: walk back and forth.
+        waypoints: ``(W, 2)`` the path ``(x, y)``, m, W >= 2; the person is at the first one at time 0.
+    """
+
+    name: str
+    radius: float
+    speed: float
+    loop: bool
+    waypoints: FloatArray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "waypoints", _frozen_array(self.waypoints, 2, "waypoints"))
+
+    def path(self) -> FloatArray:
+        """``(V, 2)`` the vertices walked in one lap: the waypoints, and the first again if ``loop``."""
+        w = self.waypoints
+        return np.vstack((w, w[:1])) if self.loop else w
+
+    def path_length(self) -> float:
+        """Length of one lap of :meth:`path` (one way when not looping), m."""
+        return float(np.sum(np.linalg.norm(np.diff(self.path(), axis=0), axis=1)))
+
+    def position(self, t: float) -> FloatArray:
+        """``(2,)`` position at time ``t`` (s): arc length ``speed * t`` along the path, wrapped or reflected."""
+        path = self.path()
+        arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))))
+        length = float(arc[-1])
+        if length <= 0.0:
+            return np.array(path[0], dtype=np.float64)
+        s = self.speed * t
+        if self.loop:
+            s = s % length
+        else:
+            s = s % (2.0 * length)
+            if s > length:
+                s = 2.0 * length - s
+        position: FloatArray = np.array([np.interp(s, arc, path[:, 0]), np.interp(s, arc, path[:, 1])])
+        return position
+
+
+@dataclass(frozen=True, eq=False)
+class World:
+    """A simulated world: static walls and obstacles, moving people, a start pose.
+
+    Attributes:
+        name: the world's name.
+        description: free text, "" if none.
+        walls: ``(N, 4)`` wall segments ``[x1, y1, x2, y2]``, m.
+        wall_names: ``(N,)`` the wall names, None for unnamed walls.
+        polygons: the polygonal obstacles.
+        circles: ``(M, 3)`` circular obstacles ``[x, y, r]``, m.
+        circle_names: ``(M,)`` their names.
+        movers: the walking people.
+        start: robot start pose ``(x, y, theta)``, m, m, rad.
+        gps_origin: ``(latitude, longitude, altitude)`` of the origin, degrees, degrees, m; or None.
+        source: the file it was read from, or None.
+
+    Arrays are read-only; the world never changes, movers are functions of time.
+    """
+
+    name: str
+    walls: FloatArray
+    description: str = ""
+    wall_names: tuple[str | None, ...] = ()
+    polygons: tuple[Polygon, ...] = ()
+    circles: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    circle_names: tuple[str, ...] = ()
+    movers: tuple[Mover, ...] = ()
+    start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    gps_origin: tuple[float, float, float] | None = None
+    source: Path | None = None
+    _segments: FloatArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        walls = _frozen_array(self.walls, 4, "walls")
+        circles = _frozen_array(self.circles, 3, "circles")
+        object.__setattr__(self, "walls", walls)
+        object.__setattr__(self, "circles", circles)
+        if not self.wall_names:
+            object.__setattr__(self, "wall_names", (None,) * walls.shape[0])
+        if not self.circle_names:
+            object.__setattr__(self, "circle_names", tuple(f"circle-{i}" for i in range(circles.shape[0])))
+        if len(self.wall_names) != walls.shape[0] or len(self.circle_names) != circles.shape[0]:
+            raise ValueError("wall_names and circle_names must have one name per wall and per circle")
+        segments = np.vstack((walls, *(p.edges() for p in self.polygons)))
+        segments.setflags(write=False)
+        object.__setattr__(self, "_segments", segments)
+
+    def segments(self) -> FloatArray:
+        """``(N', 4)`` every static segment, m: the walls, then the edges of each polygon (read-only, cached)."""
+        return self._segments
+
+    def bounds(self) -> tuple[float, float, float, float]:
+        """``(xmin, ymin, xmax, ymax)``, m, of everything in the world: segments, circles, movers' paths, start."""
+        seg = self._segments
+        c = self.circles
+        parts = [
+            seg[:, :2],
+            seg[:, 2:],
+            c[:, :2] - c[:, 2:3],
+            c[:, :2] + c[:, 2:3],
+            np.array([self.start[:2]]),
+        ]
+        for m in self.movers:
+            parts += [m.waypoints - m.radius, m.waypoints + m.radius]
+        points = np.vstack(parts)
+        lo = points.min(axis=0)
+        hi = points.max(axis=0)
+        return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
+
+    def mover_positions(self, t: float) -> FloatArray:
+        """``(P, 2)`` positions (m) of the movers at time ``t`` (s), in the order of :attr:`movers`."""
+        if not self.movers:
+            return np.zeros((0, 2))
+        return np.array([m.position(t) for m in self.movers])
+
+    def mover_circles(self, t: float) -> FloatArray:
+        """``(P, 3)`` the movers at time ``t`` (s) as circles ``[x, y, radius]``, m, ready for ray casting."""
+        radii = np.array([[m.radius] for m in self.movers]).reshape(-1, 1)
+        return np.hstack((self.mover_positions(t), radii))
+
+
+# -- shipped worlds and loading --------------------------------------------------------------------------------------
+
+
+def available_worlds() -> list[str]:
+    """Names of the shipped worlds, sorted (``['campus', 'clutter', 'office']``)."""
+    return sorted(p.stem for p in WORLDS_DIR.glob("*.xml"))
+
+
+def world_path(name: str) -> Path:
+    """Path of the shipped world ``name``.
+
+    Raises:
+        MapError: no shipped world has that name.
+    """
+    if name not in available_worlds():
+        raise MapError(f"no shipped world named {name!r} (available: {', '.join(available_worlds())})")
+    return WORLDS_DIR / f"{name}.xml"
+
+
+def load_world(source: str | os.PathLike[str]) -> World:
+    """Read a world: a shipped world by name (``'office'``, ``'campus'``, ``'clutter'``) or a map file.
+
+    Args:
+        source: a name from :func:`available_worlds`, or the path of a map file.
+
+    Returns:
+        The world, with ``source`` set to the file read.
+
+    Raises:
+        MapError: the file cannot be read or is not a valid map (``"<file>:<line>: <reason>"``).
+    """
+    if isinstance(source, str) and source in available_worlds():
+        path = world_path(source)
+    else:
+        path = Path(source)
+        if not path.exists() and isinstance(source, str) and not path.suffix and len(path.parts) == 1:
+            raise MapError(
+                f"no shipped world named {source!r} (available: {', '.join(available_worlds())}) and no such file"
+            )
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise MapError(f"cannot read the map: {err.strerror or err}", path) from err
+    return dataclasses.replace(parse_world(data, os.fspath(path)), source=path)
+
+
+def parse_world(data: str | bytes, file: str = "<string>") -> World:
+    """Parse and validate a map document.
+
+    Args:
+        data: the XML document.
+        file: the name to give in error messages.
+
+    Returns:
+        The world (``source`` None).
+
+    Raises:
+        MapError: the document is not a valid map (``"<file>:<line>: <reason>"``).
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    root, lines = _parse_xml(raw, file)
+    return _MapReader(file, lines).world(root)
+
+
+# -- XML with line numbers and no DTDs -------------------------------------------------------------------------------
+
+
+def _parse_xml(data: bytes, file: str) -> tuple[ET.Element, dict[ET.Element, int]]:
+    """The element tree of ``data`` and the line of each element's start tag."""
+    for marker in (b"<!DOCTYPE", b"<!ENTITY"):
+        at = data.find(marker)
+        if at >= 0:
+            raise MapError(
+                f"{marker.decode()} is not allowed in a map file (DTDs and entities are refused)",
+                file,
+                data.count(b"\n", 0, at) + 1,
+            )
+    builder = ET.TreeBuilder()
+    lines: dict[ET.Element, int] = {}
+    parser = expat.ParserCreate()
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        lines[builder.start(tag, attrs)] = parser.CurrentLineNumber
+
+    def end(tag: str) -> None:
+        builder.end(tag)
+
+    def refuse(*_: Any) -> None:
+        # Reached only for encodings the byte scan above cannot see (UTF-16).
+        raise MapError("DTDs and entities are not allowed in a map file", file, parser.CurrentLineNumber)
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = builder.data
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as err:
+        raise MapError(f"XML syntax error: {expat.ErrorString(err.code)}", file, err.lineno) from None
+    return builder.close(), lines
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What one element may hold."""
+
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    children: tuple[str, ...] = ()
+    text: bool = False
+
+
+_SPECS: dict[str, _Spec] = {
+    "world": _Spec(
+        ("name", "version"),
+        ("xmlns:xsi", "xsi:noNamespaceSchemaLocation"),
+        ("description", "start", "walls", "obstacles", "movers", "gps"),
+    ),
+    "description": _Spec(text=True),
+    "start": _Spec(("x", "y"), ("theta",)),
+    "walls": _Spec(children=("wall",)),
+    "wall": _Spec(("x1", "y1", "x2", "y2"), ("name",)),
+    "obstacles": _Spec(children=("polygon", "circle")),
+    "polygon": _Spec(("name",), children=("point",)),
+    "point": _Spec(("x", "y")),
+    "circle": _Spec(("name", "x", "y", "r")),
+    "movers": _Spec(children=("person",)),
+    "person": _Spec(("name", "radius", "speed"), ("loop",), children=("waypoint",)),
+    "waypoint": _Spec(("x", "y")),
+    "gps": _Spec(("origin_lat", "origin_lon"), ("origin_alt",)),
+}
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NOT_FINITE = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_BOOLEAN = {"true": True, "1": True, "false": False, "0": False}
+
+
+class _MapReader:
+    """Validates an element tree against the map format and builds the :class:`World`."""
+
+    def __init__(self, file: str, lines: dict[ET.Element, int]) -> None:
+        self.file = file
+        self.lines = lines
+        self.names: dict[str, int] = {}
+
+    def error(self, element: ET.Element, reason: str) -> MapError:
+        return MapError(reason, self.file, self.lines.get(element))
+
+    # structure
+
+    def check(self, element: ET.Element) -> None:
+        """Elements, attributes and text of ``element`` and everything in it, against :data:`_SPECS`."""
+        spec = _SPECS[element.tag]
+        allowed = spec.required + spec.optional
+        for attr in element.attrib:
+            if attr not in allowed:
+                expected = ", ".join(allowed) or "none"
+                raise self.error(element, f"unknown attribute {attr!r} on <{element.tag}> (expected: {expected})")
+        for attr in spec.required:
+            if attr not in element.attrib:
+                raise self.error(element, f"<{element.tag}> is missing attribute {attr!r}")
+        if not spec.text and element.text and element.text.strip():
+            raise self.error(element, f"unexpected text in <{element.tag}>: {element.text.strip()[:40]!r}")
+        for child in element:
+            if child.tag not in spec.children:
+                expected = ", ".join(f"<{c}>" for c in spec.children) or "nothing"
+                raise self.error(child, f"unknown element <{child.tag}> in <{element.tag}> (expected: {expected})")
+            if child.tail and child.tail.strip():
+                raise self.error(child, f"unexpected text after <{child.tag}>: {child.tail.strip()[:40]!r}")
+            self.check(child)
+
+    # values
+
+    def number(self, element: ET.Element, attr: str, default: float | None = None) -> float:
+        text = element.attrib.get(attr)
+        if text is None:
+            if default is None:
+                raise self.error(element, f"<{element.tag}> is missing attribute {attr!r}")
+            return default
+        value = text.strip()
+        if _NOT_FINITE.fullmatch(value):
+            raise self.error(element, f"attribute {attr!r} of <{element.tag}> is not finite: {text!r}")
+        if not _NUMBER.fullmatch(value):
+            raise self.error(element, f"attribute {attr!r} of <{element.tag}> is not a number: {text!r}")
+        number = float(value)
+        if not math.isfinite(number):  # 1e999
+            raise self.error(element, f"attribute {attr!r} of <{element.tag}> is not finite: {text!r}")
+        return number
+
+    def bounded(
+        self, element: ET.Element, attr: str, ok: Callable[[float], bool], rule: str, default: float | None = None
+    ) -> float:
+        value = self.number(element, attr, default)
+        if not ok(value):
+            raise self.error(element, f"attribute {attr!r} of <{element.tag}> must be {rule}, got {value:g}")
+        return value
+
+    def name(self, element: ET.Element) -> str | None:
+        name = element.attrib.get("name")
+        if name is None:
+            return None
+        name = name.strip()
+        if not name:
+            raise self.error(element, f"<{element.tag}> has an empty name")
+        line = self.lines.get(element, 0)
+        if name in self.names:
+            raise self.error(element, f"duplicate name {name!r} (first used on line {self.names[name]})")
+        self.names[name] = line
+        return name
+
+    def point(self, element: ET.Element) -> tuple[float, float]:
+        return self.number(element, "x"), self.number(element, "y")
+
+    # the world
+
+    def world(self, root: ET.Element) -> World:
+        if root.tag != "world":
+            raise self.error(root, f"the root element must be <world>, not <{root.tag}>")
+        self.check(root)
+        version = root.attrib["version"].strip()
+        if version != FORMAT_VERSION:
+            raise self.error(root, f"unsupported map version {version!r} (this reader knows version {FORMAT_VERSION})")
+        world_name = root.attrib["name"].strip()
+        if not world_name:
+            raise self.error(root, "<world> has an empty name")
+        sections: dict[str, ET.Element] = {}
+        for child in root:
+            if child.tag in sections:
+                raise self.error(child, f"more than one <{child.tag}> in <world>")
+            sections[child.tag] = child
+        if "walls" not in sections:
+            raise self.error(root, "<world> has no <walls>")
+
+        description = ""
+        if "description" in sections:
+            description = " ".join((sections["description"].text or "").split())
+        start = (0.0, 0.0, 0.0)
+        if "start" in sections:
+            s = sections["start"]
+            start = (self.number(s, "x"), self.number(s, "y"), self.number(s, "theta", 0.0))
+
+        walls, wall_names = self.walls(sections["walls"])
+        polygons: list[Polygon] = []
+        circles: list[tuple[float, float, float]] = []
+        circle_names: list[str] = []
+        if "obstacles" in sections:
+            for item in sections["obstacles"]:
+                if item.tag == "polygon":
+                    polygons.append(self.polygon(item))
+                else:
+                    name = self.name(item)
+                    assert name is not None  # required attribute, checked
+                    x, y = self.point(item)
+                    r = self.bounded(item, "r", lambda v: v > 0.0, "> 0")
+                    circles.append((x, y, r))
+                    circle_names.append(name)
+        movers = tuple(self.person(p) for p in sections["movers"]) if "movers" in sections else ()
+        gps_origin = self.gps(sections["gps"]) if "gps" in sections else None
+        return World(
+            name=world_name,
+            description=description,
+            walls=np.array(walls).reshape(-1, 4),
+            wall_names=tuple(wall_names),
+            polygons=tuple(polygons),
+            circles=np.array(circles).reshape(-1, 3),
+            circle_names=tuple(circle_names),
+            movers=movers,
+            start=start,
+            gps_origin=gps_origin,
+        )
+
+    def walls(self, section: ET.Element) -> tuple[list[tuple[float, float, float, float]], list[str | None]]:
+        walls: list[tuple[float, float, float, float]] = []
+        names: list[str | None] = []
+        for wall in section:
+            x1, y1, x2, y2 = (self.number(wall, a) for a in ("x1", "y1", "x2", "y2"))
+            name = self.name(wall)
+            if x1 == x2 and y1 == y2:
+                label = f" {name!r}" if name else ""
+                raise self.error(wall, f"wall{label} has zero length (both ends at ({x1:g}, {y1:g}))")
+            walls.append((x1, y1, x2, y2))
+            names.append(name)
+        return walls, names
+
+    def polygon(self, element: ET.Element) -> Polygon:
+        name = self.name(element)
+        assert name is not None  # required attribute, checked
+        points = np.array([self.point(p) for p in element]).reshape(-1, 2)
+        if points.shape[0] < 3:
+            raise self.error(element, f"polygon {name!r} has {points.shape[0]} point(s); it needs at least 3")
+        if np.array_equal(points[0], points[-1]):
+            raise self.error(
+                element, f"polygon {name!r}: the last point repeats the first (polygons close by themselves)"
+            )
+        if np.any(np.all(points[1:] == points[:-1], axis=1)):
+            raise self.error(element, f"polygon {name!r} has two consecutive equal points")
+        x, y = points[:, 0], points[:, 1]
+        twice_area = float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+        if abs(twice_area) <= 1e-12:
+            raise self.error(element, f"polygon {name!r} has zero area (its points are collinear)")
+        return Polygon(name, points)
+
+    def person(self, element: ET.Element) -> Mover:
+        name = self.name(element)
+        assert name is not None  # required attribute, checked
+        radius = self.bounded(element, "radius", lambda v: v > 0.0, "> 0")
+        speed = self.bounded(element, "speed", lambda v: v >= 0.0, ">= 0")
+        loop_text = element.attrib.get("loop", "false").strip()
+        if loop_text not in _BOOLEAN:
+            raise self.error(element, f"attribute 'loop' of <person> must be true or false, got {loop_text!r}")
+        waypoints = np.array([self.point(w) for w in element]).reshape(-1, 2)
+        if waypoints.shape[0] < 2:
+            raise self.error(element, f"person {name!r} has {waypoints.shape[0]} waypoint(s); it needs at least 2")
+        mover = Mover(name=name, radius=radius, speed=speed, loop=_BOOLEAN[loop_text], waypoints=waypoints)
+        if mover.path_length() <= 0.0:
+            raise self.error(element, f"person {name!r} has a path of zero length (all waypoints equal)")
+        return mover
+
+    def gps(self, element: ET.Element) -> tuple[float, float, float]:
+        lat = self.bounded(element, "origin_lat", lambda v: -90.0 <= v <= 90.0, "within [-90, 90] degrees")
+        lon = self.bounded(element, "origin_lon", lambda v: -180.0 <= v <= 180.0, "within [-180, 180] degrees")
+        alt = self.number(element, "origin_alt", 0.0)
+        return lat, lon, alt
