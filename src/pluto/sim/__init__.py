@@ -1,1 +1,2 @@
-"""Pluto sim modules."""
+"""The simulator: the world model and its map files (:mod:`pluto.sim.world`), range-sensor ray casting
+(:mod:`pluto.sim.raycast`), and the simulated devices that stand in for the robot's hardware."""

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.sim.noise import IDEAL, NoiseProfile
-from pluto.sim.raycast import RayCaster, cast_rays
+from pluto.sim.raycast import RayCaster
 
 FloatArray = NDArray[np.float64]
 
@@ -284,9 +284,7 @@ class SimBody:
         world = (self.theta + bearings).ravel()
         reach = p.sonar_max_range + p.radius
         origin = np.array([self.x, self.y])
-        ranges = self._caster.cast(origin, world, reach)
-        if movers is not None and len(movers):
-            ranges = np.minimum(ranges, cast_rays(origin, world, np.empty((0, 4)), movers, reach))
+        ranges = self._caster.cast(origin, world, reach, extra_circles=movers)
         per_sonar = ranges.reshape(p.sonar_count, 3).min(axis=1) - p.radius
         per_sonar = np.clip(per_sonar, 0.0, p.sonar_max_range)
         if self.noise.sonar_range_std:

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.sim.noise import IDEAL, NoiseProfile
-from pluto.sim.raycast import RayCaster, cast_rays
+from pluto.sim.raycast import RayCaster
 
 FloatArray = NDArray[np.float64]
 
@@ -97,9 +97,7 @@ class SimLaser:
         bearings = heading + np.arctan2(np.sin(a), np.cos(a) * ct)
         reach = p.max_range * horizontal
         origin = np.array([lx, ly])
-        flat = self.caster.cast(origin, bearings, float(reach.max()))
-        if movers is not None and len(movers):
-            flat = np.minimum(flat, cast_rays(origin, bearings, np.empty((0, 4)), movers, float(reach.max())))
+        flat = self.caster.cast(origin, bearings, float(reach.max()), extra_circles=movers)
         ranges = flat / np.maximum(horizontal, 1e-9)
         down = np.cos(a) * st
         with np.errstate(divide="ignore"):

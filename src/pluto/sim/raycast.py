@@ -287,7 +287,7 @@ class RayCaster:
         ValueError: a shape is wrong, a value is not finite or a radius is not positive.
 
     The caster keeps the last set of beam angles it was given, so casting scan after scan with the same angles
-    (a laser scanner) sorts them only once. One caster is meant for one thread.
+    (a laser scanner) lays them out only once. One caster is meant for one thread.
     """
 
     def __init__(self, segments: ArrayLike, circles: ArrayLike | None = None) -> None:

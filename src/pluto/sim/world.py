@@ -114,7 +114,10 @@ class MapError(ConfigError):
 
 
 def _frozen_array(values: ArrayLike, columns: int, what: str) -> FloatArray:
-    a = np.array(values, dtype=np.float64).reshape(-1, columns) if np.size(values) else np.zeros((0, columns))
+    """A read-only float64 copy of ``values`` with shape ``(n, columns)``; empty input gives ``(0, columns)``."""
+    a = np.array(values, dtype=np.float64)
+    if a.size == 0:
+        a = np.zeros((0, columns))
     if a.ndim != 2 or a.shape[1] != columns:
         raise ValueError(f"{what} must have shape (n, {columns}), got {a.shape}")
     a.setflags(write=False)
