@@ -24,6 +24,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bus.py
+	$(BIN)/python bench/sim_raycast.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
