@@ -130,6 +130,7 @@ class SimBody:
         self._caster = RayCaster(self.segments, self.circles)
         self.x, self.y, self.theta = (float(s) for s in start)
         self.v = self.omega = 0.0
+        self.wheel_v = 0.0
         self.odom = [0.0, 0.0, 0.0]
         self.odom_v = self.odom_omega = 0.0
         self.front = self.rear = self.stalled = False
@@ -195,7 +196,9 @@ class SimBody:
             return self.state()
         v_target = max(-p.max_speed, min(p.max_speed, v_cmd))
         w_target = max(-p.max_turn_rate, min(p.max_turn_rate, omega_cmd))
-        v = ramp(self.v, v_target, p.max_accel, dt)
+        # The wheels keep their speed against an obstacle when they spin there; otherwise they stop with the body.
+        v = ramp(self.wheel_v if self.noise.wheel_spin_when_stalled else self.v, v_target, p.max_accel, dt)
+        self.wheel_v = v
         w = ramp(self.omega, w_target, p.max_turn_accel, dt)
         # Sub-steps short enough that no wall thinner than the body can be jumped.
         n = max(1, math.ceil(abs(v) * dt / (p.radius * 0.25)))

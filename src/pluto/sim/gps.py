@@ -14,7 +14,8 @@ import numpy as np
 
 from pluto.sim.noise import IDEAL, NoiseProfile
 
-EARTH_RADIUS = 6_378_137.0  # WGS84 equatorial radius, m
+WGS84_A = 6_378_137.0  # semi-major axis, m
+WGS84_E2 = 6.694379990141316e-3  # first eccentricity squared
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,17 @@ class Fix:
 def grid_to_geodetic(x: float, y: float, origin: tuple[float, float, float]) -> tuple[float, float]:
     """Latitude and longitude (degrees) of a point x m east and y m north of ``origin`` (lat, lon, alt).
 
-    The local tangent-plane approximation: well under a centimetre of error within a few kilometres.
+    The local tangent plane on the WGS84 ellipsoid, with the meridian radius M = a(1-e²)/(1-e² sin²φ)^1.5 north and
+    the prime-vertical radius N = a/sqrt(1-e² sin²φ) (times cos φ) east: about a centimetre of error within a few
+    kilometres.
     """
     lat0, lon0, _ = origin
-    lat = lat0 + math.degrees(y / EARTH_RADIUS)
-    lon = lon0 + math.degrees(x / (EARTH_RADIUS * math.cos(math.radians(lat0))))
+    phi = math.radians(lat0)
+    w = 1.0 - WGS84_E2 * math.sin(phi) ** 2
+    meridian = WGS84_A * (1.0 - WGS84_E2) / w**1.5
+    prime = WGS84_A / math.sqrt(w)
+    lat = lat0 + math.degrees(y / meridian)
+    lon = lon0 + math.degrees(x / (prime * math.cos(phi)))
     return lat, lon
 
 

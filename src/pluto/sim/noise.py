@@ -8,6 +8,7 @@ so the same seed gives the same noisy run.
 
 from __future__ import annotations
 
+import math
 import zlib
 from typing import Annotated
 
@@ -46,8 +47,8 @@ class NoiseProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         for field in msgspec.structs.fields(self):
             value = getattr(self, field.name)
-            if not isinstance(value, bool) and value < 0:
-                raise ValueError(f"{field.name} must be >= 0, got {value}")
+            if not isinstance(value, bool) and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{field.name} must be >= 0 and finite, got {value}")
         for name in ("laser_dropout", "sonar_dropout"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} is a probability, got {getattr(self, name)}")

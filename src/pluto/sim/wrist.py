@@ -66,7 +66,13 @@ class SimWrist:
                 # Not allowed to move: brake with the unit's own deceleration.
                 desired, a_max = 0.0, self.params.max_accel[axis]
             else:
-                desired = math.copysign(min(v_max, math.sqrt(2 * a_max * abs(error))), error)
+                # The largest speed u that still stops on the target after moving (v + u) dt / 2 in this step:
+                # u² / 2a + (v + u) dt / 2 <= |error|.
+                toward = v if error >= 0 else -v
+                half = a_max * dt / 2
+                disc = half * half - 2 * a_max * (toward * dt / 2 - abs(error))
+                u = -half + math.sqrt(disc) if disc > 0 else 0.0
+                desired = math.copysign(min(v_max, max(u, 0.0)), error)
             new_v = v + max(-a_max * dt, min(a_max * dt, desired - v))
             new_p = self.position[axis] + (v + new_v) / 2 * dt
             if a_max > 0 and v_max > 0 and (self.target[axis] - new_p) * error <= 0 and abs(new_v) <= a_max * dt * 2:
