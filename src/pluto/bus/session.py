@@ -484,15 +484,19 @@ class Bus:
         return zenoh.open(conf)
 
     # Peers that lost the previous rendezvous owner reconnect to a new one within their retry period (0.25 s).
-    SETTLE = 0.3
+    # A newcomer learns of the running modules' declarations shortly after its link is up.
+    SETTLE_OWNER = 0.3
+    SETTLE_NEWCOMER = 0.1
 
     def settle(self) -> None:
-        """Before asking who is on the bus: if this process has just taken over the rendezvous, give the running
-        modules the time to reconnect to it (there is no event that says "everyone is back")."""
-        if self.owner:
-            left = self._opened + self.SETTLE - time.monotonic()
-            if left > 0:
-                time.sleep(left)
+        """Before asking who is on the bus, give a session that has just opened the time to hear of everyone: the
+        running modules' declarations arrive shortly after the link is up, and if this process has just taken over
+        the rendezvous, the others reconnect to it within their retry period. There is no event that says
+        "everyone is known", so this waits the rest of a short fixed time after opening, once."""
+        settle = self.SETTLE_OWNER if self.owner else self.SETTLE_NEWCOMER
+        left = self._opened + settle - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
     # -- keys --------------------------------------------------------------------------------------------------
 

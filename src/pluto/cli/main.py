@@ -22,7 +22,7 @@ from pluto import __version__, msgs, names
 from pluto.bus import Bus
 from pluto.errors import LaunchError, PlutoError
 from pluto.runtime import launcher, mom
-from pluto.runtime.config import Config, load_config, parse_override
+from pluto.runtime.config import Config, build_params, load_config, parse_override
 from pluto.runtime.profiles import available_profiles, load_profile
 from pluto.runtime.registry import available_modules, load_module_class, module_name_of
 from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
@@ -82,6 +82,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.param and len(args.module) > 1:
         raise LaunchError("-p applies to one module; start modules with parameters one at a time")
     config = _config(args)
+    for module in args.module:  # bad parameters fail here, in one line, rather than in the daemon's log
+        cls = load_module_class(module)
+        name = args.name or module_name_of(module)
+        build_params(cls.Params, config.module_table(name), _params(args.param), where=f"parameters of {name}")
     with Bus(config.bus) as bus:
         for module in args.module:
             pid = launcher.start_daemon(bus, module, name=args.name, params=_params(args.param),
@@ -210,6 +214,8 @@ def cmd_echo(args: argparse.Namespace) -> int:
 
     def show(value: msgs.Message) -> None:
         nonlocal count
+        if done.is_set():
+            return
         count += 1
         print(msgspec.json.encode(value).decode(), flush=True)
         if args.count and count >= args.count:
@@ -217,7 +223,7 @@ def cmd_echo(args: argparse.Namespace) -> int:
 
     with _bus(args) as bus, stop_on_signals() as stop:
         bus.create_subscription(args.name, show, kind, depth=64, current=not args.new)
-        while not (stop.wait(0.1) or done.is_set()):
+        while not (done.wait(0.1) or stop.is_set()):
             pass
     return 0
 

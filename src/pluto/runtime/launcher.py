@@ -9,6 +9,7 @@ the low-level servers first and check by hand that they send data.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -165,13 +166,16 @@ def start_daemon(bus: Bus, module: str, *, name: str | None = None, params: dict
     bus_name = name or cls.name or cls.__name__.lower()
     folder = runtime_dir(bus.robot)
     pid_file, log_file = folder / f"{bus_name}.pid", folder / f"{bus_name}.log"
-    pid = read_pid(pid_file)
-    if pid is not None:
-        raise LaunchError(f"{bus_name} is already running (pid {pid}); `pluto stop {bus_name}` first")
-    if bus_name in bus.live_modules(timeout=0.5):
-        raise LaunchError(f"a module named {bus_name} is already alive on robot {bus.robot}")
-    process = spawn(module_command(module, name, params, config), log_file)
-    pid_file.write_text(f"{process.pid}\n")
+    # One starter at a time per module: checking for a running one and recording the new one is one step.
+    with open(folder / f"{bus_name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pid = read_pid(pid_file)
+        if pid is not None:
+            raise LaunchError(f"{bus_name} is already running (pid {pid}); `pluto stop {bus_name}` first")
+        if bus_name in bus.live_modules(timeout=0.5):
+            raise LaunchError(f"a module named {bus_name} is already alive on robot {bus.robot}")
+        process = spawn(module_command(module, name, params, config), log_file)
+        pid_file.write_text(f"{process.pid}\n")
     try:
         wait_publishing(bus, module, timeout, name=name, process=process)
     except LaunchError as err:

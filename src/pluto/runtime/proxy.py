@@ -81,8 +81,10 @@ class Proxy:
         try:
             launcher.start_daemon(self.bus, self.module, timeout=timeout)
         except LaunchError:
-            # Someone else (another proxy, a profile) may have started it meanwhile: that is as good.
-            if self.module_name not in self.bus.live_modules():
+            # Someone else (another proxy, a profile) may have started it meanwhile, or be starting it: that is as
+            # good, once it publishes.
+            pid_file = launcher.runtime_dir(self.bus.robot) / f"{self.module_name}.pid"
+            if self.module_name not in self.bus.live_modules() and launcher.read_pid(pid_file) is None:
                 raise
             launcher.wait_publishing(self.bus, self.module, timeout)
 

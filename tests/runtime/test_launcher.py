@@ -1,0 +1,109 @@
+"""Daemons in real subprocesses: start, pid and log files, refusing doubles, stop, failures at start."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pluto import msgs
+from pluto.bus import Bus
+from pluto.errors import LaunchError
+from pluto.runtime import launcher
+from pluto.runtime.heartbeat import HeartbeatModule
+from tests.helpers import wait_until
+
+CRASHER = "tests.runtime.sample_modules:CrashOnConfigure"
+
+
+def test_start_daemon_runs_the_module_and_stop_daemon_ends_it(bus: Bus, bus_env: dict[str, str]) -> None:
+    folder = Path(bus_env["PLUTO_RUNTIME_DIR"]) / bus.robot
+    pid = launcher.start_daemon(bus, "heartbeat", timeout=15)
+    assert pid != os.getpid()
+    assert launcher.pid_alive(pid)
+    assert (folder / "heartbeat.pid").read_text().strip() == str(pid)
+    assert (folder / "heartbeat.log").is_file()
+    assert launcher.running_daemons(bus.robot) == {"heartbeat": pid}
+
+    # Alive and publishing, and it is that process.
+    assert "heartbeat" in bus.live_modules()
+    reader = bus.create_reader("Heartbeat", msgs.Heartbeat)
+    assert reader.wait_for_update(timeout=2.0).source == "heartbeat"
+    assert bus.call("mom/heartbeat", reply_type=msgs.ModuleInfo).pid == pid
+
+    with pytest.raises(LaunchError, match="already running"):
+        launcher.start_daemon(bus, "heartbeat", timeout=15)
+    assert launcher.running_daemons(bus.robot) == {"heartbeat": pid}
+
+    t0 = time.monotonic()
+    assert launcher.stop_daemon(bus.robot, "heartbeat") == pid
+    assert not launcher.pid_alive(pid)
+    assert not (folder / "heartbeat.pid").exists()
+    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=2.0)
+    assert time.monotonic() - t0 < 2.0 + 0.5
+    assert launcher.running_daemons(bus.robot) == {}
+    # The module logged its start (at INFO) in its log.
+    assert "heartbeat started" in (folder / "heartbeat.log").read_text()
+
+
+def test_stopping_a_daemon_that_is_not_running_is_an_error(bus: Bus) -> None:
+    with pytest.raises(LaunchError, match="not running"):
+        launcher.stop_daemon(bus.robot, "heartbeat")
+
+
+def test_a_stale_pid_file_does_not_count_as_running(bus: Bus, bus_env: dict[str, str]) -> None:
+    folder = launcher.runtime_dir(bus.robot)
+    assert folder == Path(bus_env["PLUTO_RUNTIME_DIR"]) / bus.robot
+    dead = launcher.spawn(["true"], folder / "x.log")
+    dead.wait()
+    (folder / "heartbeat.pid").write_text(f"{dead.pid}\n")
+    assert launcher.running_daemons(bus.robot) == {}
+    assert not (folder / "heartbeat.pid").exists()
+    with pytest.raises(LaunchError, match="not running"):
+        launcher.stop_daemon(bus.robot, "heartbeat")
+
+
+def test_a_module_alive_outside_the_launcher_is_not_started_again(
+    bus: Bus, make_bus: Callable[..., Bus]
+) -> None:
+    module = HeartbeatModule(make_bus())
+    module.start()
+    bus.wait_for_module("heartbeat", timeout=2.0)
+    try:
+        with pytest.raises(LaunchError, match="already alive"):
+            launcher.start_daemon(bus, "heartbeat", timeout=15)
+        assert launcher.running_daemons(bus.robot) == {}
+    finally:
+        module.stop()
+
+
+def test_a_module_that_crashes_at_start_reports_the_end_of_its_log(bus: Bus) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as err:
+        launcher.start_daemon(bus, CRASHER, timeout=15)
+    text = str(err.value)
+    assert "crasher" in text
+    assert "exited" in text
+    assert "boom: the test device is missing" in text  # the end of its log
+    assert time.monotonic() - t0 < 10, "the launcher should notice the exit, not wait for the timeout"
+    folder = launcher.runtime_dir(bus.robot)
+    assert not (folder / "crasher.pid").exists()
+    assert (folder / "crasher.log").is_file()
+
+
+def test_a_module_that_never_publishes_times_out(bus: Bus) -> None:
+    params: dict[str, object] = {"delay": 5.0}
+    with pytest.raises(LaunchError, match=r"did not start publishing within 0\.5 s"):
+        launcher.start_daemon(bus, "tests.runtime.sample_modules:SlowProvider", params=params, timeout=0.5)
+    assert launcher.running_daemons(bus.robot) == {}
+
+
+def test_module_command_passes_parameters_as_toml() -> None:
+    cmd = launcher.module_command("heartbeat", "hb", {"rate_hz": 2.5, "autostart": False, "label": 'a "b"'},
+                                  "/etc/pluto.toml")
+    assert cmd[1:5] == ["-m", "pluto", "run", "heartbeat"]
+    assert cmd[5:] == ["--name", "hb", "--config", "/etc/pluto.toml", "-p", "rate_hz=2.5", "-p",
+                       "autostart=false", "-p", 'label="a \\"b\\""']

@@ -1,0 +1,218 @@
+"""The supervisor behind `pluto up`: dependency order, restarts of crashed modules, giving up, shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pluto import msgs
+from pluto.bus import Bus, BusTimeout
+from pluto.errors import LaunchError
+from pluto.runtime import launcher
+from pluto.runtime.config import Config
+from pluto.runtime.profiles import Profile, parse_profile
+from pluto.runtime.supervisor import Supervisor
+from tests.helpers import wait_until
+from tests.runtime.sample_modules import CONSUMER
+
+SAMPLES = "tests.runtime.sample_modules"
+
+PAIR = {
+    "modules": {
+        # Listed first on purpose: the order must come from `requires`.
+        "late-consumer": {"module": f"{SAMPLES}:LateConsumer", "rate_hz": 20.0},
+        "slow-provider": {"module": f"{SAMPLES}:SlowProvider", "delay": 1.0, "rate_hz": 20.0},
+    }
+}
+
+
+def profile_of(data: dict[str, Any], name: str = "test") -> Profile:
+    return parse_profile(name, data, f"{name} profile")
+
+
+class Running:
+    """A supervisor whose run() loop is on a thread; stopped and shut down by the fixture."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.supervisor: Supervisor | None = None
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, profile: Profile, *, one_process: bool = False, run: bool = False) -> Supervisor:
+        self.supervisor = Supervisor(self.bus, profile, Config(), one_process=one_process, startup_timeout=15.0)
+        self.supervisor.start()
+        if run:
+            self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,), daemon=True)
+            self.thread.start()
+        return self.supervisor
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+            assert not self.thread.is_alive(), "Supervisor.run did not return after stop was set"
+        if self.supervisor is not None:
+            self.supervisor.shutdown()
+
+
+@pytest.fixture
+def running(bus: Bus) -> Iterator[Running]:
+    holder = Running(bus)
+    try:
+        yield holder
+    finally:
+        holder.close()
+
+
+def child_pid(supervisor: Supervisor, name: str) -> int | None:
+    process = supervisor.children[name].process
+    return None if process is None or process.poll() is not None else process.pid
+
+
+def mom_pid(bus: Bus, name: str) -> int | None:
+    """The pid the module ``name`` reports over MOM, or None if it does not answer."""
+    try:
+        return bus.call(f"mom/{name}", reply_type=msgs.ModuleInfo, timeout=0.5).pid
+    except BusTimeout:
+        return None
+
+
+def test_a_consumer_starts_after_its_slow_provider_publishes(bus: Bus, running: Running) -> None:
+    supervisor = running.start(profile_of(PAIR))
+    assert [e.name for e in supervisor.profile.entries] == ["slow-provider", "late-consumer"]
+    seen = bus.create_reader(CONSUMER, msgs.FVectorState).wait_for_value(5.0)
+    assert seen.element == [1], "late-consumer started before slow-provider had written Test/Slow"
+    pids = {child_pid(supervisor, "slow-provider"), child_pid(supervisor, "late-consumer")}
+    assert None not in pids
+    assert os.getpid() not in pids
+    assert len(pids) == 2
+    assert set(bus.live_modules()) >= {"slow-provider", "late-consumer"}
+    assert supervisor.status()["slow-provider"].startswith("running (pid")
+
+
+def test_one_process_also_starts_in_dependency_order(bus: Bus, make_bus: Any, running: Running) -> None:
+    supervisor = running.start(profile_of(PAIR), one_process=True)
+    assert [m.module_name for m in supervisor.modules] == ["slow-provider", "late-consumer"]
+    watcher = make_bus()
+    seen = watcher.create_reader(CONSUMER, msgs.FVectorState).wait_for_value(5.0)
+    assert seen.element == [1]
+    assert watcher.call("mom/late-consumer", reply_type=msgs.ModuleInfo).pid == os.getpid()
+    assert supervisor.status() == {"slow-provider": "running (in process)", "late-consumer": "running (in process)"}
+    supervisor.shutdown()
+    wait_until(lambda: not {"slow-provider", "late-consumer"} & set(watcher.live_modules()), timeout=2.0)
+
+
+RESTARTING = {
+    "restart": {"max_restarts": 2, "window": 60.0, "backoff": 0.05, "backoff_max": 0.1},
+    "modules": {"heartbeat": {"rate_hz": 20.0}},
+}
+
+
+def test_a_killed_module_is_restarted(bus: Bus, running: Running) -> None:
+    supervisor = running.start(profile_of(RESTARTING), run=True)
+    first = child_pid(supervisor, "heartbeat")
+    assert first is not None
+    assert mom_pid(bus, "heartbeat") == first
+
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid != first, timeout=5.0)
+    second = child_pid(supervisor, "heartbeat")
+    assert second is not None
+    wait_until(lambda: mom_pid(bus, "heartbeat") == second, timeout=5.0)
+    beat = bus.create_reader("Heartbeat", msgs.Heartbeat).wait_for_update(timeout=2.0)
+    assert beat.source == "heartbeat"
+    assert supervisor.children["heartbeat"].restarts == 1
+    assert launcher.running_daemons(bus.robot) == {"heartbeat": second}
+    assert not launcher.pid_alive(first)
+
+
+def test_a_module_that_exits_cleanly_is_not_restarted(bus: Bus, running: Running) -> None:
+    supervisor = running.start(profile_of(RESTARTING), run=True)
+    pid = child_pid(supervisor, "heartbeat")
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)  # what `pluto stop` does: the module stops cleanly, status 0
+    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=5.0)
+    process = supervisor.children["heartbeat"].process
+    assert process is not None
+    assert process.returncode == 0
+    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=2.0)
+    # The back-off is 0.05 s: a restart would be visible well within this bounded wait.
+    with pytest.raises(BusTimeout):
+        bus.wait_for_module("heartbeat", timeout=0.5)
+    assert supervisor.status()["heartbeat"] == "stopped"
+    assert supervisor.children["heartbeat"].restarts == 0
+
+
+def test_it_gives_up_after_max_restarts_within_the_window(bus: Bus, running: Running) -> None:
+    supervisor = running.start(profile_of(RESTARTING), run=True)
+    pids = []
+    for _crash in range(3):  # max_restarts = 2: the third crash within the window is one too many
+        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid not in pids,
+                   timeout=5.0)
+        pid = child_pid(supervisor, "heartbeat")
+        assert pid is not None
+        wait_until(lambda pid=pid: mom_pid(bus, "heartbeat") == pid, timeout=5.0)
+        pids.append(pid)
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: supervisor.status()["heartbeat"] == "failed", timeout=5.0)
+    assert supervisor.children["heartbeat"].restarts == 2
+    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=2.0)
+    with pytest.raises(BusTimeout):
+        bus.wait_for_module("heartbeat", timeout=0.5)
+    assert supervisor.status()["heartbeat"] == "failed"
+
+
+def test_restarts_off_leaves_a_crashed_module_stopped(bus: Bus, running: Running) -> None:
+    data = {"restart": {"backoff": 0.05}, "modules": {"heartbeat": {"restart": False}}}
+    supervisor = running.start(profile_of(data), run=True)
+    pid = child_pid(supervisor, "heartbeat")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=5.0)
+    with pytest.raises(BusTimeout):
+        bus.wait_for_module("heartbeat", timeout=0.5)
+    assert supervisor.children["heartbeat"].restarts == 0
+
+
+def test_shutdown_stops_every_child(bus: Bus, running: Running) -> None:
+    supervisor = running.start(profile_of({"modules": {"heartbeat": {}, "heartbeat-monitor": {}}}), run=True)
+    pids = [child_pid(supervisor, name) for name in ("heartbeat", "heartbeat-monitor")]
+    assert None not in pids
+    assert set(launcher.running_daemons(bus.robot)) == {"heartbeat", "heartbeat-monitor"}
+    running.stop.set()
+    assert running.thread is not None
+    running.thread.join(timeout=5)
+    supervisor.shutdown()
+    for pid in pids:
+        assert pid is not None
+        assert not launcher.pid_alive(pid)
+    assert launcher.running_daemons(bus.robot) == {}
+    wait_until(lambda: not {"heartbeat", "heartbeat-monitor"} & set(bus.live_modules()), timeout=2.0)
+    assert set(supervisor.status().values()) == {"stopped"}
+    supervisor.shutdown()  # idempotent
+
+
+def test_a_module_failing_at_start_stops_the_ones_already_started(bus: Bus, running: Running) -> None:
+    data = {"modules": {"heartbeat": {}, "crasher": {"module": f"{SAMPLES}:CrashOnConfigure"}}}
+    profile = profile_of(data)
+    with pytest.raises(LaunchError) as err:
+        running.start(profile)
+    assert "crasher" in str(err.value)
+    assert "boom: the test device is missing" in str(err.value)
+    supervisor = running.supervisor
+    assert supervisor is not None
+    assert launcher.running_daemons(bus.robot) == {}
+    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=2.0)
+
+
+def test_a_requirement_outside_the_profile_must_be_running(bus: Bus, running: Running) -> None:
+    with pytest.raises(LaunchError, match="needs heartbeat"):
+        running.start(profile_of({"modules": {"heartbeat-monitor": {}}}))
+    assert launcher.running_daemons(bus.robot) == {}
+
