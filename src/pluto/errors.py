@@ -37,3 +37,15 @@ class ModuleNotFound(PlutoError, LookupError):
 
 class LaunchError(PlutoError):
     """A module could not be started, stopped or found running."""
+
+
+class ProtocolError(PlutoError, ValueError):
+    """Base of the wire-protocol codecs' errors (P2OS, Player, ...)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """The caller asked for something the protocol cannot express (API misuse); nothing was sent."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """Bytes from the peer do not form a valid packet or message; the message says where and why."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
-from pluto.errors import PlutoError
+from pluto.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
 __all__ = [
     "ARG_NEGATIVE",
@@ -73,18 +73,6 @@ ARG_NEGATIVE = 0x1B
 """Argument type: negative integer, its absolute value follows in two bytes little-endian."""
 ARG_STRING = 0x2B
 """Argument type: string, a length byte then the characters, no terminator."""
-
-
-class ProtocolError(PlutoError):
-    """Base of the P2OS codec's errors."""
-
-
-class LocalProtocolError(ProtocolError, ValueError):
-    """The caller asked for something the protocol cannot express (API misuse); nothing was sent."""
-
-
-class RemoteProtocolError(ProtocolError, ValueError):
-    """Bytes from the peer do not form a valid packet; the message says where and why."""
 
 
 # --------------------------------------------------------------------------------------------------- frame

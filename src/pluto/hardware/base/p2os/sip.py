@@ -66,7 +66,6 @@ SERAUX_PACKETS = {0xB0: 1, 0xB8: 2}
 _SERAUX_TYPES = {port: packet_type for packet_type, port in SERAUX_PACKETS.items()}
 
 
-
 class _Field(Enum):
     """The wire type of a packet field: (struct format, low, high), or a NUL-terminated string."""
 
@@ -109,12 +108,14 @@ class SyncReply:
     Attributes:
         sync: 0, 1 or 2.
         name, robot_class, subclass: the SYNC2 strings, all three or none (always none for SYNC0/SYNC1).
+        extra: bytes after the three strings (ignored by established clients; kept so re-encoding is exact).
     """
 
     sync: int
     name: str | None = None
     robot_class: str | None = None
     subclass: str | None = None
+    extra: bytes = b""
 
     def __post_init__(self) -> None:
         check_range("SyncReply", "sync", self.sync, 0, 2)
@@ -124,6 +125,10 @@ class SyncReply:
             raise LocalProtocolError("SyncReply: name, robot_class and subclass go together (all or none)")
         if any(present) and self.sync != 2:
             raise LocalProtocolError(f"SyncReply: only the SYNC2 echo carries strings, not SYNC{self.sync}")
+        if not isinstance(self.extra, bytes):
+            raise LocalProtocolError(f"SyncReply.extra must be bytes, got {type(self.extra).__name__}")
+        if self.extra and not all(present):
+            raise LocalProtocolError("SyncReply.extra needs the three SYNC2 strings before it")
         check_payload_size("SyncReply", self.payload)
 
     def payload(self) -> bytes:
@@ -134,7 +139,7 @@ class SyncReply:
                 encode_text("SyncReply", name, text)
                 for name, text in (("name", self.name), ("robot_class", self.robot_class), ("subclass", self.subclass))
             )
-        return bytes((self.sync,)) + body
+        return bytes((self.sync,)) + body + self.extra
 
     def encode(self) -> bytes:
         """The whole packet as sent on the wire."""
@@ -145,7 +150,7 @@ class SyncReply:
         """Decode from a checked payload.
 
         Raises:
-            RemoteProtocolError: a SYNC0/1 echo with data, or a SYNC2 echo that is not three NUL-terminated strings.
+            RemoteProtocolError: a SYNC0/1 echo with data, or a SYNC2 echo without three NUL-terminated strings.
         """
         sync = payload[0]
         reader = PayloadReader(payload[1:], f"SYNC{sync} reply")
@@ -155,8 +160,7 @@ class SyncReply:
         name = reader.cstring("name")
         robot_class = reader.cstring("class")
         subclass = reader.cstring("subclass")
-        reader.finish()
-        return cls(sync, name, robot_class, subclass)
+        return cls(sync, name, robot_class, subclass, reader.rest())
 
 
 # --------------------------------------------------------------------------------------------------- SIP
@@ -734,4 +738,3 @@ def parse_server_packet(payload: bytes) -> ServerPacket | UnknownPacket:
     if packet_type in SERAUX_PACKETS:
         return SerauxPacket.parse(payload)
     return UnknownPacket(packet_type, bytes(payload[1:]))
-
