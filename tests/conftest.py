@@ -7,7 +7,6 @@ they join the test's bus.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,13 +14,7 @@ from pathlib import Path
 import pytest
 
 from pluto.bus import Bus, BusConfig
-
-
-def free_tcp_port() -> int:
-    """A loopback TCP port that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import free_tcp_port
 
 
 @pytest.fixture(autouse=True)

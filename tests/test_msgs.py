@@ -168,18 +168,14 @@ def test_a_message_of_another_type_raises_decode_error_naming_both() -> None:
     assert "Odometry" in str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="msgs.decode accepts a MessagePack map without the `type` tag: msgspec treats the tag of a tagged "
-    "Struct as optional when decoding one concrete type, so b'\\x80' (an empty map) or an untagged "
-    "FVectorState-shaped map decode as an all-default Odometry instead of raising DecodeError",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "data",
     [b"\x80", msgspec.msgpack.encode({"data": [1.0, 2.0], "element": [3]})],
     ids=["empty-map", "untagged-fvector"],
 )
 def test_bytes_without_the_type_tag_are_rejected(data: bytes) -> None:
+    # Regression: decoding into one concrete tagged Struct treats the tag as optional, so these once decoded as an
+    # all-default Odometry.
     with pytest.raises(DecodeError):
         msgs.decode(data, msgs.Odometry)
 

@@ -14,7 +14,7 @@ from pluto import msgs
 from pluto.bus import Bus, BusConfig, BusError, bus_config
 from pluto.bus.config import DEFAULT_RENDEZVOUS, rendezvous_free, zenoh_config_json
 from pluto.errors import ConfigError, PlutoError
-from tests.conftest import free_tcp_port
+from tests.helpers import free_tcp_port
 
 # -- bus_config ---------------------------------------------------------------------------------------------------
 
@@ -88,8 +88,9 @@ def test_connect_is_split_on_commas_and_stripped() -> None:
     assert cfg.connect == ["tcp/10.0.0.1:7447", "tcp/10.0.0.2:7447"]
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("TRUE", True), ("on", True),
-                                                 ("0", False), ("no", False)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), ("yes", True), ("TRUE", True), ("on", True), ("0", False), ("no", False)]
+)
 def test_multicast_from_environment(value: str, expected: bool) -> None:
     assert bus_config(env={"PLUTO_MULTICAST": value}).multicast is expected
 
@@ -283,12 +284,8 @@ def test_unreachable_router_is_a_bus_error_with_a_hint() -> None:
     assert "pluto router" in str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="Bus() retries a failed open as a newcomer even when `connect` is set (the retry is meant for the "
-    "rendezvous race only), so an unreachable router costs twice connect_timeout",
-    strict=True,
-)
 def test_unreachable_router_fails_within_connect_timeout() -> None:
+    # Regression: a failed open used to be retried as a newcomer even with `connect` set (twice the timeout).
     endpoint = f"tcp/127.0.0.1:{free_tcp_port()}"
     start = time.monotonic()
     with pytest.raises(BusError):

@@ -15,6 +15,7 @@ import queue
 import struct
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
@@ -101,7 +102,7 @@ class StateWriter(Generic[M]):
     Create with :meth:`Bus.create_publisher`.
     """
 
-    def __init__(self, bus: Bus, name: str, cls: type[M]) -> None:
+    def __init__(self, bus: Bus, name: str, cls: type[M], *, reliable: bool = False) -> None:
         self.name = name
         self.type = cls
         self._bus = bus
@@ -110,9 +111,11 @@ class StateWriter(Generic[M]):
         self._latest: tuple[bytes, bytes] | None = None
         self._seq = 0
         self.meter = _Meter()
-        self._publisher = bus.session.declare_publisher(
-            self._key, congestion_control=zenoh.CongestionControl.DROP, express=True
-        )
+        # A state's newest value is what matters, and a writer must never stall its control loop: under congestion
+        # (a burst faster than the link) values are dropped (DROP), possibly the last of the burst, which the
+        # next periodic write replaces. Where every value must arrive: reliable, BLOCK, the writer waits.
+        congestion = zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
+        self._publisher = bus.session.declare_publisher(self._key, congestion_control=congestion, express=True)
         self._queryable = bus.session.declare_queryable(self._key, self._on_query)
 
     def write(self, msg: M) -> None:
@@ -192,6 +195,7 @@ class _Receiver(Generic[M]):
     def fetch_current(self, timeout: float) -> M | None:
         """Ask the writers for the current value; return the newest good one, or None."""
         best: tuple[float, M] | None = None
+        self._bus.settle()
         try:
             # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
             replies = self._bus.session.get(self._bus.key(self.name), timeout=timeout,
@@ -299,7 +303,9 @@ class Subscription(_Receiver[M]):
     """Calls a function with each new value of an interface, on a thread of its own.
 
     With ``depth=1`` (the default, right for sensor streams) a slow callback skips to the newest value; a larger
-    depth queues that many values and counts the ones it had to drop (for commands that should not be lost).
+    depth queues that many values for a slow callback and counts the ones its queue had to drop (``overflowed``).
+    Values the network dropped under congestion are not seen at all: a writer whose every value must arrive is
+    created with ``reliable=True``.
     """
 
     def __init__(
@@ -469,8 +475,10 @@ class Bus:
             except zenoh.ZError as err2:
                 raise self._open_error(err2) from None
         self._opened = time.monotonic()
+        self._settled = False
         self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
         self._worker.start()
+        _close_at_exit(self)
 
     def _open_error(self, err: Exception) -> BusError:
         where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
@@ -493,10 +501,22 @@ class Bus:
         running modules' declarations arrive shortly after the link is up, and if this process has just taken over
         the rendezvous, the others reconnect to it within their retry period. There is no event that says
         "everyone is known", so this waits the rest of a short fixed time after opening, once."""
+        if self._settled:
+            return
         settle = self.SETTLE_OWNER if self.owner else self.SETTLE_NEWCOMER
         left = self._opened + settle - time.monotonic()
         if left > 0:
             time.sleep(left)
+        # Then until the set of linked peers stops growing (gossip links a newcomer to every peer), at most 0.5 s.
+        deadline = self._opened + 0.5 + settle
+        count = -1
+        while time.monotonic() < deadline:
+            now_count = len(list(self.session.info.peers_zid()))
+            if now_count == count:
+                break
+            count = now_count
+            time.sleep(0.05)
+        self._settled = True
 
     # -- keys --------------------------------------------------------------------------------------------------
 
@@ -536,13 +556,17 @@ class Bus:
         return thing
 
     @overload
-    def create_publisher(self, name: str) -> StateWriter[Any]: ...
+    def create_publisher(self, name: str, *, reliable: bool = False) -> StateWriter[Any]: ...
     @overload
-    def create_publisher(self, name: str, cls: type[M]) -> StateWriter[M]: ...
-    def create_publisher(self, name: str, cls: type[M] | None = None) -> StateWriter[Any]:
-        """Return a writer of interface ``name`` (its type from the interface table unless given)."""
+    def create_publisher(self, name: str, cls: type[M], *, reliable: bool = False) -> StateWriter[M]: ...
+    def create_publisher(self, name: str, cls: type[M] | None = None, *, reliable: bool = False) -> StateWriter[Any]:
+        """Return a writer of interface ``name`` (its type from the interface table unless given).
+
+        Args:
+            reliable: under congestion, wait rather than drop values (for streams where every value counts).
+        """
         self._check_open()
-        return self._own(StateWriter(self, name, self._type_for(name, cls)))
+        return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable))
 
     @overload
     def create_reader(self, name: str, *, fetch_timeout: float = 1.0) -> StateReader[Any]: ...
@@ -609,12 +633,13 @@ class Bus:
                     raise RemoteError(f"{name}: {text}")
             # No reply at all: nobody serves it yet (a module that is starting, or a declaration still on its
             # way), or the server was too slow. Ask again until the deadline.
-            if deadline - time.monotonic() <= pause:
+            left = deadline - time.monotonic()
+            if left <= 0.001:
                 raise BusTimeout(
                     f"no reply from {name!r} on robot {self.robot!r} within {timeout} s "
                     "(is the module running? see `pluto mom`)"
                 )
-            time.sleep(pause)
+            time.sleep(min(pause, left / 2))  # the last attempt comes just before the deadline
             pause = min(pause * 2, 0.2)
 
     def call_all(self, prefix: str, reply_type: type[T] | Any = Any, request: Any = None, *,
@@ -767,6 +792,27 @@ class Bus:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close_at_exit(bus: Bus) -> None:
+    """Close ``bus`` when the program ends even if its owner forgot to (an uncaught exception, say).
+
+    Zenoh runs callbacks on threads that end only when the session closes, and the interpreter waits for such
+    threads *before* ordinary ``atexit`` handlers run, so the hook must run earlier: where concurrent.futures
+    registers its own (``threading._register_atexit``).
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        return
+    ref = weakref.ref(bus)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    with contextlib.suppress(RuntimeError):  # registering while the interpreter already shuts down
+        register(close)
 
 
 def _close_entity(thing: Any) -> None:
