@@ -88,7 +88,7 @@ def test_help_describes_pluto_and_its_commands(capsys: pytest.CaptureFixture[str
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "Getting started" in out
-    assert "pluto up demo" in out
+    assert "pluto up sim" in out
     commands = subcommands()
     assert set(WITH_EXAMPLE) | {"demo", "down", "mom", "list", "modules", "profiles"} <= set(commands)
     for command in commands:
@@ -136,7 +136,7 @@ def test_modules_profiles_and_known_interfaces(capsys: pytest.CaptureFixture[str
     assert re.search(r"^heartbeat\s+writes a counter", out, re.M)
     assert re.search(r"^heartbeat-monitor\s+measures", out, re.M)
     assert main(["profiles"]) == 0
-    assert re.search(r"^demo\s+A heartbeat and its monitor", capsys.readouterr().out, re.M)
+    assert re.search(r"^heartbeat\s+A heartbeat and its monitor", capsys.readouterr().out, re.M)
     assert main(["list", "--all"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^Heartbeat\s+Heartbeat\s", out, re.M)
@@ -207,7 +207,7 @@ def test_parameter_without_a_value() -> None:
 
 
 def test_down_of_a_profile_that_is_not_up() -> None:
-    assert_one_line_error(pluto("down", "demo"), "pluto down:", "profile demo is not up")
+    assert_one_line_error(pluto("down", "heartbeat"), "pluto down:", "profile heartbeat is not up")
 
 
 def test_stop_of_a_module_that_is_not_running() -> None:
@@ -373,18 +373,18 @@ def test_run_in_the_foreground_stops_cleanly_on_ctrl_c(bus: Bus) -> None:
 
 def test_up_detach_then_down_stops_everything(bus_env: dict[str, str]) -> None:
     folder = runtime_folder(bus_env)
-    up = pluto("up", "demo", "--detach")
+    up = pluto("up", "heartbeat", "--detach")
     assert up.returncode == 0, up.stderr
-    assert "profile demo is up" in up.stdout
+    assert "profile heartbeat is up" in up.stdout
     pid_files = {p.stem: int(p.read_text()) for p in folder.glob("*.pid")}
-    assert set(pid_files) == {"profile-demo", "heartbeat", "heartbeat-monitor"}
+    assert set(pid_files) == {"profile-heartbeat", "heartbeat", "heartbeat-monitor"}
     shown = pluto("mom")
     assert "heartbeat-monitor" in shown.stdout
     assert "Heartbeat/Monitor" in shown.stdout
 
     down = pluto("down")
     assert down.returncode == 0, down.stderr
-    assert "profile demo is down" in down.stdout
+    assert "profile heartbeat is down" in down.stdout
     assert list(folder.glob("*.pid")) == []
     for name, pid in pid_files.items():
         assert not launcher.pid_alive(pid), f"{name} (pid {pid}) still runs after `pluto down`"
@@ -392,18 +392,18 @@ def test_up_detach_then_down_stops_everything(bus_env: dict[str, str]) -> None:
 
 
 def test_up_in_the_foreground_until_ctrl_c(bus: Bus, bus_env: dict[str, str]) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "pluto", "up", "demo", "--one-process"],
+    process = subprocess.Popen([sys.executable, "-m", "pluto", "up", "heartbeat", "--one-process"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert first.startswith("profile demo is up: heartbeat, heartbeat-monitor"), first
-        assert (runtime_folder(bus_env) / "profile-demo.pid").read_text().strip() == str(process.pid)
+        assert first.startswith("profile heartbeat is up: heartbeat, heartbeat-monitor"), first
+        assert (runtime_folder(bus_env) / "profile-heartbeat.pid").read_text().strip() == str(process.pid)
         wait_until(lambda: set(bus.live_modules()) == {"heartbeat", "heartbeat-monitor"}, timeout=2.0)
         infos = bus.call_all("mom", msgs.ModuleInfo)
         assert sorted(i.name for i in infos) == ["heartbeat", "heartbeat-monitor"]
         assert {i.pid for i in infos} == {process.pid}  # --one-process
-        assert_one_line_error(pluto("up", "demo"), "pluto up:", "already up")
+        assert_one_line_error(pluto("up", "heartbeat"), "pluto up:", "already up")
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=15)
     finally:
@@ -411,9 +411,9 @@ def test_up_in_the_foreground_until_ctrl_c(bus: Bus, bus_env: dict[str, str]) ->
             process.kill()
             process.wait()
     assert process.returncode == 0, err
-    assert "profile demo is down" in out
+    assert "profile heartbeat is down" in out
     assert "Traceback" not in err
-    assert not (runtime_folder(bus_env) / "profile-demo.pid").exists()
+    assert not (runtime_folder(bus_env) / "profile-heartbeat.pid").exists()
     wait_until(lambda: not bus.live_modules(), timeout=2.0)
 
 

@@ -16,9 +16,9 @@ def names(profile_entries: tuple) -> list[str]:  # type: ignore[type-arg]
     return [entry.name for entry in profile_entries]
 
 
-def test_builtin_demo_starts_the_heartbeat_before_its_monitor() -> None:
-    profile = load_profile("demo")
-    assert profile.name == "demo"
+def test_builtin_heartbeat_profile_starts_the_heartbeat_before_its_monitor() -> None:
+    profile = load_profile("heartbeat")
+    assert profile.name == "heartbeat"
     assert profile.description
     assert names(profile.entries) == ["heartbeat", "heartbeat-monitor"]
     assert profile.entries[1].requires == ("heartbeat",)
@@ -66,8 +66,8 @@ def test_an_unknown_module_close_to_a_known_one_gets_a_suggestion() -> None:
 
 
 def test_an_unknown_profile_is_module_not_found_with_a_suggestion() -> None:
-    with pytest.raises(ModuleNotFound, match="did you mean demo"):
-        load_profile("dmeo")
+    with pytest.raises(ModuleNotFound, match="did you mean heartbeat"):
+        load_profile("heartbaet")
     with pytest.raises(ModuleNotFound, match="no profile named 'zzz-nothing'"):
         load_profile("zzz-nothing")
 
@@ -124,29 +124,29 @@ def test_local_profiles_override_and_add(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "demo.toml").write_text('description = "local demo"\n[modules.heartbeat]\nrate_hz = 3.0\n')
+    (folder / "heartbeat.toml").write_text('description = "local demo"\n[modules.heartbeat]\nrate_hz = 3.0\n')
     (folder / "extra.toml").write_text('description = "an extra one"\n[modules.heartbeat-monitor]\n'
                                        "[modules.heartbeat]\n")
-    demo = load_profile("demo")
+    demo = load_profile("heartbeat")
     assert demo.description == "local demo"
     assert names(demo.entries) == ["heartbeat"]
     assert demo.entries[0].spec.params == {"rate_hz": 3.0}
     extra = load_profile("extra")
     assert names(extra.entries) == ["heartbeat", "heartbeat-monitor"]
     listed = available_profiles()
-    assert listed["demo"] == "local demo"
+    assert listed["heartbeat"] == "local demo"
     assert listed["extra"] == "an extra one"
 
 
-def test_available_profiles_lists_the_builtin_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_available_profiles_lists_the_builtin_heartbeat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     listed = available_profiles()
-    assert "demo" in listed
-    assert "heartbeat" in listed["demo"]
+    assert "heartbeat" in listed
+    assert "heartbeat" in listed["heartbeat"]
 
 
 def test_with_params_replaces_parameters_of_one_module() -> None:
-    profile = load_profile("demo")
+    profile = load_profile("heartbeat")
     changed = with_params(profile, "heartbeat", rate_hz=50.0, autostart=False)
     assert changed.entries[0].spec.params == {"rate_hz": 50.0, "autostart": False}
     assert changed.entries[1] == profile.entries[1]

@@ -34,7 +34,8 @@ Pluto runs a robot as a set of modules that find each other by name on a bus and
 
 Getting started:
   pluto demo                   run the demonstration mission, then stop
-  pluto up demo                start the modules of a profile and keep them running (Ctrl-C stops them)
+  pluto sim                    run the simulated robot (Ctrl-C stops it)
+  pluto up sim                 start the modules of a profile and keep them running (Ctrl-C stops them)
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
 
@@ -404,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", cmd_up, "start a profile (a set of modules) in dependency order and supervise it",
             "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
             "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
-            "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up demo")
+            "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up sim")
     p.add_argument("profile", metavar="PROFILE")
     p.add_argument("--one-process", action="store_true",
                    help="run all modules in one process sharing one bus session (lighter; no crash isolation)")

@@ -1,0 +1,1088 @@
+"""A Pioneer robot that speaks P2OS/ARCOS, as a pure core: client bytes in, robot bytes out, time advanced by hand.
+
+    robot = P2osRobot("p3dx", world=load_world("office"))
+    robot.receive_data(bytes_from_client)      # SYNC0/1/2 echoes are ready at once
+    robot.step(now)                            # motion control, body physics, watchdog, SIP cycle
+    transport.write(robot.data_to_send())
+
+The transports (TCP, pseudo-terminal) live in :mod:`.emulator`; this module never touches a socket, a thread or a
+clock, so every behaviour is tested by feeding bytes and calling ``step`` with chosen times.
+"""
+
+# Strategy: the behaviour follows /work/shared/reference/p2os.md ("Connection", "Standard SIP", "Other server
+# packets", "Robot parameters") and /work/shared/spec/p2os-sip.txt; the codec (packets.py, sip.py, decoder.py,
+# models.py) does every byte, so the emulator writes exactly what a client reads. Where the reference is silent the
+# choices are those of the established simulators and are listed here so a reader can check them:
+#
+# * Link state machine (_LINK_TABLE): SYNC0 restarts the handshake from any state but open; a repeated SYNC echoes
+#   again (the client lost our echo); an out-of-order SYNC is ignored. Commands 1 and 2 mean SYNC1/SYNC2 during the
+#   handshake and OPEN/CLOSE after it; in state sync2 a bare command 2 is a repeated SYNC2 and one with an argument
+#   is CLOSE. While open, command 0 is PULSE, so a robot still open answers SYNC0 with nothing but its SIPs, as the
+#   reference says; it stays open until CLOSE or, if ``link_timeout`` is set, that long without any packet (a
+#   P2OS robot on a serial line never times out, hence the default None). Only the open state obeys commands.
+# * Watchdog: "stops and disables motors after the Watchdog time with no command". Any valid packet counts, PULSE
+#   included (the keepalive exists for that), garbage and bad checksums do not. PULSE does not touch the motion
+#   setpoints, which is why the reference wants the client's own command timeout.
+# * Motors start disabled (a real Pioneer powers up that way); ENABLE 0, CLOSE, the watchdog and the e-stop
+#   button disable them and clear the setpoints, so enabling again never resumes an old motion. Motion commands
+#   while the motors are disabled are counted as ignored.
+# * The e-stop is the physical button (press_estop/release_estop): flags bit 5, motors disabled, ENABLE refused.
+#   The E_STOP command is the ARCOS software stop ("overrides deceleration"): the robot stops at the top
+#   decelerations, the motors stay enabled.
+# * Two independent servos as in ARCOS: translation (VEL velocity, MOVE position) and rotation (RVEL/ROTATE
+#   velocity, HEAD/DHEAD/DCHEAD heading). VEL2 sets both velocities. Position and heading moves use a trapezoidal
+#   profile (v = min(vmax, sqrt(2 a d))) on the robot's own odometry. DHEAD is relative to the current heading,
+#   DCHEAD to the heading setpoint. VEL is capped by SETV's maximum, RVEL by SETRV's, both by the model's top.
+# * SETO moves the odometric origin to the robot (the wheels' odometry is kept; an offset is applied), so the SIP
+#   position and heading restart at 0 and a heading setpoint keeps its physical direction.
+# * Sonar: arrays of 8 transducers (array 1 = sonars 0-7, ...) fire one transducer each every ``sonar_period``
+#   (25 Hz per array, as on a Pioneer), in numbering order; a SIP carries the readings new since the last SIP.
+#   Ranges are ray cast from each transducer's pose (models.py) over the world, three rays across a cone, and
+#   clipped to 5 m. SONAR's argument: bit 0 enables or disables, bits 1-4 name an array (1-4), 0 meaning all.
+# * ENCODER and IOREQUEST: 0 stop, 1 once, 2 or more continuous; the packets follow the next SIP (they are part
+#   of the SIP cycle). Encoder ticks are wheel travel / DistConvFactor. CONFIG is answered at once.
+# * Bumpers: the body's front (rear) contact sets front (rear) switches 1-5; a blocked body sets both stall bits.
+#   BUMP_STALL 1/2/3 also stops the robot at once when the front/rear/either bumper is pressed (on the press,
+#   so the client can still back away) and sets the stall bits while it stays pressed.
+# * Counters: every valid packet is counted; SAY, POLLING, BATTERYINFO, the baud and sound commands are accepted
+#   and ignored; commands this emulator has no hardware for (gripper, PTU, aux serial ports, ...) and unknown
+#   numbers are counted as unknown and ignored. Nothing the client sends can raise.
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pluto.errors import ConfigError
+from pluto.sim.body import BodyParams, BodyState, SimBody
+from pluto.sim.noise import IDEAL, NoiseProfile
+from pluto.sim.raycast import RayCaster
+from pluto.sim.world import World
+
+from .decoder import DecoderStatistics, P2osDecoder
+from .models import ROBOT_PARAMS, RobotParams, wrap_angle
+from .packets import Command, CommandPacket, UnknownPacket, unpack_byte_pair
+from .sip import ConfigPacket, EncoderPacket, IoPacket, Sip, SonarReading, SyncReply
+
+__all__ = [
+    "MAX_OUTPUT_BUFFER",
+    "SONAR_ARRAY_SIZE",
+    "SONAR_MAX_RANGE",
+    "LinkState",
+    "MotionLimits",
+    "P2osRobot",
+    "RobotCounters",
+]
+
+FloatArray = NDArray[np.float64]
+
+LinkState = Literal["closed", "sync0", "sync1", "sync2", "open"]
+"""Where the robot is in the connection: no session, handshake step done, or open (SIPs flowing)."""
+
+SONAR_MAX_RANGE: Final = 5.0
+"""Longest sonar range a Pioneer reports, m."""
+SONAR_ARRAY_SIZE: Final = 8
+"""Transducers per sonar array (array 1 = sonars 0-7, array 2 = 8-15, ...)."""
+MAX_OUTPUT_BUFFER: Final = 64 * 1024
+"""Bytes kept for the transport at most; older ones are dropped (the link is unacknowledged: old data is useless)."""
+
+_SONAR_CONE = 0.13  # half-angle of a transducer's cone covered by the outer rays, rad
+_CONTROL_STEP = 0.01  # longest physics and control step, s
+_BUMPER_SWITCHES = 0x1F  # five bumper switches
+_FRONT_BUMPERS = _BUMPER_SWITCHES << 9
+_REAR_BUMPERS = _BUMPER_SWITCHES << 1
+_STALL_BITS = 0x0101
+_FLAG_MOTORS = 0x01
+_FLAG_ESTOP = 0x20
+_RECENT_COMMANDS = 256
+
+
+def _clamp(value: float, limit: float) -> float:
+    return max(-limit, min(limit, value))
+
+
+def _ramp(current: float, target: float, accel: float, decel: float, dt: float) -> float:
+    """``current`` moved toward ``target`` by at most ``accel * dt`` when speeding up, ``decel * dt`` when slowing
+    down; a reversal first stops at zero."""
+    speeding_up = (current >= 0.0 and target > current) or (current <= 0.0 and target < current)
+    step = (accel if speeding_up else decel) * dt
+    new = current + max(-step, min(step, target - current))
+    if current * new < 0.0:  # crossing zero: stop there this step, accelerate the other way the next
+        return 0.0
+    return new
+
+
+def _profile_speed(error: float, vmax: float, decel: float, dt: float) -> float:
+    """Speed toward ``error`` (a distance or angle left) that can still stop at the end with ``decel``."""
+    magnitude = min(vmax, math.sqrt(2.0 * decel * abs(error)), abs(error) / dt)
+    return math.copysign(magnitude, error)
+
+
+def _wrap_s32(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def _saturate(value: float, low: int, high: int) -> int:
+    return max(low, min(high, round(value)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MotionLimits:
+    """The robot's speed and acceleration configuration (the CONFIGpac's Top and Max values), SI.
+
+    The *top* values are what the hardware can do (SETV, SETRV, SETA, SETRA are capped by them); the others are
+    the power-on values of SETV, SETRV, SETA and SETRA.
+
+    Attributes:
+        trans_vel_top, rot_vel_top: m/s, rad/s.
+        trans_acc_top, rot_acc_top: m/s², rad/s² (also the E_STOP and watchdog deceleration).
+        trans_vel_max, rot_vel_max: m/s, rad/s.
+        trans_acc, trans_decel: m/s².  rot_acc, rot_decel: rad/s².
+
+    Raises:
+        ValueError: a value is not finite and positive, or a power-on value exceeds its top.
+    """
+
+    trans_vel_top: float = 2.2
+    rot_vel_top: float = math.radians(300.0)
+    trans_acc_top: float = 2.0
+    rot_acc_top: float = math.radians(500.0)
+    trans_vel_max: float = 0.75
+    rot_vel_max: float = math.radians(100.0)
+    trans_acc: float = 0.3
+    trans_decel: float = 0.3
+    rot_acc: float = math.radians(100.0)
+    rot_decel: float = math.radians(100.0)
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            name, value = field.name, getattr(self, field.name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"MotionLimits.{name} must be finite and > 0, got {value!r}")
+        for name, top in (
+            ("trans_vel_max", "trans_vel_top"),
+            ("rot_vel_max", "rot_vel_top"),
+            ("trans_acc", "trans_acc_top"),
+            ("trans_decel", "trans_acc_top"),
+            ("rot_acc", "rot_acc_top"),
+            ("rot_decel", "rot_acc_top"),
+        ):
+            if getattr(self, name) > getattr(self, top) + 1e-12:
+                raise ValueError(f"MotionLimits.{name}={getattr(self, name)} exceeds {top}={getattr(self, top)}")
+
+    @classmethod
+    def for_model(cls, params: RobotParams) -> MotionLimits:
+        """The limits of a model: its top speed from the parameter table, ARIA-like power-on values."""
+        return cls(trans_vel_top=params.max_velocity, trans_vel_max=min(0.75, params.max_velocity))
+
+
+@dataclass(frozen=True, slots=True)
+class RobotCounters:
+    """What the robot has received and done since it was created.
+
+    Attributes:
+        packets: client packets with a valid frame and checksum (every command, known or not).
+        ignored: packets understood but without effect: not valid in the current link state, a motion command
+            while the motors are disabled, a missing or out-of-range argument, or a command accepted and ignored
+            (SAY, POLLING, BATTERYINFO, baud rates, sounds).
+        unknown: commands the emulator does not emulate (unknown numbers, accessories it does not have).
+        refused_enables: ENABLE 1 refused because the e-stop is engaged.
+        watchdog_trips: times the watchdog stopped the robot.
+        sips: SIPs sent.
+        bad_packets: packets the decoder dropped (bad checksum, impossible length, malformed argument).
+        garbage_bytes: bytes skipped while looking for a packet.
+        sessions_ended: ends of the client's byte stream (``receive_data(b"")``: a disconnection).
+        output_dropped: bytes dropped because nobody collected :meth:`P2osRobot.data_to_send`.
+    """
+
+    packets: int = 0
+    ignored: int = 0
+    unknown: int = 0
+    refused_enables: int = 0
+    watchdog_trips: int = 0
+    sips: int = 0
+    bad_packets: int = 0
+    garbage_bytes: int = 0
+    sessions_ended: int = 0
+    output_dropped: int = 0
+
+
+_Action = Literal["echo", "open", "close", "pulse", "ignore"]
+
+# (state, command number, argument present) -> (next state, action). Commands >= 3 are not in the table: they are
+# obeyed while open and ignored otherwise. A key with None matches either way of the argument.
+_LINK_TABLE: Mapping[tuple[LinkState, int, bool | None], tuple[LinkState, _Action]] = MappingProxyType(
+    {
+        ("closed", 0, None): ("sync0", "echo"),
+        ("sync0", 0, None): ("sync0", "echo"),
+        ("sync1", 0, None): ("sync0", "echo"),
+        ("sync2", 0, None): ("sync0", "echo"),
+        ("sync0", 1, None): ("sync1", "echo"),
+        ("sync1", 1, None): ("sync1", "echo"),
+        ("sync1", 2, False): ("sync2", "echo"),
+        ("sync2", 2, False): ("sync2", "echo"),
+        ("sync0", 2, True): ("closed", "close"),
+        ("sync1", 2, True): ("closed", "close"),
+        ("sync2", 2, True): ("closed", "close"),
+        ("sync2", 1, None): ("open", "open"),
+        ("open", 0, None): ("open", "pulse"),
+        ("open", 1, None): ("open", "ignore"),
+        ("open", 2, None): ("closed", "close"),
+    }
+)
+
+# Understood, accepted, without effect in an emulator.
+_ACCEPTED_IGNORED = frozenset(
+    {
+        Command.POLLING,
+        Command.SAY,
+        Command.BATTERYINFO,
+        Command.AUX1BAUD,
+        Command.AUX2BAUD,
+        Command.SOUND,
+        Command.PLAYLIST,
+        Command.SOUNDTOG,
+    }
+)
+# Commands obeyed without an argument (the others need an integer).
+_NO_ARGUMENT = frozenset({Command.SETO, Command.STOP, Command.E_STOP, Command.CONFIG})
+# Commands that move the robot: ignored while the motors are disabled.
+_MOTION = frozenset(
+    {
+        Command.VEL,
+        Command.RVEL,
+        Command.ROTATE,
+        Command.VEL2,
+        Command.MOVE,
+        Command.HEAD,
+        Command.DHEAD,
+        Command.DCHEAD,
+    }
+)
+
+
+class P2osRobot:
+    """A Pioneer robot serving the P2OS/ARCOS protocol, sans I/O.
+
+    Args:
+        model: the subclass (``"p3dx"``, ``"p3at"``, ... see :data:`.models.ROBOT_PARAMS`) or its parameters.
+        world: the world the body lives in; None for an empty world (a kinematic robot).
+        start: true start pose (x m, y m, theta rad) in the world; default the world's start, else the origin.
+        name: the robot's name in the SYNC2 echo and the CONFIGpac.
+        watchdog: s without any client packet after which an open robot stops and disables its motors; 0 turns
+            the watchdog off. Reported in the CONFIGpac (ms).
+        sip_cycle: s between SIPs while open (reported in the CONFIGpac, ms).
+        link_timeout: s without any client packet after which an open robot closes the session; None: never.
+        limits: speed and acceleration configuration; default :meth:`MotionLimits.for_model`.
+        noise: errors of the wheels' odometry and of the sonar (ideal by default).
+        rng: random generator for the noise.
+        sonar_period: s between two firings of one sonar array.
+
+    Raises:
+        ConfigError: unknown model, or an argument out of range.
+    """
+
+    def __init__(
+        self,
+        model: str | RobotParams = "p3dx",
+        *,
+        world: World | None = None,
+        start: tuple[float, float, float] | None = None,
+        name: str = "Pluto",
+        watchdog: float = 2.0,
+        sip_cycle: float = 0.1,
+        link_timeout: float | None = None,
+        limits: MotionLimits | None = None,
+        noise: NoiseProfile = IDEAL,
+        rng: np.random.Generator | None = None,
+        sonar_period: float = 0.04,
+    ) -> None:
+        if isinstance(model, RobotParams):
+            params = model
+        else:
+            found = ROBOT_PARAMS.get(model.strip().lower())
+            if found is None:
+                raise ConfigError(f"unknown Pioneer model {model!r} (known: {', '.join(ROBOT_PARAMS)})")
+            params = found
+        if not (math.isfinite(watchdog) and 0.0 <= watchdog <= 65.535):
+            raise ConfigError(f"watchdog must be 0 (off) to 65.535 s, got {watchdog!r}")
+        if not (math.isfinite(sip_cycle) and 0.001 <= sip_cycle <= 0.255):
+            raise ConfigError(f"sip_cycle must be 0.001 to 0.255 s, got {sip_cycle!r}")
+        if link_timeout is not None and not (math.isfinite(link_timeout) and link_timeout > 0.0):
+            raise ConfigError(f"link_timeout must be > 0 s or None, got {link_timeout!r}")
+        if not (math.isfinite(sonar_period) and sonar_period > 0.0):
+            raise ConfigError(f"sonar_period must be > 0 s, got {sonar_period!r}")
+        try:
+            SyncReply(2, name, params.robot_class, params.subclass)
+        except ValueError as err:
+            raise ConfigError(f"robot name {name!r}: {err}") from None
+        self._params = params
+        self._name = name
+        self._watchdog = watchdog
+        self._sip_cycle = sip_cycle
+        self._link_timeout = link_timeout
+        self._sonar_period = sonar_period
+        self._top = limits or MotionLimits.for_model(params)
+        self._rng = rng or np.random.default_rng(0)
+        self._noise = noise
+
+        self._world = world
+        segments = world.segments() if world is not None else np.zeros((0, 4))
+        circles = world.circles if world is not None else np.zeros((0, 3))
+        pose = start if start is not None else (world.start if world is not None else (0.0, 0.0, 0.0))
+        body_params = BodyParams(
+            radius=params.radius,
+            max_speed=self._top.trans_vel_top,
+            max_turn_rate=self._top.rot_vel_top,
+            max_accel=self._top.trans_acc_top,
+            max_turn_accel=self._top.rot_acc_top,
+            sonar_count=max(1, params.sonar_count),
+            sonar_max_range=SONAR_MAX_RANGE,
+            battery_wh=252.0,  # three 12 V 7 Ah batteries
+        )
+        self._body = SimBody(segments, circles, pose, body_params, noise, self._rng)
+        self._caster = RayCaster(segments, circles)
+
+        # link
+        self._decoder = P2osDecoder(role="robot")
+        self._old_decoder_stats = DecoderStatistics()
+        self._state: LinkState = "closed"
+        self._out = bytearray()
+        self._recent: deque[tuple[float, CommandPacket | UnknownPacket]] = deque(maxlen=_RECENT_COMMANDS)
+        self._counts: dict[str, int] = dict.fromkeys(RobotCounters.__slots__, 0)
+
+        # time (s since the first step)
+        self._origin: float | None = None
+        self._t = 0.0
+        self._last_packet = 0.0
+        self._watchdog_armed = False
+        self._sip_epoch = 0.0
+        self._sip_index = 0
+
+        # configuration (SETV, SETRV, SETA, SETRA, ... ), SI
+        self._trans_vel_max = self._top.trans_vel_max
+        self._rot_vel_max = self._top.rot_vel_max
+        self._trans_acc = self._top.trans_acc
+        self._trans_decel = self._top.trans_decel
+        self._rot_acc = self._top.rot_acc
+        self._rot_decel = self._top.rot_decel
+        self._host_baud = 0
+        self._bump_stall = 0
+        self._bump_stalled = False
+
+        # motion control
+        self._motors = False
+        self._estop = False
+        self._emergency = False
+        self._trans_mode: Literal["velocity", "position"] = "velocity"
+        self._rot_mode: Literal["velocity", "heading"] = "velocity"
+        self._v_target = 0.0
+        self._w_target = 0.0
+        self._move_left = 0.0
+        self._heading_setpoint = 0.0
+        self._v_cmd = 0.0
+        self._w_cmd = 0.0
+
+        # odometry: the wheels' (body) odometry, seen from the origin set by SETO
+        self._odom_origin = (0.0, 0.0, 0.0)
+        self._last_odom = (0.0, 0.0, 0.0)
+        self._encoders = [0.0, 0.0]  # left, right, ticks
+        self._digout = 0
+
+        # sonar
+        count = params.sonar_count
+        self._arrays = [
+            list(range(first, min(first + SONAR_ARRAY_SIZE, count))) for first in range(0, count, SONAR_ARRAY_SIZE)
+        ]
+        self._arrays_enabled = [True] * len(self._arrays)
+        self._array_next = [0] * len(self._arrays)
+        self._next_firing = 0.0
+        self._new_sonar: dict[int, float] = {}
+        self._sonar_ranges: list[float] = [math.nan] * count
+
+        # requested packets
+        self._encoder_mode = 0  # 0 off, 1 once, 2 continuous
+        self._io_mode = 0
+
+        self._handlers: dict[Command, Callable[[int], None]] = {
+            Command.ENABLE: self._cmd_enable,
+            Command.SETA: self._cmd_seta,
+            Command.SETV: self._cmd_setv,
+            Command.SETO: self._cmd_seto,
+            Command.MOVE: self._cmd_move,
+            Command.ROTATE: self._cmd_rvel,
+            Command.SETRV: self._cmd_setrv,
+            Command.VEL: self._cmd_vel,
+            Command.HEAD: self._cmd_head,
+            Command.DHEAD: self._cmd_dhead,
+            Command.DCHEAD: self._cmd_dchead,
+            Command.CONFIG: self._cmd_config,
+            Command.ENCODER: self._cmd_encoder,
+            Command.RVEL: self._cmd_rvel,
+            Command.SETRA: self._cmd_setra,
+            Command.SONAR: self._cmd_sonar,
+            Command.STOP: self._cmd_stop,
+            Command.DIGOUT: self._cmd_digout,
+            Command.VEL2: self._cmd_vel2,
+            Command.IOREQUEST: self._cmd_iorequest,
+            Command.BUMP_STALL: self._cmd_bump_stall,
+            Command.HOSTBAUD: self._cmd_hostbaud,
+            Command.E_STOP: self._cmd_e_stop,
+        }
+
+    # ------------------------------------------------------------------------------------------------ properties
+
+    @property
+    def params(self) -> RobotParams:
+        """The model's parameters."""
+        return self._params
+
+    @property
+    def name(self) -> str:
+        """The robot's name (SYNC2 echo, CONFIGpac)."""
+        return self._name
+
+    @property
+    def world(self) -> World | None:
+        """The world, or None for an empty one."""
+        return self._world
+
+    @property
+    def state(self) -> LinkState:
+        """The link state: 'closed', 'sync0', 'sync1', 'sync2' (handshake done) or 'open' (SIPs flowing)."""
+        return self._state
+
+    @property
+    def time(self) -> float:
+        """Simulated time since the first :meth:`step`, s."""
+        return self._t
+
+    @property
+    def motors_enabled(self) -> bool:
+        """The motors are enabled (SIP flags bit 0)."""
+        return self._motors
+
+    @property
+    def estop(self) -> bool:
+        """The e-stop button is engaged (SIP flags bit 5; motors disabled, ENABLE refused)."""
+        return self._estop
+
+    @property
+    def watchdog(self) -> float:
+        """The watchdog time, s (0: off)."""
+        return self._watchdog
+
+    @property
+    def sip_cycle(self) -> float:
+        """Time between SIPs, s."""
+        return self._sip_cycle
+
+    @property
+    def truth_pose(self) -> tuple[float, float, float]:
+        """The true pose in the world (x m, y m, theta rad in [-pi, pi)); for tests, not part of the protocol."""
+        return self._body.x, self._body.y, wrap_angle(self._body.theta)
+
+    @property
+    def truth_velocity(self) -> tuple[float, float]:
+        """The true velocities (v m/s, omega rad/s)."""
+        return self._body.v, self._body.omega
+
+    @property
+    def odometry_pose(self) -> tuple[float, float, float]:
+        """The robot's own odometric pose, the one its SIPs report (x m, y m, theta rad in [-pi, pi))."""
+        x, y, theta = self._odometry()
+        return x, y, wrap_angle(theta)
+
+    @property
+    def body_state(self) -> BodyState:
+        """The simulated body: truth, wheels' odometry, bumpers, stall, battery."""
+        return self._body.state()
+
+    @property
+    def body(self) -> SimBody:
+        """The simulated body itself (for tests that need to reach into the physics)."""
+        return self._body
+
+    @property
+    def heading_setpoint(self) -> float:
+        """The heading servo's setpoint in the odometric frame, rad (the SIP's control field)."""
+        return self._control_heading()
+
+    @property
+    def max_speeds(self) -> tuple[float, float]:
+        """The maxima set by SETV and SETRV: (m/s, rad/s)."""
+        return self._trans_vel_max, self._rot_vel_max
+
+    @property
+    def accelerations(self) -> tuple[float, float, float, float]:
+        """Set by SETA and SETRA: (trans accel m/s², trans decel m/s², rot accel rad/s², rot decel rad/s²)."""
+        return self._trans_acc, self._trans_decel, self._rot_acc, self._rot_decel
+
+    @property
+    def sonar_arrays_enabled(self) -> tuple[bool, ...]:
+        """Which sonar arrays fire (array 1 first)."""
+        return tuple(self._arrays_enabled)
+
+    @property
+    def sonar_ranges(self) -> tuple[float, ...]:
+        """The latest range of each sonar, m (nan for one that has not fired yet)."""
+        return tuple(self._sonar_ranges)
+
+    @property
+    def counters(self) -> RobotCounters:
+        """A snapshot of the counters."""
+        stats = self.decoder_statistics()
+        counts = dict(self._counts)
+        counts["bad_packets"] = stats.bad_checksum + stats.bad_length + stats.malformed
+        counts["garbage_bytes"] = stats.garbage_bytes
+        return RobotCounters(**counts)
+
+    @property
+    def recent_commands(self) -> tuple[tuple[float, CommandPacket | UnknownPacket], ...]:
+        """The last 256 valid client packets with their arrival time (s, :attr:`time`), oldest first."""
+        return tuple(self._recent)
+
+    def decoder_statistics(self) -> DecoderStatistics:
+        """The decoder's counters, summed over every session."""
+        now, old = self._decoder.statistics(), self._old_decoder_stats
+        return DecoderStatistics(**{f.name: getattr(now, f.name) + getattr(old, f.name) for f in fields(now)})
+
+    # ------------------------------------------------------------------------------------------------ the button
+
+    def press_estop(self) -> None:
+        """Engage the e-stop button: the motors are disabled and the robot stops; ENABLE is refused."""
+        self._estop = True
+        self._disable_motors()
+
+    def release_estop(self) -> None:
+        """Release the e-stop button; the motors stay disabled until the client sends ENABLE 1."""
+        self._estop = False
+
+    # ------------------------------------------------------------------------------------------------ bytes in/out
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the client; ``b""`` means the client's stream ended (a disconnection).
+
+        Commands take effect at once, at the time of the last :meth:`step`. After ``b""`` the next bytes start a
+        fresh session (a new decoder, pending output dropped), but the robot keeps its state: if the client did
+        not CLOSE, the robot is still open and answers the next SYNC0 with SIPs, as a real one does.
+
+        Args:
+            data: any bytes; garbage, bad checksums and malformed commands are counted and ignored.
+        """
+        if data:
+            self._decoder.receive_data(bytes(data))
+        else:
+            self._decoder.receive_data(b"")
+        for event in self._decoder.events():
+            if isinstance(event, CommandPacket | UnknownPacket):  # a robot-role decoder gives nothing else
+                self._handle_packet(event)
+        if not data:
+            self._old_decoder_stats = self.decoder_statistics()
+            self._decoder = P2osDecoder(role="robot")
+            self._out.clear()
+            self._counts["sessions_ended"] += 1
+
+    def data_to_send(self) -> bytes:
+        """The bytes the robot has sent since the last call (echoes, SIPs, CONFIGpac, ...); empty if none."""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    def step(self, now: float) -> None:
+        """Advance the robot to time ``now``: motion control, body physics, sonar, watchdog and the SIP cycle.
+
+        The first call sets the time base; a time earlier than the last one is ignored. Long steps are split so
+        that physics and control never step more than 10 ms and every SIP shows the robot at its own time.
+
+        Args:
+            now: time, s, from any monotonic clock (the transport's or a test's).
+        """
+        if self._origin is None:
+            self._origin = now
+        target = now - self._origin
+        self._emit_due_packets()
+        while self._t < target - 1e-12:
+            h = min(_CONTROL_STEP, target - self._t)
+            if self._state == "open":
+                h = min(h, max(self._next_sip_time() - self._t, 1e-9))
+            self._check_link()
+            self._control_step(h)
+            self._t += h
+            self._fire_sonar()
+            self._emit_due_packets()
+        self._check_link()
+
+    # ------------------------------------------------------------------------------------------------ link
+
+    def _emit(self, packet: bytes) -> None:
+        self._out += packet
+        excess = len(self._out) - MAX_OUTPUT_BUFFER
+        if excess > 0:
+            del self._out[:excess]
+            self._counts["output_dropped"] += excess
+
+    def _handle_packet(self, packet: CommandPacket | UnknownPacket) -> None:
+        self._counts["packets"] += 1
+        self._recent.append((self._t, packet))
+        self._last_packet = self._t
+        self._watchdog_armed = True
+        if isinstance(packet, UnknownPacket):
+            self._counts["unknown"] += 1
+            return
+        number = int(packet.command)
+        if number <= 2:
+            self._handle_link(number, packet.argument is not None)
+            return
+        if self._state != "open":
+            self._counts["ignored"] += 1
+            return
+        self._obey(packet)
+
+    def _handle_link(self, number: int, has_argument: bool) -> None:
+        key = (self._state, number)
+        entry = _LINK_TABLE.get((*key, has_argument)) or _LINK_TABLE.get((*key, None))
+        if entry is None:
+            self._counts["ignored"] += 1
+            return
+        state, action = entry
+        self._state = state
+        if action == "echo":
+            if number == 2:
+                reply = SyncReply(2, self._name, self._params.robot_class, self._params.subclass)
+            else:
+                reply = SyncReply(number)
+            self._emit(reply.encode())
+        elif action == "open":
+            self._sip_epoch = self._t
+            self._sip_index = 0
+            self._next_firing = self._t
+            self._new_sonar.clear()
+        elif action == "close":
+            self._close_session()
+        elif action == "ignore":
+            self._counts["ignored"] += 1
+
+    def _close_session(self) -> None:
+        self._state = "closed"
+        self._disable_motors()
+        self._encoder_mode = self._io_mode = 0
+
+    def _check_link(self) -> None:
+        """The watchdog and the link timeout, at the current time."""
+        if self._state != "open":
+            return
+        silence = self._t - self._last_packet
+        if self._link_timeout is not None and silence >= self._link_timeout:
+            self._close_session()
+            return
+        if self._watchdog > 0.0 and self._watchdog_armed and silence >= self._watchdog:
+            self._watchdog_armed = False  # one trip per silence
+            self._counts["watchdog_trips"] += 1
+            self._disable_motors()
+
+    def _next_sip_time(self) -> float:
+        return self._sip_epoch + self._sip_index * self._sip_cycle
+
+    def _emit_due_packets(self) -> None:
+        if self._state != "open" or self._t < self._next_sip_time() - 1e-9:
+            return
+        self._emit(self._make_sip().encode())
+        self._counts["sips"] += 1
+        self._sip_index += 1
+        if self._t >= self._next_sip_time():  # fell behind (a long step without sub-steps): do not burst
+            self._sip_index = math.floor((self._t - self._sip_epoch) / self._sip_cycle) + 1
+        if self._encoder_mode:
+            left, right = (_wrap_s32(round(ticks)) for ticks in self._encoders)
+            self._emit(EncoderPacket(left, right).encode())
+            if self._encoder_mode == 1:
+                self._encoder_mode = 0
+        if self._io_mode:
+            self._emit(IoPacket((0,), (self._digout,), (0,) * 8).encode())
+            if self._io_mode == 1:
+                self._io_mode = 0
+
+    # ------------------------------------------------------------------------------------------------ commands
+
+    def _obey(self, packet: CommandPacket) -> None:
+        command = packet.command
+        if command in _ACCEPTED_IGNORED:
+            self._counts["ignored"] += 1
+            return
+        handler = self._handlers.get(command)
+        if handler is None:
+            self._counts["unknown"] += 1
+            return
+        argument = packet.argument
+        if argument is None and command in _NO_ARGUMENT:
+            argument = 0
+        if not isinstance(argument, int):
+            self._counts["ignored"] += 1
+            return
+        if command in _MOTION and not self._motors:
+            self._counts["ignored"] += 1
+            return
+        handler(argument)
+
+    def _ignore(self) -> None:
+        self._counts["ignored"] += 1
+
+    def _disable_motors(self) -> None:
+        self._motors = False
+        self._stop_targets()
+
+    def _stop_targets(self) -> None:
+        self._trans_mode = "velocity"
+        self._rot_mode = "velocity"
+        self._v_target = self._w_target = 0.0
+        self._move_left = 0.0
+
+    def _cmd_enable(self, argument: int) -> None:
+        if argument == 0:
+            self._disable_motors()
+        elif self._estop:
+            self._counts["refused_enables"] += 1
+        else:
+            self._motors = True
+
+    def _cmd_vel(self, argument: int) -> None:
+        self._trans_mode = "velocity"
+        self._v_target = _clamp(argument / 1000.0, self._trans_vel_max)
+
+    def _cmd_rvel(self, argument: int) -> None:
+        self._rot_mode = "velocity"
+        self._w_target = _clamp(math.radians(argument), self._rot_vel_max)
+
+    def _cmd_vel2(self, argument: int) -> None:
+        left, right = unpack_byte_pair(argument, signed=True)
+        left_mm, right_mm = left * self._params.vel2_divisor, right * self._params.vel2_divisor
+        self._trans_mode = "velocity"
+        self._rot_mode = "velocity"
+        self._v_target = _clamp((left_mm + right_mm) / 2000.0, self._trans_vel_max)
+        self._w_target = _clamp((right_mm - left_mm) / 2.0 * self._params.diff_conv, self._rot_vel_max)
+
+    def _cmd_move(self, argument: int) -> None:
+        self._trans_mode = "position"
+        self._move_left = argument / 1000.0
+
+    def _cmd_head(self, argument: int) -> None:
+        self._rot_mode = "heading"
+        self._heading_setpoint = wrap_angle(math.radians(argument))
+
+    def _cmd_dhead(self, argument: int) -> None:
+        self._rot_mode = "heading"
+        self._heading_setpoint = wrap_angle(self._odometry()[2] + math.radians(argument))
+
+    def _cmd_dchead(self, argument: int) -> None:
+        setpoint = self._control_heading()
+        self._rot_mode = "heading"
+        self._heading_setpoint = wrap_angle(setpoint + math.radians(argument))
+
+    def _cmd_stop(self, _argument: int) -> None:
+        self._stop_targets()
+
+    def _cmd_e_stop(self, _argument: int) -> None:
+        self._stop_targets()
+        self._emergency = True
+
+    def _cmd_setv(self, argument: int) -> None:
+        if argument < 0:
+            self._ignore()
+            return
+        self._trans_vel_max = min(argument / 1000.0, self._top.trans_vel_top)
+        self._v_target = _clamp(self._v_target, self._trans_vel_max)
+
+    def _cmd_setrv(self, argument: int) -> None:
+        if argument < 0:
+            self._ignore()
+            return
+        self._rot_vel_max = min(math.radians(argument), self._top.rot_vel_top)
+        self._w_target = _clamp(self._w_target, self._rot_vel_max)
+
+    def _cmd_seta(self, argument: int) -> None:
+        value = min(abs(argument) / 1000.0, self._top.trans_acc_top)
+        if argument > 0:
+            self._trans_acc = value
+        elif argument < 0:
+            self._trans_decel = value
+        else:
+            self._ignore()
+
+    def _cmd_setra(self, argument: int) -> None:
+        value = min(math.radians(abs(argument)), self._top.rot_acc_top)
+        if argument > 0:
+            self._rot_acc = value
+        elif argument < 0:
+            self._rot_decel = value
+        else:
+            self._ignore()
+
+    def _cmd_seto(self, _argument: int) -> None:
+        old_heading = self._odometry()[2]
+        body = self._body
+        self._odom_origin = (body.odom[0], body.odom[1], body.odom[2])
+        self._heading_setpoint = wrap_angle(self._heading_setpoint - old_heading)
+
+    def _cmd_config(self, _argument: int) -> None:
+        self._emit(self._config_packet().encode())
+
+    def _cmd_encoder(self, argument: int) -> None:
+        if argument < 0:
+            self._ignore()
+            return
+        self._encoder_mode = min(argument, 2)
+
+    def _cmd_iorequest(self, argument: int) -> None:
+        if argument < 0:
+            self._ignore()
+            return
+        self._io_mode = min(argument, 2)
+
+    def _cmd_sonar(self, argument: int) -> None:
+        enable = bool(argument & 1)
+        array = (argument >> 1) & 0x0F
+        if array == 0:
+            self._arrays_enabled = [enable] * len(self._arrays)
+        elif array <= len(self._arrays):
+            self._arrays_enabled[array - 1] = enable
+        else:
+            self._ignore()
+
+    def _cmd_bump_stall(self, argument: int) -> None:
+        if not 0 <= argument <= 3:
+            self._ignore()
+            return
+        self._bump_stall = argument
+
+    def _cmd_digout(self, argument: int) -> None:
+        mask, values = unpack_byte_pair(argument, signed=False)
+        self._digout = (self._digout & ~mask & 0xFF) | (values & mask)
+
+    def _cmd_hostbaud(self, argument: int) -> None:
+        if not 0 <= argument <= 4:
+            self._ignore()
+            return
+        self._host_baud = argument
+
+    # ------------------------------------------------------------------------------------------------ motion
+
+    def _odometry(self) -> tuple[float, float, float]:
+        """The wheels' odometry seen from the SETO origin (theta not wrapped)."""
+        ox, oy, otheta = self._odom_origin
+        bx, by, btheta = self._body.odom
+        c, s = math.cos(otheta), math.sin(otheta)
+        dx, dy = bx - ox, by - oy
+        return c * dx + s * dy, -s * dx + c * dy, btheta - otheta
+
+    def _control_heading(self) -> float:
+        if self._rot_mode == "heading":
+            return self._heading_setpoint
+        return wrap_angle(self._odometry()[2])
+
+    def _movers(self) -> FloatArray | None:
+        if self._world is None or not self._world.movers:
+            return None
+        return self._world.mover_circles(self._t)
+
+    def _control_step(self, h: float) -> None:
+        top = self._top
+        x, y, theta = self._odometry()
+        if not self._motors:
+            v_des = w_des = 0.0
+        else:
+            if self._trans_mode == "position":
+                if abs(self._move_left) < 5e-4 and abs(self._v_cmd) <= self._trans_decel * h * 2:
+                    self._trans_mode, self._v_target, self._move_left = "velocity", 0.0, 0.0
+                    v_des = 0.0
+                else:
+                    v_des = _profile_speed(self._move_left, self._trans_vel_max, self._trans_decel, h)
+            else:
+                v_des = self._v_target
+            if self._rot_mode == "heading":
+                error = wrap_angle(self._heading_setpoint - theta)
+                w_des = _profile_speed(error, self._rot_vel_max, self._rot_decel, h)
+            else:
+                w_des = self._w_target
+        if self._emergency or not self._motors:
+            trans_rates = (top.trans_acc_top, top.trans_acc_top)
+            rot_rates = (top.rot_acc_top, top.rot_acc_top)
+        else:
+            trans_rates = (self._trans_acc, self._trans_decel)
+            rot_rates = (self._rot_acc, self._rot_decel)
+        self._v_cmd = _ramp(self._v_cmd, v_des, *trans_rates, h)
+        self._w_cmd = _ramp(self._w_cmd, w_des, *rot_rates, h)
+        if self._emergency and self._v_cmd == 0.0 and self._w_cmd == 0.0:
+            self._emergency = False
+
+        self._body.step(self._v_cmd, self._w_cmd, h, self._movers())
+        bumped = self._bumped()
+        if bumped and not self._bump_stalled:  # a new press: stop at once, as if stalled; moving away is allowed
+            self._stop_targets()
+            self._emergency = True
+        self._bump_stalled = bumped
+
+        nx, ny, ntheta = self._odometry()
+        c, s = math.cos(theta), math.sin(theta)
+        forward = c * (nx - x) + s * (ny - y)
+        turn = ntheta - theta
+        if self._trans_mode == "position":
+            self._move_left -= forward
+        spread = turn / self._params.diff_conv  # mm of wheel travel, (right - left) / 2
+        self._encoders[0] += (forward * 1000.0 - spread) / self._params.dist_conv
+        self._encoders[1] += (forward * 1000.0 + spread) / self._params.dist_conv
+
+    def _bumped(self) -> bool:
+        """A bumper the client asked to stall on (BUMP_STALL) is pressed."""
+        body = self._body
+        return bool((self._bump_stall & 1 and body.front) or (self._bump_stall & 2 and body.rear))
+
+    # ------------------------------------------------------------------------------------------------ sonar
+
+    def _fire_sonar(self) -> None:
+        if self._state != "open" or not self._arrays:
+            return
+        while self._t >= self._next_firing - 1e-9:
+            self._next_firing += self._sonar_period
+            fired: list[int] = []
+            for index, array in enumerate(self._arrays):
+                if self._arrays_enabled[index]:
+                    position = self._array_next[index] % len(array)
+                    fired.append(array[position])
+                    self._array_next[index] = position + 1
+            if fired:
+                for number, distance in zip(fired, self._sonar_cast(fired), strict=True):
+                    self._sonar_ranges[number] = distance
+                    self._new_sonar[number] = distance
+            if self._t - self._next_firing > 1.0:  # far behind: do not fire a second's worth at once
+                self._next_firing = self._t
+
+    def _sonar_cast(self, numbers: list[int]) -> list[float]:
+        """Ranges (m) of the given transducers from the body's true pose, clipped to 5 m, with the sonar noise."""
+        body = self._body
+        c, s = math.cos(body.theta), math.sin(body.theta)
+        movers = self._movers()
+        offsets = np.array([-_SONAR_CONE, 0.0, _SONAR_CONE])
+        limit = self._params.radius - 0.001
+        ranges: list[float] = []
+        for number in numbers:
+            pose = self._params.sonar_poses[number]
+            px, py = pose.x, pose.y
+            reach = math.hypot(px, py)
+            if reach > limit > 0.0:  # keep the transducer inside the body's disc, so it never pokes through a wall
+                px, py = px * limit / reach, py * limit / reach
+            origin = np.array([body.x + c * px - s * py, body.y + s * px + c * py])
+            distance = float(
+                self._caster.cast(origin, body.theta + pose.heading + offsets, SONAR_MAX_RANGE, movers).min()
+            )
+            noise = self._noise
+            if noise.sonar_range_std:
+                distance += float(self._rng.normal(0.0, noise.sonar_range_std))
+            if noise.sonar_dropout and float(self._rng.random()) < noise.sonar_dropout:
+                distance = SONAR_MAX_RANGE
+            ranges.append(min(max(distance, 0.0), SONAR_MAX_RANGE))
+        return ranges
+
+    # ------------------------------------------------------------------------------------------------ packets
+
+    def _flags(self) -> int:
+        flags = _FLAG_MOTORS if self._motors else 0
+        for index, enabled in enumerate(self._arrays_enabled[:4]):
+            if enabled:
+                flags |= 1 << (index + 1)
+        if self._estop:
+            flags |= _FLAG_ESTOP
+        return flags
+
+    def _make_sip(self) -> Sip:
+        params = self._params
+        body = self._body
+        x, y, theta = self._odometry()
+        left, right = params.wheel_velocities(body.odom_v, body.odom_omega)
+        left = _saturate(left, -0x8000, 0x7FFF)
+        right = _saturate(right, -0x8000, 0x7FFF)
+        stall_bumpers = (_FRONT_BUMPERS if body.front else 0) | (_REAR_BUMPERS if body.rear else 0)
+        if body.stalled or self._bumped():
+            stall_bumpers |= _STALL_BITS
+        state = body.state()
+        sonars = tuple(
+            SonarReading(number, params.m_to_range(distance)) for number, distance in sorted(self._new_sonar.items())
+        )
+        self._new_sonar.clear()
+        return Sip(
+            moving=left != 0 or right != 0,
+            x=params.m_to_position(x) & 0x7FFF,
+            y=params.m_to_position(y) & 0x7FFF,
+            theta=params.rad_to_heading(theta),
+            left_velocity=left,
+            right_velocity=right,
+            battery=_saturate(state.voltage * 10.0, 0, 0xFF),
+            stall_bumpers=stall_bumpers,
+            control=params.rad_to_heading(self._control_heading()),
+            flags=self._flags(),
+            compass=0,
+            sonars=sonars,
+            digout=self._digout,
+            battery_x10=_saturate(state.voltage * 10.0, 0, 0xFFFF),
+            charge_state=0,
+            rot_vel=_saturate(math.degrees(body.odom_omega) * 10.0, -0x8000, 0x7FFF),
+            fault_flags=0,
+            lat_vel=0,
+            temperature=25,
+            state_of_charge=_saturate(state.charge * 100.0, 0, 100),
+        )
+
+    def _config_packet(self) -> ConfigPacket:
+        params, top = self._params, self._top
+        count = params.sonar_count
+
+        def mm(value: float) -> int:
+            return _saturate(value * 1000.0, 0, 0xFFFF)
+
+        def deg(value: float) -> int:
+            return _saturate(math.degrees(value), 0, 0xFFFF)
+
+        return ConfigPacket(
+            robot_type=params.robot_class,
+            subtype=params.subclass,
+            serial="PLUTO-EMULATOR",
+            four_mots=1 if params.subclass.split("-")[0].endswith("at") else 0,
+            rot_vel_top=deg(top.rot_vel_top),
+            trans_vel_top=mm(top.trans_vel_top),
+            rot_acc_top=deg(top.rot_acc_top),
+            trans_acc_top=mm(top.trans_acc_top),
+            pwm_max=1000,
+            name=self._name,
+            sip_cycle=_saturate(self._sip_cycle * 1000.0, 1, 0xFF),
+            host_baud=self._host_baud,
+            aux1_baud=0,
+            has_gripper=0,
+            front_sonar=1 if count > 0 else 0,
+            rear_sonar=1 if count > SONAR_ARRAY_SIZE else 0,
+            low_battery=115,
+            rev_count=_saturate(2.0 * math.pi / params.diff_conv / params.dist_conv, 0, 0xFFFF),
+            watchdog=_saturate(self._watchdog * 1000.0, 0, 0xFFFF),
+            normal_mpacs=0,
+            stall_val=200,
+            stall_count=100,
+            joy_vel=300,
+            joy_rvel=50,
+            rot_vel_max=deg(self._rot_vel_max),
+            trans_vel_max=mm(self._trans_vel_max),
+            rot_acc=deg(self._rot_acc),
+            rot_decel=deg(self._rot_decel),
+            rot_kp=40,
+            rot_kv=20,
+            rot_ki=0,
+            trans_acc=mm(self._trans_acc),
+            trans_decel=mm(self._trans_decel),
+            trans_kp=40,
+            trans_kv=20,
+            trans_ki=0,
+        )
