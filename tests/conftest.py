@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pluto.bus import Bus, BusConfig
+from pluto.runtime import launcher
 from tests.helpers import free_tcp_port
 
 
@@ -32,6 +33,18 @@ def bus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     for name in ("PLUTO_CONNECT", "PLUTO_LISTEN", "PLUTO_CONFIG", "PLUTO_MULTICAST"):
         monkeypatch.delenv(name, raising=False)
     return values
+
+
+@pytest.fixture(autouse=True)
+def stop_leftovers(bus_env: dict[str, str]) -> Iterator[None]:
+    """After the test, end every process that still has a pid file in the test's runtime directory (daemons and
+    detached profiles a failing test left behind)."""
+    yield
+    for pid_file in Path(bus_env["PLUTO_RUNTIME_DIR"]).glob("*/*.pid"):
+        pid = launcher.read_pid(pid_file)
+        if pid is not None:
+            launcher.terminate(pid, timeout=2.0)
+        pid_file.unlink(missing_ok=True)
 
 
 @pytest.fixture

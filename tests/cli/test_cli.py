@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,17 +33,6 @@ def workdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     folder.mkdir()
     monkeypatch.chdir(folder)
     return folder
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers(bus_env: dict[str, str]) -> Iterator[None]:
-    """Stop whatever a test left running (daemons, detached profiles) by the pid files of its runtime directory."""
-    yield
-    for pid_file in Path(bus_env["PLUTO_RUNTIME_DIR"]).glob("*/*.pid"):
-        pid = launcher.read_pid(pid_file)
-        if pid is not None:
-            launcher.terminate(pid, timeout=2.0)
-        pid_file.unlink(missing_ok=True)
 
 
 def pluto(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from pluto.sim.body import BodyParams, SimBody, ramp, unicycle_step
 from pluto.sim.noise import REALISTIC, device_rng, noise_profile
 from pluto.sim.route import compose, wrap_angle
 from pluto.sim.world import World, parse_world
+from tests.sim.boxes import ray_to_box
 
 NO_SEGMENTS = np.zeros((0, 4))
 NO_CIRCLES = np.zeros((0, 3))
@@ -292,21 +293,6 @@ def test_spinning_wheels_count_at_their_speed_whatever_the_step() -> None:
 
 
 # -- sonar ----------------------------------------------------------------------------------------------------------
-
-
-def ray_to_box(x: float, y: float, angle: float, size: float = 10.0) -> float:
-    """Distance from (x, y) inside [0, size]² along ``angle`` to the box's wall."""
-    c, s = math.cos(angle), math.sin(angle)
-    hits = []
-    if c > 1e-12:
-        hits.append((size - x) / c)
-    if c < -1e-12:
-        hits.append(-x / c)
-    if s > 1e-12:
-        hits.append((size - y) / s)
-    if s < -1e-12:
-        hits.append(-y / s)
-    return min(hits)
 
 
 @pytest.mark.parametrize("pose", [(3.0, 4.0, 0.0), (5.0, 5.0, 0.0), (2.0, 7.5, 0.9), (8.5, 1.5, -2.4)])

@@ -11,6 +11,7 @@ from pluto.sim.laser import LaserParams, SimLaser, laser_pose
 from pluto.sim.noise import REALISTIC, device_rng
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World, parse_world
+from tests.sim.boxes import ray_to_box
 
 RES = 0.01
 MOUNT = LaserParams().mount_x
@@ -32,20 +33,6 @@ BOX = box_world(10.0)
 
 def laser_in(world: World, **kwargs: object) -> SimLaser:
     return SimLaser(RayCaster(world.segments(), world.circles), **kwargs)  # type: ignore[arg-type]
-
-
-def ray_to_box(x: float, y: float, angle: float, size: float = 10.0) -> float:
-    c, s = math.cos(angle), math.sin(angle)
-    hits = []
-    if c > 1e-12:
-        hits.append((size - x) / c)
-    if c < -1e-12:
-        hits.append(-x / c)
-    if s > 1e-12:
-        hits.append((size - y) / s)
-    if s < -1e-12:
-        hits.append(-y / s)
-    return min(hits)
 
 
 def test_params_and_angles() -> None:

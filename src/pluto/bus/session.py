@@ -476,6 +476,10 @@ class Bus:
                 raise self._open_error(err2) from None
         self._opened = time.monotonic()
         self._settled = False
+        self._modules: set[str] = set()
+        self._module_watch = self.session.liveliness().declare_subscriber(
+            f"{self.prefix}/@module/**", self._on_module_token, history=True
+        )
         self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
         self._worker.start()
         _close_at_exit(self)
@@ -668,14 +672,27 @@ class Bus:
         self._check_open()
         return self._own(self.session.liveliness().declare_token(self.module_key(name)))
 
+    def _on_module_token(self, sample: zenoh.Sample) -> None:
+        name = str(sample.key_expr).removeprefix(f"{self.prefix}/@module/")
+        with self._lock:
+            if sample.kind == zenoh.SampleKind.PUT:
+                self._modules.add(name)
+            else:
+                self._modules.discard(name)
+
     def live_modules(self, timeout: float = 1.0) -> list[str]:
-        """Names of the modules alive now, sorted."""
+        """Names of the modules alive now, sorted.
+
+        Both what this bus has watched since it opened and what a query finds count: right after joining, either
+        alone can miss a module whose announcement is still on its way.
+        """
         self.settle()
         found: set[str] = set()
         for reply in self.session.liveliness().get(f"{self.prefix}/@module/**", timeout=timeout):
             if reply.ok is not None:
                 found.add(str(reply.ok.key_expr).removeprefix(f"{self.prefix}/@module/"))
-        return sorted(found)
+        with self._lock:
+            return sorted(found | self._modules)
 
     def watch_modules(self, callback: Callable[[str, bool], Any]) -> Any:
         """Call ``callback(name, alive)`` on this bus's thread when a module appears or disappears.

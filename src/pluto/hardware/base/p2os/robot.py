@@ -921,7 +921,9 @@ class P2osRobot:
         if self._emergency and self._v_cmd == 0.0 and self._w_cmd == 0.0:
             self._emergency = False
 
-        self._body.step(self._v_cmd, self._w_cmd, h, self._movers())
+        state = self._body.step(self._v_cmd, self._w_cmd, h, self._movers())
+        if state.stalled:  # blocked wheels do not turn: the profile goes on from the actual speed
+            self._v_cmd = state.v
         bumped = self._bumped()
         if bumped and not self._bump_stalled:  # a new press: stop at once, as if stalled; moving away is allowed
             self._stop_targets()

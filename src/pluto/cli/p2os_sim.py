@@ -1,0 +1,135 @@
+"""``pluto p2os-sim``: a simulated Pioneer robot that speaks P2OS/ARCOS, for testing a P2OS client without a robot."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from pluto.errors import ConfigError
+from pluto.hardware.base.p2os.emulator import DEFAULT_PORT, LinkNoise, serve_pty, serve_tcp
+from pluto.hardware.base.p2os.models import ROBOT_PARAMS
+from pluto.hardware.base.p2os.robot import P2osRobot
+from pluto.runtime.runner import stop_on_signals
+from pluto.sim.world import World, available_worlds, load_world
+
+__all__ = ["add_command", "run"]
+
+HELP = "serve a simulated Pioneer robot over the P2OS protocol (for testing P2OS clients and drivers)"
+
+DESCRIPTION = """\
+Pretends to be a Pioneer robot (P2DX, P3DX, P3AT, PeopleBot, ...) at the other end of a serial line. It speaks the
+P2OS/ARCOS protocol that ARIA, Player's p2os driver, ROS p2os_driver and Pluto's own p2os driver speak: the
+SYNC0/SYNC1/SYNC2 handshake, a SIP every 100 ms with odometry, sonar, bumpers, battery, and the motion commands
+(VEL, RVEL, VEL2, HEAD, MOVE, ...). The robot moves in a simulated world (or an empty one), bumps into its walls,
+and stops by itself if the client goes silent for longer than the watchdog time.
+
+Connect a client to the URL printed at start: socket://127.0.0.1:8101 over TCP, or with --pty a pseudo-terminal
+path such as /dev/pts/5 that any serial-port program can open. One client at a time, as on a real robot.
+
+examples:
+  pluto p2os-sim                                  a p3dx in an empty world on socket://127.0.0.1:8101
+  pluto p2os-sim --model p3dx --world office      in the office world
+  pluto p2os-sim --pty --model p3at               on a pseudo-terminal instead of TCP
+  pluto p2os-sim --link-noise 0.001               drop and corrupt 0.1 % of the bytes, like a radio modem
+"""
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
+    return value
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
+) -> None:
+    """Register the ``p2os-sim`` subcommand.
+
+    Args:
+        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
+        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+    """
+    p = sub.add_parser(
+        "p2os-sim",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=run)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 for the network)",
+    )
+    p.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
+    p.add_argument("--model", default="p3dx", help=f"robot model, one of {', '.join(ROBOT_PARAMS)} (default p3dx)")
+    p.add_argument(
+        "--world",
+        default=None,
+        help=f"world to drive in: {', '.join(available_worlds())} or a map file (default: empty)",
+    )
+    p.add_argument(
+        "--link-noise",
+        type=_rate,
+        default=0.0,
+        metavar="RATE",
+        help="drop and corrupt bytes in both directions, each at this per-byte rate (default 0)",
+    )
+    p.add_argument(
+        "--watchdog",
+        type=int,
+        default=2000,
+        metavar="MS",
+        help="stop and disable the motors after this many ms without a packet; 0 = never (default 2000)",
+    )
+
+
+def _world(name: str | None) -> World | None:
+    return None if name is None else load_world(name)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the robot until SIGINT or SIGTERM (Ctrl-C).
+
+    Returns:
+        0 after a clean stop.
+
+    Raises:
+        ConfigError: unknown model, bad world or map file, bad watchdog or noise rate.
+        EmulatorError: the port is in use (or no pseudo-terminal could be made).
+    """
+    if not 0 <= args.watchdog <= 65535:
+        raise ConfigError(f"--watchdog must be 0 to 65535 ms, got {args.watchdog}")
+    if not (0 <= args.port <= 65535):
+        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
+    rate = float(args.link_noise)
+    if not (math.isfinite(rate) and 0.0 <= rate < 1.0):
+        raise ConfigError(f"--link-noise must be in [0, 1), got {rate}")
+    world = _world(args.world)
+    robot = P2osRobot(args.model, world=world, watchdog=args.watchdog / 1000.0)
+    noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0.0 else None
+    where = f"in world {world.name}" if world is not None else "in an empty world"
+
+    def ready(url: str) -> None:
+        extra = f", link noise {rate:g} per byte" if noise is not None else ""
+        watchdog = f"watchdog {args.watchdog} ms" if args.watchdog else "no watchdog"
+        print(f"P2OS robot '{robot.name}' ({robot.params.subclass}) {where}, {watchdog}{extra}.", flush=True)
+        print(f"connect a client to: {url}", flush=True)
+        print("Ctrl-C stops it.", flush=True)
+
+    with stop_on_signals() as stop:
+        if args.pty:
+            serve_pty(lambda: robot, link_noise=noise, stop=stop, on_ready=ready)
+        else:
+            serve_tcp(lambda: robot, args.host, args.port, link_noise=noise, stop=stop, on_ready=ready)
+    print("stopped", flush=True)
+    return 0

@@ -1,0 +1,571 @@
+"""Serve a :class:`.robot.P2osRobot` over TCP or a pseudo-terminal, in real time, so P2OS clients can connect.
+
+    with P2osEmulator(P2osRobot("p3dx")) as emulator:          # TCP on 127.0.0.1, a free port
+        port = serial.serial_for_url(emulator.url)             # socket://127.0.0.1:PORT
+        ...
+
+    with P2osEmulator(transport="pty") as emulator:            # a pseudo-terminal: a serial port to the client
+        port = serial.serial_for_url(emulator.pty_path)
+
+:func:`serve_tcp` and :func:`serve_pty` do the same in the calling thread until a stop event is set (the ``pluto
+p2os-sim`` command). :class:`LinkNoise` drops and corrupts bytes in both directions, like a radio modem.
+"""
+
+# Strategy: the robot core is sans-I/O (robot.py); this module only moves bytes and time. One loop per emulator:
+# select() on the listening socket, the client socket or the pty master with a timeout of one tick (10 ms by
+# default), feed what arrived to the core, step the core with time.monotonic() every tick and write what it has to
+# send. Echoes go out as soon as the command that caused them is processed, SIPs on the core's own 100 ms cycle.
+# The link behaves like a serial line: writes never block (bytes nobody reads are dropped beyond a cap), a second
+# TCP client is refused while one is connected, and a disconnection ends the client's byte stream
+# (receive_data(b"")) but not the robot's session, so a robot left open answers the next client's SYNC0 with SIPs.
+# The pty keeps its slave end open itself, so the master never sees a hang-up while no client has the port
+# open; pyserial flushes what accumulated when a client opens it. All calls into the core hold ``lock``, which
+# tests may take to read the robot consistently while the loop runs.
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import socket
+import threading
+import time
+import tty
+from collections.abc import Callable
+from types import TracebackType
+from typing import Literal
+
+import numpy as np
+
+from pluto.errors import PlutoError
+
+from .robot import P2osRobot
+
+__all__ = [
+    "DEFAULT_PORT",
+    "EmulatorError",
+    "LinkNoise",
+    "P2osEmulator",
+    "serve_pty",
+    "serve_tcp",
+]
+
+DEFAULT_PORT = 8101
+"""The TCP port of ``pluto p2os-sim`` (MobileSim and AMRISim listen on 8101 too)."""
+_MAX_PENDING = 64 * 1024  # bytes waiting for a slow client before older ones are dropped
+_READ_SIZE = 4096
+
+Transport = Literal["tcp", "pty"]
+
+
+class EmulatorError(PlutoError):
+    """The emulator could not open its transport (port in use, no pseudo-terminal) or its loop failed."""
+
+
+class LinkNoise:
+    """Drops and corrupts bytes at given per-byte rates, as a noisy serial or radio link does.
+
+    Args:
+        drop_rate: probability that a byte is lost, 0..1.
+        corrupt_rate: probability that a byte that gets through has its value changed (XOR with 1..255), 0..1.
+        rng: random generator; a fixed seed gives the same noise again.
+
+    Raises:
+        ValueError: a rate outside 0..1.
+    """
+
+    def __init__(self, drop_rate: float, corrupt_rate: float, rng: np.random.Generator | None = None) -> None:
+        for name, rate in (("drop_rate", drop_rate), ("corrupt_rate", corrupt_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be in 0..1, got {rate!r}")
+        self.drop_rate = drop_rate
+        self.corrupt_rate = corrupt_rate
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.dropped = 0
+        self.corrupted = 0
+
+    def apply(self, data: bytes) -> bytes:
+        """The bytes as they come out of the link.
+
+        Args:
+            data: bytes put into the link.
+
+        Returns:
+            The bytes that got through, some of them changed.
+        """
+        if not data or (self.drop_rate == 0.0 and self.corrupt_rate == 0.0):
+            return data
+        values = np.frombuffer(data, dtype=np.uint8).copy()
+        keep = self._rng.random(values.size) >= self.drop_rate
+        corrupt = self._rng.random(values.size) < self.corrupt_rate
+        corrupt &= keep
+        flips = self._rng.integers(1, 256, size=values.size, dtype=np.uint8)
+        values[corrupt] ^= flips[corrupt]
+        self.dropped += int(values.size - np.count_nonzero(keep))
+        self.corrupted += int(np.count_nonzero(corrupt))
+        return values[keep].tobytes()
+
+
+# ------------------------------------------------------------------------------------------------ links
+
+
+class _TcpLink:
+    """A listening socket serving one client at a time; a second one is closed at once."""
+
+    def __init__(self, host: str, port: int) -> None:
+        server = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind((host, port))
+            server.listen(4)
+        except OSError as err:
+            server.close()
+            reason = err.strerror or str(err)
+            hint = (
+                " (another emulator or robot server on it? choose another port)"
+                if err.errno
+                in (
+                    errno.EADDRINUSE,
+                    errno.EACCES,
+                )
+                else ""
+            )
+            raise EmulatorError(f"cannot listen on {host}:{port}: {reason}{hint}") from None
+        server.setblocking(False)
+        self._server = server
+        self._client: socket.socket | None = None
+        self._pending = bytearray()
+        self.host = host
+        self.port = int(server.getsockname()[1])
+        self.url = f"socket://{host}:{self.port}" if ":" not in host else f"socket://[{host}]:{self.port}"
+        self.connections = 0
+        self.refused = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    def handles(self) -> list[int]:
+        handles = [self._server.fileno()]
+        if self._client is not None:
+            handles.append(self._client.fileno())
+        return handles
+
+    def on_readable(self, handle: int) -> bytes | None:
+        if handle == self._server.fileno():
+            try:
+                conn, _addr = self._server.accept()
+            except OSError:
+                return None
+            if self._client is not None:  # one client at a time, like a robot's serial port
+                self.refused += 1
+                conn.close()
+                return None
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._client = conn
+            self._pending.clear()
+            self.connections += 1
+            return None
+        if self._client is None:
+            return None
+        try:
+            data = self._client.recv(_READ_SIZE)
+        except BlockingIOError:
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            self._drop_client()
+        return data
+
+    def _drop_client(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(OSError):
+                self._client.close()
+        self._client = None
+        self._pending.clear()
+
+    def write(self, data: bytes) -> bool:
+        """Send; return False if the client went away while writing."""
+        if self._client is None:
+            return True
+        self._pending += data
+        if len(self._pending) > _MAX_PENDING:
+            del self._pending[: len(self._pending) - _MAX_PENDING]
+        try:
+            sent = self._client.send(self._pending)
+        except BlockingIOError:
+            return True
+        except OSError:
+            self._drop_client()
+            return False
+        del self._pending[:sent]
+        return True
+
+    def close(self) -> None:
+        self._drop_client()
+        self._server.close()
+
+
+class _PtyLink:
+    """A pseudo-terminal: the robot on the master side, the client opens the slave like a serial port."""
+
+    def __init__(self) -> None:
+        try:
+            master, slave = os.openpty()
+        except OSError as err:
+            raise EmulatorError(f"cannot create a pseudo-terminal: {err.strerror or err}") from None
+        tty.setraw(slave)  # no echo, no line editing: bytes go through unchanged
+        os.set_blocking(master, False)
+        self._master = master
+        self._slave = slave  # kept open so the master never reads a hang-up while no client has the port
+        self.url = os.ttyname(slave)
+        self.connected = True
+
+    def handles(self) -> list[int]:
+        return [self._master]
+
+    def on_readable(self, handle: int) -> bytes | None:
+        try:
+            return os.read(self._master, _READ_SIZE) or None
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return None
+
+    def write(self, data: bytes) -> bool:
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(self._master, view)
+            except (BlockingIOError, InterruptedError):
+                return True  # nobody reads the port: the rest is lost, as on a serial line
+            except OSError:
+                return True
+            view = view[written:]
+        return True
+
+    def close(self) -> None:
+        for fd in (self._master, self._slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------------ the loop
+
+
+class _Loop:
+    """Moves bytes between a link and the robot core and steps the core in real time."""
+
+    def __init__(
+        self,
+        robot: P2osRobot,
+        link: _TcpLink | _PtyLink,
+        tick: float,
+        lock: threading.RLock,
+        noise: LinkNoise | None,
+    ) -> None:
+        if not tick > 0.0:
+            raise ValueError(f"tick must be > 0 s, got {tick!r}")
+        self.robot = robot
+        self.link = link
+        self.tick = tick
+        self.lock = lock
+        self.noise = noise
+
+    def _send(self) -> None:
+        with self.lock:
+            data = self.robot.data_to_send()
+        if data:
+            noise = self.noise
+            if noise is not None:
+                data = noise.apply(data)
+            if not self.link.write(data):
+                with self.lock:
+                    self.robot.receive_data(b"")
+
+    def run(self, stop: threading.Event) -> None:
+        link = self.link
+        next_tick = time.monotonic()
+        while not stop.is_set():
+            timeout = max(0.0, next_tick - time.monotonic())
+            try:
+                readable, _, _ = select.select(link.handles(), [], [], timeout)
+            except InterruptedError:
+                continue
+            for handle in readable:
+                data = link.on_readable(handle)
+                if data is None:
+                    continue
+                noise = self.noise
+                if data and noise is not None:
+                    data = noise.apply(data)
+                    if not data:
+                        continue
+                with self.lock:
+                    self.robot.receive_data(data)
+                self._send()
+            now = time.monotonic()
+            if now >= next_tick:
+                with self.lock:
+                    self.robot.step(now)
+                self._send()
+                next_tick += self.tick
+                if next_tick < now:  # fell behind (a paused process): do not try to catch up tick by tick
+                    next_tick = now + self.tick
+
+
+def _open_link(transport: Transport, host: str, port: int) -> _TcpLink | _PtyLink:
+    if transport == "tcp":
+        return _TcpLink(host, port)
+    if transport == "pty":
+        return _PtyLink()
+    raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
+
+
+def _serve(
+    transport: Transport,
+    robot_factory: Callable[[], P2osRobot],
+    host: str,
+    port: int,
+    tick: float,
+    link_noise: LinkNoise | None,
+    stop: threading.Event | None,
+    on_ready: Callable[[str], None] | None,
+) -> None:
+    robot = robot_factory()
+    link = _open_link(transport, host, port)
+    try:
+        (on_ready or print)(link.url)
+        _Loop(robot, link, tick, threading.RLock(), link_noise).run(stop or threading.Event())
+    finally:
+        link.close()
+
+
+def serve_tcp(
+    robot_factory: Callable[[], P2osRobot],
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    *,
+    tick: float = 0.01,
+    link_noise: LinkNoise | None = None,
+    stop: threading.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve a robot over TCP in this thread, one client at a time, until ``stop`` is set.
+
+    The robot is made once; a client that connects after another disconnected finds it as that one left it
+    (still open if it did not send CLOSE).
+
+    Args:
+        robot_factory: makes the robot (called once, before listening).
+        host: address to listen on (the loopback by default; "0.0.0.0" for every interface).
+        port: TCP port; 0 picks a free one.
+        tick: s between steps of the robot.
+        link_noise: noise applied to the bytes in both directions, or None.
+        stop: serving ends when it is set; None serves until the process is interrupted.
+        on_ready: called with the URL a client should open (``socket://HOST:PORT``); default: print it.
+
+    Raises:
+        EmulatorError: the port cannot be listened on.
+        ConfigError: the factory's robot configuration is wrong.
+    """
+    _serve("tcp", robot_factory, host, port, tick, link_noise, stop, on_ready)
+
+
+def serve_pty(
+    robot_factory: Callable[[], P2osRobot],
+    *,
+    tick: float = 0.01,
+    link_noise: LinkNoise | None = None,
+    stop: threading.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve a robot on a new pseudo-terminal in this thread until ``stop`` is set.
+
+    A client opens the path with ``serial.serial_for_url(path)`` (any baud rate: a pty ignores it).
+
+    Args:
+        robot_factory: makes the robot (called once).
+        tick: s between steps of the robot.
+        link_noise: noise applied to the bytes in both directions, or None.
+        stop: serving ends when it is set; None serves until the process is interrupted.
+        on_ready: called with the pty's path (e.g. ``/dev/pts/5``); default: print it.
+
+    Raises:
+        EmulatorError: no pseudo-terminal could be created.
+    """
+    _serve("pty", robot_factory, "", 0, tick, link_noise, stop, on_ready)
+
+
+class P2osEmulator:
+    """A robot served in a background thread over TCP or a pseudo-terminal; a context manager.
+
+    Args:
+        robot: the robot core; default a p3dx in an empty world.
+        transport: "tcp" or "pty".
+        host: TCP address to listen on.
+        port: TCP port; 0 (the default) picks a free one, see :attr:`port`.
+        tick: s between steps of the robot (10 ms by default).
+        link_noise: noise applied to the bytes in both directions, or None; may be changed while running.
+
+    Raises:
+        ValueError: an unknown transport or a tick <= 0.
+    """
+
+    def __init__(
+        self,
+        robot: P2osRobot | None = None,
+        *,
+        transport: Transport = "tcp",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tick: float = 0.01,
+        link_noise: LinkNoise | None = None,
+    ) -> None:
+        if transport not in ("tcp", "pty"):
+            raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
+        if not tick > 0.0:
+            raise ValueError(f"tick must be > 0 s, got {tick!r}")
+        self.robot = robot if robot is not None else P2osRobot()
+        self.transport: Transport = transport
+        self.lock = threading.RLock()
+        """Held by the loop whenever it calls the robot; take it to read or change the robot consistently."""
+        self._host = host
+        self._requested_port = port
+        self._tick = tick
+        self._noise = link_noise
+        self._link: _TcpLink | _PtyLink | None = None
+        self._loop: _Loop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+    # -- lifecycle
+
+    def start(self) -> P2osEmulator:
+        """Open the transport and start serving in a background thread.
+
+        Returns:
+            self.
+
+        Raises:
+            EmulatorError: the port cannot be listened on, no pty, or already started.
+        """
+        if self._thread is not None:
+            raise EmulatorError("the emulator is already running")
+        link = _open_link(self.transport, self._host, self._requested_port)
+        self._link = link
+        self._loop = _Loop(self.robot, link, self._tick, self.lock, self._noise)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"p2os-emulator-{link.url}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.run(self._stop)
+        except BaseException as err:  # reported by stop(), never lost in a thread
+            self._error = err
+
+    def stop(self) -> None:
+        """Stop serving and close the transport; safe to call twice.
+
+        Raises:
+            EmulatorError: the serving loop had failed (the cause is chained).
+        """
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise EmulatorError(f"the emulator's loop failed: {error!r}") from error
+
+    def __enter__(self) -> P2osEmulator:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- where to connect
+
+    @property
+    def running(self) -> bool:
+        """The loop is serving."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def url(self) -> str:
+        """What a client opens with ``serial.serial_for_url``: ``socket://127.0.0.1:PORT`` or the pty's path.
+
+        Raises:
+            EmulatorError: not started.
+        """
+        return self._started_link().url
+
+    @property
+    def port(self) -> int:
+        """The TCP port listened on.
+
+        Raises:
+            EmulatorError: not started, or serving a pty.
+        """
+        link = self._started_link()
+        if not isinstance(link, _TcpLink):
+            raise EmulatorError("a pty emulator has no TCP port; use pty_path")
+        return link.port
+
+    @property
+    def pty_path(self) -> str:
+        """The path of the pseudo-terminal's slave end (e.g. ``/dev/pts/5``).
+
+        Raises:
+            EmulatorError: not started, or serving TCP.
+        """
+        link = self._started_link()
+        if not isinstance(link, _PtyLink):
+            raise EmulatorError("a TCP emulator has no pty; use url or port")
+        return link.url
+
+    @property
+    def client_connected(self) -> bool:
+        """A TCP client is connected (always True for a pty, which cannot tell)."""
+        link = self._link
+        return link is not None and link.connected
+
+    @property
+    def connections(self) -> int:
+        """TCP clients accepted so far."""
+        link = self._link
+        return link.connections if isinstance(link, _TcpLink) else 0
+
+    @property
+    def refused_connections(self) -> int:
+        """TCP clients refused because another one was connected."""
+        link = self._link
+        return link.refused if isinstance(link, _TcpLink) else 0
+
+    @property
+    def link_noise(self) -> LinkNoise | None:
+        """The noise applied to the bytes in both directions (settable while running; None for a clean link)."""
+        return self._noise
+
+    @link_noise.setter
+    def link_noise(self, noise: LinkNoise | None) -> None:
+        self._noise = noise
+        if self._loop is not None:
+            self._loop.noise = noise
+
+    def _started_link(self) -> _TcpLink | _PtyLink:
+        if self._link is None:
+            raise EmulatorError("the emulator is not started (use start() or a with block)")
+        return self._link
