@@ -171,7 +171,6 @@ class _Receiver(Generic[M]):
         self.received = 0
         self.dropped = 0
         self.last_write_time = 0.0  # wall-clock time the newest value was written
-        self.last_arrival = 0.0  # monotonic time it arrived here
         self.meter = _Meter()
 
     def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> M | None:
@@ -186,10 +185,10 @@ class _Receiver(Generic[M]):
             raw = attachment.to_bytes()
             if len(raw) == _ATTACHMENT.size:
                 written = _ATTACHMENT.unpack(raw)[0]
+        now = time.time()
         self.received += 1
-        self.last_write_time = written or time.time()
-        self.last_arrival = time.monotonic()
-        self.meter.tick(time.time())
+        self.last_write_time = written or now
+        self.meter.tick(now)
         return value
 
     def fetch_current(self, timeout: float) -> M | None:
@@ -231,33 +230,63 @@ class StateReader(_Receiver[M]):
 
     def __init__(self, bus: Bus, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> None:
         super().__init__(bus, name, cls)
-        self._cond = threading.Condition()
+        # A plain lock and one C-level queue per waiting thread: cheaper than a Condition on the hot path.
+        self._lock = threading.Lock()
+        self._waiters: list[queue.SimpleQueue[bool]] = []
         self._value: M | None = None
         self._generation = 0
         self._seen = 0
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
         current = self.fetch_current(fetch_timeout)
         if current is not None:
-            with self._cond:
-                if self._value is None:  # a live sample that arrived meanwhile is newer
-                    self._set(current)
+            with self._lock:
+                waiters = self._set(current) if self._value is None else []  # a live sample is newer
+            for waiter in waiters:
+                waiter.put(True)
 
-    def _set(self, value: M) -> None:
+    def _set(self, value: M) -> list[queue.SimpleQueue[bool]]:
+        """Store a new value (lock held); return the waiters to wake."""
         self._value = value
         self._generation += 1
-        self._cond.notify_all()
+        waiters, self._waiters = self._waiters, []
+        return waiters
 
     def _on_sample(self, sample: zenoh.Sample) -> None:
         value = self._accept(sample.payload.to_bytes(), sample.attachment)
         if value is not None:
-            with self._cond:
-                self._set(value)
+            with self._lock:
+                waiters = self._set(value)
+            for waiter in waiters:
+                waiter.put(True)
 
     def read(self) -> M | None:
         """Return the newest value, or None if nothing was ever written."""
-        with self._cond:
+        with self._lock:
             self._seen = self._generation
             return self._value
+
+    def _wait(self, ready: Callable[[], bool], timeout: float | None, failure: str) -> M:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if ready():
+                    self._seen = self._generation
+                    assert self._value is not None
+                    return self._value
+                waiter: queue.SimpleQueue[bool] = queue.SimpleQueue()
+                self._waiters.append(waiter)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                waiter.get(timeout=remaining)
+            except queue.Empty:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+                    if ready():
+                        self._seen = self._generation
+                        assert self._value is not None
+                        return self._value
+                raise BusTimeout(failure) from None
 
     def wait_for_update(self, timeout: float | None = None) -> M:
         """Wait for a value newer than the last one this reader returned, and return it.
@@ -265,12 +294,8 @@ class StateReader(_Receiver[M]):
         Raises:
             BusTimeout: nothing new arrived within ``timeout`` seconds.
         """
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._generation > self._seen, timeout):
-                raise BusTimeout(f"no update on {self.name} within {timeout} s")
-            self._seen = self._generation
-            assert self._value is not None
-            return self._value
+        return self._wait(lambda: self._generation > self._seen, timeout,
+                          f"no update on {self.name} within {timeout} s")
 
     def wait_for_value(self, timeout: float | None = None) -> M:
         """Return the current value, waiting for a first one if there is none yet.
@@ -278,17 +303,12 @@ class StateReader(_Receiver[M]):
         Raises:
             BusTimeout: nothing was written within ``timeout`` seconds.
         """
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._value is not None, timeout):
-                raise BusTimeout(f"nobody wrote {self.name} within {timeout} s")
-            self._seen = self._generation
-            assert self._value is not None
-            return self._value
+        return self._wait(lambda: self._value is not None, timeout, f"nobody wrote {self.name} within {timeout} s")
 
     @property
     def age(self) -> float | None:
         """Seconds since the newest value was written (wall clock), or None if there is none."""
-        with self._cond:
+        with self._lock:
             if self._value is None:
                 return None
         return max(0.0, time.time() - self.last_write_time)

@@ -28,6 +28,8 @@ and stops by itself if the client goes silent for longer than the watchdog time.
 
 Connect a client to the URL printed at start: socket://127.0.0.1:8101 over TCP, or with --pty a pseudo-terminal
 path such as /dev/pts/5 that any serial-port program can open. One client at a time, as on a real robot.
+As on a real Pioneer the motors start disabled (send ENABLE 1), and a client that disconnects without CLOSE leaves
+the robot open: the next client's SYNC0 is answered with SIPs, so it must send CLOSE and synchronise again.
 
 examples:
   pluto p2os-sim                                  a p3dx in an empty world on socket://127.0.0.1:8101
