@@ -115,8 +115,6 @@ def run_demo(config: Config, duration: float = 240.0, rate: float = 5.0, output:
         finally:
             supervisor.shutdown()
     logs = launcher.runtime_dir(bus.robot)
-    if stop.is_set():
-        print("\ninterrupted: all modules stopped.")
     picture = None
     with lock:
         history = np.array(truth_path) if truth_path else np.zeros((0, 4))
@@ -133,7 +131,8 @@ def run_demo(config: Config, duration: float = 240.0, rate: float = 5.0, output:
         picture = plot_run(world, out_dir / name, true_xy, np.array(odom_path) if odom_path else None, points,
                            title=f"Pluto demo: office world, {'route done' if done else 'route not finished'}")
     travelled = float(np.sum(np.hypot(*np.diff(true_xy, axis=0).T))) if len(true_xy) > 1 else 0.0
-    print(f"\nmission {'done' if done else 'NOT done'}: travelled {travelled:.1f} m; all modules stopped.")
+    outcome = "done" if done else "interrupted" if stop.is_set() else "NOT done"
+    print(f"\nmission {outcome}: travelled {travelled:.1f} m; all modules stopped.")
     if picture:
         print(f"map, true and odometry paths and the last scan: {picture}")
     print(f"logs of each module: {logs}/")
