@@ -450,6 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
             "example: pluto router --listen tcp/0.0.0.0:7447")
     p.add_argument("--listen", action="append", metavar="ENDPOINT", help="endpoint to listen on, repeatable "
                    "(default tcp/127.0.0.1:7447)")
+
+    from pluto.cli import p2os_sim
+
+    p2os_sim.add_command(sub, [common])
     return parser
 
 

@@ -6,16 +6,16 @@ import argparse
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
 from pluto.errors import ConfigError
-from pluto.hardware.base.p2os.emulator import DEFAULT_PORT, LinkNoise, serve_pty, serve_tcp
 from pluto.hardware.base.p2os.models import ROBOT_PARAMS
-from pluto.hardware.base.p2os.robot import P2osRobot
-from pluto.runtime.runner import stop_on_signals
-from pluto.sim.world import World, available_worlds, load_world
 
-__all__ = ["add_command", "run"]
+# The emulator, numpy and the simulator are imported by run(), not here: `pluto` imports this module for every
+# command and should start fast.
+
+__all__ = ["DEFAULT_PORT", "add_command", "run"]
+
+DEFAULT_PORT = 8101
+"""The TCP port served by default (as MobileSim's; the same as :data:`.emulator.DEFAULT_PORT`)."""
 
 HELP = "serve a simulated Pioneer robot over the P2OS protocol (for testing P2OS clients and drivers)"
 
@@ -77,7 +77,7 @@ def add_command(
     p.add_argument(
         "--world",
         default=None,
-        help=f"world to drive in: {', '.join(available_worlds())} or a map file (default: empty)",
+        help="world to drive in: office, campus, clutter or a map file (default: an empty world)",
     )
     p.add_argument(
         "--link-noise",
@@ -93,10 +93,6 @@ def add_command(
         metavar="MS",
         help="stop and disable the motors after this many ms without a packet; 0 = never (default 2000)",
     )
-
-
-def _world(name: str | None) -> World | None:
-    return None if name is None else load_world(name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,7 +112,14 @@ def run(args: argparse.Namespace) -> int:
     rate = float(args.link_noise)
     if not (math.isfinite(rate) and 0.0 <= rate < 1.0):
         raise ConfigError(f"--link-noise must be in [0, 1), got {rate}")
-    world = _world(args.world)
+    import numpy as np
+
+    from pluto.hardware.base.p2os.emulator import LinkNoise, serve_pty, serve_tcp
+    from pluto.hardware.base.p2os.robot import P2osRobot
+    from pluto.runtime.runner import stop_on_signals
+    from pluto.sim.world import load_world
+
+    world = None if args.world is None else load_world(args.world)
     robot = P2osRobot(args.model, world=world, watchdog=args.watchdog / 1000.0)
     noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0.0 else None
     where = f"in world {world.name}" if world is not None else "in an empty world"
