@@ -24,7 +24,7 @@ from pluto.errors import LaunchError, PlutoError
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config, build_params, load_config, parse_override
 from pluto.runtime.profiles import available_profiles, load_profile
-from pluto.runtime.registry import available_modules, load_module_class, module_name_of
+from pluto.runtime.registry import available_modules, load_module_class, module_name_of, without_driver
 from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
@@ -72,8 +72,9 @@ def _bus(args: argparse.Namespace) -> Iterator[Bus]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
-    load_module_class(args.module)  # fail early, before opening the bus
-    spec = ModuleSpec(args.module, args.name, _params(args.param))
+    params = _params(args.param)
+    load_module_class(args.module, params)  # fail early, before opening the bus
+    spec = ModuleSpec(args.module, args.name, params)
     with stop_on_signals() as stop:
         run_in_process([spec], config, stop)
     return 0
@@ -84,9 +85,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise LaunchError("-p applies to one module; start modules with parameters one at a time")
     config = _config(args)
     for module in args.module:  # bad parameters fail here, in one line, rather than in the daemon's log
-        cls = load_module_class(module)
         name = args.name or module_name_of(module)
-        build_params(cls.Params, config.module_table(name), _params(args.param), where=f"parameters of {name}")
+        merged = {**config.module_table(name), **_params(args.param)}
+        cls = load_module_class(module, merged)
+        build_params(cls.Params, without_driver(merged), where=f"parameters of {name}")
     with Bus(config.bus) as bus:
         for module in args.module:
             pid = launcher.start_daemon(bus, module, name=args.name, params=_params(args.param),
@@ -383,7 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     param_help = "set a parameter, NAME=VALUE (TOML value: 2, true, \"text\"); repeatable"
     p = add("run", cmd_run, "run one module in the foreground (Ctrl-C stops it)",
             "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`) or\n"
-            "package.module:Class.\n\nexample: pluto run heartbeat -p rate_hz=5")
+            "package.module:Class. Its parameters can also be given as options, --name value.\n\n"
+            "example: pluto run heartbeat -p rate_hz=5\n"
+            "example: pluto run base --driver p2os --port socket://127.0.0.1:8101 --model p3dx")
     p.add_argument("module", metavar="MODULE")
     p.add_argument("--name", help="name on the bus (default: the module's own)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=param_help)
@@ -457,13 +461,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _module_options(extra: Sequence[str]) -> list[str]:
+    """``--name value`` / ``--name=value`` options after ``pluto run MODULE`` as ``name=value`` parameters."""
+    params, i = [], 0
+    while i < len(extra):
+        option = extra[i]
+        if not option.startswith("--") or len(option) < 3:
+            raise PlutoError(f"unexpected argument {option!r} (module parameters are --name value or -p name=value)")
+        key, sep, value = option[2:].partition("=")
+        if not sep:
+            if i + 1 >= len(extra) or extra[i + 1].startswith("--"):
+                raise PlutoError(f"option {option} needs a value")
+            value, i = extra[i + 1], i + 1
+        params.append(f"{key.replace('-', '_')}={value}")
+        i += 1
+    return params
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command not in ("run", "start"):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "router" and not args.listen:
         args.listen = ["tcp/127.0.0.1:7447"]
     _setup_logging(getattr(args, "verbose", 0) + (1 if args.command == "run" else 0))
     try:
+        if extra:  # pluto run base --driver p2os --port socket://...: parameters of the module
+            args.param = _module_options(extra) + list(args.param)
         return int(args.func(args))
     except PlutoError as err:
         print(f"pluto {args.command}: {err}", file=sys.stderr)

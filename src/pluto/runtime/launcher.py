@@ -117,18 +117,20 @@ def tail(path: Path, lines: int = 5) -> str:
 
 
 def wait_publishing(bus: Bus, module: str, timeout: float, name: str | None = None,
-                    process: subprocess.Popen[bytes] | None = None) -> None:
+                    process: subprocess.Popen[bytes] | None = None,
+                    params: dict[str, object] | None = None) -> None:
     """Wait until a module is alive and every interface it provides has a value.
 
     Args:
         module: installed module name or ``package.module:Class``.
         name: its bus name, if not the class's.
         process: if given, fail at once when this process exits.
+        params: its parameters (a ``driver`` among them picks the class, and so what it provides).
 
     Raises:
         LaunchError: the process exited, or the module did not publish within ``timeout`` seconds.
     """
-    cls = load_module_class(module)
+    cls = load_module_class(module, params)
     bus_name = name or cls.name or cls.__name__.lower()
     deadline = time.monotonic() + timeout
 
@@ -162,7 +164,7 @@ def start_daemon(bus: Bus, module: str, *, name: str | None = None, params: dict
     Raises:
         LaunchError: it is already running, or it failed to start (with the end of its log).
     """
-    cls = load_module_class(module)
+    cls = load_module_class(module, params)
     bus_name = name or cls.name or cls.__name__.lower()
     folder = runtime_dir(bus.robot)
     pid_file, log_file = folder / f"{bus_name}.pid", folder / f"{bus_name}.log"
@@ -177,7 +179,7 @@ def start_daemon(bus: Bus, module: str, *, name: str | None = None, params: dict
         process = spawn(module_command(module, name, params, config), log_file)
         pid_file.write_text(f"{process.pid}\n")
     try:
-        wait_publishing(bus, module, timeout, name=name, process=process)
+        wait_publishing(bus, module, timeout, name=name, process=process, params=params)
     except LaunchError as err:
         if process.poll() is None:
             process.kill()

@@ -166,7 +166,7 @@ def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None
         params = dict(table)
         module = str(params.pop("module", bus_name))
         keep_alive = bool(params.pop("restart", True))
-        cls = load_module_class(module)
+        cls = load_module_class(module, params)
         entries[bus_name] = ProfileEntry(ModuleSpec(module, bus_name, params), tuple(cls.requires), keep_alive)
     return Profile(name, str(data.get("description", "")), tuple(start_order(entries, label)), restart, path)
 

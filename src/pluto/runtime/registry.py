@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 from pluto.errors import ModuleNotFound
@@ -22,12 +23,32 @@ def available_modules() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
-def load_module_class(name: str) -> type[Module]:
+def load_module_class(name: str, params: Mapping[str, object] | None = None) -> type[Module]:
     """Return the module class called ``name`` (an installed name or ``package.module:Class``).
 
+    A module with several drivers (the base: simulated or a real Pioneer) names them in its ``drivers`` class
+    attribute; the ``driver`` parameter picks one (``pluto run base --driver p2os``).
+
     Raises:
-        ModuleNotFound: no such module (with the closest installed names).
+        ModuleNotFound: no such module (with the closest installed names), or no such driver of it.
     """
+    cls = _load(name)
+    driver = (params or {}).get("driver")
+    if driver is None or driver == getattr(cls, "driver", None):
+        return cls
+    drivers: dict[str, str] = getattr(cls, "drivers", {})
+    if driver not in drivers:
+        known = ", ".join([getattr(cls, "driver", "default"), *drivers])
+        raise ModuleNotFound(f"module {name!r} has no driver {driver!r} (drivers: {known})")
+    return _load(drivers[str(driver)])
+
+
+def without_driver(params: Mapping[str, object]) -> dict[str, object]:
+    """The parameters, less the ``driver`` that chose the class."""
+    return {key: value for key, value in params.items() if key != "driver"}
+
+
+def _load(name: str) -> type[Module]:
     target = available_modules().get(name, name if ":" in name else None)
     if target is None:
         close = difflib.get_close_matches(name, available_modules(), n=3)

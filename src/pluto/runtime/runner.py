@@ -18,7 +18,7 @@ from typing import Any
 from pluto.bus import Bus
 from pluto.runtime.config import Config, build_params
 from pluto.runtime.module import Module
-from pluto.runtime.registry import load_module_class
+from pluto.runtime.registry import load_module_class, without_driver
 
 log = logging.getLogger("pluto.runtime")
 
@@ -45,10 +45,12 @@ def instantiate(spec: ModuleSpec, bus: Bus, config: Config) -> Module:
         ModuleNotFound: unknown module.
         ConfigError: bad parameters (saying which and where).
     """
-    cls = load_module_class(spec.module)
-    name = spec.name or cls.name or cls.__name__.lower()
+    default = load_module_class(spec.module)
+    name = spec.name or default.name or default.__name__.lower()
+    merged = {**config.module_table(name), **spec.params}
+    cls = load_module_class(spec.module, merged)
     where = f"parameters of {name}" + (f" ({config.path})" if config.path else "")
-    params = build_params(cls.Params, config.module_table(name), spec.params, where=where)
+    params = build_params(cls.Params, without_driver(merged), where=where)
     return cls(bus, params, name=name)
 
 

@@ -96,14 +96,15 @@ class Supervisor:
             module = instantiate(entry.spec, self.bus, self.config)
             module.start()
             self.modules.append(module)
-            wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name)
+            wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name,
+                            params=entry.spec.params)
         else:
             child = self.children[entry.name]
             self._spawn(child)
             assert child.process is not None
             try:
                 wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name,
-                                process=child.process)
+                                process=child.process, params=entry.spec.params)
             except LaunchError as err:
                 log_file = self.log_dir / f"{entry.name}.log"
                 raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None

@@ -38,7 +38,9 @@ class SimBase(SimDevice):
     """The simulated base."""
 
     name = "base"
-    description = "simulated base: motion, odometry, sonar, bumpers, battery"
+    description = "the base: simulated (default) or a Pioneer over P2OS (--driver p2os --port URL)"
+    driver = "sim"
+    drivers: ClassVar[dict[str, str]] = {"p2os": "pluto.hardware.base.p2os_module:P2osBase"}
     provides = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power", "Sim/Truth")
     Params: ClassVar[type[ModuleParams]] = SimBaseParams
 
