@@ -6,8 +6,8 @@ new one to the robot; writes odometry on ``Base/Drive/State``, the sonar ring on
 ``command_timeout`` s stops the robot (the driver's timer, separate from its keepalive), so a dead commander never
 leaves it driving.
 
-Run it with ``pluto run pluto.hardware.base.p2os_module:P2osBase --port socket://127.0.0.1:8101`` (or a profile
-entry ``module = "pluto.hardware.base.p2os_module:P2osBase"`` under ``[modules.base]``).
+Run it with ``pluto run base --driver p2os --port socket://127.0.0.1:8101`` (``--port /dev/ttyUSB0`` on a robot;
+``pluto p2os-sim`` serves an emulated one), or in a profile with ``driver = "p2os"`` under ``[modules.base]``.
 
 Services (``base/<name>``):
     geometry: -> {model, radius (m), sonar_poses [[x m, y m, heading rad], ...]}.

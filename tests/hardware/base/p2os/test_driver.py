@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -343,7 +344,7 @@ def test_silent_robot_fails_with_a_clear_error_and_no_hang(robots: Callable[...,
     robot = robots(silent=True)
     driver = drivers()
     start = time.monotonic()
-    with pytest.raises(P2osConnectError, match="no robot responding on socket://127.0.0.1:8101") as info:
+    with pytest.raises(P2osConnectError, match=re.escape("no robot responding on socket://127.0.0.1:8101")) as info:
         driver.connect()
     assert isinstance(info.value, PlutoError)
     assert time.monotonic() - start < 2.0
@@ -355,7 +356,7 @@ def test_silent_robot_fails_with_a_clear_error_and_no_hang(robots: Callable[...,
 def test_nothing_listening_fails_with_a_clear_error(drivers: Callable[..., P2osDriver]) -> None:
     url = f"socket://127.0.0.1:{free_tcp_port()}"
     driver = drivers(url)
-    with pytest.raises(P2osConnectError, match=f"cannot open {url}"):
+    with pytest.raises(P2osConnectError, match=re.escape(f"cannot open {url}")):
         driver.connect()
 
 
@@ -378,7 +379,7 @@ def test_garbage_and_bad_checksums_are_counted_not_raised(robots: Callable[..., 
     assert first is not None
     wait_until(lambda: driver.statistics().sips >= first.sips + 10, timeout=3)
     stats = driver.statistics()
-    assert stats.bad_checksum >= 10 and stats.garbage_bytes > 0 and stats.bad_length >= 0
+    assert stats.bad_checksum >= 10 and stats.garbage_bytes > 0
     assert stats.handler_errors == 0
     assert driver.connected
     state = driver.state
@@ -503,7 +504,7 @@ def test_shutdown_says_goodbye_in_order_once(robots: Callable[..., FakeRobot],
 
 def test_context_manager_connects_and_shuts_down(robots: Callable[..., FakeRobot]) -> None:
     robot = robots()
-    with P2osDriver("socket://127.0.0.1:8101", **FAST) as driver:  # type: ignore[arg-type]
+    with P2osDriver("socket://127.0.0.1:8101", handshake_timeout=0.1, handshake_retries=2) as driver:
         assert driver.connected
     assert robot.commands()[-1] == (Command.CLOSE, 1)
 

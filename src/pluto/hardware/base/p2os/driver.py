@@ -404,7 +404,7 @@ class P2osDriver:
 
     @property
     def robot_name(self) -> str | None:
-        """The robot's name, class and subclass from the SYNC2 echo: the name (None before connecting)."""
+        """The robot's name from the SYNC2 echo (None before connecting)."""
         return self._identity.name if self._identity else None
 
     @property
@@ -481,9 +481,11 @@ class P2osDriver:
             return
         self._open_and_handshake()
         self._reader = threading.Thread(target=self._run_reader, name=f"p2os-reader:{self._url}", daemon=True)
-        self._keeper = threading.Thread(target=self._run_keepalive, name=f"p2os-keepalive:{self._url}", daemon=True)
         self._reader.start()
-        self._keeper.start()
+        if self._keeper is None or not self._keeper.is_alive():  # it outlives a link loss without reconnect
+            self._keeper = threading.Thread(target=self._run_keepalive, name=f"p2os-keepalive:{self._url}",
+                                            daemon=True)
+            self._keeper.start()
 
     def _handshake_budget(self) -> float:
         bauds = len(SERIAL_BAUD_RATES) if _is_serial_device(self._url) else 1
@@ -495,7 +497,8 @@ class P2osDriver:
             port = cast(SerialPort, serial.serial_for_url(
                 self._url, baudrate=self._baud, timeout=READ_TIMEOUT, write_timeout=1.0))
         except (serial.SerialException, OSError, ValueError) as err:
-            raise P2osConnectError(f"cannot open {self._url}: {err}") from err
+            reason = str(err).rsplit("] ", 1)[-1]  # pyserial nests "[Errno N]" prefixes: keep the reason
+            raise P2osConnectError(f"cannot open {self._url}: {reason}") from err
         decoder = P2osDecoder("client")
         try:
             bauds = [self._baud]
@@ -634,9 +637,27 @@ class P2osDriver:
         elif config is not None and config.rot_vel_top > 0:
             self._max_rot_velocity = math.radians(config.rot_vel_top)
 
-        self._write_on(port, encode_command(Command.SETV, to_mm(self._max_velocity)))
-        self._write_on(port, encode_command(Command.SETRV, to_deg(self._max_rot_velocity)))
-        self._write_on(port, encode_command(Command.ENABLE, 1))
+        # SETV, SETRV, ENABLE 1 until a SIP shows the motors enabled (the link may lose a packet: nothing is
+        # acknowledged), or the e-stop, or the retries are spent.
+        for _ in range(self._handshake_retries):
+            self._write_on(port, encode_command(Command.SETV, to_mm(self._max_velocity)))
+            self._write_on(port, encode_command(Command.SETRV, to_deg(self._max_rot_velocity)))
+            self._write_on(port, encode_command(Command.ENABLE, 1))
+            sips_before = self._sips
+            deadline = self._clock() + self._handshake_timeout
+            state = None
+            while self._clock() < deadline:
+                for event in self._read_events(port, decoder):
+                    self._handle(event, self._clock())
+                state = self.state
+                # two SIPs: the first may have left before the ENABLE arrived
+                if self._sips >= sips_before + 2 and state is not None and (state.motors_enabled or state.estop):
+                    break
+            if state is not None and (state.motors_enabled or state.estop):
+                break
+        else:
+            log.warning("the motors of the robot on %s did not report enabled after %d ENABLE", self._url,
+                        self._handshake_retries)
 
         now = self._clock()
         with self._write_lock:
