@@ -747,7 +747,7 @@ class Bus:
                 state = "alive" if alive else "gone"
                 raise BusTimeout(f"module {name!r} was not {state} within {timeout} s")
         finally:
-            self._disown(sub)
+            self.release(sub)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
 
@@ -799,7 +799,8 @@ class Bus:
             except Exception:
                 log.exception("bus task %s failed", getattr(fn, "__name__", fn))
 
-    def _disown(self, thing: Any) -> None:
+    def release(self, thing: Any) -> None:
+        """Close one reader, writer, subscription, service or token created on this bus, before the bus closes."""
         with self._lock:
             if thing in self._owned:
                 self._owned.remove(thing)

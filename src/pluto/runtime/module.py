@@ -231,7 +231,7 @@ class Module:
             self._services, self._readers, self._writers = [], [], []
             for thing in things:
                 if thing is not None:
-                    self.bus._disown(thing)
+                    self.bus.release(thing)
             self._logger.info("%s stopped", self.module_name)
 
     # -- MOM ----------------------------------------------------------------------------------------------------

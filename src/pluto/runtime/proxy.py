@@ -139,7 +139,7 @@ class Proxy:
     def close(self) -> None:
         """Close this proxy's readers and writers (the module keeps running)."""
         for thing in [*self._readers.values(), *self._writers.values()]:
-            self.bus._disown(thing)
+            self.bus.release(thing)
         self._readers.clear()
         self._writers.clear()
 
