@@ -38,6 +38,14 @@ _ATTACHMENT = struct.Struct("<dQ")
 _zenoh_log_started = False
 
 
+def write_time(attachment: zenoh.ZBytes | None) -> float:
+    """The wall-clock time a sample was written, from its attachment; 0 if it has none (a foreign writer)."""
+    if attachment is None:
+        return 0.0
+    raw = attachment.to_bytes()
+    return float(_ATTACHMENT.unpack(raw)[0]) if len(raw) == _ATTACHMENT.size else 0.0
+
+
 def _start_zenoh_log() -> None:
     global _zenoh_log_started
     if not _zenoh_log_started:
@@ -180,11 +188,7 @@ class _Receiver(Generic[M]):
             self.dropped += 1
             self._bus.drops.drop(self.name, err)
             return None
-        written = 0.0
-        if attachment is not None:
-            raw = attachment.to_bytes()
-            if len(raw) == _ATTACHMENT.size:
-                written = _ATTACHMENT.unpack(raw)[0]
+        written = write_time(attachment)
         now = time.time()
         self.received += 1
         self.last_write_time = written or now
@@ -205,8 +209,7 @@ class _Receiver(Generic[M]):
             if reply.ok is None:
                 continue
             sample = reply.ok
-            raw_att = sample.attachment.to_bytes() if sample.attachment is not None else b""
-            written = _ATTACHMENT.unpack(raw_att)[0] if len(raw_att) == _ATTACHMENT.size else 0.0
+            written = write_time(sample.attachment)
             try:
                 value = msgs.decode(sample.payload.to_bytes(), self.type)
             except DecodeError as err:
@@ -760,9 +763,7 @@ class Bus:
             if reply.ok is None:
                 continue
             name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
-            att = reply.ok.attachment.to_bytes() if reply.ok.attachment is not None else b""
-            written = _ATTACHMENT.unpack(att)[0] if len(att) == _ATTACHMENT.size else 0.0
-            found[name] = max(found.get(name, 0.0), written)
+            found[name] = max(found.get(name, 0.0), write_time(reply.ok.attachment))
         return found
 
     def wait_published(self, name: str, timeout: float) -> None:
