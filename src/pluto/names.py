@@ -52,6 +52,8 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("Localization/Pose", msgs.PoseEstimate, "localization", "all", "(3) Interface 0 adjusted by 2."),
     Interface("Localization/Laser_Pose", msgs.PoseEstimate, "localization", "pose, slam",
               "(4) Interface 1 adjusted by 2."),
+    Interface("localization/status", msgs.FVectorState, "localization", "clients",
+              "data = [dead-reckoning age s, inertial unit age s]; element = [setter, inertial unit ok 1/0]."),
     Interface("drive/command", msgs.ActuatorState, "avoid", "drive", "Drive command (cmd_flags 0, 1, 10, 11)."),
     Interface("drive/status", msgs.FVectorState, "drive", "avoid", "Commanded velocities and obstacle code."),
     Interface("avoidance/command", msgs.ActuatorState, "motion", "avoid", "Avoid command (cmd_flags 10·A + T)."),

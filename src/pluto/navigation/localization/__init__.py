@@ -1,0 +1,4 @@
+"""The localization service (the original's localModule): dead reckoning, laser poses at scan time, posted poses.
+
+``core`` holds the pure logic, ``module`` the shell on the bus, ``proxy`` the client API (:class:`LocProxy`).
+"""

@@ -1,0 +1,608 @@
+"""The localization service's pure logic: dead reckoning, laser-pose interpolation and pose adjustment.
+
+Strategy: (spec/pluto-software.txt §3) dead reckoning integrates the base's odometry increments, taking the heading
+increment from the inertial unit's integrated heading while it is fresh and from the odometry otherwise. Every
+odometry step is kept, with its noise, in a short history so that (a) a laser scan's centre time can be looked up
+after the fact (the scan's timing arrives ~200 ms after it was taken), and (b) the covariance of the (x, y, θ)
+increment between two scans can be summed exactly from the steps in between:
+
+    Σ_inc(t_a, t_b) = Σ_k G_k Q_k G_kᵀ,   G_k = [[1, 0, -(y_b - y_k)], [0, 1, x_b - x_k], [0, 0, 1]]
+
+where Q_k is the noise of step k in the dead-reckoning frame and (x_k, y_k) the pose after it: a heading error made
+at step k swings everything travelled afterwards about the pose at k. The absolute covariance since the start (and
+since the last posted pose) is propagated forward step by step with the same Jacobian, P ← F P Fᵀ + Q with
+F = G for the step's own displacement.
+
+A posted pose (§3, interface 2) never moves dead reckoning (interfaces 0 and 1): it becomes a rigid 2-D correction
+T with T ∘ DR(t_post) = posted pose, applied to interfaces 3 and 4.
+
+Nothing here reads a clock, the bus or a thread: every input carries its own stamp (s).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float64]
+
+ROBOT_POSE = -1
+"""The setter value (``cmd_flags``) of a post that is a robot pose (any negative value is one)."""
+
+
+class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Noise model and geometry of the dead reckoning.
+
+    Attributes:
+        distance_noise: std dev of the error along the path, m per sqrt(m travelled).
+        lateral_noise: std dev of the error across the path, m per sqrt(m travelled).
+        odometry_heading_noise: std dev of the odometry heading error, rad per sqrt(rad turned).
+        odometry_heading_per_distance: std dev of the odometry heading error, rad per sqrt(m travelled).
+        dmu_heading_noise: std dev of the inertial heading error (gyro random walk), rad per sqrt(s).
+        dmu_timeout: the inertial unit counts as lost when its newest state is older than this, s.
+        history: seconds of odometry steps kept for interpolation and late data.
+        laser_mount: position of the laser's pan/tilt centre in the robot frame (x forward, y left, z up), m.
+    """
+
+    distance_noise: float = 0.02
+    lateral_noise: float = 0.01
+    odometry_heading_noise: float = 0.03
+    odometry_heading_per_distance: float = 0.01
+    dmu_heading_noise: float = 0.003
+    dmu_timeout: float = 0.5
+    history: float = 10.0
+    laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
+
+    def __post_init__(self) -> None:
+        for name in ("distance_noise", "lateral_noise", "odometry_heading_noise", "odometry_heading_per_distance",
+                     "dmu_heading_noise"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+        if not self.dmu_timeout > 0:
+            raise ValueError(f"dmu_timeout must be > 0, got {self.dmu_timeout}")
+        if not self.history > 0:
+            raise ValueError(f"history must be > 0, got {self.history}")
+
+
+@dataclass(frozen=True)
+class RobotPose:
+    """The dead-reckoned pose of the robot centre at a time.
+
+    Attributes:
+        stamp: s.
+        pose: (x, y, z, θ, φ, ψ), m and rad.
+        covariance: 3x3 covariance of (x, y, θ) since the start, m², m·rad, rad².
+        absolute: 3x3 covariance of (x, y, θ) since the last posted pose (the start if none), dead-reckoning frame.
+    """
+
+    stamp: float
+    pose: tuple[float, float, float, float, float, float]
+    covariance: Matrix
+    absolute: Matrix
+
+
+@dataclass(frozen=True)
+class LaserPose:
+    """The dead-reckoned pose of the laser at a scan's centre time.
+
+    Attributes:
+        stamp: the scan's centre time, s.
+        pose: (x, y, z, θ, φ, ψ, pan, tilt) of the laser, m and rad.
+        increment: 3x3 covariance of the (x, y, θ) increment of the *robot* since the previous scan.
+        absolute: 3x3 absolute covariance (since the last post), dead-reckoning frame.
+    """
+
+    stamp: float
+    pose: tuple[float, float, float, float, float, float, float, float]
+    increment: Matrix
+    absolute: Matrix
+
+
+@dataclass
+class _Step:
+    """One odometry step in the history: the pose after it, its displacement and noise, and covariances."""
+
+    t: float
+    x: float
+    y: float
+    z: float
+    theta: float
+    phi: float
+    psi: float
+    dx: float
+    dy: float
+    q: Matrix
+    cov: Matrix
+    absolute: Matrix
+
+
+def rotation(theta: float, phi: float, psi: float) -> Matrix:
+    """The rotation matrix Rz(θ)·Ry(φ)·Rx(ψ) of the seed's angle convention (3x3)."""
+    ct, st = math.cos(theta), math.sin(theta)
+    cp, sp = math.cos(phi), math.sin(phi)
+    cs, ss = math.cos(psi), math.sin(psi)
+    return np.array([
+        [ct * cp, ct * sp * ss - st * cs, ct * sp * cs + st * ss],
+        [st * cp, st * sp * ss + ct * cs, st * sp * cs - ct * ss],
+        [-sp, cp * ss, cp * cs],
+    ])
+
+
+def laser_pose(pose: Sequence[float], pan: float, tilt: float,
+               mount: tuple[float, float, float]) -> tuple[float, float, float, float, float, float, float, float]:
+    """The 8-D laser pose of a robot pose: the mount point composed with the robot pose, then the wrist.
+
+    The laser turns about the mount point (as the simulated and real pan/tilt units do), so its position does not
+    depend on pan and tilt; its heading is θ + pan and its pitch φ + tilt.
+
+    Args:
+        pose: robot (x, y, z, θ, φ, ψ), m and rad.
+        pan, tilt: wrist angles, rad.
+        mount: laser position in the robot frame, m.
+
+    Returns:
+        (x, y, z, θ, φ, ψ, pan, tilt) of the laser, m and rad.
+    """
+    x, y, z, theta, phi, psi = (float(v) for v in pose[:6])
+    mx, my, mz = mount
+    if phi == 0.0 and psi == 0.0:
+        c, s = math.cos(theta), math.sin(theta)
+        lx, ly, lz = x + c * mx - s * my, y + s * mx + c * my, z + mz
+    else:
+        offset = rotation(theta, phi, psi) @ np.array(mount)
+        lx, ly, lz = x + float(offset[0]), y + float(offset[1]), z + float(offset[2])
+    return (lx, ly, lz, theta + pan, phi + tilt, psi, pan, tilt)
+
+
+def robot_of_laser(laser: Sequence[float], pan: float, tilt: float,
+                   mount: tuple[float, float, float]) -> tuple[float, float, float, float, float, float]:
+    """The robot pose whose laser pose is ``laser`` (the inverse of :func:`laser_pose`).
+
+    Args:
+        laser: (x, y, z, θ, φ, ψ[, pan, tilt]) of the laser; pan and tilt in it, if given, win over the arguments.
+        pan, tilt: wrist angles to use when ``laser`` is 6-D, rad.
+        mount: laser position in the robot frame, m.
+    """
+    if len(laser) >= 8:
+        pan, tilt = float(laser[6]), float(laser[7])
+    lx, ly, lz, lt, lp, ls = (float(v) for v in laser[:6])
+    theta, phi, psi = lt - pan, lp - tilt, ls
+    offset = rotation(theta, phi, psi) @ np.array(mount)
+    return (lx - float(offset[0]), ly - float(offset[1]), lz - float(offset[2]), theta, phi, psi)
+
+
+def _jacobian(dx: float, dy: float) -> Matrix:
+    """How an (x, y, θ) error at a pose carries over a displacement (dx, dy), m."""
+    return np.array([[1.0, 0.0, -dy], [0.0, 1.0, dx], [0.0, 0.0, 1.0]])
+
+
+class _Series:
+    """A time-sorted series of (t, values) with linear interpolation; stale entries are trimmed."""
+
+    def __init__(self, keep: float) -> None:
+        self.keep = keep
+        self.times: list[float] = []
+        self.values: list[tuple[float, ...]] = []
+
+    def add(self, t: float, values: tuple[float, ...]) -> bool:
+        """Insert a sample in time order; False if a sample with that stamp is already there or it is too old."""
+        if self.times and t <= self.times[-1]:
+            if t < self.times[-1] - self.keep:
+                return False
+            i = bisect.bisect_left(self.times, t)
+            if i < len(self.times) and self.times[i] == t:
+                return False
+            self.times.insert(i, t)
+            self.values.insert(i, values)
+            return True
+        self.times.append(t)
+        self.values.append(values)
+        if len(self.times) > 64 and self.times[0] < t - 2 * self.keep:
+            cut = bisect.bisect_left(self.times, t - self.keep)
+            del self.times[:cut]
+            del self.values[:cut]
+        return True
+
+    def at(self, t: float) -> tuple[float, ...] | None:
+        """Values interpolated at ``t``; the nearest sample outside the series; None if empty."""
+        if not self.times:
+            return None
+        i = bisect.bisect_right(self.times, t)
+        if i == 0:
+            return self.values[0]
+        if i == len(self.times):
+            return self.values[-1]
+        t0, t1 = self.times[i - 1], self.times[i]
+        f = (t - t0) / (t1 - t0)
+        return tuple(a + f * (b - a) for a, b in zip(self.values[i - 1], self.values[i], strict=True))
+
+
+@dataclass
+class Counters:
+    """What the dead reckoning dropped or fell back on (for the status and logs)."""
+
+    late_odometry: int = 0
+    late_dmu: int = 0
+    late_scans: int = 0
+    odometry_only_steps: int = 0
+    dmu_steps: int = 0
+
+
+@dataclass
+class DeadReckoning:
+    """Fuses odometry, the inertial unit's heading and the wrist angles into the dead-reckoned robot pose.
+
+    Args:
+        params: noise model and geometry.
+        start: starting pose (x, y, θ) or (x, y, z, θ, φ, ψ), m and rad.
+
+    Feed it with :meth:`add_dmu`, :meth:`add_wrist` and :meth:`add_odometry` in any order; read :meth:`pose`,
+    :meth:`pose_at` and :meth:`scan`.
+    """
+
+    params: LocalizationParams = field(default_factory=LocalizationParams)
+    start: Sequence[float] = (0.0, 0.0, 0.0)
+    counters: Counters = field(default_factory=Counters)
+
+    def __post_init__(self) -> None:
+        if len(self.start) == 3:
+            sx, sy, st = (float(v) for v in self.start)
+            self._start6 = (sx, sy, 0.0, st, 0.0, 0.0)
+        elif len(self.start) == 6:
+            self._start6 = tuple(float(v) for v in self.start)  # type: ignore[assignment]
+        else:
+            raise ValueError(f"start pose must have 3 or 6 values, got {len(self.start)}")
+        self._steps: list[_Step] = []
+        self._times: list[float] = []
+        self._dmu = _Series(self.params.history)
+        self._wrist = _Series(self.params.history)
+        self._last_odometry: tuple[float, float, float, float] | None = None  # t, x, y, θ of the base
+        self._dmu_reference: float | None = None  # the inertial heading the last step ended on
+        self._dmu_rate = 0.0
+        self._last_scan: float | None = None
+        self.dmu_ok = False
+
+    # -- inputs -------------------------------------------------------------------------------------------------
+
+    def add_dmu(self, stamp: float, theta: float, phi: float = 0.0, psi: float = 0.0, rate_z: float = 0.0) -> bool:
+        """An inertial state: integrated heading θ, pitch φ, roll ψ (rad) and vertical rate (rad/s) at ``stamp`` (s).
+
+        Returns:
+            False if it was dropped (a duplicate, or older than the history).
+        """
+        ok = self._dmu.add(stamp, (theta, phi, psi))
+        if ok and stamp >= self._dmu.times[-1]:
+            self._dmu_rate = rate_z
+        if not ok:
+            self.counters.late_dmu += 1
+        return ok
+
+    def add_wrist(self, stamp: float, pan: float, tilt: float) -> bool:
+        """Wrist pan and tilt (rad) at ``stamp`` (s). Returns False if dropped."""
+        return self._wrist.add(stamp, (pan, tilt))
+
+    def add_odometry(self, stamp: float, x: float, y: float, theta: float) -> bool:
+        """The base's odometry (its own frame: x, y in m, θ in rad, continuous) at ``stamp`` (s).
+
+        The first sample only sets the reference. Missing samples just make a longer step.
+
+        Returns:
+            False if it was dropped: not newer than the previous one (late or out of order).
+        """
+        last = self._last_odometry
+        if last is not None and stamp <= last[0]:
+            self.counters.late_odometry += 1
+            return False
+        self._last_odometry = (stamp, x, y, theta)
+        p = self.params
+        if last is None:
+            x0, y0, z0, t0, phi0, psi0 = self._start6
+            tilt = self._tilt(stamp)
+            if tilt is not None:
+                phi0, psi0 = tilt
+            self._dmu_reference = self._dmu_heading(stamp)
+            self.dmu_ok = self._dmu_reference is not None
+            zero = np.zeros((3, 3))
+            self._append(_Step(stamp, x0, y0, z0, t0, phi0, psi0, 0.0, 0.0, zero, zero, zero.copy()))
+            return True
+        prev = self._steps[-1]
+        lt, lx, ly, lth = last
+        dt = stamp - lt
+        # the base's displacement in its own mid-step frame (its chord direction, for an arc)
+        dtheta_odo = theta - lth
+        base_mid = lth + 0.5 * dtheta_odo
+        c, s = math.cos(base_mid), math.sin(base_mid)
+        ox, oy = x - lx, y - ly
+        forward, left = c * ox + s * oy, -s * ox + c * oy
+        dmu = self._dmu_heading(stamp)
+        if dmu is not None and self._dmu_reference is not None:
+            dtheta = dmu - self._dmu_reference
+            var_theta = p.dmu_heading_noise**2 * dt
+            self.counters.dmu_steps += 1
+        else:
+            dtheta = dtheta_odo
+            distance = math.hypot(forward, left)
+            var_theta = p.odometry_heading_noise**2 * abs(dtheta_odo) + p.odometry_heading_per_distance**2 * distance
+            self.counters.odometry_only_steps += 1
+        self._dmu_reference = dmu
+        self.dmu_ok = dmu is not None
+        tilt = self._tilt(stamp)
+        phi, psi = tilt if tilt is not None else (prev.phi, prev.psi)
+        # move along the chord at the fused mid-step heading
+        mid = prev.theta + 0.5 * dtheta
+        cm, sm = math.cos(mid), math.sin(mid)
+        flat = math.cos(phi)
+        dx = (cm * forward - sm * left) * flat
+        dy = (sm * forward + cm * left) * flat
+        dz = -forward * math.sin(phi)
+        distance = math.hypot(forward, left)
+        var_along = p.distance_noise**2 * distance
+        var_across = p.lateral_noise**2 * distance
+        q = np.zeros((3, 3))
+        q[0, 0] = cm * cm * var_along + sm * sm * var_across
+        q[1, 1] = sm * sm * var_along + cm * cm * var_across
+        q[0, 1] = q[1, 0] = cm * sm * (var_along - var_across)
+        q[2, 2] = var_theta
+        f = _jacobian(dx, dy)
+        cov = f @ prev.cov @ f.T + q
+        absolute = f @ prev.absolute @ f.T + q
+        self._append(_Step(stamp, prev.x + dx, prev.y + dy, prev.z + dz, prev.theta + dtheta, phi, psi,
+                           dx, dy, q, cov, absolute))
+        return True
+
+    def _append(self, step: _Step) -> None:
+        self._steps.append(step)
+        self._times.append(step.t)
+        if len(self._steps) > 256 and self._times[0] < step.t - 2 * self.params.history:
+            cut = bisect.bisect_left(self._times, step.t - self.params.history)
+            del self._steps[:cut]
+            del self._times[:cut]
+
+    def _dmu_heading(self, t: float) -> float | None:
+        """The inertial heading at ``t`` (rad): interpolated, or extrapolated with the last rate; None if stale."""
+        times = self._dmu.times
+        if not times or t - times[-1] > self.params.dmu_timeout:
+            return None
+        value = self._dmu.at(t)
+        assert value is not None
+        if t > times[-1]:
+            return value[0] + self._dmu_rate * (t - times[-1])
+        return value[0]
+
+    def _tilt(self, t: float) -> tuple[float, float] | None:
+        if not self._dmu.times or t - self._dmu.times[-1] > self.params.dmu_timeout:
+            return None
+        value = self._dmu.at(t)
+        assert value is not None
+        return value[1], value[2]
+
+    def dmu_age(self, now: float) -> float:
+        """Seconds since the newest inertial state's stamp (inf if none)."""
+        return now - self._dmu.times[-1] if self._dmu.times else math.inf
+
+    # -- outputs ------------------------------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """At least one odometry sample has arrived."""
+        return bool(self._steps)
+
+    @property
+    def latest_stamp(self) -> float:
+        """Stamp of the newest odometry sample, s (-inf if none)."""
+        return self._times[-1] if self._times else -math.inf
+
+    def pose(self) -> RobotPose:
+        """The newest dead-reckoned robot pose.
+
+        Raises:
+            LookupError: no odometry yet.
+        """
+        if not self._steps:
+            raise LookupError("no odometry yet")
+        return self._robot_pose(self._steps[-1])
+
+    @staticmethod
+    def _robot_pose(step: _Step) -> RobotPose:
+        return RobotPose(step.t, (step.x, step.y, step.z, step.theta, step.phi, step.psi), step.cov, step.absolute)
+
+    def _partial(self, i: int, t: float) -> _Step:
+        """Step ``i`` cut short at time ``t`` (within it): pose interpolated, noise and covariance scaled."""
+        step, prev = self._steps[i], self._steps[i - 1]
+        f = (t - prev.t) / (step.t - prev.t)
+        dx, dy = f * step.dx, f * step.dy
+        q = f * step.q
+        jac = _jacobian(dx, dy)
+        return _Step(t, prev.x + dx, prev.y + dy, prev.z + f * (step.z - prev.z),
+                     prev.theta + f * (step.theta - prev.theta), prev.phi + f * (step.phi - prev.phi),
+                     prev.psi + f * (step.psi - prev.psi), dx, dy, q,
+                     jac @ prev.cov @ jac.T + q, jac @ prev.absolute @ jac.T + q)
+
+    def _step_at(self, t: float) -> _Step | None:
+        """The (interpolated) step ending at ``t``; None outside the history."""
+        if not self._times or t < self._times[0] or t > self._times[-1]:
+            return None
+        i = bisect.bisect_left(self._times, t)
+        if self._times[i] == t:
+            return self._steps[i]
+        return self._partial(i, t)
+
+    def pose_at(self, t: float) -> RobotPose | None:
+        """The robot pose interpolated at ``t`` (s); None if ``t`` is outside the history (not yet, or too old)."""
+        step = self._step_at(t)
+        return None if step is None else self._robot_pose(step)
+
+    def wrist_at(self, t: float) -> tuple[float, float]:
+        """Wrist (pan, tilt) at ``t``, rad (0, 0 if no wrist)."""
+        value = self._wrist.at(t)
+        return (0.0, 0.0) if value is None else (value[0], value[1])
+
+    def increment_covariance(self, t_a: float, t_b: float) -> Matrix:
+        """Covariance of the robot's (x, y, θ) increment from ``t_a`` to ``t_b`` (both within the history), in the
+        dead-reckoning frame.
+
+        Raises:
+            LookupError: a time outside the history.
+        """
+        end = self._step_at(t_b)
+        if self._step_at(t_a) is None or end is None:
+            raise LookupError(f"times {t_a}..{t_b} outside the history")
+        total = np.zeros((3, 3))
+        if t_b <= t_a:
+            return total
+        i = bisect.bisect_right(self._times, t_a)  # first step ending after t_a
+        j = bisect.bisect_left(self._times, t_b)  # the step holding t_b
+        for k in range(i, j + 1):
+            step = self._steps[k]
+            start = max(t_a, self._steps[k - 1].t)
+            stop = min(t_b, step.t)
+            span = step.t - self._steps[k - 1].t
+            share = (stop - start) / span if span > 0 else 0.0
+            if share <= 0:
+                continue
+            after = self._step_at(stop)
+            assert after is not None
+            g = _jacobian(end.x - after.x, end.y - after.y)
+            total += share * (g @ step.q @ g.T)
+        return total
+
+    def scan(self, t: float) -> LaserPose | None:
+        """The laser's dead-reckoned pose at a scan's centre time ``t`` (s), with the increment covariance since the
+        previous scan; call it once per scan, in time order.
+
+        Returns:
+            None if odometry has not reached ``t`` yet (call again later).
+
+        Raises:
+            LookupError: the scan is older than the previous one or than the history (it is counted and dropped).
+        """
+        if not self._times or t > self._times[-1]:
+            return None
+        if t < self._times[0] or (self._last_scan is not None and t <= self._last_scan):
+            self.counters.late_scans += 1
+            raise LookupError(f"scan at {t} is out of order or older than the history")
+        step = self._step_at(t)
+        assert step is not None
+        previous = self._last_scan if self._last_scan is not None and self._last_scan >= self._times[0] else t
+        increment = self.increment_covariance(previous, t)
+        self._last_scan = t
+        pan, tilt = self.wrist_at(t)
+        pose = laser_pose((step.x, step.y, step.z, step.theta, step.phi, step.psi), pan, tilt,
+                          self.params.laser_mount)
+        return LaserPose(t, pose, increment, step.absolute)
+
+    def reset_absolute(self, t: float, covariance: Matrix) -> None:
+        """Restart the absolute covariance at ``t`` (s) from ``covariance`` (3x3, dead-reckoning frame) and carry it
+        forward over the steps after ``t`` (used when a pose is posted for a past time)."""
+        if not self._steps:
+            return
+        t = min(max(t, self._times[0]), self._times[-1])
+        i = bisect.bisect_right(self._times, t)
+        cov = np.array(covariance, dtype=float)
+        if i < len(self._steps):
+            # the remainder of the step holding t
+            step, prev = self._steps[i], self._steps[i - 1]
+            span = step.t - prev.t
+            rest = (step.t - t) / span if span > 0 else 0.0
+            jac = _jacobian(rest * step.dx, rest * step.dy)
+            cov = jac @ cov @ jac.T + rest * step.q
+            step.absolute = cov
+            for step in self._steps[i + 1:]:
+                jac = _jacobian(step.dx, step.dy)
+                cov = jac @ cov @ jac.T + step.q
+                step.absolute = cov
+        else:
+            self._steps[-1].absolute = cov
+
+
+def _rotate_covariance(covariance: Matrix, alpha: float) -> Matrix:
+    c, s = math.cos(alpha), math.sin(alpha)
+    r = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    rotated: Matrix = r @ covariance @ r.T
+    return rotated
+
+
+@dataclass
+class PoseAdjustment:
+    """The rigid 2-D correction from dead reckoning to the best pose, set by posts (interface 2).
+
+    Attributes:
+        setter: who set it last: 0 nobody, 1 the pose module, 2 and 3 SLAM, < 0 a robot pose posted by hand.
+        dx, dy, alpha: the correction T: p ↦ Rot(alpha)·p + (dx, dy); θ ↦ θ + alpha (m, rad).
+        posts: number of posts applied.
+    """
+
+    setter: int = 0
+    dx: float = 0.0
+    dy: float = 0.0
+    alpha: float = 0.0
+    posts: int = 0
+
+    def post(self, dr: DeadReckoning, stamp: float, pose: Sequence[float], setter: int,
+             covariance: Sequence[float] | None = None) -> bool:
+        """Apply a post: ``pose`` is a robot pose if ``setter < 0``, else a laser pose (6-D or 8-D), at ``stamp``.
+
+        An empty pose only changes the setter (the pose module stopping). The posted covariance (9 values, world
+        frame) restarts the absolute covariance at ``stamp``.
+
+        Returns:
+            True if the correction changed; False if only the setter did (empty pose, or no odometry yet).
+
+        Raises:
+            ValueError: a pose that is not 3-, 6- or 8-D, or not finite.
+        """
+        self.setter = int(setter)
+        if len(pose) == 0:
+            return False
+        if len(pose) not in (3, 6, 8) or not all(math.isfinite(v) for v in pose):
+            raise ValueError(f"a posted pose must be 3-, 6- or 8-D and finite, got {list(pose)}")
+        if not dr.started:
+            return False
+        at = dr.pose_at(stamp)
+        if at is None:  # outside the history: use the nearest end
+            at = dr.pose() if stamp > dr.latest_stamp else dr.pose_at(dr._times[0])
+            assert at is not None
+            stamp = at.stamp
+        if len(pose) == 3:
+            target = (float(pose[0]), float(pose[1]), float(pose[2]))
+        elif setter < 0:
+            target = (float(pose[0]), float(pose[1]), float(pose[3]))
+        else:
+            pan, tilt = dr.wrist_at(stamp)
+            robot = robot_of_laser(pose, pan, tilt, dr.params.laser_mount)
+            target = (robot[0], robot[1], robot[3])
+        x, y, _z, theta = at.pose[:4]
+        self.alpha = target[2] - theta
+        c, s = math.cos(self.alpha), math.sin(self.alpha)
+        self.dx = target[0] - (c * x - s * y)
+        self.dy = target[1] - (s * x + c * y)
+        self.posts += 1
+        posted = np.zeros((3, 3)) if covariance is None or len(covariance) != 9 else (
+            np.array(covariance, dtype=float).reshape(3, 3))
+        dr.reset_absolute(stamp, _rotate_covariance(posted, -self.alpha))
+        return True
+
+    def apply(self, pose: Sequence[float]) -> list[float]:
+        """The corrected pose: ``pose`` is a robot (6-D) or laser (8-D) pose in the dead-reckoning frame."""
+        c, s = math.cos(self.alpha), math.sin(self.alpha)
+        out = [float(v) for v in pose]
+        out[0] = c * pose[0] - s * pose[1] + self.dx
+        out[1] = s * pose[0] + c * pose[1] + self.dy
+        out[3] = pose[3] + self.alpha
+        return out
+
+    def covariance(self, absolute: Matrix) -> list[float]:
+        """The absolute covariance (dead-reckoning frame) in the corrected frame, as 9 row-major values."""
+        return [float(v) for v in _rotate_covariance(absolute, self.alpha).ravel()]
+
+
+def flat(covariance: Matrix) -> list[float]:
+    """A 3x3 covariance as the 9 row-major values of a PoseEstimate."""
+    return [float(v) for v in np.asarray(covariance).ravel()]

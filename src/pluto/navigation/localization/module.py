@@ -1,0 +1,185 @@
+"""The localization service on the bus (the original's localModule, spec/pluto-software.txt §3).
+
+Reads ``Base/Drive/State`` (required), ``DMU/State``, ``Wrist/State`` and ``Sick/Timing`` (optional) and
+``Localization/Post_Pose``; writes the five pose interfaces and ``localization/status``
+(FVectorState: data = [dead-reckoning age s, inertial age s], element = [setter, inertial unit ok 1/0]).
+
+Subscriptions only queue what arrives (they run on the bus's threads); the control step drains the queues into the
+pure core in stamp order and writes the results, so the core never sees two threads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pluto import msgs, names
+from pluto.errors import ConfigError
+from pluto.navigation.localization.core import DeadReckoning, LocalizationParams, PoseAdjustment, flat
+from pluto.runtime.module import Module, ModuleParams
+
+STATUS = "localization/status"
+
+
+class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    start_pose_file: TOML or JSON file with ``x``, ``y`` (m), ``theta`` (rad) and optionally ``z``, ``phi``,
+        ``psi``; empty: the origin.
+    model: the dead reckoning's noise model and laser mount.
+    scan_wait: how long a scan waits for odometry to reach its centre time before it is dropped, s.
+    """
+
+    rate_hz: float = 50.0
+    start_pose_file: str = ""
+    model: LocalizationParams = LocalizationParams()
+    scan_wait: float = 1.0
+
+
+def read_start_pose(path: str) -> tuple[float, float, float, float, float, float]:
+    """The starting pose (x, y, z, θ, φ, ψ) from a TOML or JSON file; the origin if ``path`` is empty.
+
+    Raises:
+        ConfigError: the file is missing, malformed, or holds a value that is not a finite number.
+    """
+    if not path:
+        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    file = Path(path)
+    try:
+        text = file.read_text()
+        data: Any = json.loads(text) if file.suffix == ".json" else tomllib.loads(text)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"start pose file {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"start pose file {path}: expected a table of x, y, theta")
+    values = []
+    for key in ("x", "y", "z", "theta", "phi", "psi"):
+        value = data.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"start pose file {path}: {key} must be a finite number, got {value!r}")
+        values.append(float(value))
+    return (values[0], values[1], values[2], values[3], values[4], values[5])
+
+
+class LocalizationModule(Module):
+    """The localization service: dead reckoning and the five pose interfaces."""
+
+    name = "localization"
+    description = "localization service: dead reckoning, laser poses at scan time, posted pose adjustment"
+    provides = names.LOCALIZATION_INTERFACES
+    requires = ("base",)
+    Params: ClassVar[type[ModuleParams]] = LocalizationModuleParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, LocalizationModuleParams)
+        self.core = DeadReckoning(p.model, read_start_pose(p.start_pose_file))
+        self.adjustment = PoseAdjustment()
+        self._queue: list[tuple[int, float, msgs.Message]] = []
+        self._queue_lock = threading.Lock()
+        self._scans: list[float] = []
+        self._seq = 0
+        out = names.LOCALIZATION_INTERFACES
+        self.dead_reckoning = self.create_publisher(out[0], msgs.PoseEstimate)
+        self.laser_dead_reckoning = self.create_publisher(out[1], msgs.PoseEstimate)
+        self.post_out = self.create_publisher(out[2], msgs.PoseEstimate)
+        self.pose_out = self.create_publisher(out[3], msgs.PoseEstimate)
+        self.laser_pose_out = self.create_publisher(out[4], msgs.PoseEstimate)
+        self.status = self.create_publisher(STATUS, msgs.FVectorState)
+        self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
+        for order, (name, cls) in enumerate(((names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
+                                             ("DMU/State", msgs.DmuState), ("Wrist/State", msgs.ActuatorState),
+                                             ("Base/Drive/State", msgs.Odometry),
+                                             ("Sick/Timing", msgs.ScanTiming))):
+            self.create_subscription(name, self._enqueuer(order), cls, depth=1024)
+        self._published_laser = False
+        self.errors = 0
+
+    def _enqueuer(self, order: int) -> Any:
+        def enqueue(message: msgs.Message) -> None:
+            with self._queue_lock:
+                self._queue.append((order, getattr(message, "stamp", 0.0), message))
+        return enqueue
+
+    def step(self, now: float) -> None:
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        # inertial and wrist data first, then odometry, each in stamp order; posts and scans after
+        batch.sort(key=lambda item: (item[0] in (0, 4), item[1], item[0]))
+        odometry_moved = False
+        for _order, _stamp, message in batch:
+            try:
+                odometry_moved |= self._take(message)
+            except (ValueError, LookupError) as err:
+                self.errors += 1
+                self.get_logger().warning("dropped %s: %s", type(message).__name__, err)
+        if not self.core.started:
+            return
+        if odometry_moved:
+            self._publish_robot()
+        if not self._published_laser:
+            self._publish_laser(self.core.latest_stamp)  # so that interfaces 1 and 4 hold a value from the start
+        self._scans.sort()
+        while self._scans:
+            t = self._scans[0]
+            try:
+                done = self._publish_laser(t)
+            except LookupError:
+                done = True  # out of order or too old: counted in the core
+            if not done:
+                if now - t <= self.params_().scan_wait:
+                    break  # wait for odometry to reach the scan's centre time
+                self.errors += 1  # odometry stopped: the scan cannot be placed
+            self._scans.pop(0)
+        self.status.write(msgs.FVectorState(
+            stamp=now, data=[max(0.0, now - self.core.latest_stamp), self.core.dmu_age(now)],
+            element=[self.adjustment.setter, int(self.core.dmu_ok and self.core.dmu_age(now)
+                                                  <= self.core.params.dmu_timeout)]))
+
+    def params_(self) -> LocalizationModuleParams:
+        p = self.params
+        assert isinstance(p, LocalizationModuleParams)
+        return p
+
+    def _take(self, message: msgs.Message) -> bool:
+        core = self.core
+        if isinstance(message, msgs.Odometry):
+            return core.add_odometry(message.stamp, message.x, message.y, message.theta)
+        if isinstance(message, msgs.DmuState):
+            rate = message.rates[2] if len(message.rates) >= 3 else 0.0
+            core.add_dmu(message.stamp, message.theta, message.phi, message.psi, rate)
+        elif isinstance(message, msgs.ActuatorState):
+            if len(message.position) >= 2:
+                core.add_wrist(message.stamp, message.position[0], message.position[1])
+        elif isinstance(message, msgs.ScanTiming):
+            self._scans.append(message.stamp)
+        elif isinstance(message, msgs.PoseEstimate):
+            self.adjustment.post(core, message.stamp, message.pose, message.cmd_flags, message.covariance)
+            if core.started:
+                self._publish_robot()  # the new correction, or just the new setter, shows on 3 at once
+        return False
+
+    def _publish_robot(self) -> None:
+        pose = self.core.pose()
+        setter = self.adjustment.setter
+        self.dead_reckoning.write(msgs.PoseEstimate(stamp=pose.stamp, pose=list(pose.pose),
+                                                    covariance=flat(pose.covariance), cmd_flags=0))
+        self.pose_out.write(msgs.PoseEstimate(stamp=pose.stamp, pose=self.adjustment.apply(pose.pose),
+                                              covariance=self.adjustment.covariance(pose.absolute),
+                                              cmd_flags=setter))
+
+    def _publish_laser(self, t: float) -> bool:
+        """Write interfaces 1 and 4 for a scan at ``t``; False if odometry has not reached ``t`` yet."""
+        laser = self.core.scan(t)
+        if laser is None:
+            return False
+        self._published_laser = True
+        self.laser_dead_reckoning.write(msgs.PoseEstimate(stamp=t, pose=list(laser.pose),
+                                                          covariance=flat(laser.increment), cmd_flags=0))
+        self.laser_pose_out.write(msgs.PoseEstimate(stamp=t, pose=self.adjustment.apply(laser.pose),
+                                                    covariance=self.adjustment.covariance(laser.absolute),
+                                                    cmd_flags=self.adjustment.setter))
+        return True
