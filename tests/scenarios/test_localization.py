@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -140,3 +141,47 @@ def test_losing_the_inertial_unit(bus: Bus, stack: Callable[[], tuple[Supervisor
         assert later.covariance[8] > theta_var  # odometry-only heading: growing covariance
         loc.close()
     assert module.core.counters.odometry_only_steps > 0
+
+
+def _truth_at(truths: list[msgs.Odometry], t: float) -> tuple[float, float, float] | None:
+    """The true pose at time ``t``, interpolated; None outside the recorded span."""
+    for before, after in itertools.pairwise(truths):
+        if before.stamp <= t <= after.stamp:
+            f = (t - before.stamp) / (after.stamp - before.stamp) if after.stamp > before.stamp else 0.0
+            return (before.x + f * (after.x - before.x), before.y + f * (after.y - before.y),
+                    before.theta + f * (after.theta - before.theta))
+    return None
+
+
+def test_dead_reckoning_drifts_smoothly(bus: Bus, stack: Callable[[], tuple[Supervisor, LocalizationModule]]) -> None:
+    stack()
+    truth = Collector(bus, "Sim/Truth", msgs.Odometry)
+    dead_reckoning = Collector(bus, "Localization/Dead-Reckoning", msgs.PoseEstimate)
+    first = dead_reckoning.wait_for(lambda p: True, timeout=10)
+    with Commander(bus, 0.8, 0.4):  # a circle of 2 m radius inside the room
+        dead_reckoning.wait_for(lambda p: p.stamp > first.stamp + 15.0, timeout=30)
+    truths = truth.snapshot()
+    poses = [p for p in dead_reckoning.snapshot() if _truth_at(truths, p.stamp) is not None]
+    assert len(poses) > 100
+    # Align the dead-reckoning frame (it starts at the origin) with the world at the first pose.
+    x0, y0, th0 = poses[0].pose[0], poses[0].pose[1], poses[0].pose[3]
+    tx, ty, tth = _truth_at(truths, poses[0].stamp)  # type: ignore[misc]
+    turn = tth - th0
+    c, s = math.cos(turn), math.sin(turn)
+    errors = []
+    for p in poses:
+        dx, dy = p.pose[0] - x0, p.pose[1] - y0
+        wx, wy = tx + c * dx - s * dy, ty + s * dx + c * dy
+        true_x, true_y, _ = _truth_at(truths, p.stamp)  # type: ignore[misc]
+        errors.append(math.hypot(wx - true_x, wy - true_y))
+    # It never jumps: consecutive poses are no farther apart than the robot can drive (+1 cm).
+    for a, b in itertools.pairwise(poses):
+        assert math.hypot(b.pose[0] - a.pose[0], b.pose[1] - a.pose[1]) <= 1.5 * (b.stamp - a.stamp) + 0.01
+    # Its error against the truth starts near zero, drifts (realistic noise), and grows without steps.
+    assert errors[0] < 0.01
+    assert max(errors[-20:]) > 0.01
+    assert max(abs(b - a) for a, b in itertools.pairwise(errors)) < 0.05
+    # Its uncertainty only grows.
+    spread = [p.covariance[0] + p.covariance[4] for p in poses]
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(spread))
+    assert spread[-1] > spread[0]
