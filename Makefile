@@ -25,6 +25,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bus.py
 	$(BIN)/python bench/sim_raycast.py
+	$(BIN)/python bench/localization.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
