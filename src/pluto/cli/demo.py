@@ -1,9 +1,9 @@
 """``pluto demo``: the most complete mission Pluto can run so far, on the simulated robot, ending by itself.
 
 It brings up the simulated robot (the ``sim`` profile: world and clock, base, wrist, laser, inertial unit, GPS and
-the localization service, each in its own process, started in dependency order), drives a scripted route through the office world on the robot's
-own odometry, slowing down for what the sonar sees ahead, prints its progress, and finally draws the map, the true
-and the odometry paths and the last laser scan to a PNG.
+the localization service, each in its own process, started in dependency order), drives a scripted route through
+the office world on the robot's own odometry, slowing down for what the sonar sees ahead, prints its progress, and
+finally draws the map, the true and the odometry paths and the last laser scan to a PNG.
 """
 
 from __future__ import annotations

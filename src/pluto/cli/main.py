@@ -458,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pluto.cli import p2os_sim
 
     p2os_sim.add_command(sub, [common])
+    from pluto.cli import drive_cmd
+
+    drive_cmd.add_command(sub, [common])
     return parser
 
 

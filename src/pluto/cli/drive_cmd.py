@@ -1,0 +1,111 @@
+"""``pluto drive``: send commands to the drive module by hand and read its status."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+from pluto.errors import ConfigError
+
+# The bus and the proxy are imported by run(), not here: `pluto` imports this module for every command.
+
+__all__ = ["add_command", "run"]
+
+HELP = "command the drive module: velocity, heading, stop, status"
+
+DESCRIPTION = """\
+Sends one command to the running drive module (start it with `pluto start drive`) on drive/command, or prints its
+status. The drive stops by itself 4 s after the last command, so a velocity or heading command lasts about 4 s
+unless --for keeps re-sending it. Sonar protection (slow down, then stop near obstacles) is on unless
+--no-protect; the bumpers, acceleration limits and the timeout always apply.
+
+examples:
+  pluto drive velocity 0.3 0          drive forward at 0.3 m/s with sonar protection
+  pluto drive velocity 0 0.5 --for 10 turn left at 0.5 rad/s for 10 s
+  pluto drive heading 1.57 0.2        turn to 1.57 rad (odometry heading), then drive along it at 0.2 m/s
+  pluto drive stop
+  pluto drive status                  the commanded velocities and the status code
+"""
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
+) -> None:
+    """Register the ``drive`` subcommand.
+
+    Args:
+        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
+        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+    """
+    p = sub.add_parser("drive", help=HELP, description=DESCRIPTION, parents=list(parents),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(func=run)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (cmd_flags 10, or 0)")
+    vel.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
+    vel.add_argument("w", type=float, metavar="W", help="angular velocity, rad/s")
+    head = actions.add_parser("heading", help="turn to a heading and drive along it (cmd_flags 11, or 1)")
+    head.add_argument("heading", type=float, metavar="RAD", help="heading, rad, in the odometry frame")
+    head.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
+    for q in (vel, head):
+        q.add_argument("--no-protect", dest="protect", action="store_false", help="no sonar protection")
+        q.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
+                       help="keep re-sending the command for this long, then stop (default: send it once)")
+    actions.add_parser("stop", help="stop the robot")
+    actions.add_parser("status", help="print the drive's status")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out the drive action.
+
+    Returns:
+        0 on success.
+
+    Raises:
+        ConfigError: a value is not finite or --for is negative.
+        LaunchError: the drive module is not running.
+        BusTimeout: no status within 5 s (``status``).
+    """
+    import math
+    import os
+
+    from pluto.bus import Bus
+    from pluto.movement.drive.proxy import DriveProxy, describe_status
+    from pluto.runtime.config import load_config
+
+    values = [getattr(args, name) for name in ("v", "w", "heading", "duration") if hasattr(args, name)]
+    if not all(math.isfinite(x) for x in values):
+        raise ConfigError(f"drive values must be finite numbers, got {values}")
+    if getattr(args, "duration", 0.0) < 0.0:
+        raise ConfigError(f"--for must be >= 0, got {args.duration}")
+    if getattr(args, "robot", None):
+        os.environ["PLUTO_ROBOT"] = args.robot
+    with Bus(load_config(getattr(args, "config", None)).bus) as bus, DriveProxy(bus, start=False) as drive:
+        assert isinstance(drive, DriveProxy)
+        if args.action == "status":
+            status = drive.status() or drive.wait_status(timeout=5.0)
+            print(describe_status(status), flush=True)
+            return 0
+        if args.action == "stop":
+            drive.stop()
+            return 0
+
+        def send() -> None:
+            if args.action == "velocity":
+                drive.set_velocity(args.v, args.w, protect=args.protect)
+            else:
+                drive.hold_heading(args.heading, args.v, protect=args.protect)
+
+        send()
+        if args.duration > 0.0:
+            deadline = time.monotonic() + args.duration
+            try:
+                while time.monotonic() < deadline:
+                    time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                    send()
+            finally:
+                drive.stop()
+        time.sleep(0.1)  # let the command leave before the bus closes
+        return 0

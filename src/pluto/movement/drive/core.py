@@ -1,0 +1,336 @@
+"""The drive's control law, with no I/O: from a command and the base's sensors to the velocities sent to the base.
+
+Strategy: the spec (pluto-software.txt §6.1) stacks a few simple rules, applied in this order every step:
+
+1. the *target* comes from the newest command: (v, ω) for ``cmd_flags`` 0/10, or the heading regulator for 1/11
+   (turn towards ``position[1]`` with ω = gain·error, capped so the turn can still be braked in time, while
+   ``velocity[0]`` is scaled by cos(error) so the robot turns before it drives);
+2. a commander silent for ``timeout`` s makes the target zero (status -1);
+3. speeds are capped to ``max_speed`` / ``max_turn_rate`` and changes to ``max_accel`` / ``max_turn_accel``;
+4. safety clamps come last and may brake harder than the acceleration limit (they are stops, never speed-ups):
+   with sonar protection (+10) the linear speed towards the nearest return is capped to a ramp that reaches zero at
+   ``stop_distance`` (status 3, 4 or 5 by sector); a pressed bumper cancels the command and stops the robot
+   (status 1 or 2); only motion away from the pressed bumper is allowed, without turning.
+
+Sonar ranges are measured from the body's surface; a return "ahead" has |bearing| < 90° and one "behind"
+|bearing| > 90°. The front sector is |bearing| < 60°, the back sector |bearing| > 120°, the sides the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+from pluto import msgs
+
+__all__ = [
+    "DriveController",
+    "DriveOutput",
+    "DriveParams",
+    "DriveStatus",
+    "OdometryCalibration",
+    "calibrate_odometry",
+    "sonar_sector",
+    "wrap_angle",
+]
+
+
+class DriveStatus(IntEnum):
+    """``element[0]`` of ``drive/status``."""
+
+    NORMAL = 0
+    TIMEOUT = -1
+    STOPPED = -10
+    FRONT_BUMPER = 1
+    BACK_BUMPER = 2
+    SONAR_FRONT = 3
+    SONAR_BACK = 4
+    SONAR_SIDES = 5
+
+
+@dataclass(frozen=True)
+class DriveParams:
+    """Limits and gains of the drive.
+
+    Attributes:
+        max_speed: largest linear speed commanded, m/s.
+        max_turn_rate: largest angular speed commanded, rad/s.
+        max_accel: largest linear acceleration, m/s² (safety stops may brake harder).
+        max_turn_accel: largest angular acceleration, rad/s² (safety stops may brake harder).
+        timeout: s without a new command after which the drive stops (status -1).
+        slow_distance: sonar range below which the robot slows down, m from the body's surface.
+        stop_distance: sonar range below which the robot does not drive towards the return, m.
+        heading_gain: ω per rad of heading error in the heading regulator, 1/s.
+        stop_hysteresis: once stopped by the sonar, the robot drives that way again only when the nearest return
+            is this much farther than ``stop_distance``, m (noisy ranges around the stop distance must not make it
+            creep on).
+        max_dt: longest step the acceleration limit integrates over, s (a stalled clock must not let the speed
+            jump).
+
+    Raises:
+        ValueError: a limit is not positive, or ``slow_distance`` < ``stop_distance``.
+    """
+
+    max_speed: float = 1.0
+    max_turn_rate: float = 1.5
+    max_accel: float = 0.8
+    max_turn_accel: float = 2.0
+    timeout: float = 4.0
+    slow_distance: float = 1.0
+    stop_distance: float = 0.4
+    heading_gain: float = 2.0
+    stop_hysteresis: float = 0.15
+    max_dt: float = 0.25
+
+    def __post_init__(self) -> None:
+        for name in ("max_speed", "max_turn_rate", "max_accel", "max_turn_accel", "timeout", "heading_gain",
+                     "max_dt"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        if not (math.isfinite(self.stop_hysteresis) and self.stop_hysteresis >= 0.0):
+            raise ValueError(f"stop_hysteresis must be >= 0, got {self.stop_hysteresis}")
+        if not (math.isfinite(self.stop_distance) and self.stop_distance >= 0.0):
+            raise ValueError(f"stop_distance must be >= 0, got {self.stop_distance}")
+        if not (math.isfinite(self.slow_distance) and self.slow_distance >= self.stop_distance):
+            raise ValueError(f"slow_distance ({self.slow_distance}) must be >= stop_distance ({self.stop_distance})")
+
+
+@dataclass(frozen=True)
+class OdometryCalibration:
+    """Scale factors of the base's odometry (true = scale · raw).
+
+    Attributes:
+        distance_scale: factor on distances and linear velocity, no unit.
+        heading_scale: factor on the heading and the angular velocity, no unit.
+    """
+
+    distance_scale: float = 1.0
+    heading_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("distance_scale", "heading_scale"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0.5 <= value <= 2.0):
+                raise ValueError(f"{name} must be in [0.5, 2], got {value}")
+
+
+@dataclass(frozen=True)
+class DriveOutput:
+    """What the drive does in one step.
+
+    Attributes:
+        v: linear velocity sent to the base, m/s.
+        w: angular velocity sent to the base, rad/s.
+        status_code: ``element[0]`` of the status (a :class:`DriveStatus` value).
+        data: ``data[0..1]`` of the status: (v, w), m/s and rad/s.
+    """
+
+    v: float
+    w: float
+    status_code: int
+    data: tuple[float, float]
+
+
+def wrap_angle(angle: float) -> float:
+    """``angle`` (rad) wrapped to [-π, π)."""
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def calibrate_odometry(odometry: msgs.Odometry, calibration: OdometryCalibration) -> msgs.Odometry:
+    """The odometry with the calibration applied (x, y, v scaled by distance_scale; θ, ω by heading_scale)."""
+    d, h = calibration.distance_scale, calibration.heading_scale
+    return msgs.Odometry(stamp=odometry.stamp, x=odometry.x * d, y=odometry.y * d, theta=odometry.theta * h,
+                         v=odometry.v * d, omega=odometry.omega * h)
+
+
+def sonar_sector(bearing: float) -> DriveStatus:
+    """The status code of a return at ``bearing`` (rad, robot frame): front, back or sides."""
+    b = abs(wrap_angle(bearing))
+    if b < math.radians(60.0):
+        return DriveStatus.SONAR_FRONT
+    if b > math.radians(120.0):
+        return DriveStatus.SONAR_BACK
+    return DriveStatus.SONAR_SIDES
+
+
+def _finite(value: float, default: float = 0.0) -> float:
+    return value if math.isfinite(value) else default
+
+
+def _toward(current: float, target: float, step: float) -> float:
+    """``current`` moved towards ``target`` by at most ``step``."""
+    return current + max(-step, min(step, target - current))
+
+
+class DriveController:
+    """The drive's control law.
+
+    Call :meth:`step` at the control rate with the command received since the previous step (None if none came)
+    and the newest sensor values.
+
+    Args:
+        params: limits and gains.
+        calibration: odometry calibration applied to the odometry before the heading regulator uses it.
+    """
+
+    def __init__(self, params: DriveParams | None = None, calibration: OdometryCalibration | None = None) -> None:
+        self.params = params or DriveParams()
+        self.calibration = calibration or OdometryCalibration()
+        self._command: msgs.ActuatorState | None = None
+        self._command_time: float | None = None
+        self._last_time: float | None = None
+        self._v = 0.0
+        self._w = 0.0
+        self._bumped = DriveStatus.NORMAL
+        self._sonar_stopped = {1.0: False, -1.0: False}  # stopped by the sonar going forward, backward
+
+    @property
+    def velocity(self) -> tuple[float, float]:
+        """The velocities commanded at the last step, (m/s, rad/s)."""
+        return self._v, self._w
+
+    def reset(self) -> None:
+        """Forget the command and the speeds (after the control step was stopped)."""
+        self._command = None
+        self._command_time = None
+        self._last_time = None
+        self._v = self._w = 0.0
+        self._bumped = DriveStatus.NORMAL
+        self._sonar_stopped = {1.0: False, -1.0: False}
+
+    def stopped_output(self) -> DriveOutput:
+        """The output while the control step is stopped: zero speeds, status -10."""
+        return DriveOutput(0.0, 0.0, int(DriveStatus.STOPPED), (0.0, 0.0))
+
+    def step(
+        self,
+        command: msgs.ActuatorState | None,
+        odometry: msgs.Odometry | None,
+        sonar: msgs.SonarScan | None,
+        contact: msgs.Contact | None,
+        now: float,
+    ) -> DriveOutput:
+        """One control step.
+
+        Args:
+            command: a command received since the previous step, or None (the previous one stays in force until
+                the timeout).
+            odometry: newest raw odometry of the base (None if none yet; the heading regulator then stops).
+            sonar: newest sonar scan (ranges m from the body's surface, bearings rad in the robot frame).
+            contact: newest bumper state.
+            now: time of the step, s.
+
+        Returns:
+            The velocities to send to the base and the status.
+        """
+        p = self.params
+        dt = 0.0 if self._last_time is None else min(max(now - self._last_time, 0.0), p.max_dt)
+        self._last_time = now if self._last_time is None else max(now, self._last_time)
+        if command is not None:
+            self._command = command
+            self._command_time = now
+            self._bumped = DriveStatus.NORMAL
+
+        status = DriveStatus.NORMAL
+        timed_out = self._command_time is None or now - self._command_time > p.timeout
+        if self._command is not None and timed_out:
+            status = DriveStatus.TIMEOUT
+        flags = self._command.cmd_flags if self._command is not None else 0
+        protect = flags >= 10
+        v_target, w_target = (0.0, 0.0) if timed_out else self._target(odometry)
+
+        # Limits: speed, then acceleration.
+        v_target = max(-p.max_speed, min(p.max_speed, v_target))
+        w_target = max(-p.max_turn_rate, min(p.max_turn_rate, w_target))
+        v = _toward(self._v, v_target, p.max_accel * dt)
+        w = _toward(self._w, w_target, p.max_turn_accel * dt)
+
+        # Safety clamps: they only ever reduce speeds.
+        if protect:
+            v, sonar_status = self._sonar_clamp(v, sonar)
+            if status == DriveStatus.NORMAL:
+                status = sonar_status
+        front = bool(contact is not None and contact.front)
+        rear = bool(contact is not None and contact.rear)
+        if front or rear:
+            self._bumped = DriveStatus.FRONT_BUMPER if front else DriveStatus.BACK_BUMPER
+            # Only motion straight away from the pressed bumper survives; a command that asks for anything else is
+            # cancelled, so the robot stays stopped until the commander sends a new one.
+            away = (v_target < 0.0 and not rear) if front else (v_target > 0.0)
+            if not away:
+                self._command = None
+            w = 0.0
+            v = min(v, 0.0) if front else v
+            v = max(v, 0.0) if rear else v
+            if not away:
+                v = 0.0
+        if self._bumped != DriveStatus.NORMAL:
+            status = self._bumped
+        self._v, self._w = v, w
+        return DriveOutput(v, w, int(status), (v, w))
+
+    def _target(self, odometry: msgs.Odometry | None) -> tuple[float, float]:
+        """The (v, ω) the command asks for, before limits (m/s, rad/s)."""
+        cmd = self._command
+        if cmd is None:
+            return 0.0, 0.0
+        vel = [_finite(float(x)) for x in cmd.velocity]
+        v = vel[0] if len(vel) > 0 else 0.0
+        mode = cmd.cmd_flags % 10 if cmd.cmd_flags in (0, 1, 10, 11) else -1
+        if mode == 0:
+            return v, vel[1] if len(vel) > 1 else 0.0
+        if mode == 1 and odometry is not None and len(cmd.position) > 1 and math.isfinite(cmd.position[1]):
+            theta = calibrate_odometry(odometry, self.calibration).theta
+            if not math.isfinite(theta):
+                return 0.0, 0.0
+            return self.heading_step(float(cmd.position[1]), theta, v)
+        return 0.0, 0.0  # unknown flags, or a heading without odometry: stand still
+
+    def heading_step(self, heading: float, theta: float, v: float) -> tuple[float, float]:
+        """The heading regulator: (v, ω) that turn from ``theta`` to ``heading`` (rad) and then hold it.
+
+        ω = gain·error, capped by sqrt(2·max_turn_accel·|error|) so the turn can be braked without overshoot; the
+        linear speed ``v`` (m/s) is scaled by max(0, cos(error)) so the robot turns first, then drives straight.
+        """
+        p = self.params
+        error = wrap_angle(heading - theta)
+        rate = min(p.heading_gain * abs(error), math.sqrt(2.0 * p.max_turn_accel * abs(error)), p.max_turn_rate)
+        return v * max(0.0, math.cos(error)), math.copysign(rate, error)
+
+    def _sonar_clamp(self, v: float, sonar: msgs.SonarScan | None) -> tuple[float, DriveStatus]:
+        """Cap the linear speed ``v`` (m/s) towards the nearest return of the side it drives to."""
+        p = self.params
+        if v == 0.0:
+            return v, DriveStatus.NORMAL
+        if sonar is None:
+            # Protection was asked for but there is nothing to protect with: do not drive blind.
+            return 0.0, DriveStatus.SONAR_FRONT if v > 0 else DriveStatus.SONAR_BACK
+        nearest = math.inf
+        where = DriveStatus.NORMAL
+        for r, b in zip(sonar.ranges, sonar.angles, strict=False):
+            if not math.isfinite(b):
+                continue
+            ahead = math.cos(b)
+            if (v > 0 and ahead <= 0.0) or (v < 0 and ahead >= 0.0):
+                continue
+            distance = r if not math.isnan(r) else 0.0
+            if distance < nearest:
+                nearest, where = distance, sonar_sector(b)
+        direction = math.copysign(1.0, v)
+        if nearest <= p.stop_distance:
+            self._sonar_stopped[direction] = True
+        elif nearest >= p.stop_distance + p.stop_hysteresis:
+            self._sonar_stopped[direction] = False
+        if nearest >= p.slow_distance and not self._sonar_stopped[direction]:
+            return v, DriveStatus.NORMAL
+        room = nearest - p.stop_distance
+        if room <= 0.0 or self._sonar_stopped[direction]:
+            cap = 0.0
+        else:
+            ramp = p.max_speed * room / max(p.slow_distance - p.stop_distance, 1e-9)
+            cap = min(ramp, math.sqrt(2.0 * p.max_accel * room))
+        if abs(v) <= cap:
+            return v, DriveStatus.NORMAL
+        return math.copysign(cap, v), where

@@ -1,0 +1,143 @@
+"""The drive module (the original's ``driveModule``): the bus shell around :class:`~.core.DriveController`.
+
+Reads ``drive/command`` (an ``ActuatorState``: cmd_flags 0, 1, 10, 11), the base's odometry ``Base/Drive/State``,
+sonar ``Base/Sonar`` and bumpers ``Base/Contact``; writes ``Base/Drive/Command`` every step (the base stops by
+itself after 1 s without a command, so the drive keeps writing even when nothing changes) and ``drive/status``
+(an ``FVectorState``: data[0..1] the commanded v m/s and ω rad/s, element[0] the status code of
+:class:`~.core.DriveStatus`; -10 once the control step is stopped).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import ClassVar
+
+from pluto import msgs
+from pluto.errors import ConfigError
+from pluto.movement.drive.core import DriveController, DriveOutput, DriveParams, OdometryCalibration
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
+
+
+class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    max_speed: largest linear speed, m/s.  max_turn_rate: largest angular speed, rad/s.
+    max_accel: linear acceleration limit, m/s².  max_turn_accel: angular acceleration limit, rad/s².
+    timeout: s without a new command after which the drive stops (status -1).
+    slow_distance, stop_distance: sonar ranges (m from the body's surface) where protection slows down and stops.
+    heading_gain: ω per rad of heading error, 1/s.
+    sensor_timeout: a sonar scan older than this (s) counts as missing (protection then does not drive).
+    calibration_file: TOML file with distance_scale and heading_scale; "" for none.
+    """
+
+    rate_hz: float = 20.0
+    max_speed: float = 1.0
+    max_turn_rate: float = 1.5
+    max_accel: float = 0.8
+    max_turn_accel: float = 2.0
+    timeout: float = 4.0
+    slow_distance: float = 1.0
+    stop_distance: float = 0.4
+    heading_gain: float = 2.0
+    sensor_timeout: float = 1.0
+    calibration_file: str = ""
+
+    def drive_params(self) -> DriveParams:
+        """The controller's parameters.
+
+        Raises:
+            ValueError: a limit is out of range.
+        """
+        return DriveParams(max_speed=self.max_speed, max_turn_rate=self.max_turn_rate, max_accel=self.max_accel,
+                           max_turn_accel=self.max_turn_accel, timeout=self.timeout,
+                           slow_distance=self.slow_distance, stop_distance=self.stop_distance,
+                           heading_gain=self.heading_gain)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.drive_params()
+        if not (math.isfinite(self.sensor_timeout) and self.sensor_timeout > 0.0):
+            raise ValueError(f"sensor_timeout must be positive, got {self.sensor_timeout}")
+
+
+def load_calibration(path: str | Path) -> OdometryCalibration:
+    """Read an odometry calibration file (TOML with ``distance_scale`` and ``heading_scale``, both optional).
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, has unknown keys or values out of range.
+    """
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"odometry calibration {path}: {err}") from err
+    unknown = set(data) - {"distance_scale", "heading_scale"}
+    if unknown:
+        raise ConfigError(f"odometry calibration {path}: unknown keys {', '.join(sorted(unknown))}")
+    try:
+        return OdometryCalibration(distance_scale=float(data.get("distance_scale", 1.0)),
+                                   heading_scale=float(data.get("heading_scale", 1.0)))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"odometry calibration {path}: {err}") from err
+
+
+class DriveModule(Module):
+    """The drive: collision protection, dynamic limits and a heading regulator above the base."""
+
+    name = "drive"
+    description = "the drive: bumper and sonar protection, acceleration limits, heading hold, command timeout"
+    provides = ("drive/status",)
+    requires = ("base",)
+    Params: ClassVar[type[ModuleParams]] = DriveModuleParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, DriveModuleParams)
+        calibration = OdometryCalibration()
+        if p.calibration_file:
+            calibration = load_calibration(p.calibration_file)
+            # The simulated base (and the P2OS one) has no calibration service: the drive applies the calibration
+            # to the odometry its heading regulator uses.
+            self.get_logger().info(
+                "odometry calibration from %s applied to the drive's odometry (distance_scale %g, heading_scale %g);"
+                " the base has no calibration service", p.calibration_file, calibration.distance_scale,
+                calibration.heading_scale)
+        self.controller = DriveController(p.drive_params(), calibration)
+        self.commands = self.create_reader("drive/command", msgs.ActuatorState)
+        self.odometry = self.create_reader("Base/Drive/State", msgs.Odometry)
+        self.sonar = self.create_reader("Base/Sonar", msgs.SonarScan)
+        self.contact = self.create_reader("Base/Contact", msgs.Contact)
+        self.base = self.create_publisher("Base/Drive/Command", msgs.ActuatorState)
+        self.status = self.create_publisher("drive/status", msgs.FVectorState)
+        self._seen = self.commands.received
+        self.last_output: DriveOutput = self.controller.stopped_output()
+
+    def on_activate(self) -> None:
+        self.controller.reset()
+        self._seen = self.commands.received  # a command older than the activation is not obeyed
+
+    def step(self, now: float) -> None:
+        assert isinstance(self.params, DriveModuleParams)
+        command = None
+        if self.commands.received != self._seen:
+            self._seen = self.commands.received
+            command = self.commands.read()
+        sonar = self.sonar.read()
+        if sonar is not None and abs(now - sonar.stamp) > self.params.sensor_timeout:
+            sonar = None
+        out = self.controller.step(command, self.odometry.read(), sonar, self.contact.read(), now)
+        self.publish(now, out)
+
+    def publish(self, now: float, out: DriveOutput) -> None:
+        """Write the velocities to the base and the status (stamped ``now``, s)."""
+        self.last_output = out
+        self.base.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=[out.v, out.w]))
+        self.status.write(msgs.FVectorState(stamp=now, data=list(out.data), element=[out.status_code]))
+
+    def on_deactivate(self) -> None:
+        # stop_activity: stop the base now rather than after its own timeout, and say so on the status.
+        self.controller.reset()
+        self.publish(self.clock.now(), self.controller.stopped_output())
