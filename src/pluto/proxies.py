@@ -1,10 +1,12 @@
-"""Every module's proxy in one place: ``from pluto.proxies import HeartbeatProxy``.
+"""Every module's proxy in one place: ``from pluto.proxies import LocProxy, DriveProxy``.
 
 A proxy finds its module (or starts it) and offers simple methods; see :class:`pluto.runtime.proxy.Proxy`.
 """
 
+from pluto.movement.avoid.proxy import AvoidProxy
+from pluto.movement.drive.proxy import DriveProxy
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.runtime.heartbeat import HeartbeatProxy
 from pluto.runtime.proxy import Proxy, interface_mask
 
-__all__ = ["HeartbeatProxy", "LocProxy", "Proxy", "interface_mask"]
+__all__ = ["AvoidProxy", "DriveProxy", "HeartbeatProxy", "LocProxy", "Proxy", "interface_mask"]

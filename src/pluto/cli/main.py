@@ -461,6 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pluto.cli import drive_cmd
 
     drive_cmd.add_command(sub, [common])
+    from pluto.cli import avoid_cmd
+
+    avoid_cmd.add_command(sub, [common])
     return parser
 
 

@@ -40,7 +40,7 @@ class DriveProxy(Proxy):
         start, timeout: as for :class:`~pluto.runtime.proxy.Proxy`.
     """
 
-    module: ClassVar[str] = "pluto.movement.drive.module:DriveModule"
+    module: ClassVar[str] = "drive"
     interfaces: ClassVar[tuple[str, ...]] = ("drive/status",)
 
     def _command(self, flags: int, position: float, v: float, w: float) -> None:

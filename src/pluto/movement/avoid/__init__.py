@@ -1,0 +1,1 @@
+"""The avoid module: obstacle avoidance, goto and wall following."""

@@ -1,0 +1,559 @@
+"""The avoid module's pure logic: obstacles from laser and sonar, vector-summation goto, wall following, laser
+protection and the status codes of ``avoidance/status``.
+
+Strategy: every step gets the newest pose, scans and drive status and returns the drive command and the status;
+no I/O, no clock (``now`` is passed in). Obstacles are points in the robot frame (x forward, y left, m). To make
+the vector sum independent of the scanner's beam density, the points are first reduced to the nearest one per
+angular sector. The goto adds an attraction towards the goal (length ``force[0]``) to a repulsion from every
+sector's nearest point within ``influence`` (3 m), weighted by how much the point lies ahead of the robot, and
+steers along the sum (pluto-software.txt §6.2: "reacts to near (<3 m) obstacles ... using a vector summation
+rule"). The speed is scaled down by the free distance ahead (laser slow/stop, element[0] = 6).
+
+Commands (``avoidance/command`` cmd_flags = 10·A + T; -1 releases the robot):
+
+* A: 0 no avoidance, 1 sonar only, 2 laser only, 3 both. Sonar avoidance also turns on the drive's sonar
+  protection (drive cmd_flags + 10).
+* T: 0 velocity (velocity[0..1] = v m/s, ω rad/s); 1 heading (position[1] rad in the ``Localization/Pose`` frame,
+  velocity[0] m/s); 2 goto (position[0..1] m, velocity[0..1] = maximum v m/s, ω rad/s, force[0] goal weight);
+  3 wall follow (position[0] = distance from the robot centre to the wall on its left, m, 0 for the default;
+  velocity[0] = speed, m/s, 0 for the default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "AVOID_BOTH",
+    "AVOID_LASER",
+    "AVOID_NONE",
+    "AVOID_SONAR",
+    "GOTO_REACHED",
+    "GOTO_RUNNING",
+    "GOTO_STUCK",
+    "LASER_FAULT",
+    "LASER_SLOW",
+    "RELEASE",
+    "THREAD_STOPPED",
+    "AvoidCommand",
+    "AvoidController",
+    "AvoidInputs",
+    "AvoidOutput",
+    "AvoidParams",
+    "Mode",
+    "centring",
+    "front_clearance",
+    "goal_in_robot_frame",
+    "laser_points",
+    "nearest_per_sector",
+    "parse_command",
+    "repulsion",
+    "sonar_points",
+    "wall_estimate",
+]
+
+FloatArray = NDArray[np.float64]
+
+RELEASE = -1
+"""cmd_flags that releases the robot (stops the avoid thread)."""
+
+AVOID_NONE, AVOID_SONAR, AVOID_LASER, AVOID_BOTH = 0, 1, 2, 3
+
+LASER_SLOW = 6
+"""element[0]: the laser slowed or stopped the robot."""
+LASER_FAULT = 7
+"""element[0]: the laser had a fatal error and is rebooting (every range -1)."""
+
+GOTO_REACHED = 1
+GOTO_STUCK = 2
+GOTO_RUNNING = -1
+THREAD_STOPPED = -10
+
+
+class Mode:
+    """Command types T (the ones digit of cmd_flags)."""
+
+    VELOCITY = 0
+    HEADING = 1
+    GOTO = 2
+    WALL_FOLLOW = 3
+
+
+@dataclass(frozen=True)
+class AvoidParams:
+    """Tuning of the avoid controller.
+
+    Attributes:
+        robot_radius: radius of the robot's disc footprint, m.
+        laser_mount_x: forward offset of the wrist axis (and the laser) from the robot centre, m.
+        influence: obstacles nearer than this to the robot centre repel the goto, m.
+        repulsion_gain: strength of the repulsion, (unit vector)·m.
+        sectors: angular sectors the obstacle points are reduced to (nearest point per sector).
+        stop_distance: free distance ahead of the body at which the robot stops, m.
+        slow_distance: free distance ahead of the body below which the robot slows down, m.
+        corridor_margin: half-width added to the radius of the strip ahead that is checked, m.
+        goal_tolerance: distance to the goal at which a goto is reached, m.
+        stuck_distance: free distance ahead below which a goto whose goal is ahead is blocked, m.
+        stuck_time: how long a goto may stay blocked before it is stuck, s.
+        progress_distance, progress_time: a goto that has not come ``progress_distance`` m nearer its goal within
+            ``progress_time`` s is stuck.
+        turn_gain: angular velocity per heading error, 1/s.
+        side_clearance: obstacles beside the robot nearer than this to its body push it sideways, m.
+        centring_gain: strength of that push, (unit vector) per obstacle point.
+        direction_smoothing: weight of the previous direction in the goto's low-pass filter of its direction (0..1).
+        default_speed, default_turn_rate: goto limits when the command gives none, m/s, rad/s.
+        wall_distance: default distance from the robot centre to the wall on its left, m.
+        wall_speed: default wall-follow speed, m/s.
+        wall_gain: wall-follow turn rate per metre of distance error, rad/(s·m).
+        wall_angle_gain: wall-follow turn rate per radian between robot and wall, 1/s.
+        wall_pan: wrist pan while following a wall (left positive), rad.
+        wall_window: the wall is fitted to left points with |x| below this, m.
+        scan_timeout: laser scans older than this are ignored (stop when laser avoidance is on), s.
+    """
+
+    robot_radius: float = 0.4
+    laser_mount_x: float = 0.25
+    influence: float = 3.0
+    repulsion_gain: float = 0.5
+    sectors: int = 72
+    stop_distance: float = 0.25
+    slow_distance: float = 1.2
+    corridor_margin: float = 0.1
+    goal_tolerance: float = 0.3
+    stuck_distance: float = 0.5
+    stuck_time: float = 3.0
+    progress_distance: float = 0.3
+    progress_time: float = 15.0
+    turn_gain: float = 1.5
+    direction_smoothing: float = 0.8
+    side_clearance: float = 0.8
+    centring_gain: float = 0.5
+    default_speed: float = 0.5
+    default_turn_rate: float = 1.0
+    wall_distance: float = 1.0
+    wall_speed: float = 0.4
+    wall_gain: float = 1.2
+    wall_angle_gain: float = 1.5
+    wall_pan: float = math.pi / 3
+    wall_window: float = 1.5
+    scan_timeout: float = 1.0
+
+
+@dataclass(frozen=True)
+class AvoidCommand:
+    """A decoded ``avoidance/command``.
+
+    Attributes:
+        mode: T (:class:`Mode`), or :data:`RELEASE`.
+        avoidance: A (0 none, 1 sonar, 2 laser, 3 both).
+        position, velocity, force: the command's vectors (units per mode, see the module docstring).
+    """
+
+    mode: int
+    avoidance: int
+    position: tuple[float, ...] = ()
+    velocity: tuple[float, ...] = ()
+    force: tuple[float, ...] = ()
+
+    @property
+    def sonar(self) -> bool:
+        return self.avoidance in (AVOID_SONAR, AVOID_BOTH)
+
+    @property
+    def laser(self) -> bool:
+        return self.avoidance in (AVOID_LASER, AVOID_BOTH)
+
+
+def parse_command(cmd_flags: int, position: list[float], velocity: list[float], force: list[float]) -> AvoidCommand:
+    """Decode cmd_flags = 10·A + T (or -1).
+
+    Raises:
+        ValueError: the flags are not -1 or 10·A + T with A in 0..3, T in 0..3.
+    """
+    if cmd_flags == RELEASE:
+        return AvoidCommand(RELEASE, AVOID_NONE)
+    a, t = divmod(cmd_flags, 10)
+    if cmd_flags < 0 or a > 3 or t > 3:
+        raise ValueError(f"avoidance cmd_flags must be -1 or 10*A+T with A, T in 0..3, got {cmd_flags}")
+    return AvoidCommand(t, a, tuple(position), tuple(velocity), tuple(force))
+
+
+# -- obstacles ------------------------------------------------------------------------------------------------------
+
+
+def laser_points(ranges: FloatArray, angles: FloatArray, pan: float, mount_x: float,
+                 max_range: float) -> FloatArray:
+    """Laser echoes as points in the robot frame.
+
+    Args:
+        ranges: (N,) m; -1 (fault) and values >= max_range (no echo) are dropped.
+        angles: (N,) bearings in the laser frame, rad.
+        pan: wrist pan, rad (left positive).
+        mount_x: forward offset of the laser from the robot centre, m.
+        max_range: the scanner's largest range, m.
+
+    Returns:
+        (M, 2) points (x forward, y left), m.
+    """
+    r = np.asarray(ranges, dtype=float)
+    a = np.asarray(angles, dtype=float)
+    if r.shape != a.shape:
+        raise ValueError(f"ranges {r.shape} and angles {a.shape} differ")
+    ok = (r > 0.0) & (r < max_range - 1e-6)
+    bearing = a[ok] + pan
+    return np.column_stack((mount_x + r[ok] * np.cos(bearing), r[ok] * np.sin(bearing)))
+
+
+def sonar_points(ranges: FloatArray, angles: FloatArray, max_range: float, radius: float) -> FloatArray:
+    """Sonar echoes as points in the robot frame.
+
+    Args:
+        ranges: (N,) m from the body's surface; max_range (nothing seen) is dropped.
+        angles: (N,) bearings of the transducers in the robot frame, rad.
+        max_range: the sonar's largest range, m.
+        radius: the body radius the ranges are measured from, m.
+
+    Returns:
+        (M, 2) points (x forward, y left), m.
+    """
+    r = np.asarray(ranges, dtype=float)
+    a = np.asarray(angles, dtype=float)
+    ok = (r >= 0.0) & (r < max_range - 1e-6)
+    d = r[ok] + radius
+    return np.column_stack((d * np.cos(a[ok]), d * np.sin(a[ok])))
+
+
+def nearest_per_sector(points: FloatArray, sectors: int) -> FloatArray:
+    """The nearest point (to the robot centre) of each of ``sectors`` equal angular sectors; (K, 2), m."""
+    if len(points) == 0:
+        return points.reshape(0, 2)
+    d = np.hypot(points[:, 0], points[:, 1])
+    k = ((np.arctan2(points[:, 1], points[:, 0]) + math.pi) / (2 * math.pi) * sectors).astype(int) % sectors
+    order = np.lexsort((d, k))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = k[order][1:] != k[order][:-1]
+    result: FloatArray = points[order[first]]
+    return result
+
+
+def front_clearance(points: FloatArray, radius: float, margin: float, direction: float = 1.0) -> float:
+    """Free distance from the body to the nearest point in the strip of half-width radius + margin ahead
+    (``direction`` 1) or behind (-1), m; inf if the strip is free."""
+    if len(points) == 0:
+        return math.inf
+    x = points[:, 0] * direction
+    inside = (x > 0.0) & (np.abs(points[:, 1]) < radius + margin)
+    if not inside.any():
+        return math.inf
+    return float(np.min(x[inside])) - radius
+
+
+def repulsion(points: FloatArray, influence: float, radius: float, gain: float, direction: float = 0.0,
+              side_band: float = 1.0, side: float = 1.0, back: float = 0.3) -> FloatArray:
+    """The summed repulsion from obstacle points, (2,) in the robot frame.
+
+    Each point p at distance r < influence from the centre, with free distance c = r - radius (at least 5 cm), has
+    strength gain·(1/c - 1/(influence - radius)), weighted by max(0, cos(bearing - direction)) (obstacles ahead
+    in ``direction``, rad in the robot frame, matter; those beside and behind do not) and by a weight that falls
+    linearly from 1 for points within ``radius`` of the line through the robot along ``direction`` to 0 for points
+    ``side_band`` m farther aside (the walls of a doorway the robot fits through do not push it back). Weighting by
+    the goal's bearing rather than the robot's heading keeps the sum independent of the heading, so steering along
+    it does not feed back into it.
+
+    A point pushes sideways, away from its side of the line, with its strength, and back along ``direction`` with
+    ``back`` times it: the robot steps around an obstacle instead of stopping in front of it. When the sideways
+    pushes nearly cancel (an obstacle square in the way), the robot steps to ``side`` (+1 left, -1 right).
+    """
+    if len(points) == 0:
+        return np.zeros(2)
+    r = np.hypot(points[:, 0], points[:, 1])
+    near = (r < influence) & (r > 1e-6)
+    if not near.any():
+        return np.zeros(2)
+    p, r = points[near], r[near]
+    c = np.maximum(r - radius, 0.05)
+    cos_d, sin_d = math.cos(direction), math.sin(direction)
+    ahead = (p[:, 0] * cos_d + p[:, 1] * sin_d) / r
+    lateral = -p[:, 0] * sin_d + p[:, 1] * cos_d
+    in_path = np.clip(1.0 - (np.abs(lateral) - radius) / side_band, 0.0, 1.0)
+    strength = gain * np.maximum(1.0 / c - 1.0 / (influence - radius), 0.0) * np.maximum(ahead, 0.0) * in_path
+    total = float(strength.sum())
+    sideways = float(-(np.sign(lateral) * strength).sum())
+    if abs(sideways) < 0.3 * total:
+        sideways = side * total
+    along = -back * total
+    return np.array([along * cos_d - sideways * sin_d, along * sin_d + sideways * cos_d])
+
+
+def centring(points: FloatArray, radius: float, clearance: float, gain: float) -> float:
+    """Sideways push (robot y, left positive) away from obstacles beside the robot, to pass doorways in the middle.
+
+    Points beside the body (|x| < radius + 0.2 m) with a free distance c = |y| - radius below ``clearance`` m push
+    away from their side with gain·(clearance - c)/clearance each.
+    """
+    if len(points) == 0:
+        return 0.0
+    beside = (np.abs(points[:, 0]) < radius + 0.2) & (np.abs(points[:, 1]) - radius < clearance)
+    if not beside.any():
+        return 0.0
+    y = points[beside, 1]
+    c = np.maximum(np.abs(y) - radius, 0.0)
+    return float(-(np.sign(y) * gain * (clearance - c) / clearance).sum())
+
+
+def goal_in_robot_frame(pose: tuple[float, float, float], goal: tuple[float, float]) -> tuple[float, float]:
+    """The goal (x, y) in m, given in the pose frame, seen from the robot at pose (x m, y m, θ rad)."""
+    dx, dy = goal[0] - pose[0], goal[1] - pose[1]
+    c, s = math.cos(pose[2]), math.sin(pose[2])
+    return c * dx + s * dy, -s * dx + c * dy
+
+
+def wall_estimate(points: FloatArray, window: float) -> tuple[float, float] | None:
+    """Distance to the wall on the robot's left and its angle, from a least-squares line through the left points.
+
+    Args:
+        points: (N, 2) obstacle points in the robot frame, m.
+        window: only points with |x| < window and 0 < y < 2·window + 1 are used, m.
+
+    Returns:
+        (distance from the robot centre to the line, m; angle of the line to the robot's x axis, rad, positive when
+        the wall turns away to the left ahead), or None with fewer than 5 points.
+    """
+    if len(points) == 0:
+        return None
+    sel = points[(np.abs(points[:, 0]) < window) & (points[:, 1] > 0.0) & (points[:, 1] < 2 * window + 1.0)]
+    if len(sel) < 5:
+        return None
+    # keep the nearest band (the wall, not what is behind a gap in it)
+    sel = sel[sel[:, 1] < np.min(sel[:, 1]) + 0.5]
+    if len(sel) < 5:
+        return None
+    slope, intercept = np.polyfit(sel[:, 0], sel[:, 1], 1)
+    return float(intercept / math.hypot(1.0, slope)), math.atan(float(slope))
+
+
+# -- the controller -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AvoidInputs:
+    """What the controller sees in one step.
+
+    Attributes:
+        pose: (x m, y m, θ rad) from ``Localization/Pose``, or None before the first.
+        odometry_theta: heading of the drive's (odometry) frame, rad, for heading commands; None if unknown
+            (the pose's θ is then used).
+        laser: (N, 2) laser points in the robot frame, m, or None when no recent scan.
+        laser_fault: the newest scan has every range -1 (the scanner is rebooting).
+        sonar: (M, 2) sonar points in the robot frame, m, or None.
+        drive_data: data of ``drive/status`` (velocities actually commanded, m/s, rad/s).
+        drive_code: element[0] of ``drive/status``.
+    """
+
+    pose: tuple[float, float, float] | None = None
+    odometry_theta: float | None = None
+    laser: FloatArray | None = None
+    laser_fault: bool = False
+    sonar: FloatArray | None = None
+    drive_data: tuple[float, ...] = (0.0, 0.0)
+    drive_code: int = 0
+
+
+@dataclass(frozen=True)
+class AvoidOutput:
+    """The result of a step.
+
+    Attributes:
+        drive_flags: cmd_flags for ``drive/command`` (0 or 1, +10 with sonar avoidance); None: write nothing.
+        drive_position, drive_velocity: its vectors (position[1] heading rad in the odometry frame; velocity
+            v m/s, ω rad/s).
+        data: status data (velocities commanded, m/s, rad/s).
+        element: status [element 0 (drive code or 6, 7), element 1 (goto state)].
+        wrist_pan: pan to command to the wrist, rad, or None to leave it.
+    """
+
+    drive_flags: int | None
+    drive_position: tuple[float, float] = (0.0, 0.0)
+    drive_velocity: tuple[float, float] = (0.0, 0.0)
+    data: tuple[float, float] = (0.0, 0.0)
+    element: tuple[int, int] = (0, 0)
+    wrist_pan: float | None = None
+
+
+@dataclass
+class _GotoState:
+    reached: bool = False
+    stuck: bool = False
+    blocked_since: float | None = None
+    best_distance: float = math.inf
+    best_time: float = 0.0
+    turn_sign: float = 1.0
+    direction: tuple[float, float] | None = None
+
+
+@dataclass
+class AvoidController:
+    """The avoid module's control law: call :meth:`command` on a new command, :meth:`step` every period."""
+
+    params: AvoidParams = field(default_factory=AvoidParams)
+    current: AvoidCommand | None = None
+    _goto: _GotoState = field(default_factory=_GotoState)
+
+    def command(self, cmd: AvoidCommand, now: float) -> None:
+        """Take a new command (a new goto restarts the reached/stuck bookkeeping)."""
+        self.current = None if cmd.mode == RELEASE else cmd
+        self._goto = _GotoState(best_time=now)
+
+    def step(self, inputs: AvoidInputs, now: float) -> AvoidOutput:
+        """One control step at time ``now`` (s).
+
+        Returns:
+            The drive command to write and the status to publish.
+        """
+        cmd = self.current
+        if cmd is None:
+            return AvoidOutput(None, data=_pair(inputs.drive_data), element=(inputs.drive_code, 0))
+        p = self.params
+        obstacles = self._obstacles(cmd, inputs)
+        flags_base = 10 if cmd.sonar else 0
+        goto_state = 0
+        wrist: float | None = None
+        if cmd.mode == Mode.VELOCITY:
+            v, w = _get(cmd.velocity, 0), _get(cmd.velocity, 1)
+            flags, pos = flags_base, (0.0, 0.0)
+        elif cmd.mode == Mode.HEADING:
+            heading = _get(cmd.position, 1)
+            if inputs.pose is not None and inputs.odometry_theta is not None:
+                heading = heading - inputs.pose[2] + inputs.odometry_theta
+            v, w = _get(cmd.velocity, 0), 0.0
+            flags, pos = flags_base + 1, (0.0, heading)
+        elif cmd.mode == Mode.GOTO:
+            v, w, goto_state = self._goto_step(cmd, inputs, obstacles, now)
+            flags, pos = flags_base, (0.0, 0.0)
+        else:
+            v, w = self._wall_step(cmd, inputs)
+            flags, pos = flags_base, (0.0, 0.0)
+            wrist = p.wall_pan
+        code = inputs.drive_code
+        slowed = False
+        if cmd.laser and (inputs.laser_fault or inputs.laser is None):
+            v, w, code, slowed = 0.0, 0.0, LASER_FAULT, True
+        elif cmd.laser and inputs.laser is not None and v != 0.0:
+            clear = front_clearance(inputs.laser, p.robot_radius, p.corridor_margin, 1.0 if v > 0 else -1.0)
+            scale = _speed_scale(clear, p.stop_distance, p.slow_distance)
+            if scale < 1.0:
+                v, code, slowed = v * scale, LASER_SLOW, True
+                if cmd.mode == Mode.HEADING and scale == 0.0:
+                    flags, pos, w = flags_base, (0.0, 0.0), 0.0
+        data = (v, w) if slowed or cmd.mode in (Mode.GOTO, Mode.WALL_FOLLOW) else _pair(inputs.drive_data)
+        if inputs.drive_code != 0 and not slowed:
+            data = _pair(inputs.drive_data)
+        return AvoidOutput(flags, pos, (v, w), data, (code, goto_state), wrist)
+
+    # -- modes ------------------------------------------------------------------------------------------------------
+
+    def _obstacles(self, cmd: AvoidCommand, inputs: AvoidInputs) -> FloatArray:
+        parts = []
+        if cmd.laser and inputs.laser is not None and not inputs.laser_fault:
+            parts.append(inputs.laser)
+        if cmd.sonar and inputs.sonar is not None:
+            parts.append(inputs.sonar)
+        if not parts:
+            return np.zeros((0, 2))
+        return np.concatenate(parts)
+
+    def _goto_step(self, cmd: AvoidCommand, inputs: AvoidInputs, obstacles: FloatArray,
+                   now: float) -> tuple[float, float, int]:
+        p, g = self.params, self._goto
+        if g.reached:
+            return 0.0, 0.0, GOTO_REACHED
+        if g.stuck:
+            return 0.0, 0.0, GOTO_STUCK
+        if inputs.pose is None:
+            return 0.0, 0.0, GOTO_RUNNING
+        vmax = _get(cmd.velocity, 0) or p.default_speed
+        wmax = _get(cmd.velocity, 1) or p.default_turn_rate
+        weight = _get(cmd.force, 0) or 1.0
+        gx, gy = goal_in_robot_frame(inputs.pose, (_get(cmd.position, 0), _get(cmd.position, 1)))
+        distance = math.hypot(gx, gy)
+        if distance < p.goal_tolerance:
+            g.reached = True
+            return 0.0, 0.0, GOTO_REACHED
+        if distance < g.best_distance - p.progress_distance or g.best_distance == math.inf:
+            g.best_distance, g.best_time = distance, now
+        goal_bearing = math.atan2(gy, gx)
+        clear = front_clearance(obstacles, p.robot_radius, p.corridor_margin)
+        blocked = abs(goal_bearing) < math.pi / 2 and clear < p.stuck_distance
+        if blocked:
+            if g.blocked_since is None:
+                g.blocked_since = now
+        else:
+            g.blocked_since = None
+        if (g.blocked_since is not None and now - g.blocked_since >= p.stuck_time) or (
+                now - g.best_time >= p.progress_time):
+            g.stuck = True
+            return 0.0, 0.0, GOTO_STUCK
+        sectors = nearest_per_sector(obstacles, p.sectors)
+        c, s = math.cos(inputs.pose[2]), math.sin(inputs.pose[2])
+        # obstacles count by how much they lie ahead along the way the robot means to go (the smoothed direction of
+        # the previous steps; the goal's bearing at first), not along its heading, which swings as it steers
+        heading = goal_bearing
+        if g.direction is not None:
+            dx, dy = g.direction
+            heading = math.atan2(-s * dx + c * dy, c * dx + s * dy)
+        total = weight * np.array([gx, gy]) / distance + repulsion(
+            sectors, p.influence, p.robot_radius, p.repulsion_gain, heading, side=g.turn_sign)
+        total[1] += centring(sectors, p.robot_radius, p.side_clearance, p.centring_gain)
+        # smooth the direction in the pose frame: sensor noise and beams coming into view as the robot turns must
+        # not make it flip-flop
+        world = (c * float(total[0]) - s * float(total[1]), s * float(total[0]) + c * float(total[1]))
+        if g.direction is None:
+            g.direction = world
+        else:
+            a = p.direction_smoothing
+            g.direction = (a * g.direction[0] + (1 - a) * world[0], a * g.direction[1] + (1 - a) * world[1])
+        dx, dy = g.direction
+        error = math.atan2(-s * dx + c * dy, c * dx + s * dy)
+        if abs(error) > 2.0:  # pushed back: keep turning the way it turned (no flip-flop between ±π)
+            error = math.copysign(abs(error), g.turn_sign)
+        if abs(error - goal_bearing) > 0.2:  # the side it steps to, kept while the obstacle is square ahead
+            g.turn_sign = 1.0 if error > goal_bearing else -1.0
+        w = max(-wmax, min(wmax, p.turn_gain * error))
+        v = vmax * max(0.0, math.cos(error)) ** 2 * _speed_scale(clear, p.stop_distance, p.slow_distance)
+        v = min(v, 0.6 * distance + 0.1)
+        return v, w, GOTO_RUNNING
+
+    def _wall_step(self, cmd: AvoidCommand, inputs: AvoidInputs) -> tuple[float, float]:
+        p = self.params
+        d_ref = _get(cmd.position, 0) or p.wall_distance
+        speed = _get(cmd.velocity, 0) or p.wall_speed
+        if inputs.laser is None or inputs.laser_fault:
+            return 0.0, 0.0
+        wall = wall_estimate(inputs.laser, p.wall_window)
+        if wall is None:  # no wall in view: creep on, bending left to find it
+            return 0.5 * speed, 0.2
+        distance, angle = wall
+        w = p.wall_gain * (distance - d_ref) + p.wall_angle_gain * angle
+        w = max(-0.6, min(0.6, w))
+        return speed, w
+
+
+def _speed_scale(clear: float, stop: float, slow: float) -> float:
+    """1 when the way ahead is free beyond ``slow`` m, 0 below ``stop`` m, linear between (and 0 below 0.15 of
+    the way: a linear slow-down alone would creep towards the obstacle for ever instead of stopping)."""
+    if clear >= slow:
+        return 1.0
+    scale = (clear - stop) / (slow - stop)
+    return scale if scale >= 0.15 else 0.0
+
+
+def _get(values: tuple[float, ...], i: int) -> float:
+    return float(values[i]) if len(values) > i else 0.0
+
+
+def _pair(values: tuple[float, ...]) -> tuple[float, float]:
+    return _get(values, 0), _get(values, 1)

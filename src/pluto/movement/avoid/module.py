@@ -1,0 +1,194 @@
+"""The avoid module (the original's avoidModule + avoid_control): goto with obstacle avoidance, wall following and
+laser protection on top of the drive module.
+
+Reads ``avoidance/command`` (every command, in order), ``drive/status``, ``Localization/Pose``, ``Base/Drive/State``
+(the drive's odometry frame, for heading commands), ``Sick/Scan_mm``, ``Base/Sonar`` and ``Wrist/State``; writes
+``drive/command`` every step while it has a command, ``avoidance/status`` every step, and ``Wrist/Command`` to pan
+the laser left for wall following (and back to 0 afterwards). cmd_flags -1 releases the robot: the drive is told to
+stop and the avoid thread stops (status element[1] = -10) until ``start_activity``. The control law is in
+:mod:`pluto.movement.avoid.core`.
+
+With laser avoidance on, a missing or stale scan (older than ``scan_timeout`` + 0.5 s) stops the robot like a
+scanner fault (element[0] = 7). Sonar avoidance (A = 1 or 3) also turns on the drive's sonar protection, which caps
+the speed towards any return within ±90° of the heading: in a 2 m doorway it can hold the robot still, so a goto
+through doorways goes best with laser avoidance alone (A = 2).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+import numpy as np
+
+from pluto import msgs
+from pluto.movement.avoid.core import (
+    RELEASE,
+    THREAD_STOPPED,
+    AvoidCommand,
+    AvoidController,
+    AvoidInputs,
+    AvoidParams,
+    laser_points,
+    parse_command,
+    sonar_points,
+)
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["AvoidModule", "AvoidModuleParams"]
+
+
+class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Parameters of the avoid module.
+
+    Attributes:
+        robot_radius: radius of the robot's footprint, m (sonar ranges are measured from it).
+        laser_mount_x: forward offset of the wrist axis (and laser) from the robot centre, m.
+        influence: obstacles nearer than this repel a goto, m.
+        stop_distance, slow_distance: free distance ahead at which the robot stops / starts slowing down, m.
+        goal_tolerance: a goto is reached within this distance, m.
+        stuck_time: a goto blocked ahead this long is stuck, s.
+        progress_time: a goto that gets no nearer its goal this long is stuck, s.
+        wall_distance: default distance from the robot centre to the wall on its left, m.
+        wall_speed: default wall-follow speed, m/s.
+        wall_pan: wrist pan while following a wall, rad (left positive).
+        wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
+    """
+
+    robot_radius: float = 0.4
+    laser_mount_x: float = 0.25
+    influence: float = 3.0
+    stop_distance: float = 0.25
+    slow_distance: float = 1.2
+    goal_tolerance: float = 0.3
+    stuck_time: float = 3.0
+    progress_time: float = 15.0
+    wall_distance: float = 1.0
+    wall_speed: float = 0.4
+    wall_pan: float = 1.05
+    wrist_speed: float = 1.0
+    wrist_accel: float = 2.0
+
+    def controller_params(self) -> AvoidParams:
+        """The core's parameters from these."""
+        return AvoidParams(
+            robot_radius=self.robot_radius, laser_mount_x=self.laser_mount_x, influence=self.influence,
+            stop_distance=self.stop_distance, slow_distance=self.slow_distance, goal_tolerance=self.goal_tolerance,
+            stuck_time=self.stuck_time, progress_time=self.progress_time, wall_distance=self.wall_distance,
+            wall_speed=self.wall_speed, wall_pan=self.wall_pan,
+        )
+
+
+class AvoidModule(Module):
+    """Goto with vector-summation avoidance, wall following and laser protection (``avoidance/...``)."""
+
+    name: ClassVar[str] = "avoid"
+    description: ClassVar[str] = "goto with obstacle avoidance, wall following, laser protection"
+    provides: ClassVar[tuple[str, ...]] = ("avoidance/status",)
+    requires: ClassVar[tuple[str, ...]] = ("drive", "localization")
+    Params: ClassVar[type[ModuleParams]] = AvoidModuleParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, AvoidModuleParams)
+        self.core = AvoidController(p.controller_params())
+        self.bad_commands = 0
+        self._pending: list[msgs.ActuatorState] = []
+        self._pending_lock = threading.Lock()
+        self._pan_written: float | None = None
+        self.status_out = self.create_publisher("avoidance/status", msgs.FVectorState)
+        self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
+        self.wrist_out = self.create_publisher("Wrist/Command", msgs.ActuatorState)
+        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
+        self.odometry_in = self.create_reader("Base/Drive/State", msgs.Odometry)
+        self.drive_in = self.create_reader("drive/status", msgs.FVectorState)
+        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
+        self.sonar_in = self.create_reader("Base/Sonar", msgs.SonarScan)
+        self.wrist_in = self.create_reader("Wrist/State", msgs.ActuatorState)
+        self.create_subscription("avoidance/command", self._on_command, msgs.ActuatorState, depth=64)
+
+    def _on_command(self, command: msgs.ActuatorState) -> None:
+        # On the bus's thread: only queue it; the control step takes it.
+        with self._pending_lock:
+            self._pending.append(command)
+
+    def on_activate(self) -> None:
+        with self._pending_lock:
+            self._pending.clear()
+        self.core.current = None
+
+    def on_deactivate(self) -> None:
+        drive = self.drive_in.read()
+        data = list(drive.data[:2]) if drive is not None else [0.0, 0.0]
+        code = drive.element[0] if drive is not None and drive.element else 0
+        self.status_out.write(msgs.FVectorState(stamp=self.clock.now(), data=data, element=[code, THREAD_STOPPED]))
+
+    def step(self, now: float) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        for command in pending:
+            try:
+                cmd = parse_command(command.cmd_flags, command.position, command.velocity, command.force)
+            except ValueError as err:
+                self.bad_commands += 1
+                self.get_logger().warning("ignored command: %s", err)
+                continue
+            self.core.command(cmd, now)
+            if cmd.mode == RELEASE:
+                self._release(now)
+                return
+        out = self.core.step(self._inputs(now), now)
+        if out.drive_flags is not None:
+            self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=out.drive_flags,
+                                                    position=list(out.drive_position),
+                                                    velocity=list(out.drive_velocity)))
+        self._command_wrist(out.wrist_pan)
+        self.status_out.write(msgs.FVectorState(stamp=now, data=list(out.data), element=list(out.element)))
+
+    def _release(self, now: float) -> None:
+        """Stop the robot and the avoid thread (cmd_flags -1)."""
+        self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=[0.0, 0.0]))
+        self._command_wrist(None)
+        self.stop_activity()
+
+    def _command_wrist(self, pan: float | None) -> None:
+        """Pan the wrist to ``pan`` rad, or back to 0 if this module panned it before (None)."""
+        p = self.params
+        assert isinstance(p, AvoidModuleParams)
+        target = pan if pan is not None else (0.0 if self._pan_written not in (None, 0.0) else None)
+        if target is None or target == self._pan_written:
+            return
+        self.wrist_out.write(msgs.ActuatorState(position=[target, 0.0], velocity=[p.wrist_speed, p.wrist_speed],
+                                                force=[p.wrist_accel, p.wrist_accel]))
+        self._pan_written = target
+
+    def _inputs(self, now: float) -> AvoidInputs:
+        p = self.core.params
+        pose_msg = self.pose_in.read()
+        pose = (pose_msg.pose[0], pose_msg.pose[1], pose_msg.pose[3]) if pose_msg is not None else None
+        odometry = self.odometry_in.read()
+        wrist = self.wrist_in.read()
+        pan = wrist.position[0] if wrist is not None and wrist.position else 0.0
+        laser = None
+        fault = False
+        scan = self.scan_in.read()
+        if scan is not None and now - scan.stamp <= p.scan_timeout + 0.5:
+            ranges = np.asarray(scan.ranges, dtype=float)
+            fault = bool(len(ranges)) and bool(np.all(ranges < 0.0))
+            laser = laser_points(ranges, np.asarray(scan.angles, dtype=float), pan, p.laser_mount_x,
+                                 scan.max_range)
+        sonar = None
+        sonar_msg = self.sonar_in.read()
+        if sonar_msg is not None:
+            sonar = sonar_points(np.asarray(sonar_msg.ranges, dtype=float), np.asarray(sonar_msg.angles, dtype=float),
+                                 sonar_msg.max_range, p.robot_radius)
+        drive = self.drive_in.read()
+        data = tuple(drive.data[:2]) if drive is not None else (0.0, 0.0)
+        code = drive.element[0] if drive is not None and drive.element else 0
+        return AvoidInputs(pose=pose, odometry_theta=odometry.theta if odometry is not None else None,
+                           laser=laser, laser_fault=fault, sonar=sonar, drive_data=data, drive_code=code)
+
+    @property
+    def command_in_force(self) -> AvoidCommand | None:
+        """The command being carried out (None when idle or released)."""
+        return self.core.current
