@@ -25,7 +25,7 @@ from pluto.runtime.module import Module
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.world import WORLDS_DIR
-from tests.scenarios.test_sim_stack import Collector
+from tests.scenarios.stack import Collector
 
 RATE = 8.0
 

@@ -30,7 +30,7 @@ from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.world import load_world
 from tests.helpers import free_tcp_port, wait_until
-from tests.scenarios.test_sim_stack import Collector, Commander
+from tests.scenarios.stack import Collector, Commander
 
 RATE = 10.0
 SPEED = 0.4  # m/s

@@ -8,11 +8,9 @@ times faster than the wall clock. Commands are written from the test's thread ev
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,59 +21,10 @@ from pluto.movement.drive.module import DriveModule
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
+from tests.scenarios.stack import ROOM, Collector
 
 RATE = 5.0
 PERIOD = 0.05  # s of wall time between commands: 0.25 s of simulated time
-
-# A closed 10 m x 10 m room, the robot in its middle facing +x: the east wall is 5 m ahead of its centre.
-ROOM = """<?xml version="1.0" encoding="UTF-8"?>
-<world name="room" version="1">
-  <start x="5" y="5" theta="0"/>
-  <walls>
-    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
-    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
-    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
-    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
-  </walls>
-</world>
-"""
-
-
-class Collector:
-    """Every value of an interface, as it arrives, with a condition to wait on."""
-
-    def __init__(self, bus: Bus, name: str, cls: type[msgs.Message]) -> None:
-        self.values: list[Any] = []
-        self._cond = threading.Condition()
-        self._sub = bus.create_subscription(name, self._add, cls, depth=4096)
-
-    def _add(self, value: msgs.Message) -> None:
-        with self._cond:
-            self.values.append(value)
-            self._cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0,
-                 while_waiting: Callable[[], None] | None = None) -> Any:
-        """The first value for which ``predicate`` holds (``while_waiting`` is called about every PERIOD s)."""
-        deadline = time.monotonic() + timeout
-        checked = 0
-        while True:
-            with self._cond:
-                for value in self.values[checked:]:
-                    if predicate(value):
-                        return value
-                checked = len(self.values)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no matching value on {self._sub.name} within {timeout} s")
-                self._cond.wait(min(left, PERIOD))
-            if while_waiting is not None:
-                while_waiting()
-
-    def snapshot(self) -> list[Any]:
-        with self._cond:
-            return list(self.values)
-
 
 @pytest.fixture
 def room(tmp_path: Path) -> Path:

@@ -17,7 +17,7 @@ from pluto.proxies import LocProxy
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
-from tests.scenarios.test_sim_stack import ROOM, Collector, Commander
+from tests.scenarios.stack import ROOM, Collector, Commander
 
 RATE = 5.0
 

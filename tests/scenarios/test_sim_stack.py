@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,28 +18,15 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
-from pluto.runtime import launcher
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.route import compose
 from tests.helpers import wait_until
+from tests.scenarios.stack import ROOM, Collector, Commander
 
 RATE = 10.0
 OFFICE_START = (10.0, 9.7, 0.0)
-
-# A closed 10 m x 10 m room, the robot in its middle facing +x.
-ROOM = """<?xml version="1.0" encoding="UTF-8"?>
-<world name="room" version="1">
-  <start x="5" y="5" theta="0"/>
-  <walls>
-    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
-    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
-    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
-    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
-  </walls>
-</world>
-"""
 
 # Line 4 holds a wall without x2.
 BAD_MAP = """<?xml version="1.0" encoding="UTF-8"?>
@@ -50,17 +36,6 @@ BAD_MAP = """<?xml version="1.0" encoding="UTF-8"?>
   </walls>
 </world>
 """
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers(bus_env: dict[str, str]) -> Iterator[None]:
-    """Stop any module process a test left running (the demo's children), by the pid files of its runtime dir."""
-    yield
-    for pid_file in Path(bus_env["PLUTO_RUNTIME_DIR"]).glob("*/*.pid"):
-        pid = launcher.read_pid(pid_file)
-        if pid is not None:
-            launcher.terminate(pid, timeout=2.0)
-        pid_file.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -85,64 +60,6 @@ def sim_stack(bus: Bus) -> Iterator[Callable[..., Supervisor]]:
     yield start
     for supervisor in started:
         supervisor.shutdown()
-
-
-class Collector:
-    """Every value of an interface, as it arrives (a subscription), with a condition to wait on."""
-
-    def __init__(self, bus: Bus, name: str, cls: type[msgs.Message]) -> None:
-        self.values: list = []
-        self._cond = threading.Condition()
-        self._sub = bus.create_subscription(name, self._add, cls, depth=4096)
-
-    def _add(self, value: msgs.Message) -> None:
-        with self._cond:
-            self.values.append(value)
-            self._cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[msgs.Message], bool], timeout: float = 15.0) -> msgs.Message:
-        """The first value (already received or still to come) for which ``predicate`` holds."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            checked = 0
-            while True:
-                for value in self.values[checked:]:
-                    if predicate(value):
-                        return value
-                checked = len(self.values)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no matching value on {self._sub.name} within {timeout} s")
-                self._cond.wait(left)
-
-    def snapshot(self) -> list:
-        with self._cond:
-            return list(self.values)
-
-
-class Commander:
-    """Keeps writing a velocity command to the base (it stops on commands older than 1 s of simulated time)."""
-
-    def __init__(self, bus: Bus, v: float, omega: float) -> None:
-        self._writer = bus.create_publisher("Base/Drive/Command", msgs.ActuatorState)
-        self._command = msgs.ActuatorState(velocity=[v, omega])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="commander")
-
-    def _run(self) -> None:
-        while True:
-            self._writer.write(self._command)
-            if self._stop.wait(0.02):  # a pacing interval for the writer, not a wait for a result
-                break
-
-    def __enter__(self) -> Commander:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._writer.write(msgs.ActuatorState(velocity=[0.0, 0.0]))
 
 
 # -- driving --------------------------------------------------------------------------------------------------------

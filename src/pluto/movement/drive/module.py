@@ -22,6 +22,9 @@ from pluto.runtime.module import Module, ModuleParams
 __all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
 
 
+_DEFAULTS = DriveParams()
+
+
 class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     max_speed: largest linear speed, m/s.  max_turn_rate: largest angular speed, rad/s.
@@ -34,14 +37,15 @@ class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """
 
     rate_hz: float = 20.0
-    max_speed: float = 1.0
-    max_turn_rate: float = 1.5
-    max_accel: float = 0.8
-    max_turn_accel: float = 2.0
-    timeout: float = 4.0
-    slow_distance: float = 1.0
-    stop_distance: float = 0.4
-    heading_gain: float = 2.0
+    # The controller's own defaults, in one place (DriveParams).
+    max_speed: float = _DEFAULTS.max_speed
+    max_turn_rate: float = _DEFAULTS.max_turn_rate
+    max_accel: float = _DEFAULTS.max_accel
+    max_turn_accel: float = _DEFAULTS.max_turn_accel
+    timeout: float = _DEFAULTS.timeout
+    slow_distance: float = _DEFAULTS.slow_distance
+    stop_distance: float = _DEFAULTS.stop_distance
+    heading_gain: float = _DEFAULTS.heading_gain
     sensor_timeout: float = 1.0
     calibration_file: str = ""
 
