@@ -16,7 +16,7 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
-from pluto.movement.drive.core import wrap_angle
+from pluto.geometry import wrap_angle
 from pluto.movement.drive.module import DriveModule
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
@@ -25,6 +25,7 @@ from tests.scenarios.stack import ROOM, Collector
 
 RATE = 5.0
 PERIOD = 0.05  # s of wall time between commands: 0.25 s of simulated time
+
 
 @pytest.fixture
 def room(tmp_path: Path) -> Path:
@@ -71,8 +72,9 @@ def code(status: msgs.Message) -> int:
     return status.element[0]
 
 
-def test_heading_regulator_reaches_and_holds_a_heading(bus: Bus, drive_stack: Callable[[str], DriveModule],
-                                                       room: Path) -> None:
+def test_heading_regulator_reaches_and_holds_a_heading(
+    bus: Bus, drive_stack: Callable[[str], DriveModule], room: Path
+) -> None:
     drive_stack(str(room))
     odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
     first = odometry.wait_for(lambda o: True)
@@ -102,8 +104,7 @@ def test_sonar_protection_stops_before_a_wall_and_the_bumper_without_it(
     truth = bus.create_reader("Sim/Truth", msgs.Odometry)
 
     protected = commander(bus, 10, [0.8, 0.0])
-    stopped = status.wait_for(lambda s: code(s) == 3 and s.data[0] == 0.0,
-                              while_waiting=protected)
+    stopped = status.wait_for(lambda s: code(s) == 3 and s.data[0] == 0.0, while_waiting=protected)
     for _ in range(20):  # keep asking to drive on: it stays stopped
         protected()
         time.sleep(PERIOD)
@@ -169,6 +170,7 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
         parser = argparse.ArgumentParser()
         sub = parser.add_subparsers(dest="command")
         drive_cmd.add_command(sub, [])
+
         def sent(argv: list[str]) -> msgs.ActuatorState:
             """Run ``pluto drive ...`` and return the command it wrote."""
             before = len(commands.values)

@@ -18,10 +18,10 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.geometry import compose
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
-from pluto.sim.route import compose
 from tests.helpers import wait_until
 from tests.scenarios.stack import ROOM, Collector, Commander
 
@@ -186,16 +186,26 @@ def test_simulated_time_runs_rate_times_faster(bus: Bus, sim_stack: Callable[...
     assert 6.0 < factor < 14.0, factor
     # the devices follow the simulated time
     odometry = bus.create_reader("Base/Drive/State", msgs.Odometry)
-    wait_until(lambda: (o := odometry.read()) is not None and o.stamp > first.stamp + 5.0, timeout=5,
-               message="the base follows the simulated clock")
+    wait_until(
+        lambda: (o := odometry.read()) is not None and o.stamp > first.stamp + 5.0,
+        timeout=5,
+        message="the base follows the simulated clock",
+    )
 
 
 # -- the commands ---------------------------------------------------------------------------------------------------
 
 
 def run_pluto(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pluto", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd, env=dict(os.environ), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "pluto", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_sim_with_a_bad_map_fails_with_one_line(tmp_path: Path) -> None:

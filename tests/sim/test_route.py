@@ -8,15 +8,20 @@ import math
 import numpy as np
 import pytest
 
+from pluto.geometry import compose, wrap_angle
 from pluto.sim.body import SimBody
-from pluto.sim.route import RouteCommand, RouteFollower, compose, wrap_angle
+from pluto.sim.route import RouteCommand, RouteFollower
 
 NO_SEGMENTS = np.zeros((0, 4))
 NO_CIRCLES = np.zeros((0, 3))
 
 
-def follow(waypoints: list[tuple[float, float]], start: tuple[float, float, float] = (0.0, 0.0, 0.0),
-           dt: float = 0.05, limit: float = 120.0) -> tuple[RouteFollower, SimBody, list[tuple[float, float, int]]]:
+def follow(
+    waypoints: list[tuple[float, float]],
+    start: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    dt: float = 0.05,
+    limit: float = 120.0,
+) -> tuple[RouteFollower, SimBody, list[tuple[float, float, int]]]:
     """Drive the body along the route in an empty world; return the follower, the body and the path."""
     follower = RouteFollower(waypoints)
     body = SimBody(NO_SEGMENTS, NO_CIRCLES, start)
@@ -128,8 +133,16 @@ def test_compose() -> None:
 
 @pytest.mark.parametrize(
     ("angle", "wrapped"),
-    [(0.0, 0.0), (math.pi / 2, math.pi / 2), (3 * math.pi / 2, -math.pi / 2), (-3 * math.pi / 2, math.pi / 2),
-     (math.pi, -math.pi), (-math.pi, -math.pi), (7.0, 7.0 - 2 * math.pi), (-20.0, -20.0 + 6 * math.pi)],
+    [
+        (0.0, 0.0),
+        (math.pi / 2, math.pi / 2),
+        (3 * math.pi / 2, -math.pi / 2),
+        (-3 * math.pi / 2, math.pi / 2),
+        (math.pi, -math.pi),
+        (-math.pi, -math.pi),
+        (7.0, 7.0 - 2 * math.pi),
+        (-20.0, -20.0 + 6 * math.pi),
+    ],
 )
 def test_wrap_angle(angle: float, wrapped: float) -> None:
     assert wrap_angle(angle) == pytest.approx(wrapped)

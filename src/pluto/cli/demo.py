@@ -18,6 +18,7 @@ import numpy as np
 
 from pluto import msgs
 from pluto.bus import Bus, BusTimeout
+from pluto.geometry import compose
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
@@ -25,7 +26,7 @@ from pluto.runtime.runner import stop_on_signals
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.laser import LaserParams, laser_pose
 from pluto.sim.plot import plot_run, scan_points
-from pluto.sim.route import RouteFollower, compose
+from pluto.sim.route import RouteFollower
 from pluto.sim.world import load_world
 
 # Through the office: east down the corridor, back west, into the lobby and past the reception.
@@ -99,11 +100,13 @@ def run_demo(config: Config, duration: float = 240.0, rate: float = 5.0, output:
                     battery = power.read()
                     nearest = min((r for r in scan.ranges if r > 0), default=math.nan) if scan else math.nan
                     error = math.hypot(true.x - pose[0], true.y - pose[1]) if true else math.nan
-                    print(f"  t={elapsed:6.1f} s  waypoint {min(step.waypoint + 1, len(OFFICE_ROUTE))}/"
-                          f"{len(OFFICE_ROUTE)}  at ({pose[0]:5.1f}, {pose[1]:5.1f}) m  "
-                          f"heading {math.degrees(pose[2]) % 360:5.1f}°  odometry error {error:.3f} m  "
-                          f"nearest echo {nearest:4.2f} m  battery {battery.charge * 100 if battery else 0:5.1f} %",
-                          flush=True)
+                    print(
+                        f"  t={elapsed:6.1f} s  waypoint {min(step.waypoint + 1, len(OFFICE_ROUTE))}/"
+                        f"{len(OFFICE_ROUTE)}  at ({pose[0]:5.1f}, {pose[1]:5.1f}) m  "
+                        f"heading {math.degrees(pose[2]) % 360:5.1f}°  odometry error {error:.3f} m  "
+                        f"nearest echo {nearest:4.2f} m  battery {battery.charge * 100 if battery else 0:5.1f} %",
+                        flush=True,
+                    )
                 if step.done:
                     done = True
                     break
@@ -125,11 +128,16 @@ def run_demo(config: Config, duration: float = 240.0, rate: float = 5.0, output:
             # Where the robot was when the scan was taken (the wrist stays straight ahead in this mission).
             _, x, y, theta = history[int(np.argmin(np.abs(history[:, 0] - last_scan.stamp)))]
             lx, ly, heading = laser_pose(x, y, theta, 0.0, LaserParams().mount_x)
-            points = scan_points((lx, ly, heading), last_scan.ranges, last_scan.angles,
-                                 max_range=last_scan.max_range)
+            points = scan_points((lx, ly, heading), last_scan.ranges, last_scan.angles, max_range=last_scan.max_range)
         name = f"office-{datetime.now():%Y%m%d-%H%M%S}.png"
-        picture = plot_run(world, out_dir / name, true_xy, np.array(odom_path) if odom_path else None, points,
-                           title=f"Pluto demo: office world, {'route done' if done else 'route not finished'}")
+        picture = plot_run(
+            world,
+            out_dir / name,
+            true_xy,
+            np.array(odom_path) if odom_path else None,
+            points,
+            title=f"Pluto demo: office world, {'route done' if done else 'route not finished'}",
+        )
     travelled = float(np.sum(np.hypot(*np.diff(true_xy, axis=0).T))) if len(true_xy) > 1 else 0.0
     outcome = "done" if done else "interrupted" if stop.is_set() else "NOT done"
     print(f"\nmission {outcome}: travelled {travelled:.1f} m; all modules stopped.")

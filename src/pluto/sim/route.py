@@ -10,18 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-def wrap_angle(angle: float) -> float:
-    """The angle in [-π, π)."""
-    return (angle + math.pi) % (2 * math.pi) - math.pi
-
-
-def compose(origin: tuple[float, float, float], relative: tuple[float, float, float]) -> tuple[float, float, float]:
-    """The pose ``relative`` (in the frame of ``origin``) expressed in the frame ``origin`` is given in."""
-    ox, oy, oth = origin
-    rx, ry, rth = relative
-    c, s = math.cos(oth), math.sin(oth)
-    return ox + c * rx - s * ry, oy + s * rx + c * ry, oth + rth
+from pluto.geometry import wrap_angle
 
 
 @dataclass(frozen=True)
@@ -42,8 +31,15 @@ class RouteFollower:
         slow_distance, stop_distance: sonar ranges ahead, m, below which it slows down and stops.
     """
 
-    def __init__(self, waypoints: Sequence[tuple[float, float]], speed: float = 0.8, turn_rate: float = 1.0,
-                 tolerance: float = 0.3, slow_distance: float = 1.0, stop_distance: float = 0.25) -> None:
+    def __init__(
+        self,
+        waypoints: Sequence[tuple[float, float]],
+        speed: float = 0.8,
+        turn_rate: float = 1.0,
+        tolerance: float = 0.3,
+        slow_distance: float = 1.0,
+        stop_distance: float = 0.25,
+    ) -> None:
         if not waypoints:
             raise ValueError("a route needs at least one waypoint")
         self.waypoints = list(waypoints)

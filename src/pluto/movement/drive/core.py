@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from pluto import msgs
+from pluto.geometry import wrap_angle
 
 __all__ = [
     "DriveController",
@@ -32,7 +33,6 @@ __all__ = [
     "OdometryCalibration",
     "calibrate_odometry",
     "sonar_sector",
-    "wrap_angle",
 ]
 
 
@@ -84,8 +84,7 @@ class DriveParams:
     max_dt: float = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("max_speed", "max_turn_rate", "max_accel", "max_turn_accel", "timeout", "heading_gain",
-                     "max_dt"):
+        for name in ("max_speed", "max_turn_rate", "max_accel", "max_turn_accel", "timeout", "heading_gain", "max_dt"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be a positive number, got {value}")
@@ -133,16 +132,17 @@ class DriveOutput:
     data: tuple[float, float]
 
 
-def wrap_angle(angle: float) -> float:
-    """``angle`` (rad) wrapped to [-π, π)."""
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
-
-
 def calibrate_odometry(odometry: msgs.Odometry, calibration: OdometryCalibration) -> msgs.Odometry:
     """The odometry with the calibration applied (x, y, v scaled by distance_scale; θ, ω by heading_scale)."""
     d, h = calibration.distance_scale, calibration.heading_scale
-    return msgs.Odometry(stamp=odometry.stamp, x=odometry.x * d, y=odometry.y * d, theta=odometry.theta * h,
-                         v=odometry.v * d, omega=odometry.omega * h)
+    return msgs.Odometry(
+        stamp=odometry.stamp,
+        x=odometry.x * d,
+        y=odometry.y * d,
+        theta=odometry.theta * h,
+        v=odometry.v * d,
+        omega=odometry.omega * h,
+    )
 
 
 def sonar_sector(bearing: float) -> DriveStatus:

@@ -15,16 +15,24 @@ from typing import Any
 
 import pytest
 
+from pluto.geometry import compose, relative, wrap_angle
 from pluto.hardware.base.p2os.driver import P2osDriver, P2osState
 from pluto.hardware.base.p2os.emulator import LinkNoise, P2osEmulator
 from pluto.hardware.base.p2os.robot import MotionLimits, P2osRobot
-from pluto.sim.route import compose
 from tests.helpers import free_tcp_port, wait_until
 
 Pose = tuple[float, float, float]
 
-BRISK = MotionLimits(trans_acc_top=4.0, rot_acc_top=12.0, trans_acc=4.0, trans_decel=4.0, rot_acc=12.0,
-                     rot_decel=12.0, trans_vel_max=1.0, rot_vel_max=2.5)
+BRISK = MotionLimits(
+    trans_acc_top=4.0,
+    rot_acc_top=12.0,
+    trans_acc=4.0,
+    trans_decel=4.0,
+    rot_acc=12.0,
+    rot_decel=12.0,
+    trans_vel_max=1.0,
+    rot_vel_max=2.5,
+)
 """A brisk robot for the squares (high accelerations), so that a square takes seconds."""
 LAW_DECEL = 0.6
 """The approach to a goal plans with this fraction of the robot's deceleration (room for one SIP of delay)."""
@@ -35,10 +43,15 @@ def emulators() -> Iterator[Callable[..., P2osEmulator]]:
     """Start emulators (``emulators(transport="pty", watchdog=0.5, ...)``); stopped after the test."""
     started: list[P2osEmulator] = []
 
-    def start(*, transport: str = "tcp", port: int = 0, link_noise: LinkNoise | None = None,
-              **robot: Any) -> P2osEmulator:
-        emulator = P2osEmulator(P2osRobot("p3dx", **robot), transport=transport,  # type: ignore[arg-type]
-                                port=port, link_noise=link_noise)
+    def start(
+        *, transport: str = "tcp", port: int = 0, link_noise: LinkNoise | None = None, **robot: Any
+    ) -> P2osEmulator:
+        emulator = P2osEmulator(
+            P2osRobot("p3dx", **robot),
+            transport=transport,  # type: ignore[arg-type]
+            port=port,
+            link_noise=link_noise,
+        )
         emulator.start()
         started.append(emulator)
         return emulator
@@ -70,14 +83,6 @@ def truth(emulator: P2osEmulator) -> Pose:
         return emulator.robot.truth_pose
 
 
-def relative(origin: Pose, pose: Pose) -> Pose:
-    """``pose`` seen from ``origin`` (heading wrapped to [-pi, pi))."""
-    c, s = math.cos(origin[2]), math.sin(origin[2])
-    dx, dy = pose[0] - origin[0], pose[1] - origin[1]
-    heading = (pose[2] - origin[2] + math.pi) % (2 * math.pi) - math.pi
-    return c * dx + s * dy, -s * dx + c * dy, heading
-
-
 def pose_of(state: P2osState) -> Pose:
     return state.x, state.y, state.theta
 
@@ -106,8 +111,9 @@ def approach(left: float, top: float, decel: float, gain: float, slowest: float)
     return math.copysign(magnitude, left)
 
 
-def drive_to(driver: P2osDriver, goal: tuple[float, float], heading: float, speed: float, gain: float,
-             tolerance: float) -> None:
+def drive_to(
+    driver: P2osDriver, goal: tuple[float, float], heading: float, speed: float, gain: float, tolerance: float
+) -> None:
     """Drive along ``heading`` (rad) until abreast of ``goal`` (x, y in m, odometry frame; within ``tolerance`` m)
     and nearly still,
     steering back onto the line through the goal; closing the loop on the driver's odometry (backing up if late
@@ -145,8 +151,14 @@ def turn_to(driver: P2osDriver, heading: float, turn_rate: float, gain: float, t
     raise AssertionError(f"did not turn to {heading:.3f} rad: at {pose_of(state)}")
 
 
-def drive_square(driver: P2osDriver, emulator: P2osEmulator, side: float = 1.0, speed: float = 1.0,
-                 gain: float = 5.0, tolerance: tuple[float, float] = (0.003, 0.004)) -> list[tuple[Pose, Pose]]:
+def drive_square(
+    driver: P2osDriver,
+    emulator: P2osEmulator,
+    side: float = 1.0,
+    speed: float = 1.0,
+    gain: float = 5.0,
+    tolerance: tuple[float, float] = (0.003, 0.004),
+) -> list[tuple[Pose, Pose]]:
     """Drive a square, left turns, closing the loop on the driver's odometry.
 
     Args:
@@ -173,15 +185,14 @@ def drive_square(driver: P2osDriver, emulator: P2osEmulator, side: float = 1.0, 
 def assert_agree(samples: list[tuple[Pose, Pose]], distance: float, angle_deg: float) -> None:
     for odometry, true in samples:
         assert math.hypot(odometry[0] - true[0], odometry[1] - true[1]) < distance, (odometry, true)
-        assert abs(odometry[2] - true[2]) < math.radians(angle_deg), (odometry, true)
+        assert abs(wrap_angle(odometry[2] - true[2])) < math.radians(angle_deg), (odometry, true)
 
 
 # --------------------------------------------------------------------------------------------------- handshake
 
 
 @pytest.mark.parametrize("transport", ["tcp", "pty"])
-def test_handshake(transport: str, emulators: Callable[..., P2osEmulator],
-                   drivers: Callable[..., P2osDriver]) -> None:
+def test_handshake(transport: str, emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]) -> None:
     emulator = emulators(transport=transport)
     assert emulator.url.startswith("socket://" if transport == "tcp" else "/dev/")
     driver = drivers(emulator.url)
@@ -206,8 +217,9 @@ def test_handshake(transport: str, emulators: Callable[..., P2osEmulator],
 # --------------------------------------------------------------------------------------------------- driving
 
 
-def test_square_odometry_agrees_with_truth(emulators: Callable[..., P2osEmulator],
-                                          drivers: Callable[..., P2osDriver]) -> None:
+def test_square_odometry_agrees_with_truth(
+    emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
+) -> None:
     emulator = emulators(limits=BRISK)
     driver = drivers(emulator.url)
     driver.connect()
@@ -243,8 +255,9 @@ def test_square_on_a_noisy_link(emulators: Callable[..., P2osEmulator], drivers:
 # --------------------------------------------------------------------------------------------------- safety
 
 
-def test_robot_watchdog_stops_a_silent_client(emulators: Callable[..., P2osEmulator],
-                                             drivers: Callable[..., P2osDriver]) -> None:
+def test_robot_watchdog_stops_a_silent_client(
+    emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
+) -> None:
     emulator = emulators(watchdog=0.5, limits=BRISK)
     driver = drivers(emulator.url)
     driver.connect()
@@ -279,8 +292,9 @@ def test_command_timeout_stops_the_robot_while_pulses_keep_the_link(
 # --------------------------------------------------------------------------------------------------- the link
 
 
-def test_second_driver_closes_a_stale_session(emulators: Callable[..., P2osEmulator],
-                                             drivers: Callable[..., P2osDriver]) -> None:
+def test_second_driver_closes_a_stale_session(
+    emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
+) -> None:
     emulator = emulators()
     first = drivers(emulator.url)
     first.connect()
@@ -294,8 +308,9 @@ def test_second_driver_closes_a_stale_session(emulators: Callable[..., P2osEmula
     assert next_sip(second).sips >= 1
 
 
-def test_reconnects_after_the_link_drops(emulators: Callable[..., P2osEmulator],
-                                        drivers: Callable[..., P2osDriver]) -> None:
+def test_reconnects_after_the_link_drops(
+    emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
+) -> None:
     emulator = emulators(port=free_tcp_port())
     driver = drivers(emulator.url)
     driver.connect()

@@ -32,7 +32,6 @@ from .models import (
     signed_15bit,
     to_deg,
     to_mm,
-    wrap_angle,
 )
 from .odometry import OdometryIntegrator, OdometryUpdate, heading_delta, unwrap_15bit
 from .packets import (
@@ -129,5 +128,4 @@ __all__ = [
     "unframe",
     "unpack_byte_pair",
     "unwrap_15bit",
-    "wrap_angle",
 ]

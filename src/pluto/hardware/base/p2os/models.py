@@ -38,7 +38,6 @@ __all__ = [
     "signed_15bit",
     "to_deg",
     "to_mm",
-    "wrap_angle",
 ]
 
 ANGLE_CONV = 2.0 * math.pi / 4096.0
@@ -51,11 +50,6 @@ _INT16_MIN, _INT16_MAX = -0x8000, 0x7FFF
 
 class UnknownRobotWarning(UserWarning):
     """The robot's subclass is not in the parameter table; defaults are used."""
-
-
-def wrap_angle(angle: float) -> float:
-    """``angle`` (rad) wrapped to [-pi, pi)."""
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
 
 
 def signed_15bit(raw: int) -> int:

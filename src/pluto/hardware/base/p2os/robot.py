@@ -61,13 +61,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.errors import ConfigError
+from pluto.geometry import wrap_angle
 from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.noise import IDEAL, NoiseProfile
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World
 
 from .decoder import DecoderStatistics, P2osDecoder
-from .models import ROBOT_PARAMS, RobotParams, wrap_angle
+from .models import ROBOT_PARAMS, RobotParams
 from .packets import Command, CommandPacket, UnknownPacket, unpack_byte_pair
 from .sip import ConfigPacket, EncoderPacket, IoPacket, Sip, SonarReading, SyncReply
 
