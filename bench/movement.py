@@ -51,8 +51,9 @@ WORLDS: dict[str, tuple[str, tuple[float, float, float], tuple[float, float]]] =
 }
 
 
-def one_run(text: str, start: tuple[float, float, float], goal: tuple[float, float], seed: int, rate: float,
-            limit: float) -> tuple[int, float, float]:
+def one_run(
+    text: str, start: tuple[float, float, float], goal: tuple[float, float], seed: int, rate: float, limit: float
+) -> tuple[int, float, float]:
     """One goto; returns (element[1] at the end: 1, 2 or -1 for timeout, time taken s, truth error at the end m)."""
     os.environ["PLUTO_ROBOT"] = f"bench-{uuid.uuid4().hex[:8]}"
     os.environ["PLUTO_RENDEZVOUS"] = f"tcp/127.0.0.1:{free_tcp_port()}"
@@ -65,8 +66,13 @@ def one_run(text: str, start: tuple[float, float, float], goal: tuple[float, flo
             stack.command(FLAGS, list(goal), [0.6, 1.0], [1.0])
             try:
                 done = stack.status.wait_for(
-                    lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1
-                    and (s.element[1] in (1, 2) or s.stamp > t0 + limit), timeout=limit / rate + 30)
+                    lambda s: (
+                        isinstance(s, msgs.FVectorState)
+                        and len(s.element) > 1
+                        and (s.element[1] in (1, 2) or s.stamp > t0 + limit)
+                    ),
+                    timeout=limit / rate + 30,
+                )
             except AssertionError:
                 return -1, math.nan, math.nan
             assert isinstance(done, msgs.FVectorState)
@@ -86,19 +92,26 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="simulated seconds per wall second (default 10)")
     parser.add_argument("--limit", type=float, default=150.0, help="give up after this many simulated s")
     args = parser.parse_args()
-    print(f"{'world':<34}{'runs':>6}{'reached':>9}{'stuck':>7}{'timeout':>9}{'median s':>10}{'max s':>8}"
-          f"{'truth err m':>13}")
+    print(
+        f"{'world':<34}{'runs':>6}{'reached':>9}{'stuck':>7}{'timeout':>9}{'median s':>10}{'max s':>8}"
+        f"{'truth err m':>13}"
+    )
     for name, (text, start, goal) in WORLDS.items():
         results = [one_run(text, start, goal, seed, args.rate, args.limit) for seed in range(args.runs)]
         reached = [r for r in results if r[0] == 1]
         times = [r[1] for r in reached]
         errors = [r[2] for r in reached]
-        print(f"{name:<34}{len(results):>6}{len(reached):>9}{sum(r[0] == 2 for r in results):>7}"
-              f"{sum(r[0] == -1 for r in results):>9}"
-              f"{statistics.median(times) if times else math.nan:>10.1f}{max(times) if times else math.nan:>8.1f}"
-              f"{statistics.median(errors) if errors else math.nan:>13.2f}", flush=True)
-    print("success rate = reached / runs; times are simulated seconds from the command to element[1] = 1; truth err "
-          "is the median distance of the true end pose from the goal (dead-reckoning drift included)")
+        print(
+            f"{name:<34}{len(results):>6}{len(reached):>9}{sum(r[0] == 2 for r in results):>7}"
+            f"{sum(r[0] == -1 for r in results):>9}"
+            f"{statistics.median(times) if times else math.nan:>10.1f}{max(times) if times else math.nan:>8.1f}"
+            f"{statistics.median(errors) if errors else math.nan:>13.2f}",
+            flush=True,
+        )
+    print(
+        "success rate = reached / runs; times are simulated seconds from the command to element[1] = 1; truth err "
+        "is the median distance of the true end pose from the goal (dead-reckoning drift included)"
+    )
 
 
 if __name__ == "__main__":

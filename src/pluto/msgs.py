@@ -82,9 +82,7 @@ class FVectorState(Message, frozen=True):
     """A status vector: floating-point ``data`` and integer ``element`` codes, meaning set per interface."""
 
     stamp: Stamp = 0.0
-    data: Annotated[FloatVec, _doc("Floating-point values, units per interface.")] = msgspec.field(
-        default_factory=list
-    )
+    data: Annotated[FloatVec, _doc("Floating-point values, units per interface.")] = msgspec.field(default_factory=list)
     element: Annotated[list[int], _doc("Integer status codes, meaning per interface.")] = msgspec.field(
         default_factory=list
     )
@@ -102,12 +100,12 @@ class PoseEstimate(Message, frozen=True):
     """
 
     stamp: Stamp = 0.0
-    pose: Annotated[FloatVec, _doc("x, y, z in m; θ, φ, ψ in rad; optional wrist pan, tilt in rad.")] = (
-        msgspec.field(default_factory=lambda: [0.0] * 6)
+    pose: Annotated[FloatVec, _doc("x, y, z in m; θ, φ, ψ in rad; optional wrist pan, tilt in rad.")] = msgspec.field(
+        default_factory=lambda: [0.0] * 6
     )
-    covariance: Annotated[
-        FloatVec, _doc("Row-major covariance of (x, y, θ): 9 values, m², m·rad, rad².")
-    ] = msgspec.field(default_factory=lambda: [0.0] * 9)
+    covariance: Annotated[FloatVec, _doc("Row-major covariance of (x, y, θ): 9 values, m², m·rad, rad².")] = (
+        msgspec.field(default_factory=lambda: [0.0] * 9)
+    )
     cmd_flags: Annotated[
         int, _doc("The setter: 0 nobody, 1 pose module, 2 and 3 SLAM; < 0 on a post means a robot pose.")
     ] = 0
@@ -172,8 +170,8 @@ class LaserScan(Message, frozen=True):
 
     stamp: Stamp = 0.0
     arrival: Annotated[float, _doc("Time the scan arrived at the computer, s.")] = 0.0
-    ranges: Annotated[FloatVec, _doc("Range per beam, m; -1 when the scanner reported an error.")] = (
-        msgspec.field(default_factory=list)
+    ranges: Annotated[FloatVec, _doc("Range per beam, m; -1 when the scanner reported an error.")] = msgspec.field(
+        default_factory=list
     )
     angles: Annotated[FloatVec, _doc("Bearing of each beam in the laser frame, rad, counter-clockwise.")] = (
         msgspec.field(default_factory=list)

@@ -37,8 +37,14 @@ def workdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def pluto(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run `python -m pluto ARGS` and capture its output."""
-    return subprocess.run([sys.executable, "-m", "pluto", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "pluto", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -59,6 +65,7 @@ def runtime_folder(bus_env: dict[str, str]) -> Path:
 
 
 # -- help -------------------------------------------------------------------------------------------------------
+
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """The subcommand parsers of `pluto`, by name."""
@@ -84,9 +91,7 @@ def test_help_describes_pluto_and_its_commands(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize("command", sorted(subcommands()))
-def test_each_command_has_help_with_an_example_or_description(
-    command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_each_command_has_help_with_an_example_or_description(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0
@@ -152,8 +157,9 @@ def test_unknown_profile() -> None:
 
 
 def test_missing_config_file() -> None:
-    assert_one_line_error(pluto("--config", "/nonexistent/pluto.toml", "mom"), "/nonexistent/pluto.toml",
-                          "does not exist")
+    assert_one_line_error(
+        pluto("--config", "/nonexistent/pluto.toml", "mom"), "/nonexistent/pluto.toml", "does not exist"
+    )
 
 
 def test_missing_config_file_named_after_the_command() -> None:
@@ -223,13 +229,19 @@ def test_missing_router_is_one_clear_line() -> None:
 
 def test_a_router_connects_the_commands(bus_env: dict[str, str]) -> None:
     endpoint = f"tcp/127.0.0.1:{free_tcp_port()}"
-    router = subprocess.Popen([sys.executable, "-m", "pluto", "router", "--listen", endpoint],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    router = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "router", "--listen", endpoint],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert router.stdout is not None
         first = router.stdout.readline()  # printed once it listens
-        assert first.startswith(f"router listening on {endpoint}"), first + (router.stderr.read() if
-                                                                           router.poll() is not None else "")
+        assert first.startswith(f"router listening on {endpoint}"), first + (
+            router.stderr.read() if router.poll() is not None else ""
+        )
         env = {"PLUTO_CONNECT": endpoint}
         started = pluto("start", "heartbeat", env=env)
         assert started.returncode == 0, started.stderr
@@ -266,8 +278,9 @@ def test_start_inspect_and_stop_a_daemon(bus_env: dict[str, str]) -> None:
     shown = pluto("mom")
     assert shown.returncode == 0, shown.stderr
     assert f"robot {robot}: 1 module" in shown.stdout
-    assert re.search(rf"^heartbeat\s+{pid}\s+yes\s+Heartbeat\s+Heartbeat\s+\d+\.\d Hz", shown.stdout, re.M), \
+    assert re.search(rf"^heartbeat\s+{pid}\s+yes\s+Heartbeat\s+Heartbeat\s+\d+\.\d Hz", shown.stdout, re.M), (
         shown.stdout
+    )
 
     listed = pluto("list")
     assert listed.returncode == 0, listed.stderr
@@ -311,8 +324,13 @@ def test_echo_count_prints_exactly_that_many_values(bus: Bus) -> None:
 def test_echo_new_waits_for_a_new_value_only(bus: Bus) -> None:
     writer = bus.create_publisher("Heartbeat", msgs.Heartbeat)
     writer.write(msgs.Heartbeat(seq=1, source="old"))
-    process = subprocess.Popen([sys.executable, "-m", "pluto", "echo", "Heartbeat", "-n", "1", "--new"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "echo", "Heartbeat", "-n", "1", "--new"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         # Keep writing until the command has seen a new value and exited.
         seq = 1
@@ -335,8 +353,13 @@ def test_echo_new_waits_for_a_new_value_only(bus: Bus) -> None:
 
 
 def test_run_in_the_foreground_stops_cleanly_on_ctrl_c(bus: Bus) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "pluto", "run", "heartbeat", "-p", "rate_hz=20"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "run", "heartbeat", "-p", "rate_hz=20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         bus.wait_for_module("heartbeat", timeout=15.0)
 
@@ -380,8 +403,13 @@ def test_up_detach_then_down_stops_everything(bus_env: dict[str, str]) -> None:
 
 
 def test_up_in_the_foreground_until_ctrl_c(bus: Bus, bus_env: dict[str, str]) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "pluto", "up", "heartbeat", "--one-process"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "up", "heartbeat", "--one-process"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
@@ -409,9 +437,11 @@ def test_demo_runs_and_says_where_the_logs_are(bus_env: dict[str, str]) -> None:
     result = pluto("demo", "--duration", "1", timeout=60)
     assert "Traceback" not in result.stdout + result.stderr
     # A demo cut short by --duration may report that the mission did not finish; anything else must be success.
-    assert result.returncode == 0 or (result.returncode == 1 and "not done" in result.stdout.lower()), \
+    assert result.returncode == 0 or (result.returncode == 1 and "not done" in result.stdout.lower()), (
         result.stdout + result.stderr
-    assert re.search(rf"logs of each module: {re.escape(str(runtime_folder(bus_env)))}/", result.stdout, re.I), \
+    )
+    assert re.search(rf"logs of each module: {re.escape(str(runtime_folder(bus_env)))}/", result.stdout, re.I), (
         result.stdout
+    )
     assert list(runtime_folder(bus_env).glob("*.log"))  # the logs are there
     assert list(runtime_folder(bus_env).glob("*.pid")) == []  # every module stopped

@@ -66,9 +66,7 @@ def test_a_stale_pid_file_does_not_count_as_running(bus: Bus, bus_env: dict[str,
         launcher.stop_daemon(bus.robot, "heartbeat")
 
 
-def test_a_module_alive_outside_the_launcher_is_not_started_again(
-    bus: Bus, make_bus: Callable[..., Bus]
-) -> None:
+def test_a_module_alive_outside_the_launcher_is_not_started_again(bus: Bus, make_bus: Callable[..., Bus]) -> None:
     module = HeartbeatModule(make_bus())
     module.start()
     bus.wait_for_module("heartbeat", timeout=2.0)
@@ -102,8 +100,19 @@ def test_a_module_that_never_publishes_times_out(bus: Bus) -> None:
 
 
 def test_module_command_passes_parameters_as_toml() -> None:
-    cmd = launcher.module_command("heartbeat", "hb", {"rate_hz": 2.5, "autostart": False, "label": 'a "b"'},
-                                  "/etc/pluto.toml")
+    cmd = launcher.module_command(
+        "heartbeat", "hb", {"rate_hz": 2.5, "autostart": False, "label": 'a "b"'}, "/etc/pluto.toml"
+    )
     assert cmd[1:5] == ["-m", "pluto", "run", "heartbeat"]
-    assert cmd[5:] == ["--name", "hb", "--config", "/etc/pluto.toml", "-p", "rate_hz=2.5", "-p",
-                       "autostart=false", "-p", 'label="a \\"b\\""']
+    assert cmd[5:] == [
+        "--name",
+        "hb",
+        "--config",
+        "/etc/pluto.toml",
+        "-p",
+        "rate_hz=2.5",
+        "-p",
+        "autostart=false",
+        "-p",
+        'label="a \\"b\\""',
+    ]

@@ -61,9 +61,7 @@ def test_module_is_alive_and_publishes_at_its_rate(bus: Bus, make_bus: MakeBus, 
     assert beat.seq > 0
 
 
-def test_stop_activity_stops_writes_but_module_stays_alive(
-    bus: Bus, make_bus: MakeBus, started: list[Module]
-) -> None:
+def test_stop_activity_stops_writes_but_module_stays_alive(bus: Bus, make_bus: MakeBus, started: list[Module]) -> None:
     watcher = make_bus()
     module = HeartbeatModule(bus, ModuleParams(rate_hz=50.0))
     module.start()

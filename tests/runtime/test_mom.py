@@ -30,7 +30,9 @@ def test_snapshot_of_a_running_pair_and_its_disappearance_when_killed(bus: Bus) 
     def both_rated() -> bool:
         rows = rows_by_name(bus)
         return all(
-            (row := rows.get(name)) is not None and row.info is not None and row.info.provides
+            (row := rows.get(name)) is not None
+            and row.info is not None
+            and row.info.provides
             and row.info.provides[0].rate_hz > 0
             for name in ("heartbeat", "heartbeat-monitor")
         )
@@ -71,10 +73,15 @@ def test_snapshot_of_a_running_pair_and_its_disappearance_when_killed(bus: Bus) 
 
 def test_render_of_nothing_and_of_a_module_that_does_not_answer() -> None:
     assert mom.render([], "r2") == "robot r2: no modules running"
-    info = msgs.ModuleInfo(name="quiet", pid=12, active=False, provides=[
-        msgs.InterfaceStats(name="Heartbeat", type="Heartbeat", count=0, rate_hz=0.0, last_write=0.0),
-        msgs.InterfaceStats(name="Other", type="FVectorState", count=3, rate_hz=2.0, last_write=95.0),
-    ])
+    info = msgs.ModuleInfo(
+        name="quiet",
+        pid=12,
+        active=False,
+        provides=[
+            msgs.InterfaceStats(name="Heartbeat", type="Heartbeat", count=0, rate_hz=0.0, last_write=0.0),
+            msgs.InterfaceStats(name="Other", type="FVectorState", count=3, rate_hz=2.0, last_write=95.0),
+        ],
+    )
     table = mom.render([mom.MomRow("mute", None), mom.MomRow("quiet", info)], "r2", now=100.0)
     lines = table.splitlines()
     assert lines[0] == "robot r2: 2 modules"
@@ -122,8 +129,13 @@ def newcomer_setup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         yield "rendezvous"
         return
     endpoint = f"tcp/127.0.0.1:{free_tcp_port()}"
-    router = subprocess.Popen([sys.executable, "-m", "pluto", "router", "--listen", endpoint],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    router = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "router", "--listen", endpoint],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert router.stdout is not None
         assert router.stdout.readline().startswith("router listening")

@@ -36,10 +36,12 @@ def test_start_order_follows_requires_not_the_file_order() -> None:
 
 
 def test_sample_consumer_comes_after_its_provider() -> None:
-    data = {"modules": {
-        "late-consumer": {"module": f"{SAMPLES}:LateConsumer"},
-        "slow-provider": {"module": f"{SAMPLES}:SlowProvider", "delay": 0.1},
-    }}
+    data = {
+        "modules": {
+            "late-consumer": {"module": f"{SAMPLES}:LateConsumer"},
+            "slow-provider": {"module": f"{SAMPLES}:SlowProvider", "delay": 0.1},
+        }
+    }
     profile = parse_profile("pair", data, "test profile")
     assert names(profile.entries) == ["slow-provider", "late-consumer"]
     assert profile.entries[0].spec.params == {"delay": 0.1}  # `module` is not a parameter
@@ -125,8 +127,9 @@ def test_local_profiles_override_and_add(monkeypatch: pytest.MonkeyPatch, tmp_pa
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "heartbeat.toml").write_text('description = "local demo"\n[modules.heartbeat]\nrate_hz = 3.0\n')
-    (folder / "extra.toml").write_text('description = "an extra one"\n[modules.heartbeat-monitor]\n'
-                                       "[modules.heartbeat]\n")
+    (folder / "extra.toml").write_text(
+        'description = "an extra one"\n[modules.heartbeat-monitor]\n[modules.heartbeat]\n'
+    )
     demo = load_profile("heartbeat")
     assert demo.description == "local demo"
     assert names(demo.entries) == ["heartbeat"]

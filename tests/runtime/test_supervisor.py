@@ -153,8 +153,7 @@ def test_it_gives_up_after_max_restarts_within_the_window(bus: Bus, running: Run
     supervisor = running.start(profile_of(RESTARTING), run=True)
     pids = []
     for _crash in range(3):  # max_restarts = 2: the third crash within the window is one too many
-        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid not in pids,
-                   timeout=5.0)
+        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid not in pids, timeout=5.0)
         pid = child_pid(supervisor, "heartbeat")
         assert pid is not None
         wait_until(lambda pid=pid: mom_pid(bus, "heartbeat") == pid, timeout=5.0)
@@ -215,4 +214,3 @@ def test_a_requirement_outside_the_profile_must_be_running(bus: Bus, running: Ru
     with pytest.raises(LaunchError, match="needs heartbeat"):
         running.start(profile_of({"modules": {"heartbeat-monitor": {}}}))
     assert launcher.running_daemons(bus.robot) == {}
-

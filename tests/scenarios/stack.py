@@ -39,8 +39,9 @@ class Collector:
             self.values.append(value)
             self._cond.notify_all()
 
-    def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0,
-                 while_waiting: Callable[[], None] | None = None) -> Any:
+    def wait_for(
+        self, predicate: Callable[[Any], bool], timeout: float = 20.0, while_waiting: Callable[[], None] | None = None
+    ) -> Any:
         """The first value (already received or still to come) for which ``predicate`` holds.
 
         ``while_waiting``, if given, is called about every ``POLL`` s (to keep writing a command, say).

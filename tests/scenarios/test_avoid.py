@@ -35,8 +35,10 @@ def office_with_box() -> str:
     text = (WORLDS_DIR / "office.xml").read_text()
     text = re.sub(r"<start [^>]*/>", '<start x="10" y="10" theta="3.14159"/>', text)
     text = re.sub(r"<movers>.*</movers>", "", text, flags=re.S)
-    box = ('<polygon name="box"><point x="5.8" y="9.7"/> <point x="6.4" y="9.7"/> <point x="6.4" y="10.3"/>'
-           ' <point x="5.8" y="10.3"/></polygon>')
+    box = (
+        '<polygon name="box"><point x="5.8" y="9.7"/> <point x="6.4" y="9.7"/> <point x="6.4" y="10.3"/>'
+        ' <point x="5.8" y="10.3"/></polygon>'
+    )
     return text.replace("<obstacles>", "<obstacles>\n    " + box)
 
 
@@ -96,16 +98,24 @@ class Stack:
         return module
 
 
-def start_stack(bus: Bus, tmp_path: Path, world_text: str, start: tuple[float, float, float],
-                seed: int = 3, rate: float = RATE, **avoid_params: float) -> Stack:
+def start_stack(
+    bus: Bus,
+    tmp_path: Path,
+    world_text: str,
+    start: tuple[float, float, float],
+    seed: int = 3,
+    rate: float = RATE,
+    **avoid_params: float,
+) -> Stack:
     """Start sim + localization (at ``start``, world frame) + drive + avoid in this process."""
     world = tmp_path / "world.xml"
     world.write_text(world_text)
     start_file = tmp_path / "start.toml"
     start_file.write_text(f"x = {start[0]}\ny = {start[1]}\ntheta = {start[2]}\n")
     profile = load_profile("sim")
-    profile = type(profile)(**{**profile.__dict__, "entries": tuple(
-        e for e in profile.entries if e.name != "localization")})
+    profile = type(profile)(
+        **{**profile.__dict__, "entries": tuple(e for e in profile.entries if e.name != "localization")}
+    )
     profile = with_params(profile, "sim", world=str(world), rate=rate, noise="realistic", seed=seed)
     supervisor = Supervisor(bus, profile, Config(), one_process=True)
     supervisor.start()
@@ -143,8 +153,9 @@ def test_goto_around_a_box_in_the_office(bus: Bus, tmp_path: Path, stacks: list[
     stacks.append(stack)
     goal = (2.0, 10.0)
     stack.command(22, list(goal), [0.6, 1.0], [1.0])  # laser avoidance (see the module docstring)
-    done = stack.status.wait_for(lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1
-                                 and s.element[1] in (1, 2), timeout=120)
+    done = stack.status.wait_for(
+        lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1 and s.element[1] in (1, 2), timeout=120
+    )
     assert isinstance(done, msgs.FVectorState)
     assert done.element[1] == 1, done
     end = stack.truth.snapshot()[-1]
@@ -160,8 +171,9 @@ def test_goto_into_a_dead_end_with_sonar_is_stuck(bus: Bus, tmp_path: Path, stac
     stack = start_stack(bus, tmp_path, DEAD_END, (2.0, 3.5, 0.0))
     stacks.append(stack)
     stack.command(12, [14.0, 3.5], [0.6, 1.0], [1.0])
-    done = stack.status.wait_for(lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1
-                                 and s.element[1] in (1, 2), timeout=120)
+    done = stack.status.wait_for(
+        lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1 and s.element[1] in (1, 2), timeout=120
+    )
     assert isinstance(done, msgs.FVectorState) and done.element[1] == 2, done
     truths = stack.truth.snapshot()
     assert max(t.x for t in truths) > 7.0  # it did drive in
@@ -191,11 +203,16 @@ def test_a_person_crossing_slows_and_stops_the_robot(bus: Bus, tmp_path: Path, s
     while clock.wait_for_update(timeout=10).stamp < 5.0:  # the walker is then 1.25 m along, far from the path
         pass
     stack.command(20, [], [0.4, 0.0], [])
-    slowed = stack.status.wait_for(lambda s: isinstance(s, msgs.FVectorState) and s.element[0] == 6
-                                   and 0.0 < s.data[0] < 0.35, timeout=60)
+    slowed = stack.status.wait_for(
+        lambda s: isinstance(s, msgs.FVectorState) and s.element[0] == 6 and 0.0 < s.data[0] < 0.35, timeout=60
+    )
     assert isinstance(slowed, msgs.FVectorState)
-    stopped = stack.status.wait_for(lambda s: isinstance(s, msgs.FVectorState) and s.stamp > slowed.stamp
-                                    and s.element[0] == 6 and s.data[0] == 0.0, timeout=60)
+    stopped = stack.status.wait_for(
+        lambda s: (
+            isinstance(s, msgs.FVectorState) and s.stamp > slowed.stamp and s.element[0] == 6 and s.data[0] == 0.0
+        ),
+        timeout=60,
+    )
     assert isinstance(stopped, msgs.FVectorState)
     stack.truth.wait_for(lambda t: isinstance(t, msgs.Odometry) and t.x > 9.0, timeout=60)
     resumed = stack.status.snapshot()[-1]

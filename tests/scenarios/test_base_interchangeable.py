@@ -44,13 +44,19 @@ def wait_still(odometry: Collector, after: float = -math.inf) -> msgs.Odometry:
     return value
 
 
-def steady_motion(bus: Bus, odometry: Collector, v: float, omega: float, seconds: float = 1.0,
-                  ) -> tuple[msgs.Odometry, msgs.Odometry]:
+def steady_motion(
+    bus: Bus,
+    odometry: Collector,
+    v: float,
+    omega: float,
+    seconds: float = 1.0,
+) -> tuple[msgs.Odometry, msgs.Odometry]:
     """Command (v, omega) until the base moves steadily at it, then ``seconds`` (of the base's time) more.
 
     Returns the first steady state and the one ``seconds`` later; stops the base at the end.
     """
     with Commander(bus, v, omega):
+
         def steady(o: msgs.Odometry) -> bool:
             return abs(o.v - v) < 0.02 and abs(o.omega - omega) < 0.03
 
@@ -153,7 +159,8 @@ def test_p2os_base_services(bus: Bus, p2os_base: P2osBase, emulator: P2osEmulato
     geometry = bus.call("base/geometry", None, dict, timeout=5)
     assert geometry["model"] == "p3dx" and geometry["radius"] == pytest.approx(0.25)
     assert len(geometry["sonar_poses"]) == 16 and geometry["sonar_poses"][0] == pytest.approx(
-        [0.069, 0.136, math.pi / 2])
+        [0.069, 0.136, math.pi / 2]
+    )
 
     assert bus.call("base/motor_power", False, bool, timeout=5) is True  # the outcome: motors off as asked
     assert not emulator.robot.motors_enabled
@@ -176,8 +183,13 @@ def test_p2os_base_services(bus: Bus, p2os_base: P2osBase, emulator: P2osEmulato
 
     odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
     assert bus.call("base/set_odometry", [1.0, 2.0, 0.5], bool, timeout=5) is True
-    placed = odometry.wait_for(lambda o: o.x == pytest.approx(1.0, abs=1e-3) and o.y == pytest.approx(2.0, abs=1e-3)
-                               and o.theta == pytest.approx(0.5, abs=1e-3))
+    placed = odometry.wait_for(
+        lambda o: (
+            o.x == pytest.approx(1.0, abs=1e-3)
+            and o.y == pytest.approx(2.0, abs=1e-3)
+            and o.theta == pytest.approx(0.5, abs=1e-3)
+        )
+    )
     # in direct mode the command becomes wheel velocities (VEL2), and the base still drives straight
     with Commander(bus, 0.2, 0.0):
         moved = odometry.wait_for(lambda o: o.stamp > placed.stamp and math.hypot(o.x - 1.0, o.y - 2.0) > 0.1)
@@ -189,8 +201,7 @@ def test_p2os_base_services(bus: Bus, p2os_base: P2osBase, emulator: P2osEmulato
     assert any(isinstance(packet, CommandPacket) and packet.command == Command.VEL2 for _, packet in recent)
     still = wait_still(odometry, after=moved.stamp)
     assert bus.call("base/reset_odometry", None, bool, timeout=5) is True
-    odometry.wait_for(lambda o: o.stamp > still.stamp and abs(o.x) < 1e-3 and abs(o.y) < 1e-3
-                      and abs(o.theta) < 1e-3)
+    odometry.wait_for(lambda o: o.stamp > still.stamp and abs(o.x) < 1e-3 and abs(o.y) < 1e-3 and abs(o.theta) < 1e-3)
 
 
 def test_p2os_base_fails_to_start_without_a_robot(bus: Bus) -> None:

@@ -158,8 +158,7 @@ def test_movers_appear_in_the_scan() -> None:
 
 def test_static_circles_appear_in_the_scan() -> None:
     world = parse_world(
-        '<world name="post" version="1"><walls/><obstacles><circle name="post" x="5" y="0" r="1"/>'
-        "</obstacles></world>"
+        '<world name="post" version="1"><walls/><obstacles><circle name="post" x="5" y="0" r="1"/></obstacles></world>'
     )
     ranges = laser_in(world).scan(0.0, (0.0, 0.0, 0.0))
     assert ranges[CENTRE] == pytest.approx(5.0 - 1.0 - MOUNT, abs=1e-9)

@@ -25,8 +25,15 @@ MOVES = [
 class Run:
     """A wrist stepped for a while after one command, with its history."""
 
-    def __init__(self, target: list[float], velocity: list[float], accel: list[float], seconds: float = 6.0,
-                 dt: float = DT, wrist: SimWrist | None = None) -> None:
+    def __init__(
+        self,
+        target: list[float],
+        velocity: list[float],
+        accel: list[float],
+        seconds: float = 6.0,
+        dt: float = DT,
+        wrist: SimWrist | None = None,
+    ) -> None:
         self.wrist = wrist or SimWrist()
         self.dt = dt
         self.start = self.wrist.position.copy()
@@ -69,8 +76,9 @@ def test_converges_on_the_target(target: list[float], velocity: list[float], acc
 
 @pytest.mark.parametrize(("target", "velocity", "accel"), MOVES)
 @pytest.mark.parametrize("dt", [0.005, DT, 0.05])
-def test_speed_never_exceeds_the_commanded_speed(target: list[float], velocity: list[float], accel: list[float],
-                                                 dt: float) -> None:
+def test_speed_never_exceeds_the_commanded_speed(
+    target: list[float], velocity: list[float], accel: list[float], dt: float
+) -> None:
     run = Run(target, velocity, accel, dt=dt)
     assert np.all(np.abs(run.velocities) <= run.v_max + 1e-9)
     moved = np.abs(np.diff(run.positions, axis=0)) / dt
@@ -88,8 +96,9 @@ def test_speed_and_acceleration_are_clamped_to_the_unit() -> None:
 
 
 @pytest.mark.parametrize(("target", "velocity", "accel"), MOVES)
-def test_acceleration_is_bounded_while_speeding_up_and_cruising(target: list[float], velocity: list[float],
-                                                                 accel: list[float]) -> None:
+def test_acceleration_is_bounded_while_speeding_up_and_cruising(
+    target: list[float], velocity: list[float], accel: list[float]
+) -> None:
     """Until an axis gets within braking distance of its target the change of speed per step is within a·dt."""
     run = Run(target, velocity, accel)
     dv = np.abs(np.diff(run.velocities, axis=0)) / DT
@@ -154,8 +163,10 @@ def test_positions_always_stay_within_the_limits() -> None:
             assert np.all(wrist.position >= lo) and np.all(wrist.position <= hi)
 
 
-@pytest.mark.parametrize(("velocity", "accel"), [([0.0, 2.0], [6.0, 0.0]), ([0.0, 0.0], [6.0, 6.0]),
-                                                 ([2.0, 2.0], [0.0, 0.0]), ([-1.0, 2.0], [6.0, -3.0])])
+@pytest.mark.parametrize(
+    ("velocity", "accel"),
+    [([0.0, 2.0], [6.0, 0.0]), ([0.0, 0.0], [6.0, 6.0]), ([2.0, 2.0], [0.0, 0.0]), ([-1.0, 2.0], [6.0, -3.0])],
+)
 def test_zero_velocity_or_acceleration_keeps_the_axis_still(velocity: list[float], accel: list[float]) -> None:
     run = Run([1.0, 0.5], velocity, accel)
     for axis in range(2):

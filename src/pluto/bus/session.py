@@ -201,8 +201,9 @@ class _Receiver(Generic[M]):
         self._bus.settle()
         try:
             # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
-            replies = self._bus.session.get(self._bus.key(self.name), timeout=timeout,
-                                            consolidation=zenoh.ConsolidationMode.NONE)
+            replies = self._bus.session.get(
+                self._bus.key(self.name), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE
+            )
         except zenoh.ZError as err:
             raise BusError(f"cannot query {self.name}: {err}") from err
         for reply in replies:
@@ -297,8 +298,9 @@ class StateReader(_Receiver[M]):
         Raises:
             BusTimeout: nothing new arrived within ``timeout`` seconds.
         """
-        return self._wait(lambda: self._generation > self._seen, timeout,
-                          f"no update on {self.name} within {timeout} s")
+        return self._wait(
+            lambda: self._generation > self._seen, timeout, f"no update on {self.name} within {timeout} s"
+        )
 
     def wait_for_value(self, timeout: float | None = None) -> M:
         """Return the current value, waiting for a first one if there is none yet.
@@ -620,9 +622,7 @@ class Bus:
             current: also deliver the value the interface had when subscribing.
         """
         self._check_open()
-        return self._own(
-            Subscription(self, name, self._type_for(name, cls), callback, depth=depth, current=current)
-        )
+        return self._own(Subscription(self, name, self._type_for(name, cls), callback, depth=depth, current=current))
 
     # -- request / reply ---------------------------------------------------------------------------------------
 
@@ -669,8 +669,9 @@ class Bus:
             time.sleep(min(pause, left / 2))  # the last attempt comes just before the deadline
             pause = min(pause * 2, 0.2)
 
-    def call_all(self, prefix: str, reply_type: type[T] | Any = Any, request: Any = None, *,
-                 timeout: float = 1.0) -> list[T]:
+    def call_all(
+        self, prefix: str, reply_type: type[T] | Any = Any, request: Any = None, *, timeout: float = 1.0
+    ) -> list[T]:
         """Send a request to every service under ``prefix/`` (e.g. ``mom``) and return the good replies.
 
         Replies that fail to decode are counted as dropped; errors are skipped.
@@ -758,8 +759,7 @@ class Bus:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
         self.settle()
         found: dict[str, float] = {}
-        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout,
-                                      consolidation=zenoh.ConsolidationMode.NONE):
+        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
             if reply.ok is None:
                 continue
             name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")

@@ -39,8 +39,13 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser("avoid", help=HELP, description=DESCRIPTION, parents=list(parents),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "avoid",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(func=run)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -49,8 +54,9 @@ def add_command(
     goto.add_argument("y", type=float, metavar="Y", help="goal y, m")
     goto.add_argument("--speed", type=float, default=0.5, help="maximum speed, m/s (default 0.5)")
     goto.add_argument("--turn-rate", type=float, default=1.0, help="maximum turn rate, rad/s (default 1)")
-    goto.add_argument("--weight", type=float, default=1.0,
-                      help="goal weight: > 1 weaker avoidance, < 1 stronger (default 1)")
+    goto.add_argument(
+        "--weight", type=float, default=1.0, help="goal weight: > 1 weaker avoidance, < 1 stronger (default 1)"
+    )
     vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (T = 0)")
     vel.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
     vel.add_argument("w", type=float, metavar="W", help="angular velocity, rad/s")
@@ -61,8 +67,13 @@ def add_command(
     wall.add_argument("--distance", type=float, default=0.0, help="from the robot centre, m (default: module's)")
     wall.add_argument("--speed", type=float, default=0.0, help="m/s (default: the module's)")
     for q in (goto, vel, head, wall):
-        q.add_argument("--avoid", type=int, default=None, choices=(0, 1, 2, 3),
-                       help="0 none, 1 sonar, 2 laser, 3 both (default 3; 2 for wall)")
+        q.add_argument(
+            "--avoid",
+            type=int,
+            default=None,
+            choices=(0, 1, 2, 3),
+            help="0 none, 1 sonar, 2 laser, 3 both (default 3; 2 for wall)",
+        )
     actions.add_parser("release", help="stop the robot and the avoid thread (cmd_flags -1)")
     actions.add_parser("status", help="print the avoid module's status")
 
@@ -96,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
             if args.action == "release":
                 avoid.release()
             elif args.action == "goto":
-                avoid.goto(args.x, args.y, args.speed, args.turn_rate, args.weight,
-                           3 if args.avoid is None else args.avoid)
+                avoid.goto(
+                    args.x, args.y, args.speed, args.turn_rate, args.weight, 3 if args.avoid is None else args.avoid
+                )
             elif args.action == "velocity":
                 avoid.set_velocity(args.v, args.w, 3 if args.avoid is None else args.avoid)
             elif args.action == "heading":

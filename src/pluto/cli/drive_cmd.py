@@ -38,8 +38,13 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser("drive", help=HELP, description=DESCRIPTION, parents=list(parents),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "drive",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(func=run)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -51,8 +56,14 @@ def add_command(
     head.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
     for q in (vel, head):
         q.add_argument("--no-protect", dest="protect", action="store_false", help="no sonar protection")
-        q.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
-                       help="keep re-sending the command for this long, then stop (default: send it once)")
+        q.add_argument(
+            "--for",
+            dest="duration",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="keep re-sending the command for this long, then stop (default: send it once)",
+        )
     actions.add_parser("stop", help="stop the robot")
     actions.add_parser("status", help="print the drive's status")
 

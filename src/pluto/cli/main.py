@@ -51,8 +51,9 @@ def _params(pairs: Sequence[str]) -> dict[str, Any]:
 
 def _setup_logging(verbosity: int) -> None:
     level = logging.WARNING - 10 * verbosity
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(name)s %(levelname)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=max(level, logging.DEBUG), format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr
+    )
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -91,8 +92,14 @@ def cmd_start(args: argparse.Namespace) -> int:
         build_params(cls.Params, without_driver(merged), where=f"parameters of {name}")
     with Bus(config.bus) as bus:
         for module in args.module:
-            pid = launcher.start_daemon(bus, module, name=args.name, params=_params(args.param),
-                                        config=str(config.path) if config.path else None, timeout=args.timeout)
+            pid = launcher.start_daemon(
+                bus,
+                module,
+                name=args.name,
+                params=_params(args.param),
+                config=str(config.path) if config.path else None,
+                timeout=args.timeout,
+            )
             name = args.name or module_name_of(module)
             print(f"started {name} (pid {pid}); log: {launcher.runtime_dir(bus.robot) / (name + '.log')}")
     return 0
@@ -136,8 +143,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         Path(pid_file).write_text(f"{os.getpid()}\n")
         try:
             supervisor.start()
-            print(f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
-                  f"(Ctrl-C or `pluto down` stops it)", flush=True)
+            print(
+                f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
+                f"(Ctrl-C or `pluto down` stops it)",
+                flush=True,
+            )
             supervisor.run(stop)
         finally:
             supervisor.shutdown()
@@ -253,9 +263,11 @@ def cmd_hz(args: argparse.Namespace) -> int:
                 periods = [b - a for a, b in itertools.pairwise(times)]
                 mean = sum(periods) / len(periods)
                 std = math.sqrt(sum((p - mean) ** 2 for p in periods) / len(periods))
-                print(f"{args.name}: average rate {1 / mean:.2f} Hz  min {min(periods) * 1000:.1f} ms  "
-                      f"max {max(periods) * 1000:.1f} ms  std dev {std * 1000:.2f} ms  window {len(times)}",
-                      flush=True)
+                print(
+                    f"{args.name}: average rate {1 / mean:.2f} Hz  min {min(periods) * 1000:.1f} ms  "
+                    f"max {max(periods) * 1000:.1f} ms  std dev {std * 1000:.2f} ms  window {len(times)}",
+                    flush=True,
+                )
             if args.count and reports >= args.count:
                 break
     return 0
@@ -288,8 +300,11 @@ def cmd_router(args: argparse.Namespace) -> int:
         raise PlutoError(f"cannot listen on {', '.join(args.listen)} (port in use?): {err}") from None
     with stop_on_signals() as stop:
         endpoint = args.listen[0].replace("0.0.0.0", "<this host>")
-        print(f"router listening on {', '.join(args.listen)}; set PLUTO_CONNECT={endpoint} on the robot's machines. "
-              "Ctrl-C stops it.", flush=True)
+        print(
+            f"router listening on {', '.join(args.listen)}; set PLUTO_CONNECT={endpoint} on the robot's machines. "
+            "Ctrl-C stops it.",
+            flush=True,
+        )
         stop.wait()
     session.close()  # type: ignore[no-untyped-call]
     return 0
@@ -309,15 +324,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
     config = _config(args)
     world = load_world(args.world)  # a bad map file fails here, with its line and reason
     noise_profile(args.noise)
-    profile = with_params(load_profile("sim"), "sim", world=str(world.source or args.world), rate=args.rate,
-                          noise=args.noise, seed=args.seed)
+    profile = with_params(
+        load_profile("sim"),
+        "sim",
+        world=str(world.source or args.world),
+        rate=args.rate,
+        noise=args.noise,
+        seed=args.seed,
+    )
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(bus, profile, config, one_process=not args.processes, startup_timeout=args.timeout)
         try:
             supervisor.start()
-            print(f"simulated robot '{bus.robot}' up in world {world.name} at {args.rate:g}x real time, noise "
-                  f"{args.noise}, seed {args.seed}: {', '.join(e.name for e in profile.entries)}. Ctrl-C stops it.",
-                  flush=True)
+            print(
+                f"simulated robot '{bus.robot}' up in world {world.name} at {args.rate:g}x real time, noise "
+                f"{args.noise}, seed {args.seed}: {', '.join(e.name for e in profile.entries)}. Ctrl-C stops it.",
+                flush=True,
+            )
             clock = bus.create_reader("Clock", msgs.SimTime)
             truth = bus.create_reader("Sim/Truth", msgs.Odometry)
             end = time.monotonic() + args.duration if args.duration else math.inf
@@ -329,8 +352,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 if tick is None or pose is None:
                     continue
                 factor = (tick.stamp - sim0) / max(time.monotonic() - wall0, 1e-9)
-                print(f"\rsim time {tick.stamp:8.1f} s ({factor:4.1f}x)  robot at ({pose.x:6.2f}, {pose.y:6.2f}) m, "
-                      f"heading {math.degrees(pose.theta) % 360:5.1f}°", end="", flush=True)
+                print(
+                    f"\rsim time {tick.stamp:8.1f} s ({factor:4.1f}x)  robot at ({pose.x:6.2f}, {pose.y:6.2f}) m, "
+                    f"heading {math.degrees(pose.theta) % 360:5.1f}°",
+                    end="",
+                    flush=True,
+                )
             print()
         finally:
             supervisor.shutdown()
@@ -343,37 +370,60 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the command must not be reset by the command's own default.
-    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                        help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, ~/.config/pluto/config.toml)")
-    common.add_argument("--robot", metavar="NAME", default=argparse.SUPPRESS,
-                        help="robot to work on (default: PLUTO_ROBOT or the config)")
-    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                        help="more log output (-vv for debug)")
+    common.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, ~/.config/pluto/config.toml)",
+    )
+    common.add_argument(
+        "--robot",
+        metavar="NAME",
+        default=argparse.SUPPRESS,
+        help="robot to work on (default: PLUTO_ROBOT or the config)",
+    )
+    common.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)"
+    )
 
-    parser = argparse.ArgumentParser(prog="pluto", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+    parser = argparse.ArgumentParser(
+        prog="pluto", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common]
+    )
     parser.add_argument("--version", action="version", version=f"pluto {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, description: str = "") -> Any:
-        p = sub.add_parser(name, help=help_text, description=description or help_text, parents=[common],
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=description or help_text,
+            parents=[common],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=func)
         return p
 
-    p = add("demo", cmd_demo, "run the demonstration mission on the simulated robot, then stop",
-            "Starts the simulated robot in the office world, drives it along a route, prints its progress and\n"
-            "draws the map, the true and odometry paths and the last laser scan to a PNG. Ctrl-C stops it early\n"
-            "and cleanly.")
+    p = add(
+        "demo",
+        cmd_demo,
+        "run the demonstration mission on the simulated robot, then stop",
+        "Starts the simulated robot in the office world, drives it along a route, prints its progress and\n"
+        "draws the map, the true and odometry paths and the last laser scan to a PNG. Ctrl-C stops it early\n"
+        "and cleanly.",
+    )
     p.add_argument("--duration", type=float, default=240.0, help="simulated seconds before giving up (default 240)")
     p.add_argument("--rate", type=float, default=5.0, help="simulated seconds per second (default 5)")
     p.add_argument("--output", type=Path, help="folder for the picture (default ./demo-output)")
 
-    p = add("sim", cmd_sim, "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS)",
-            "Runs the simulated robot until Ctrl-C: a world from a map file, simulated time at --rate times real\n"
-            "time, and the dummy hardware modules on their usual interfaces. Drive it by writing\n"
-            "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`.\n\n"
-            "example: pluto sim --world campus --rate 10 --noise realistic --seed 7")
+    p = add(
+        "sim",
+        cmd_sim,
+        "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS)",
+        "Runs the simulated robot until Ctrl-C: a world from a map file, simulated time at --rate times real\n"
+        "time, and the dummy hardware modules on their usual interfaces. Drive it by writing\n"
+        "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`.\n\n"
+        "example: pluto sim --world campus --rate 10 --noise realistic --seed 7",
+    )
     p.add_argument("--world", default="office", help="office, campus, clutter or a map file (default office)")
     p.add_argument("--rate", type=float, default=1.0, help="simulated seconds per second (default 1)")
     p.add_argument("--noise", default="ideal", help="ideal (default) or realistic")
@@ -382,58 +432,94 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=0.0, help="wall-clock seconds to run (default: until Ctrl-C)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
 
-    param_help = "set a parameter, NAME=VALUE (TOML value: 2, true, \"text\"); repeatable"
-    p = add("run", cmd_run, "run one module in the foreground (Ctrl-C stops it)",
-            "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`) or\n"
-            "package.module:Class. Its parameters can also be given as options, --name value.\n\n"
-            "example: pluto run heartbeat -p rate_hz=5\n"
-            "example: pluto run base --driver p2os --port socket://127.0.0.1:8101 --model p3dx")
+    param_help = 'set a parameter, NAME=VALUE (TOML value: 2, true, "text"); repeatable'
+    p = add(
+        "run",
+        cmd_run,
+        "run one module in the foreground (Ctrl-C stops it)",
+        "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`) or\n"
+        "package.module:Class. Its parameters can also be given as options, --name value.\n\n"
+        "example: pluto run heartbeat -p rate_hz=5\n"
+        "example: pluto run base --driver p2os --port socket://127.0.0.1:8101 --model p3dx",
+    )
     p.add_argument("module", metavar="MODULE")
     p.add_argument("--name", help="name on the bus (default: the module's own)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=param_help)
 
-    p = add("start", cmd_start, "start modules as daemons (in the background)",
-            "Starts each module in the background and returns once it publishes. Its log and pid file are in\n"
-            "the runtime directory (PLUTO_RUNTIME_DIR). `pluto stop MODULE` ends it.\n\n"
-            "example: pluto start heartbeat")
+    p = add(
+        "start",
+        cmd_start,
+        "start modules as daemons (in the background)",
+        "Starts each module in the background and returns once it publishes. Its log and pid file are in\n"
+        "the runtime directory (PLUTO_RUNTIME_DIR). `pluto stop MODULE` ends it.\n\n"
+        "example: pluto start heartbeat",
+    )
     p.add_argument("module", metavar="MODULE", nargs="+")
     p.add_argument("--name", help="name on the bus (one module only)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=param_help)
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for it to publish (default 15)")
 
-    p = add("stop", cmd_stop, "stop daemons by name", "Stops modules started with `pluto start` (SIGTERM, then "
-            "SIGKILL after --timeout).\n\nexample: pluto stop heartbeat")
+    p = add(
+        "stop",
+        cmd_stop,
+        "stop daemons by name",
+        "Stops modules started with `pluto start` (SIGTERM, then "
+        "SIGKILL after --timeout).\n\nexample: pluto stop heartbeat",
+    )
     p.add_argument("module", metavar="MODULE", nargs="+")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait before killing (default 5)")
 
-    p = add("up", cmd_up, "start a profile (a set of modules) in dependency order and supervise it",
-            "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
-            "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
-            "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up sim")
+    p = add(
+        "up",
+        cmd_up,
+        "start a profile (a set of modules) in dependency order and supervise it",
+        "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
+        "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
+        "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up sim",
+    )
     p.add_argument("profile", metavar="PROFILE")
-    p.add_argument("--one-process", action="store_true",
-                   help="run all modules in one process sharing one bus session (lighter; no crash isolation)")
+    p.add_argument(
+        "--one-process",
+        action="store_true",
+        help="run all modules in one process sharing one bus session (lighter; no crash isolation)",
+    )
     p.add_argument("--detach", action="store_true", help="run the supervisor in the background and return")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
 
-    p = add("down", cmd_down, "stop running profiles and daemons",
-            "Stops the profile named (or every profile and daemon of the robot if none is named).")
+    p = add(
+        "down",
+        cmd_down,
+        "stop running profiles and daemons",
+        "Stops the profile named (or every profile and daemon of the robot if none is named).",
+    )
     p.add_argument("profile", metavar="PROFILE", nargs="?")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each (default 5)")
 
-    p = add("mom", cmd_mom, "list running modules, their interfaces, rates and ages",
-            "The module overview: every live module, the interfaces it writes, their rate, the age of the last\n"
-            "message and how many were written. A module that dies disappears at once.")
+    p = add(
+        "mom",
+        cmd_mom,
+        "list running modules, their interfaces, rates and ages",
+        "The module overview: every live module, the interfaces it writes, their rate, the age of the last\n"
+        "message and how many were written. A module that dies disappears at once.",
+    )
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
 
-    p = add("list", cmd_list, "list interfaces that have a value now",
-            "Lists the interfaces with a current value on this robot, with their type and age.")
+    p = add(
+        "list",
+        cmd_list,
+        "list interfaces that have a value now",
+        "Lists the interfaces with a current value on this robot, with their type and age.",
+    )
     p.add_argument("--all", action="store_true", help="list every known interface name and its meaning instead")
 
     type_help = "message type, for an interface not in the table (`pluto list --all`)"
-    p = add("echo", cmd_echo, "print the values of an interface as they change (JSON, one per line)",
-            "example: pluto echo Base/Drive/State -n 5")
+    p = add(
+        "echo",
+        cmd_echo,
+        "print the values of an interface as they change (JSON, one per line)",
+        "example: pluto echo Base/Drive/State -n 5",
+    )
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--count", type=int, default=0, help="stop after this many values")
     p.add_argument("--new", action="store_true", help="skip the current value, print only new ones")
@@ -448,12 +534,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("modules", cmd_modules, "list the installed modules")
     add("profiles", cmd_profiles, "list the profiles")
 
-    p = add("router", cmd_router, "run a bus router, the meeting point for several machines",
-            "Runs a Zenoh router. On every machine of the robot set PLUTO_CONNECT (or bus.connect in the\n"
-            "configuration file) to its endpoint. It listens on the loopback only unless told otherwise.\n\n"
-            "example: pluto router --listen tcp/0.0.0.0:7447")
-    p.add_argument("--listen", action="append", metavar="ENDPOINT", help="endpoint to listen on, repeatable "
-                   "(default tcp/127.0.0.1:7447)")
+    p = add(
+        "router",
+        cmd_router,
+        "run a bus router, the meeting point for several machines",
+        "Runs a Zenoh router. On every machine of the robot set PLUTO_CONNECT (or bus.connect in the\n"
+        "configuration file) to its endpoint. It listens on the loopback only unless told otherwise.\n\n"
+        "example: pluto router --listen tcp/0.0.0.0:7447",
+    )
+    p.add_argument(
+        "--listen",
+        action="append",
+        metavar="ENDPOINT",
+        help="endpoint to listen on, repeatable (default tcp/127.0.0.1:7447)",
+    )
 
     from pluto.cli import p2os_sim
 

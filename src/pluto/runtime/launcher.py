@@ -76,8 +76,9 @@ def running_daemons(robot: str) -> dict[str, int]:
     return found
 
 
-def module_command(module: str, name: str | None = None, params: dict[str, object] | None = None,
-                   config: str | None = None) -> list[str]:
+def module_command(
+    module: str, name: str | None = None, params: dict[str, object] | None = None, config: str | None = None
+) -> list[str]:
     """The command line that runs one module in the foreground."""
     cmd = [sys.executable, "-m", "pluto", "run", module]
     if name:
@@ -116,9 +117,14 @@ def tail(path: Path, lines: int = 5) -> str:
         return ""
 
 
-def wait_publishing(bus: Bus, module: str, timeout: float, name: str | None = None,
-                    process: subprocess.Popen[bytes] | None = None,
-                    params: dict[str, object] | None = None) -> None:
+def wait_publishing(
+    bus: Bus,
+    module: str,
+    timeout: float,
+    name: str | None = None,
+    process: subprocess.Popen[bytes] | None = None,
+    params: dict[str, object] | None = None,
+) -> None:
     """Wait until a module is alive and every interface it provides has a value.
 
     Args:
@@ -157,8 +163,15 @@ def wait_publishing(bus: Bus, module: str, timeout: float, name: str | None = No
                 continue
 
 
-def start_daemon(bus: Bus, module: str, *, name: str | None = None, params: dict[str, object] | None = None,
-                 config: str | None = None, timeout: float = 15.0) -> int:
+def start_daemon(
+    bus: Bus,
+    module: str,
+    *,
+    name: str | None = None,
+    params: dict[str, object] | None = None,
+    config: str | None = None,
+    timeout: float = 15.0,
+) -> int:
     """Start a module as a daemon and wait until it publishes; return its pid.
 
     Raises:

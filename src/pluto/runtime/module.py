@@ -214,8 +214,7 @@ class Module:
             self._logger.exception("step failed; it keeps running (errors are counted, logged every 5 s)")
             self._last_error_log = now
         elif now - self._last_error_log >= 5.0:
-            self._logger.error("step failed %d times so far; last: %s: %s", self.step_errors,
-                               type(err).__name__, err)
+            self._logger.error("step failed %d times so far; last: %s: %s", self.step_errors, type(err).__name__, err)
             self._last_error_log = now
 
     def stop(self) -> None:

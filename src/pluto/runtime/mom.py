@@ -51,8 +51,16 @@ def render(rows: list[MomRow], robot: str, now: float | None = None) -> str:
             lines.append((*first, "-", "", "", "", ""))
         for i, iface in enumerate(info.provides):
             lead = first if i == 0 else ("", "", "")
-            lines.append((*lead, iface.name, iface.type, f"{iface.rate_hz:.1f} Hz", _age(iface.last_write, now),
-                          str(iface.count)))
+            lines.append(
+                (
+                    *lead,
+                    iface.name,
+                    iface.type,
+                    f"{iface.rate_hz:.1f} Hz",
+                    _age(iface.last_write, now),
+                    str(iface.count),
+                )
+            )
     if not lines:
         return f"robot {robot}: no modules running"
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]

@@ -91,8 +91,9 @@ def _profile_dirs() -> list[Path]:
 
 def _builtin() -> dict[str, str]:
     folder = resources.files("pluto.runtime") / "profiles"
-    return {item.name.removesuffix(".toml"): item.read_text() for item in folder.iterdir()
-            if item.name.endswith(".toml")}
+    return {
+        item.name.removesuffix(".toml"): item.read_text() for item in folder.iterdir() if item.name.endswith(".toml")
+    }
 
 
 def available_profiles() -> dict[str, str]:

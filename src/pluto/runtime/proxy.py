@@ -76,8 +76,9 @@ class Proxy:
             launcher.wait_publishing(self.bus, self.module, timeout)
             return
         if not start:
-            raise LaunchError(f"{self.module_name} is not running on robot {self.bus.robot} (`pluto start "
-                              f"{self.module_name}`)")
+            raise LaunchError(
+                f"{self.module_name} is not running on robot {self.bus.robot} (`pluto start {self.module_name}`)"
+            )
         try:
             launcher.start_daemon(self.bus, self.module, timeout=timeout)
         except LaunchError:

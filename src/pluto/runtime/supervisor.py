@@ -50,8 +50,9 @@ class Supervisor:
         startup_timeout: seconds each module has to start publishing.
     """
 
-    def __init__(self, bus: Bus, profile: Profile, config: Config, *, one_process: bool = False,
-                 startup_timeout: float = 20.0) -> None:
+    def __init__(
+        self, bus: Bus, profile: Profile, config: Config, *, one_process: bool = False, startup_timeout: float = 20.0
+    ) -> None:
         self.bus = bus
         self.profile = profile
         self.config = config
@@ -96,15 +97,22 @@ class Supervisor:
             module = instantiate(entry.spec, self.bus, self.config)
             module.start()
             self.modules.append(module)
-            wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name,
-                            params=entry.spec.params)
+            wait_publishing(
+                self.bus, entry.spec.module, self.startup_timeout, name=entry.name, params=entry.spec.params
+            )
         else:
             child = self.children[entry.name]
             self._spawn(child)
             assert child.process is not None
             try:
-                wait_publishing(self.bus, entry.spec.module, self.startup_timeout, name=entry.name,
-                                process=child.process, params=entry.spec.params)
+                wait_publishing(
+                    self.bus,
+                    entry.spec.module,
+                    self.startup_timeout,
+                    name=entry.name,
+                    process=child.process,
+                    params=entry.spec.params,
+                )
             except LaunchError as err:
                 log_file = self.log_dir / f"{entry.name}.log"
                 raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None
@@ -116,8 +124,9 @@ class Supervisor:
         cmd = module_command(spec.module, spec.name, spec.params, config_path)
         child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log")
         (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
-        threading.Thread(target=self._wait_exit, args=(child.entry.name, process), daemon=True,
-                         name=f"wait-{child.entry.name}").start()
+        threading.Thread(
+            target=self._wait_exit, args=(child.entry.name, process), daemon=True, name=f"wait-{child.entry.name}"
+        ).start()
 
     def _wait_exit(self, name: str, process: subprocess.Popen[bytes]) -> None:
         process.wait()
@@ -159,8 +168,13 @@ class Supervisor:
         child.crashes = [t for t in child.crashes if now - t < policy.window] + [now]
         if len(child.crashes) > policy.max_restarts:
             child.given_up = True
-            log.error("%s %s; it crashed %d times within %g s, giving up", child.entry.name, how,
-                      len(child.crashes), policy.window)
+            log.error(
+                "%s %s; it crashed %d times within %g s, giving up",
+                child.entry.name,
+                how,
+                len(child.crashes),
+                policy.window,
+            )
             return
         delay = min(policy.backoff * 2 ** (len(child.crashes) - 1), policy.backoff_max)
         child.restart_at = now + delay

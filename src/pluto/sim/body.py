@@ -267,11 +267,22 @@ class SimBody:
         p = self.params
         charge = 1.0 - self.energy_wh / p.battery_wh
         return BodyState(
-            t=self.t, x=self.x, y=self.y, theta=self.theta, v=self.v, omega=self.omega,
-            odom_x=self.odom[0], odom_y=self.odom[1], odom_theta=self.odom[2],
-            odom_v=self.odom_v, odom_omega=self.odom_omega,
-            front_bumper=self.front, rear_bumper=self.rear, stalled=self.stalled,
-            charge=charge, voltage=p.voltage_empty + (p.voltage_full - p.voltage_empty) * charge,
+            t=self.t,
+            x=self.x,
+            y=self.y,
+            theta=self.theta,
+            v=self.v,
+            omega=self.omega,
+            odom_x=self.odom[0],
+            odom_y=self.odom[1],
+            odom_theta=self.odom[2],
+            odom_v=self.odom_v,
+            odom_omega=self.odom_omega,
+            front_bumper=self.front,
+            rear_bumper=self.rear,
+            stalled=self.stalled,
+            charge=charge,
+            voltage=p.voltage_empty + (p.voltage_full - p.voltage_empty) * charge,
         )
 
     # -- sonar --------------------------------------------------------------------------------------------------
@@ -293,7 +304,8 @@ class SimBody:
         if self.noise.sonar_range_std:
             per_sonar = per_sonar + self.rng.normal(0.0, self.noise.sonar_range_std, per_sonar.shape)
         if self.noise.sonar_dropout:
-            per_sonar = np.where(self.rng.random(per_sonar.shape) < self.noise.sonar_dropout, p.sonar_max_range,
-                                 per_sonar)
+            per_sonar = np.where(
+                self.rng.random(per_sonar.shape) < self.noise.sonar_dropout, p.sonar_max_range, per_sonar
+            )
         result: FloatArray = np.clip(per_sonar, 0.0, p.sonar_max_range)
         return result

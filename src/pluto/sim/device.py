@@ -61,8 +61,11 @@ class TruthHistory:
                 span = after.stamp - before.stamp
                 f = (t - before.stamp) / span if span > 0 else 1.0
                 return msgs.Odometry(
-                    stamp=t, x=before.x + f * (after.x - before.x), y=before.y + f * (after.y - before.y),
+                    stamp=t,
+                    x=before.x + f * (after.x - before.x),
+                    y=before.y + f * (after.y - before.y),
                     theta=before.theta + f * (after.theta - before.theta),
-                    v=before.v + f * (after.v - before.v), omega=before.omega + f * (after.omega - before.omega),
+                    v=before.v + f * (after.v - before.v),
+                    omega=before.omega + f * (after.omega - before.omega),
                 )
         return poses[-1]

@@ -57,8 +57,13 @@ class SimGps:
         noise: error model.  rng: random generator.  satellites: visible satellites with a good sky.
     """
 
-    def __init__(self, origin: tuple[float, float, float] = (59.3498, 18.0707, 10.0), noise: NoiseProfile = IDEAL,
-                 rng: np.random.Generator | None = None, satellites: int = 9) -> None:
+    def __init__(
+        self,
+        origin: tuple[float, float, float] = (59.3498, 18.0707, 10.0),
+        noise: NoiseProfile = IDEAL,
+        rng: np.random.Generator | None = None,
+        satellites: int = 9,
+    ) -> None:
         self.origin = origin
         self.noise = noise
         self.rng = rng or np.random.default_rng(0)
@@ -77,5 +82,13 @@ class SimGps:
             x, y = x + float(self.rng.normal(0.0, std)), y + float(self.rng.normal(0.0, std))
         sats = self.satellites if self.differential else max(3, self.satellites - 4)
         lat, lon = grid_to_geodetic(x, y, self.origin)
-        return Fix(x=x, y=y, latitude=lat, longitude=lon, altitude=self.origin[2], satellites=sats,
-                   quality=2 if self.differential else 1, hdop=0.8 if self.differential else 2.5)
+        return Fix(
+            x=x,
+            y=y,
+            latitude=lat,
+            longitude=lon,
+            altitude=self.origin[2],
+            satellites=sats,
+            quality=2 if self.differential else 1,
+            hdop=0.8 if self.differential else 2.5,
+        )

@@ -40,8 +40,9 @@ class SimDmu:
         time_constant: of the low-pass filter of the state, s.
     """
 
-    def __init__(self, noise: NoiseProfile = IDEAL, rng: np.random.Generator | None = None,
-                 time_constant: float = 0.1) -> None:
+    def __init__(
+        self, noise: NoiseProfile = IDEAL, rng: np.random.Generator | None = None, time_constant: float = 0.1
+    ) -> None:
         self.noise = noise
         self.rng = rng or np.random.default_rng(0)
         self.tau = time_constant
@@ -64,16 +65,19 @@ class SimDmu:
             rates = rates + self.rng.normal(0.0, n.gyro_noise_std, 3)
         if n.accel_noise_std:
             acc = acc + self.rng.normal(0.0, n.accel_noise_std, 3)
-        phi, psi = (self.rng.normal(0.0, n.tilt_noise_std, 2) if n.tilt_noise_std else (0.0, 0.0))
+        phi, psi = self.rng.normal(0.0, n.tilt_noise_std, 2) if n.tilt_noise_std else (0.0, 0.0)
         alpha = dt / (self.tau + dt) if dt > 0 else 1.0
         self.rates_f += alpha * (rates - self.rates_f)
         self.acc_f += alpha * (acc - self.acc_f)
         self.theta += float(self.rates_f[2]) * dt
         return DmuSample(
-            stamp=t, phi=float(phi), psi=float(psi),
+            stamp=t,
+            phi=float(phi),
+            psi=float(psi),
             rates=(float(rates[0]), float(rates[1]), float(rates[2])),
             accelerations=(float(acc[0]), float(acc[1]), float(acc[2])),
-            state_stamp=t - self.tau, theta=self.theta,
+            state_stamp=t - self.tau,
+            theta=self.theta,
             filtered_rates=(float(self.rates_f[0]), float(self.rates_f[1]), float(self.rates_f[2])),
             filtered_accelerations=(float(self.acc_f[0]), float(self.acc_f[1]), float(self.acc_f[2])),
         )

@@ -64,8 +64,13 @@ class SimLaser:
         params: the scanner.  noise: error model.  rng: random generator (used with noise).
     """
 
-    def __init__(self, caster: RayCaster, params: LaserParams | None = None, noise: NoiseProfile = IDEAL,
-                 rng: np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        caster: RayCaster,
+        params: LaserParams | None = None,
+        noise: NoiseProfile = IDEAL,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.caster = caster
         self.params = params or LaserParams()
         self.noise = noise
@@ -81,8 +86,14 @@ class SimLaser:
         """True while the scanner is rebooting."""
         return t < self.failed_until
 
-    def scan(self, t: float, pose: tuple[float, float, float], pan: float = 0.0, tilt: float = 0.0,
-             movers: FloatArray | None = None) -> FloatArray:
+    def scan(
+        self,
+        t: float,
+        pose: tuple[float, float, float],
+        pan: float = 0.0,
+        tilt: float = 0.0,
+        movers: FloatArray | None = None,
+    ) -> FloatArray:
         """Ranges (beams,) in m of a scan taken at time ``t`` by a robot at ``pose`` with the wrist at (pan, tilt).
 
         Tilt is positive downward. A beam with no echo reports max_range; a failed scanner reports -1 everywhere.

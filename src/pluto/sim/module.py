@@ -90,8 +90,13 @@ class SimModule(Module):
             noise_profile(p.noise, dict(p.noise_overrides))
         except ConfigError:
             raise
-        self.settings = SimSettings(world=str(self.world.source or p.world), noise=p.noise,
-                                    noise_overrides=dict(p.noise_overrides), seed=p.seed, rate=p.rate)
+        self.settings = SimSettings(
+            world=str(self.world.source or p.world),
+            noise=p.noise,
+            noise_overrides=dict(p.noise_overrides),
+            seed=p.seed,
+            rate=p.rate,
+        )
         self.sim_time = 0.0
         self._wall_start: float | None = None
         self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher("Clock", msgs.SimTime)

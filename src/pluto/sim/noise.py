@@ -27,9 +27,7 @@ class NoiseProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     odometry_scale_error: Annotated[float, _doc("Fractional error of the wheel circumference (systematic).")] = 0.0
     odometry_slip: Annotated[float, _doc("Std dev of the fractional wheel slip per step (random).")] = 0.0
-    wheel_spin_when_stalled: Annotated[bool, _doc("Wheels keep turning against an obstacle (odometry runs).")] = (
-        False
-    )
+    wheel_spin_when_stalled: Annotated[bool, _doc("Wheels keep turning against an obstacle (odometry runs).")] = False
     laser_range_std: Annotated[float, _doc("Std dev of laser range noise, m.")] = 0.0
     laser_dropout: Annotated[float, _doc("Probability that a beam returns no echo (max range).")] = 0.0
     sonar_range_std: Annotated[float, _doc("Std dev of sonar range noise, m.")] = 0.0

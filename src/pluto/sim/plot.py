@@ -17,8 +17,13 @@ from pluto.sim.world import World
 FloatArray = NDArray[np.float64]
 
 
-def scan_points(pose: tuple[float, float, float], ranges: Sequence[float], angles: Sequence[float],
-                mount_x: float = 0.0, max_range: float | None = None) -> FloatArray:
+def scan_points(
+    pose: tuple[float, float, float],
+    ranges: Sequence[float],
+    angles: Sequence[float],
+    mount_x: float = 0.0,
+    max_range: float | None = None,
+) -> FloatArray:
     """World coordinates (K, 2) of the valid points of a scan taken from ``pose`` (x, y, heading of the robot).
 
     Beams at max range or negative (no echo, fault) are left out.
@@ -33,8 +38,14 @@ def scan_points(pose: tuple[float, float, float], ranges: Sequence[float], angle
     return np.column_stack((ox + r[keep] * np.cos(th + a[keep]), oy + r[keep] * np.sin(th + a[keep])))
 
 
-def plot_run(world: World, path: Path, truth: FloatArray, odometry: FloatArray | None = None,
-             scan: FloatArray | None = None, title: str = "") -> Path:
+def plot_run(
+    world: World,
+    path: Path,
+    truth: FloatArray,
+    odometry: FloatArray | None = None,
+    scan: FloatArray | None = None,
+    title: str = "",
+) -> Path:
     """Draw a run and save it as a PNG; return the path.
 
     Args:

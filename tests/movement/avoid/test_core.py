@@ -122,8 +122,10 @@ def test_goto_steers_around_an_obstacle_on_the_way() -> None:
     free = fresh.step(AvoidInputs(pose=(0.0, 0.0, 0.0), laser=np.zeros((0, 2))), 0.2)
     assert abs(free.drive_velocity[1]) < 1e-9
     # the direction is smoothed: the turn dies away over a few steps once the obstacle is gone
-    turns = [ctrl.step(AvoidInputs(pose=(0.0, 0.0, 0.0), laser=np.zeros((0, 2))), 0.2 + 0.1 * k).drive_velocity[1]
-             for k in range(60)]
+    turns = [
+        ctrl.step(AvoidInputs(pose=(0.0, 0.0, 0.0), laser=np.zeros((0, 2))), 0.2 + 0.1 * k).drive_velocity[1]
+        for k in range(60)
+    ]
     assert turns[0] > turns[5] > 0 and abs(turns[-1]) < 0.01
     assert out.drive_velocity[0] < free.drive_velocity[0]  # slower near it
 
@@ -175,8 +177,9 @@ def test_sonar_only_avoidance_ignores_the_laser() -> None:
 def test_velocity_mode_laser_slows_then_stops() -> None:
     ctrl = AvoidController()
     ctrl.command(parse_command(20, [], [0.8, 0.1], []), 0.0)
-    free = ctrl.step(AvoidInputs(laser=laser_points(wall_scan(10.0), ANGLES, 0.0, 0.25, 80.0),
-                                 drive_data=(0.8, 0.1)), 0.1)
+    free = ctrl.step(
+        AvoidInputs(laser=laser_points(wall_scan(10.0), ANGLES, 0.0, 0.25, 80.0), drive_data=(0.8, 0.1)), 0.1
+    )
     assert free.drive_flags == 0 and free.drive_velocity == (0.8, 0.1)
     assert free.element == (0, 0) and free.data == (0.8, 0.1)
     slow = ctrl.step(AvoidInputs(laser=laser_points(wall_scan(1.4), ANGLES, 0.0, 0.25, 80.0)), 0.2)

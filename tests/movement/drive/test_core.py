@@ -49,8 +49,11 @@ def run(
     outputs = []
     n = round(seconds / DT)
     for i in range(n):
-        outputs.append(controller.step(command if i == 0 else None, msgs.Odometry(), sonar or scan(),
-                                       contact or msgs.Contact(), start + i * DT))
+        outputs.append(
+            controller.step(
+                command if i == 0 else None, msgs.Odometry(), sonar or scan(), contact or msgs.Contact(), start + i * DT
+            )
+        )
     return outputs
 
 
@@ -147,8 +150,9 @@ def test_sectors() -> None:
     assert sonar_sector(math.pi) == DriveStatus.SONAR_BACK
 
 
-def simulate_heading(controller: DriveController, heading: float, seconds: float, theta: float = 0.0,
-                     scale: float = 1.0) -> tuple[list[float], list[DriveOutput]]:
+def simulate_heading(
+    controller: DriveController, heading: float, seconds: float, theta: float = 0.0, scale: float = 1.0
+) -> tuple[list[float], list[DriveOutput]]:
     """Ideal kinematics: the raw heading integrates ω / scale (so the calibrated heading integrates ω)."""
     thetas, outs = [], []
     for i in range(round(seconds / DT)):
@@ -204,8 +208,9 @@ def test_stopped_output_and_reset() -> None:
     assert controller.velocity == (0.0, 0.0)
 
 
-@pytest.mark.parametrize("bad", [{"max_speed": 0.0}, {"max_accel": math.nan}, {"slow_distance": 0.1},
-                                 {"stop_distance": -1.0}])
+@pytest.mark.parametrize(
+    "bad", [{"max_speed": 0.0}, {"max_accel": math.nan}, {"slow_distance": 0.1}, {"stop_distance": -1.0}]
+)
 def test_bad_params(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         DriveParams(**bad)
@@ -233,16 +238,18 @@ steps = st.tuples(
     st.floats(0.005, 0.2),  # dt, s
     st.none() | commands,
     st.none() | sonars,
-    st.sampled_from([msgs.Contact()] * 6 + [msgs.Contact(front=True), msgs.Contact(rear=True),
-                                            msgs.Contact(front=True, rear=True)]),
+    st.sampled_from(
+        [msgs.Contact()] * 6 + [msgs.Contact(front=True), msgs.Contact(rear=True), msgs.Contact(front=True, rear=True)]
+    ),
     st.floats(-20.0, 20.0),  # odometry heading, rad
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(steps, min_size=1, max_size=120), st.integers(0, 200))
-def test_safety_properties(stream: list[tuple[float, msgs.ActuatorState | None, msgs.SonarScan | None,
-                                              msgs.Contact, float]], silence: int) -> None:
+def test_safety_properties(
+    stream: list[tuple[float, msgs.ActuatorState | None, msgs.SonarScan | None, msgs.Contact, float]], silence: int
+) -> None:
     """Over any command stream and sensor readings (then ``silence`` steps without commands):
 
     - speeds never exceed the limits, and accelerate only within the acceleration limits;

@@ -18,8 +18,9 @@ from pluto.navigation.localization.core import (
 MOUNT = (0.25, 0.0, 0.9)
 
 
-def drive_arc(dr: DeadReckoning, v: float, omega: float, seconds: float, rate: float = 100.0,
-              dmu: bool = True, t0: float = 0.0) -> None:
+def drive_arc(
+    dr: DeadReckoning, v: float, omega: float, seconds: float, rate: float = 100.0, dmu: bool = True, t0: float = 0.0
+) -> None:
     """Feed exact odometry (and inertial heading) of a constant arc from the origin."""
     n = int(seconds * rate)
     for k in range(n + 1):
@@ -183,8 +184,9 @@ def test_incremental_covariance_is_consistent() -> None:
         # odometry increments with noise from the model (odometry only: no inertial unit)
         noisy_ds = ds + rng.normal(0.0, params.distance_noise * math.sqrt(ds))
         lateral = rng.normal(0.0, params.lateral_noise * math.sqrt(ds))
-        noisy_dth = dth + rng.normal(0.0, math.sqrt(params.odometry_heading_noise**2 * abs(dth)
-                                                    + params.odometry_heading_per_distance**2 * ds))
+        noisy_dth = dth + rng.normal(
+            0.0, math.sqrt(params.odometry_heading_noise**2 * abs(dth) + params.odometry_heading_per_distance**2 * ds)
+        )
         mid = th + 0.5 * dth
         x += ds * math.cos(mid)
         y += ds * math.sin(mid)

@@ -23,13 +23,16 @@ def test_toml_and_json_files(tmp_path: Path) -> None:
     assert read_start_pose(str(json)) == (1.0, 2.0, 0.5, -0.5, 0.1, 0.2)
 
 
-@pytest.mark.parametrize(("name", "text", "reason"), [
-    ("missing.toml", None, "missing.toml"),
-    ("bad.toml", "x = \n", "bad.toml"),
-    ("nan.toml", "x = nan\n", "x must be a finite number"),
-    ("word.toml", 'theta = "north"\n', "theta must be a finite number"),
-    ("list.json", "[1, 2, 3]", "expected a table"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("missing.toml", None, "missing.toml"),
+        ("bad.toml", "x = \n", "bad.toml"),
+        ("nan.toml", "x = nan\n", "x must be a finite number"),
+        ("word.toml", 'theta = "north"\n', "theta must be a finite number"),
+        ("list.json", "[1, 2, 3]", "expected a table"),
+    ],
+)
 def test_bad_files_are_config_errors(tmp_path: Path, name: str, text: str | None, reason: str) -> None:
     path = tmp_path / name
     if text is not None:

@@ -48,8 +48,13 @@ class SimBase(SimDevice):
         p = self.params
         assert isinstance(p, SimBaseParams)
         self.load_simulation()
-        body = BodyParams(radius=p.radius, max_speed=p.max_speed, max_turn_rate=p.max_turn_rate,
-                          max_accel=p.max_accel, max_turn_accel=p.max_turn_accel)
+        body = BodyParams(
+            radius=p.radius,
+            max_speed=p.max_speed,
+            max_turn_rate=p.max_turn_rate,
+            max_accel=p.max_accel,
+            max_turn_accel=p.max_turn_accel,
+        )
         self.body = SimBody(self.world.segments(), self.world.circles, self.world.start, body, self.noise, self.rng)
         self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState)
         self.odometry = self.create_publisher("Base/Drive/State", msgs.Odometry)
@@ -90,14 +95,20 @@ class SimBase(SimDevice):
     def publish(self, now: float, s: BodyState) -> None:
         """Write every interface of the base for the body state ``s`` at time ``now``."""
         self.truth.write(msgs.Odometry(stamp=now, x=s.x, y=s.y, theta=s.theta, v=s.v, omega=s.omega))
-        self.odometry.write(msgs.Odometry(stamp=now, x=s.odom_x, y=s.odom_y, theta=s.odom_theta, v=s.odom_v,
-                                          omega=s.odom_omega))
+        self.odometry.write(
+            msgs.Odometry(stamp=now, x=s.odom_x, y=s.odom_y, theta=s.odom_theta, v=s.odom_v, omega=s.odom_omega)
+        )
         self.contact.write(msgs.Contact(stamp=now, front=s.front_bumper, rear=s.rear_bumper, stall=s.stalled))
         self.power.write(msgs.Power(stamp=now, voltage=s.voltage, charge=s.charge))
         assert isinstance(self.params, SimBaseParams)
         if now >= self._next_sonar:
             self._next_sonar = now + 1.0 / self.params.sonar_hz
             ranges = self.body.sonar(self.world.mover_circles(now))
-            self.sonar_out.write(msgs.SonarScan(stamp=now, ranges=ranges.tolist(),
-                                                angles=self.body.sonar_angles.tolist(),
-                                                max_range=self.body.params.sonar_max_range))
+            self.sonar_out.write(
+                msgs.SonarScan(
+                    stamp=now,
+                    ranges=ranges.tolist(),
+                    angles=self.body.sonar_angles.tolist(),
+                    max_range=self.body.params.sonar_max_range,
+                )
+            )

@@ -85,8 +85,7 @@ class P2osBase(Module):
     def on_configure(self) -> None:
         p = self.params
         assert isinstance(p, P2osBaseParams)
-        self.driver = P2osDriver(p.port, model=p.model or None, command_timeout=p.command_timeout,
-                                 clock=time.monotonic)
+        self.driver = P2osDriver(p.port, model=p.model or None, command_timeout=p.command_timeout, clock=time.monotonic)
         self.driver.connect()  # raises P2osConnectError with the reason: the module does not start
         try:
             self._configure_interfaces()
@@ -164,17 +163,19 @@ class P2osBase(Module):
         self._last_sip = state.sips
         # the SIP's arrival time (driver clock: time.monotonic) on the module clock
         stamp = now - max(0.0, time.monotonic() - state.stamp)
-        self.odometry.write(msgs.Odometry(stamp=stamp, x=state.x, y=state.y, theta=state.theta, v=state.v,
-                                          omega=state.omega))
-        self.contact.write(msgs.Contact(stamp=stamp, front=state.front_bumper, rear=state.rear_bumper,
-                                        stall=state.stalled))
+        self.odometry.write(
+            msgs.Odometry(stamp=stamp, x=state.x, y=state.y, theta=state.theta, v=state.v, omega=state.omega)
+        )
+        self.contact.write(
+            msgs.Contact(stamp=stamp, front=state.front_bumper, rear=state.rear_bumper, stall=state.stalled)
+        )
         charge = min(1.0, max(0.0, (state.battery_voltage - BATTERY_EMPTY) / (BATTERY_FULL - BATTERY_EMPTY)))
-        self.power.write(msgs.Power(stamp=stamp, voltage=state.battery_voltage, charge=charge,
-                                    charging=state.charging))
+        self.power.write(msgs.Power(stamp=stamp, voltage=state.battery_voltage, charge=charge, charging=state.charging))
         poses = self.driver.params.sonar_poses
         ranges = [min(r, SONAR_MAX_RANGE) if math.isfinite(r) else SONAR_MAX_RANGE for r in state.sonar_ranges]
-        self.sonar_out.write(msgs.SonarScan(stamp=stamp, ranges=ranges, angles=[p.heading for p in poses],
-                                            max_range=SONAR_MAX_RANGE))
+        self.sonar_out.write(
+            msgs.SonarScan(stamp=stamp, ranges=ranges, angles=[p.heading for p in poses], max_range=SONAR_MAX_RANGE)
+        )
 
     def on_shutdown(self) -> None:
         driver = getattr(self, "driver", None)
@@ -215,12 +216,17 @@ class P2osBase(Module):
         config = self.driver.config
         current = ""
         if config is not None:
-            kp, kv, ki = ((config.trans_kp, config.trans_kv, config.trans_ki) if which == "speed"
-                          else (config.rot_kp, config.rot_kv, config.rot_ki))
+            kp, kv, ki = (
+                (config.trans_kp, config.trans_kv, config.trans_ki)
+                if which == "speed"
+                else (config.rot_kp, config.rot_kv, config.rot_ki)
+            )
             prefix = "Trans" if which == "speed" else "Rot"
             current = f" (the robot reports {prefix}KP={kp}, {prefix}KV={kv}, {prefix}KI={ki})"
-        raise ValueError(f"setting the {which} PID gains is not supported by P2OS: the protocol has no command for "
-                         f"it; change them in the robot's flash configuration{current}")
+        raise ValueError(
+            f"setting the {which} PID gains is not supported by P2OS: the protocol has no command for "
+            f"it; change them in the robot's flash configuration{current}"
+        )
 
     def _srv_speed_pid(self, _gains: dict[str, float]) -> bool:
         self._pid_not_supported("speed")

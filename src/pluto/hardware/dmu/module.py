@@ -47,8 +47,16 @@ class SimDmuModule(SimDevice):
             dt = 0.0
         self._last = now
         s = self.dmu.step(now, dt, truth.v, truth.omega)
-        self.raw.write(msgs.DmuRaw(stamp=s.stamp, phi=s.phi, psi=s.psi, rates=list(s.rates),
-                                   accelerations=list(s.accelerations)))
-        self.state_out.write(msgs.DmuState(stamp=s.state_stamp, theta=s.theta, phi=s.phi, psi=s.psi,
-                                           rates=list(s.filtered_rates),
-                                           accelerations=list(s.filtered_accelerations)))
+        self.raw.write(
+            msgs.DmuRaw(stamp=s.stamp, phi=s.phi, psi=s.psi, rates=list(s.rates), accelerations=list(s.accelerations))
+        )
+        self.state_out.write(
+            msgs.DmuState(
+                stamp=s.state_stamp,
+                theta=s.theta,
+                phi=s.phi,
+                psi=s.psi,
+                rates=list(s.filtered_rates),
+                accelerations=list(s.filtered_accelerations),
+            )
+        )

@@ -40,5 +40,16 @@ class SimGpsModule(SimDevice):
         dt = 0.0 if self._last is None else max(0.0, now - self._last)
         self._last = now
         f = self.gps.fix(dt, truth.x, truth.y)
-        self.out.write(msgs.GpsFix(stamp=now, latitude=f.latitude, longitude=f.longitude, altitude=f.altitude,
-                                   x=f.x, y=f.y, satellites=f.satellites, quality=f.quality, hdop=f.hdop))
+        self.out.write(
+            msgs.GpsFix(
+                stamp=now,
+                latitude=f.latitude,
+                longitude=f.longitude,
+                altitude=f.altitude,
+                x=f.x,
+                y=f.y,
+                satellites=f.satellites,
+                quality=f.quality,
+                hdop=f.hdop,
+            )
+        )

@@ -53,8 +53,12 @@ class SimSick(SimDevice):
         p = self.params
         assert isinstance(p, SimSickParams)
         self.load_simulation()
-        self.laser = SimLaser(RayCaster(self.world.segments(), self.world.circles),
-                              LaserParams(reboot_time=p.reboot_time), self.noise, self.rng)
+        self.laser = SimLaser(
+            RayCaster(self.world.segments(), self.world.circles),
+            LaserParams(reboot_time=p.reboot_time),
+            self.noise,
+            self.rng,
+        )
         self.history = TruthHistory()
         self.wrist_history = _WristHistory()
         self.create_subscription("Sim/Truth", self.history.add, msgs.Odometry, depth=256)
@@ -94,11 +98,26 @@ class SimSick(SimDevice):
         ranges = self.laser.scan(centre, (pose.x, pose.y, pose.theta), pan, tilt, self.world.mover_circles(centre))
         angles = self.laser.beam_angles
         valid = 0 if self.laser.failed(centre) else len(ranges)
-        self.scan_mm.write(msgs.LaserScan(stamp=centre, arrival=arrival, ranges=ranges.tolist(),
-                                          angles=angles.tolist(), count=valid, max_range=lp.max_range))
-        self.scan_181.write(msgs.LaserScan(stamp=arrival, arrival=arrival, ranges=ranges[::2].tolist(),
-                                           angles=angles[::2].tolist(), count=(valid + 1) // 2,
-                                           max_range=lp.max_range))
+        self.scan_mm.write(
+            msgs.LaserScan(
+                stamp=centre,
+                arrival=arrival,
+                ranges=ranges.tolist(),
+                angles=angles.tolist(),
+                count=valid,
+                max_range=lp.max_range,
+            )
+        )
+        self.scan_181.write(
+            msgs.LaserScan(
+                stamp=arrival,
+                arrival=arrival,
+                ranges=ranges[::2].tolist(),
+                angles=angles[::2].tolist(),
+                count=(valid + 1) // 2,
+                max_range=lp.max_range,
+            )
+        )
         self.timing.write(msgs.ScanTiming(stamp=centre, count=valid))
 
 

@@ -47,5 +47,8 @@ class SimWristModule(SimDevice):
 
     def publish(self, now: float) -> None:
         w = self.wrist
-        self.state_out.write(msgs.ActuatorState(stamp=now, position=w.position.tolist(),
-                                                velocity=w.velocity.tolist(), force=w.acceleration.tolist()))
+        self.state_out.write(
+            msgs.ActuatorState(
+                stamp=now, position=w.position.tolist(), velocity=w.velocity.tolist(), force=w.acceleration.tolist()
+            )
+        )

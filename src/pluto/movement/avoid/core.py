@@ -185,8 +185,7 @@ def parse_command(cmd_flags: int, position: list[float], velocity: list[float], 
 # -- obstacles ------------------------------------------------------------------------------------------------------
 
 
-def laser_points(ranges: FloatArray, angles: FloatArray, pan: float, mount_x: float,
-                 max_range: float) -> FloatArray:
+def laser_points(ranges: FloatArray, angles: FloatArray, pan: float, mount_x: float, max_range: float) -> FloatArray:
     """Laser echoes as points in the robot frame.
 
     Args:
@@ -252,8 +251,16 @@ def front_clearance(points: FloatArray, radius: float, margin: float, direction:
     return float(np.min(x[inside])) - radius
 
 
-def repulsion(points: FloatArray, influence: float, radius: float, gain: float, direction: float = 0.0,
-              side_band: float = 1.0, side: float = 1.0, back: float = 0.3) -> FloatArray:
+def repulsion(
+    points: FloatArray,
+    influence: float,
+    radius: float,
+    gain: float,
+    direction: float = 0.0,
+    side_band: float = 1.0,
+    side: float = 1.0,
+    back: float = 0.3,
+) -> FloatArray:
     """The summed repulsion from obstacle points, (2,) in the robot frame.
 
     Each point p at distance r < influence from the centre, with free distance c = r - radius (at least 5 cm), has
@@ -466,8 +473,9 @@ class AvoidController:
             return np.zeros((0, 2))
         return np.concatenate(parts)
 
-    def _goto_step(self, cmd: AvoidCommand, inputs: AvoidInputs, obstacles: FloatArray,
-                   now: float) -> tuple[float, float, int]:
+    def _goto_step(
+        self, cmd: AvoidCommand, inputs: AvoidInputs, obstacles: FloatArray, now: float
+    ) -> tuple[float, float, int]:
         p, g = self.params, self._goto
         if g.reached:
             return 0.0, 0.0, GOTO_REACHED
@@ -494,7 +502,8 @@ class AvoidController:
         else:
             g.blocked_since = None
         if (g.blocked_since is not None and now - g.blocked_since >= p.stuck_time) or (
-                now - g.best_time >= p.progress_time):
+            now - g.best_time >= p.progress_time
+        ):
             g.stuck = True
             return 0.0, 0.0, GOTO_STUCK
         sectors = nearest_per_sector(obstacles, p.sectors)
@@ -506,7 +515,8 @@ class AvoidController:
             dx, dy = g.direction
             heading = math.atan2(-s * dx + c * dy, c * dx + s * dy)
         total = weight * np.array([gx, gy]) / distance + repulsion(
-            sectors, p.influence, p.robot_radius, p.repulsion_gain, heading, side=g.turn_sign)
+            sectors, p.influence, p.robot_radius, p.repulsion_gain, heading, side=g.turn_sign
+        )
         total[1] += centring(sectors, p.robot_radius, p.side_clearance, p.centring_gain)
         # smooth the direction in the pose frame: sensor noise and beams coming into view as the robot turns must
         # not make it flip-flop

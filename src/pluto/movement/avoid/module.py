@@ -72,10 +72,17 @@ class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     def controller_params(self) -> AvoidParams:
         """The core's parameters from these."""
         return AvoidParams(
-            robot_radius=self.robot_radius, laser_mount_x=self.laser_mount_x, influence=self.influence,
-            stop_distance=self.stop_distance, slow_distance=self.slow_distance, goal_tolerance=self.goal_tolerance,
-            stuck_time=self.stuck_time, progress_time=self.progress_time, wall_distance=self.wall_distance,
-            wall_speed=self.wall_speed, wall_pan=self.wall_pan,
+            robot_radius=self.robot_radius,
+            laser_mount_x=self.laser_mount_x,
+            influence=self.influence,
+            stop_distance=self.stop_distance,
+            slow_distance=self.slow_distance,
+            goal_tolerance=self.goal_tolerance,
+            stuck_time=self.stuck_time,
+            progress_time=self.progress_time,
+            wall_distance=self.wall_distance,
+            wall_speed=self.wall_speed,
+            wall_pan=self.wall_pan,
         )
 
 
@@ -139,9 +146,14 @@ class AvoidModule(Module):
                 return
         out = self.core.step(self._inputs(now), now)
         if out.drive_flags is not None:
-            self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=out.drive_flags,
-                                                    position=list(out.drive_position),
-                                                    velocity=list(out.drive_velocity)))
+            self.drive_out.write(
+                msgs.ActuatorState(
+                    stamp=now,
+                    cmd_flags=out.drive_flags,
+                    position=list(out.drive_position),
+                    velocity=list(out.drive_velocity),
+                )
+            )
         self._command_wrist(out.wrist_pan)
         self.status_out.write(msgs.FVectorState(stamp=now, data=list(out.data), element=list(out.element)))
 
@@ -158,8 +170,11 @@ class AvoidModule(Module):
         target = pan if pan is not None else (0.0 if self._pan_written not in (None, 0.0) else None)
         if target is None or target == self._pan_written:
             return
-        self.wrist_out.write(msgs.ActuatorState(position=[target, 0.0], velocity=[p.wrist_speed, p.wrist_speed],
-                                                force=[p.wrist_accel, p.wrist_accel]))
+        self.wrist_out.write(
+            msgs.ActuatorState(
+                position=[target, 0.0], velocity=[p.wrist_speed, p.wrist_speed], force=[p.wrist_accel, p.wrist_accel]
+            )
+        )
         self._pan_written = target
 
     def _inputs(self, now: float) -> AvoidInputs:
@@ -175,18 +190,28 @@ class AvoidModule(Module):
         if scan is not None and now - scan.stamp <= p.scan_timeout + 0.5:
             ranges = np.asarray(scan.ranges, dtype=float)
             fault = bool(len(ranges)) and bool(np.all(ranges < 0.0))
-            laser = laser_points(ranges, np.asarray(scan.angles, dtype=float), pan, p.laser_mount_x,
-                                 scan.max_range)
+            laser = laser_points(ranges, np.asarray(scan.angles, dtype=float), pan, p.laser_mount_x, scan.max_range)
         sonar = None
         sonar_msg = self.sonar_in.read()
         if sonar_msg is not None:
-            sonar = sonar_points(np.asarray(sonar_msg.ranges, dtype=float), np.asarray(sonar_msg.angles, dtype=float),
-                                 sonar_msg.max_range, p.robot_radius)
+            sonar = sonar_points(
+                np.asarray(sonar_msg.ranges, dtype=float),
+                np.asarray(sonar_msg.angles, dtype=float),
+                sonar_msg.max_range,
+                p.robot_radius,
+            )
         drive = self.drive_in.read()
         data = tuple(drive.data[:2]) if drive is not None else (0.0, 0.0)
         code = drive.element[0] if drive is not None and drive.element else 0
-        return AvoidInputs(pose=pose, odometry_theta=odometry.theta if odometry is not None else None,
-                           laser=laser, laser_fault=fault, sonar=sonar, drive_data=data, drive_code=code)
+        return AvoidInputs(
+            pose=pose,
+            odometry_theta=odometry.theta if odometry is not None else None,
+            laser=laser,
+            laser_fault=fault,
+            sonar=sonar,
+            drive_data=data,
+            drive_code=code,
+        )
 
     @property
     def command_in_force(self) -> AvoidCommand | None:

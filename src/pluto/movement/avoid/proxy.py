@@ -27,19 +27,32 @@ __all__ = ["AvoidProxy", "describe_status"]
 
 COMMAND = "avoidance/command"
 
-_ELEMENT0 = {0: "normal", -1: "drive timeout", -10: "drive stopped", 1: "front bumper", 2: "back bumper",
-             3: "sonar front", 4: "sonar back", 5: "sonar sides", LASER_SLOW: "laser slow/stop",
-             LASER_FAULT: "laser fatal error (rebooting)"}
-_ELEMENT1 = {0: "idle", GOTO_REACHED: "goal reached", GOTO_STUCK: "stuck", GOTO_RUNNING: "goto running",
-             THREAD_STOPPED: "avoid thread stopped"}
+_ELEMENT0 = {
+    0: "normal",
+    -1: "drive timeout",
+    -10: "drive stopped",
+    1: "front bumper",
+    2: "back bumper",
+    3: "sonar front",
+    4: "sonar back",
+    5: "sonar sides",
+    LASER_SLOW: "laser slow/stop",
+    LASER_FAULT: "laser fatal error (rebooting)",
+}
+_ELEMENT1 = {
+    0: "idle",
+    GOTO_REACHED: "goal reached",
+    GOTO_STUCK: "stuck",
+    GOTO_RUNNING: "goto running",
+    THREAD_STOPPED: "avoid thread stopped",
+}
 
 
 def describe_status(status: msgs.FVectorState) -> str:
     """One line for a human: the commanded velocities and what element[0] and element[1] mean."""
     v, w = [*status.data, 0.0, 0.0][:2]
     e0, e1 = [*status.element, 0, 0][:2]
-    return (f"v {v:.2f} m/s, w {w:.2f} rad/s; {e0} {_ELEMENT0.get(e0, 'unknown')}; "
-            f"{e1} {_ELEMENT1.get(e1, 'unknown')}")
+    return f"v {v:.2f} m/s, w {w:.2f} rad/s; {e0} {_ELEMENT0.get(e0, 'unknown')}; {e1} {_ELEMENT1.get(e1, 'unknown')}"
 
 
 def _check(*values: float) -> None:
@@ -64,11 +77,14 @@ class AvoidProxy(Proxy):
     module: ClassVar[str] = "avoid"
     interfaces: ClassVar[tuple[str, ...]] = ("avoidance/status",)
 
-    def _send(self, mode: int, avoidance: int, position: list[float], velocity: list[float],
-              force: list[float]) -> None:
+    def _send(
+        self, mode: int, avoidance: int, position: list[float], velocity: list[float], force: list[float]
+    ) -> None:
         _check_avoidance(avoidance)
-        self.write(COMMAND, msgs.ActuatorState(cmd_flags=10 * avoidance + mode, position=position,
-                                               velocity=velocity, force=force))
+        self.write(
+            COMMAND,
+            msgs.ActuatorState(cmd_flags=10 * avoidance + mode, position=position, velocity=velocity, force=force),
+        )
 
     def set_velocity(self, v: float, w: float, avoidance: int = AVOID_BOTH) -> None:
         """Drive at v m/s and w rad/s (T = 0), slowed and stopped by the chosen protection.
@@ -88,8 +104,15 @@ class AvoidProxy(Proxy):
         _check(heading, v)
         self._send(Mode.HEADING, avoidance, [0.0, heading], [v, 0.0], [])
 
-    def goto(self, x: float, y: float, max_speed: float = 0.5, max_turn_rate: float = 1.0, weight: float = 1.0,
-             avoidance: int = AVOID_BOTH) -> None:
+    def goto(
+        self,
+        x: float,
+        y: float,
+        max_speed: float = 0.5,
+        max_turn_rate: float = 1.0,
+        weight: float = 1.0,
+        avoidance: int = AVOID_BOTH,
+    ) -> None:
         """Go to (x, y) m in the ``Localization/Pose`` frame around obstacles (T = 2); watch :meth:`status`
         element[1] (1 reached, 2 stuck).
 

@@ -55,10 +55,16 @@ class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         Raises:
             ValueError: a limit is out of range.
         """
-        return DriveParams(max_speed=self.max_speed, max_turn_rate=self.max_turn_rate, max_accel=self.max_accel,
-                           max_turn_accel=self.max_turn_accel, timeout=self.timeout,
-                           slow_distance=self.slow_distance, stop_distance=self.stop_distance,
-                           heading_gain=self.heading_gain)
+        return DriveParams(
+            max_speed=self.max_speed,
+            max_turn_rate=self.max_turn_rate,
+            max_accel=self.max_accel,
+            max_turn_accel=self.max_turn_accel,
+            timeout=self.timeout,
+            slow_distance=self.slow_distance,
+            stop_distance=self.stop_distance,
+            heading_gain=self.heading_gain,
+        )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -82,8 +88,9 @@ def load_calibration(path: str | Path) -> OdometryCalibration:
     if unknown:
         raise ConfigError(f"odometry calibration {path}: unknown keys {', '.join(sorted(unknown))}")
     try:
-        return OdometryCalibration(distance_scale=float(data.get("distance_scale", 1.0)),
-                                   heading_scale=float(data.get("heading_scale", 1.0)))
+        return OdometryCalibration(
+            distance_scale=float(data.get("distance_scale", 1.0)), heading_scale=float(data.get("heading_scale", 1.0))
+        )
     except (TypeError, ValueError) as err:
         raise ConfigError(f"odometry calibration {path}: {err}") from err
 
@@ -107,8 +114,11 @@ class DriveModule(Module):
             # to the odometry its heading regulator uses.
             self.get_logger().info(
                 "odometry calibration from %s applied to the drive's odometry (distance_scale %g, heading_scale %g);"
-                " the base has no calibration service", p.calibration_file, calibration.distance_scale,
-                calibration.heading_scale)
+                " the base has no calibration service",
+                p.calibration_file,
+                calibration.distance_scale,
+                calibration.heading_scale,
+            )
         self.controller = DriveController(p.drive_params(), calibration)
         self.commands = self.create_reader("drive/command", msgs.ActuatorState)
         self.odometry = self.create_reader("Base/Drive/State", msgs.Odometry)

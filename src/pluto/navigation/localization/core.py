@@ -60,8 +60,13 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
 
     def __post_init__(self) -> None:
-        for name in ("distance_noise", "lateral_noise", "odometry_heading_noise", "odometry_heading_per_distance",
-                     "dmu_heading_noise"):
+        for name in (
+            "distance_noise",
+            "lateral_noise",
+            "odometry_heading_noise",
+            "odometry_heading_per_distance",
+            "dmu_heading_noise",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
@@ -128,15 +133,18 @@ def rotation(theta: float, phi: float, psi: float) -> Matrix:
     ct, st = math.cos(theta), math.sin(theta)
     cp, sp = math.cos(phi), math.sin(phi)
     cs, ss = math.cos(psi), math.sin(psi)
-    return np.array([
-        [ct * cp, ct * sp * ss - st * cs, ct * sp * cs + st * ss],
-        [st * cp, st * sp * ss + ct * cs, st * sp * cs - ct * ss],
-        [-sp, cp * ss, cp * cs],
-    ])
+    return np.array(
+        [
+            [ct * cp, ct * sp * ss - st * cs, ct * sp * cs + st * ss],
+            [st * cp, st * sp * ss + ct * cs, st * sp * cs - ct * ss],
+            [-sp, cp * ss, cp * cs],
+        ]
+    )
 
 
-def laser_pose(pose: Sequence[float], pan: float, tilt: float,
-               mount: tuple[float, float, float]) -> tuple[float, float, float, float, float, float, float, float]:
+def laser_pose(
+    pose: Sequence[float], pan: float, tilt: float, mount: tuple[float, float, float]
+) -> tuple[float, float, float, float, float, float, float, float]:
     """The 8-D laser pose of a robot pose: the mount point composed with the robot pose, then the wrist.
 
     The laser turns about the mount point (as the simulated and real pan/tilt units do), so its position does not
@@ -161,8 +169,9 @@ def laser_pose(pose: Sequence[float], pan: float, tilt: float,
     return (lx, ly, lz, theta + pan, phi + tilt, psi, pan, tilt)
 
 
-def robot_of_laser(laser: Sequence[float], pan: float, tilt: float,
-                   mount: tuple[float, float, float]) -> tuple[float, float, float, float, float, float]:
+def robot_of_laser(
+    laser: Sequence[float], pan: float, tilt: float, mount: tuple[float, float, float]
+) -> tuple[float, float, float, float, float, float]:
     """The robot pose whose laser pose is ``laser`` (the inverse of :func:`laser_pose`).
 
     Args:
@@ -353,8 +362,9 @@ class DeadReckoning:
         f = _jacobian(dx, dy)
         cov = f @ prev.cov @ f.T + q
         absolute = f @ prev.absolute @ f.T + q
-        self._append(_Step(stamp, prev.x + dx, prev.y + dy, prev.z + dz, prev.theta + dtheta, phi, psi,
-                           dx, dy, q, cov, absolute))
+        self._append(
+            _Step(stamp, prev.x + dx, prev.y + dy, prev.z + dz, prev.theta + dtheta, phi, psi, dx, dy, q, cov, absolute)
+        )
         return True
 
     def _append(self, step: _Step) -> None:
@@ -420,10 +430,20 @@ class DeadReckoning:
         dx, dy = f * step.dx, f * step.dy
         q = f * step.q
         jac = _jacobian(dx, dy)
-        return _Step(t, prev.x + dx, prev.y + dy, prev.z + f * (step.z - prev.z),
-                     prev.theta + f * (step.theta - prev.theta), prev.phi + f * (step.phi - prev.phi),
-                     prev.psi + f * (step.psi - prev.psi), dx, dy, q,
-                     jac @ prev.cov @ jac.T + q, jac @ prev.absolute @ jac.T + q)
+        return _Step(
+            t,
+            prev.x + dx,
+            prev.y + dy,
+            prev.z + f * (step.z - prev.z),
+            prev.theta + f * (step.theta - prev.theta),
+            prev.phi + f * (step.phi - prev.phi),
+            prev.psi + f * (step.psi - prev.psi),
+            dx,
+            dy,
+            q,
+            jac @ prev.cov @ jac.T + q,
+            jac @ prev.absolute @ jac.T + q,
+        )
 
     def _step_at(self, t: float) -> _Step | None:
         """The (interpolated) step ending at ``t``; None outside the history."""
@@ -494,8 +514,7 @@ class DeadReckoning:
         increment = self.increment_covariance(previous, t)
         self._last_scan = t
         pan, tilt = self.wrist_at(t)
-        pose = laser_pose((step.x, step.y, step.z, step.theta, step.phi, step.psi), pan, tilt,
-                          self.params.laser_mount)
+        pose = laser_pose((step.x, step.y, step.z, step.theta, step.phi, step.psi), pan, tilt, self.params.laser_mount)
         return LaserPose(t, pose, increment, step.absolute)
 
     def reset_absolute(self, t: float, covariance: Matrix) -> None:
@@ -514,7 +533,7 @@ class DeadReckoning:
             jac = _jacobian(rest * step.dx, rest * step.dy)
             cov = jac @ cov @ jac.T + rest * step.q
             step.absolute = cov
-            for step in self._steps[i + 1:]:
+            for step in self._steps[i + 1 :]:
                 jac = _jacobian(step.dx, step.dy)
                 cov = jac @ cov @ jac.T + step.q
                 step.absolute = cov
@@ -545,8 +564,14 @@ class PoseAdjustment:
     alpha: float = 0.0
     posts: int = 0
 
-    def post(self, dr: DeadReckoning, stamp: float, pose: Sequence[float], setter: int,
-             covariance: Sequence[float] | None = None) -> bool:
+    def post(
+        self,
+        dr: DeadReckoning,
+        stamp: float,
+        pose: Sequence[float],
+        setter: int,
+        covariance: Sequence[float] | None = None,
+    ) -> bool:
         """Apply a post: ``pose`` is a robot pose if ``setter < 0``, else a laser pose (6-D or 8-D), at ``stamp``.
 
         An empty pose only changes the setter (the pose module stopping). The posted covariance (9 values, world
@@ -584,8 +609,11 @@ class PoseAdjustment:
         self.dx = target[0] - (c * x - s * y)
         self.dy = target[1] - (s * x + c * y)
         self.posts += 1
-        posted = np.zeros((3, 3)) if covariance is None or len(covariance) != 9 else (
-            np.array(covariance, dtype=float).reshape(3, 3))
+        posted = (
+            np.zeros((3, 3))
+            if covariance is None or len(covariance) != 9
+            else (np.array(covariance, dtype=float).reshape(3, 3))
+        )
         dr.reset_absolute(stamp, _rotate_covariance(posted, -self.alpha))
         return True
 

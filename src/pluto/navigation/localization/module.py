@@ -90,10 +90,15 @@ class LocalizationModule(Module):
         self.laser_pose_out = self.create_publisher(out[4], msgs.PoseEstimate)
         self.status = self.create_publisher(STATUS, msgs.FVectorState)
         self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
-        for order, (name, cls) in enumerate(((names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
-                                             ("DMU/State", msgs.DmuState), ("Wrist/State", msgs.ActuatorState),
-                                             ("Base/Drive/State", msgs.Odometry),
-                                             ("Sick/Timing", msgs.ScanTiming))):
+        for order, (name, cls) in enumerate(
+            (
+                (names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
+                ("DMU/State", msgs.DmuState),
+                ("Wrist/State", msgs.ActuatorState),
+                ("Base/Drive/State", msgs.Odometry),
+                ("Sick/Timing", msgs.ScanTiming),
+            )
+        ):
             self.create_subscription(name, self._enqueuer(order), cls, depth=1024)
         self._published_laser = False
         self.errors = 0
@@ -102,6 +107,7 @@ class LocalizationModule(Module):
         def enqueue(message: msgs.Message) -> None:
             with self._queue_lock:
                 self._queue.append((order, getattr(message, "stamp", 0.0), message))
+
         return enqueue
 
     def step(self, now: float) -> None:
@@ -134,10 +140,16 @@ class LocalizationModule(Module):
                     break  # wait for odometry to reach the scan's centre time
                 self.errors += 1  # odometry stopped: the scan cannot be placed
             self._scans.pop(0)
-        self.status.write(msgs.FVectorState(
-            stamp=now, data=[max(0.0, now - self.core.latest_stamp), self.core.dmu_age(now)],
-            element=[self.adjustment.setter, int(self.core.dmu_ok and self.core.dmu_age(now)
-                                                  <= self.core.params.dmu_timeout)]))
+        self.status.write(
+            msgs.FVectorState(
+                stamp=now,
+                data=[max(0.0, now - self.core.latest_stamp), self.core.dmu_age(now)],
+                element=[
+                    self.adjustment.setter,
+                    int(self.core.dmu_ok and self.core.dmu_age(now) <= self.core.params.dmu_timeout),
+                ],
+            )
+        )
 
     def params_(self) -> LocalizationModuleParams:
         p = self.params
@@ -165,11 +177,17 @@ class LocalizationModule(Module):
     def _publish_robot(self) -> None:
         pose = self.core.pose()
         setter = self.adjustment.setter
-        self.dead_reckoning.write(msgs.PoseEstimate(stamp=pose.stamp, pose=list(pose.pose),
-                                                    covariance=flat(pose.covariance), cmd_flags=0))
-        self.pose_out.write(msgs.PoseEstimate(stamp=pose.stamp, pose=self.adjustment.apply(pose.pose),
-                                              covariance=self.adjustment.covariance(pose.absolute),
-                                              cmd_flags=setter))
+        self.dead_reckoning.write(
+            msgs.PoseEstimate(stamp=pose.stamp, pose=list(pose.pose), covariance=flat(pose.covariance), cmd_flags=0)
+        )
+        self.pose_out.write(
+            msgs.PoseEstimate(
+                stamp=pose.stamp,
+                pose=self.adjustment.apply(pose.pose),
+                covariance=self.adjustment.covariance(pose.absolute),
+                cmd_flags=setter,
+            )
+        )
 
     def _publish_laser(self, t: float) -> bool:
         """Write interfaces 1 and 4 for a scan at ``t``; False if odometry has not reached ``t`` yet."""
@@ -177,9 +195,15 @@ class LocalizationModule(Module):
         if laser is None:
             return False
         self._published_laser = True
-        self.laser_dead_reckoning.write(msgs.PoseEstimate(stamp=t, pose=list(laser.pose),
-                                                          covariance=flat(laser.increment), cmd_flags=0))
-        self.laser_pose_out.write(msgs.PoseEstimate(stamp=t, pose=self.adjustment.apply(laser.pose),
-                                                    covariance=self.adjustment.covariance(laser.absolute),
-                                                    cmd_flags=self.adjustment.setter))
+        self.laser_dead_reckoning.write(
+            msgs.PoseEstimate(stamp=t, pose=list(laser.pose), covariance=flat(laser.increment), cmd_flags=0)
+        )
+        self.laser_pose_out.write(
+            msgs.PoseEstimate(
+                stamp=t,
+                pose=self.adjustment.apply(laser.pose),
+                covariance=self.adjustment.covariance(laser.absolute),
+                cmd_flags=self.adjustment.setter,
+            )
+        )
         return True

@@ -45,8 +45,9 @@ class LocProxy(Proxy):
         value: msgs.PoseEstimate = self.wait(n, timeout)
         return value
 
-    def post_pose(self, pose: Sequence[float], setter: int, covariance: Sequence[float] | None = None,
-                  stamp: float = 0.0) -> None:
+    def post_pose(
+        self, pose: Sequence[float], setter: int, covariance: Sequence[float] | None = None, stamp: float = 0.0
+    ) -> None:
         """Post an improved pose to interface 2.
 
         Args:
@@ -92,8 +93,9 @@ class LocProxy(Proxy):
         while self.setter() != value:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BusTimeout(f"localization setter did not become {value} within {timeout} s "
-                                 f"(it is {self.setter()})")
+                raise BusTimeout(
+                    f"localization setter did not become {value} within {timeout} s (it is {self.setter()})"
+                )
             try:
                 self.wait(watch, min(left, 0.1))
             except BusTimeout:

@@ -192,8 +192,16 @@ class FakeRobot:
                 self.synced = 2
                 self._send(SyncReply(2, self.name, self.robot_class, self.subclass).encode())
         elif command == Command.CONFIG:
-            self._send(ConfigPacket(robot_type=self.robot_class, subtype=self.subclass, name=self.name,
-                                    rot_vel_top=300, trans_vel_top=1500, watchdog=2000).encode())
+            self._send(
+                ConfigPacket(
+                    robot_type=self.robot_class,
+                    subtype=self.subclass,
+                    name=self.name,
+                    rot_vel_top=300,
+                    trans_vel_top=1500,
+                    watchdog=2000,
+                ).encode()
+            )
         elif command == Command.ENABLE:
             self.motors = bool(argument) and not self.estop
         elif command == Command.VEL:
@@ -289,8 +297,14 @@ def test_handshake_and_model_from_sync2(robots: Callable[..., FakeRobot], driver
     assert driver.max_rot_velocity == pytest.approx(math.radians(300))  # the CONFIGpac's RotVelTop
     assert driver.config is not None and driver.config.watchdog == 2000
     assert robot.commands()[:8] == [
-        (Command.SYNC0, None), (Command.SYNC1, None), (Command.SYNC2, None), (Command.OPEN, 1),
-        (Command.CONFIG, 1), (Command.SETV, 1200), (Command.SETRV, 300), (Command.ENABLE, 1),
+        (Command.SYNC0, None),
+        (Command.SYNC1, None),
+        (Command.SYNC2, None),
+        (Command.OPEN, 1),
+        (Command.CONFIG, 1),
+        (Command.SETV, 1200),
+        (Command.SETRV, 300),
+        (Command.ENABLE, 1),
     ]
     state = driver.wait_for_sip(1.0)
     assert isinstance(state, P2osState)
@@ -305,8 +319,9 @@ def test_handshake_and_model_from_sync2(robots: Callable[..., FakeRobot], driver
     assert driver.statistics().connects == 1
 
 
-def test_explicit_model_overrides_the_robot(robots: Callable[..., FakeRobot],
-                                            drivers: Callable[..., P2osDriver]) -> None:
+def test_explicit_model_overrides_the_robot(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robots(subclass="p3at")
     driver = drivers(model="p2dx")
     driver.connect()
@@ -325,22 +340,28 @@ def test_unknown_subclass_falls_back_to_defaults_with_a_warning(
     assert any("unknown robot subclass 'r2d2'" in r.getMessage() for r in caplog.records)
 
 
-def test_stale_session_is_closed_and_resynchronised(robots: Callable[..., FakeRobot],
-                                                   drivers: Callable[..., P2osDriver]) -> None:
+def test_stale_session_is_closed_and_resynchronised(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots(start_open=True)
     driver = drivers()
     driver.connect()
     commands = robot.commands()
     close = first_index(commands, (Command.CLOSE, 1))
     assert commands[0] == (Command.SYNC0, None)  # answered with SIPs: the robot was still open
-    assert commands[close + 1: close + 5] == [(Command.SYNC0, None), (Command.SYNC1, None), (Command.SYNC2, None),
-                                              (Command.OPEN, 1)]
+    assert commands[close + 1 : close + 5] == [
+        (Command.SYNC0, None),
+        (Command.SYNC1, None),
+        (Command.SYNC2, None),
+        (Command.OPEN, 1),
+    ]
     assert driver.connected and driver.statistics().stale_sessions == 1
     assert driver.wait_for_sip(1.0) is not None
 
 
-def test_silent_robot_fails_with_a_clear_error_and_no_hang(robots: Callable[..., FakeRobot],
-                                                          drivers: Callable[..., P2osDriver]) -> None:
+def test_silent_robot_fails_with_a_clear_error_and_no_hang(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots(silent=True)
     driver = drivers()
     start = time.monotonic()
@@ -370,8 +391,9 @@ def test_serial_device_cycles_baud_rates(robots: Callable[..., FakeRobot], drive
 # --------------------------------------------------------------------------------------------------- robustness
 
 
-def test_garbage_and_bad_checksums_are_counted_not_raised(robots: Callable[..., FakeRobot],
-                                                         drivers: Callable[..., P2osDriver]) -> None:
+def test_garbage_and_bad_checksums_are_counted_not_raised(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robots(garbage=True)
     driver = drivers()
     driver.connect()
@@ -426,32 +448,43 @@ def test_velocity_commands_are_clamped(robots: Callable[..., FakeRobot], drivers
     driver.set_velocity(0.25, 0.5)
     driver.set_wheel_velocities(0.2, -5.0)
     assert robot.commands()[:5] == [
-        (Command.VEL, 2200), (Command.RVEL, -300),  # the p3dx's 2.2 m/s and the CONFIGpac's 300 deg/s
-        (Command.VEL, 250), (Command.RVEL, 29),
+        (Command.VEL, 2200),
+        (Command.RVEL, -300),  # the p3dx's 2.2 m/s and the CONFIGpac's 300 deg/s
+        (Command.VEL, 250),
+        (Command.RVEL, 29),
         (Command.VEL2, robot.params.vel2_argument(0.2, -2.2)),
     ]
     with pytest.raises(ValueError, match="finite"):
         driver.set_velocity(math.nan, 0.0)
 
 
-def test_speed_profile_sends_setv_seta_setrv_setra(robots: Callable[..., FakeRobot],
-                                                  drivers: Callable[..., P2osDriver]) -> None:
+def test_speed_profile_sends_setv_seta_setrv_setra(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots()
     driver = drivers()
     driver.connect()
     robot.received.clear()
-    driver.set_speed_profile(max_speed=0.5, max_accel=0.3, max_decel=0.6, max_turn_rate=1.0, max_turn_accel=2.0,
-                             max_turn_decel=3.0)
-    assert robot.commands()[:6] == [(Command.SETV, 500), (Command.SETA, 300), (Command.SETA, -600),
-                                    (Command.SETRV, 57), (Command.SETRA, 115), (Command.SETRA, -172)]
+    driver.set_speed_profile(
+        max_speed=0.5, max_accel=0.3, max_decel=0.6, max_turn_rate=1.0, max_turn_accel=2.0, max_turn_decel=3.0
+    )
+    assert robot.commands()[:6] == [
+        (Command.SETV, 500),
+        (Command.SETA, 300),
+        (Command.SETA, -600),
+        (Command.SETRV, 57),
+        (Command.SETRA, 115),
+        (Command.SETRA, -172),
+    ]
     assert driver.max_velocity == 0.5
     robot.received.clear()
     driver.set_velocity(2.0, 0.0)
     assert robot.commands()[0] == (Command.VEL, 500)
 
 
-def test_command_timeout_stops_once_while_pulses_go_on(robots: Callable[..., FakeRobot],
-                                                      drivers: Callable[..., P2osDriver]) -> None:
+def test_command_timeout_stops_once_while_pulses_go_on(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots()
     driver = drivers(command_timeout=0.2, keepalive=0.05)
     driver.connect()
@@ -471,8 +504,7 @@ def test_command_timeout_stops_once_while_pulses_go_on(robots: Callable[..., Fak
     assert driver.statistics().keepalives >= 3
 
 
-def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot],
-                                         drivers: Callable[..., P2osDriver]) -> None:
+def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]) -> None:
     robot = robots()
     driver = drivers(command_timeout=0.2, keepalive=0.05)
     driver.connect()
@@ -484,8 +516,9 @@ def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot],
     assert driver.statistics().command_timeouts == 0
 
 
-def test_shutdown_says_goodbye_in_order_once(robots: Callable[..., FakeRobot],
-                                            drivers: Callable[..., P2osDriver]) -> None:
+def test_shutdown_says_goodbye_in_order_once(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots()
     driver = drivers()
     driver.connect()
@@ -523,8 +556,9 @@ def test_estop_makes_enable_motors_fail(
     assert state is not None and state.estop and not state.motors_enabled
 
 
-def test_enable_motors_reports_the_outcome(robots: Callable[..., FakeRobot],
-                                          drivers: Callable[..., P2osDriver]) -> None:
+def test_enable_motors_reports_the_outcome(
+    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
+) -> None:
     robot = robots()
     driver = drivers()
     driver.connect()
@@ -587,4 +621,3 @@ def test_pause_writer_sends_nothing(robots: Callable[..., FakeRobot], drivers: C
     assert len(robot.received) == count
     driver.shutdown()  # a hung program says no goodbye
     assert len(robot.received) == count
-

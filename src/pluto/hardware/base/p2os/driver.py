@@ -307,8 +307,12 @@ class P2osDriver:
         reconnect: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        for name, value in (("handshake_timeout", handshake_timeout), ("command_timeout", command_timeout),
-                            ("keepalive", keepalive), ("link_timeout", link_timeout)):
+        for name, value in (
+            ("handshake_timeout", handshake_timeout),
+            ("command_timeout", command_timeout),
+            ("keepalive", keepalive),
+            ("link_timeout", link_timeout),
+        ):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if handshake_retries < 1:
@@ -483,8 +487,7 @@ class P2osDriver:
         self._reader = threading.Thread(target=self._run_reader, name=f"p2os-reader:{self._url}", daemon=True)
         self._reader.start()
         if self._keeper is None or not self._keeper.is_alive():  # it outlives a link loss without reconnect
-            self._keeper = threading.Thread(target=self._run_keepalive, name=f"p2os-keepalive:{self._url}",
-                                            daemon=True)
+            self._keeper = threading.Thread(target=self._run_keepalive, name=f"p2os-keepalive:{self._url}", daemon=True)
             self._keeper.start()
 
     def _handshake_budget(self) -> float:
@@ -494,8 +497,10 @@ class P2osDriver:
     def _open_and_handshake(self) -> None:
         """Open the port, synchronise, open the session; on success the port becomes the driver's."""
         try:
-            port = cast(SerialPort, serial.serial_for_url(
-                self._url, baudrate=self._baud, timeout=READ_TIMEOUT, write_timeout=1.0))
+            port = cast(
+                SerialPort,
+                serial.serial_for_url(self._url, baudrate=self._baud, timeout=READ_TIMEOUT, write_timeout=1.0),
+            )
         except (serial.SerialException, OSError, ValueError) as err:
             reason = str(err).rsplit("] ", 1)[-1]  # pyserial nests "[Errno N]" prefixes: keep the reason
             raise P2osConnectError(f"cannot open {self._url}: {reason}") from err
@@ -546,8 +551,10 @@ class P2osDriver:
                         f"the robot on {self._url} keeps sending SIPs although told to CLOSE {MAX_STALE_SESSIONS} "
                         "times; another client may be connected to it"
                     ) from None
-                log.info("the robot on %s is still open from an earlier session: sending CLOSE and synchronising "
-                         "again", self._url)
+                log.info(
+                    "the robot on %s is still open from an earlier session: sending CLOSE and synchronising again",
+                    self._url,
+                )
                 self._write_on(port, encode_command(Command.CLOSE, 1))
                 self._drain(port, decoder)
                 step, tries = 0, 0
@@ -632,8 +639,9 @@ class P2osDriver:
                 self._handle(event, self._clock())
         config = self.config
         if self._configs == configs_before:
-            log.info("no CONFIGpac from the robot on %s within %.1f s; using the model's limits", self._url,
-                     CONFIG_WAIT)
+            log.info(
+                "no CONFIGpac from the robot on %s within %.1f s; using the model's limits", self._url, CONFIG_WAIT
+            )
         elif config is not None and config.rot_vel_top > 0:
             self._max_rot_velocity = math.radians(config.rot_vel_top)
 
@@ -656,15 +664,17 @@ class P2osDriver:
             if state is not None and (state.motors_enabled or state.estop):
                 break
         else:
-            log.warning("the motors of the robot on %s did not report enabled after %d ENABLE", self._url,
-                        self._handshake_retries)
+            log.warning(
+                "the motors of the robot on %s did not report enabled after %d ENABLE",
+                self._url,
+                self._handshake_retries,
+            )
 
         now = self._clock()
         with self._write_lock:
             self._port = port
             self._decoder_totals = {
-                name: self._decoder_totals[name] + getattr(self._decoder.statistics(), name)
-                for name in _DECODER_FIELDS
+                name: self._decoder_totals[name] + getattr(self._decoder.statistics(), name) for name in _DECODER_FIELDS
             }
             self._decoder = decoder
             self._last_packet = now
@@ -673,9 +683,15 @@ class P2osDriver:
             self._connects += 1
             self._connected.set()
         state = self.state
-        log.info("connected to %s on %s (%s %s, model %s)%s", reply.name or "a robot", self._url,
-                 reply.robot_class or "?", reply.subclass or "?", params.subclass,
-                 "; the e-stop is engaged: the motors will not enable" if state and state.estop else "")
+        log.info(
+            "connected to %s on %s (%s %s, model %s)%s",
+            reply.name or "a robot",
+            self._url,
+            reply.robot_class or "?",
+            reply.subclass or "?",
+            params.subclass,
+            "; the e-stop is engaged: the motors will not enable" if state and state.estop else "",
+        )
 
     def _select_params(self, reply: SyncReply) -> RobotParams:
         if self._model is not None:
@@ -686,13 +702,21 @@ class P2osDriver:
             source = "reported by the robot"
         if wanted.strip().lower() in ROBOT_PARAMS:
             return robot_params(wanted)
-        log.warning("unknown robot subclass %r (%s) on %s: using the default (%s) parameters", wanted, source,
-                    self._url, DEFAULT_SUBCLASS)
+        log.warning(
+            "unknown robot subclass %r (%s) on %s: using the default (%s) parameters",
+            wanted,
+            source,
+            self._url,
+            DEFAULT_SUBCLASS,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnknownRobotWarning)
             params = robot_params(wanted)
-        warnings.warn(f"unknown robot subclass {wanted!r} on {self._url}: using the default parameters",
-                      UnknownRobotWarning, stacklevel=4)
+        warnings.warn(
+            f"unknown robot subclass {wanted!r} on {self._url}: using the default parameters",
+            UnknownRobotWarning,
+            stacklevel=4,
+        )
         return params
 
     def _write_on(self, port: SerialPort, packet: bytes) -> None:
@@ -754,8 +778,12 @@ class P2osDriver:
         self._close_port(port)
         with self._state_cond:
             self._state_cond.notify_all()
-        log.warning("P2OS link to %s lost (%s); %s", self._url, reason,
-                    "reconnecting in the background" if self._reconnect else "not reconnecting")
+        log.warning(
+            "P2OS link to %s lost (%s); %s",
+            self._url,
+            reason,
+            "reconnecting in the background" if self._reconnect else "not reconnecting",
+        )
 
     def _reconnect_loop(self) -> None:
         delay = RECONNECT_BACKOFF[0]
@@ -798,8 +826,11 @@ class P2osDriver:
                     pose: Pose | None = _IDENTITY
                 else:
                     if now >= self._seto_until:
-                        log.warning("the robot on %s did not confirm SETO within %.1f s; odometry reset from here",
-                                    self._url, SETO_SETTLE)
+                        log.warning(
+                            "the robot on %s did not confirm SETO within %.1f s; odometry reset from here",
+                            self._url,
+                            SETO_SETTLE,
+                        )
                     self._seto_until = None
                     integrator.reset()
                     pose = None
@@ -881,8 +912,11 @@ class P2osDriver:
             if self._motion_armed and now - self._last_command >= self._command_timeout:
                 self._motion_armed = False
                 self._command_timeouts += 1
-                log.warning("no velocity command for %.2f s: stopping the robot on %s (VEL 0, RVEL 0)",
-                            now - self._last_command, self._url)
+                log.warning(
+                    "no velocity command for %.2f s: stopping the robot on %s (VEL 0, RVEL 0)",
+                    now - self._last_command,
+                    self._url,
+                )
                 self._send(Command.VEL, 0)
                 self._send(Command.RVEL, 0)
             elif now - self._last_write >= self._keepalive:
@@ -973,8 +1007,9 @@ class P2osDriver:
         state = self.state
         self._send(Command.ENABLE, 1 if on else 0)
         if on and state is not None and state.estop:
-            log.warning("cannot enable the motors of the robot on %s: the e-stop is engaged (release it first)",
-                        self._url)
+            log.warning(
+                "cannot enable the motors of the robot on %s: the e-stop is engaged (release it first)", self._url
+            )
             return False
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -984,11 +1019,16 @@ class P2osDriver:
             if state.motors_enabled == on:
                 return True
             if on and state.estop:
-                log.warning("cannot enable the motors of the robot on %s: the e-stop is engaged (release it first)",
-                            self._url)
+                log.warning(
+                    "cannot enable the motors of the robot on %s: the e-stop is engaged (release it first)", self._url
+                )
                 return False
-        log.warning("the robot on %s did not report its motors %s within %.1f s", self._url,
-                    "enabled" if on else "disabled", timeout)
+        log.warning(
+            "the robot on %s did not report its motors %s within %.1f s",
+            self._url,
+            "enabled" if on else "disabled",
+            timeout,
+        )
         return False
 
     def reset_odometry(self) -> None:
@@ -1067,8 +1107,14 @@ class P2osDriver:
             ValueError: a value that is not a positive finite number.
             P2osLinkError: not connected.
         """
-        values = {"max_speed": max_speed, "max_accel": max_accel, "max_decel": max_decel,
-                  "max_turn_rate": max_turn_rate, "max_turn_accel": max_turn_accel, "max_turn_decel": max_turn_decel}
+        values = {
+            "max_speed": max_speed,
+            "max_accel": max_accel,
+            "max_decel": max_decel,
+            "max_turn_rate": max_turn_rate,
+            "max_turn_accel": max_turn_accel,
+            "max_turn_decel": max_turn_decel,
+        }
         for name, value in values.items():
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
@@ -1127,8 +1173,12 @@ class P2osDriver:
             if port is not None:
                 if was_connected and not self._writer_paused:
                     try:
-                        for command, argument in ((Command.VEL, 0), (Command.RVEL, 0), (Command.ENABLE, 0),
-                                                  (Command.CLOSE, 1)):
+                        for command, argument in (
+                            (Command.VEL, 0),
+                            (Command.RVEL, 0),
+                            (Command.ENABLE, 0),
+                            (Command.CLOSE, 1),
+                        ):
                             port.write(encode_command(command, argument))
                         flush: Any = getattr(port, "flush", None)
                         if callable(flush):
