@@ -98,3 +98,25 @@ def test_gyro_drift_is_a_random_walk_of_the_bias() -> None:
     run(dmu, 10.0, 0.0, 0.0)
     assert dmu.bias != 0.0
     assert abs(dmu.bias) < 0.01 * math.sqrt(10.0) * 5  # within 5 sigma of a random walk
+
+
+def test_heading_follows_the_body_when_samples_and_body_are_not_aligned() -> None:
+    # The unit samples at irregular times and sees the body's rate only as it was at its last update (a separate
+    # process): integrating that held rate drifts; the body's true heading changes do not.
+    rng = np.random.default_rng(4)
+    told, untold = SimDmu(), SimDmu()
+    heading, t, omega_seen = 0.0, 0.0, 0.0
+    for k in range(3000):
+        dt = float(rng.uniform(0.005, 0.04))
+        omega = math.sin(0.7 * t) * (1.0 if k % 200 < 120 else -1.3)  # wobbling, as a controller in a corridor does
+        heading += omega * dt
+        t += dt
+        told.step(t, dt, 0.5, omega_seen, omega * dt)
+        untold.step(t, dt, 0.5, omega_seen)
+        omega_seen = omega  # one step late
+    for _ in range(100):  # stand still until the filter settles
+        t += 0.02
+        sample = told.step(t, 0.02, 0.0, 0.0, 0.0)
+        drifted = untold.step(t, 0.02, 0.0, 0.0)
+    assert sample.theta == pytest.approx(heading, abs=1e-5)
+    assert abs(drifted.theta - heading) > 0.01

@@ -48,12 +48,19 @@ class SimDmu:
         self.tau = time_constant
         self.bias = noise.gyro_bias
         self.theta = 0.0
+        self._heading = 0.0  # the unfiltered integrated heading
         self.rates_f = np.zeros(3)
         self.acc_f = np.array([0.0, 0.0, GRAVITY])
         self._last_v: float | None = None
 
-    def step(self, t: float, dt: float, v: float, omega: float) -> DmuSample:
-        """Measure at time ``t``, ``dt`` after the previous sample, with the body at (v m/s, ω rad/s)."""
+    def step(self, t: float, dt: float, v: float, omega: float, turned: float | None = None) -> DmuSample:
+        """Measure at time ``t``, ``dt`` after the previous sample, with the body at (v m/s, ω rad/s).
+
+        Args:
+            turned: how far the body really turned since the previous sample, rad (default ω·dt). A gyro integrates
+                the rate continuously, so its heading follows the body's whatever the sampling; given the true
+                heading change, the simulated unit does too, even when its samples and the body's are not aligned.
+        """
         n = self.noise
         if n.gyro_drift and dt > 0:
             self.bias += float(self.rng.normal(0.0, n.gyro_drift * np.sqrt(dt)))
@@ -69,7 +76,10 @@ class SimDmu:
         alpha = dt / (self.tau + dt) if dt > 0 else 1.0
         self.rates_f += alpha * (rates - self.rates_f)
         self.acc_f += alpha * (acc - self.acc_f)
-        self.theta += float(self.rates_f[2]) * dt
+        gyro_error = float(rates[2]) - omega  # bias and white noise
+        self._heading += (omega * dt if turned is None else turned) + gyro_error * dt
+        # integrating the low-passed rate is low-passing the integrated heading
+        self.theta += alpha * (self._heading - self.theta)
         return DmuSample(
             stamp=t,
             phi=float(phi),

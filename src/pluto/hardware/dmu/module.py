@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pluto import msgs
+from pluto.geometry import wrap_angle
 from pluto.runtime.module import ModuleParams
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.inertial import SimDmu
@@ -37,6 +38,7 @@ class SimDmuModule(SimDevice):
         self.raw = self.create_publisher("DMU/Raw", msgs.DmuRaw)
         self.state_out = self.create_publisher("DMU/State", msgs.DmuState)
         self._last: float | None = None
+        self._last_heading: float | None = None
 
     def step(self, now: float) -> None:
         truth = self.truth.read()
@@ -46,7 +48,9 @@ class SimDmuModule(SimDevice):
         if dt < 0:
             dt = 0.0
         self._last = now
-        s = self.dmu.step(now, dt, truth.v, truth.omega)
+        turned = None if self._last_heading is None else wrap_angle(truth.theta - self._last_heading)
+        self._last_heading = truth.theta
+        s = self.dmu.step(now, dt, truth.v, truth.omega, turned)
         self.raw.write(
             msgs.DmuRaw(stamp=s.stamp, phi=s.phi, psi=s.psi, rates=list(s.rates), accelerations=list(s.accelerations))
         )
