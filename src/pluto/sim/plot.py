@@ -45,12 +45,14 @@ def plot_run(
     odometry: FloatArray | None = None,
     scan: FloatArray | None = None,
     title: str = "",
+    estimate_label: str = "odometry",
 ) -> Path:
     """Draw a run and save it as a PNG; return the path.
 
     Args:
         truth: true positions (N, 2), m.  odometry: odometry positions in the world frame (M, 2), m.
         scan: laser points in the world frame (K, 2), m.
+        estimate_label: the legend of the second path (odometry, or the localization estimate).
     """
     import matplotlib
 
@@ -74,7 +76,7 @@ def plot_run(
         ax.plot(truth[:, 0], truth[:, 1], "-", color="tab:blue", linewidth=1.8, label="true path")
         ax.plot(truth[0, 0], truth[0, 1], "o", color="tab:blue")
     if odometry is not None and len(odometry):
-        ax.plot(odometry[:, 0], odometry[:, 1], "--", color="tab:orange", linewidth=1.2, label="odometry")
+        ax.plot(odometry[:, 0], odometry[:, 1], "--", color="tab:orange", linewidth=1.2, label=estimate_label)
     if scan is not None and len(scan):
         ax.plot(scan[:, 0], scan[:, 1], ".", color="tab:red", markersize=2.5, label="last scan")
     ax.set_xlim(xmin - 1, xmax + 1)
