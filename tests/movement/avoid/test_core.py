@@ -25,6 +25,7 @@ from pluto.movement.avoid.core import (
     parse_command,
     repulsion,
     sonar_points,
+    turn_side,
     wall_estimate,
 )
 
@@ -239,3 +240,17 @@ def test_centring_pushes_away_from_the_nearer_side() -> None:
     assert centring(jambs, 0.4, 0.8, 0.5) > 0
     assert centring(np.array([[0.0, -1.0], [0.0, 1.0]]), 0.4, 0.8, 0.5) == pytest.approx(0.0)
     assert centring(np.array([[2.0, 0.5]]), 0.4, 0.8, 0.5) == 0.0  # ahead, not beside
+
+
+@pytest.mark.parametrize("direction", [1.5, -1.5, 2.5, -2.5])
+def test_the_side_of_a_goal_behind_does_not_flip_as_the_heading_wavers(direction: float) -> None:
+    # heading a hair left or right of straight away from the goal: its bearing is +π - ε or -π + ε
+    for previous in (1.0, -1.0):
+        left_of_it = turn_side(direction, math.pi - 0.05, previous)
+        right_of_it = turn_side(direction, -math.pi + 0.05, previous)
+        assert left_of_it == right_of_it == math.copysign(1.0, math.sin(direction - math.pi))
+
+
+def test_the_side_is_kept_while_the_direction_is_the_goal_s() -> None:
+    assert turn_side(0.1, 0.0, -1.0) == -1.0 and turn_side(0.1, 0.0, 1.0) == 1.0
+    assert turn_side(0.5, 0.0, -1.0) == 1.0 and turn_side(-0.5, 0.0, 1.0) == -1.0

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from pluto.geometry import wrap_angle
+
 __all__ = [
     "AVOID_BOTH",
     "AVOID_LASER",
@@ -53,6 +55,7 @@ __all__ = [
     "parse_command",
     "repulsion",
     "sonar_points",
+    "turn_side",
     "wall_estimate",
 ]
 
@@ -530,8 +533,7 @@ class AvoidController:
         error = math.atan2(-s * dx + c * dy, c * dx + s * dy)
         if abs(error) > 2.0:  # pushed back: keep turning the way it turned (no flip-flop between ±π)
             error = math.copysign(abs(error), g.turn_sign)
-        if abs(error - goal_bearing) > 0.2:  # the side it steps to, kept while the obstacle is square ahead
-            g.turn_sign = 1.0 if error > goal_bearing else -1.0
+        g.turn_sign = turn_side(error, goal_bearing, g.turn_sign)
         w = max(-wmax, min(wmax, p.turn_gain * error))
         v = vmax * max(0.0, math.cos(error)) ** 2 * _speed_scale(clear, p.stop_distance, p.slow_distance)
         v = min(v, 0.6 * distance + 0.1)
@@ -550,6 +552,20 @@ class AvoidController:
         w = p.wall_gain * (distance - d_ref) + p.wall_angle_gain * angle
         w = max(-0.6, min(0.6, w))
         return speed, w
+
+
+def turn_side(direction: float, goal_bearing: float, previous: float, dead_band: float = 0.2) -> float:
+    """The side a goto steps to: +1 left, -1 right of the goal, or ``previous`` while the chosen direction is within
+    ``dead_band`` rad of the goal's bearing (an obstacle square ahead keeps the side first chosen).
+
+    Angles (rad, robot frame) are compared modulo 2π: with the goal behind the robot its bearing flips between +π
+    and -π as the heading wavers, and a plain comparison would flip the side every step, the robot dithering on the
+    spot instead of turning round.
+    """
+    side = wrap_angle(direction - goal_bearing)
+    if abs(side) <= dead_band:
+        return previous
+    return 1.0 if side > 0 else -1.0
 
 
 def _speed_scale(clear: float, stop: float, slow: float) -> float:
