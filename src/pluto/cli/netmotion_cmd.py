@@ -1,0 +1,88 @@
+"""``pluto netmotion``: the arm and its NetworkMotionServer in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+# The runtime is imported by run(), not here: `pluto` imports this module for every command.
+
+__all__ = ["add_command", "run"]
+
+HELP = "run the arm (simulated or SSC-32) and its NetworkMotionServer on UDP (Ctrl-C stops it)"
+
+DESCRIPTION = """\
+Starts the arm module and the NetworkMotionServer in this terminal. Clients send text commands over UDP, one per
+line (case-sensitive): PING, FK <link>, RUNMS <file>, IKP <link> <X> <Y> <Z> (mm), STOP <id>, LIST, JOINTS.
+Motion files come from --motions (the examples shipped with Pluto by default). The server listens on 127.0.0.1
+unless --host says otherwise. The same runs as a daemon with `pluto start netmotion`.
+
+examples:
+  pluto netmotion                                   simulated arm, UDP port 15000
+  pluto netmotion --arm ssc32 --serial-port /dev/ttyUSB0 --motions ~/motions
+  echo PING | nc -u -w1 127.0.0.1 15000             -> PONG
+  echo "FK 7" | nc -u -w1 127.0.0.1 15000           the gripper frame's pose (mm)
+  echo "RUNMS wave.mot" | nc -u -w3 127.0.0.1 15000 -> MOTMANREG 0 ... MOTMANRESP 0 DEACTIVATE
+"""
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
+) -> None:
+    """Register the ``netmotion`` subcommand.
+
+    Args:
+        sub: the subparsers of the ``pluto`` parser.
+        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+    """
+    p = sub.add_parser(
+        "netmotion",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=run)
+    p.add_argument("--port", type=int, default=15000, help="UDP port (default 15000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--arm",
+        choices=("sim", "ssc32", "bus"),
+        default="sim",
+        help="the arm: sim (default), ssc32, or bus (an arm module already running)",
+    )
+    p.add_argument("--motions", default="", metavar="DIR", help="the motion directory (default: the examples)")
+    p.add_argument("--serial-port", default="/dev/ttyUSB0", metavar="URL", help="the SSC-32's port (with --arm ssc32)")
+    p.add_argument("--baudrate", type=int, default=115200, help="the SSC-32's baud rate (default 115200)")
+    p.add_argument("--model", default="LynxArm6", help="arm model name or file (default LynxArm6)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the netmotion module (and the arm it starts) until Ctrl-C.
+
+    Returns:
+        0 after a clean stop.
+
+    Raises:
+        ConfigError: bad parameters, an unusable motion directory or model, or a port that cannot be bound.
+    """
+    import os
+
+    from pluto.runtime.config import load_config
+    from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
+
+    if getattr(args, "robot", None):
+        os.environ["PLUTO_ROBOT"] = args.robot
+    params: dict[str, object] = {
+        "port": args.port,
+        "host": args.host,
+        "arm": args.arm,
+        "motions": os.path.expanduser(args.motions) if args.motions else "",
+        "serial_port": args.serial_port,
+        "baudrate": args.baudrate,
+        "model": args.model,
+    }
+    config = load_config(getattr(args, "config", None))
+    with stop_on_signals() as stop:
+        run_in_process([ModuleSpec("netmotion", None, params)], config, stop)
+    return 0

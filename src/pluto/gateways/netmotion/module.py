@@ -1,0 +1,285 @@
+"""The ``netmotion`` module: the NetworkMotionServer on UDP, with the motion manager that drives the arm.
+
+Clients send text commands over UDP (port 15000, bound to 127.0.0.1 unless ``host`` says otherwise; the protocol
+is in :mod:`pluto.gateways.netmotion.codec`): ``PING``, ``FK``, ``RUNMS`` (a motion file of the ``motions``
+directory), ``IKP`` (point inverse kinematics), ``STOP``, ``LIST``, ``JOINTS``. Motions run in the module's
+motion manager, one frame every 1/``rate_hz`` s (32 ms by default) of the module's clock; each frame's blended joint
+values go out on ``Arm/Command`` and the joint values come back on ``Arm/State``.
+
+With ``arm = "sim"`` or ``"ssc32"`` the module starts the arm module in its own process (``pluto netmotion`` and
+``pluto start netmotion`` need nothing else); with ``arm = "bus"`` it drives an arm module already running.
+``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
+rate-limited dropped, refused (ERR), failures], ``element`` = [running motions, clients, UDP port].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+import pluto.hardware.arm
+from pluto import msgs
+from pluto.errors import ConfigError
+from pluto.gateways.netmotion.codec import MAX_DATAGRAM
+from pluto.gateways.netmotion.server import (
+    DEFAULT_PORT,
+    Address,
+    NetMotionService,
+    ServerLimits,
+    UdpNetMotionServer,
+)
+from pluto.hardware.arm.kinematics import ArmModel
+from pluto.hardware.arm.manager import MotionEventKind, MotionManager
+from pluto.hardware.arm.module import ArmModule, ArmParams
+from pluto.hardware.arm.motion import MotionLibrary, MotionSequence, Posture
+from pluto.hardware.arm.playback import DEFAULT_TIMEOUT, DEFAULT_TOLERANCE, Motion, PosturePlayer, SequencePlayer
+from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["PACKAGED_MOTIONS", "NetMotionModule", "NetMotionParams"]
+
+PACKAGED_MOTIONS = Path(pluto.hardware.arm.__file__).parent / "motions"
+"""The example motions shipped with Pluto (the default motion directory)."""
+
+ARMS = ("sim", "ssc32", "bus")
+STATUS_PERIOD = 1.0  # s between writes of netmotion/status
+
+
+class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    rate_hz: motion frames per second (31.25: a frame every 32 ms, as on the reference arm).
+    host: address the UDP socket binds to.
+    port: UDP port (0 picks a free one).
+    motions: the motion directory RUNMS reads from ("" for the examples shipped with Pluto).
+    arm: ``sim`` or ``ssc32`` to start the arm module here, ``bus`` to use one already running.
+    serial_port: the SSC-32's serial device or URL (with ``arm = "ssc32"``).
+    baudrate: the SSC-32's baud rate.
+    model: the arm model (``LynxArm6`` or a model file).
+    tolerance: how close every joint must come to a posture's target, rad.
+    posture_timeout: time after which a posture counts as done anyway, s.
+    max_datagram: larger datagrams are dropped, bytes.
+    client_rate: datagrams per second a client may send (more are dropped).
+    client_burst: datagrams a client may send at once.
+    prepare_ik: build the inverse-kinematics table of the arm's last frame (the gripper) in the background at start,
+        so the first IKP answers at once (else the first IKP of each link takes a fraction of a second).
+    """
+
+    rate_hz: float = 31.25
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    motions: str = ""
+    arm: str = "sim"
+    serial_port: str = "/dev/ttyUSB0"
+    baudrate: int = DEFAULT_BAUDRATE
+    model: str = "LynxArm6"
+    tolerance: float = DEFAULT_TOLERANCE
+    posture_timeout: float = DEFAULT_TIMEOUT
+    max_datagram: int = MAX_DATAGRAM
+    client_rate: float = 50.0
+    client_burst: float = 100.0
+    prepare_ik: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.arm not in ARMS:
+            raise ValueError(f"arm must be one of {', '.join(ARMS)}, not {self.arm!r}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0..65535, got {self.port}")
+        for name in ("tolerance", "posture_timeout", "client_rate", "client_burst"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if not 16 <= self.max_datagram <= 65535:
+            raise ValueError(f"max_datagram must be 16..65535 bytes, got {self.max_datagram}")
+
+
+class NetMotionModule(Module):
+    """The NetworkMotionServer and the motion manager of the arm."""
+
+    name = "netmotion"
+    description = "NetworkMotionServer: UDP text commands to run motions, IK and FK on the arm"
+    provides = ("netmotion/status",)
+    Params: ClassVar[type[ModuleParams]] = NetMotionParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, NetMotionParams)
+        self.model = ArmModel.load(p.model)
+        self.library = MotionLibrary(p.motions or PACKAGED_MOTIONS, self.model)
+        self._prismatic = np.array([link.type == "prismatic" for link in self.model.links[: self.model.num_outputs]])
+        self._lock = threading.Lock()
+        self.manager = MotionManager(self.model.num_outputs)
+        self.arm: ArmModule | None = None
+        self.server: UdpNetMotionServer | None = None
+        try:
+            if p.arm != "bus":
+                arm_params = ArmParams(
+                    backend=p.arm,
+                    model=p.model,
+                    port=p.serial_port,
+                    baudrate=p.baudrate,
+                    use_sim_time=p.use_sim_time,
+                )
+                self.arm = ArmModule(self.bus, arm_params, clock=self.clock)
+                self.arm.start()
+            self.arm_state = self.create_reader("Arm/State", msgs.ActuatorState)
+            self.arm_command = self.create_publisher("Arm/Command", msgs.ActuatorState)
+            self.status_out = self.create_publisher("netmotion/status", msgs.FVectorState)
+            limits = ServerLimits(max_datagram=p.max_datagram, rate=p.client_rate, burst=p.client_burst)
+            self.service = NetMotionService(self, limits)
+            self.server = UdpNetMotionServer(self.service, p.host, p.port)
+            try:
+                self.server.start()
+            except OSError as err:
+                raise ConfigError(f"netmotion cannot listen on udp {p.host}:{p.port}: {err.strerror or err}") from err
+        except BaseException:
+            self.on_shutdown()
+            raise
+        self._next_status = -math.inf
+        self.publish_status(self.clock.now())
+        self._ik_cancel = threading.Event()
+        self._ik_thread: threading.Thread | None = None
+        if p.prepare_ik:
+            last = self.model.links[-1].index
+            self._ik_thread = threading.Thread(target=self._prepare_ik, args=(last,), name="netmotion-ik-table")
+            self._ik_thread.start()
+
+    def _prepare_ik(self, link: int) -> None:
+        with contextlib.suppress(ValueError):  # a frame no joint moves: nothing to prepare
+            self.model.solver(link).prepare(self._ik_cancel)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The address the server listens on (its real port when ``port`` was 0)."""
+        assert self.server is not None
+        return self.server.address
+
+    # -- the control step: one motion frame ---------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        current = self.current_joints()
+        with self._lock:
+            command = self.manager.step(now, current)
+            events = self.manager.take_events()
+        if command is not None:
+            self.arm_command.write(
+                msgs.ActuatorState(stamp=now, position=command.tolist(), force=[1.0 / self.params.rate_hz])
+            )
+        self.send_events(events)
+        if now >= self._next_status:
+            self.publish_status(now)
+
+    def send_events(self, events: Sequence[object]) -> None:
+        """Send STATUS and DEACTIVATE events to the clients that own the motions (ACTIVATE was the reply)."""
+        server = self.server
+        if server is None:
+            return
+        for event in events:
+            kind = getattr(event, "kind", None)
+            owner = getattr(event, "owner", None)
+            if kind in (MotionEventKind.STATUS, MotionEventKind.DEACTIVATE) and owner is not None:
+                assert isinstance(kind, MotionEventKind)
+                server.send(self.service.motion_response(int(getattr(event, "id", 0)), kind.value), owner)
+
+    def publish_status(self, now: float) -> None:
+        self._next_status = now + STATUS_PERIOD
+        s = self.service.statistics()
+        with self._lock:
+            running = len(self.manager)
+        port = self.server.address[1] if self.server is not None else 0
+        self.status_out.write(
+            msgs.FVectorState(
+                stamp=now,
+                data=[
+                    float(s.datagrams),
+                    float(s.oversized),
+                    float(s.rate_limited),
+                    float(s.refused),
+                    float(s.failures),
+                ],
+                element=[running, self.service.clients, port],
+            )
+        )
+
+    def current_joints(self) -> NDArray[np.float64]:
+        """The arm's joint values now (from ``Arm/State``; the home posture until it has a value)."""
+        state = self.arm_state.read()
+        if state is None or len(state.position) != self.model.num_outputs:
+            return self.model.home.copy()
+        values = np.array(state.position, dtype=np.float64)
+        return values if np.isfinite(values).all() else self.model.home.copy()
+
+    # -- the motion service the server calls (on its own thread) ------------------------------------------------
+
+    def forward_kinematics(self, link: int) -> NDArray[np.float64]:
+        return self.model.link_transform(self.current_joints(), link)
+
+    def _add(self, motion: Motion, owner: Address) -> int:
+        current = self.current_joints()
+        with self._lock:
+            return self.manager.add(motion, self.clock.now(), current, owner)
+
+    def run_motion(self, filename: str, owner: Address) -> int:
+        parsed = self.library.load(filename)
+        model = self.model
+        motion: Motion
+        if isinstance(parsed, MotionSequence):
+            motion = SequencePlayer(parsed, model.num_outputs, model.lower, model.upper)
+        else:
+            motion = self._posture(parsed)
+        return self._add(motion, owner)
+
+    def _posture(self, posture: Posture, label: str = "") -> PosturePlayer:
+        p = self.params
+        assert isinstance(p, NetMotionParams)
+        model = self.model
+        return PosturePlayer(
+            posture,
+            model.num_outputs,
+            model.lower,
+            model.upper,
+            self._prismatic,
+            tolerance=p.tolerance,
+            timeout=p.posture_timeout,
+            label=label,
+        )
+
+    def point_ik(self, link: int, target: tuple[float, float, float], owner: Address) -> int:
+        index = self.model.link(link).index
+        solver = self.model.solver(index)
+        result = solver.solve(target, self.current_joints())
+        mm = " ".join(f"{1000.0 * c:g}" for c in target)
+        if not result.success:
+            self.get_logger().info("IKP %d %s: not reachable, %.1f mm short", index, mm, result.error * 1000.0)
+        posture = Posture(f"IKP {index}", {int(j): (float(result.q[j]), 1.0) for j in solver.joints})
+        return self._add(self._posture(posture, label=f"IKP {index} {mm}"), owner)
+
+    def stop_motion(self, motion_id: int) -> bool:
+        with self._lock:
+            return self.manager.remove(motion_id, self.clock.now())
+
+    def motions(self) -> list[tuple[int, str]]:
+        with self._lock:
+            return [(m.id, m.description) for m in self.manager.running()]
+
+    def joints(self) -> tuple[NDArray[np.float64], Sequence[bool]]:
+        return self.current_joints(), [bool(p) for p in self._prismatic]
+
+    def on_shutdown(self) -> None:
+        ik_thread = getattr(self, "_ik_thread", None)
+        if ik_thread is not None:  # joined, not left running into the interpreter's exit
+            self._ik_cancel.set()
+            ik_thread.join()
+        server, self.server = getattr(self, "server", None), None
+        if server is not None:
+            server.stop()
+        arm, self.arm = getattr(self, "arm", None), None
+        if arm is not None:
+            arm.stop()

@@ -1,0 +1,131 @@
+"""The arm server: joint commands in on ``Arm/Command``, the arm's state out on ``Arm/State``.
+
+``Arm/Command`` (ActuatorState): ``position[i]`` is the target of output i in rad (m for a prismatic joint such as
+the gripper), NaN or missing to leave it alone; ``velocity[i]``, if given and > 0, the largest speed to move it at
+(rad/s, m/s); ``force[0]``, if given, the time the move should take, s. A command moves every joint it names
+together (they arrive at the same time), as the SSC-32 does.
+
+``Arm/State`` (ActuatorState): ``position`` and ``velocity`` of every output where the servos are driven now. The
+controller gives no feedback, so this is what was commanded (open loop), as on the real arm; the simulated arm
+also holds each servo to its top speed.
+
+Run it with ``pluto run arm`` (simulated), ``pluto run arm --backend ssc32 --port /dev/ttyUSB0``, or through
+``pluto netmotion``, which starts it with the NetworkMotionServer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from pluto import msgs
+from pluto.hardware.arm.kinematics import ArmModel
+from pluto.hardware.arm.servo import ArmBackend
+from pluto.hardware.arm.sim import SimulatedArm
+from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE, Ssc32Arm, Ssc32Error
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["ArmModule", "ArmParams"]
+
+BACKENDS = ("sim", "ssc32")
+
+
+class ArmParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    backend: ``sim`` (a simulated arm) or ``ssc32`` (the SSC-32 controller on ``port``).
+    model: an arm model shipped with Pluto (``LynxArm6``) or the path of a model file.
+    port: the SSC-32's serial device or ``serial_for_url`` URL.
+    baudrate: the SSC-32's baud rate.
+    """
+
+    rate_hz: float = 50.0
+    backend: str = "sim"
+    model: str = "LynxArm6"
+    port: str = "/dev/ttyUSB0"
+    baudrate: int = DEFAULT_BAUDRATE
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+        if self.baudrate <= 0:
+            raise ValueError(f"baudrate must be > 0, got {self.baudrate}")
+
+
+class ArmModule(Module):
+    """The arm: an SSC-32 servo controller or a simulated arm behind ``Arm/Command`` and ``Arm/State``."""
+
+    name = "arm"
+    description = "serial servo arm (SSC-32 or simulated): joint commands and the commanded state"
+    provides = ("Arm/State",)
+    Params: ClassVar[type[ModuleParams]] = ArmParams
+
+    backend: ArmBackend
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, ArmParams)
+        self.model = ArmModel.load(p.model)
+        now = self.clock.now()
+        if p.backend == "ssc32":
+            self.backend = Ssc32Arm(self.model, p.port, p.baudrate, now=now)
+        else:
+            self.backend = SimulatedArm(self.model, now=now)
+        self.commands = self.create_reader("Arm/Command", msgs.ActuatorState)
+        self.state_out = self.create_publisher("Arm/State", msgs.ActuatorState)
+        self._seen = self.commands.received
+        self.rejected = 0
+        self.link_errors = 0
+        self.publish(now)
+
+    def step(self, now: float) -> None:
+        received = self.commands.received
+        if received != self._seen:
+            self._seen = received
+            command = self.commands.read()
+            if command is not None:
+                self.apply(command, now)
+        self.publish(now)
+
+    def apply(self, command: msgs.ActuatorState, now: float) -> None:
+        """Send one ``Arm/Command`` to the backend; a malformed one is counted and dropped."""
+        n = self.model.num_outputs
+        if len(command.position) > n or len(command.velocity) > n:
+            self.rejected += 1
+            self.get_logger().warning("dropped an arm command for %d joints (the arm has %d)", len(command.position), n)
+            return
+        targets = np.full(n, math.nan)
+        targets[: len(command.position)] = command.position
+        if np.isinf(targets).any():
+            self.rejected += 1
+            self.get_logger().warning("dropped an arm command with an infinite target: %s", command.position)
+            return
+        speeds = None
+        if command.velocity:
+            speeds = np.zeros(n)
+            speeds[: len(command.velocity)] = command.velocity
+        move_time = float(command.force[0]) if command.force else 0.0
+        if not (math.isfinite(move_time) and move_time >= 0.0):
+            move_time = 0.0
+        try:
+            self.backend.command(targets, speeds, move_time, now)
+        except Ssc32Error as err:
+            self.link_errors += 1
+            if self.link_errors == 1 or self.link_errors % 100 == 0:
+                self.get_logger().error("%s (%d failures so far)", err, self.link_errors)
+
+    def publish(self, now: float) -> None:
+        self.state_out.write(
+            msgs.ActuatorState(
+                stamp=now,
+                position=self.backend.position(now).tolist(),
+                velocity=self.backend.velocity(now).tolist(),
+            )
+        )
+
+    def on_shutdown(self) -> None:
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.close()
