@@ -3,10 +3,11 @@
 A proxy finds its module (or starts it) and offers simple methods; see :class:`pluto.runtime.proxy.Proxy`.
 """
 
+from pluto.hardware.arm.proxy import ArmProxy
 from pluto.movement.avoid.proxy import AvoidProxy
 from pluto.movement.drive.proxy import DriveProxy
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.runtime.heartbeat import HeartbeatProxy
 from pluto.runtime.proxy import Proxy, interface_mask
 
-__all__ = ["AvoidProxy", "DriveProxy", "HeartbeatProxy", "LocProxy", "Proxy", "interface_mask"]
+__all__ = ["ArmProxy", "AvoidProxy", "DriveProxy", "HeartbeatProxy", "LocProxy", "Proxy", "interface_mask"]
