@@ -1,0 +1,110 @@
+"""``pluto player``: run the Player 1.5 server (the ``player`` module) in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from pluto.errors import ConfigError
+
+# The bus and the module are imported by run(), not here: `pluto` imports this module for every command.
+
+__all__ = ["add_command", "module_params", "run"]
+
+HELP = "run the Player 1.5 server (TCP, port 6665) in the foreground"
+
+DESCRIPTION = """\
+Serves the robot to Player 1.5 clients (libplayerc, the C++, Java and Tcl clients of the time, or
+pluto.player.client.PlayerClient): position (4) from the base's odometry, position3d (30) from the localization
+pose, laser (6) and sonar (5). Velocity commands go through the drive module when it runs, else straight to the
+base; position commands are gotos of the avoid module. It listens on the loopback only unless --host says
+otherwise. Ctrl-C stops it; when its last client with write access to position leaves, the robot is stopped.
+The same server runs as a module: `pluto start player`, or [modules.player] in a profile.
+
+examples:
+  pluto player                        port 6665 on 127.0.0.1
+  pluto player --port 7000 --key s3cret
+  pluto player --host 0.0.0.0 --sim-time    every network; follow the simulated clock (pluto sim)
+"""
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
+) -> None:
+    """Register the ``player`` subcommand.
+
+    Args:
+        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
+        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+    """
+    p = sub.add_parser(
+        "player",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=run)
+    p.add_argument("--port", type=int, metavar="N", help="TCP port (default 6665)")
+    p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--key", metavar="KEY", help="the AUTH key clients must send first (default: none)")
+    p.add_argument(
+        "--sim-time", action="store_true", help="follow the simulated time on Clock (rounds at simulated rates)"
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set another parameter of the module, NAME=VALUE (TOML value); repeatable",
+    )
+
+
+def module_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``player`` module's parameters from the command line.
+
+    Raises:
+        ConfigError: a port out of 0..65535 or a malformed -p.
+    """
+    from pluto.runtime.config import parse_override
+
+    params: dict[str, Any] = {}
+    for pair in args.param:
+        key, value = parse_override(pair)
+        params[key] = value
+    if args.port is not None:
+        if not 0 <= args.port <= 65535:
+            raise ConfigError(f"--port must be in 0..65535, got {args.port}")
+        params["port"] = args.port
+    if args.host is not None:
+        params["host"] = args.host
+    if args.key is not None:
+        params["key"] = args.key
+    if args.sim_time:
+        params["use_sim_time"] = True
+    return params
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the server until Ctrl-C or SIGTERM.
+
+    Returns:
+        0 after a clean stop.
+
+    Raises:
+        ConfigError: bad parameters, or the port cannot be bound.
+    """
+    import os
+
+    from pluto.runtime.config import load_config
+    from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
+
+    params = module_params(args)
+    if getattr(args, "robot", None):
+        os.environ["PLUTO_ROBOT"] = args.robot
+    config = load_config(getattr(args, "config", None))
+    with stop_on_signals() as stop:
+        run_in_process([ModuleSpec("player", None, params)], config, stop)
+    return 0

@@ -1,0 +1,478 @@
+"""The player module: a Player 1.5 server (TCP, port 6665) in front of the robot's bus.
+
+Devices: position (4) from ``Base/Drive/State`` with stall from ``Base/Contact``; position3d (30) from
+``Localization/Pose``; laser (6) from ``Sick/Scan_mm``; sonar (5) from ``Base/Sonar``. A device opens when the
+module behind it runs (base, localization, sick); otherwise the client is granted ``e``.
+
+Commands of clients with write access: a velocity goes to ``drive/command`` (cmd_flags 0; 10 with ``protect``) when
+the drive module runs, else straight to ``Base/Drive/Command``, and is held (written again every
+``resend_period`` s) until another command, or until the last client with write access closes, which commands zero
+speed. A position command (position: type 1, in the odometry frame of its data; position3d: after POSITION_MODE 1,
+in the frame of the localization pose) is a goto of the avoid module (``avoidance/command``, cmd_flags
+10·``goto_avoidance`` + 2), when it runs.
+
+Configuration requests of position and position3d go to the base's services (``base/geometry``, ``motor_power``,
+``velocity_mode``, ``reset_odometry``, ``set_odometry``, ``speed_pid``, ``position_pid``, ``speed_profile``): ACK when
+the base carries them out, NACK when it refuses or does not answer; the RMP requests get NACK (no Segway here).
+The laser's configuration is a view of the scans (field of view, every other beam, range unit); the sonar's power
+cannot be switched (NACK).
+
+Run it with ``pluto player [--port N]`` or ``pluto run player``; ``host`` is the loopback unless configured.
+"""
+
+# Strategy: the module is the shell of principle 1 (DESIGN.md): protocol and session logic live in protocol.py,
+# structs.py and session.py, the conversions in devices.py, the held command in motion.py, the sockets in
+# server.py. The module's step (at ``rate_hz`` on the module clock, so simulated time drives the rounds) reads the
+# newest bus values with non-blocking readers, builds each device's payload once when its source changed, and
+# hands the payloads and the time to the server's loop; Zenoh callbacks never see the server. Which modules run
+# comes from a liveliness watch (no blocking query on the server's thread). Configuration requests run on the
+# server's worker threads and may call the base's services; commands only update the held command under a lock,
+# and the step writes it. A goto that must first restart the avoid module's control step (a service call) is
+# sent from a worker thread of the module's own, so the step never waits on the bus.
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import msgspec
+
+from pluto import msgs
+from pluto.errors import ConfigError
+from pluto.gateways.player.devices import (
+    DeviceKey,
+    DeviceSpec,
+    Goal,
+    Velocity,
+    laser_data,
+    laser_geometry,
+    laser_native_config,
+    laser_settings,
+    position3d_data,
+    position3d_goal,
+    position3d_velocity,
+    position_data,
+    position_geometry,
+    position_goal,
+    position_velocity,
+    sonar_data,
+    sonar_geometry,
+)
+from pluto.gateways.player.motion import MotionAction, MotionHold, ReleaseAvoid, SendGoal, WriteVelocity
+from pluto.gateways.player.protocol import DeviceCode
+from pluto.gateways.player.server import ConfigRefused, PlayerServer
+from pluto.gateways.player.session import Sample
+from pluto.gateways.player.structs import (
+    AUTH_KEY_SIZE,
+    CommandStruct,
+    ConfigStruct,
+    LaserConfig,
+    LaserGeometry,
+    LaserRequest,
+    MotorPower,
+    PidRequest,
+    Position3dCommand,
+    PositionCommand,
+    PositionGeometry,
+    PositionMode,
+    PositionRequest,
+    ResetOdometry,
+    RmpConfig,
+    SetOdometry,
+    SonarGeometry,
+    SonarPower,
+    SpeedProfile,
+    VelocityMode,
+)
+from pluto.geometry import compose, relative
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["PlayerModule", "PlayerParams"]
+
+POSITION: DeviceKey = (DeviceCode.POSITION, 0)
+POSITION3D: DeviceKey = (DeviceCode.POSITION3D, 0)
+LASER: DeviceKey = (DeviceCode.LASER, 0)
+SONAR: DeviceKey = (DeviceCode.SONAR, 0)
+_MOTION_DEVICES = (POSITION, POSITION3D)
+_GOTO = 2  # T of the avoid module's cmd_flags 10·A + T
+_RELEASE = -1
+
+
+class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    host: address to listen on (127.0.0.1: this computer only; 0.0.0.0: every network).
+    port: TCP port (6665 is Player's).
+    key: the AUTH key clients must send first (at most 32 bytes); empty for none.
+    max_clients: connections served at once.
+    resend_period: s between writes of a held velocity command.
+    protect: velocity commands through the drive module with its sonar protection (cmd_flags 10, not 0).
+    goto_avoidance: A of the avoid module's goto (0 none, 1 sonar, 2 laser, 3 both).
+    goto_speed, goto_turn_rate: limits of a goto whose command gives none, m/s, rad/s.
+    laser_pose: (x m, y m, yaw rad) of the laser on the robot (laser GET_GEOM).
+    laser_size: (width m, length m) of the laser.
+    service_timeout: s to wait for the base's answer to a configuration request.
+    """
+
+    rate_hz: float = 50.0
+    host: str = "127.0.0.1"
+    port: int = 6665
+    key: str = ""
+    max_clients: int = 256
+    resend_period: float = 0.1
+    protect: bool = False
+    goto_avoidance: int = 3
+    goto_speed: float = 0.5
+    goto_turn_rate: float = 1.0
+    laser_pose: list[float] = msgspec.field(default_factory=lambda: [0.25, 0.0, 0.0])
+    laser_size: list[float] = msgspec.field(default_factory=lambda: [0.155, 0.155])
+    service_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if len(self.key.encode()) > AUTH_KEY_SIZE:
+            raise ValueError(f"key must be at most {AUTH_KEY_SIZE} bytes")
+        if self.goto_avoidance not in (0, 1, 2, 3):
+            raise ValueError(f"goto_avoidance must be 0, 1, 2 or 3, got {self.goto_avoidance}")
+        if len(self.laser_pose) != 3 or len(self.laser_size) != 2:
+            raise ValueError("laser_pose is [x, y, yaw] (m, m, rad) and laser_size [width, length] (m)")
+        positive = {
+            "resend_period": self.resend_period,
+            "goto_speed": self.goto_speed,
+            "goto_turn_rate": self.goto_turn_rate,
+            "service_timeout": self.service_timeout,
+            "max_clients": float(self.max_clients),
+        }
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0, got {value}")
+
+
+class PlayerModule(Module):
+    """A Player 1.5 server: position, position3d, laser and sonar of the robot over TCP."""
+
+    name: ClassVar[str] = "player"
+    description: ClassVar[str] = "Player 1.5 server (TCP 6665): position, position3d, laser, sonar"
+    provides: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type[ModuleParams]] = PlayerParams
+
+    server: PlayerServer
+
+    def on_configure(self) -> None:
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        self.odometry_in = self.create_reader("Base/Drive/State", msgs.Odometry)
+        self.contact_in = self.create_reader("Base/Contact", msgs.Contact)
+        self.sonar_in = self.create_reader("Base/Sonar", msgs.SonarScan)
+        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
+        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
+        self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
+        self.base_out = self.create_publisher("Base/Drive/Command", msgs.ActuatorState)
+        self.avoid_out = self.create_publisher("avoidance/command", msgs.ActuatorState)
+        self._lock = threading.Lock()
+        self._live: set[str] = set()
+        self.motion = MotionHold(p.resend_period)
+        self.position_mode: dict[DeviceKey, bool] = {POSITION: False, POSITION3D: False}
+        self.laser_config: LaserConfig | None = None
+        self._laser_version = 0
+        self._geometry: dict[str, Any] | None = None
+        self.ignored_commands = 0
+        self._last_ignored_log = -math.inf
+        self._samples: dict[DeviceKey, Sample] = {}
+        self._sources: dict[DeviceKey, tuple[object, ...]] = {}
+        self._goals = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="player-goto")
+        self._watch = self.bus.watch_modules(self._on_module)
+        alive = self.bus.live_modules()  # the watch reports them too, a little later: devices open from the start
+        with self._lock:
+            self._live.update(alive)
+        self.server = PlayerServer(
+            self,
+            host=p.host,
+            port=p.port,
+            key=p.key.encode(),
+            robot=self.bus.robot,
+            max_frequency=p.rate_hz,
+            max_clients=p.max_clients,
+        )
+        try:
+            self.server.start()
+        except OSError as err:
+            self._goals.shutdown(wait=False)
+            self.bus.release(self._watch)
+            raise ConfigError(f"player: cannot listen on {p.host}:{p.port}: {err}") from err
+
+    def on_shutdown(self) -> None:
+        server = getattr(self, "server", None)
+        if server is None:
+            return
+        server.stop()  # every connection closes: the last writer's release stops the robot
+        self._apply(self._motion_step(self.clock.now()), self.clock.now())
+        self._goals.shutdown(wait=True)
+        self.bus.release(self._watch)
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on."""
+        return self.server.port
+
+    def _on_module(self, name: str, alive: bool) -> None:
+        with self._lock:
+            if alive:
+                self._live.add(name)
+            else:
+                self._live.discard(name)
+                if name == "base":
+                    self._geometry = None
+
+    def _running(self, module: str) -> bool:
+        with self._lock:
+            return module in self._live
+
+    # -- the step -------------------------------------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        self._apply(self._motion_step(now), now)
+        self._update_samples()
+        self.server.tick(now, dict(self._samples))
+
+    def _motion_step(self, now: float) -> list[MotionAction]:
+        drive = self._running("drive")
+        with self._lock:
+            return self.motion.step(now, drive)
+
+    def _apply(self, actions: list[MotionAction], now: float) -> None:
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        for action in actions:
+            if isinstance(action, WriteVelocity):
+                velocity = [action.v, action.omega]
+                if action.via_drive:
+                    flags = 10 if p.protect else 0
+                    self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=flags, velocity=velocity))
+                else:
+                    self.base_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=velocity))
+            elif isinstance(action, ReleaseAvoid):
+                self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=_RELEASE))
+            elif isinstance(action, SendGoal):
+                self._goals.submit(self._send_goal, action, now)
+
+    def _send_goal(self, action: SendGoal, now: float) -> None:
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        try:
+            if action.restart:
+                self.bus.call("avoid/start_activity", None, bool, timeout=p.service_timeout)
+        except Exception as err:
+            self.get_logger().warning("could not restart the avoid module for a goto: %s", err)
+            return
+        goal = action.goal
+        self.avoid_out.write(
+            msgs.ActuatorState(
+                stamp=now,
+                cmd_flags=10 * p.goto_avoidance + _GOTO,
+                position=[goal.x, goal.y],
+                velocity=[goal.max_speed or p.goto_speed, goal.max_turn_rate or p.goto_turn_rate],
+                force=[1.0],
+            )
+        )
+
+    def _fresh(self, key: DeviceKey, *sources: object) -> bool:
+        """True (and remembered) if the sources of ``key``'s payload are not the ones it was last built from."""
+        previous = self._sources.get(key)
+        if previous is not None and all(a is b or a == b for a, b in zip(previous, sources, strict=True)):
+            return False
+        self._sources[key] = sources
+        return True
+
+    def _update_samples(self) -> None:
+        odometry = self.odometry_in.read()
+        contact = self.contact_in.read()
+        stall = bool(contact.stall) if contact is not None else False
+        if odometry is not None and self._fresh(POSITION, odometry, stall):
+            self._samples[POSITION] = Sample(odometry.stamp, position_data(odometry, stall).pack())
+        pose = self.pose_in.read()
+        if pose is not None and self._fresh(POSITION3D, pose, stall):
+            self._samples[POSITION3D] = Sample(pose.stamp, position3d_data(pose, odometry, stall).pack())
+        scan = self.scan_in.read()
+        with self._lock:
+            config, version = self.laser_config, self._laser_version
+        if scan is not None and self._fresh(LASER, scan, version):
+            self._samples[LASER] = Sample(scan.stamp, laser_data(scan, config).pack())
+        sonar = self.sonar_in.read()
+        if sonar is not None and self._fresh(SONAR, sonar):
+            self._samples[SONAR] = Sample(sonar.stamp, sonar_data(sonar).pack())
+
+    # -- the server's backend -------------------------------------------------------------------------------------
+
+    def available(self, device: DeviceSpec) -> bool:
+        """The module behind ``device`` runs (on the server's thread; never blocks)."""
+        return self._running(device.backend)
+
+    def command(self, client: int, device: DeviceKey, command: CommandStruct) -> None:
+        """Take a command (on the server's thread; never blocks)."""
+        if isinstance(command, PositionCommand):
+            if command.type == 1:
+                self._goal(self._odometry_goal(position_goal(command)))
+            else:
+                self._velocity(position_velocity(command))
+        elif isinstance(command, Position3dCommand):
+            with self._lock:
+                position_mode = self.position_mode[POSITION3D]
+            if position_mode:
+                self._goal(position3d_goal(command))
+            else:
+                self._velocity(position3d_velocity(command))
+
+    def _velocity(self, velocity: Velocity) -> None:
+        with self._lock:
+            self.motion.set_velocity(velocity)
+
+    def _goal(self, goal: Goal | None) -> None:
+        if goal is None or not self._running("avoid"):
+            self.ignored_commands += 1
+            now = time.monotonic()
+            if now - self._last_ignored_log >= 5.0:  # clients repeat their commands: one line every 5 s at most
+                self._last_ignored_log = now
+                why = "no localization pose to place the goal" if goal is None else "the avoid module is not running"
+                self.get_logger().warning("ignored position commands (%d so far): %s", self.ignored_commands, why)
+            return
+        with self._lock:
+            self.motion.set_goal(goal)
+
+    def _odometry_goal(self, goal: Goal) -> Goal | None:
+        """A goal given in the odometry frame, in the frame of ``Localization/Pose`` (what the avoid module takes)."""
+        odometry = self.odometry_in.read()
+        pose = self.pose_in.read()
+        if odometry is None or pose is None or len(pose.pose) < 4:
+            return None
+        offset = relative((odometry.x, odometry.y, odometry.theta), (goal.x, goal.y, goal.theta))
+        x, y, theta = compose((pose.pose[0], pose.pose[1], pose.pose[3]), offset)
+        return replace(goal, x=x, y=y, theta=theta)
+
+    def released(self, device: DeviceKey) -> None:
+        """The last client with write access to a device closed it (on the server's thread)."""
+        if device in _MOTION_DEVICES and not any(self.server.writers(d) for d in _MOTION_DEVICES):
+            with self._lock:
+                self.motion.stop()
+
+    def configure(self, device: DeviceKey, request: ConfigStruct) -> bytes:
+        """Carry out a configuration request (on a worker thread) and return the reply's payload.
+
+        Raises:
+            ConfigRefused: the request cannot be carried out here (NACK).
+            BusTimeout, RemoteError: the base did not answer, or refused (NACK).
+        """
+        if device in _MOTION_DEVICES:
+            return self._configure_position(device, request)
+        if device == LASER:
+            return self._configure_laser(request)
+        if device == SONAR:
+            if isinstance(request, SonarGeometry):
+                poses = self._base_geometry().get("sonar_poses", [])
+                return sonar_geometry(poses, request.subtype).pack()
+            if isinstance(request, SonarPower):
+                raise ConfigRefused("the sonar of this base cannot be switched off and on")
+        raise ConfigRefused(f"no configuration {type(request).__name__} for device {device}")
+
+    def _call(self, service: str, request: Any, reply_type: Any) -> Any:
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        return self.bus.call(f"base/{service}", request, reply_type, timeout=p.service_timeout)
+
+    def _base_geometry(self) -> dict[str, Any]:
+        with self._lock:
+            cached = self._geometry
+        if cached is None:
+            cached = self._call("geometry", None, dict)
+            with self._lock:
+                self._geometry = cached
+        return cached
+
+    def _configure_position(self, device: DeviceKey, request: ConfigStruct) -> bytes:
+        actions: dict[type, Callable[[Any], bytes]] = {
+            PositionGeometry: self._geometry_reply,
+            MotorPower: self._motor_power,
+            VelocityMode: self._velocity_mode,
+            ResetOdometry: lambda _r: self._done(self._call("reset_odometry", None, bool), "reset the odometry"),
+            PidRequest: self._pid,
+            SpeedProfile: self._speed_profile,
+            SetOdometry: self._set_odometry,
+        }
+        if isinstance(request, PositionMode):
+            return self._position_mode(device, request)
+        if isinstance(request, RmpConfig):
+            raise ConfigRefused(f"RMP request {request.subtype}: there is no Segway RMP behind this base")
+        action = actions.get(type(request))
+        if action is None:
+            raise ConfigRefused(f"no {type(request).__name__} for position devices")
+        return action(request)
+
+    @staticmethod
+    def _done(ok: bool, what: str) -> bytes:
+        if not ok:
+            raise ConfigRefused(f"the base did not {what}")
+        return b""
+
+    def _geometry_reply(self, request: PositionGeometry) -> bytes:
+        radius = float(self._base_geometry().get("radius", 0.0))
+        return position_geometry(radius, request.subtype).pack()
+
+    def _motor_power(self, request: MotorPower) -> bytes:
+        on = request.value != 0
+        return self._done(self._call("motor_power", on, bool), f"switch the motors {'on' if on else 'off'}")
+
+    def _velocity_mode(self, request: VelocityMode) -> bytes:
+        mode = "direct" if request.value == 0 else "separate"
+        self._call("velocity_mode", mode, str)
+        return b""
+
+    def _pid(self, request: PidRequest) -> bytes:
+        service = "speed_pid" if request.subtype == PositionRequest.SPEED_PID else "position_pid"
+        gains = {"kp": float(request.kp), "ki": float(request.ki), "kv": float(request.kd)}
+        return self._done(self._call(service, gains, bool), f"set the {service.replace('_', ' ')} gains")
+
+    def _speed_profile(self, request: SpeedProfile) -> bytes:
+        if request.speed <= 0 or request.acc <= 0:
+            raise ConfigRefused(f"a speed profile needs a speed and an acceleration > 0, got {request}")
+        profile = {"max_speed": request.speed / 1000.0, "max_accel": request.acc / 1000.0}
+        return self._done(self._call("speed_profile", profile, bool), "set the speed profile")
+
+    def _set_odometry(self, request: SetOdometry) -> bytes:
+        pose = [request.x / 1000.0, request.y / 1000.0, math.radians(request.theta)]
+        return self._done(self._call("set_odometry", pose, bool), "set the odometry")
+
+    def _position_mode(self, device: DeviceKey, request: PositionMode) -> bytes:
+        position = request.state != 0
+        if position and not self._running("avoid"):
+            raise ConfigRefused("position mode needs the avoid module (`pluto start avoid`)")
+        with self._lock:
+            self.position_mode[device] = position
+        return b""
+
+    def _configure_laser(self, request: ConfigStruct) -> bytes:
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        if isinstance(request, LaserGeometry):
+            return laser_geometry(p.laser_pose, p.laser_size, request.subtype).pack()
+        if isinstance(request, LaserConfig):
+            native = laser_native_config(self.scan_in.read())
+            if request.subtype == LaserRequest.SET_CONFIG:
+                try:
+                    config = laser_settings(request, native)
+                except ValueError as err:
+                    raise ConfigRefused(f"laser configuration refused: {err}") from err
+                with self._lock:
+                    self.laser_config = config
+                    self._laser_version += 1
+                return replace(config, subtype=request.subtype).pack()
+            with self._lock:
+                current = self.laser_config
+            return replace(current or native, subtype=request.subtype).pack()
+        raise ConfigRefused(f"no {type(request).__name__} for the laser")

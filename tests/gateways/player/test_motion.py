@@ -1,0 +1,42 @@
+"""The command the gateway holds for its clients."""
+
+from __future__ import annotations
+
+from pluto.gateways.player.devices import Goal, Velocity
+from pluto.gateways.player.motion import MotionHold, ReleaseAvoid, SendGoal, WriteVelocity
+
+
+def test_a_velocity_is_held_and_resent() -> None:
+    hold = MotionHold(resend_period=0.1)
+    assert hold.step(0.0, drive_running=True) == []
+    hold.set_velocity(Velocity(0.3, 0.1))
+    assert hold.step(0.0, True) == [WriteVelocity(0.3, 0.1, True)]
+    assert hold.step(0.05, True) == []
+    assert hold.step(0.1, False) == [WriteVelocity(0.3, 0.1, False)]  # the drive went away: straight to the base
+    hold.set_velocity(Velocity(0.0, 0.5))
+    assert hold.step(0.12, True) == [WriteVelocity(0.0, 0.5, True)]  # a new command goes at once
+
+
+def test_stop_writes_zero_once() -> None:
+    hold = MotionHold()
+    hold.set_velocity(Velocity(0.3, 0.0))
+    hold.step(0.0, True)
+    hold.stop()
+    assert hold.step(0.01, True) == [WriteVelocity(0.0, 0.0, True)]
+    assert hold.step(1.0, True) == [] and hold.velocity is None
+
+
+def test_goals_go_once_and_velocity_releases_the_avoid_module() -> None:
+    hold = MotionHold()
+    goal = Goal(2.0, 1.0, 0.0)
+    hold.set_velocity(Velocity(0.2, 0.0))
+    hold.set_goal(goal)
+    assert hold.step(0.0, True) == [SendGoal(goal, restart=False)]
+    hold.set_goal(goal)  # clients repeat their commands: the same goal is not sent again
+    assert hold.step(0.1, True) == [] and hold.goal == goal
+    hold.set_velocity(Velocity(0.1, 0.0))
+    assert hold.step(0.2, True) == [ReleaseAvoid(), WriteVelocity(0.1, 0.0, True)]
+    hold.set_goal(goal)
+    assert hold.step(0.3, True) == [SendGoal(goal, restart=True)]  # its control step was stopped by the release
+    hold.stop()
+    assert hold.step(0.4, True) == [ReleaseAvoid(), WriteVelocity(0.0, 0.0, True)]

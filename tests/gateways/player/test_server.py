@@ -1,0 +1,337 @@
+"""The TCP server with a fake backend: real sockets, the Python client, hostile clients and a header fuzz."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pluto.gateways.player.devices import DeviceKey, DeviceSpec
+from pluto.gateways.player.protocol import BANNER, HEADER, STX, DataMode, Header, MsgType, encode_message
+from pluto.gateways.player.server import ConfigRefused, PlayerServer
+from pluto.gateways.player.session import Sample
+from pluto.gateways.player.structs import (
+    CommandStruct,
+    ConfigStruct,
+    PositionCommand,
+    PositionData,
+    PositionGeometry,
+    SetOdometry,
+)
+from pluto.player.client import PlayerClient, PlayerClientError, RequestRefused
+from tests.helpers import wait_until
+
+POSITION = (4, 0)
+
+
+class FakeBackend:
+    """Every device is there but the laser; SET_ODOM and GET_GEOM succeed, anything else is refused."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[int, DeviceKey, CommandStruct]] = []
+        self.releases: list[DeviceKey] = []
+        self.configured: list[ConfigStruct] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def available(self, device: DeviceSpec) -> bool:
+        return device.backend != "sick"
+
+    def configure(self, device: DeviceKey, request: ConfigStruct) -> bytes:
+        assert self.gate.wait(10)
+        self.configured.append(request)
+        if isinstance(request, SetOdometry):
+            return b""
+        if isinstance(request, PositionGeometry):
+            return PositionGeometry(1, 0, 0, 0, 500, 400).pack()
+        raise ConfigRefused(f"{type(request).__name__} is not supported here")
+
+    def command(self, client: int, device: DeviceKey, command: CommandStruct) -> None:
+        self.commands.append((client, device, command))
+
+    def released(self, device: DeviceKey) -> None:
+        self.releases.append(device)
+
+
+class Ticker:
+    """Ticks a server every 10 ms (wall clock) with position data that changes at each tick."""
+
+    def __init__(self, server: PlayerServer) -> None:
+        self.server = server
+        self.stop = threading.Event()
+        self.extra: dict[DeviceKey, Sample] = {}
+        self.thread = threading.Thread(target=self.run, daemon=True, name="ticker")
+
+    def run(self) -> None:
+        start = time.monotonic()
+        n = 0
+        while not self.stop.wait(0.01):
+            n += 1
+            now = time.monotonic() - start
+            samples = {POSITION: Sample(now, PositionData(xpos=n).pack()), **self.extra}
+            self.server.tick(now, samples)
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+def server(backend: FakeBackend) -> Iterator[PlayerServer]:
+    with PlayerServer(backend, port=0, max_frequency=100.0) as srv:
+        ticker = Ticker(srv)
+        ticker.thread.start()
+        try:
+            yield srv
+        finally:
+            ticker.stop.set()
+            ticker.thread.join(5)
+            backend.gate.set()
+
+
+def raw_connection(server: PlayerServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    banner = b""
+    while len(banner) < 32:
+        banner += sock.recv(32 - len(banner))
+    assert banner == BANNER
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Read until the server closes the connection (True) or 5 s pass (False)."""
+    sock.settimeout(5)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+    return True
+
+
+def test_banner_devices_and_rounds(server: PlayerServer) -> None:
+    with PlayerClient(port=server.port) as client:
+        assert client.banner == "Player v.1.5"
+        assert client.device_list() == [(4, 0), (30, 0), (6, 0), (5, 0)]
+        assert client.subscribe("position", access="a") == "a"
+        with pytest.raises(RequestRefused, match="granted 'e'"):
+            client.subscribe("laser")  # its module is not running
+        updated = client.read()
+        first = client.position.count
+        client.read()
+        assert updated == {POSITION} and client.position.count == first + 1
+        geometry = client.geometry()
+        assert geometry.size == pytest.approx((0.5, 0.4))
+        client.set_odometry(1.0, 2.0, 0.5)
+        with pytest.raises(RequestRefused, match="NACK"):
+            client.reset_odometry()
+        with pytest.raises(RequestRefused, match="ERR"):
+            client.geometry("sonar")  # not opened
+        client.set_speed(0.25, -0.5)
+        wait_until(lambda: server.backend.commands)  # type: ignore[attr-defined]
+    stats = server.statistics()
+    assert stats.nacks == 1 and stats.errors == 1 and stats.protocol_errors == 0 and stats.failures == 0
+
+
+def test_datamodes_and_frequency(server: PlayerServer) -> None:
+    with PlayerClient(port=server.port) as client:
+        client.subscribe("position")
+        client.set_frequency(50)
+        client.read()
+        t0 = time.monotonic()
+        before = client.rounds
+        while client.rounds < before + 25:
+            client.read()
+        assert time.monotonic() - t0 < 5.0  # 25 rounds at 50 Hz take 0.5 s; a 10 Hz server would take 2.5 s
+        client.set_datamode(DataMode.PULL_ALL)
+        client.request_data()
+        assert client.read() == {POSITION}
+        client.request_data()
+        assert client.read() == {POSITION}  # PULL_ALL: the data again, new or not
+        with pytest.raises(RequestRefused):
+            client.set_datamode(7)
+
+
+def test_bad_input_closes_only_that_connection(server: PlayerServer, backend: FakeBackend) -> None:
+    with PlayerClient(port=server.port) as good:
+        good.subscribe("position")
+        good.read()
+        bad_frames = [
+            b"\x12\x34" + bytes(30),  # wrong stx
+            HEADER.pack(STX, 3, 1, 0, 0, 0, 0, 0, 0, 8193),  # oversized
+            HEADER.pack(STX, 3, 1, 0, 0, 0, 0, 0, 0, 10)[:20],  # truncated header, then the end
+            HEADER.pack(STX, 2, 4, 0, 0, 0, 0, 0, 0, 26) + bytes(5),  # truncated payload, then the end
+        ]
+        for frame in bad_frames:
+            with raw_connection(server) as sock:
+                sock.sendall(frame)
+                sock.shutdown(socket.SHUT_WR)
+                assert closed_by_server(sock)
+        wait_until(lambda: server.statistics().protocol_errors == 4)
+        # answered with the reply the protocol defines, and the connection stays up
+        with raw_connection(server) as sock:
+            sock.sendall(encode_message(MsgType.REQ, 99, 0, b"\x01"))  # unknown device
+            sock.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">H", 77)))  # unknown subtype
+            sock.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">HBB", 3, 0, 4)))  # wrong size
+            replies = [Header.unpack(recv_exactly(sock, 32)) for _ in range(3)]
+            assert [(h.type, h.device, h.size) for h in replies] == [(7, 99, 0), (6, 1, 0), (6, 1, 0)]
+        before = good.rounds
+        good.read()
+        good.read()
+        assert good.rounds == before + 2
+    stats = server.statistics()
+    assert stats.failures == 0 and stats.nacks == 2 and stats.errors == 1
+    assert backend.commands == []
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+def test_a_slow_request_does_not_hold_up_other_clients(server: PlayerServer, backend: FakeBackend) -> None:
+    backend.gate.clear()
+    with PlayerClient(port=server.port) as slow, PlayerClient(port=server.port) as other:
+        slow.subscribe("position", access="a")
+        done: list[Any] = []
+        worker = threading.Thread(target=lambda: done.append(slow.set_odometry(1.0, 0.0, 0.0)), daemon=True)
+        worker.start()
+        wait_until(lambda: server.statistics().requests >= 2)
+        other.subscribe("position")
+        assert other.device_list()
+        other.read()
+        assert not done
+        backend.gate.set()
+        worker.join(5)
+        assert done == [None] and backend.configured == [SetOdometry(9, 1000, 0, 0)]
+
+
+def test_the_last_writer_leaving_releases_position(server: PlayerServer, backend: FakeBackend) -> None:
+    first = PlayerClient(port=server.port)
+    second = PlayerClient(port=server.port)
+    with first, second:
+        first.subscribe("position", access="a")
+        second.subscribe("position", access="w")
+        reader = PlayerClient(port=server.port)
+        with reader:
+            reader.subscribe("position")
+            second.set_speed(0.1, 0.0)
+            wait_until(lambda: backend.commands)
+            assert backend.commands[0][1:] == (POSITION, PositionCommand(xspeed=100))
+        first.close()
+        wait_until(lambda: server.clients == 1)
+        assert backend.releases == []
+        second.unsubscribe("position")
+        wait_until(lambda: backend.releases == [POSITION])
+
+
+def test_a_client_that_does_not_read_is_dropped(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0, max_frequency=100.0, write_limit=64 * 1024) as server:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        with sock:
+            sock.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">HHHc", 3, 4, 0, b"r")))
+            sock.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">HB", 5, int(DataMode.PUSH_ALL))))
+            wait_until(lambda: server.statistics().requests == 2)
+            big = {POSITION: Sample(0.0, bytes(8000))}
+            t = 0.0
+            while server.statistics().slow_clients == 0:
+                for _ in range(100):
+                    t += 0.01
+                    server.tick(t, big)
+                time.sleep(0.01)
+                assert t < 20_000 * 0.01, "never dropped"
+            wait_until(lambda: server.clients == 0)
+        with PlayerClient(port=server.port) as client:
+            assert client.device_list()
+
+
+def test_auth_key() -> None:
+    with PlayerServer(FakeBackend(), port=0, key=b"s3cret") as server:
+        with PlayerClient(port=server.port) as client, pytest.raises(RequestRefused):
+            client.device_list()
+        with PlayerClient(port=server.port) as client:
+            client.authenticate("s3cret")
+            assert client.device_list()
+
+
+def test_the_port_must_be_free(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0) as first, pytest.raises(OSError):
+        PlayerServer(backend, port=first.port).start()
+
+
+@pytest.fixture(scope="module")
+def fuzz_target() -> Iterator[tuple[PlayerServer, PlayerClient]]:
+    """A server and a well-behaved client on it, shared by the fuzz examples."""
+    backend = FakeBackend()
+    with PlayerServer(backend, port=0, max_frequency=100.0) as server:
+        ticker = Ticker(server)
+        ticker.thread.start()
+        try:
+            with PlayerClient(port=server.port) as client:
+                client.subscribe("position")
+                client.set_frequency(100)
+                yield server, client
+        finally:
+            ticker.stop.set()
+            ticker.thread.join(5)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    stx=st.sampled_from([STX, STX, 0x7858, 0]),
+    mtype=st.integers(0, 0xFFFF),
+    device=st.sampled_from([1, 1, 4, 5, 6, 30, 0, 256, 0xFFFF]),
+    index=st.integers(0, 3),
+    junk=st.tuples(*(st.integers(0, 2**32 - 1) for _ in range(5))),
+    size=st.one_of(st.integers(0, 80), st.integers(8190, 8200), st.integers(0, 2**32 - 1)),
+    payload=st.binary(max_size=120),
+    then_close=st.booleans(),
+)
+def test_header_fuzz_never_hurts_the_server(
+    fuzz_target: tuple[PlayerServer, PlayerClient],
+    stx: int,
+    mtype: int,
+    device: int,
+    index: int,
+    junk: tuple[int, ...],
+    size: int,
+    payload: bytes,
+    then_close: bool,
+) -> None:
+    server, client = fuzz_target
+    header = HEADER.pack(stx, mtype, device, index, *junk, size)
+    with raw_connection(server) as sock:
+        try:
+            sock.sendall(header + payload)
+            if then_close:
+                sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the server may have closed it already: that is a right answer too
+    before = client.rounds
+    client.read()  # the other client still gets its rounds
+    assert client.rounds == before + 1
+    assert server.statistics().failures == 0
+
+
+def test_fuzzed_server_still_serves(fuzz_target: tuple[PlayerServer, PlayerClient]) -> None:
+    server, _client = fuzz_target
+    with PlayerClient(port=server.port) as fresh:
+        assert fresh.device_list() == [(4, 0), (30, 0), (6, 0), (5, 0)]
+    with pytest.raises(PlayerClientError):
+        PlayerClient(port=1).connect()
