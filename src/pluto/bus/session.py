@@ -38,12 +38,21 @@ _ATTACHMENT = struct.Struct("<dQ")
 _zenoh_log_started = False
 
 
+def write_stamp(attachment: zenoh.ZBytes | None) -> tuple[float, int]:
+    """The wall-clock time (s) a sample was written and its writer's sequence number, from its attachment;
+    (0, 0) if it has none (a foreign writer)."""
+    if attachment is None:
+        return 0.0, 0
+    raw = attachment.to_bytes()
+    if len(raw) != _ATTACHMENT.size:
+        return 0.0, 0
+    written, seq = _ATTACHMENT.unpack(raw)
+    return float(written), int(seq)
+
+
 def write_time(attachment: zenoh.ZBytes | None) -> float:
     """The wall-clock time a sample was written, from its attachment; 0 if it has none (a foreign writer)."""
-    if attachment is None:
-        return 0.0
-    raw = attachment.to_bytes()
-    return float(_ATTACHMENT.unpack(raw)[0]) if len(raw) == _ATTACHMENT.size else 0.0
+    return write_stamp(attachment)[0]
 
 
 def _start_zenoh_log() -> None:
