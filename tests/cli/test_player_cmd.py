@@ -26,7 +26,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_options_become_module_parameters() -> None:
     assert player_cmd.module_params(parse()) == {}
-    params = player_cmd.module_params(parse("--port", "7000", "--key", "k", "--sim-time", "-p", "protect=true"))
+    params = player_cmd.module_params(parse("--port", "7000", "--key", "k", "--use-sim-time", "-p", "protect=true"))
     assert params == {"port": 7000, "key": "k", "use_sim_time": True, "protect": True}
     assert player_cmd.module_params(parse("--host", "0.0.0.0"))["host"] == "0.0.0.0"
     with pytest.raises(ConfigError, match="--port"):

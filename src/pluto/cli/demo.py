@@ -2,9 +2,10 @@
 
 It brings up the simulated robot with its localization service and movement chain (the ``mission`` profile: world
 and clock, base, wrist, laser, inertial unit, GPS, localization, drive and avoid, each in its own process, started in
-dependency order), then sends the avoid module one goto after another through the office world (laser obstacle
-avoidance, the drive module's bumper stop and command timeout underneath), prints its progress, and finally draws the
-map, the true and the localization paths and the last laser scan to a PNG.
+dependency order), records every interface to an MCAP log, then sends the avoid module one goto after another
+through the office world (laser obstacle avoidance, the drive module's bumper stop and command timeout underneath),
+prints its progress, and finally draws the map, the true and the localization paths and the last laser scan to a PNG.
+The log replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pluto import msgs
 from pluto.bus import Bus, BusTimeout
 from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
 from pluto.movement.avoid.proxy import AvoidProxy, describe_status
+from pluto.record.recorder import Recorder, RecordStatus
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
@@ -83,6 +85,8 @@ def run_demo(config: Config, duration: float = 400.0, rate: float = 5.0, output:
     log = MissionLog()
     reached = 0
     outcome = "NOT done"
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    recording: RecordStatus | None = None
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(bus, profile, config)
         print(f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {rate:g}x real time")
@@ -95,13 +99,15 @@ def run_demo(config: Config, duration: float = 400.0, rate: float = 5.0, output:
             print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
             bus.create_subscription("Sim/Truth", log.on_truth, msgs.Odometry, depth=1024)
             bus.create_subscription("Localization/Pose", log.on_pose, msgs.PoseEstimate, depth=1024)
-            reached, outcome = _drive_route(bus, stop, duration)
+            with Recorder(bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}) as rec:
+                reached, outcome = _drive_route(bus, stop, duration)
+            recording = rec.stop()
             last_scan = bus.create_reader("Sick/Scan_mm", msgs.LaserScan).read()
         finally:
             supervisor.shutdown()
     if stop.is_set():
         outcome = "interrupted"
-    picture = _draw(world, log, last_scan, out_dir, outcome)
+    picture = _draw(world, log, last_scan, out_dir / f"office-{stamp}.png", outcome)
     with log.lock:
         true_xy = np.array([t[1:3] for t in log.truth]) if log.truth else np.zeros((0, 2))
     travelled = float(np.sum(np.hypot(*np.diff(true_xy, axis=0).T))) if len(true_xy) > 1 else 0.0
@@ -111,6 +117,11 @@ def run_demo(config: Config, duration: float = 400.0, rate: float = 5.0, output:
     )
     if picture:
         print(f"map, true and localization paths and the last scan: {picture}")
+    if recording is not None and recording.parts:
+        print(
+            f"log of every interface ({recording.messages} messages, {recording.duration:.0f} s): "
+            f"{recording.parts[0]}\n  (pluto log info FILE, pluto replay FILE, or any MCAP viewer)"
+        )
     print(f"logs of each module: {launcher.runtime_dir(bus.robot)}/")
     return 0 if outcome in ("done", "interrupted") else 1
 
@@ -180,7 +191,7 @@ def _report(
     )
 
 
-def _draw(world: World, log: MissionLog, scan: msgs.LaserScan | None, out_dir: Path, outcome: str) -> Path | None:
+def _draw(world: World, log: MissionLog, scan: msgs.LaserScan | None, path: Path, outcome: str) -> Path | None:
     with log.lock:
         history = np.array(log.truth) if log.truth else np.zeros((0, 4))
         estimate = np.array(log.estimate) if log.estimate else None
@@ -194,7 +205,7 @@ def _draw(world: World, log: MissionLog, scan: msgs.LaserScan | None, out_dir: P
         points = scan_points((lx, ly, heading), scan.ranges, scan.angles, max_range=scan.max_range)
     return plot_run(
         world,
-        out_dir / f"office-{datetime.now():%Y%m%d-%H%M%S}.png",
+        path,
         history[:, 1:3],
         estimate,
         points,

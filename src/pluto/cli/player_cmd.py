@@ -25,7 +25,7 @@ The same server runs as a module: `pluto start player`, or [modules.player] in a
 examples:
   pluto player                        port 6665 on 127.0.0.1
   pluto player --port 7000 --key s3cret
-  pluto player --host 0.0.0.0 --sim-time    every network; follow the simulated clock (pluto sim)
+  pluto player --host 0.0.0.0 --use-sim-time    every network; follow the simulated clock (pluto sim)
 """
 
 
@@ -50,7 +50,7 @@ def add_command(
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--key", metavar="KEY", help="the AUTH key clients must send first (default: none)")
     p.add_argument(
-        "--sim-time", action="store_true", help="follow the simulated time on Clock (rounds at simulated rates)"
+        "--use-sim-time", action="store_true", help="follow the simulated time on Clock (rounds at simulated rates)"
     )
     p.add_argument(
         "-p",
@@ -82,7 +82,7 @@ def module_params(args: argparse.Namespace) -> dict[str, Any]:
         params["host"] = args.host
     if args.key is not None:
         params["key"] = args.key
-    if args.sim_time:
+    if args.use_sim_time:
         params["use_sim_time"] = True
     return params
 
