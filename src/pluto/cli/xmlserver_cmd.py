@@ -1,0 +1,105 @@
+"""``pluto xmlserver``: run the XML gateway in the foreground, or print its XSD."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+# The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
+
+__all__ = ["add_command", "run"]
+
+MODULE = "pluto.gateways.xmlserver.module:XmlServerModule"
+
+HELP = "run the XML gateway: programs in any language use the bus over TCP"
+
+DESCRIPTION = """\
+Serves the robot's bus to programs in any language: one small XML document per line over TCP. A client lists the
+modules and interfaces, reads and subscribes to interfaces (at a rate it chooses), writes command interfaces and
+calls services. It listens on 127.0.0.1 only unless --host says otherwise. With --token-file, a client must send
+<auth token="..."/> with the secret in that file before it may write or call. The same server runs as the module
+`xmlserver` (`pluto start xmlserver --port 7650`).
+
+examples:
+  pluto xmlserver                              serve on 127.0.0.1:7650
+  pluto xmlserver --port 7700 --token-file ~/.config/pluto/xml-token
+  pluto xmlserver --xsd > pluto-xml.xsd         the schema of every document
+  printf '<read name="Base/Drive/State"/>\\n' | nc -q1 127.0.0.1 7650
+"""
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
+) -> None:
+    """Register the ``xmlserver`` subcommand.
+
+    Args:
+        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
+        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+    """
+    p = sub.add_parser(
+        "xmlserver",
+        help=HELP,
+        description=DESCRIPTION,
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=run)
+    p.add_argument("--port", type=int, metavar="N", help="TCP port (default 7650; 0 picks a free one)")
+    p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--token-file", metavar="FILE", help="file holding the secret that writes and calls need")
+    p.add_argument("--use-sim-time", action="store_true", help="pace subscriptions on the simulated clock")
+    p.add_argument("--xsd", action="store_true", help="print the XSD of the protocol and exit")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another parameter of the module, e.g. -p max_clients=20 (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C (or SIGTERM), or print the XSD.
+
+    Returns:
+        0 when stopped.
+
+    Raises:
+        ConfigError: a bad parameter, an unreadable token file, or a port that cannot be bound.
+    """
+    if args.xsd:
+        from pluto.gateways.xmlserver.schema import xsd_text
+
+        sys.stdout.write(xsd_text())
+        return 0
+
+    from pluto.bus import Bus
+    from pluto.gateways.xmlserver.module import XmlServerModule
+    from pluto.runtime.config import load_config, parse_override
+    from pluto.runtime.runner import ModuleSpec, instantiate, running, stop_on_signals
+
+    log = logging.getLogger("pluto.xmlserver")
+    if log.getEffectiveLevel() > logging.INFO:  # in the foreground, every connection is shown
+        log.setLevel(logging.INFO)
+    if getattr(args, "robot", None):
+        os.environ["PLUTO_ROBOT"] = args.robot
+    config = load_config(getattr(args, "config", None))
+    params = dict(parse_override(pair) for pair in args.param)
+    for option in ("port", "host", "token_file"):
+        if getattr(args, option) is not None:
+            params[option] = getattr(args, option)
+    if args.use_sim_time:
+        params["use_sim_time"] = True
+    with stop_on_signals() as stop, Bus(config.bus) as bus:
+        module = instantiate(ModuleSpec(MODULE, params=params), bus, config)
+        assert isinstance(module, XmlServerModule)
+        with running([module]):
+            host, port = module.server.address
+            print(f"xmlserver listening on {host}:{port} for robot {bus.robot} (Ctrl-C stops it)", flush=True)
+            stop.wait()
+    return 0

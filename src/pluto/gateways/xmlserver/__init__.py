@@ -1,0 +1,31 @@
+"""xmlServer: a gateway that lets programs in any language use the bus through small XML documents over TCP.
+
+A client connects (to 127.0.0.1:7650 by default), reads the server's ``<hello>``, and sends requests, one XML
+document per line; the server answers each with one document per line and streams the updates of subscriptions
+in between. The framing, the documents and the limits are described in :mod:`.codec`, :mod:`.events` and
+:mod:`.mapping`; the XSD (:data:`.schema.SCHEMA_PATH`) is generated from the message definitions.
+
+- :mod:`.codec`: the sans-I/O codec (bytes <-> events), for either side of a connection.
+- :mod:`.server`: the asyncio server in front of the bus; :mod:`.module`: the ``xmlserver`` module.
+"""
+
+from .codec import XmlCodec, encode_event, parse_document
+from .events import NEED_DATA, ErrorCode
+from .module import XmlServerModule, XmlServerParams
+from .schema import SCHEMA_PATH, xsd_text
+from .server import ServerSettings, ServerStats, XmlServer
+
+__all__ = [
+    "NEED_DATA",
+    "SCHEMA_PATH",
+    "ErrorCode",
+    "ServerSettings",
+    "ServerStats",
+    "XmlCodec",
+    "XmlServer",
+    "XmlServerModule",
+    "XmlServerParams",
+    "encode_event",
+    "parse_document",
+    "xsd_text",
+]

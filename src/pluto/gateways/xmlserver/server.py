@@ -1,0 +1,946 @@
+"""The XML server: TCP connections speaking the protocol of :mod:`.codec`, in front of the bus.
+
+One asyncio loop on a thread of its own serves every connection. Each connection has a codec, a bounded queue of
+replies and, per subscription, one slot holding the newest update not yet sent; a sender task per connection
+writes them out and waits for the socket, so a client that reads slowly (or not at all) only ever delays itself.
+"""
+
+# Strategy: the bus delivers values on its own threads; each subscribed interface (a "topic", shared by every
+# connection subscribed to it) keeps only its newest value and wakes the loop with at most one pending call, so a
+# stalled loop cannot pile up work. Each new value is encoded once per topic and the same bytes are offered to
+# every subscriber whose pacer (pacing.Pacer, on the server's clock, simulated or not) says it is due; one that is
+# not due gets a timer. Offering an update to a connection replaces the update of the same interface it has not
+# sent yet (the newest value wins, and the replacement is counted as skipped), and the sender task writes one
+# document at a time and waits for the transport to drain below its high-water mark before the next, so what a
+# connection holds is bounded: the transport's buffer (write_buffer plus one document), one update per subscription
+# and at most MAX_REPLIES replies; the reader stops reading requests while the reply queue is full, which pushes
+# back on a client that sends without reading. Anything that blocks on the bus (creating a reader, a subscription,
+# a service call, listing) runs on a small thread pool; a connection handles its requests one at a time, in order.
+# The request-rate limit uses the loop's monotonic clock (it is a defence of the computer, not robot time).
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import heapq
+import hmac
+import itertools
+import logging
+import math
+import socket
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from pluto import msgs, names
+from pluto.bus import Bus, StateReader, StateWriter, Subscription
+from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
+from pluto.runtime.clock import Clock, WallClock
+
+from .codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT, XmlCodec, encode_event
+from .events import (
+    NEED_DATA,
+    Authorized,
+    AuthRequest,
+    BadDocument,
+    CallRequest,
+    ConnectionClosed,
+    ErrorCode,
+    ErrorReply,
+    Hello,
+    InterfaceEntry,
+    Listing,
+    ListRequest,
+    ReadRequest,
+    Reply,
+    Request,
+    ServerReply,
+    Subscribed,
+    SubscribeRequest,
+    Unsubscribed,
+    UnsubscribeRequest,
+    Update,
+    Value,
+    WriteRequest,
+    Written,
+)
+from .pacing import Pacer, TokenBucket
+
+__all__ = ["ClientStats", "ServerSettings", "ServerStats", "XmlServer", "command_interfaces"]
+
+T = TypeVar("T")
+
+DEFAULT_PORT: Final = 7650
+MAX_REPLIES: Final = 16
+"""Replies a connection may have waiting to be sent; past that it is not read until they go out."""
+READ_CHUNK: Final = 64 * 1024
+MAX_PACING_SLEEP: Final = 0.05
+"""Longest wait of the pacing task between looks at the clock, s of wall time (a simulated clock may jump)."""
+MAX_READERS: Final = 256
+"""Interfaces the server keeps a reader of for ``<read>``; past that a reader is made for each read."""
+LISTING_MAX_AGE: Final = 1.0
+"""Seconds a ``<listing>`` found on the bus is reused for other ``<list/>`` requests."""
+LOGGED_BAD_DOCUMENTS: Final = 3
+"""Bad documents logged one by one per connection; the rest are counted and summed up when it closes."""
+
+
+def command_interfaces() -> frozenset[str]:
+    """The command interfaces of the interface table (the last part of the name is ``command`` or ``Command``)."""
+    return frozenset(name for name in names.INTERFACES if name.rsplit("/", 1)[-1].lower() == "command")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What a server listens on and what it allows.
+
+    Attributes:
+        host: address to bind (the loopback unless a wider one is configured).
+        port: TCP port; 0 picks a free one (see :attr:`XmlServer.address`).
+        token: shared secret a connection must present (``<auth>``) before writes and calls; None: no secret.
+        max_clients: connections served at once; more are refused with TOO_MANY_CLIENTS.
+        max_subscriptions: subscriptions per connection.
+        max_rate_hz: largest subscription rate, Hz.
+        request_rate: requests a second a connection may make on average.
+        request_burst: requests a connection may make at once.
+        max_document: largest document accepted, bytes.
+        max_depth: deepest element nesting accepted.
+        max_bad_documents: bad documents after which a connection is closed.
+        max_auth_failures: wrong tokens after which a connection is closed.
+        write_buffer: bytes the server buffers for a connection before it waits for the client (high-water mark).
+        send_buffer: size of each connection's kernel send buffer (SO_SNDBUF), bytes; 0 leaves the system's.
+        call_timeout: default wait for a service's reply, s.
+        max_call_timeout: longest wait a client may ask for, s.
+        writable: interfaces clients may write.
+
+    Raises:
+        ValueError: a limit out of range.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    max_clients: int = 100
+    max_subscriptions: int = 16
+    max_rate_hz: float = 1000.0
+    request_rate: float = 50.0
+    request_burst: int = 100
+    max_document: int = DEFAULT_MAX_DOCUMENT
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_bad_documents: int = 32
+    max_auth_failures: int = 3
+    write_buffer: int = 64 * 1024
+    send_buffer: int = 0
+    call_timeout: float = 2.0
+    max_call_timeout: float = 10.0
+    writable: frozenset[str] = field(default_factory=command_interfaces)
+
+    def __post_init__(self) -> None:
+        positive_ints = ("max_clients", "max_subscriptions", "request_burst", "max_bad_documents", "max_auth_failures")
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_rate_hz", "request_rate", "call_timeout", "max_call_timeout"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.max_document < 1024 or self.max_depth < 8:
+            raise ValueError("max_document must be at least 1024 bytes and max_depth at least 8")
+        if self.write_buffer < 1024 or self.send_buffer < 0:
+            raise ValueError("write_buffer must be at least 1024 bytes and send_buffer >= 0")
+        if self.token is not None and not self.token:
+            raise ValueError("an empty token")
+        for name in self.writable:
+            names.check_name(name)
+
+
+class ClientStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One connection as the server sees it.
+
+    Attributes:
+        peer: the client's address and port.
+        connected: s since it connected.
+        requests: documents received (good and bad).
+        bad_documents: documents refused as malformed, too large, forbidden or invalid.
+        rate_limited: requests refused for the request-rate limit.
+        updates_sent: subscription updates written.
+        updates_skipped: updates replaced by a newer value before they could be written (a slow client).
+        bytes_sent: bytes written.
+        queued_bytes: bytes waiting to be sent now: transport buffer, pending updates and replies.
+        max_queued_bytes: the largest ``queued_bytes`` seen.
+        subscriptions: the interfaces it is subscribed to.
+        authorized: it presented the token (or none is needed).
+    """
+
+    peer: str
+    connected: float
+    requests: int
+    bad_documents: int
+    rate_limited: int
+    updates_sent: int
+    updates_skipped: int
+    bytes_sent: int
+    queued_bytes: int
+    max_queued_bytes: int
+    subscriptions: list[str]
+    authorized: bool
+
+
+class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The server as a whole (the reply of the module's ``xmlserver/clients`` service).
+
+    Attributes:
+        address: host and port it listens on.
+        clients: the open connections.
+        connections: connections accepted since it started.
+        refused: connections refused because there were ``max_clients`` already.
+        topics: interfaces it is subscribed to on the bus.
+    """
+
+    address: str
+    clients: list[ClientStats]
+    connections: int
+    refused: int
+    topics: list[str]
+
+
+class _Refused(Exception):
+    """A request the server will not carry out; becomes an ``<error>`` reply."""
+
+    def __init__(self, code: ErrorCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _Sub:
+    """One connection's subscription to one topic."""
+
+    __slots__ = ("client", "closed", "pacer", "scheduled", "seq", "topic")
+
+    def __init__(self, client: _Client, topic: _Topic, rate_hz: float) -> None:
+        self.client = client
+        self.topic = topic
+        self.pacer = Pacer(rate_hz)
+        self.seq = 0  # the topic's seq of the last value offered
+        self.scheduled = False
+        self.closed = False
+
+
+class _Topic:
+    """The newest value of one interface, shared by every connection subscribed to it."""
+
+    def __init__(self, server: XmlServer, name: str, cls: type[msgs.Message]) -> None:
+        self.server = server
+        self.name = name
+        self.cls = cls
+        self.subs: set[_Sub] = set()
+        self.seq = 0
+        self.value: msgs.Message | None = None
+        self.subscription: Subscription[Any] | None = None
+        self._doc: bytes | None = None
+        self._lock = threading.Lock()
+        self._incoming: msgs.Message | None = None
+        self._scheduled = False
+
+    def on_bus_value(self, value: msgs.Message) -> None:
+        """Called on a bus thread with each new value: keep it, and wake the loop once."""
+        with self._lock:
+            self._incoming = value
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
+            self.server._loop.call_soon_threadsafe(self._take)
+
+    def _take(self) -> None:
+        with self._lock:
+            value, self._incoming, self._scheduled = self._incoming, None, False
+        if value is None:
+            return
+        self.seq += 1
+        self.value = value
+        self._doc = None
+        self.server._updated(self)
+
+    @property
+    def doc(self) -> bytes:
+        """The ``<update>`` document of the newest value (encoded once, for every subscriber)."""
+        if self._doc is None:
+            assert self.value is not None
+            self._doc = encode_event(Update(self.name, self.seq, self.value))
+        return self._doc
+
+
+class _Client:
+    """One connection: its codec, its queues and its counters."""
+
+    def __init__(self, server: XmlServer, writer: asyncio.StreamWriter, peer: str) -> None:
+        s = server.settings
+        self.server = server
+        self.writer = writer
+        self.peer = peer
+        self.codec = XmlCodec("server", max_document=s.max_document, max_depth=s.max_depth)
+        self.bucket = TokenBucket(s.request_rate, s.request_burst)
+        self.subs: dict[str, _Sub] = {}
+        self.replies: deque[bytes] = deque()
+        self.reply_bytes = 0
+        self.pending: dict[str, bytes] = {}
+        self.pending_bytes = 0
+        self.wake = asyncio.Event()
+        self.space = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.closing = False
+        self.dead = False
+        self.authorized = s.token is None
+        self.started = time.monotonic()
+        self.requests = 0
+        self.bad_documents = 0
+        self.rate_limited = 0
+        self.auth_failures = 0
+        self.updates_sent = 0
+        self.updates_skipped = 0
+        self.bytes_sent = 0
+        self.max_queued = 0
+
+    def queued_bytes(self) -> int:
+        """Bytes waiting to be sent: the transport's buffer, the pending updates and the replies."""
+        return self.writer.transport.get_write_buffer_size() + self.pending_bytes + self.reply_bytes
+
+    async def reply(self, event: ServerReply) -> None:
+        """Queue a reply, waiting while the reply queue is full (so a client that does not read is not read)."""
+        while len(self.replies) >= MAX_REPLIES and not self.dead:
+            self.space.clear()
+            await self.space.wait()
+        if self.dead:
+            return
+        doc = encode_event(event)
+        self.replies.append(doc)
+        self.reply_bytes += len(doc)
+        self._queued()
+        self.idle.clear()
+        self.wake.set()
+
+    def offer(self, name: str, doc: bytes) -> None:
+        """Make ``doc`` the next update of ``name`` to send (replacing one not sent yet)."""
+        if self.dead:
+            return
+        old = self.pending.pop(name, None)
+        if old is not None:
+            self.updates_skipped += 1
+            self.pending_bytes -= len(old)
+        self.pending[name] = doc
+        self.pending_bytes += len(doc)
+        self._queued()
+        self.idle.clear()
+        self.wake.set()
+
+    def _queued(self) -> None:
+        self.max_queued = max(self.max_queued, self.queued_bytes())
+
+    def withdraw(self, name: str) -> None:
+        """Forget the pending update of ``name`` (after unsubscribing)."""
+        old = self.pending.pop(name, None)
+        if old is not None:
+            self.pending_bytes -= len(old)
+
+    async def send_loop(self) -> None:
+        """Write replies (first) and updates, one document at a time, waiting for the socket between them."""
+        try:
+            while True:
+                await self.wake.wait()
+                self.wake.clear()
+                while self.replies or self.pending:
+                    if self.replies:
+                        doc = self.replies.popleft()
+                        self.reply_bytes -= len(doc)
+                        self.space.set()
+                    else:
+                        name = next(iter(self.pending))
+                        doc = self.pending.pop(name)
+                        self.pending_bytes -= len(doc)
+                        self.updates_sent += 1
+                    self.writer.write(doc)
+                    self.bytes_sent += len(doc)
+                    self._queued()
+                    await self.writer.drain()
+                self.idle.set()
+        except (ConnectionError, OSError, RuntimeError):
+            self._die()
+        except asyncio.CancelledError:
+            self._die()
+            raise
+
+    def _die(self) -> None:
+        self.dead = True
+        self.closing = True
+        self.replies.clear()
+        self.pending.clear()
+        self.reply_bytes = self.pending_bytes = 0
+        self.space.set()
+        self.idle.set()
+
+    def stats(self) -> ClientStats:
+        return ClientStats(
+            peer=self.peer,
+            connected=round(time.monotonic() - self.started, 3),
+            requests=self.requests,
+            bad_documents=self.bad_documents,
+            rate_limited=self.rate_limited,
+            updates_sent=self.updates_sent,
+            updates_skipped=self.updates_skipped,
+            bytes_sent=self.bytes_sent,
+            queued_bytes=self.queued_bytes(),
+            max_queued_bytes=self.max_queued,
+            subscriptions=sorted(self.subs),
+            authorized=self.authorized,
+        )
+
+
+class XmlServer:
+    """The XML gateway to the bus.
+
+    Args:
+        bus: the bus it reads, writes and calls on.
+        settings: address and limits.
+        clock: the clock that paces subscriptions (the module's; the wall clock by default).
+        clock_rate: returns the clock's seconds per wall-clock second (a fast simulated clock's rate), to know how
+            long to sleep until an update is due; 1 by default.
+        logger: where connections and refused documents are logged.
+
+    Use :meth:`start` and :meth:`close`, or as a context manager.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        settings: ServerSettings | None = None,
+        clock: Clock | None = None,
+        *,
+        clock_rate: Callable[[], float] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.bus = bus
+        self.settings = settings or ServerSettings()
+        self.clock: Clock = clock or WallClock()
+        self._clock_rate = clock_rate or (lambda: 1.0)
+        self.log = logger or logging.getLogger("pluto.xmlserver")
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="xmlserver-bus")
+        self._clients: dict[_Client, asyncio.Task[Any]] = {}
+        self._topics: dict[str, _Topic] = {}
+        self._readers: dict[str, StateReader[Any]] = {}
+        self._writers: dict[str, StateWriter[Any]] = {}
+        self._orphans: list[Subscription[Any]] = []
+        self._listing: tuple[float, list[str], dict[str, float]] | None = None
+        self._heap: list[tuple[float, int, _Sub]] = []
+        self._counter = itertools.count()
+        self._create_lock: asyncio.Lock | None = None
+        self._pace_wake: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None
+        self._address: tuple[str, int] | None = None
+        self._connections = 0
+        self._refused = 0
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The host and port the server listens on.
+
+        Raises:
+            RuntimeError: it is not started.
+        """
+        if self._address is None:
+            raise RuntimeError("the server is not started")
+        return self._address
+
+    def start(self) -> None:
+        """Bind the port and start serving on a thread of the server's own.
+
+        Raises:
+            OSError: the address cannot be bound (a port in use, say).
+        """
+        if self._thread is not None:
+            return
+        bound: concurrent.futures.Future[tuple[str, int]] = concurrent.futures.Future()
+        # Not a daemon: the worker threads it starts inherit that, and so do the threads Zenoh starts for the
+        # callbacks of what they declare (readers, subscriptions). The interpreter then waits for those threads
+        # at exit, after the bus has closed, instead of tearing them down in the middle of a callback, which
+        # aborts the process. A server its owner forgot to close is closed at exit, before those waits.
+        self._thread = threading.Thread(target=self._thread_main, args=(bound,), name="xmlserver", daemon=False)
+        self._thread.start()
+        _close_at_exit(self)
+        try:
+            self._address = bound.result()
+        except BaseException:
+            self._thread.join(timeout=5)
+            self._release_all()
+            raise
+
+    def _thread_main(self, bound: concurrent.futures.Future[tuple[str, int]]) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve(bound))
+        except BaseException as err:  # a failure before binding goes to start(); after it, to the log
+            if not bound.done():
+                bound.set_exception(err)
+            else:
+                self.log.exception("the XML server failed")
+        finally:
+            self._loop.close()
+
+    async def _serve(self, bound: concurrent.futures.Future[tuple[str, int]]) -> None:
+        self._create_lock = asyncio.Lock()
+        self._pace_wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        s = self.settings
+        server = await asyncio.start_server(self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True)
+        host, port = server.sockets[0].getsockname()[:2]
+        bound.set_result((str(host), int(port)))
+        self.log.info("XML server listening on %s:%d (token %s)", host, port, "required" if s.token else "not needed")
+        pacing = asyncio.create_task(self._pace())
+        try:
+            await self._stopping.wait()
+        finally:
+            server.close()
+            pacing.cancel()
+            tasks = list(self._clients.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(pacing, *tasks, return_exceptions=True)
+            await server.wait_closed()
+
+    def close(self) -> None:
+        """Close every connection and stop serving (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            stopping = self._stopping
+            if stopping is not None:
+                with contextlib.suppress(RuntimeError):  # the loop has just ended
+                    self._loop.call_soon_threadsafe(stopping.set)
+            thread.join(timeout=10)
+        elif thread is None:
+            self._loop.close()
+        self._release_all()
+
+    def _release_all(self) -> None:
+        things: list[Any] = [t.subscription for t in self._topics.values() if t.subscription is not None]
+        things += [*self._orphans, *self._readers.values(), *self._writers.values()]
+        self._orphans.clear()
+        self._topics.clear()
+        self._readers.clear()
+        self._writers.clear()
+        self._executor.shutdown(wait=True, cancel_futures=True)  # a call in progress ends within its timeout
+        for thing in things:
+            self.bus.release(thing)
+
+    def __enter__(self) -> XmlServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stats(self, timeout: float = 2.0) -> ServerStats:
+        """A snapshot of the connections (safe to call from any thread but the server's).
+
+        Raises:
+            RuntimeError: the server is not running.
+        """
+        if self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the server is not running")
+        future = asyncio.run_coroutine_threadsafe(self._stats(), self._loop)
+        return future.result(timeout)
+
+    async def _stats(self) -> ServerStats:
+        host, port = self.address
+        return ServerStats(
+            address=f"{host}:{port}",
+            clients=[client.stats() for client in self._clients],
+            connections=self._connections,
+            refused=self._refused,
+            topics=sorted(self._topics),
+        )
+
+    # -- connections ----------------------------------------------------------------------------------------------
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        s = self.settings
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        sock = writer.get_extra_info("socket")
+        if s.send_buffer and sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, s.send_buffer)
+        writer.transport.set_write_buffer_limits(high=s.write_buffer)
+        if len(self._clients) >= s.max_clients or self._closed:
+            self._refused += 1
+            self.log.warning("client %s refused: %d connections already", peer, len(self._clients))
+            writer.write(encode_event(ErrorReply(ErrorCode.TOO_MANY_CLIENTS, f"at most {s.max_clients} clients")))
+            await self._close_writer(writer, 1.0)
+            return
+        client = _Client(self, writer, peer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients[client] = task
+        self._connections += 1
+        self.log.info("client %s connected (%d open)", peer, len(self._clients))
+        sender = asyncio.create_task(client.send_loop())
+        reason = "closed by the client"
+        try:
+            await client.reply(Hello(self.bus.robot, s.token is not None, s.max_document))
+            reason = await self._read_loop(client, reader)
+        except (ConnectionError, OSError) as err:
+            reason = f"connection error: {err}"
+        except asyncio.CancelledError:
+            reason = "server stopping"
+        finally:
+            await self._disconnect(client, sender, reason)
+
+    async def _read_loop(self, client: _Client, reader: asyncio.StreamReader) -> str:
+        while True:
+            data = await reader.read(READ_CHUNK)
+            client.codec.receive_data(data)
+            while (event := client.codec.next_event()) is not NEED_DATA:
+                if isinstance(event, ConnectionClosed):
+                    return "closed by the client"
+                await self._handle(client, event)
+                if client.closing:
+                    return "closed by the server" if not client.dead else "connection lost"
+            if not data:
+                return "closed by the client"
+
+    async def _disconnect(self, client: _Client, sender: asyncio.Task[None], reason: str) -> None:
+        for sub in list(client.subs.values()):
+            self._detach(sub)
+        client.subs.clear()
+        stopping = self._stopping is not None and self._stopping.is_set()
+        if not stopping and not client.dead:
+            with contextlib.suppress(TimeoutError):  # let the last replies (an error saying why) go out
+                await asyncio.wait_for(client.idle.wait(), 1.0)
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        await self._close_writer(client.writer, 0.0 if stopping else 1.0)
+        self._clients.pop(client, None)
+        stats = client.codec.statistics
+        self.log.info(
+            "client %s disconnected (%s) after %.1f s: %d requests, %d bad documents, %d rate-limited, "
+            "%d updates sent, %d skipped, %d bytes sent, %d bytes received",
+            client.peer,
+            reason,
+            time.monotonic() - client.started,
+            client.requests,
+            client.bad_documents,
+            client.rate_limited,
+            client.updates_sent,
+            client.updates_skipped,
+            client.bytes_sent,
+            stats.bytes,
+        )
+
+    @staticmethod
+    async def _close_writer(writer: asyncio.StreamWriter, grace: float) -> None:
+        """Close a connection, giving what is buffered ``grace`` seconds to go out (a client that does not read
+        is cut off then)."""
+        writer.close()
+        if grace > 0:
+            try:
+                await asyncio.wait_for(writer.wait_closed(), grace)
+                return
+            except (TimeoutError, ConnectionError, OSError):
+                pass
+        writer.transport.abort()
+
+    # -- requests -------------------------------------------------------------------------------------------------
+
+    async def _handle(self, client: _Client, event: Request | BadDocument | Any) -> None:
+        client.requests += 1
+        request_id = getattr(event, "id", None)
+        if not client.bucket.take(self._loop.time()):
+            client.rate_limited += 1
+            limit = f"more than {self.settings.request_rate:g} requests a second"
+            await client.reply(ErrorReply(ErrorCode.RATE_LIMITED, f"{limit}; this one was not carried out", request_id))
+            return
+        if isinstance(event, BadDocument):
+            await self._bad_document(client, event)
+            return
+        handlers: dict[type[Any], Callable[[_Client, Any], Any]] = {
+            ListRequest: self._list,
+            ReadRequest: self._read,
+            SubscribeRequest: self._subscribe,
+            UnsubscribeRequest: self._unsubscribe,
+            WriteRequest: self._write,
+            CallRequest: self._call,
+            AuthRequest: self._auth,
+        }
+        handler = handlers.get(type(event))
+        try:
+            if handler is None:
+                raise _Refused(ErrorCode.UNKNOWN_OPERATION, f"{type(event).__name__} is not a request")
+            reply: ServerReply | None = await handler(client, event)
+        except _Refused as refused:
+            reply = ErrorReply(refused.code, refused.reason, request_id)
+        except Exception as err:
+            self.log.exception("client %s: %s failed", client.peer, type(event).__name__)
+            reply = ErrorReply(ErrorCode.INTERNAL, f"{type(err).__name__}: {err}", request_id)
+        if reply is not None:
+            await client.reply(reply)
+
+    async def _bad_document(self, client: _Client, bad: BadDocument) -> None:
+        client.bad_documents += 1
+        if client.bad_documents <= LOGGED_BAD_DOCUMENTS:
+            more = " (further ones are counted, not logged)" if client.bad_documents == LOGGED_BAD_DOCUMENTS else ""
+            self.log.warning("client %s: refused a document (%s): %s%s", client.peer, bad.code.value, bad.reason, more)
+        await client.reply(ErrorReply(bad.code, bad.reason, bad.id))
+        if client.bad_documents >= self.settings.max_bad_documents:
+            self.log.warning("client %s: closing after %d bad documents", client.peer, client.bad_documents)
+            reason = f"{client.bad_documents} bad documents; closing the connection"
+            await client.reply(ErrorReply(ErrorCode.TOO_MANY_ERRORS, reason))
+            client.closing = True
+
+    def _type_of(self, name: str, type_name: str | None) -> type[msgs.Message]:
+        known = names.message_type_of(name)
+        if type_name is not None:
+            cls = msgs.message_type(type_name)
+            if known is not None and known is not cls:
+                raise _Refused(ErrorCode.BAD_REQUEST, f"{name} carries {known.__name__}, not {type_name}")
+            return cls
+        if known is None:
+            raise _Refused(
+                ErrorCode.UNKNOWN_INTERFACE,
+                f"unknown interface {name!r} (<list/> shows them; for one outside the table give its type)",
+            )
+        return known
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self._loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def _list(self, _client: _Client, request: ListRequest) -> ServerReply:
+        # Asking the bus takes up to a second of a worker thread: clients that list at once share one answer.
+        cached = self._listing
+        if cached is None or self._loop.time() - cached[0] > LISTING_MAX_AGE:
+            found = await asyncio.gather(
+                self._blocking(self.bus.live_modules, 0.5), self._blocking(self.bus.interface_keys, 0.5)
+            )
+            cached = self._listing = (self._loop.time(), found[0], found[1])
+        _, modules, live = cached
+        entries = []
+        for name in sorted(set(names.INTERFACES) | set(live) | set(self.settings.writable)):
+            row = names.INTERFACES.get(name)
+            entries.append(
+                InterfaceEntry(
+                    name,
+                    row.type.__name__ if row else "",
+                    name in live,
+                    name in self.settings.writable,
+                    row.description if row else "",
+                )
+            )
+        return Listing(tuple(modules), tuple(entries), id=request.id)
+
+    async def _read(self, _client: _Client, request: ReadRequest) -> ServerReply:
+        cls = self._type_of(request.name, request.type)
+        topic = self._topics.get(request.name)
+        value = topic.value if topic is not None and topic.cls is cls else None
+        if value is None:
+            reader, kept = await self._reader(request.name, cls)
+            value = reader.read()
+            if not kept:
+                await self._blocking(self.bus.release, reader)
+        if value is None:
+            raise _Refused(ErrorCode.NO_VALUE, f"nobody has written {request.name} yet")
+        return Value(request.name, value, id=request.id)
+
+    async def _reader(self, name: str, cls: type[msgs.Message]) -> tuple[StateReader[Any], bool]:
+        """A reader of ``name``, and whether the server keeps it (else the caller releases it after reading)."""
+        assert self._create_lock is not None
+        async with self._create_lock:
+            reader = self._readers.get(name)
+            if reader is not None and reader.type is cls:
+                return reader, True
+            reader = await self._blocking(self.bus.create_reader, name, cls, fetch_timeout=0.5)
+            if name in self._readers or len(self._readers) >= MAX_READERS:
+                return reader, False
+            self._readers[name] = reader
+            return reader, True
+
+    async def _subscribe(self, client: _Client, request: SubscribeRequest) -> ServerReply | None:
+        s = self.settings
+        cls = self._type_of(request.name, request.type)
+        if request.rate > s.max_rate_hz:
+            raise _Refused(ErrorCode.BAD_REQUEST, f"rate {request.rate:g} Hz is above the limit of {s.max_rate_hz:g}")
+        sub = client.subs.get(request.name)
+        if sub is not None:
+            if sub.topic.cls is not cls:
+                raise _Refused(ErrorCode.BAD_REQUEST, f"already subscribed to {request.name} as {sub.topic.cls}")
+            sub.pacer = Pacer(request.rate)
+        else:
+            if len(client.subs) >= s.max_subscriptions:
+                raise _Refused(ErrorCode.TOO_MANY_SUBSCRIPTIONS, f"at most {s.max_subscriptions} subscriptions")
+            topic = await self._topic(request.name, cls)
+            if client.closing:
+                return None
+            sub = _Sub(client, topic, request.rate)
+            client.subs[request.name] = sub
+            topic.subs.add(sub)
+        await client.reply(Subscribed(request.name, request.rate, id=request.id))
+        self._consider(sub, self.clock.now())  # the current value goes out at once, after the reply
+        return None
+
+    async def _topic(self, name: str, cls: type[msgs.Message]) -> _Topic:
+        assert self._create_lock is not None
+        async with self._create_lock:
+            topic = self._topics.get(name)
+            if topic is not None:
+                if topic.cls is not cls:
+                    raise _Refused(ErrorCode.BAD_REQUEST, f"{name} is subscribed to as {topic.cls.__name__}")
+                return topic
+            topic = _Topic(self, name, cls)
+            topic.subscription = await self._blocking(self.bus.create_subscription, name, topic.on_bus_value, cls)
+            self._topics[name] = topic
+            return topic
+
+    async def _unsubscribe(self, client: _Client, request: UnsubscribeRequest) -> ServerReply:
+        sub = client.subs.pop(request.name, None)
+        if sub is None:
+            raise _Refused(ErrorCode.NOT_SUBSCRIBED, f"not subscribed to {request.name}")
+        self._detach(sub)
+        return Unsubscribed(request.name, id=request.id)
+
+    def _detach(self, sub: _Sub) -> None:
+        sub.closed = True
+        sub.client.withdraw(sub.topic.name)
+        topic = sub.topic
+        topic.subs.discard(sub)
+        if not topic.subs and self._topics.get(topic.name) is topic:
+            del self._topics[topic.name]
+            if topic.subscription is not None:
+                if self._closed:  # the executor is going away: release it with the rest
+                    self._orphans.append(topic.subscription)
+                else:
+                    self._executor.submit(self.bus.release, topic.subscription)
+
+    def _check_authorized(self, client: _Client, what: str) -> None:
+        if not client.authorized:
+            raise _Refused(ErrorCode.UNAUTHORIZED, f'{what} needs <auth token="..."/> first')
+
+    async def _write(self, client: _Client, request: WriteRequest) -> ServerReply:
+        self._check_authorized(client, "a write")
+        name, value = request.name, request.value
+        known = names.message_type_of(name)
+        if name not in self.settings.writable:
+            if known is None:
+                raise _Refused(ErrorCode.UNKNOWN_INTERFACE, f"unknown interface {name!r}")
+            raise _Refused(ErrorCode.NOT_WRITABLE, f"{name} is not writable here (writable: command interfaces)")
+        cls = known or type(value)
+        if type(value) is not cls:
+            raise _Refused(ErrorCode.BAD_VALUE, f"{name} carries {cls.__name__}, not {type(value).__name__}")
+        if getattr(value, "stamp", None) == 0.0:  # a client that does not know the robot's time: stamp it now
+            value = msgspec.structs.replace(value, stamp=self.clock.now())
+        writer = self._writers.get(name)
+        if writer is None:
+            writer = await self._blocking(self.bus.create_publisher, name, cls)
+            self._writers[name] = writer
+        writer.write(value)
+        return Written(name, id=request.id)
+
+    async def _call(self, client: _Client, request: CallRequest) -> ServerReply:
+        self._check_authorized(client, "a call")
+        s = self.settings
+        timeout = min(request.timeout or s.call_timeout, s.max_call_timeout)
+        try:
+            value = await self._blocking(self.bus.call, request.service, request.request, Any, timeout=timeout)
+        except BusTimeout as err:
+            raise _Refused(ErrorCode.TIMEOUT, str(err)) from None
+        except (RemoteError, DecodeError) as err:
+            raise _Refused(ErrorCode.REMOTE_ERROR, str(err)) from None
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as err:
+            raise _Refused(ErrorCode.BAD_VALUE, f"cannot send the request: {err}") from None
+        except BusError as err:
+            raise _Refused(ErrorCode.INTERNAL, str(err)) from None
+        return Reply(request.service, value, id=request.id)
+
+    async def _auth(self, client: _Client, request: AuthRequest) -> ServerReply:
+        token = self.settings.token
+        if token is None or hmac.compare_digest(token.encode(), request.token.encode()):
+            client.authorized = True
+            self.log.info("client %s authorized", client.peer)
+            return Authorized(id=request.id)
+        client.auth_failures += 1
+        self.log.warning("client %s: wrong token (%d)", client.peer, client.auth_failures)
+        if client.auth_failures >= self.settings.max_auth_failures:
+            client.closing = True
+            raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token; too many attempts, closing the connection")
+        raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token")
+
+    # -- pacing ---------------------------------------------------------------------------------------------------
+
+    def _updated(self, topic: _Topic) -> None:
+        now = self.clock.now()
+        for sub in list(topic.subs):
+            self._consider(sub, now)
+
+    def _consider(self, sub: _Sub, now: float) -> None:
+        """Offer the topic's newest value to a subscriber if it has not had it and is due; else set its timer."""
+        topic = sub.topic
+        if sub.closed or topic.value is None or sub.seq == topic.seq:
+            return
+        if sub.pacer.ready(now):
+            sub.seq = topic.seq
+            sub.pacer.sent(now)
+            sub.client.offer(topic.name, topic.doc)
+        elif not sub.scheduled:
+            assert sub.pacer.due is not None and self._pace_wake is not None
+            sub.scheduled = True
+            heapq.heappush(self._heap, (sub.pacer.due, next(self._counter), sub))
+            self._pace_wake.set()
+
+    async def _pace(self) -> None:
+        """Offer the updates that have come due (one task for every subscription)."""
+        assert self._pace_wake is not None
+        while True:
+            now = self.clock.now()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, sub = heapq.heappop(self._heap)
+                sub.scheduled = False
+                self._consider(sub, now)
+            wait: float | None = None
+            if self._heap:
+                rate = self._clock_rate()
+                wall = (self._heap[0][0] - now) / rate if rate > 0 else MAX_PACING_SLEEP
+                wait = min(max(wall, 0.0005), MAX_PACING_SLEEP)
+            self._pace_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pace_wake.wait(), wait)
+
+
+def _close_at_exit(server: XmlServer) -> None:
+    """Close ``server`` when the program ends, before the interpreter waits for the threads that are not daemons
+    (where the bus closes its own: ``threading._register_atexit``, whose hooks run last registered first)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        return
+    ref = weakref.ref(server)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    with contextlib.suppress(RuntimeError):  # registering while the interpreter already shuts down
+        register(close)

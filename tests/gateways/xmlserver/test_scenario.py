@@ -1,0 +1,201 @@
+"""The XML server in front of the simulated robot (the ``sim`` profile and a drive module in this process, ``RATE``
+times faster than real time; the server paces subscriptions on the simulated clock).
+
+Clients are plain sockets, and the bash example; rates are measured on the stamps of the values received, in the
+robot's time. Every wait is on what arrives, never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pluto import msgs
+from pluto.bus import Bus
+from pluto.gateways.xmlserver.module import XmlServerModule, XmlServerParams
+from pluto.movement.drive.module import DriveModule
+from pluto.runtime.config import Config
+from pluto.runtime.profiles import load_profile, with_params
+from pluto.runtime.supervisor import Supervisor
+from tests.gateways.xmlserver.client import XmlClient, error_code
+from tests.scenarios.stack import ROOM, Collector
+
+RATE = 2.0
+EXAMPLE = Path(__file__).parents[3] / "examples" / "xml_drive.sh"
+
+
+@pytest.fixture
+def robot(bus: Bus, tmp_path: Path) -> Iterator[Callable[..., XmlServerModule]]:
+    """A function that starts an xmlserver on the simulated robot: at the first call, the robot in a 10 m room
+    (facing +x, 4.75 m from the wall ahead) with a drive module, ``rate`` times faster than real time. Everything
+    stops after the test."""
+    room = tmp_path / "room.xml"
+    room.write_text(ROOM)
+    supervisors: list[Supervisor] = []
+    drives: list[DriveModule] = []
+    servers: list[XmlServerModule] = []
+
+    def start(rate: float = RATE, **params: Any) -> XmlServerModule:
+        if not supervisors:
+            profile = with_params(load_profile("sim"), "sim", world=str(room), rate=rate)
+            supervisors.append(Supervisor(bus, profile, Config(), one_process=True))
+            supervisors[0].start()
+            drives.append(DriveModule(bus, DriveModule.Params(use_sim_time=True)))
+            drives[0].start()
+        module = XmlServerModule(bus, XmlServerParams(port=0, use_sim_time=True, **params))
+        module.start()
+        servers.append(module)
+        return module
+
+    yield start
+    for module in servers:
+        module.stop()
+    for drive in drives:
+        drive.stop()
+    for supervisor in supervisors:
+        supervisor.shutdown()
+
+
+def stamps_of(updates: list[Any]) -> list[float]:
+    return [float(u[0].get("stamp")) for u in updates]
+
+
+def rate_of(stamps: list[float]) -> float:
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def test_a_client_reads_the_pose_and_drives_the_robot(bus: Bus, robot: Callable[..., XmlServerModule]) -> None:
+    server = robot()
+    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+    start = truth.wait_for_value(timeout=10)
+    write = '<write name="drive/command"><ActuatorState cmd_flags="0"><velocity>{} 0</velocity></ActuatorState></write>'
+    with XmlClient(server.server.address) as client:
+        client.start()
+        assert client.request('<subscribe name="Base/Drive/State" rate="10"/>').tag == "subscribed"
+        updates = client.wait_updates(32, "Base/Drive/State")
+        # 10 Hz of the robot's time, from an interface written at 50 Hz
+        assert rate_of(stamps_of(updates[1:])) == pytest.approx(10.0, rel=0.1)
+
+        pose = client.request('<read name="Localization/Pose"/>')
+        numbers = (pose[0].find("pose").text or "").split()  # type: ignore[union-attr]
+        assert pose[0].tag == "PoseEstimate" and len(numbers) >= 6
+
+        # a command at each update, until the robot has driven half a metre
+        moved = 0.0
+        while moved < 0.5:
+            client.wait_updates(len(client.updates) + 1)
+            assert client.request(write.format(0.4)).tag == "written"
+            now = truth.read()
+            assert now is not None
+            moved = now.x - start.x
+        assert error_code(client.request(write.format("full-speed"))) == "bad-value"
+        assert client.request(write.format(0.0)).tag == "written"
+        while (state := truth.wait_for_update(timeout=10)).v > 0.0:
+            pass
+        assert state.x - start.x > 0.5 and abs(state.y - start.y) < 0.05
+        # the odometry streamed to the client saw the drive too
+        client.wait_updates(len(client.updates) + 1)
+        assert float(client.updates[-1][0].get("x")) > 0.5
+
+
+def test_fifty_laser_clients_and_one_that_reads_nothing(bus: Bus, robot: Callable[..., XmlServerModule]) -> None:
+    write_buffer = 64 * 1024
+    # in real time: 50 clients reading in this process beside the whole robot and the server, on a loaded machine
+    server = robot(rate=1.0, send_buffer=16 * 1024, write_buffer=write_buffer)
+    address = server.server.address
+    laser = Collector(bus, "Sick/Scan_mm", msgs.LaserScan)  # what the laser wrote, to compare with
+    clients = [XmlClient(address) for _ in range(50)]
+    hog = XmlClient(address, rcvbuf=4096)
+    try:
+        hog.start()
+        for name in ("Sick/Scan_mm", "Sick/Scan", "Base/Drive/State", "Base/Sonar", "Localization/Pose"):
+            assert hog.request(f'<subscribe name="{name}" rate="1000"/>').tag == "subscribed"
+        for client in clients:
+            client.start()
+            assert client.request('<subscribe name="Sick/Scan_mm" rate="5"/>').tag == "subscribed"
+        # from here on the hog reads nothing
+
+        wanted = 27  # 26 periods: 5.2 s
+        stamps: dict[XmlClient, list[float]] = {c: [] for c in clients}
+        longest = 0
+        update = re.compile(rb'<update name="Sick/Scan_mm" seq="\d+"><LaserScan stamp="([^"]+)"')
+        buffers = {c: c._buffer for c in clients}  # what each read past its subscribed reply
+        selector = selectors.DefaultSelector()
+        for client in clients:
+            client.sock.setblocking(False)
+            selector.register(client.sock, selectors.EVENT_READ, client)
+        while any(len(s) < wanted for s in stamps.values()):
+            events = selector.select(timeout=10.0)
+            assert events, "the laser clients got nothing for 10 s"
+            for key, _ in events:
+                client = key.data
+                data = client.sock.recv(1 << 20)
+                assert data, "the server closed a laser client"
+                *lines, buffers[client] = (buffers[client] + data).split(b"\n")
+                for line in lines:
+                    if match := update.match(line):
+                        stamps[client].append(float(match.group(1)))
+                        longest = max(longest, len(line) + 1)
+        selector.close()
+
+        # every reading client got the laser at 5 Hz of the robot's time (the first value is the current one):
+        # the scans the laser wrote, all but a few a loaded machine may make it skip (the laser skips rather than
+        # bursts when it falls behind, and so does the server for a client that reads late)
+        last = max(received[-1] for received in stamps.values())
+        laser.wait_for(lambda scan: scan.stamp >= last)  # the test's own subscription may lag behind the server
+        written = sorted({scan.stamp for scan in laser.snapshot()})
+        for received in stamps.values():
+            window = [t for t in written if received[1] <= t <= received[-1]]
+            assert set(received[1:]) <= set(window)
+            assert len(received) - 1 >= 0.9 * len(window)
+            assert rate_of(received[1:]) == pytest.approx(min(5.0, rate_of(window)), rel=0.1)
+            assert rate_of(received[1:]) == pytest.approx(5.0, rel=0.1)
+        assert rate_of(written[-wanted:]) == pytest.approx(5.0, rel=0.1)
+
+        # the one that reads nothing: its updates are skipped, what waits for it stays capped
+        stats = server.server.stats()
+        (stuck,) = [c for c in stats.clients if c.peer.endswith(f":{hog.sock.getsockname()[1]}")]
+        assert stuck.updates_skipped > 0
+        cap = write_buffer + longest * (1 + len(stuck.subscriptions)) + 16 * 1024
+        assert stuck.max_queued_bytes <= cap and stuck.queued_bytes <= cap
+        assert all(c.max_queued_bytes <= cap for c in stats.clients)
+    finally:
+        for client in [*clients, hog]:
+            client.close()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_the_bash_example_reads_the_pose_and_drives_the_robot(
+    bus: Bus, robot: Callable[..., XmlServerModule], tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("bash & friends\n")
+    token.chmod(0o600)
+    server = robot(token_file=str(token))
+    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+    start = truth.wait_for_value(timeout=10)
+    bus.wait_published("Localization/Pose", timeout=10)
+    env = {
+        **os.environ,
+        "PLUTO_XML_PORT": str(server.server.address[1]),
+        "PLUTO_XML_TOKEN": "bash & friends",
+    }
+    done = subprocess.run(
+        ["bash", str(EXAMPLE), "0.5", "0.4"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "start pose: x=" in done.stdout
+    moved = re.search(r"moved (-?\d+) mm along x", done.stdout)
+    assert moved is not None and int(moved.group(1)) >= 500, done.stdout
+    while (state := truth.wait_for_update(timeout=10)).v > 0.0:  # it stops after the script's last command
+        pass
+    assert state.x - start.x == pytest.approx(0.5, abs=0.25)
+    assert abs(state.y - start.y) < 0.05
