@@ -29,6 +29,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_raycast.py
 	$(BIN)/python bench/localization.py
 	$(BIN)/python bench/movement.py
+	$(BIN)/python bench/ik.py
+	$(BIN)/python bench/xmlserver.py
+	$(BIN)/python bench/player.py
+	$(BIN)/python bench/record.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

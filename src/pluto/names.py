@@ -42,6 +42,13 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("Sick/Scan", msgs.LaserScan, "sick", "all", "181 points, stamped on arrival (old-compatible)."),
     Interface("Sick/Scan_mm", msgs.LaserScan, "sick", "all", "All points (361), stamped at the centre of the scan."),
     Interface("Sick/Timing", msgs.ScanTiming, "sick", "localization", "Time the scan was taken, number of points."),
+    Interface(
+        "Sick/Rear/Scan_mm",
+        msgs.LaserScan,
+        "replay",
+        "all",
+        "A rear-facing scanner's scans (imported logs with a second laser), as Sick/Scan_mm.",
+    ),
     Interface("DMU/Raw", msgs.DmuRaw, "dmu", "localization", "Inertial unit data, z up."),
     Interface("DMU/State", msgs.DmuState, "dmu", "localization", "Integrated heading, pitch, roll, filtered rates."),
     Interface(
@@ -95,6 +102,13 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("slam/status", msgs.FVectorState, "slam", "clients", "SLAM module command/status."),
     Interface("Arm/Command", msgs.ActuatorState, "clients", "arm", "Joint command."),
     Interface("Arm/State", msgs.ActuatorState, "arm", "all", "Joint values as commanded."),
+    Interface(
+        "netmotion/status",
+        msgs.FVectorState,
+        "netmotion",
+        "clients",
+        "data = [datagrams, oversized, rate-limited, refused, failures]; element = [motions, clients, UDP port].",
+    ),
     Interface("Clock", msgs.SimTime, "sim", "all", "Simulated time."),
     Interface(
         "Sim/Truth",

@@ -411,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
         "draws the map, the true and odometry paths and the last laser scan to a PNG. Ctrl-C stops it early\n"
         "and cleanly.",
     )
-    p.add_argument("--duration", type=float, default=240.0, help="simulated seconds before giving up (default 240)")
+    p.add_argument("--duration", type=float, default=400.0, help="simulated seconds before giving up (default 400)")
     p.add_argument("--rate", type=float, default=5.0, help="simulated seconds per second (default 5)")
     p.add_argument("--output", type=Path, help="folder for the picture (default ./demo-output)")
 
@@ -558,6 +558,18 @@ def build_parser() -> argparse.ArgumentParser:
     from pluto.cli import avoid_cmd
 
     avoid_cmd.add_command(sub, [common])
+    from pluto.cli import record_cmd
+
+    record_cmd.add_command(sub, [common])
+    from pluto.cli import player_cmd
+
+    player_cmd.add_command(sub, [common])
+    from pluto.cli import xmlserver_cmd
+
+    xmlserver_cmd.add_command(sub, [common])
+    from pluto.cli import netmotion_cmd
+
+    netmotion_cmd.add_command(sub, [common])
     return parser
 
 
@@ -585,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "router" and not args.listen:
         args.listen = ["tcp/127.0.0.1:7447"]
-    _setup_logging(getattr(args, "verbose", 0) + (1 if args.command == "run" else 0))
+    _setup_logging(getattr(args, "verbose", 0) + (1 if args.command in ("run", "player") else 0))
     try:
         if extra:  # pluto run base --driver p2os --port socket://...: parameters of the module
             args.param = _module_options(extra) + list(args.param)
