@@ -407,13 +407,14 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         cmd_demo,
         "run the demonstration mission on the simulated robot, then stop",
-        "Starts the simulated robot in the office world, drives it along a route, prints its progress and\n"
-        "draws the map, the true and odometry paths and the last laser scan to a PNG. Ctrl-C stops it early\n"
-        "and cleanly.",
+        "Starts the simulated robot in the office world with localization and the movement chain, sends it\n"
+        "from waypoint to waypoint with obstacle avoidance, prints its progress, records every interface to an\n"
+        "MCAP log and draws the map, the true and localized paths and the last laser scan to a PNG. Ctrl-C\n"
+        "stops it early and cleanly.",
     )
     p.add_argument("--duration", type=float, default=400.0, help="simulated seconds before giving up (default 400)")
     p.add_argument("--rate", type=float, default=5.0, help="simulated seconds per second (default 5)")
-    p.add_argument("--output", type=Path, help="folder for the picture (default ./demo-output)")
+    p.add_argument("--output", type=Path, help="folder for the picture and the log (default ./demo-output)")
 
     p = add(
         "sim",
