@@ -107,6 +107,7 @@ class AvoidParams:
         turn_gain: angular velocity per heading error, 1/s.
         side_clearance: obstacles beside the robot nearer than this to its body push it sideways, m.
         centring_gain: strength of that push, (unit vector) per obstacle point.
+        centring_fade: distance to the goal below which that push fades out (linearly to 0 at the goal), m.
         direction_smoothing: weight of the previous direction in the goto's low-pass filter of its direction (0..1).
         default_speed, default_turn_rate: goto limits when the command gives none, m/s, rad/s.
         wall_distance: default distance from the robot centre to the wall on its left, m.
@@ -135,6 +136,7 @@ class AvoidParams:
     direction_smoothing: float = 0.8
     side_clearance: float = 0.8
     centring_gain: float = 0.5
+    centring_fade: float = 1.5
     default_speed: float = 0.5
     default_turn_rate: float = 1.0
     wall_distance: float = 1.0
@@ -520,7 +522,9 @@ class AvoidController:
         total = weight * np.array([gx, gy]) / distance + repulsion(
             sectors, p.influence, p.robot_radius, p.repulsion_gain, heading, side=g.turn_sign
         )
-        total[1] += centring(sectors, p.robot_radius, p.side_clearance, p.centring_gain)
+        # the push to the middle of a passage fades out near the goal, or a goal off the middle is never reached
+        fade = min(1.0, distance / p.centring_fade) if p.centring_fade > 0 else 1.0
+        total[1] += fade * centring(sectors, p.robot_radius, p.side_clearance, p.centring_gain)
         # smooth the direction in the pose frame: sensor noise and beams coming into view as the robot turns must
         # not make it flip-flop
         world = (c * float(total[0]) - s * float(total[1]), s * float(total[0]) + c * float(total[1]))
