@@ -38,6 +38,9 @@ Getting started:
   pluto up sim                 start the modules of a profile and keep them running (Ctrl-C stops them)
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
+  pluto up mission             the simulated robot with localization, drive and avoid; then `pluto avoid goto X Y`
+  pluto record -o run.mcap     record every interface; `pluto replay run.mcap`, `pluto log info run.mcap`
+  pluto player, pluto xmlserver, pluto netmotion    gateways for Player clients, XML over TCP, the arm over UDP
 
 Every command works on one robot: the one named by --robot, PLUTO_ROBOT or the configuration file ("pluto" by
 default). Several machines: run `pluto router --listen tcp/0.0.0.0:7447` on one and set PLUTO_CONNECT to
