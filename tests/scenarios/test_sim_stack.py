@@ -225,7 +225,7 @@ def test_sim_with_a_bad_map_fails_with_one_line(tmp_path: Path) -> None:
 # The slowest test of the suite (about 10-20 s): the whole demo mission, each module in its own process.
 def test_demo_runs_the_mission_and_draws_it(tmp_path: Path) -> None:
     out = tmp_path / "pictures"
-    result = run_pluto(["demo", "--rate", "5", "--output", str(out)], tmp_path, timeout=240)
+    result = run_pluto(["demo", "--rate", "3", "--output", str(out)], tmp_path, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "mission done" in result.stdout
     picture_lines = [line for line in result.stdout.splitlines() if line.strip().endswith(".png")]

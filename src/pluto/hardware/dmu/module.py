@@ -41,16 +41,17 @@ class SimDmuModule(SimDevice):
         self._last_heading: float | None = None
 
     def step(self, now: float) -> None:
+        # The unit measures the body as it was at the body's own time: stamped with the module's clock instead, a
+        # unit running late (a busy machine) would give every heading a later time than it had, and dead
+        # reckoning, which turns the odometry by these headings, would drift while the robot turns.
         truth = self.truth.read()
-        if truth is None:
-            return
-        dt = 0.0 if self._last is None else now - self._last
-        if dt < 0:
-            dt = 0.0
-        self._last = now
+        if truth is None or (self._last is not None and truth.stamp <= self._last):
+            return  # nothing new of the body
+        dt = 0.0 if self._last is None else truth.stamp - self._last
+        self._last = truth.stamp
         turned = None if self._last_heading is None else wrap_angle(truth.theta - self._last_heading)
         self._last_heading = truth.theta
-        s = self.dmu.step(now, dt, truth.v, truth.omega, turned)
+        s = self.dmu.step(truth.stamp, dt, truth.v, truth.omega, turned)
         self.raw.write(
             msgs.DmuRaw(stamp=s.stamp, phi=s.phi, psi=s.psi, rates=list(s.rates), accelerations=list(s.accelerations))
         )
