@@ -112,8 +112,11 @@ def test_sonar_protection_stops_before_a_wall_and_the_bumper_without_it(
     assert pose is not None and 10.0 - 0.4 - pose.x > 0.2  # short of the wall
     assert not any(c.front for c in contact.snapshot())
     later = [s for s in status.snapshot() if s.stamp > stopped.stamp]
-    # it stays stopped by the sonar; a rare noisy range beyond the hysteresis may let it creep, never hurry
-    assert later and all(code(s) == 3 and s.data[0] < 0.15 for s in later)
+    # it stays stopped by the sonar: a rare noisy range beyond the hysteresis may clear the code (0) and let it creep,
+    # and on a busy machine this test's commands may come late (the drive's timeout, -1), but it never hurries
+    assert later and sum(code(s) == 3 for s in later) >= len(later) // 2
+    hurried = [s for s in later if s.data[0] >= 0.15]
+    assert not hurried, hurried[:5]
 
     unprotected = commander(bus, 0, [0.3, 0.0])
     status.wait_for(lambda s: code(s) == 1 and s.data == [0.0, 0.0], while_waiting=unprotected)
