@@ -6,6 +6,7 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from pluto.cli.command import add_parser
 from pluto.errors import ConfigError
 
 # The bus and the proxy are imported by run(), not here: `pluto` imports this module for every command.
@@ -39,14 +40,7 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser(
-        "avoid",
-        help=HELP,
-        description=DESCRIPTION,
-        parents=list(parents),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=run)
+    p = add_parser(sub, "avoid", run, HELP, DESCRIPTION, parents)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     goto = actions.add_parser("goto", help="go to a point around obstacles (T = 2)")

@@ -20,6 +20,7 @@ import msgspec
 
 from pluto import __version__, msgs, names
 from pluto.bus import Bus
+from pluto.cli.command import add_parser
 from pluto.errors import LaunchError, PlutoError
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config, build_params, load_config, parse_override
@@ -396,15 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, description: str = "") -> Any:
-        p = sub.add_parser(
-            name,
-            help=help_text,
-            description=description or help_text,
-            parents=[common],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        p.set_defaults(func=func)
-        return p
+        return add_parser(sub, name, func, help_text, description, [common])
 
     p = add(
         "demo",

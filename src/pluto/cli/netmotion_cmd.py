@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from pluto.cli.command import add_parser
+
 # The runtime is imported by run(), not here: `pluto` imports this module for every command.
 
 __all__ = ["add_command", "run"]
@@ -35,14 +37,7 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser.
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser(
-        "netmotion",
-        help=HELP,
-        description=DESCRIPTION,
-        parents=list(parents),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=run)
+    p = add_parser(sub, "netmotion", run, HELP, DESCRIPTION, parents)
     p.add_argument("--port", type=int, default=15000, help="UDP port (default 15000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(

@@ -6,6 +6,7 @@ import argparse
 import math
 from collections.abc import Sequence
 
+from pluto.cli.command import add_parser
 from pluto.errors import ConfigError
 from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 
@@ -58,14 +59,7 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser(
-        "p2os-sim",
-        help=HELP,
-        description=DESCRIPTION,
-        parents=list(parents),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=run)
+    p = add_parser(sub, "p2os-sim", run, HELP, DESCRIPTION, parents)
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
     p.add_argument(
         "--host",

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from pluto.cli.command import add_parser
 from pluto.errors import ConfigError
 
 # The bus and the module are imported by run(), not here: `pluto` imports this module for every command.
@@ -38,14 +39,7 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser(
-        "player",
-        help=HELP,
-        description=DESCRIPTION,
-        parents=list(parents),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=run)
+    p = add_parser(sub, "player", run, HELP, DESCRIPTION, parents)
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 6665)")
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--key", metavar="KEY", help="the AUTH key clients must send first (default: none)")

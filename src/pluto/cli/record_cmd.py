@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pluto.cli.command import add_parser
 from pluto.errors import ConfigError, PlutoError
 from pluto.record.units import parse_duration, parse_size
 
@@ -421,15 +422,9 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the commands share (the common ``--config``, ``--robot``, ``-v``).
     """
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
-        "record",
-        help="record interfaces of the robot to an MCAP file",
-        description=RECORD_DESCRIPTION,
-        parents=list(parents),
-        formatter_class=fmt,
+    p = add_parser(
+        sub, "record", run_record, "record interfaces of the robot to an MCAP file", RECORD_DESCRIPTION, parents
     )
-    p.set_defaults(func=run_record)
     p.add_argument("names", metavar="NAMES", nargs="*", help="interfaces or globs to record (default: all)")
     p.add_argument("-o", "--output", type=Path, help="the file (default: ROBOT-DATE-TIME.mcap here)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="do not record these; repeatable")
@@ -456,14 +451,14 @@ def add_command(
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no status line and no summary")
 
-    p = sub.add_parser(
+    p = add_parser(
+        sub,
         "replay",
-        help="publish a log's messages with their original timing and the log's Clock",
-        description=REPLAY_DESCRIPTION,
-        parents=list(parents),
-        formatter_class=fmt,
+        run_replay,
+        "publish a log's messages with their original timing and the log's Clock",
+        REPLAY_DESCRIPTION,
+        parents,
     )
-    p.set_defaults(func=run_replay)
     p.add_argument("file", metavar="FILE", help="the log (.mcap)")
     p.add_argument("--rate", type=float, default=1.0, help="log seconds per second (default 1)")
     p.add_argument("--loop", action="store_true", help="start again at the end, until Ctrl-C")
@@ -489,14 +484,9 @@ def add_command(
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line and no summary")
 
-    p = sub.add_parser(
-        "log",
-        help="look into logs: info, export to CSV, plot, import CARMEN logs",
-        description=LOG_DESCRIPTION,
-        parents=list(parents),
-        formatter_class=fmt,
+    p = add_parser(
+        sub, "log", run_log, "look into logs: info, export to CSV, plot, import CARMEN logs", LOG_DESCRIPTION, parents
     )
-    p.set_defaults(func=run_log)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     info = actions.add_parser("info", help="channels, counts, rates, duration and time range of logs")
     info.add_argument("files", metavar="FILE", nargs="+")

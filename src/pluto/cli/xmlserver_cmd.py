@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pluto.cli.command import add_parser
+
 # The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
 
 __all__ = ["add_command", "run"]
@@ -40,14 +42,7 @@ def add_command(
         sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
         parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
     """
-    p = sub.add_parser(
-        "xmlserver",
-        help=HELP,
-        description=DESCRIPTION,
-        parents=list(parents),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=run)
+    p = add_parser(sub, "xmlserver", run, HELP, DESCRIPTION, parents)
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 7650; 0 picks a free one)")
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--token-file", metavar="FILE", help="file holding the secret that writes and calls need")

@@ -90,6 +90,7 @@ from pluto.gateways.player.structs import (
     VelocityMode,
 )
 from pluto.geometry import compose, relative
+from pluto.movement.avoid.core import RELEASE, Mode
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = ["PlayerModule", "PlayerParams"]
@@ -99,8 +100,6 @@ POSITION3D: DeviceKey = (DeviceCode.POSITION3D, 0)
 LASER: DeviceKey = (DeviceCode.LASER, 0)
 SONAR: DeviceKey = (DeviceCode.SONAR, 0)
 _MOTION_DEVICES = (POSITION, POSITION3D)
-_GOTO = 2  # T of the avoid module's cmd_flags 10·A + T
-_RELEASE = -1
 
 
 class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -259,7 +258,7 @@ class PlayerModule(Module):
                 else:
                     self.base_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=velocity))
             elif isinstance(action, ReleaseAvoid):
-                self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=_RELEASE))
+                self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=RELEASE))
             elif isinstance(action, SendGoal):
                 self._goals.submit(self._send_goal, action, now)
 
@@ -276,7 +275,7 @@ class PlayerModule(Module):
         self.avoid_out.write(
             msgs.ActuatorState(
                 stamp=now,
-                cmd_flags=10 * p.goto_avoidance + _GOTO,
+                cmd_flags=10 * p.goto_avoidance + Mode.GOTO,
                 position=[goal.x, goal.y],
                 velocity=[goal.max_speed or p.goto_speed, goal.max_turn_rate or p.goto_turn_rate],
                 force=[1.0],

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from pluto.geometry import wrap_angle
+from pluto.geometry import relative, wrap_angle
 
 __all__ = [
     "AVOID_BOTH",
@@ -319,9 +319,8 @@ def centring(points: FloatArray, radius: float, clearance: float, gain: float) -
 
 def goal_in_robot_frame(pose: tuple[float, float, float], goal: tuple[float, float]) -> tuple[float, float]:
     """The goal (x, y) in m, given in the pose frame, seen from the robot at pose (x m, y m, θ rad)."""
-    dx, dy = goal[0] - pose[0], goal[1] - pose[1]
-    c, s = math.cos(pose[2]), math.sin(pose[2])
-    return c * dx + s * dy, -s * dx + c * dy
+    x, y, _ = relative(pose, (goal[0], goal[1], 0.0))
+    return x, y
 
 
 def wall_estimate(points: FloatArray, window: float) -> tuple[float, float] | None:
