@@ -301,6 +301,112 @@ def test_pty_with_pyserial() -> None:
             assert emu.robot.state == "closed"
 
 
+# ------------------------------------------------------------------------------------------------ time
+
+
+class FakeClock:
+    """A wall clock that moves only when the test says so."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _wait_for_step(emu: P2osEmulator, clock: FakeClock) -> None:
+    """Wait until the loop has stepped the robot at the fake clock's current time."""
+    deadline = time.monotonic() + 2.0
+    while emu._robot_clock._last_wall != clock.t:
+        assert time.monotonic() < deadline, "the emulator did not step"
+        time.sleep(0.001)
+
+
+def _advance(emu: P2osEmulator, clock: FakeClock, seconds: float) -> float:
+    """Move the fake clock on, wait until the loop has stepped the robot; returns the robot's time advance."""
+    with emu.lock:
+        before = emu.robot.time
+    clock.t += seconds
+    _wait_for_step(emu, clock)
+    with emu.lock:
+        return emu.robot.time - before
+
+
+def _distance(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    return float(np.hypot(b[0] - a[0], b[1] - a[1]))
+
+
+def test_a_stalled_process_skips_the_time_instead_of_catching_up(caplog: pytest.LogCaptureFixture) -> None:
+    cap = emulator_module.MAX_STEP
+    assert 0.0 < cap <= 0.2
+    robot = P2osRobot(watchdog=0.0)
+    for command, argument in (
+        (Command.SYNC0, None),
+        (Command.SYNC1, None),
+        (Command.SYNC2, None),
+        (Command.OPEN, 1),
+        (Command.ENABLE, 1),
+        (Command.SETA, 2000),
+        (Command.VEL, 500),
+    ):
+        robot.receive_data(encode_command(command, argument))
+    clock = FakeClock()
+    caplog.set_level("WARNING", logger="pluto.p2os")
+    with P2osEmulator(robot, tick=TICK, clock=clock) as emu:
+        _wait_for_step(emu, clock)  # the first step sets the robot's time base
+        # Normal steps (up to the cap) follow the wall clock exactly.
+        for _ in range(10):
+            assert _advance(emu, clock, 0.05) == pytest.approx(0.05)
+        assert _advance(emu, clock, cap) == pytest.approx(cap)
+        with emu.lock:
+            assert emu.robot.time == pytest.approx(0.5 + cap)
+            assert emu.robot.truth_velocity[0] == pytest.approx(0.5)
+            pose = emu.robot.truth_pose
+        assert (emu.skipped_time, emu.late_steps) == (0.0, 0)
+        assert not caplog.records
+        # A 5 s stall: one step of at most the cap; the rest is skipped and counted, not caught up.
+        assert _advance(emu, clock, 5.0) == pytest.approx(cap)
+        with emu.lock:
+            moved = _distance(pose, emu.robot.truth_pose)
+        assert 0.0 < moved <= 0.5 * cap + 1e-6
+        assert emu.skipped_time == pytest.approx(5.0 - cap)
+        assert emu.late_steps == 1
+        assert len(caplog.records) == 1
+        assert "skipped" in caplog.records[0].getMessage()
+        # More stalls within the log's rate limit: counted, but no more lines.
+        for _ in range(3):
+            assert _advance(emu, clock, 1.0) == pytest.approx(cap)
+        assert emu.late_steps == 4
+        assert emu.skipped_time == pytest.approx(5.0 + 3.0 - 4 * cap)
+        assert len(caplog.records) == 1
+        # A normal step after the stalls is unchanged; a stall after the rate limit logs again, with the totals.
+        assert _advance(emu, clock, 0.05) == pytest.approx(0.05)
+        assert emu.late_steps == 4
+        assert _advance(emu, clock, emulator_module._LATE_LOG_INTERVAL) == pytest.approx(cap)
+        assert len(caplog.records) == 2
+        totals = f"{emu.skipped_time:.2f} s in all after 5 late steps"
+        assert totals in caplog.records[1].getMessage()
+        # A restart resumes the robot's time: the time stopped is neither simulated nor late.
+        emu.stop()
+        with emu.lock:
+            stopped_at = emu.robot.time
+        clock.t += 60.0
+        emu.start()
+        _wait_for_step(emu, clock)
+        assert _advance(emu, clock, 0.05) == pytest.approx(0.05)
+        with emu.lock:
+            assert emu.robot.time == pytest.approx(stopped_at + 0.05)
+        assert emu.late_steps == 5
+
+
+def test_max_step_must_cover_a_tick() -> None:
+    with pytest.raises(ValueError, match="max_step"):
+        P2osEmulator(tick=0.01, max_step=0.005)
+    with pytest.raises(ValueError, match="max_step"):
+        serve_tcp(P2osRobot, port=0, max_step=float("nan"))
+    assert P2osEmulator(tick=0.01, max_step=0.01).late_steps == 0
+
+
 # ------------------------------------------------------------------------------------------------ noise
 
 

@@ -9,12 +9,19 @@
 
 :func:`serve_tcp` and :func:`serve_pty` do the same in the calling thread until a stop event is set (the ``pluto
 p2os-sim`` command). :class:`LinkNoise` drops and corrupts bytes in both directions, like a radio modem.
+
+One step of the robot simulates at most :data:`MAX_STEP` of time: a process starved of CPU does not try to catch
+up with the wall clock (each late step would take longer and make the next one later); the robot's time slips
+behind instead, and the time skipped is counted (:attr:`P2osEmulator.skipped_time`) and logged.
 """
 
 # Strategy: the robot core is sans-I/O (robot.py); this module only moves bytes and time. One loop per emulator:
 # select() on the listening socket, the client socket or the pty master with a timeout of one tick (10 ms by
 # default), feed what arrived to the core, step the core with time.monotonic() every tick and write what it has to
 # send. Echoes go out as soon as the command that caused them is processed, SIPs on the core's own 100 ms cycle.
+# The core is stepped with its own time (_RobotClock): the wall clock's, except that one step advances it by at
+# most MAX_STEP; the rest of a longer gap is skipped, counted and logged (one line per _LATE_LOG_INTERVAL at most).
+# A restarted emulator resumes the robot's time where it stopped: the stopped time is neither simulated nor late.
 # The link behaves like a serial line: writes never block (bytes nobody reads are dropped beyond a cap), a second
 # TCP client is refused while one is connected, and a disconnection ends the client's byte stream
 # (receive_data(b"")) but not the robot's session, so a robot left open answers the next client's SYNC0 with SIPs.
@@ -26,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
+import math
 import os
 import select
 import socket
@@ -34,7 +43,7 @@ import time
 import tty
 from collections.abc import Callable
 from types import TracebackType
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 
@@ -44,6 +53,7 @@ from .robot import P2osRobot
 
 __all__ = [
     "DEFAULT_PORT",
+    "MAX_STEP",
     "EmulatorError",
     "LinkNoise",
     "P2osEmulator",
@@ -53,8 +63,16 @@ __all__ = [
 
 DEFAULT_PORT = 8101
 """The TCP port of ``pluto p2os-sim`` (MobileSim and AMRISim listen on 8101 too)."""
+MAX_STEP: Final = 0.1
+"""Longest time, s, that one step of the robot simulates (ten of its 10 ms physics steps). When more wall-clock
+time than that has passed since the last step (the process was starved of CPU or paused), the rest is skipped: the
+robot's time slips behind the wall clock rather than the emulator bursting through the backlog, which would make
+every later step later still. The skipped time is counted (:attr:`P2osEmulator.skipped_time`) and logged."""
+_LATE_LOG_INTERVAL = 5.0  # s of wall-clock time between two log lines about skipped time, at least
 _MAX_PENDING = 64 * 1024  # bytes waiting for a slow client before older ones are dropped
 _READ_SIZE = 4096
+
+log = logging.getLogger("pluto.p2os")
 
 Transport = Literal["tcp", "pty"]
 
@@ -256,6 +274,61 @@ class _PtyLink:
 # ------------------------------------------------------------------------------------------------ the loop
 
 
+def _check_timing(tick: float, max_step: float) -> None:
+    if not tick > 0.0:
+        raise ValueError(f"tick must be > 0 s, got {tick!r}")
+    if not (math.isfinite(max_step) and max_step >= tick):
+        raise ValueError(f"max_step must be at least the tick ({tick} s), got {max_step!r}")
+
+
+class _RobotClock:
+    """The robot's time: the wall clock's, except that one step advances it by at most ``max_step``; counts and
+    logs (rate-limited) the time skipped."""
+
+    def __init__(self, max_step: float) -> None:
+        self.max_step = max_step
+        self.skipped_time = 0.0
+        self.late_steps = 0
+        self._robot_now: float | None = None
+        self._last_wall: float | None = None
+        self._next_log = -math.inf
+        self._logged_skipped = 0.0
+
+    def resume(self) -> None:
+        """The next :meth:`advance` only takes its wall time as the new base (the robot was not served)."""
+        self._last_wall = None
+
+    def advance(self, wall: float) -> float:
+        """The robot's time at wall-clock time ``wall`` (s, monotonic)."""
+        last, self._last_wall = self._last_wall, wall
+        if self._robot_now is None:
+            self._robot_now = wall
+        elif last is not None:
+            elapsed = max(0.0, wall - last)
+            if elapsed > self.max_step + 1e-9:  # not a rounding error of the clock's sums
+                self._skip(wall, elapsed - self.max_step)
+                elapsed = self.max_step
+            self._robot_now += elapsed
+        return self._robot_now
+
+    def _skip(self, wall: float, skipped: float) -> None:
+        self.skipped_time += skipped
+        self.late_steps += 1
+        if wall < self._next_log:
+            return
+        self._next_log = wall + _LATE_LOG_INTERVAL
+        log.warning(
+            "p2os emulator fell behind: %.2f s skipped (a step simulates %.2f s at most); the robot's time trails "
+            "the wall clock by %.2f s in all after %d late steps (%.2f s since the last such line)",
+            skipped,
+            self.max_step,
+            self.skipped_time,
+            self.late_steps,
+            self.skipped_time - self._logged_skipped,
+        )
+        self._logged_skipped = self.skipped_time
+
+
 class _Loop:
     """Moves bytes between a link and the robot core and steps the core in real time."""
 
@@ -266,14 +339,17 @@ class _Loop:
         tick: float,
         lock: threading.RLock,
         noise: LinkNoise | None,
+        robot_clock: _RobotClock,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not tick > 0.0:
-            raise ValueError(f"tick must be > 0 s, got {tick!r}")
+        _check_timing(tick, robot_clock.max_step)
         self.robot = robot
         self.link = link
         self.tick = tick
         self.lock = lock
         self.noise = noise
+        self.robot_clock = robot_clock
+        self.clock = clock
 
     def _send(self) -> None:
         with self.lock:
@@ -288,9 +364,11 @@ class _Loop:
 
     def run(self, stop: threading.Event) -> None:
         link = self.link
-        next_tick = time.monotonic()
+        clock = self.clock
+        self.robot_clock.resume()
+        next_tick = clock()
         while not stop.is_set():
-            timeout = max(0.0, next_tick - time.monotonic())
+            timeout = max(0.0, next_tick - clock())
             try:
                 readable, _, _ = select.select(link.handles(), [], [], timeout)
             except InterruptedError:
@@ -307,10 +385,11 @@ class _Loop:
                 with self.lock:
                     self.robot.receive_data(data)
                 self._send()
-            now = time.monotonic()
+            now = clock()
             if now >= next_tick:
+                robot_now = self.robot_clock.advance(now)
                 with self.lock:
-                    self.robot.step(now)
+                    self.robot.step(robot_now)
                 self._send()
                 next_tick += self.tick
                 if next_tick < now:  # fell behind (a paused process): do not try to catch up tick by tick
@@ -331,15 +410,18 @@ def _serve(
     host: str,
     port: int,
     tick: float,
+    max_step: float,
     link_noise: LinkNoise | None,
     stop: threading.Event | None,
     on_ready: Callable[[str], None] | None,
 ) -> None:
+    _check_timing(tick, max_step)
     robot = robot_factory()
     link = _open_link(transport, host, port)
     try:
         (on_ready or print)(link.url)
-        _Loop(robot, link, tick, threading.RLock(), link_noise).run(stop or threading.Event())
+        loop = _Loop(robot, link, tick, threading.RLock(), link_noise, _RobotClock(max_step))
+        loop.run(stop or threading.Event())
     finally:
         link.close()
 
@@ -350,6 +432,7 @@ def serve_tcp(
     port: int = DEFAULT_PORT,
     *,
     tick: float = 0.01,
+    max_step: float = MAX_STEP,
     link_noise: LinkNoise | None = None,
     stop: threading.Event | None = None,
     on_ready: Callable[[str], None] | None = None,
@@ -364,6 +447,7 @@ def serve_tcp(
         host: address to listen on (the loopback by default; "0.0.0.0" for every interface).
         port: TCP port; 0 picks a free one.
         tick: s between steps of the robot.
+        max_step: s of time one step simulates at most (see :data:`MAX_STEP`); at least ``tick``.
         link_noise: noise applied to the bytes in both directions, or None.
         stop: serving ends when it is set; None serves until the process is interrupted.
         on_ready: called with the URL a client should open (``socket://HOST:PORT``); default: print it.
@@ -371,14 +455,16 @@ def serve_tcp(
     Raises:
         EmulatorError: the port cannot be listened on.
         ConfigError: the factory's robot configuration is wrong.
+        ValueError: a tick <= 0 or a max_step shorter than the tick.
     """
-    _serve("tcp", robot_factory, host, port, tick, link_noise, stop, on_ready)
+    _serve("tcp", robot_factory, host, port, tick, max_step, link_noise, stop, on_ready)
 
 
 def serve_pty(
     robot_factory: Callable[[], P2osRobot],
     *,
     tick: float = 0.01,
+    max_step: float = MAX_STEP,
     link_noise: LinkNoise | None = None,
     stop: threading.Event | None = None,
     on_ready: Callable[[str], None] | None = None,
@@ -390,14 +476,16 @@ def serve_pty(
     Args:
         robot_factory: makes the robot (called once).
         tick: s between steps of the robot.
+        max_step: s of time one step simulates at most (see :data:`MAX_STEP`); at least ``tick``.
         link_noise: noise applied to the bytes in both directions, or None.
         stop: serving ends when it is set; None serves until the process is interrupted.
         on_ready: called with the pty's path (e.g. ``/dev/pts/5``); default: print it.
 
     Raises:
         EmulatorError: no pseudo-terminal could be created.
+        ValueError: a tick <= 0 or a max_step shorter than the tick.
     """
-    _serve("pty", robot_factory, "", 0, tick, link_noise, stop, on_ready)
+    _serve("pty", robot_factory, "", 0, tick, max_step, link_noise, stop, on_ready)
 
 
 class P2osEmulator:
@@ -409,10 +497,13 @@ class P2osEmulator:
         host: TCP address to listen on.
         port: TCP port; 0 (the default) picks a free one, see :attr:`port`.
         tick: s between steps of the robot (10 ms by default).
+        max_step: s of time one step simulates at most (:data:`MAX_STEP` by default; at least ``tick``); the rest
+            of a longer gap is skipped and counted in :attr:`skipped_time`.
         link_noise: noise applied to the bytes in both directions, or None; may be changed while running.
+        clock: the wall clock, s (``time.monotonic`` by default; a test's fake clock drives the robot's time).
 
     Raises:
-        ValueError: an unknown transport or a tick <= 0.
+        ValueError: an unknown transport, a tick <= 0 or a max_step shorter than the tick.
     """
 
     def __init__(
@@ -423,12 +514,13 @@ class P2osEmulator:
         host: str = "127.0.0.1",
         port: int = 0,
         tick: float = 0.01,
+        max_step: float = MAX_STEP,
         link_noise: LinkNoise | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if transport not in ("tcp", "pty"):
             raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
-        if not tick > 0.0:
-            raise ValueError(f"tick must be > 0 s, got {tick!r}")
+        _check_timing(tick, max_step)
         self.robot = robot if robot is not None else P2osRobot()
         self.transport: Transport = transport
         self.lock = threading.RLock()
@@ -437,6 +529,8 @@ class P2osEmulator:
         self._requested_port = port
         self._tick = tick
         self._noise = link_noise
+        self._clock = clock
+        self._robot_clock = _RobotClock(max_step)
         self._link: _TcpLink | _PtyLink | None = None
         self._loop: _Loop | None = None
         self._thread: threading.Thread | None = None
@@ -458,7 +552,7 @@ class P2osEmulator:
             raise EmulatorError("the emulator is already running")
         link = _open_link(self.transport, self._host, self._requested_port)
         self._link = link
-        self._loop = _Loop(self.robot, link, self._tick, self.lock, self._noise)
+        self._loop = _Loop(self.robot, link, self._tick, self.lock, self._noise, self._robot_clock, self._clock)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"p2os-emulator-{link.url}", daemon=True)
         self._thread.start()
@@ -553,6 +647,17 @@ class P2osEmulator:
         """TCP clients refused because another one was connected."""
         link = self._link
         return link.refused if isinstance(link, _TcpLink) else 0
+
+    @property
+    def skipped_time(self) -> float:
+        """s of wall-clock time not simulated because a step came more than ``max_step`` after the last one; the
+        robot's time trails the wall clock by that much."""
+        return self._robot_clock.skipped_time
+
+    @property
+    def late_steps(self) -> int:
+        """Steps that came more than ``max_step`` after the last one (and skipped some time)."""
+        return self._robot_clock.late_steps
 
     @property
     def link_noise(self) -> LinkNoise | None:
