@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/bus.py
 	$(BIN)/python bench/sim_raycast.py
+	$(BIN)/python bench/sim_rtf.py
 	$(BIN)/python bench/localization.py
 	$(BIN)/python bench/movement.py
 	$(BIN)/python bench/ik.py
