@@ -242,7 +242,9 @@ class SimTime(Message, frozen=True):
     """The simulated time, published on ``Clock`` by a simulator or a log replay."""
 
     stamp: Stamp = 0.0
-    rate: Annotated[float, _doc("Simulated seconds per wall-clock second.")] = 1.0
+    rate: Annotated[float, _doc("Simulated seconds per wall-clock second (0: as fast as possible).")] = 1.0
+    run: Annotated[int, _doc("Id of the simulation run; a new id means the clock restarted (0: unknown).")] = 0
+    lockstep: Annotated[bool, _doc("Modules step in lock-step with the simulator's ticks.")] = False
 
 
 class Heartbeat(Message, frozen=True):
@@ -274,6 +276,9 @@ class ModuleInfo(Message, frozen=True):
     provides: list[InterfaceStats] = msgspec.field(default_factory=list)
     requires: list[str] = msgspec.field(default_factory=list)
     dropped: Annotated[int, _doc("Messages received that could not be decoded, in all.")] = 0
+    notes: Annotated[list[str], _doc("Remarks on the module's state (a lock-step's members, say).")] = msgspec.field(
+        default_factory=list
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

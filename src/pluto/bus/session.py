@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import secrets
 import struct
 import threading
 import time
@@ -25,6 +26,7 @@ import zenoh
 
 from pluto import msgs, names
 from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
+from pluto.bus.lockstep import LockstepGate
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 
 log = logging.getLogger("pluto.bus")
@@ -32,8 +34,11 @@ log = logging.getLogger("pluto.bus")
 M = TypeVar("M", bound=msgs.Message)
 T = TypeVar("T")
 
-# Attachment of every sample: wall-clock time of the write (s) and the writer's sequence number.
-_ATTACHMENT = struct.Struct("<dQ")
+# Attachment of every sample: wall-clock time of the write (s), the writer's sequence number, the writer's id and
+# flags (bit 0: the writer is lock-stepped, see pluto.bus.lockstep). Older writers sent only the first two.
+_ATTACHMENT = struct.Struct("<dQQB")
+_ATTACHMENT_V1 = struct.Struct("<dQ")
+LOCKSTEPPED = 1
 
 _zenoh_log_started = False
 
@@ -44,10 +49,27 @@ def write_stamp(attachment: zenoh.ZBytes | None) -> tuple[float, int]:
     if attachment is None:
         return 0.0, 0
     raw = attachment.to_bytes()
-    if len(raw) != _ATTACHMENT.size:
+    if len(raw) == _ATTACHMENT.size:
+        written, seq, _wid, _flags = _ATTACHMENT.unpack(raw)
+    elif len(raw) == _ATTACHMENT_V1.size:
+        written, seq = _ATTACHMENT_V1.unpack(raw)
+    else:
         return 0.0, 0
-    written, seq = _ATTACHMENT.unpack(raw)
     return float(written), int(seq)
+
+
+def write_mark(attachment: zenoh.ZBytes | None) -> tuple[float, int, int, int]:
+    """(write time s, sequence number, writer id, flags) of a sample; zeros for a foreign writer."""
+    if attachment is None:
+        return 0.0, 0, 0, 0
+    raw = attachment.to_bytes()
+    if len(raw) == _ATTACHMENT.size:
+        written, seq, wid, flags = _ATTACHMENT.unpack(raw)
+        return float(written), int(seq), int(wid), int(flags)
+    if len(raw) == _ATTACHMENT_V1.size:
+        written, seq = _ATTACHMENT_V1.unpack(raw)
+        return float(written), int(seq), 0, 0
+    return 0.0, 0, 0, 0
 
 
 def write_time(attachment: zenoh.ZBytes | None) -> float:
@@ -127,6 +149,7 @@ class StateWriter(Generic[M]):
         self._lock = threading.Lock()
         self._latest: tuple[bytes, bytes] | None = None
         self._seq = 0
+        self.writer_id = secrets.randbits(63) | 1  # never 0, which means "unknown writer"
         self.meter = _Meter()
         # A state's newest value is what matters, and a writer must never stall its control loop: under congestion
         # (a burst faster than the link) values are dropped (DROP), possibly the last of the burst, which the
@@ -145,12 +168,18 @@ class StateWriter(Generic[M]):
             raise TypeError(f"{self.name} carries {self.type.__name__}, not {type(msg).__name__}")
         data = msgs.encode(msg)
         now = time.time()
+        gate = self._bus.gate
+        stepped = gate is not None and gate.active
         with self._lock:
             self._seq += 1
-            attachment = _ATTACHMENT.pack(now, self._seq)
+            seq = self._seq
+            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, LOCKSTEPPED if stepped else 0)
             self._latest = (data, attachment)
             self.meter.tick(now)
             self._publisher.put(data, attachment=attachment)
+        if stepped:
+            assert gate is not None
+            gate.note_write(self.name, self.writer_id, seq)
 
     # rclpy's name for the same thing
     publish = write
@@ -189,20 +218,37 @@ class _Receiver(Generic[M]):
         self.dropped = 0
         self.last_write_time = 0.0  # wall-clock time the newest value was written
         self.meter = _Meter()
+        self.seen: dict[int, int] = {}  # writer id -> newest sequence number received (for lock-step)
+        self.closed = False
 
-    def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> M | None:
+    def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> None:
+        """Decode a sample that arrived and deliver it, now or when the lock-step lets it through."""
         try:
             value = msgs.decode(payload, self.type)
         except DecodeError as err:
             self.dropped += 1
             self._bus.drops.drop(self.name, err)
-            return None
-        written = write_time(attachment)
+            return
+        written, seq, wid, flags = write_mark(attachment)
         now = time.time()
-        self.received += 1
         self.last_write_time = written or now
         self.meter.tick(now)
-        return value
+        gate = self._bus.gate
+        if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
+            self._take(value)
+
+    def _take(self, value: M) -> None:
+        """A value is let through to this receiver's user (at once, or when the lock-step releases it)."""
+        self.received += 1
+        self._deliver(value)
+
+    def _deliver(self, value: M) -> None:
+        """Make a value visible to this receiver's user."""
+        raise NotImplementedError
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until what was delivered has been handled (callbacks returned); True if so."""
+        return True
 
     def fetch_current(self, timeout: float) -> M | None:
         """Ask the writers for the current value; return the newest good one, or None."""
@@ -219,7 +265,9 @@ class _Receiver(Generic[M]):
             if reply.ok is None:
                 continue
             sample = reply.ok
-            written = write_time(sample.attachment)
+            written, seq, wid, _flags = write_mark(sample.attachment)
+            if wid and seq > self.seen.get(wid, 0):
+                self.seen[wid] = seq
             try:
                 value = msgs.decode(sample.payload.to_bytes(), self.type)
             except DecodeError as err:
@@ -265,12 +313,13 @@ class StateReader(_Receiver[M]):
         return waiters
 
     def _on_sample(self, sample: zenoh.Sample) -> None:
-        value = self._accept(sample.payload.to_bytes(), sample.attachment)
-        if value is not None:
-            with self._lock:
-                waiters = self._set(value)
-            for waiter in waiters:
-                waiter.put(True)
+        self._accept(sample.payload.to_bytes(), sample.attachment)
+
+    def _deliver(self, value: M) -> None:
+        with self._lock:
+            waiters = self._set(value)
+        for waiter in waiters:
+            waiter.put(True)
 
     def read(self) -> M | None:
         """Return the newest value, or None if nothing was ever written."""
@@ -329,8 +378,11 @@ class StateReader(_Receiver[M]):
 
     def close(self) -> None:
         """Stop receiving (idempotent)."""
+        self.closed = True
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()  # type: ignore[no-untyped-call]
+        if self._bus.gate is not None:
+            self._bus.gate.forget(self)
 
 
 class Subscription(_Receiver[M]):
@@ -359,9 +411,11 @@ class Subscription(_Receiver[M]):
         # Values wait in a bounded deque (the oldest falls out when it is full); a C-level queue of wake-up tokens
         # hands over to the callback thread, which is cheaper than a Condition on this hot path.
         self._pending: deque[M] = deque(maxlen=depth)
+        self._idle = threading.Condition()
         self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self.delivered = 0
         self._closed = False
+        self._busy = False  # the callback thread is handling values
         self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
         if current:
@@ -377,14 +431,27 @@ class Subscription(_Receiver[M]):
         return max(0, self.received - self.delivered - len(self._pending))
 
     def _on_sample(self, sample: zenoh.Sample) -> None:
-        value = self._accept(sample.payload.to_bytes(), sample.attachment)
-        if value is not None:
-            self._pending.append(value)
-            self._wake.put(True)
+        self._accept(sample.payload.to_bytes(), sample.attachment)
+
+    def _deliver(self, value: M) -> None:
+        self._pending.append(value)
+        self._wake.put(True)
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while (self._pending or self._busy) and not self._closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self._idle:
+                if self._pending or self._busy:
+                    self._idle.wait(min(left, 0.05))
+        return True
 
     def _run(self) -> None:
         pending, wake = self._pending, self._wake
         while wake.get():
+            self._busy = True
             while True:  # one wake-up may stand for several values: drain the tokens, then the values
                 try:
                     if not wake.get_nowait():
@@ -403,12 +470,19 @@ class Subscription(_Receiver[M]):
                     log.exception("callback on %s failed", self.name)
                 if self._closed:
                     return
+            self._busy = False
+            if self._bus.gate is not None:
+                with self._idle:
+                    self._idle.notify_all()
 
     def close(self) -> None:
         """Stop receiving and end the callback thread (idempotent)."""
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()  # type: ignore[no-untyped-call]
         self._closed = True
+        self.closed = True
+        if self._bus.gate is not None:
+            self._bus.gate.forget(self)
         self._wake.put(False)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
@@ -495,6 +569,8 @@ class Bus:
         self._closed = False
         self._owned: list[Any] = []
         self._lock = threading.Lock()
+        self.gate: LockstepGate | None = None
+        """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
         self._deferred: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
         _start_zenoh_log()
         self.owner = rendezvous_free(self.config)
@@ -561,6 +637,24 @@ class Bus:
     def key(self, name: str) -> str:
         """The Zenoh key of interface ``name``."""
         return f"{self.prefix}/{names.check_name(name)}"
+
+    def key_raw(self, suffix: str) -> str:
+        """The Zenoh key ``pluto/<robot>/<suffix>``, unchecked (for the bus's own protocols)."""
+        return f"{self.prefix}/{suffix}"
+
+    def lockstep(self) -> LockstepGate:
+        """This bus's lock-step state (created at the first call)."""
+        with self._lock:
+            if self._closed:
+                raise BusError("the bus is closed")
+            if self.gate is None:
+                self.gate = LockstepGate(self)
+            return self.gate
+
+    def receivers(self) -> list[_Receiver[Any]]:
+        """The open readers and subscriptions of this bus."""
+        with self._lock:
+            return [thing for thing in self._owned if isinstance(thing, _Receiver) and not thing.closed]
 
     def service_key(self, name: str) -> str:
         """The Zenoh key of service ``name``."""
@@ -740,6 +834,24 @@ class Bus:
 
         return self._own(self.session.liveliness().declare_subscriber(f"{prefix}**", on_sample, history=True))
 
+    def wait_for_token(self, suffix: str, timeout: float) -> None:
+        """Wait until the liveliness token ``pluto/<robot>/<suffix>`` is declared.
+
+        Raises:
+            BusTimeout: it was not within ``timeout`` seconds.
+        """
+        event = threading.Event()
+        key = self.key_raw(suffix)
+        sub = self.session.liveliness().declare_subscriber(
+            key, lambda sample: event.set() if sample.kind == zenoh.SampleKind.PUT else None, history=True
+        )
+        try:
+            if not event.wait(timeout):
+                raise BusTimeout(f"{suffix} was not declared within {timeout} s")
+        finally:
+            with contextlib.suppress(Exception):
+                sub.undeclare()  # type: ignore[no-untyped-call]
+
     def wait_for_module(self, name: str, timeout: float, alive: bool = True) -> None:
         """Wait until module ``name`` is alive (or gone, with ``alive=False``).
 
@@ -825,6 +937,8 @@ class Bus:
             owned, self._owned = self._owned, []
         for thing in reversed(owned):
             _close_entity(thing)
+        if self.gate is not None:
+            self.gate.close()
         self._deferred.put(None)
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout=5)

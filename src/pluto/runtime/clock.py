@@ -1,17 +1,32 @@
-"""Time for modules: the wall clock, or the simulated time published on the ``Clock`` interface.
+"""Time for modules: the wall clock, or the simulated time of a simulator or a log replay.
 
-Every timestamp and timeout inside a module comes from its Clock, so a simulator or a log replay that publishes a
-faster-than-real-time ``Clock`` makes every module follow it.
+Every timestamp and timeout inside a module comes from its Clock, so a simulator or a replay that publishes a
+faster-than-real-time ``Clock`` makes every module follow it. With a lock-stepped simulator (``pluto sim
+--lockstep``) a module's steps are driven by the simulator's ticks instead (see :mod:`pluto.bus.lockstep`): time
+then advances only when every module has finished its step.
+
+Simulated time can jump back: a new simulation starts, or a replay starts again. The clock then takes the new time
+at once (it never waits for the old run's time to come back), logs one line, and calls the jump callbacks, with which
+modules, proxies and gateways reset what depends on time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
-from typing import Protocol
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pluto import msgs
 from pluto.bus import Bus
+
+log = logging.getLogger("pluto.clock")
+
+JumpCallback = Callable[[float, float], Any]
+"""Called with (old time, new time) when the clock jumps back."""
 
 
 class Clock(Protocol):
@@ -22,7 +37,11 @@ class Clock(Protocol):
         ...
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
-        """Wait until time ``t`` or until ``stop`` is set; return True if stopped."""
+        """Wait until time ``t``, until ``stop`` is set, or until the clock jumps back; True if stopped."""
+        ...
+
+    def create_jump_callback(self, callback: JumpCallback) -> None:
+        """Call ``callback(old, new)`` when the clock jumps back (rclpy's jump callbacks)."""
         ...
 
 
@@ -35,22 +54,99 @@ class WallClock:
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         return stop.wait(max(0.0, t - time.time()))
 
+    def create_jump_callback(self, callback: JumpCallback) -> None:
+        """The wall clock is taken as it is: no jumps are reported."""
 
-class SimClock:
-    """Follows the simulated time published on ``Clock`` (rclpy's ``use_sim_time``).
 
-    Before the first tick, time is 0 and sleepers wait for it.
+class SimTimeSource:
+    """The simulated time as one process's bus sees it, shared by every :class:`SimClock` on that bus.
+
+    It follows ``Clock`` (free-running simulators and replays); while modules of this process take part in a
+    lock-step, it follows the ticks they handle instead (:meth:`advance`), so that time moves exactly with their steps.
     """
 
     def __init__(self, bus: Bus) -> None:
+        self.bus = bus
         self._cond = threading.Condition()
         self._now = 0.0
-        self._sub = bus.create_subscription("Clock", self._on_tick, msgs.SimTime)
+        self._run = 0
+        self._jumps = 0
+        self.lockstep = False
+        """The simulator last said it runs in lock-step."""
+        self._callbacks: list[weakref.ReferenceType[Any] | Callable[[], JumpCallback | None]] = []
+        self.gate = bus.lockstep()
+        self._sub = bus.session.declare_subscriber(bus.key("Clock"), self._on_clock)
+        bus._own(self)
+        reader = bus.create_reader("Clock", msgs.SimTime, fetch_timeout=0.5)
+        current = reader.read()
+        bus.release(reader)
+        if current is not None:
+            self._take(current, defer=False)
 
-    def _on_tick(self, tick: msgs.SimTime) -> None:
+    def _on_clock(self, sample: Any) -> None:
+        try:
+            tick = msgs.decode(sample.payload.to_bytes(), msgs.SimTime)
+        except Exception as err:
+            self.bus.drops.drop("Clock", err)
+            return
+        self._take(tick, defer=True)
+
+    def _take(self, tick: msgs.SimTime, defer: bool) -> None:
+        self.lockstep = tick.lockstep
+        if tick.lockstep and self.gate.active:
+            return  # the members of this process follow the ticks themselves
+        self._set(tick.stamp, tick.run, defer)
+
+    def advance(self, stamp: float, run: int) -> None:
+        """Take the time of a lock-step tick (called by a member before it steps; jump callbacks run at once)."""
+        self._set(stamp, run, defer=False)
+
+    def _set(self, stamp: float, run: int, defer: bool) -> None:
         with self._cond:
-            self._now = max(self._now, tick.stamp)
+            old = self._now
+            jumped = (run != 0 and self._run != 0 and run != self._run) or stamp < old - 1e-9
+            if jumped:
+                self._jumps += 1
+                self._now = stamp
+            else:
+                self._now = max(old, stamp)
+            if run:
+                self._run = run
             self._cond.notify_all()
+        if jumped:
+            log.info("simulated time restarted: %.3f s -> %.3f s; resetting what depends on it", old, stamp)
+            if defer:
+                self.bus._defer(self._jumped, old, stamp)
+            else:
+                self._jumped(old, stamp)
+
+    def _jumped(self, old: float, new: float) -> None:
+        for ref in list(self._callbacks):
+            callback = ref()
+            if callback is None:
+                self._callbacks.remove(ref)
+                continue
+            try:
+                callback(old, new)
+            except Exception:
+                log.exception("a clock jump callback failed")
+
+    def add_jump_callback(self, callback: JumpCallback) -> None:
+        # Bound methods are held weakly (an object's callback must not keep it alive), functions strongly.
+        ref: Any
+        try:
+            ref = weakref.WeakMethod(callback)
+        except TypeError:
+
+            def ref() -> JumpCallback:
+                return callback
+
+        self._callbacks.append(ref)
+
+    @property
+    def jumps(self) -> int:
+        """How many times the time jumped back."""
+        return self._jumps
 
     def now(self) -> float:
         with self._cond:
@@ -58,8 +154,50 @@ class SimClock:
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         with self._cond:
-            while self._now < t:
+            jumps = self._jumps
+            while self._now < t and self._jumps == jumps:
                 if stop.is_set():
                     return True
                 self._cond.wait(0.05)  # ticks wake us; the timeout only notices `stop`
         return stop.is_set()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # already closed with the session
+            self._sub.undeclare()  # type: ignore[no-untyped-call]
+
+
+_sources: weakref.WeakKeyDictionary[Bus, SimTimeSource] = weakref.WeakKeyDictionary()
+_sources_lock = threading.Lock()
+
+
+def sim_time_source(bus: Bus) -> SimTimeSource:
+    """The simulated time of ``bus`` (one per bus, created at the first call)."""
+    with _sources_lock:
+        source = _sources.get(bus)
+        if source is None:
+            source = _sources[bus] = SimTimeSource(bus)
+        return source
+
+
+class SimClock:
+    """Follows the simulated time (rclpy's ``use_sim_time``): ``Clock``, or the ticks of a lock-stepped simulator.
+
+    Before the first tick, time is 0 and sleepers wait for it.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self.source = sim_time_source(bus)
+
+    @property
+    def lockstep(self) -> bool:
+        """The simulator runs in lock-step: a module's steps follow its ticks (see :class:`~pluto.runtime.Module`)."""
+        return self.source.lockstep
+
+    def now(self) -> float:
+        return self.source.now()
+
+    def sleep_until(self, t: float, stop: threading.Event) -> bool:
+        return self.source.sleep_until(t, stop)
+
+    def create_jump_callback(self, callback: JumpCallback) -> None:
+        self.source.add_jump_callback(callback)

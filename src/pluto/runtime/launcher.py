@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pluto.bus import Bus, BusTimeout
+from pluto.bus.lockstep import MEMBER_KEY
 from pluto.errors import LaunchError
 from pluto.runtime.registry import load_module_class
 
@@ -124,6 +125,7 @@ def wait_publishing(
     name: str | None = None,
     process: subprocess.Popen[bytes] | None = None,
     params: dict[str, object] | None = None,
+    held: bool = False,
 ) -> None:
     """Wait until a module is alive and every interface it provides has a value.
 
@@ -132,6 +134,8 @@ def wait_publishing(
         name: its bus name, if not the class's.
         process: if given, fail at once when this process exits.
         params: its parameters (a ``driver`` among them picks the class, and so what it provides).
+        held: a lock-stepped simulator holds the time: a module that follows simulated time is ready when it has
+            joined the lock-step (its first values may need time to pass).
 
     Raises:
         LaunchError: the process exited, or the module did not publish within ``timeout`` seconds.
@@ -154,6 +158,13 @@ def wait_publishing(
             break
         except BusTimeout:
             continue
+    if held and (params or {}).get("use_sim_time", cls.Params().use_sim_time):
+        while True:
+            try:
+                bus.wait_for_token(f"{MEMBER_KEY}/{bus_name}", remaining())
+                return
+            except BusTimeout:
+                continue
     for interface in cls.provides:
         while True:
             try:

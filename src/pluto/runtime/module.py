@@ -5,6 +5,12 @@ modules it requires and its parameters; it creates its publishers and readers in
 its control step runs at ``rate_hz`` on a thread of its own while the module is *active* (the original's
 ``start_activity``; ``stop_activity`` stops the thread but leaves the module's interfaces up).
 
+With ``use_sim_time`` the steps follow the simulated time. When the simulator runs in lock-step, the module takes part
+in it while it is active: its steps fall on multiples of its period, each at the tick of its time, and it tells the
+simulator when it has finished a tick and when its next step is due (see :mod:`pluto.bus.lockstep`). When the
+simulated time jumps back (a new run), the schedule restarts at the new time and :meth:`Module.on_clock_jump` is
+called, so a module forgets commands and states of the old run.
+
 Every module also announces itself with a liveliness token (so MOM lists it and proxies find it) and serves:
 ``<name>/start_activity``, ``<name>/stop_activity`` and ``mom/<name>`` (its :class:`~pluto.msgs.ModuleInfo`).
 """
@@ -12,6 +18,7 @@ Every module also announces itself with a liveliness token (so MOM lists it and 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -26,6 +33,14 @@ from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
 from pluto.runtime.clock import Clock, SimClock, WallClock
 
 M = TypeVar("M", bound=msgs.Message)
+
+_DUE_SLACK = 1e-6
+"""s: a step due this close after a tick's time runs at that tick (rounding of multiples of periods)."""
+
+
+def _next_multiple(t: float, period: float) -> float:
+    """The first multiple of ``period`` at or after ``t`` (to the µs, so that periods line up across modules)."""
+    return round(math.ceil(t / period - _DUE_SLACK / period) * period, 6)
 
 
 class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -79,6 +94,7 @@ class Module:
         if clock is None:
             clock = SimClock(bus) if self.params.use_sim_time else WallClock()
         self.clock: Clock = clock
+        clock.create_jump_callback(self._clock_jumped)
         self._writers: list[StateWriter[Any]] = []
         self._readers: list[StateReader[Any] | Subscription[Any]] = []
         self._services: list[Service] = []
@@ -141,6 +157,18 @@ class Module:
     def on_shutdown(self) -> None:
         """Called last, when the module stops."""
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        """Called when the simulated time jumps back from ``old`` to ``new`` (s): a new simulation run or a replay
+        that starts again. Forget what belongs to the old run's time (commands, watchdogs, histories)."""
+
+    def _clock_jumped(self, old: float, new: float) -> None:
+        if self._token is None:
+            return
+        try:
+            self.on_clock_jump(old, new)
+        except Exception:
+            self._logger.exception("resetting after the clock jump failed")
+
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -191,20 +219,62 @@ class Module:
         return thread is not None and thread.is_alive()
 
     def _loop(self) -> None:
+        while not self._stop_step.is_set():
+            if isinstance(self.clock, SimClock) and self.clock.lockstep:
+                self._lockstep_loop(self.clock)
+            else:
+                self._free_loop()
+
+    def _safe_step(self, now: float) -> None:
+        try:
+            self.step(now)
+        except Exception as err:
+            self.step_errors += 1
+            self._report_step_error(err)
+
+    def _free_loop(self) -> None:
+        """Steps every period of the clock, as it comes (the wall clock, or a free-running simulated time)."""
         period = 1.0 / self.params.rate_hz
         next_time = self.clock.now()
+        lockstep = isinstance(self.clock, SimClock)
         while not self._stop_step.is_set():
-            now = self.clock.now()
-            try:
-                self.step(now)
-            except Exception as err:
-                self.step_errors += 1
-                self._report_step_error(err)
+            self._safe_step(self.clock.now())
             next_time += period
-            if next_time < self.clock.now() - period:  # fell behind (a long step, a clock jump): don't burst
-                next_time = self.clock.now()
+            now = self.clock.now()
+            if not now - period <= next_time <= now + period:  # fell behind (a long step) or time jumped: re-align
+                next_time = now
             if self.clock.sleep_until(next_time, self._stop_step):
                 break
+            if lockstep and self.clock.lockstep:  # type: ignore[attr-defined]
+                return
+
+    def _lockstep_loop(self, clock: SimClock) -> None:
+        """Steps at the ticks of a lock-stepped simulator, and acknowledges each tick when done with it."""
+        period = 1.0 / self.params.rate_hz
+        gate = self.bus.lockstep()
+        source = clock.source
+        serial = 0
+        run = None
+        due = math.inf
+        with gate.member(self.module_name) as member:
+            while not self._stop_step.is_set():
+                serial, tick = gate.wait_tick(serial, self._stop_step)
+                if tick is None:
+                    if not clock.lockstep:
+                        return  # the simulator no longer runs in lock-step
+                    continue
+                if member.done(tick):
+                    member.ack(tick, due)  # the tick came again: the first acknowledgement may have been lost
+                    continue
+                source.advance(tick.stamp, tick.run)
+                if tick.run != run or due > tick.stamp + period + _DUE_SLACK:  # the first tick, or a new run
+                    run = tick.run
+                    due = _next_multiple(tick.stamp, period)
+                if due <= tick.stamp + _DUE_SLACK:
+                    self._safe_step(tick.stamp)
+                    # one step per tick even if several were due (a module that joined late does not burst)
+                    due = _next_multiple(tick.stamp + _DUE_SLACK * 2, period)
+                member.ack(tick, due)
 
     def _report_step_error(self, err: Exception) -> None:
         """Log the first failure with its traceback, then at most one line every 5 s (a step that keeps failing
@@ -256,7 +326,12 @@ class Module:
             ],
             requires=list(self.requires),
             dropped=sum(r.dropped for r in self._readers),
+            notes=self.notes(),
         )
+
+    def notes(self) -> list[str]:
+        """Remarks MOM shows under the module's interfaces (override to add some)."""
+        return []
 
     def _srv_start(self, _request: Any) -> bool:
         self.start_activity()

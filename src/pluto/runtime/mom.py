@@ -67,4 +67,7 @@ def render(rows: list[MomRow], robot: str, now: float | None = None) -> str:
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [f"robot {robot}: {len(rows)} module{'s' if len(rows) != 1 else ''}", fmt.format(*header)]
     out += [fmt.format(*line).rstrip() for line in lines]
+    for row in rows:
+        for note in row.info.notes if row.info is not None else []:
+            out.append(f"{row.name}: {note}")
     return "\n".join(out)

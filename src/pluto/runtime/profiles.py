@@ -3,6 +3,7 @@
 A profile is a TOML file::
 
     description = "A heartbeat and its monitor"
+    lockstep = false     # optional: run the simulator (every module with a `lockstep` parameter) in lock-step
 
     [restart]            # optional: how the supervisor restarts crashed modules
     max_restarts = 5     # within `window` seconds, then it gives up on that module
@@ -150,9 +151,12 @@ def load_profile(name_or_path: str) -> Profile:
 
 def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None = None) -> Profile:
     """Build a profile from its parsed TOML table (see the module docstring)."""
-    unknown = set(data) - {"description", "restart", "modules"}
+    unknown = set(data) - {"description", "restart", "modules", "lockstep"}
     if unknown:
-        raise ConfigError(f"{label}: unknown keys {sorted(unknown)} (expected description, restart, modules)")
+        raise ConfigError(f"{label}: unknown keys {sorted(unknown)} (expected description, restart, lockstep, modules)")
+    lockstep = data.get("lockstep", False)
+    if not isinstance(lockstep, bool):
+        raise ConfigError(f"{label}: lockstep must be true or false, got {lockstep!r}")
     try:
         restart = msgspec.convert(data.get("restart", {}), RestartPolicy)
     except msgspec.ValidationError as err:
@@ -168,6 +172,8 @@ def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None
         module = str(params.pop("module", bus_name))
         keep_alive = bool(params.pop("restart", True))
         cls = load_module_class(module, params)
+        if lockstep and "lockstep" in cls.Params.__struct_fields__:
+            params.setdefault("lockstep", True)
         entries[bus_name] = ProfileEntry(ModuleSpec(module, bus_name, params), tuple(cls.requires), keep_alive)
     return Profile(name, str(data.get("description", "")), tuple(start_order(entries, label)), restart, path)
 

@@ -6,6 +6,9 @@ not hoped for). Modules run as separate processes by default so one crash cannot
 exits with an error or is killed is restarted after a back-off that doubles at each crash, up to a limit per time
 window. A module that exits cleanly (``pluto stop``) is left stopped. With ``one_process`` the modules share this
 process and its bus instead (cheaper on a small computer, faster in tests); there is then nothing to restart.
+
+A simulator in lock-step is started with its time held at 0, and let go once every module is up, so a run does not
+depend on how long each module took to start.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import queue
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pluto.bus import Bus
 from pluto.errors import LaunchError
@@ -58,6 +61,16 @@ class Supervisor:
         self.config = config
         self.one_process = one_process
         self.startup_timeout = startup_timeout
+        self.held: list[str] = []
+        """Lock-stepped simulators whose time is held until every module is up."""
+        entries = []
+        for entry in profile.entries:
+            params = entry.spec.params
+            if params.get("lockstep") or params.get("rate") == "max":
+                self.held.append(entry.name)
+                entry = replace(entry, spec=replace(entry.spec, params={**params, "paused": True}))
+            entries.append(entry)
+        self.profile = profile = replace(profile, entries=tuple(entries))
         self.children: dict[str, _Child] = {e.name: _Child(e) for e in profile.entries}
         self.modules: list[Module] = []
         self._exits: queue.SimpleQueue[tuple[str, subprocess.Popen[bytes]]] = queue.SimpleQueue()
@@ -66,8 +79,11 @@ class Supervisor:
 
     # -- start --------------------------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, resume: bool = True) -> None:
         """Start every module in order, each after the modules it requires publish.
+
+        Args:
+            resume: let a lock-stepped simulator's time run once all are up (else call :meth:`resume` later).
 
         Raises:
             LaunchError: a module failed to start (the ones already started are stopped again).
@@ -76,9 +92,16 @@ class Supervisor:
             self._check_outside_requirements()
             for entry in self.profile.entries:
                 self._start_one(entry)
+            if resume:
+                self.resume()
         except BaseException:
             self.shutdown()
             raise
+
+    def resume(self) -> None:
+        """Let the time of the lock-stepped simulators run (they start held)."""
+        for name in self.held:
+            self.bus.call(f"{name}/resume", timeout=5.0)
 
     def _check_outside_requirements(self) -> None:
         inside = set(self.children)
@@ -98,7 +121,12 @@ class Supervisor:
             module.start()
             self.modules.append(module)
             wait_publishing(
-                self.bus, entry.spec.module, self.startup_timeout, name=entry.name, params=entry.spec.params
+                self.bus,
+                entry.spec.module,
+                self.startup_timeout,
+                name=entry.name,
+                params=entry.spec.params,
+                held=bool(self.held),
             )
         else:
             child = self.children[entry.name]
@@ -112,6 +140,7 @@ class Supervisor:
                     name=entry.name,
                     process=child.process,
                     params=entry.spec.params,
+                    held=bool(self.held),
                 )
             except LaunchError as err:
                 log_file = self.log_dir / f"{entry.name}.log"
@@ -121,7 +150,10 @@ class Supervisor:
     def _spawn(self, child: _Child) -> None:
         spec = child.entry.spec
         config_path = str(self.config.path) if self.config.path else None
-        cmd = module_command(spec.module, spec.name, spec.params, config_path)
+        params = spec.params
+        if child.restarts and child.entry.name in self.held:
+            params = {**params, "paused": False}  # a restarted simulator goes on at once (a new run)
+        cmd = module_command(spec.module, spec.name, params, config_path)
         child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log")
         (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
         threading.Thread(

@@ -4,19 +4,34 @@ It publishes ``Clock`` (the simulated time, advancing ``rate`` times faster than
 ``sim/world``: which world, noise profile and seed the simulated devices use, so they are set in one place. The
 devices (``base``, ``sick``, ``wrist``, ``dmu``, ``gps``) run on the simulated time and ask for these settings when
 they start.
+
+With ``lockstep`` (or ``rate = "max"``) time advances one tick at a time, each only after every module that follows
+simulated time has finished its step (:mod:`pluto.sim.lockstep`): the same seed and profile then give the same run on
+any machine, and with ``rate = "max"`` it runs as fast as the modules can go. ``paused`` holds the time at 0 (ticks
+keep coming at that time, so modules can start and exchange their first values) until ``sim/resume``.
+
+Services: ``sim/world`` (the settings), ``sim/pause``, ``sim/resume`` (-> paused or not), ``sim/lockstep`` (-> the
+barrier's state: tick, time, members, dropped members).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import secrets
+import threading
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
+import zenoh
 
 from pluto import msgs
 from pluto.bus import Bus, StateWriter
+from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, LockstepTick
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.lockstep import Barrier
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
 from pluto.sim.world import World, load_world
 
@@ -29,6 +44,7 @@ class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
     noise_overrides: dict[str, float | bool] = msgspec.field(default_factory=dict)
     seed: int = 0
     rate: float = 1.0
+    lockstep: bool = False
 
     def load_world(self) -> World:
         """The world (loaded from its file)."""
@@ -55,27 +71,46 @@ def fetch_settings(bus: Bus, timeout: float = 5.0) -> SimSettings:
 class SimParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     world: a shipped world (office, campus, clutter) or a map file.
-    rate: simulated seconds per wall-clock second (10 runs the stack ten times faster than real time).
+    rate: simulated seconds per wall-clock second (10 runs the stack ten times faster than real time), or "max":
+        as fast as the modules can go (lock-step without waiting).
     noise: "ideal" (the default, like the original dummies) or "realistic".
     noise_overrides: settings of the noise profile to replace, e.g. {laser_range_std = 0.02}.
     seed: seed of every random generator of the simulation.
+    lockstep: advance time only when every module following it has finished its step (repeatable runs).
+    paused: in lock-step, hold the time at 0 until ``sim/resume`` (profiles start this way, then resume).
+    lockstep_timeout: wall seconds a module may take over one tick before it is dropped from the lock-step.
     """
 
     rate_hz: float = 200.0
     world: str = "office"
-    rate: float = 1.0
+    rate: float | Literal["max"] = 1.0
     noise: str = "ideal"
     noise_overrides: dict[str, float | bool] = msgspec.field(default_factory=dict)
     seed: int = 0
+    lockstep: bool = False
+    paused: bool = False
+    lockstep_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.rate <= 1000.0:
-            raise ValueError(f"rate must be in (0, 1000], got {self.rate}")
+        if self.rate != "max" and not 0.0 < self.rate <= 1000.0:
+            raise ValueError(f'rate must be in (0, 1000] or "max", got {self.rate}')
+        if not 0.0 < self.lockstep_timeout <= 3600.0:
+            raise ValueError(f"lockstep_timeout must be in (0, 3600] s, got {self.lockstep_timeout}")
+
+    @property
+    def lockstepped(self) -> bool:
+        """Time advances in lock-step with the modules."""
+        return self.lockstep or self.rate == "max"
+
+    @property
+    def speed(self) -> float:
+        """Simulated seconds per wall second; 0 for as fast as possible."""
+        return 0.0 if self.rate == "max" else float(self.rate)
 
 
 class SimModule(Module):
-    """Publishes the simulated time on ``Clock`` and serves the simulation settings."""
+    """Publishes the simulated time on ``Clock`` and serves the simulation settings; coordinates the lock-step."""
 
     name = "sim"
     description = "simulated time (Clock) and the world of the simulated devices"
@@ -95,12 +130,20 @@ class SimModule(Module):
             noise=p.noise,
             noise_overrides=dict(p.noise_overrides),
             seed=p.seed,
-            rate=p.rate,
+            rate=p.speed,
+            lockstep=p.lockstepped,
         )
+        self.run_id = secrets.randbits(63) | 1
         self.sim_time = 0.0
         self._wall_start: float | None = None
         self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher("Clock", msgs.SimTime)
         self.create_service("world", lambda _req: self.settings)
+        self.lockstep: LockstepCoordinator | None = None
+        if p.lockstepped:
+            self.lockstep = LockstepCoordinator(self, p)
+            self.create_service("pause", lambda _req: self.lockstep.pause() if self.lockstep else False)
+            self.create_service("resume", lambda _req: self.lockstep.resume() if self.lockstep else False)
+            self.create_service("lockstep", lambda _req: self.lockstep.state() if self.lockstep else None)
 
     def step(self, now: float) -> None:
         p = self.params
@@ -110,5 +153,192 @@ class SimModule(Module):
         wall = time.monotonic()
         if self._wall_start is None:
             self._wall_start = wall
-        self.sim_time = (wall - self._wall_start) * p.rate
-        self.clock_out.write(msgs.SimTime(stamp=self.sim_time, rate=p.rate))
+        self.sim_time = (wall - self._wall_start) * p.speed
+        self.clock_out.write(msgs.SimTime(stamp=self.sim_time, rate=p.speed, run=self.run_id))
+
+    def _loop(self) -> None:
+        if self.lockstep is None:
+            super()._loop()
+        else:
+            self.lockstep.run(self._stop_step)
+
+    def on_shutdown(self) -> None:
+        if self.lockstep is not None:
+            self.lockstep.close()
+
+    def notes(self) -> list[str]:
+        if self.lockstep is None:
+            return []
+        return self.lockstep.notes()
+
+
+class LockstepState(msgspec.Struct, frozen=True, kw_only=True):
+    """The reply of ``sim/lockstep``."""
+
+    tick: int
+    stamp: float
+    paused: bool
+    members: list[str]
+    dropped: list[str]
+    waiting_for: list[str]
+
+
+class LockstepCoordinator:
+    """The simulator's lock-step loop: publishes ticks and ``Clock``, collects acknowledgements (a :class:`Barrier`).
+
+    Acknowledgements and membership changes arrive on Zenoh threads and only update the barrier under a lock; the
+    loop, on the module's control thread, decides and publishes.
+    """
+
+    REPEAT_AFTER = 1.0
+    """Wall seconds after which a tick that is still not finished is sent again (a lost tick or acknowledgement)."""
+    PAUSED_TICK = 0.05
+    """Wall seconds between ticks while time is held and nothing changes."""
+
+    def __init__(self, sim: SimModule, params: SimParams) -> None:
+        self.sim = sim
+        self.params = params
+        self.log = logging.getLogger("pluto.sim.lockstep")
+        self.barrier = Barrier(run=sim.run_id, timeout=params.lockstep_timeout)
+        self.paused = params.paused
+        self._cond = threading.Condition()
+        self._changed = False  # membership changed: the current tick goes out again
+        self._last = LockstepTick(self.barrier.run, 0, 0.0)
+        bus = sim.bus
+        self._tick_pub = bus.session.declare_publisher(
+            bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
+        )
+        self._ack_sub = bus.session.declare_subscriber(bus.key_raw(ACK_KEY), self._on_ack)
+        self._member_sub = bus.session.liveliness().declare_subscriber(
+            bus.key_raw(f"{MEMBER_KEY}/**"), self._on_member, history=True
+        )
+
+    # -- from Zenoh threads -------------------------------------------------------------------------------------
+
+    def _on_ack(self, sample: Any) -> None:
+        try:
+            ack = msgspec.msgpack.decode(sample.payload.to_bytes(), type=LockstepAck)
+        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            self.sim.bus.drops.drop(ACK_KEY, err)
+            return
+        with self._cond:
+            self.barrier.ack(ack)
+            self._cond.notify_all()
+
+    def _on_member(self, sample: Any) -> None:
+        name = str(sample.key_expr).rsplit("/", 1)[-1]
+        with self._cond:
+            if sample.kind == zenoh.SampleKind.PUT:
+                self.barrier.join(name)
+            else:
+                self.barrier.leave(name)
+            self._changed = True
+            self._cond.notify_all()
+
+    # -- services -----------------------------------------------------------------------------------------------
+
+    def pause(self) -> bool:
+        with self._cond:
+            self.paused = True
+            self._cond.notify_all()
+        return True
+
+    def resume(self) -> bool:
+        with self._cond:
+            self.paused = False
+            self._cond.notify_all()
+        return False
+
+    def state(self) -> LockstepState:
+        with self._cond:
+            b = self.barrier
+            return LockstepState(
+                tick=b.number,
+                stamp=b.stamp,
+                paused=self.paused,
+                members=sorted(b.members),
+                dropped=b.dropped(),
+                waiting_for=b.waiting_for(),
+            )
+
+    def notes(self) -> list[str]:
+        state = self.state()
+        speed = "as fast as possible" if self.params.speed == 0 else f"at most {self.params.speed:g}x real time"
+        notes = [
+            f"lock-step {speed}{', paused' if state.paused else ''}: tick {state.tick} at {state.stamp:.3f} s, "
+            f"{len(state.members)} members"
+        ]
+        if state.dropped:
+            notes.append(f"dropped from the lock-step (not answering): {', '.join(state.dropped)}")
+        return notes
+
+    # -- the loop -----------------------------------------------------------------------------------------------
+
+    def _publish(self, tick: LockstepTick) -> None:
+        self.sim.sim_time = tick.stamp
+        self.sim.clock_out.write(
+            msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
+        )
+        self._tick_pub.put(msgspec.msgpack.encode(tick))
+        self._last = tick
+
+    def _report(self) -> None:
+        """Log what happened to members (lock held)."""
+        for event in self.barrier.events:
+            if "dropped" in event:
+                self.log.warning(event)
+            else:
+                self.log.info(event)
+        self.barrier.events.clear()
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until ``stop`` is set."""
+        speed = self.params.speed
+        with self._cond:
+            self._publish(self.barrier.first(time.monotonic()))
+        origin: tuple[float, float] | None = None  # (wall, stamp) that paces the time at a finite speed
+        while not stop.is_set():
+            with self._cond:
+                # wait until every member has finished the current tick
+                while not stop.is_set():
+                    wall = time.monotonic()
+                    self._report()
+                    self.barrier.drop_late(wall)
+                    self._report()
+                    if self._changed:
+                        self._changed = False
+                        self.barrier.restart_wait(wall)
+                        self._tick_pub.put(msgspec.msgpack.encode(self._last))  # newcomers need it
+                        continue
+                    if self.barrier.complete():
+                        break
+                    if wall - self.barrier.sent_at >= self.REPEAT_AFTER:
+                        self._tick_pub.put(msgspec.msgpack.encode(self._last))
+                    self._cond.wait(0.1)
+                if stop.is_set():
+                    break
+                if self.paused:
+                    origin = None
+                    if not self.barrier.pending_writes():
+                        # nothing to pass on: tick again after a while, or at once when something changes
+                        self._cond.wait(self.PAUSED_TICK)
+                        if stop.is_set():
+                            break
+                        if not self.paused:
+                            continue
+                    self._publish(self.barrier.tick(self.barrier.stamp, time.monotonic(), paused=True))
+                    continue
+                stamp = self.barrier.next_stamp()
+            if speed > 0:
+                if origin is None:
+                    origin = (time.monotonic(), self.barrier.stamp)
+                delay = origin[0] + (stamp - origin[1]) / speed - time.monotonic()
+                if delay > 0 and stop.wait(delay):
+                    break
+            with self._cond:
+                self._publish(self.barrier.tick(stamp, time.monotonic()))
+
+    def close(self) -> None:
+        for entity in (self._member_sub, self._ack_sub, self._tick_pub):
+            with contextlib.suppress(Exception):  # already gone with the session
+                entity.undeclare()  # type: ignore[no-untyped-call]

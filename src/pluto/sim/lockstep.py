@@ -1,0 +1,135 @@
+"""The simulator's side of the lock-step: a barrier that lets time advance only when every member has finished.
+
+Strategy (as Gazebo's lock-step and CARLA's synchronous mode): the simulator publishes tick ``k`` at time ``t_k``;
+each member (a module following simulated time) runs the steps that are due by ``t_k`` and acknowledges the tick with
+the writes it made and the time its next step is due. When every member has acknowledged, tick ``k+1`` goes out at
+the earliest due time (at most :data:`MAX_TICK` later), carrying the writes of tick ``k`` as its frontier (see
+:mod:`pluto.bus.lockstep` for what members do with it). So time moves in the exact steps the modules need, as fast as
+the slowest of them allows, and the same run gives the same messages however busy the machine is.
+
+A member that stops answering (hung, or far too slow) is dropped from the barrier after ``timeout`` wall seconds,
+logged and listed; it rejoins when it acknowledges a current tick again. A member whose process ends leaves at once
+(its liveliness token goes). This class is pure: the simulator module feeds it and publishes what it decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pluto.bus.lockstep import LockstepAck, LockstepTick, WriteMark
+
+MAX_TICK = 0.1
+"""Longest simulated time between two ticks, s (when no member has a step due sooner)."""
+
+
+@dataclass
+class MemberState:
+    """What the barrier knows of one member."""
+
+    next_due: float = 0.0
+    acked: int = -1
+    dropped: bool = False
+
+
+@dataclass
+class Barrier:
+    """Decides when the next tick may go out, and at what time.
+
+    Args:
+        run: id of this simulation run (acknowledgements of other runs are ignored).
+        timeout: wall seconds a member may take over one tick before it is dropped.
+    """
+
+    run: int
+    timeout: float = 10.0
+    members: dict[str, MemberState] = field(default_factory=dict)
+    number: int = 0
+    stamp: float = 0.0
+    _frontier: dict[tuple[str, int], int] = field(default_factory=dict)
+    sent_at: float = 0.0
+    """Wall-clock time the current tick went out, s."""
+    events: list[str] = field(default_factory=list)
+    """What happened to members (joined, left, dropped, rejoined), for the log; the caller empties it."""
+
+    def join(self, name: str) -> None:
+        if name not in self.members:
+            self.members[name] = MemberState(next_due=self.stamp)
+            self.events.append(f"{name} joined the lock-step at {self.stamp:.3f} s")
+
+    def leave(self, name: str) -> None:
+        if self.members.pop(name, None) is not None:
+            self.events.append(f"{name} left the lock-step")
+
+    def ack(self, ack: LockstepAck) -> None:
+        """Take a member's acknowledgement (of any tick; only the current one counts)."""
+        if ack.run != self.run:
+            return
+        for name, wid, seq in ack.writes:
+            key = (name, wid)
+            if seq > self._frontier.get(key, 0):
+                self._frontier[key] = seq
+        state = self.members.get(ack.member)
+        if state is None:
+            # An acknowledgement before its liveliness token arrived: it is a member all the same.
+            self.join(ack.member)
+            state = self.members[ack.member]
+        if ack.number == self.number:
+            if state.dropped:
+                state.dropped = False
+                self.events.append(f"{ack.member} answers again and rejoins the lock-step")
+            state.acked = ack.number
+            state.next_due = ack.next_due
+
+    def waiting_for(self) -> list[str]:
+        """Members that have not acknowledged the current tick (dropped ones aside)."""
+        return sorted(n for n, s in self.members.items() if not s.dropped and s.acked < self.number)
+
+    def complete(self) -> bool:
+        """Every member has finished the current tick."""
+        return not self.waiting_for()
+
+    def drop_late(self, wall: float) -> list[str]:
+        """Drop the members that took longer than ``timeout`` over the current tick; return their names."""
+        if wall - self.sent_at < self.timeout:
+            return []
+        late = self.waiting_for()
+        for name in late:
+            self.members[name].dropped = True
+            self.events.append(
+                f"{name} did not finish the tick at {self.stamp:.3f} s within {self.timeout:g} s: dropped from the "
+                "lock-step (time goes on without it)"
+            )
+        return late
+
+    def pending_writes(self) -> bool:
+        """Members wrote something during the current tick (the next tick has a frontier to pass on)."""
+        return bool(self._frontier)
+
+    def dropped(self) -> list[str]:
+        return sorted(n for n, s in self.members.items() if s.dropped)
+
+    def next_stamp(self) -> float:
+        """The time of the next tick: the earliest step due, at most :data:`MAX_TICK` ahead, always later."""
+        dues = [s.next_due for s in self.members.values() if not s.dropped and s.next_due > self.stamp]
+        target = min([*dues, self.stamp + MAX_TICK])
+        return max(round(target, 6), math.nextafter(self.stamp, math.inf))
+
+    def tick(self, stamp: float, wall: float, paused: bool = False) -> LockstepTick:
+        """Start the next tick at ``stamp`` (s); ``wall`` is the wall-clock time it goes out (s)."""
+        frontier: list[WriteMark] = [(name, wid, seq) for (name, wid), seq in self._frontier.items()]
+        self._frontier = {}
+        self.number += 1
+        self.stamp = stamp
+        self.sent_at = wall
+        return LockstepTick(self.run, self.number, stamp, frontier, paused)
+
+    def first(self, wall: float) -> LockstepTick:
+        """The first tick of the run (time 0)."""
+        self.number = 0
+        self.sent_at = wall
+        return LockstepTick(self.run, 0, self.stamp, [], True)
+
+    def restart_wait(self, wall: float) -> None:
+        """The current tick was sent again: its members get the full timeout from now."""
+        self.sent_at = wall
