@@ -10,7 +10,9 @@ carries all those writes as its *frontier*. A process that hosts members does tw
 2. before its members step, it waits until every value the frontier names has arrived and every callback it feeds
    has returned, so a member never misses a value that was written before the tick (which would depend on delivery).
 
-So each step sees exactly the values written before its tick, however the processes are scheduled. Writers say in
+So each step sees exactly the values written before its tick, however the processes are scheduled. The members of
+one process are stepped by one thread of the gate, one after the other in the order of their names (as rclpy's
+single-threaded executor), and acknowledged together. Writers say in
 each sample's attachment whether they are lock-stepped (their process hosts a member); values of other writers (a
 real sensor, a command line tool) pass at once. A value that the frontier never covers (its writer's process lost
 its members) is let through after a few ticks; a frontier value that never arrives (dropped by the network) is
@@ -23,7 +25,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -61,19 +64,17 @@ class LockstepTick(msgspec.Struct, array_like=True, frozen=True):
 
 
 class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
-    """A member has finished a tick (member -> coordinator).
+    """The members of one process have finished a tick (process -> coordinator).
 
     Attributes:
-        member: the module's name.
         run, number: the tick acknowledged.
-        next_due: simulated time of its next step, s (``inf`` if none is scheduled).
-        writes: the writes its process made since its previous acknowledgement.
+        members: each member's name and the simulated time of its next step, s (``inf`` if none is scheduled).
+        writes: the writes the process made since its previous acknowledgement.
     """
 
-    member: str
     run: int
     number: int
-    next_due: float
+    members: list[tuple[str, float]]
     writes: list[WriteMark] = []
 
 
@@ -102,9 +103,13 @@ class LockstepGate:
         self._writes: dict[tuple[str, int], int] = {}
         self._writes_lock = threading.Lock()
         self._latest: LockstepTick | None = None
+        self._ticks = threading.Condition()
         self._serial = 0  # ticks received (a repeated tick counts again: its members acknowledge it again)
         self._ready: tuple[int, int] | None = None  # (run, number) of the tick whose frontier is delivered
-        self._process_lock = threading.Lock()
+        self._round = threading.RLock()  # held while the executor steps the members
+        self._handlers: dict[str, tuple[Callable[[LockstepTick], float], Any]] = {}
+        self._executor: threading.Thread | None = None
+        self._waiting = False  # the executor waits for frontier values to arrive
         self.late_values = 0
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
@@ -141,7 +146,8 @@ class LockstepGate:
                 seen = receiver.seen
                 if seq > seen.get(writer_id, 0):
                     seen[writer_id] = seq
-                self._cond.notify_all()
+                if self._waiting:
+                    self._cond.notify_all()
             if not gated or not self.active or seq <= self._frontier.get(writer_id, 0):
                 return True
             tick = self._latest.number if self._latest is not None else 0
@@ -182,61 +188,39 @@ class LockstepGate:
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             self._bus.drops.drop(TICK_KEY, err)
             return
-        with self._cond:
+        with self._ticks:
             latest = self._latest
             if latest is not None and tick.run == latest.run and tick.number < latest.number:
                 return  # an old tick repeated
             self._latest = tick
             self._serial += 1
-            self._cond.notify_all()
+            self._ticks.notify_all()
 
     @property
     def latest(self) -> LockstepTick | None:
         """The newest tick heard of (its frontier may not be delivered yet)."""
         return self._latest
 
-    def wait_tick(self, after: int, stop: threading.Event, timeout: float = 0.5) -> tuple[int, LockstepTick | None]:
-        """Wait for a tick message received after the ``after``-th one, make its frontier visible here, and return
-        ``(serial, tick)``: pass ``serial`` as ``after`` next time. A tick may come twice (the coordinator repeats
-        it when a member joins or an acknowledgement is late): the caller then acknowledges it again.
-
-        Returns ``(after, None)`` if ``stop`` is set or no tick came within ``timeout`` wall seconds.
-        """
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._serial == after or self._latest is None:
-                left = deadline - time.monotonic()
-                if stop.is_set() or left <= 0:
-                    return after, None
-                self._cond.wait(min(left, 0.1))
-            serial, tick = self._serial, self._latest
-        self._deliver(tick)
-        return serial, tick
-
     def _deliver(self, tick: LockstepTick) -> None:
-        """Make the tick's frontier visible here, once per tick for all the members of this bus."""
-        with self._process_lock:
-            if self._ready == (tick.run, tick.number):
-                return
-            with self._cond:
-                run_changed = self._ready is not None and self._ready[0] != tick.run
-                if run_changed:
-                    self._frontier.clear()
-                for _name, wid, seq in tick.frontier:
-                    if seq > self._frontier.get(wid, 0):
-                        self._frontier[wid] = seq
-                released = self._release(everything=run_changed)
-            for receiver, value in released:
-                receiver._take(value)
-            self._wait_frontier(tick.frontier)
-            self._ready = (tick.run, tick.number)
+        """Make the tick's frontier visible here (on the executor thread, before the members step)."""
+        if self._ready == (tick.run, tick.number):
+            return
+        with self._cond:
+            run_changed = self._ready is not None and self._ready[0] != tick.run
+            if run_changed:
+                self._frontier.clear()
+            for _name, wid, seq in tick.frontier:
+                if seq > self._frontier.get(wid, 0):
+                    self._frontier[wid] = seq
+            released = self._release(everything=run_changed)
+        for receiver, value in released:
+            receiver._take(value)
+        self._wait_frontier(tick.frontier)
+        self._ready = (tick.run, tick.number)
 
     def _wait_frontier(self, frontier: list[WriteMark]) -> None:
         """Wait until the local receivers got the frontier's values and their callbacks returned."""
-        receivers = self._bus.receivers()
-        by_name: dict[str, list[_Receiver[Any]]] = {}
-        for receiver in receivers:
-            by_name.setdefault(receiver.name, []).append(receiver)
+        by_name = self._bus.receivers_by_name()
         wanted = [(r, wid, seq) for name, wid, seq in frontier for r in by_name.get(name, ())]
         joining = time.monotonic() - self._joined_at < 1.0
         deadline = time.monotonic() + (FRONTIER_WAIT_JOINING if joining else FRONTIER_WAIT)
@@ -254,62 +238,87 @@ class LockstepGate:
                                 wid,
                             )
                         break
+                    self._waiting = True
                     self._cond.wait(left)
-        for receiver in receivers:
-            receiver.wait_idle(max(0.0, deadline - time.monotonic()))
-
-    def notify(self) -> None:
-        """Wake waiters (a subscription's callback finished)."""
-        with self._cond:
-            self._cond.notify_all()
+                    self._waiting = False
+        for receivers in by_name.values():
+            for receiver in receivers:
+                receiver.wait_idle(max(0.0, deadline - time.monotonic()))
 
     # -- members ------------------------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def member(self, name: str) -> Iterator[Member]:
-        """Take part in the lock-step as module ``name`` for the duration of the block."""
-        with self._cond:
-            self._members += 1
-            self._joined_at = time.monotonic()
+    def register(self, name: str, handler: Callable[[LockstepTick], float]) -> None:
+        """Take part in the lock-step as module ``name``: ``handler(tick)`` runs its steps due by the tick and
+        returns the time its next step is due (s, ``inf`` if none). Handlers run on the gate's executor thread."""
         token = self._bus.session.liveliness().declare_token(self._bus.key_raw(f"{MEMBER_KEY}/{name}"))
-        try:
-            yield Member(self, name)
-        finally:
-            with contextlib.suppress(Exception):
-                token.undeclare()  # type: ignore[no-untyped-call]
-            with self._cond:
-                self._members -= 1
-                released = self._release(everything=True) if self._members == 0 else []
-            for receiver, value in released:
-                receiver._take(value)
+        with self._cond:
+            self._handlers[name] = (handler, token)
+            self._members = len(self._handlers)
+            self._joined_at = time.monotonic()
+            if self._executor is None:
+                self._executor = threading.Thread(target=self._execute, name="pluto-lockstep", daemon=True)
+                self._executor.start()
+        with self._ticks:
+            self._ticks.notify_all()
 
-    def _send_ack(self, payload: bytes) -> None:
-        self._ack_pub.put(payload)
+    def unregister(self, name: str) -> None:
+        """Leave the lock-step (the handler is not called again once this returns, unless from within it)."""
+        with self._round:  # not in the middle of a round (an RLock: a handler may unregister itself)
+            with self._cond:
+                entry = self._handlers.pop(name, None)
+                self._members = len(self._handlers)
+                released = self._release(everything=True) if not self._handlers else []
+        if entry is not None:
+            with contextlib.suppress(Exception):
+                entry[1].undeclare()
+        for receiver, value in released:
+            receiver._take(value)
+
+    def _execute(self) -> None:
+        """The executor: for each tick, deliver its frontier, step every member, acknowledge."""
+        serial = 0
+        done: dict[str, float] = {}  # members that finished the current tick -> next due
+        current: tuple[int, int] | None = None
+        payload = b""
+        while True:
+            with self._ticks:
+                while True:
+                    if self._bus.closed:
+                        return
+                    if self._serial != serial:
+                        break
+                    if current is not None and set(self._handlers) - set(done):
+                        break  # a member joined during the tick: step it now
+                    self._ticks.wait(0.5)
+                serial, tick = self._serial, self._latest
+            if tick is None:
+                continue
+            with self._round:
+                key = (tick.run, tick.number)
+                if key != current:
+                    current, done = key, {}
+                    self._deliver(tick)
+                with self._cond:
+                    handlers = sorted(self._handlers.items())
+                for name, (handler, _token) in handlers:
+                    if name not in done:
+                        try:
+                            done[name] = handler(tick)
+                        except Exception:
+                            log.exception("lock-step member %s failed to handle a tick", name)
+                            done[name] = math.inf
+                members = [(name, done[name]) for name, _ in handlers]
+                if members:
+                    message = LockstepAck(tick.run, tick.number, members, self.take_writes())
+                    payload = msgspec.msgpack.encode(message)
+                    self._ack_pub.put(payload)
 
     def close(self) -> None:
         for entity in (self._tick_sub, self._ack_pub):
             with contextlib.suppress(Exception):
                 entity.undeclare()  # type: ignore[no-untyped-call]
-
-
-class Member:
-    """One module's part in the lock-step: acknowledges the ticks it has finished."""
-
-    def __init__(self, gate: LockstepGate, name: str) -> None:
-        self.name = name
-        self._gate = gate
-        self._last: tuple[int, int] | None = None
-        self._payload = b""
-
-    def done(self, tick: LockstepTick) -> bool:
-        """Whether this member has already acknowledged ``tick`` (it came again)."""
-        return self._last == (tick.run, tick.number)
-
-    def ack(self, tick: LockstepTick, next_due: float) -> None:
-        """Acknowledge ``tick``: its steps are done, the next is due at ``next_due`` (s, ``inf`` if none);
-        acknowledging the same tick again repeats the first acknowledgement."""
-        if not self.done(tick):
-            message = LockstepAck(self.name, tick.run, tick.number, next_due, self._gate.take_writes())
-            self._payload = msgspec.msgpack.encode(message)
-            self._last = (tick.run, tick.number)
-        self._gate._send_ack(self._payload)
+        with self._ticks:
+            self._ticks.notify_all()
+        executor = self._executor
+        if executor is not None and executor is not threading.current_thread():
+            executor.join(timeout=2.0)

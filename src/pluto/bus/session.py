@@ -505,9 +505,9 @@ class Service:
         self._queue: queue.Queue[zenoh.Query | None] = queue.Queue(self.MAX_QUEUED)
         self.served = 0
         self.failed = 0
+        self._key = bus.service_key(name)  # a bad name fails here, before the thread starts
         self._thread = threading.Thread(target=self._run, name=f"pluto-srv:{name}", daemon=True)
         self._thread.start()
-        self._key = bus.service_key(name)
         self._queryable = bus.session.declare_queryable(self._key, self._on_query)
 
     def _on_query(self, query: zenoh.Query) -> None:
@@ -541,6 +541,8 @@ class Service:
             self._queryable.undeclare()  # type: ignore[no-untyped-call]
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
 
 
 def _reply_error(query: zenoh.Query, text: str) -> None:
@@ -570,6 +572,7 @@ class Bus:
         self._owned: list[Any] = []
         self._lock = threading.Lock()
         self.gate: LockstepGate | None = None
+        self._by_name: dict[str, list[_Receiver[Any]]] | None = None
         """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
         self._deferred: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
         _start_zenoh_log()
@@ -651,10 +654,21 @@ class Bus:
                 self.gate = LockstepGate(self)
             return self.gate
 
-    def receivers(self) -> list[_Receiver[Any]]:
-        """The open readers and subscriptions of this bus."""
+    def receivers_by_name(self) -> dict[str, list[_Receiver[Any]]]:
+        """The open readers and subscriptions of this bus, by interface name."""
         with self._lock:
-            return [thing for thing in self._owned if isinstance(thing, _Receiver) and not thing.closed]
+            by_name = self._by_name
+            if by_name is None:
+                by_name = {}
+                for thing in self._owned:
+                    if isinstance(thing, _Receiver):
+                        by_name.setdefault(thing.name, []).append(thing)
+                self._by_name = by_name
+        if any(r.closed for receivers in by_name.values() for r in receivers):
+            with self._lock:
+                self._by_name = None
+            return {n: [r for r in rs if not r.closed] for n, rs in by_name.items()}
+        return by_name
 
     def service_key(self, name: str) -> str:
         """The Zenoh key of service ``name``."""
@@ -685,6 +699,8 @@ class Bus:
             if self._closed:
                 raise BusError("the bus is closed")
             self._owned.append(thing)
+            if isinstance(thing, _Receiver):
+                self._by_name = None
         return thing
 
     @overload
@@ -926,6 +942,8 @@ class Bus:
         with self._lock:
             if thing in self._owned:
                 self._owned.remove(thing)
+            if isinstance(thing, _Receiver):
+                self._by_name = None
         _close_entity(thing)
 
     def close(self) -> None:

@@ -84,6 +84,8 @@ class SimTimeSource:
             self._take(current, defer=False)
 
     def _on_clock(self, sample: Any) -> None:
+        if self.lockstep and self.gate.active:
+            return  # the members of this process follow the ticks themselves
         try:
             tick = msgs.decode(sample.payload.to_bytes(), msgs.SimTime)
         except Exception as err:
@@ -99,6 +101,8 @@ class SimTimeSource:
 
     def advance(self, stamp: float, run: int) -> None:
         """Take the time of a lock-step tick (called by a member before it steps; jump callbacks run at once)."""
+        if stamp == self._now and run == self._run:
+            return  # another member of this process already did
         self._set(stamp, run, defer=False)
 
     def _set(self, stamp: float, run: int, defer: bool) -> None:

@@ -30,6 +30,7 @@ import msgspec
 
 from pluto import msgs
 from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
+from pluto.bus.lockstep import LockstepTick
 from pluto.runtime.clock import Clock, SimClock, WallClock
 
 M = TypeVar("M", bound=msgs.Message)
@@ -249,32 +250,33 @@ class Module:
                 return
 
     def _lockstep_loop(self, clock: SimClock) -> None:
-        """Steps at the ticks of a lock-stepped simulator, and acknowledges each tick when done with it."""
-        period = 1.0 / self.params.rate_hz
+        """Takes part in the lock-step while it lasts: the bus's lock-step executor calls :meth:`_on_tick`."""
         gate = self.bus.lockstep()
-        source = clock.source
-        serial = 0
-        run = None
-        due = math.inf
-        with gate.member(self.module_name) as member:
-            while not self._stop_step.is_set():
-                serial, tick = gate.wait_tick(serial, self._stop_step)
-                if tick is None:
-                    if not clock.lockstep:
-                        return  # the simulator no longer runs in lock-step
-                    continue
-                if member.done(tick):
-                    member.ack(tick, due)  # the tick came again: the first acknowledgement may have been lost
-                    continue
-                source.advance(tick.stamp, tick.run)
-                if tick.run != run or due > tick.stamp + period + _DUE_SLACK:  # the first tick, or a new run
-                    run = tick.run
-                    due = _next_multiple(tick.stamp, period)
-                if due <= tick.stamp + _DUE_SLACK:
-                    self._safe_step(tick.stamp)
-                    # one step per tick even if several were due (a module that joined late does not burst)
-                    due = _next_multiple(tick.stamp + _DUE_SLACK * 2, period)
-                member.ack(tick, due)
+        self._tick_run: int | None = None
+        self._tick_due = math.inf
+        gate.register(self.module_name, self._on_tick)
+        try:
+            while not self._stop_step.wait(0.5):
+                if not clock.lockstep:
+                    return  # the simulator no longer runs in lock-step
+        finally:
+            gate.unregister(self.module_name)
+
+    def _on_tick(self, tick: LockstepTick) -> float:
+        """Run the step due by ``tick``, if any; return when the next one is due (s)."""
+        if self._stop_step.is_set():
+            return math.inf
+        assert isinstance(self.clock, SimClock)
+        self.clock.source.advance(tick.stamp, tick.run)
+        period = 1.0 / self.params.rate_hz
+        if tick.run != self._tick_run or self._tick_due > tick.stamp + period + _DUE_SLACK:  # first tick, new run
+            self._tick_run = tick.run
+            self._tick_due = _next_multiple(tick.stamp, period)
+        if self._tick_due <= tick.stamp + _DUE_SLACK:
+            self._safe_step(tick.stamp)
+            # one step per tick even if several were due (a module that joined late does not burst)
+            self._tick_due = _next_multiple(tick.stamp + 2 * _DUE_SLACK, period)
+        return self._tick_due
 
     def _report_step_error(self, err: Exception) -> None:
         """Log the first failure with its traceback, then at most one line every 5 s (a step that keeps failing

@@ -62,24 +62,26 @@ class Barrier:
             self.events.append(f"{name} left the lock-step")
 
     def ack(self, ack: LockstepAck) -> None:
-        """Take a member's acknowledgement (of any tick; only the current one counts)."""
+        """Take a process's acknowledgement for its members (of any tick; only the current one counts)."""
         if ack.run != self.run:
             return
         for name, wid, seq in ack.writes:
             key = (name, wid)
             if seq > self._frontier.get(key, 0):
                 self._frontier[key] = seq
-        state = self.members.get(ack.member)
-        if state is None:
-            # An acknowledgement before its liveliness token arrived: it is a member all the same.
-            self.join(ack.member)
-            state = self.members[ack.member]
-        if ack.number == self.number:
+        if ack.number != self.number:
+            return
+        for member, next_due in ack.members:
+            state = self.members.get(member)
+            if state is None:
+                # An acknowledgement before its liveliness token arrived: it is a member all the same.
+                self.join(member)
+                state = self.members[member]
             if state.dropped:
                 state.dropped = False
-                self.events.append(f"{ack.member} answers again and rejoins the lock-step")
+                self.events.append(f"{member} answers again and rejoins the lock-step")
             state.acked = ack.number
-            state.next_due = ack.next_due
+            state.next_due = next_due
 
     def waiting_for(self) -> list[str]:
         """Members that have not acknowledged the current tick (dropped ones aside)."""

@@ -194,6 +194,8 @@ class LockstepCoordinator:
     """Wall seconds after which a tick that is still not finished is sent again (a lost tick or acknowledgement)."""
     PAUSED_TICK = 0.05
     """Wall seconds between ticks while time is held and nothing changes."""
+    CLOCK_PERIOD = 0.05
+    """Simulated seconds between two ``Clock`` values at most (in lock-step, ``Clock`` is for non-members)."""
 
     def __init__(self, sim: SimModule, params: SimParams) -> None:
         self.sim = sim
@@ -204,6 +206,7 @@ class LockstepCoordinator:
         self._cond = threading.Condition()
         self._changed = False  # membership changed: the current tick goes out again
         self._last = LockstepTick(self.barrier.run, 0, 0.0)
+        self._next_clock = 0.0
         bus = sim.bus
         self._tick_pub = bus.session.declare_publisher(
             bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
@@ -276,9 +279,12 @@ class LockstepCoordinator:
 
     def _publish(self, tick: LockstepTick) -> None:
         self.sim.sim_time = tick.stamp
-        self.sim.clock_out.write(
-            msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
-        )
+        # Members follow the ticks; ``Clock`` is for everyone else (tools, logs), so it need not come at every tick.
+        if tick.stamp >= self._next_clock or tick.paused or tick.number == 0:
+            self.sim.clock_out.write(
+                msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
+            )
+            self._next_clock = tick.stamp + self.CLOCK_PERIOD
         self._tick_pub.put(msgspec.msgpack.encode(tick))
         self._last = tick
 
