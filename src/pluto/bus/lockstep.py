@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -263,11 +263,11 @@ class LockstepGate:
 
     def unregister(self, name: str) -> None:
         """Leave the lock-step (the handler is not called again once this returns, unless from within it)."""
-        with self._round:  # not in the middle of a round (an RLock: a handler may unregister itself)
-            with self._cond:
-                entry = self._handlers.pop(name, None)
-                self._members = len(self._handlers)
-                released = self._release(everything=True) if not self._handlers else []
+        # not in the middle of a round (an RLock: a handler may unregister itself)
+        with self._round, self._cond:
+            entry = self._handlers.pop(name, None)
+            self._members = len(self._handlers)
+            released = self._release(everything=True) if not self._handlers else []
         if entry is not None:
             with contextlib.suppress(Exception):
                 entry[1].undeclare()
