@@ -3,5 +3,7 @@
 import sys
 
 from pluto.cli.main import main
+from pluto.runtime.launcher import end_with_parent
 
+end_with_parent()
 sys.exit(main())

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,13 +102,44 @@ def _toml_value(value: object) -> str:
     return repr(value)
 
 
-def spawn(cmd: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a command detached from the terminal's signals, its output appended to ``log_path``."""
+PARENT_ENV = "PLUTO_PARENT_PID"
+"""Set in a module process that must end with the process that started it (see :func:`end_with_parent`)."""
+
+
+def spawn(cmd: Sequence[str], log_path: Path, *, with_parent: bool = False) -> subprocess.Popen[bytes]:
+    """Start a command detached from the terminal's signals, its output appended to ``log_path``.
+
+    Args:
+        with_parent: the command ends when this process ends, even if it is killed (a supervisor's modules);
+            without it the command outlives it (``pluto start``).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, PARENT_ENV: str(os.getpid())} if with_parent else None
     with open(log_path, "ab") as log_file:
         return subprocess.Popen(
-            list(cmd), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
+
+
+def end_with_parent() -> None:
+    """In a process started with ``spawn(..., with_parent=True)``: stop (as on SIGTERM) when the parent ends, so a
+    supervisor that is killed leaves no modules running. A watcher thread checks the parent twice a second."""
+    parent = os.environ.pop(PARENT_ENV, "")
+    if not parent.isdigit():
+        return
+    pid = int(parent)
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(0.5)  # nothing signals a parent's end portably; polling the parent id is cheap
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def tail(path: Path, lines: int = 5) -> str:

@@ -154,7 +154,7 @@ class Supervisor:
         if child.restarts and child.entry.name in self.held:
             params = {**params, "paused": False}  # a restarted simulator goes on at once (a new run)
         cmd = module_command(spec.module, spec.name, params, config_path)
-        child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log")
+        child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log", with_parent=True)
         (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
         threading.Thread(
             target=self._wait_exit, args=(child.entry.name, process), daemon=True, name=f"wait-{child.entry.name}"
