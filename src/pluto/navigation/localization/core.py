@@ -1,8 +1,18 @@
 """The localization service's pure logic: dead reckoning, laser-pose interpolation and pose adjustment.
 
 Strategy: (spec/pluto-software.txt §3) dead reckoning integrates the base's odometry increments, taking the heading
-increment from the inertial unit's integrated heading while it is fresh and from the odometry otherwise. Every
-odometry step is kept, with its noise, in a short history so that (a) a laser scan's centre time can be looked up
+increment from the inertial unit's integrated heading while it is fresh and from the odometry otherwise.
+
+The inputs are fused by their stamps, never by their arrival: an odometry sample waits until the inertial unit has a
+state at or after its stamp, so that the heading there is interpolated, not extrapolated, however late or bunched
+the inertial unit's messages arrive (it runs in another process, and its filtered state is stamped back by the
+filter's delay). Waiting is bounded in stamps: once the odometry is more than ``dmu_wait`` ahead of the newest
+inertial state, the unit counts as absent and the waiting steps are integrated with what there is (extrapolated,
+then the odometry's own heading). A scan likewise waits for the wrist's angles at its centre time (``wrist_wait``).
+So, as long as each source delivers its own messages in stamp order and no later than those bounds, the result
+depends only on the stamps and values of the inputs.
+
+Every odometry step is kept, with its noise, in a short history so that (a) a laser scan's centre time can be looked up
 after the fact (the scan's timing arrives ~200 ms after it was taken), and (b) the covariance of the (x, y, θ)
 increment between two scans can be summed exactly from the steps in between:
 
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +57,9 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         odometry_heading_per_distance: std dev of the odometry heading error, rad per sqrt(m travelled).
         dmu_heading_noise: std dev of the inertial heading error (gyro random walk), rad per sqrt(s).
         dmu_timeout: the inertial unit counts as lost when its newest state is older than this, s.
+        dmu_wait: how far the odometry may run ahead of the newest inertial state (in stamps, s) while its steps wait
+            for the inertial heading at their stamps; beyond, they are integrated with what there is (0: never wait).
+        wrist_wait: the same for a scan waiting for the wrist's angles at its centre time, s.
         history: seconds of odometry steps kept for interpolation and late data.
         laser_mount: position of the laser's pan/tilt centre in the robot frame (x forward, y left, z up), m.
     """
@@ -56,6 +70,8 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     odometry_heading_per_distance: float = 0.01
     dmu_heading_noise: float = 0.003
     dmu_timeout: float = 0.5
+    dmu_wait: float = 0.5
+    wrist_wait: float = 0.5
     history: float = 10.0
     laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
 
@@ -72,6 +88,10 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
         if not self.dmu_timeout > 0:
             raise ValueError(f"dmu_timeout must be > 0, got {self.dmu_timeout}")
+        for name in ("dmu_wait", "wrist_wait"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
         if not self.history > 0:
             raise ValueError(f"history must be > 0, got {self.history}")
 
@@ -238,7 +258,7 @@ class Counters:
     """What the dead reckoning dropped or fell back on (for the status and logs)."""
 
     late_odometry: int = 0
-    late_dmu: int = 0
+    late_dmu: int = 0  # dropped, or too late for the odometry step at its stamp
     late_scans: int = 0
     odometry_only_steps: int = 0
     dmu_steps: int = 0
@@ -252,8 +272,11 @@ class DeadReckoning:
         params: noise model and geometry.
         start: starting pose (x, y, θ) or (x, y, z, θ, φ, ψ), m and rad.
 
-    Feed it with :meth:`add_dmu`, :meth:`add_wrist` and :meth:`add_odometry` in any order; read :meth:`pose`,
-    :meth:`pose_at` and :meth:`scan`.
+    Feed it with :meth:`add_dmu`, :meth:`add_wrist` and :meth:`add_odometry` in any order across the sources (each
+    source's own samples in stamp order); read :meth:`pose`, :meth:`pose_at` and :meth:`scan`. An odometry sample is
+    integrated once the inertial unit has a state at or after its stamp, or once waiting is pointless (see
+    :class:`LocalizationParams` ``dmu_wait``, and :meth:`flush`), so the result depends on the stamps and values of
+    the inputs, not on when they arrived.
     """
 
     params: LocalizationParams = field(default_factory=LocalizationParams)
@@ -270,11 +293,14 @@ class DeadReckoning:
             raise ValueError(f"start pose must have 3 or 6 values, got {len(self.start)}")
         self._steps: list[_Step] = []
         self._times: list[float] = []
-        self._dmu = _Series(self.params.history)
-        self._wrist = _Series(self.params.history)
-        self._last_odometry: tuple[float, float, float, float] | None = None  # t, x, y, θ of the base
+        self._dmu = _Series(self.params.history)  # (θ, φ, ψ, vertical rate)
+        self._wrist = _Series(self.params.history)  # (pan, tilt)
+        self._waiting: deque[tuple[float, float, float, float]] = deque()  # odometry (t, x, y, θ) not integrated yet
+        self._received = -math.inf  # stamp of the newest odometry sample received: the inputs' clock, s
+        self._first_odometry: float | None = None  # stamp of the first odometry sample received, s
+        self._complete = -math.inf  # inputs up to this stamp are all there will be (see flush), s
+        self._last_odometry: tuple[float, float, float, float] | None = None  # t, x, y, θ of the last integrated
         self._dmu_reference: float | None = None  # the inertial heading the last step ended on
-        self._dmu_rate = 0.0
         self._last_scan: float | None = None
         self.dmu_ok = False
 
@@ -283,32 +309,76 @@ class DeadReckoning:
     def add_dmu(self, stamp: float, theta: float, phi: float = 0.0, psi: float = 0.0, rate_z: float = 0.0) -> bool:
         """An inertial state: integrated heading θ, pitch φ, roll ψ (rad) and vertical rate (rad/s) at ``stamp`` (s).
 
+        A state older than the newest one is sorted in; odometry waiting for it is integrated. A state older than an
+        odometry step integrated already (the unit was taken for absent) is counted as late but still sorted in: it
+        cannot change that step, but it shows the unit is back, so that the following steps wait for it again.
+
         Returns:
-            False if it was dropped (a duplicate, or older than the history).
+            False if it was dropped: a duplicate, or older than the history.
         """
-        ok = self._dmu.add(stamp, (theta, phi, psi))
-        if ok and stamp >= self._dmu.times[-1]:
-            self._dmu_rate = rate_z
-        if not ok:
+        if not self._dmu.add(stamp, (theta, phi, psi, rate_z)):
             self.counters.late_dmu += 1
-        return ok
+            return False
+        if self._times and stamp <= self._times[-1]:
+            self.counters.late_dmu += 1
+        self._release()
+        return True
 
     def add_wrist(self, stamp: float, pan: float, tilt: float) -> bool:
-        """Wrist pan and tilt (rad) at ``stamp`` (s). Returns False if dropped."""
+        """Wrist pan and tilt (rad) at ``stamp`` (s), sorted in by stamp. Returns False if dropped (a duplicate, or
+        older than the history)."""
         return self._wrist.add(stamp, (pan, tilt))
 
     def add_odometry(self, stamp: float, x: float, y: float, theta: float) -> bool:
         """The base's odometry (its own frame: x, y in m, θ in rad, continuous) at ``stamp`` (s).
 
-        The first sample only sets the reference. Missing samples just make a longer step.
+        The sample waits until the inertial unit's heading at ``stamp`` is known (or will not come), then becomes a
+        step; the first step only sets the reference. Missing samples just make a longer step.
 
         Returns:
             False if it was dropped: not newer than the previous one (late or out of order).
         """
-        last = self._last_odometry
-        if last is not None and stamp <= last[0]:
+        if stamp <= self._received:
             self.counters.late_odometry += 1
             return False
+        if self._first_odometry is None:
+            self._first_odometry = stamp
+        self._received = stamp
+        self._waiting.append((stamp, x, y, theta))
+        self._release()
+        return True
+
+    def flush(self) -> bool:
+        """Take the inputs received so far as all there will be up to the newest odometry stamp: integrate every
+        waiting odometry sample with the inertial data there is, and let scans up to that stamp stop waiting for the
+        wrist (for when the inputs stopped: the end of a replay, or the base and the inertial unit both silent).
+
+        Returns:
+            True if a step was integrated.
+        """
+        self._complete = max(self._complete, self._received)
+        before = len(self._waiting)
+        self._release()
+        return len(self._waiting) < before
+
+    def _settled(self, series: _Series, t: float, wait: float) -> bool:
+        """Whether ``series`` will bring nothing more for time ``t`` (s): it has a sample at or after ``t``, or the
+        odometry has run more than ``wait`` (s) ahead of its newest sample (of the first odometry if it has none),
+        or the inputs were flushed past ``t``."""
+        times = series.times
+        if (times and times[-1] >= t) or t <= self._complete:
+            return True
+        anchor = times[-1] if times else self._first_odometry
+        return anchor is not None and (wait == 0 or self._received - anchor > wait)
+
+    def _release(self) -> None:
+        """Integrate the waiting odometry samples whose inertial heading is settled, oldest first."""
+        while self._waiting and self._settled(self._dmu, self._waiting[0][0], self.params.dmu_wait):
+            self._integrate(*self._waiting.popleft())
+
+    def _integrate(self, stamp: float, x: float, y: float, theta: float) -> None:
+        """Append the step to the odometry sample at ``stamp`` (s), fusing the inertial heading there."""
+        last = self._last_odometry
         self._last_odometry = (stamp, x, y, theta)
         p = self.params
         if last is None:
@@ -320,7 +390,7 @@ class DeadReckoning:
             self.dmu_ok = self._dmu_reference is not None
             zero = np.zeros((3, 3))
             self._append(_Step(stamp, x0, y0, z0, t0, phi0, psi0, 0.0, 0.0, zero, zero, zero.copy()))
-            return True
+            return
         prev = self._steps[-1]
         lt, lx, ly, lth = last
         dt = stamp - lt
@@ -365,7 +435,6 @@ class DeadReckoning:
         self._append(
             _Step(stamp, prev.x + dx, prev.y + dy, prev.z + dz, prev.theta + dtheta, phi, psi, dx, dy, q, cov, absolute)
         )
-        return True
 
     def _append(self, step: _Step) -> None:
         self._steps.append(step)
@@ -376,14 +445,15 @@ class DeadReckoning:
             del self._times[:cut]
 
     def _dmu_heading(self, t: float) -> float | None:
-        """The inertial heading at ``t`` (rad): interpolated, or extrapolated with the last rate; None if stale."""
+        """The inertial heading at ``t`` (rad): interpolated, or extrapolated with the newest state's vertical rate;
+        None if stale."""
         times = self._dmu.times
         if not times or t - times[-1] > self.params.dmu_timeout:
             return None
         value = self._dmu.at(t)
         assert value is not None
         if t > times[-1]:
-            return value[0] + self._dmu_rate * (t - times[-1])
+            return value[0] + self._dmu.values[-1][3] * (t - times[-1])
         return value[0]
 
     def _tilt(self, t: float) -> tuple[float, float] | None:
@@ -401,13 +471,28 @@ class DeadReckoning:
 
     @property
     def started(self) -> bool:
-        """At least one odometry sample has arrived."""
+        """At least one odometry step has been integrated (:meth:`pose` has a value)."""
         return bool(self._steps)
 
     @property
     def latest_stamp(self) -> float:
-        """Stamp of the newest odometry sample, s (-inf if none)."""
+        """Stamp of the newest integrated odometry step, s (-inf if none)."""
         return self._times[-1] if self._times else -math.inf
+
+    @property
+    def earliest_stamp(self) -> float:
+        """Stamp of the oldest odometry step in the history, s (-inf if none)."""
+        return self._times[0] if self._times else -math.inf
+
+    @property
+    def received_stamp(self) -> float:
+        """Stamp of the newest odometry sample received, integrated or waiting, s (-inf if none)."""
+        return self._received
+
+    @property
+    def waiting(self) -> int:
+        """Number of odometry samples received but not integrated yet (waiting for the inertial unit)."""
+        return len(self._waiting)
 
     def pose(self) -> RobotPose:
         """The newest dead-reckoned robot pose.
@@ -498,7 +583,8 @@ class DeadReckoning:
         previous scan; call it once per scan, in time order.
 
         Returns:
-            None if odometry has not reached ``t`` yet (call again later).
+            None if the integrated odometry has not reached ``t`` yet, or the wrist's angles at ``t`` may still come
+            (call again later).
 
         Raises:
             LookupError: the scan is older than the previous one or than the history (it is counted and dropped).
@@ -508,6 +594,8 @@ class DeadReckoning:
         if t < self._times[0] or (self._last_scan is not None and t <= self._last_scan):
             self.counters.late_scans += 1
             raise LookupError(f"scan at {t} is out of order or older than the history")
+        if not self._settled(self._wrist, t, self.params.wrist_wait):
+            return None
         step = self._step_at(t)
         assert step is not None
         previous = self._last_scan if self._last_scan is not None and self._last_scan >= self._times[0] else t

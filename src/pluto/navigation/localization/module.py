@@ -6,6 +6,13 @@ Reads ``Base/Drive/State`` (required), ``DMU/State``, ``Wrist/State`` and ``Sick
 
 Subscriptions only queue what arrives (they run on the bus's threads); the control step drains the queues into the
 pure core in stamp order and writes the results, so the core never sees two threads.
+
+The inputs are fused by their stamps, so late or bunched messages change nothing: an odometry sample waits in the
+core for the inertial state at or after its stamp, and a pose (interfaces 0 and 3) goes out in the step in which
+odometry steps are integrated. Without the inertial unit (absent, or stopped) the odometry goes on alone once it is
+``model.dmu_wait`` ahead of the newest inertial state, in stamps; a scan likewise waits for the wrist's angles at its
+centre time. If the odometry itself stops (the end of a replay) while samples still wait, they are integrated with
+what there is after ``flush_wait``.
 """
 
 from __future__ import annotations
@@ -31,12 +38,15 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
         ``psi``; empty: the origin.
     model: the dead reckoning's noise model and laser mount.
     scan_wait: how long a scan waits for odometry to reach its centre time before it is dropped, s.
+    flush_wait: how long after the last odometry message (module clock, s) odometry samples still waiting for the
+        inertial unit are integrated without it.
     """
 
     rate_hz: float = 50.0
     start_pose_file: str = ""
     model: LocalizationParams = LocalizationParams()
     scan_wait: float = 1.0
+    flush_wait: float = 0.5
 
 
 def read_start_pose(path: str) -> tuple[float, float, float, float, float, float]:
@@ -101,6 +111,7 @@ class LocalizationModule(Module):
         ):
             self.create_subscription(name, self._enqueuer(order), cls, depth=1024)
         self._published_laser = False
+        self._odometry_arrived: float | None = None  # module clock at the newest odometry message, s
         self.errors = 0
 
     def _enqueuer(self, order: int) -> Any:
@@ -113,21 +124,29 @@ class LocalizationModule(Module):
     def step(self, now: float) -> None:
         with self._queue_lock:
             batch, self._queue = self._queue, []
-        # inertial and wrist data first, then odometry, each in stamp order; posts and scans after
+        # inertial and wrist data first, then odometry, each in stamp order; posts and scans after (the core fuses
+        # by stamp whatever the order: this only keeps odometry from waiting for inertial data in the same batch)
         batch.sort(key=lambda item: (item[0] in (0, 4), item[1], item[0]))
-        odometry_moved = False
+        integrated = self.core.latest_stamp
         for _order, _stamp, message in batch:
+            if isinstance(message, msgs.Odometry):
+                self._odometry_arrived = now
             try:
-                odometry_moved |= self._take(message)
+                self._take(message)
             except (ValueError, LookupError) as err:
                 self.errors += 1
                 self.get_logger().warning("dropped %s: %s", type(message).__name__, err)
+        arrived = self._odometry_arrived
+        if self.core.waiting and arrived is not None and now - arrived > self.params_().flush_wait:
+            self.core.flush()  # the odometry stopped: nothing more will settle the samples still waiting
         if not self.core.started:
             return
-        if odometry_moved:
+        if self.core.latest_stamp != integrated:
             self._publish_robot()
         if not self._published_laser:
-            self._publish_laser(self.core.latest_stamp)  # so that interfaces 1 and 4 hold a value from the start
+            # so that interfaces 1 and 4 hold a value from the start; at the oldest step, not the newest, as the first
+            # steps may come all at once (after the wait for an absent inertial unit) and scans among them still come
+            self._publish_laser(self.core.earliest_stamp)
         self._scans.sort()
         while self._scans:
             t = self._scans[0]
@@ -137,7 +156,7 @@ class LocalizationModule(Module):
                 done = True  # out of order or too old: counted in the core
             if not done:
                 if now - t <= self.params_().scan_wait:
-                    break  # wait for odometry to reach the scan's centre time
+                    break  # wait for the fused odometry (and the wrist) to reach the scan's centre time
                 self.errors += 1  # odometry stopped: the scan cannot be placed
             self._scans.pop(0)
         self.status.write(
@@ -156,11 +175,11 @@ class LocalizationModule(Module):
         assert isinstance(p, LocalizationModuleParams)
         return p
 
-    def _take(self, message: msgs.Message) -> bool:
+    def _take(self, message: msgs.Message) -> None:
         core = self.core
         if isinstance(message, msgs.Odometry):
-            return core.add_odometry(message.stamp, message.x, message.y, message.theta)
-        if isinstance(message, msgs.DmuState):
+            core.add_odometry(message.stamp, message.x, message.y, message.theta)
+        elif isinstance(message, msgs.DmuState):
             rate = message.rates[2] if len(message.rates) >= 3 else 0.0
             core.add_dmu(message.stamp, message.theta, message.phi, message.psi, rate)
         elif isinstance(message, msgs.ActuatorState):
@@ -172,7 +191,6 @@ class LocalizationModule(Module):
             self.adjustment.post(core, message.stamp, message.pose, message.cmd_flags, message.covariance)
             if core.started:
                 self._publish_robot()  # the new correction, or just the new setter, shows on 3 at once
-        return False
 
     def _publish_robot(self) -> None:
         pose = self.core.pose()
