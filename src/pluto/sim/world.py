@@ -271,8 +271,13 @@ class World:
 
     def mover_circles(self, t: float) -> FloatArray:
         """``(P, 3)`` the movers at time ``t`` (s) as circles ``[x, y, radius]``, m, ready for ray casting."""
+        cached = self.__dict__.get("_mover_circles")
+        if cached is not None and cached[0] == t:
+            return cached[1].copy()  # the base and its sonar ask for the same time in one step
         radii = np.array([[m.radius] for m in self.movers]).reshape(-1, 1)
-        return np.hstack((self.mover_positions(t), radii))
+        circles = np.hstack((self.mover_positions(t), radii))
+        self.__dict__["_mover_circles"] = (t, circles)
+        return circles.copy()
 
 
 # -- shipped worlds and loading --------------------------------------------------------------------------------------
