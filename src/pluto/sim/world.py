@@ -271,7 +271,7 @@ class World:
 
     def mover_circles(self, t: float) -> FloatArray:
         """``(P, 3)`` the movers at time ``t`` (s) as circles ``[x, y, radius]``, m, ready for ray casting."""
-        cached = self.__dict__.get("_mover_circles")
+        cached: tuple[float, FloatArray] | None = self.__dict__.get("_mover_circles")
         if cached is not None and cached[0] == t:
             return cached[1].copy()  # the base and its sonar ask for the same time in one step
         radii = np.array([[m.radius] for m in self.movers]).reshape(-1, 1)
