@@ -3,6 +3,7 @@ times; --only, --remap; the log's Clock drives the localization service in step.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 from collections.abc import Callable
@@ -60,6 +61,27 @@ def test_a_loop_moves_each_pass_and_its_stamps_on() -> None:
     assert isinstance(scan, msgs.LaserScan) and (scan.stamp, scan.arrival, scan.ranges) == (11.0, 11.2, [1.0])
 
 
+def test_each_pass_of_a_loop_is_numbered() -> None:
+    schedule = ReplaySchedule(entries(10.0, 11.0), clock_period=0.5, loop=True)
+    events = []
+    for event in schedule.events():
+        events.append(event)
+        if len(events) == 9:
+            break
+    assert [(round(e.t, 6), e.lap) for e in events] == [
+        (10.0, 0),
+        (10.5, 0),
+        (11.0, 0),
+        (11.5, 1),
+        (12.0, 1),
+        (12.5, 1),
+        (13.0, 2),
+        (13.5, 2),
+        (14.0, 2),
+    ]
+    assert {e.lap for e in ReplaySchedule(entries(1.0, 2.0), clock_period=0.25, tail=0.6).events()} == {0}
+
+
 def test_remap_pairs() -> None:
     assert parse_remap(["Sick/Scan_mm=Rear/Scan_mm"]) == {"Sick/Scan_mm": "Rear/Scan_mm"}
     for bad in ("Sick/Scan_mm", "=B", "A=", "A=B*"):
@@ -89,6 +111,50 @@ def test_options_are_checked(tmp_path: Path, bus: Bus) -> None:
 
 
 # -- on the bus -----------------------------------------------------------------------------------------------------
+
+
+def test_each_pass_of_a_loop_is_a_new_run_on_the_clock(tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]) -> None:
+    """A loop's times keep rising, so only the ``run`` id of its ``Clock`` values tells modules that it started
+    again (and a replay started again is a new run too)."""
+    path = tmp_path / "short.mcap"
+    with LogWriter(path) as writer:
+        for t in (1.0, 1.1, 1.2):
+            writer.add("Base/Drive/State", msgs.Odometry(stamp=t), t)
+    ticks: list[msgs.SimTime] = []
+    lock = threading.Lock()
+
+    def on_tick(tick: msgs.SimTime) -> None:
+        with lock:
+            ticks.append(tick)
+
+    def runs() -> list[int]:
+        with lock:
+            return list(dict.fromkeys(t.run for t in ticks))
+
+    bus.create_subscription("Clock", on_tick, msgs.SimTime, depth=4096, current=False)
+    replayer = Replayer(make_bus(), path, rate=2.0, loop=True, announce=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=replayer.run, args=(stop,))
+    thread.start()
+    try:
+        wait_until(lambda: len(runs()) >= 3, timeout=10)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    with lock:
+        seen = list(ticks)
+    assert all(t.run != 0 for t in seen)
+    stamps = [t.stamp for t in seen]
+    assert stamps == sorted(stamps)  # the loop's times rise: the run id alone marks each new pass
+    pass_length = 0.2 + 1.0 / 100.0 * 2.0  # the log's span plus one clock period (clock_hz 100 at rate 2)
+    for a, b in itertools.pairwise(seen):
+        same_pass = int((a.stamp - 1.0 + 1e-6) // pass_length) == int((b.stamp - 1.0 + 1e-6) // pass_length)
+        assert (a.run == b.run) == same_pass, (a, b)
+    once = Replayer(make_bus(), path, rate=20.0, announce=False)
+    before = set(runs())
+    once.run()
+    wait_until(lambda: len(runs()) > len(before), timeout=10)
+    assert len(set(runs()) - before) == 1  # another replay: a run of its own
 
 
 @pytest.fixture

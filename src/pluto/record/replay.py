@@ -4,7 +4,9 @@
 Strategy: downstream modules must not be able to tell a replay from the live robot. So each message goes out under
 its interface name (or a remapped one) at its log time, scaled by the rate, and the replay publishes the log's time
 on ``Clock`` (as the simulator does): a ``Clock`` value at a message's log time just before the message, and one
-every ``1/clock_hz`` wall seconds in between, so modules with ``use_sim_time`` step in time with the log. The replay
+every ``1/clock_hz`` wall seconds in between, so modules with ``use_sim_time`` step in time with the log. Each pass
+of the log (each replay, and each pass of a loop) carries a ``run`` id of its own in its ``Clock`` values, so modules
+see a new pass as a new run and forget the previous one even though the loop's times keep rising. The replay
 also announces the modules that wrote the replayed interfaces (``base``, ``sick``, ...), so a profile or proxy that
 needs them finds them, and refuses to run if one of them is alive: live and replayed values would mix.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import socket
 import threading
 import time
@@ -85,6 +88,8 @@ class ReplayEvent:
     t: float
     name: str = ""
     message: msgs.Message | None = None
+    lap: int = 0
+    """The pass it belongs to (0 for the first; with ``loop``, 1, 2, ... for the passes after it)."""
 
 
 class ReplaySchedule:
@@ -125,9 +130,11 @@ class ReplaySchedule:
                 t = entry.log_time + offset
                 if period > 0:
                     while (tick := self.start + offset + ticks * period) < t:
-                        yield ReplayEvent(tick)
+                        yield ReplayEvent(tick, lap=k)
                         ticks += 1
-                yield ReplayEvent(t, entry.name, shift_stamps(entry.message, offset) if offset else entry.message)
+                yield ReplayEvent(
+                    t, entry.name, shift_stamps(entry.message, offset) if offset else entry.message, lap=k
+                )
                 if period > 0:
                     while self.start + offset + ticks * period <= t:
                         ticks += 1
@@ -368,6 +375,7 @@ class Replayer:
             last_clock = -math.inf
             next_report = wall0
             passes = 0
+            lap, run = -1, 0
             for event in schedule.events():
                 due = wall0 + (event.t - t0) / self.rate
                 wait = due - time.monotonic()
@@ -379,8 +387,10 @@ class Replayer:
                     break
                 late = time.monotonic() - due
                 result.max_late = max(result.max_late, late)
+                if event.lap != lap:  # each pass is a run of its own: modules start it afresh
+                    lap, run = event.lap, secrets.randbits(63) | 1
                 if self._clock_writer is not None and event.t > last_clock:
-                    self._clock_writer.write(msgs.SimTime(stamp=event.t, rate=self.rate))
+                    self._clock_writer.write(msgs.SimTime(stamp=event.t, rate=self.rate, run=run))
                     last_clock = event.t
                     result.clock_ticks += 1
                 if event.message is not None:

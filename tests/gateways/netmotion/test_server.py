@@ -168,6 +168,17 @@ def test_stop_list_and_joints(server: NetMotionModule, client: Client) -> None:
     assert client.ask("JOINTS").startswith("JOINTS ")
 
 
+def test_a_clock_jump_stops_the_running_motions(server: NetMotionModule, client: Client) -> None:
+    motion = registered(client.ask("RUNMS long.mot"))
+    clock = server.clock
+    assert isinstance(clock, ScaledClock)
+    clock.jump(0.0)  # a new simulation run: the motion was timed on the old one's clock
+    assert client.recv() == f"MOTMANRESP {motion} DEACTIVATE\n"  # to its owner, and no STATUS
+    assert client.ask("LIST") == "LIST 0\n"
+    again = registered(client.ask("RUNMS long.mot"))  # motions of the new run run
+    assert client.ask("LIST") == f"LIST 1\nMOTION {again} SEQUENCE long.mot\n"
+
+
 def test_hostile_input_is_refused_or_dropped_and_the_server_carries_on(
     start_server: Callable[..., NetMotionModule],
 ) -> None:

@@ -5,20 +5,33 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 
 class ScaledClock:
-    """A module clock running ``rate`` times faster than the wall clock, from 0."""
+    """A module clock running ``rate`` times faster than the wall clock, from 0 (and from ``t`` after
+    :meth:`jump`)."""
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
         self._origin = time.monotonic()
+        self._callbacks: list[Callable[[float, float], object]] = []
 
     def now(self) -> float:
         return (time.monotonic() - self._origin) * self.rate
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         return stop.wait(max(0.0, (t - self.now()) / self.rate))
+
+    def create_jump_callback(self, callback: Callable[[float, float], object]) -> None:
+        self._callbacks.append(callback)
+
+    def jump(self, t: float) -> None:
+        """Go back to ``t`` (s; a new simulation run) and call the jump callbacks with (old, new)."""
+        old = self.now()
+        self._origin = time.monotonic() - t / self.rate
+        for callback in list(self._callbacks):
+            callback(old, t)
 
 
 class Client:

@@ -40,3 +40,19 @@ def test_goals_go_once_and_velocity_releases_the_avoid_module() -> None:
     assert hold.step(0.3, True) == [SendGoal(goal, restart=True)]  # its control step was stopped by the release
     hold.stop()
     assert hold.step(0.4, True) == [ReleaseAvoid(), WriteVelocity(0.0, 0.0, True)]
+
+
+def test_a_clock_jump_forgets_every_command_without_a_write() -> None:
+    hold = MotionHold(resend_period=0.1)
+    hold.set_velocity(Velocity(0.3, 0.0))
+    assert hold.step(30.0, True) == [WriteVelocity(0.3, 0.0, True)]
+    hold.forget()  # a new run: the old run's velocity must not move its robot
+    assert [hold.step(t, True) for t in (0.0, 0.1, 0.2, 30.2)] == [[], [], [], []]
+    assert hold.velocity is None
+    goal = Goal(2.0, 1.0, 0.0)
+    hold.set_goal(goal)
+    assert hold.step(0.3, True) == [SendGoal(goal, restart=False)]
+    hold.forget()
+    assert hold.step(0.0, True) == [] and hold.goal is None  # nothing released: the avoid module forgets it itself
+    hold.set_goal(goal)  # the same goal again is a goal of the new run: it is sent
+    assert hold.step(0.1, True) == [SendGoal(goal, restart=False)]

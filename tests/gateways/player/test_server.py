@@ -162,6 +162,21 @@ def test_datamodes_and_frequency(server: PlayerServer) -> None:
             client.set_datamode(7)
 
 
+def test_a_clock_jump_restarts_the_rounds_of_every_client(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0) as server, PlayerClient(port=server.port, timeout=2.0) as client:
+        assert client.subscribe("position") == "r"
+        data = {POSITION: Sample(5.0, PositionData(xpos=1).pack())}
+        server.tick(30.0, data)
+        assert client.read() == {POSITION}
+        server.tick(30.05, data)  # 10 Hz: the next round is due at 30.1
+        # The clock went back to 30.06 (a new run). The new run's first tick gets a round at once, and its data is
+        # new even though its stamp equals the one sent before the jump.
+        server.restart(30.06)
+        server.tick(30.06, data)
+        assert client.read() == {POSITION}
+        assert client.round_time == pytest.approx(30.06) and client.position.count == 2
+
+
 def test_bad_input_closes_only_that_connection(server: PlayerServer, backend: FakeBackend) -> None:
     with PlayerClient(port=server.port) as good:
         good.subscribe("position")

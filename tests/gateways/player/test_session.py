@@ -246,3 +246,13 @@ def test_closing_reports_every_open_device(session: ClientSession) -> None:
     open_device(session, DeviceCode.POSITION3D, b"w")
     assert sorted(o.device for o in session.closed() if isinstance(o, Opened)) == [(4, 0), (30, 0)]
     assert session.opened == {}
+
+
+def test_a_clock_jump_restarts_the_rounds_and_the_data_counts_as_new(session: ClientSession) -> None:
+    open_device(session, 4, b"r")
+    assert session.tick(30.0, samples(5.0)) is not None
+    assert session.tick(30.05, samples(5.0)) is None  # not due before 30.1
+    session.restart()  # the new run, at 30.06 s (a replay pass, say): a round at once, with its data
+    fresh = session.tick(30.06, samples(5.0))
+    assert fresh is not None and data_devices(fresh) == [(MsgType.DATA, 4), (MsgType.SYNCH, 1)]
+    assert session.tick(30.1, samples(5.0)) is None  # then every 0.1 s again

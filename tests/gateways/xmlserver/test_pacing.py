@@ -78,3 +78,15 @@ def test_token_bucket_allows_a_burst_then_the_rate() -> None:
     assert [bucket.take(100.0) for _ in range(6)] == [True] * 5 + [False]  # refills to the burst, no more
     with pytest.raises(ValueError):
         TokenBucket(rate=0.0, burst=5)
+
+
+def test_a_clock_that_goes_back_does_not_wait_for_the_old_due_time() -> None:
+    pacer = Pacer(10.0)
+    pacer.sent(30.0)
+    assert not pacer.ready(30.05)
+    assert pacer.ready(0.0)  # the clock went back (a new simulation run): sent at once, not at 30.1 s
+    pacer.sent(0.0)
+    assert pacer.due == pytest.approx(0.1) and not pacer.ready(0.05)  # then at the rate again, on a new grid
+    pacer.sent(0.1)
+    pacer.restart()  # told of the jump: ready at once, even for a time the grid would have made wait
+    assert pacer.due is None and pacer.ready(0.15)

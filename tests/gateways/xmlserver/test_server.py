@@ -17,6 +17,7 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.errors import ConfigError
 from pluto.gateways.xmlserver.module import XmlServerModule, XmlServerParams
+from tests.gateways.clock import ManualClock
 from tests.gateways.xmlserver.client import XmlClient, error_code
 from tests.gateways.xmlserver.conftest import Publisher, odometry
 from tests.helpers import wait_until
@@ -239,3 +240,23 @@ def test_the_launcher_starts_it_as_a_module(bus: Bus) -> None:
             assert seen.peer.endswith(f":{client.sock.getsockname()[1]}") and seen.requests == 1
     finally:
         launcher.stop_daemon(bus.robot, "xmlserver", timeout=10)
+
+
+def test_a_clock_jump_restarts_the_pacing_of_every_subscription(bus: Bus) -> None:
+    clock = ManualClock(100.0)
+    module = XmlServerModule(bus, XmlServerParams(port=0), clock=clock)
+    module.start()
+    try:
+        with Publisher(bus, "Base/Drive/State", 50.0, odometry), XmlClient(module.server.address, 0.5) as client:
+            client.start()
+            assert client.request('<subscribe name="Base/Drive/State" rate="1"/>').tag == "subscribed"
+            client.wait_updates(1, "Base/Drive/State", timeout=5)  # the current value; the next is due at 101 s
+            with pytest.raises(TimeoutError):
+                client.wait_updates(2, "Base/Drive/State", timeout=5)  # the clock stands at 100 s
+            # Back to 99.5 s (a new run): the next value goes out at once, not when the clock is at 101 s again.
+            clock.jump(99.5)
+            client.wait_updates(2, "Base/Drive/State", timeout=5)
+            with pytest.raises(TimeoutError):
+                client.wait_updates(3, "Base/Drive/State", timeout=5)  # and then at 1 Hz of the new run
+    finally:
+        module.stop()

@@ -10,6 +10,9 @@ With ``arm = "sim"`` or ``"ssc32"`` the module starts the arm module in its own 
 ``pluto start netmotion`` need nothing else); with ``arm = "bus"`` it drives an arm module already running.
 ``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
 rate-limited dropped, refused (ERR), failures], ``element`` = [running motions, clients, UDP port].
+
+When the simulated time jumps back (a new run, a replay started again), the running motions stop (their owners get
+DEACTIVATE): they were timed on the old run's clock.
 """
 
 from __future__ import annotations
@@ -175,6 +178,18 @@ class NetMotionModule(Module):
         self.send_events(events)
         if now >= self._next_status:
             self.publish_status(now)
+
+    def on_clock_jump(self, old: float, new: float) -> None:
+        # The motions were timed on the old run's clock: they stop (their owners get DEACTIVATE at the next frame),
+        # and the status is written again at once instead of when the new run reaches the old run's schedule.
+        with self._lock:
+            stopped = [motion.id for motion in self.manager.running()]
+            for motion_id in stopped:
+                self.manager.remove(motion_id, new)
+        self._next_status = -math.inf
+        self.get_logger().info(
+            "simulated time restarted (%.3f s -> %.3f s): %d running motions stopped", old, new, len(stopped)
+        )
 
     def send_events(self, events: Sequence[object]) -> None:
         """Send STATUS and DEACTIVATE events to the clients that own the motions (ACTIVATE was the reply)."""

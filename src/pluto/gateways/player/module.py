@@ -28,7 +28,10 @@ Run it with ``pluto player [--port N]`` or ``pluto run player``; ``host`` is the
 # comes from a liveliness watch (no blocking query on the server's thread). Configuration requests run on the
 # server's worker threads and may call the base's services; commands only update the held command under a lock,
 # and the step writes it. A goto that must first restart the avoid module's control step (a service call) is
-# sent from a worker thread of the module's own, so the step never waits on the bus.
+# sent from a worker thread of the module's own, so the step never waits on the bus. When the simulated time jumps
+# back (a new run, a replay started again), on_clock_jump drops the held commands and the next step drops the old
+# run's data and restarts the server's rounds (handed to its loop before that step's tick), so the clients get the
+# new run's data at once.
 
 from __future__ import annotations
 
@@ -186,6 +189,7 @@ class PlayerModule(Module):
         self._last_ignored_log = -math.inf
         self._samples: dict[DeviceKey, Sample] = {}
         self._sources: dict[DeviceKey, tuple[object, ...]] = {}
+        self._restarted = False
         self._goals = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="player-goto")
         self._watch = self.bus.watch_modules(self._on_module)
         alive = self.bus.live_modules()  # the watch reports them too, a little later: devices open from the start
@@ -236,7 +240,26 @@ class PlayerModule(Module):
 
     # -- the step -------------------------------------------------------------------------------------------------
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        # On a bus thread (or another module's step): the held commands go at once, the data at the next step.
+        with self._lock:
+            self.motion.forget()
+            self._geometry = None
+            self._restarted = True
+        self.get_logger().info(
+            "simulated time restarted (%.3f s -> %.3f s): rounds restart, the old run's data and commands are dropped",
+            old,
+            new,
+        )
+
     def step(self, now: float) -> None:
+        with self._lock:
+            restarted, self._restarted = self._restarted, False
+        if restarted:
+            # Only data that comes after the jump is served; the sources stay remembered, so the readers' values of
+            # the old run do not count as new.
+            self._samples.clear()
+            self.server.restart(now)
         self._apply(self._motion_step(now), now)
         self._update_samples()
         self.server.tick(now, dict(self._samples))

@@ -11,7 +11,9 @@ of the clients with write access and says, at each step, what the module must wr
 # which keeps driving towards it by itself; a velocity command or a stop while a goal is in force releases the avoid
 # module first (cmd_flags -1), since it would otherwise keep writing drive/command, and the next goal then starts
 # its control step again. A stop writes zero speed once and then nothing: the gateway must not hold the robot
-# still against other commanders once its clients are gone.
+# still against other commanders once its clients are gone. When the clock goes back (a new simulation run, a
+# replay started again) every command is forgotten without a write: the old run's commands must not move the new
+# run's robot, and the drive and avoid modules forget theirs too.
 
 from __future__ import annotations
 
@@ -95,6 +97,16 @@ class MotionHold:
         self._end_goal()
         self._velocity = None
         self._stop = True
+
+    def forget(self) -> None:
+        """Forget every command and when it was written, and write nothing for them (the clock went back: a new
+        simulation run starts stopped, and the old run's commands must not move its robot)."""
+        self._velocity = None
+        self._fresh = False
+        self._last_write = None
+        self._stop = False
+        self._goal = self._goal_sent = None
+        self._release = False
 
     def _end_goal(self) -> None:
         if self._goal_sent is not None:

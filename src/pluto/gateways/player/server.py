@@ -376,6 +376,15 @@ class PlayerServer:
             with contextlib.suppress(RuntimeError):  # the loop is closing
                 loop.call_soon_threadsafe(self._tick, now, samples)
 
+    def restart(self, now: float) -> None:
+        """The clock went back to ``now`` (s): forget the data of the old run, and let every client's rounds start
+        again at the next tick rather than when the new run reaches the old run's due times. Thread-safe; call it
+        before the first :meth:`tick` of the new run."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._restart, now)
+
     def statistics(self) -> ServerStatistics:
         """A snapshot of the counters."""
         totals = list(self._closed_totals)
@@ -453,6 +462,12 @@ class PlayerServer:
 
     def count_failure(self) -> None:
         self._failures += 1
+
+    def _restart(self, now: float) -> None:
+        self.now = now
+        self.samples = {}
+        for client in list(self._clients.values()):
+            client.session.restart()
 
     def _tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> None:
         self.now = now

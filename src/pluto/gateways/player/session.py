@@ -410,6 +410,12 @@ class ClientSession:
         self._rounds += 1
         return b"".join(parts)
 
+    def restart(self) -> None:
+        """The clock went back (a new simulation run, a replay started again): the next tick sends a round at once,
+        and every device's data counts as new (a stamp of the new run may equal one sent in the old run)."""
+        self._next_round = None
+        self._sent.clear()
+
     def tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> bytes | None:
         """The round due at ``now`` in the PUSH modes, or None (nothing due, or a PULL mode).
 

@@ -150,6 +150,11 @@ class XmlServerModule(Module):
     def _clock_rate(self) -> _ClockRate:
         return _ClockRate(self.create_reader("Clock", msgs.SimTime))
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.clock_jumped(old, new)
+
     def on_shutdown(self) -> None:
         server = getattr(self, "server", None)
         if server is not None:

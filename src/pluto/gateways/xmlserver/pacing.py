@@ -10,8 +10,10 @@ one more request.
 # next value to every period and a 10 Hz subscription to a 50 Hz interface would get about 8 Hz. On a grid the delays
 # do not accumulate, and when values come at the requested rate every one of them is sent (one that arrives a little
 # early waits for its due time instead of being skipped). After a stall of more than a period the grid restarts from
-# now, so a client never receives a burst to catch up. Times are plain floats in seconds from the caller's clock
-# (the server's clock, simulated or not, for the pacer; a monotonic clock for the bucket).
+# now, so a client never receives a burst to catch up; so it does when the clock goes back (a new simulation run or a
+# replay started again: :meth:`Pacer.restart`, or a time before the last send), else the new run would wait for the
+# old run's due times. Times are plain floats in seconds from the caller's clock (the server's clock, simulated or
+# not, for the pacer; a monotonic clock for the bucket).
 
 from __future__ import annotations
 
@@ -40,15 +42,25 @@ class Pacer:
         """Earliest time of the next update, s; None before the first one."""
 
     def ready(self, now: float) -> bool:
-        """True if an update may be sent at ``now`` (s)."""
-        return self.due is None or now >= self.due
+        """True if an update may be sent at ``now`` (s): it is due, or the clock went back (``now`` is before the
+        last update was sent)."""
+        return self.due is None or now >= self.due or self._went_back(now)
+
+    def restart(self) -> None:
+        """Forget the grid (the clock went back): the next update may be sent at once."""
+        self.due = None
 
     def sent(self, now: float) -> None:
         """Record that an update was sent at ``now`` (s): the next is due one period after this one's due time, or
-        one period after ``now`` if that is more than a period late."""
-        if self.due is None or now - self.due > self.period:
+        one period after ``now`` if that is more than a period late (or the clock went back)."""
+        if self.due is None or now - self.due > self.period or self._went_back(now):
             self.due = now
         self.due += self.period
+
+    def _went_back(self, now: float) -> bool:
+        # The due time is at most a period after the last send: a time more than two periods before it is earlier
+        # than that send, so the clock went back (a new simulation run, a replay started again).
+        return self.due is not None and now < self.due - 2.0 * self.period
 
 
 class TokenBucket:

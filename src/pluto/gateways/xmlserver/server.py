@@ -16,7 +16,9 @@ writes them out and waits for the socket, so a client that reads slowly (or not 
 # and at most MAX_REPLIES replies; the reader stops reading requests while the reply queue is full, which pushes
 # back on a client that sends without reading. Anything that blocks on the bus (creating a reader, a subscription,
 # a service call, listing) runs on a small thread pool; a connection handles its requests one at a time, in order.
-# The request-rate limit uses the loop's monotonic clock (it is a defence of the computer, not robot time).
+# The request-rate limit uses the loop's monotonic clock (it is a defence of the computer, not robot time). When
+# the clock goes back (a new simulation run, a replay started again), the owner calls clock_jumped from any thread:
+# the loop then empties the timers and restarts every pacer, so the new run's values go out at once.
 
 from __future__ import annotations
 
@@ -889,6 +891,33 @@ class XmlServer:
         raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token")
 
     # -- pacing ---------------------------------------------------------------------------------------------------
+
+    def clock_jumped(self, old: float, new: float) -> None:
+        """The clock went back from ``old`` to ``new`` (s): a new simulation run, or a replay that started again.
+
+        Every subscription's pacing restarts, so the new run's values go out at once instead of when the new run
+        reaches the old run's due times. Thread-safe (a clock's jump callback); the reset runs on the server's loop.
+        """
+        if self._closed or self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has just closed: the server is stopping
+            self._loop.call_soon_threadsafe(self._restart_pacing, old, new)
+
+    def _restart_pacing(self, old: float, new: float) -> None:
+        for _, _, sub in self._heap:
+            sub.scheduled = False
+        self._heap.clear()
+        subs = [sub for client in self._clients for sub in client.subs.values()]
+        for sub in subs:
+            sub.pacer.restart()
+        self.log.info(
+            "simulated time restarted (%.3f s -> %.3f s): pacing of %d subscriptions restarted", old, new, len(subs)
+        )
+        now = self.clock.now()
+        for sub in subs:
+            self._consider(sub, now)
+        if self._pace_wake is not None:
+            self._pace_wake.set()
 
     def _updated(self, topic: _Topic) -> None:
         now = self.clock.now()

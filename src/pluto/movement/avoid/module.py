@@ -12,10 +12,16 @@ With laser avoidance on, a missing or stale scan (older than ``scan_timeout`` + 
 scanner fault (element[0] = 7). Sonar avoidance (A = 1 or 3) also turns on the drive's sonar protection, which caps
 the speed towards any return within ±90° of the heading: in a 2 m doorway it can hold the robot still, so a goto
 through doorways goes best with laser avoidance alone (A = 2).
+
+When the simulated time jumps back (a new run, a replay started again) the module releases what it was doing: the
+command in force and the commands not yet taken are dropped, the drive is told to stop and the wrist goes back to 0
+if the module panned it; its control step keeps running, idle. Until the new run reaches the old run's time, scans,
+sonar scans and commands stamped in the old run's future are not used.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import ClassVar
 
@@ -36,6 +42,9 @@ from pluto.movement.avoid.core import (
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = ["AvoidModule", "AvoidModuleParams"]
+
+FUTURE_SLACK = 0.5
+"""s: after the clock went back, a value stamped more than this ahead of the clock belongs to the old run."""
 
 
 class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -103,6 +112,9 @@ class AvoidModule(Module):
         self._pending: list[msgs.ActuatorState] = []
         self._pending_lock = threading.Lock()
         self._pan_written: float | None = None
+        self._jumped_from: float | None = None
+        self._last_now: float | None = None
+        self._old_run_end: float | None = None
         self.status_out = self.create_publisher("avoidance/status", msgs.FVectorState)
         self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
         self.wrist_out = self.create_publisher("Wrist/Command", msgs.ActuatorState)
@@ -124,6 +136,37 @@ class AvoidModule(Module):
             self._pending.clear()
         self.core.current = None
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        # On a bus thread, or another module's: the commands not taken yet go now, the rest at the next step.
+        with self._pending_lock:
+            self._pending.clear()
+            self._jumped_from = old if self._jumped_from is None else max(self._jumped_from, old)
+
+    def _restart(self, now: float, old: float) -> None:
+        """The clock went back to ``now`` from ``old`` (s): release the command in force, stay idle."""
+        released = self.core.current is not None
+        self.core = AvoidController(self.core.params)
+        self._old_run_end = max(old, self._old_run_end or -math.inf) if now < old else None
+        if released:
+            self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=[0.0, 0.0]))
+            self._command_wrist(None)
+        self.get_logger().info(
+            "simulated time restarted (%.3f s -> %.3f s): %s",
+            old,
+            now,
+            "the command in force is released" if released else "no command was in force",
+        )
+
+    def _from_old_run(self, stamp: float, now: float) -> bool:
+        """``stamp`` is in the old run's future: the clock went back, and the new run has not reached it yet."""
+        end = self._old_run_end
+        if end is None:
+            return False
+        if now >= end:
+            self._old_run_end = None
+            return False
+        return stamp > now + FUTURE_SLACK
+
     def on_deactivate(self) -> None:
         drive = self.drive_in.read()
         data = list(drive.data[:2]) if drive is not None else [0.0, 0.0]
@@ -133,7 +176,16 @@ class AvoidModule(Module):
     def step(self, now: float) -> None:
         with self._pending_lock:
             pending, self._pending = self._pending, []
+            jumped_from, self._jumped_from = self._jumped_from, None
+        last = self._last_now
+        if last is not None and now < last - 1e-9:  # the time went back before (or without) the jump's callback
+            jumped_from = max(last, jumped_from or -math.inf)
+        if jumped_from is not None:
+            self._restart(now, jumped_from)
+        self._last_now = now
         for command in pending:
+            if self._from_old_run(command.stamp, now):
+                continue
             try:
                 cmd = parse_command(command.cmd_flags, command.position, command.velocity, command.force)
             except ValueError as err:
@@ -187,13 +239,13 @@ class AvoidModule(Module):
         laser = None
         fault = False
         scan = self.scan_in.read()
-        if scan is not None and now - scan.stamp <= p.scan_timeout + 0.5:
+        if scan is not None and now - scan.stamp <= p.scan_timeout + 0.5 and not self._from_old_run(scan.stamp, now):
             ranges = np.asarray(scan.ranges, dtype=float)
             fault = bool(len(ranges)) and bool(np.all(ranges < 0.0))
             laser = laser_points(ranges, np.asarray(scan.angles, dtype=float), pan, p.laser_mount_x, scan.max_range)
         sonar = None
         sonar_msg = self.sonar_in.read()
-        if sonar_msg is not None:
+        if sonar_msg is not None and not self._from_old_run(sonar_msg.stamp, now):
             sonar = sonar_points(
                 np.asarray(sonar_msg.ranges, dtype=float),
                 np.asarray(sonar_msg.angles, dtype=float),

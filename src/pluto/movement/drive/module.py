@@ -5,11 +5,17 @@ sonar ``Base/Sonar`` and bumpers ``Base/Contact``; writes ``Base/Drive/Command``
 itself after 1 s without a command, so the drive keeps writing even when nothing changes) and ``drive/status``
 (an ``FVectorState``: data[0..1] the commanded v m/s and ω rad/s, element[0] the status code of
 :class:`~.core.DriveStatus`; -10 once the control step is stopped).
+
+When the simulated time jumps back (a new run, a replay started again) the drive forgets its command and its speeds:
+a command of the old run is never obeyed in the new one, neither one received before the jump nor one that comes
+after it stamped in the old run's future (until the new run reaches the old run's time; counted in
+``stale_commands``).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import tomllib
 from pathlib import Path
 from typing import ClassVar
@@ -23,6 +29,9 @@ __all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
 
 
 _DEFAULTS = DriveParams()
+
+FUTURE_SLACK = 0.5
+"""s: after the clock went back, a command stamped more than this ahead of the clock belongs to the old run."""
 
 
 class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -128,17 +137,55 @@ class DriveModule(Module):
         self.status = self.create_publisher("drive/status", msgs.FVectorState)
         self._seen = self.commands.received
         self.last_output: DriveOutput = self.controller.stopped_output()
+        self.stale_commands = 0
+        self._jump_lock = threading.Lock()
+        self._jumped_from: float | None = None
+        self._last_now: float | None = None
+        self._old_run_end: float | None = None
 
     def on_activate(self) -> None:
         self.controller.reset()
         self._seen = self.commands.received  # a command older than the activation is not obeyed
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        # On a bus thread, or another module's: the step, which owns the controller, resets it.
+        with self._jump_lock:
+            self._jumped_from = old if self._jumped_from is None else max(self._jumped_from, old)
+
+    def _restart(self, now: float, old: float) -> None:
+        """The clock went back to ``now`` from ``old`` (s): forget the command, the speeds and the times."""
+        self.controller.reset()
+        self._seen = self.commands.received  # a command received before the jump belongs to the old run
+        self._old_run_end = max(old, self._old_run_end or -math.inf) if now < old else None
+        self.get_logger().info("simulated time restarted (%.3f s -> %.3f s): the command is dropped", old, now)
+
+    def _from_old_run(self, stamp: float, now: float) -> bool:
+        """``stamp`` is in the old run's future: the clock went back, and the new run has not reached it yet."""
+        end = self._old_run_end
+        if end is None:
+            return False
+        if now >= end:
+            self._old_run_end = None
+            return False
+        return stamp > now + FUTURE_SLACK
+
     def step(self, now: float) -> None:
         assert isinstance(self.params, DriveModuleParams)
+        with self._jump_lock:
+            jumped_from, self._jumped_from = self._jumped_from, None
+        last = self._last_now
+        if last is not None and now < last - 1e-9:  # the time went back before (or without) the jump's callback
+            jumped_from = max(last, jumped_from or -math.inf)
+        if jumped_from is not None:
+            self._restart(now, jumped_from)
+        self._last_now = now
         command = None
         if self.commands.received != self._seen:
             self._seen = self.commands.received
             command = self.commands.read()
+            if command is not None and self._from_old_run(command.stamp, now):
+                self.stale_commands += 1
+                command = None
         sonar = self.sonar.read()
         if sonar is not None and abs(now - sonar.stamp) > self.params.sensor_timeout:
             sonar = None
