@@ -90,6 +90,7 @@ class LocalizationModule(Module):
         self.adjustment = PoseAdjustment()
         self._queue: list[tuple[int, float, msgs.Message]] = []
         self._queue_lock = threading.Lock()
+        self._restart = False
         self._scans: list[float] = []
         self._seq = 0
         out = names.LOCALIZATION_INTERFACES
@@ -121,7 +122,29 @@ class LocalizationModule(Module):
 
         return enqueue
 
+    def on_clock_jump(self, old: float, new: float) -> None:
+        # A new run: odometry starts again from its beginning, which the old history would refuse as late.
+        with self._queue_lock:
+            self._restart = True
+            self._queue = []  # the old run's
+
+    def _start_again(self) -> None:
+        """Forget the old run: dead reckoning from the start pose, no posted correction, nothing queued."""
+        p = self.params_()
+        self.core = DeadReckoning(p.model, read_start_pose(p.start_pose_file))
+        self.adjustment = PoseAdjustment()
+        self._scans = []
+        self._published_laser = False
+        self._odometry_arrived = None
+        self.get_logger().info("simulated time restarted: dead reckoning starts again from the start pose")
+
     def step(self, now: float) -> None:
+        with self._queue_lock:
+            restart, self._restart = self._restart, False
+            if restart:  # values of the old run still on their way when time jumped carry its later stamps
+                self._queue = [item for item in self._queue if item[1] <= now + 1.0]
+        if restart:
+            self._start_again()
         with self._queue_lock:
             batch, self._queue = self._queue, []
         # inertial and wrist data first, then odometry, each in stamp order; posts and scans after (the core fuses

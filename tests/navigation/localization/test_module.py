@@ -1,0 +1,40 @@
+"""The localization module's shell: what it does when simulated time starts again."""
+
+from __future__ import annotations
+
+from pluto import msgs
+from pluto.bus import Bus
+from pluto.navigation.localization.core import LocalizationParams
+from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
+from tests.helpers import wait_until
+
+
+def drive(bus: Bus, module: LocalizationModule, stamps: list[float], speed: float, now: float) -> msgs.PoseEstimate:
+    """Write odometry of a robot driving along x at ``speed`` (m/s), step the module at ``now``, return the pose."""
+    odometry = bus.create_publisher("Base/Drive/State", msgs.Odometry)
+    pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)
+    for t in stamps:
+        odometry.write(msgs.Odometry(stamp=t, x=speed * t, v=speed))
+    wait_until(lambda: len(module._queue) >= len(stamps), message="odometry queued")
+    pose.read()  # what it holds now is the old value
+    module.step(now)
+    value = pose.wait_for_update(timeout=5)
+    bus.release(odometry)
+    bus.release(pose)
+    return value
+
+
+def test_a_clock_jump_starts_dead_reckoning_again(bus: Bus) -> None:
+    params = LocalizationModuleParams(autostart=False, model=LocalizationParams(dmu_wait=0.0, wrist_wait=0.0))
+    module = LocalizationModule(bus, params)
+    module.start()
+    try:
+        before = drive(bus, module, [i * 0.1 for i in range(31)], 1.0, 3.0)
+        assert abs(before.pose[0] - 3.0) < 1e-6
+        module.on_clock_jump(3.0, 0.0)
+        # the new run's odometry starts at 0 again: taken, not refused as older than the old run's
+        after = drive(bus, module, [i * 0.1 for i in range(11)], 0.5, 1.0)
+        assert abs(after.pose[0] - 0.5) < 1e-6
+        assert after.stamp == 1.0
+    finally:
+        module.stop()
