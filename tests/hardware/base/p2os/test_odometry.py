@@ -180,6 +180,16 @@ def test_a_long_gap_allows_a_long_step() -> None:
     assert integrator.large_deltas == 1
 
 
+def test_sips_read_together_are_not_large() -> None:
+    # A reader late on a busy computer reads several SIPs at once: each still stands for a SIP period of motion.
+    integrator = OdometryIntegrator(robot_params("p3dx"))
+    integrator.update(Sip(x=0), 0.0)
+    for i in range(1, 6):
+        assert not integrator.update(Sip(x=300 * i), 0.5).large_delta  # 0.15 m per SIP, 1.5 m/s
+    assert integrator.large_deltas == 0
+    assert integrator.update(Sip(x=1500 + 1000), 0.5).large_delta  # 0.49 m in one SIP is still impossible
+
+
 def test_a_large_delta_across_the_wrap_and_a_seto() -> None:
     params = robot_params("p2at")
     integrator = OdometryIntegrator(params)

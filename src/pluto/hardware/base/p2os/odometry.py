@@ -83,14 +83,19 @@ class OdometryIntegrator:
         params: the robot model (DistConvFactor, AngleConvFactor, DiffConvFactor, max velocity).
         speed_margin: a step is large when longer than ``max_velocity * speed_margin * dt + slack``.
         slack: allowance for quantisation and jitter in that test, m.
+        min_interval: ``dt`` is at least this (s): the robot sends a SIP every 50 or 100 ms, so SIPs read together
+            (a reader that was late on a busy computer) still stand for that much time each.
 
     Raises:
         ValueError: speed_margin or slack is negative.
     """
 
-    def __init__(self, params: RobotParams, *, speed_margin: float = 1.5, slack: float = 0.01) -> None:
-        if speed_margin < 0 or slack < 0:
-            raise ValueError("speed_margin and slack must be >= 0")
+    def __init__(
+        self, params: RobotParams, *, speed_margin: float = 1.5, slack: float = 0.01, min_interval: float = 0.05
+    ) -> None:
+        if speed_margin < 0 or slack < 0 or min_interval < 0:
+            raise ValueError("speed_margin, slack and min_interval must be >= 0")
+        self._min_interval = min_interval
         self._params = params
         self._speed_margin = speed_margin
         self._slack = slack
@@ -153,7 +158,7 @@ class OdometryIntegrator:
             self._y += dy
             self._theta += dtheta
             distance = math.hypot(dx, dy)
-            elapsed = max(0.0, stamp - self._stamp)
+            elapsed = max(self._min_interval, stamp - self._stamp)
             if distance > params.max_velocity * self._speed_margin * elapsed + self._slack:
                 large = True
                 self._large_deltas += 1
