@@ -1,9 +1,12 @@
 """The simulated robot recorded: readers give what the live interfaces and proxies gave, and the localization
-service run again on the replayed log gives what it gave live."""
+service run again on the replayed log gives what it gave live.
+
+The simulated robot runs in lock-step, driven by a script that takes part in it, so the recorded run is the same on
+every run of the test."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +20,9 @@ from pluto.record.logfile import LogFile
 from pluto.record.readers import BaseReader, DmuReader, GpsReader, LocReader, SickReader
 from pluto.record.recorder import Recorder
 from pluto.record.replay import Replayer
-from pluto.runtime.config import Config
-from pluto.runtime.profiles import load_profile, with_params
-from pluto.runtime.supervisor import Supervisor
 from tests.helpers import wait_until
-from tests.scenarios.stack import ROOM, Collector, Commander
+from tests.scenarios.stack import ROOM, Collector, Lockstep, Script
 
-RATE = 5.0
 SENSORS = {
     "Base/Drive/State": msgs.Odometry,
     "Sick/Scan_mm": msgs.LaserScan,
@@ -45,6 +44,7 @@ def in_order_within(values: Sequence[Any], series: Sequence[Any]) -> bool:
     return True
 
 
+@pytest.mark.scenario
 def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]) -> None:
     world = tmp_path / "room.xml"
     world.write_text(ROOM.replace('x="5" y="5"', 'x="3" y="3"'))
@@ -52,24 +52,46 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
     live = {name: Collector(bus, name, cls) for name, cls in SENSORS.items()}
     recorder = Recorder(bus, path, time_base="sim")  # on the stack's session: the network drops nothing
     recorder.start()
-    profile = with_params(load_profile("sim"), "sim", world=str(world), rate=RATE, noise="ideal")
-    supervisor = Supervisor(bus, profile, Config(), one_process=True)
     proxy_values: list[msgs.PoseEstimate] = []
-    try:
-        supervisor.start()
-        proxy = LocProxy(bus, 0b11, start=False)
-        odometry = live["Base/Drive/State"]
-        start = odometry.wait_for(lambda _o: True).stamp
-        with Commander(bus, 0.4, 0.3):
-            moving = odometry.wait_for(lambda o: o.x > 0.0, timeout=20)
-            while True:  # what a client of the proxy sees along the way
-                proxy_values.append(proxy.wait_pose(0, timeout=10))
-                if proxy_values[-1].stamp > moving.stamp + 4.0:
-                    break
-        live_now = proxy.get_pose(1)
-        proxy.close()
-    finally:
-        supervisor.shutdown()
+    proxies: list[LocProxy] = []
+    found: dict[str, Any] = {}
+
+    def drive(now: float) -> Generator[None, float, None]:
+        while now < 0.5:  # the proxy waits until every pose interface has a value (after the first scans)
+            now = yield
+        proxy = LocProxy(bus, 0b11, start=False, timeout=5.0)
+        proxies.append(proxy)
+        now = yield  # its readers are up to date from the next step on
+        # drive, and note what a client of the proxy sees along the way
+        while (moving := odometry.read()) is None or moving.x <= 0.0:
+            command.write(msgs.ActuatorState(velocity=[0.4, 0.3]))
+            now = yield
+        while True:
+            command.write(msgs.ActuatorState(velocity=[0.4, 0.3]))
+            pose = proxy.get_pose(0)
+            if pose is not None and (not proxy_values or pose != proxy_values[-1]):
+                proxy_values.append(pose)
+            if pose is not None and pose.stamp > moving.stamp + 4.0:
+                break
+            now = yield
+        found["live_now"] = proxy.get_pose(1)
+
+    world = tmp_path / "room.xml"
+    world.write_text(ROOM.replace('x="5" y="5"', 'x="3" y="3"'))
+    with Lockstep(bus) as sim:
+        sim.start(world=str(world), noise="ideal")
+        script = Script(bus, run=drive, rate_hz=50.0)
+        command = script.publisher("Base/Drive/Command", msgs.ActuatorState)
+        odometry = script.reader("Base/Drive/State", msgs.Odometry)
+        sim.add(script)
+        sim.resume()
+        try:
+            script.wait()
+        finally:
+            for proxy in proxies:
+                proxy.close()
+        start = live["Base/Drive/State"].values[0].stamp
+    live_now = found["live_now"]
 
     def recorded_all() -> bool:
         counts = {i.name: i.count for i in recorder.status().interfaces}
@@ -98,13 +120,19 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
     assert live_now is not None and live_now in [m.message for m in loc.messages(1)]
     written = next(m for m in loc.messages(0) if m.message == proxy_values[-1])
     loc.seek(written.log_time)  # at the time the live proxy got it, the reader has it too
-    assert loc.get_pose(0) == proxy_values[-1]
+    # (in lock-step the log's time is that of the newest Clock, which comes every 50 ms of simulated time: the poses
+    # of the steps in between share it, and the reader has the last of them)
+    same_time = [m.message for m in loc.messages(0) if m.log_time == written.log_time]
+    assert loc.get_pose(0) == same_time[-1]
+    assert same_time.index(proxy_values[-1]) >= len(same_time) - 3
 
-    # the localization service again, on the replayed sensors, gives what it gave live
+    # the localization service again, on the replayed sensors, gives what it gave live (in a session of its own, as
+    # a new process would: the live run's session followed the lock-step)
     wait_until(lambda: "base" not in bus.live_modules(), timeout=10)
-    again = LocalizationModule(bus, LocalizationModuleParams(use_sim_time=True))
-    dead_reckoning = Collector(bus, "Localization/Dead-Reckoning", msgs.PoseEstimate)
-    laser = Collector(bus, "Localization/Laser_Dead-Reckoning", msgs.PoseEstimate)
+    session = make_bus()
+    again = LocalizationModule(session, LocalizationModuleParams(use_sim_time=True))
+    dead_reckoning = Collector(session, "Localization/Dead-Reckoning", msgs.PoseEstimate)
+    laser = Collector(session, "Localization/Laser_Dead-Reckoning", msgs.PoseEstimate)
     again.start()
     try:
         inputs = ["Base/Drive/State", "DMU/State", "Wrist/State", "Sick/Timing"]

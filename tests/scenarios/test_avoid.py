@@ -1,33 +1,34 @@
-"""The avoid module on the simulated robot (realistic noise, faster than real time, one process): goto around a box,
-stuck in a dead end, wall following, and a person crossing the robot's path.
+"""The avoid module on the simulated robot (realistic noise, in lock-step, one process): goto around a box, stuck in
+a dead end, wall following, and a person crossing the robot's path.
 
 The stack is the ``sim`` profile (world, base, wrist, laser, inertial unit, GPS) plus localization (given the world's
-start pose, so goals are in world coordinates), drive and avoid, all on the simulated clock.
+start pose, so goals are in world coordinates), drive and avoid, all in lock-step with the simulator. The test's
+commands come from a script that takes part in the lock-step, so every run of a test is the same run.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pluto import msgs
-from pluto.bus import Bus
+from pluto.bus import Bus, StateReader, StateWriter
 from pluto.movement.avoid.module import AvoidModule, AvoidModuleParams
 from pluto.movement.drive.module import DriveModule, DriveModuleParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
-from pluto.runtime.config import Config
-from pluto.runtime.module import Module
-from pluto.runtime.profiles import load_profile, with_params
-from pluto.runtime.supervisor import Supervisor
+from pluto.runtime.profiles import load_profile
 from pluto.sim.world import WORLDS_DIR
-from tests.scenarios.stack import Collector
+from tests.scenarios.stack import Collector, Lockstep, Script, without
 
-RATE = 8.0
+pytestmark = pytest.mark.scenario
+
+SEED = 3
+DONE = (1, 2)  # element[1] of avoidance/status: the goto reached its goal (1) or is stuck (2)
 
 
 def office_with_box() -> str:
@@ -83,142 +84,157 @@ CROSSING = """<?xml version="1.0" encoding="UTF-8"?>
 
 @dataclass
 class Stack:
-    """The running stack and the things a test watches."""
+    """The running stack (time held), what the test watches, and the script that commands avoid."""
 
-    supervisor: Supervisor
-    modules: list[Module]
+    sim: Lockstep
+    avoid: AvoidModule
     truth: Collector
     status: Collector
-    command: Callable[[int, list[float], list[float], list[float]], None]
+    script: Script
+    command: StateWriter[msgs.ActuatorState]
+    """avoidance/command, for the script's steps."""
+    now_status: StateReader[msgs.FVectorState]
+    """avoidance/status, for the script's steps."""
+    now_truth: StateReader[msgs.Odometry]
+    """Sim/Truth, for the script's steps."""
 
-    @property
-    def avoid(self) -> AvoidModule:
-        module = self.modules[-1]
-        assert isinstance(module, AvoidModule)
-        return module
+    def run(self, body: Callable[[float], Generator[None, float, None]]) -> float:
+        """Let the time run with ``body`` as the script until it returns; return the simulated time it did (s)."""
+        self.script.body = body
+        self.sim.resume()
+        self.script.wait()
+        assert self.script.finished_at is not None
+        return self.script.finished_at
+
+    def send(self, flags: int, position: list[float], velocity: list[float], force: list[float]) -> None:
+        """Write a command to avoid (from a step of the script)."""
+        self.command.write(msgs.ActuatorState(cmd_flags=flags, position=position, velocity=velocity, force=force))
+
+    def done(self) -> msgs.FVectorState | None:
+        """The newest status if it says the goto is over (reached or stuck), else None."""
+        s = self.now_status.read()
+        return s if s is not None and len(s.element) > 1 and s.element[1] in DONE else None
 
 
 def start_stack(
-    bus: Bus,
-    tmp_path: Path,
-    world_text: str,
-    start: tuple[float, float, float],
-    seed: int = 3,
-    rate: float = RATE,
-    **avoid_params: float,
+    bus: Bus, sim: Lockstep, tmp_path: Path, world_text: str, start: tuple[float, float, float], **avoid_params: float
 ) -> Stack:
-    """Start sim + localization (at ``start``, world frame) + drive + avoid in this process."""
+    """Start sim + localization (at ``start``, world frame) + drive + avoid in this process, and a script (10 Hz)
+    to command avoid, the time held at 0."""
     world = tmp_path / "world.xml"
     world.write_text(world_text)
     start_file = tmp_path / "start.toml"
     start_file.write_text(f"x = {start[0]}\ny = {start[1]}\ntheta = {start[2]}\n")
-    profile = load_profile("sim")
-    profile = type(profile)(
-        **{**profile.__dict__, "entries": tuple(e for e in profile.entries if e.name != "localization")}
-    )
-    profile = with_params(profile, "sim", world=str(world), rate=rate, noise="realistic", seed=seed)
-    supervisor = Supervisor(bus, profile, Config(), one_process=True)
-    supervisor.start()
-    modules: list[Module] = [
-        LocalizationModule(bus, LocalizationModuleParams(use_sim_time=True, start_pose_file=str(start_file))),
-        DriveModule(bus, DriveModuleParams(use_sim_time=True)),
-        AvoidModule(bus, AvoidModuleParams(use_sim_time=True, **avoid_params)),  # type: ignore[arg-type]
-    ]
-    for module in modules:
-        module.start()
-    truth = Collector(bus, "Sim/Truth", msgs.Odometry)
-    status = Collector(bus, "avoidance/status", msgs.FVectorState)
-    writer = bus.create_publisher("avoidance/command", msgs.ActuatorState)
-
-    def command(flags: int, position: list[float], velocity: list[float], force: list[float]) -> None:
-        writer.write(msgs.ActuatorState(cmd_flags=flags, position=position, velocity=velocity, force=force))
-
-    bus.create_reader("Localization/Pose", msgs.PoseEstimate).wait_for_update(timeout=20)
-    status.wait_for(lambda s: True, timeout=20)
-    return Stack(supervisor, modules, truth, status, command)
+    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="realistic", seed=SEED)
+    sim.add(LocalizationModule(bus, LocalizationModuleParams(use_sim_time=True, start_pose_file=str(start_file))))
+    sim.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
+    avoid = sim.add(AvoidModule(bus, AvoidModuleParams(use_sim_time=True, **avoid_params)))  # type: ignore[arg-type]
+    truth = sim.collect("Sim/Truth", msgs.Odometry)
+    status = sim.collect("avoidance/status", msgs.FVectorState)
+    script = Script(bus, rate_hz=10.0)
+    command = script.publisher("avoidance/command", msgs.ActuatorState)
+    now_status = script.reader("avoidance/status", msgs.FVectorState)
+    now_truth = script.reader("Sim/Truth", msgs.Odometry)
+    sim.add(script)
+    return Stack(sim, avoid, truth, status, script, command, now_status, now_truth)
 
 
 @pytest.fixture
-def stacks() -> Iterator[list[Stack]]:
-    started: list[Stack] = []
-    yield started
-    for stack in started:
-        for module in reversed(stack.modules):
-            module.stop()
-        stack.supervisor.shutdown()
+def sim(bus: Bus) -> Iterator[Lockstep]:
+    with Lockstep(bus) as stack:
+        yield stack
 
 
-def test_goto_around_a_box_in_the_office(bus: Bus, tmp_path: Path, stacks: list[Stack]) -> None:
-    stack = start_stack(bus, tmp_path, office_with_box(), (10.0, 10.0, math.pi))
-    stacks.append(stack)
+def test_goto_around_a_box_in_the_office(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    stack = start_stack(bus, sim, tmp_path, office_with_box(), (10.0, 10.0, math.pi))
     goal = (2.0, 10.0)
-    stack.command(22, list(goal), [0.6, 1.0], [1.0])  # laser avoidance (see the module docstring)
-    done = stack.status.wait_for(
-        lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1 and s.element[1] in (1, 2), timeout=120
-    )
-    assert isinstance(done, msgs.FVectorState)
-    assert done.element[1] == 1, done
-    end = stack.truth.snapshot()[-1]
+    done: list[msgs.FVectorState] = []
+
+    def go(now: float) -> Generator[None, float, None]:
+        stack.send(22, list(goal), [0.6, 1.0], [1.0])  # laser avoidance (see the module docstring)
+        while (s := stack.done()) is None:
+            yield
+        done.append(s)
+
+    end_time = stack.run(go)
+    assert done[0].element[1] == 1, done
+    truths = stack.truth.until(end_time)
+    end = truths[-1]
     # the goal is reached in the Localization/Pose frame: dead reckoning only (no pose module), realistic noise,
     # so the truth may be off by the drift
     assert math.hypot(end.x - goal[0], end.y - goal[1]) < 1.0
     # it went around the box (never through it) and touched nothing
-    for t in stack.truth.snapshot():
+    for t in truths:
         assert math.hypot(max(5.8 - t.x, 0, t.x - 6.4), max(9.7 - t.y, 0, t.y - 10.3)) > 0.39
 
 
-def test_goto_into_a_dead_end_with_sonar_is_stuck(bus: Bus, tmp_path: Path, stacks: list[Stack]) -> None:
-    stack = start_stack(bus, tmp_path, DEAD_END, (2.0, 3.5, 0.0))
-    stacks.append(stack)
-    stack.command(12, [14.0, 3.5], [0.6, 1.0], [1.0])
-    done = stack.status.wait_for(
-        lambda s: isinstance(s, msgs.FVectorState) and len(s.element) > 1 and s.element[1] in (1, 2), timeout=120
-    )
-    assert isinstance(done, msgs.FVectorState) and done.element[1] == 2, done
-    truths = stack.truth.snapshot()
+def test_goto_into_a_dead_end_with_sonar_is_stuck(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    stack = start_stack(bus, sim, tmp_path, DEAD_END, (2.0, 3.5, 0.0))
+    done: list[msgs.FVectorState] = []
+
+    def go(now: float) -> Generator[None, float, None]:
+        stack.send(12, [14.0, 3.5], [0.6, 1.0], [1.0])
+        while (s := stack.done()) is None:
+            yield
+        done.append(s)
+
+    end_time = stack.run(go)
+    assert done[0].element[1] == 2, done
+    truths = stack.truth.until(end_time)
     assert max(t.x for t in truths) > 7.0  # it did drive in
     assert max(t.x for t in truths) < 10.0 - 0.4 - 0.02  # without touching the end wall
     assert all(2.0 + 0.4 < t.y < 5.0 - 0.4 for t in truths)
 
 
-def test_wall_following_holds_the_distance(bus: Bus, tmp_path: Path, stacks: list[Stack]) -> None:
-    stack = start_stack(bus, tmp_path, LONG_WALL, (0.0, 9.0, 0.0))
-    stacks.append(stack)
-    stack.command(23, [1.0], [0.5], [])
-    stack.truth.wait_for(lambda t: isinstance(t, msgs.Odometry) and t.x > 14.0, timeout=120)
-    along = [t for t in stack.truth.snapshot() if 3.0 < t.x < 13.0]
+def test_wall_following_holds_the_distance(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    stack = start_stack(bus, sim, tmp_path, LONG_WALL, (0.0, 9.0, 0.0))
+    times: dict[str, float] = {}
+
+    def follow(now: float) -> Generator[None, float, None]:
+        stack.send(23, [1.0], [0.5], [])
+        while (t := stack.now_truth.read()) is None or t.x <= 14.0:
+            now = yield
+        times["released"] = now
+        stack.send(-1, [], [], [])
+        while (s := stack.now_status.read()) is None or s.element[1] != -10:
+            now = yield
+
+    end_time = stack.run(follow)
+    along = [t for t in stack.truth.until(times["released"]) if 3.0 < t.x < 13.0]
     distances = [10.0 - t.y for t in along]
     assert len(along) > 50
     assert max(abs(d - 1.0) for d in distances) < 0.10, (min(distances), max(distances))
-    stack.command(-1, [], [], [])
-    stack.status.wait_for(lambda s: isinstance(s, msgs.FVectorState) and s.element[1] == -10, timeout=20)
+    # released: the robot stops, and avoid's control step with it
+    assert end_time - times["released"] < 0.5
     assert not stack.avoid.active
     assert stack.avoid.start_activity() and not stack.avoid.start_activity()  # starting twice is harmless
 
 
-def test_a_person_crossing_slows_and_stops_the_robot(bus: Bus, tmp_path: Path, stacks: list[Stack]) -> None:
-    stack = start_stack(bus, tmp_path, CROSSING, (2.0, 5.0, 0.0))
-    stacks.append(stack)
-    clock = bus.create_reader("Clock", msgs.SimTime)
-    while clock.wait_for_update(timeout=10).stamp < 5.0:  # the walker is then 1.25 m along, far from the path
-        pass
-    stack.command(20, [], [0.4, 0.0], [])
-    slowed = stack.status.wait_for(
-        lambda s: isinstance(s, msgs.FVectorState) and s.element[0] == 6 and 0.0 < s.data[0] < 0.35, timeout=60
-    )
-    assert isinstance(slowed, msgs.FVectorState)
-    stopped = stack.status.wait_for(
-        lambda s: (
-            isinstance(s, msgs.FVectorState) and s.stamp > slowed.stamp and s.element[0] == 6 and s.data[0] == 0.0
-        ),
-        timeout=60,
-    )
-    assert isinstance(stopped, msgs.FVectorState)
-    stack.truth.wait_for(lambda t: isinstance(t, msgs.Odometry) and t.x > 9.0, timeout=60)
-    resumed = stack.status.snapshot()[-1]
+def test_a_person_crossing_slows_and_stops_the_robot(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    stack = start_stack(bus, sim, tmp_path, CROSSING, (2.0, 5.0, 0.0))
+    seen: dict[str, msgs.FVectorState] = {}
+
+    def cross(now: float) -> Generator[None, float, None]:
+        while now < 5.0:  # the walker is then 1.25 m along, far from the path
+            now = yield
+        stack.send(20, [], [0.4, 0.0], [])
+        while (s := stack.now_status.read()) is None or not (s.element[0] == 6 and 0.0 < s.data[0] < 0.35):
+            now = yield
+        seen["slowed"] = s
+        while (s := stack.now_status.read()) is None or not (s.element[0] == 6 and s.data[0] == 0.0):
+            now = yield
+        seen["stopped"] = s
+        while (t := stack.now_truth.read()) is None or t.x <= 9.0:
+            now = yield
+        s = stack.now_status.read()
+        assert s is not None
+        seen["resumed"] = s
+
+    stack.run(cross)
+    assert seen["slowed"].stamp < seen["stopped"].stamp
+    resumed = seen["resumed"]
     assert resumed.element[0] == 0 and resumed.data[0] == pytest.approx(0.4)
-    truths = stack.truth.snapshot()
-    stopped_at = next(t for t in truths if t.stamp >= stopped.stamp)
+    stopped_at = next(t for t in stack.truth.values if t.stamp >= seen["stopped"].stamp)
     assert stopped_at.x < 8.0 - 0.25 - 0.4  # it stopped short of the walker
 
 

@@ -1,8 +1,10 @@
 """The two bases are interchangeable: the same scenario, run on the simulated base and on the P2OS base.
 
-(a) the ``sim`` profile in this process (simulated time, ``RATE`` times faster than the wall clock);
+(a) the ``sim`` profile in this process, in lock-step: the scenario runs as a script that takes part in it, one
+    step at each step of the base;
 (b) :class:`~pluto.hardware.base.p2os_module.P2osBase` in this process, talking P2OS over TCP to a
-    :class:`~pluto.hardware.base.p2os.emulator.P2osEmulator` in the office world (wall-clock time).
+    :class:`~pluto.hardware.base.p2os.emulator.P2osEmulator` in the office world (wall-clock time): the scenario's
+    steps run every 20 ms of wall time.
 
 The scenario only knows the interfaces: it writes velocity commands on ``Base/Drive/Command`` and checks that
 ``Base/Drive/State`` advances by v·Δt and turns by ω·Δt (measured between stamps, at steady speed, so the bases'
@@ -14,66 +16,117 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from pluto import msgs
-from pluto.bus import Bus, RemoteError
+from pluto.bus import Bus, RemoteError, StateReader, StateWriter
 from pluto.hardware.base.p2os import Command, CommandPacket
 from pluto.hardware.base.p2os.driver import P2osConnectError
 from pluto.hardware.base.p2os.emulator import P2osEmulator
 from pluto.hardware.base.p2os.robot import MotionLimits, P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
-from pluto.runtime.config import Config
-from pluto.runtime.profiles import load_profile, with_params
-from pluto.runtime.supervisor import Supervisor
 from pluto.sim.world import load_world
 from tests.helpers import free_tcp_port, wait_until
-from tests.scenarios.stack import Collector, Commander
+from tests.scenarios.stack import HANG, Collector, Commander, Lockstep, Script
 
-RATE = 10.0
+pytestmark = pytest.mark.scenario
+
 SPEED = 0.4  # m/s
 TURN_RATE = 0.5  # rad/s
+PACE = 0.02  # s of wall time between the scenario's steps on the wall clock
+
+
+@dataclass
+class BaseIo:
+    """What the scenario uses of a base: its command and its newest state; and what it found.
+
+    ``lag`` says how far the base's own time trails the clock its states are stamped with (s): an emulator starved
+    of CPU skips time rather than catch up (0 for the simulated base in lock-step).
+    """
+
+    command_out: StateWriter[msgs.ActuatorState]
+    state_in: StateReader[msgs.Odometry]
+    lag: Callable[[], float] = lambda: 0.0
+    found: dict[str, msgs.Odometry] = field(default_factory=dict)
+    lags: dict[str, float] = field(default_factory=dict)
+
+    def command(self, v: float, omega: float) -> None:
+        self.command_out.write(msgs.ActuatorState(velocity=[v, omega]))
+
+    def state(self) -> msgs.Odometry | None:
+        return self.state_in.read()
+
+    def note(self, name: str, state: msgs.Odometry) -> None:
+        """Keep a state the scenario found, with the base's lag then."""
+        self.found[name] = state
+        self.lags[name] = self.lag()
+
+    def elapsed(self, first: str, last: str) -> float:
+        """The base's time between two states it found, s."""
+        return self.found[last].stamp - self.found[first].stamp - (self.lags[last] - self.lags[first])
+
+    def elapsed_since(self, first: str, state: msgs.Odometry) -> float:
+        """The base's time from a state it found to ``state`` (the newest), s."""
+        return state.stamp - self.found[first].stamp - (self.lag() - self.lags[first])
+
+
+def still(base: BaseIo, after: float = -math.inf) -> Generator[None, Any, msgs.Odometry]:
+    """Command a stop until a state after the stamp ``after`` in which the base stands still; return it."""
+    while (o := base.state()) is None or o.stamp <= after or abs(o.v) >= 1e-3 or abs(o.omega) >= 1e-3:
+        base.command(0.0, 0.0)
+        yield
+    return o
+
+
+def steady(o: msgs.Odometry, v: float, omega: float) -> bool:
+    return abs(o.v - v) < 0.02 and abs(o.omega - omega) < 0.03
+
+
+def steady_motion(
+    base: BaseIo, name: str, v: float, omega: float, seconds: float = 1.0
+) -> Generator[None, Any, msgs.Odometry]:
+    """Command (v, omega) until the base moves steadily at it (``name``_first), then ``seconds`` (of the base's
+    time) more (``name``_last, returned)."""
+    while (first := base.state()) is None or not steady(first, v, omega):
+        base.command(v, omega)
+        yield
+    base.note(f"{name}_first", first)
+    while (last := base.state()) is None or base.elapsed_since(f"{name}_first", last) < seconds:
+        base.command(v, omega)
+        yield
+    base.note(f"{name}_last", last)
+    return last
+
+
+def drive_and_turn(base: BaseIo) -> Generator[None, Any, None]:
+    """The scenario, a step at a time (each ``yield`` waits for the next step): drive straight, then turn on the
+    spot, stopping in between; the states it found go into ``base.found``."""
+    base.note("start", (yield from still(base)))
+    last = yield from steady_motion(base, "straight", SPEED, 0.0)
+    base.note("stopped", (yield from still(base, after=last.stamp)))
+    last = yield from steady_motion(base, "turn", 0.0, TURN_RATE)
+    base.note("end", (yield from still(base, after=last.stamp)))
 
 
 def wait_still(odometry: Collector, after: float = -math.inf) -> msgs.Odometry:
-    """The first state after the stamp ``after`` in which the base stands still."""
+    """The first state collected after the stamp ``after`` in which the base stands still (on the wall clock)."""
     value = odometry.wait_for(lambda o: o.stamp > after and abs(o.v) < 1e-3 and abs(o.omega) < 1e-3)
     assert isinstance(value, msgs.Odometry)
     return value
 
 
-def steady_motion(
-    bus: Bus,
-    odometry: Collector,
-    v: float,
-    omega: float,
-    seconds: float = 1.0,
-) -> tuple[msgs.Odometry, msgs.Odometry]:
-    """Command (v, omega) until the base moves steadily at it, then ``seconds`` (of the base's time) more.
-
-    Returns the first steady state and the one ``seconds`` later; stops the base at the end.
-    """
-    with Commander(bus, v, omega):
-
-        def steady(o: msgs.Odometry) -> bool:
-            return abs(o.v - v) < 0.02 and abs(o.omega - omega) < 0.03
-
-        first = odometry.wait_for(steady)
-        last = odometry.wait_for(lambda o: o.stamp >= first.stamp + seconds)
-        assert steady(last), f"the base did not keep its speed: {last}"  # type: ignore[arg-type]
-    assert isinstance(first, msgs.Odometry) and isinstance(last, msgs.Odometry)
-    return first, last
-
-
-def base_scenario(bus: Bus) -> None:
-    """Drive straight, then turn on the spot, on whatever base serves Base/*; check every interface."""
-    odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
+def check_interfaces(bus: Bus, since: float | None = None) -> None:
+    """Base/Contact, Base/Power and Base/Sonar carry values of the right types and shapes (stamped at or after
+    ``since``, if given)."""
     contact = bus.create_reader("Base/Contact", msgs.Contact).wait_for_value(timeout=10)
     power = bus.create_reader("Base/Power", msgs.Power).wait_for_value(timeout=10)
     sonar = bus.create_reader("Base/Sonar", msgs.SonarScan).wait_for_value(timeout=10)
-
     assert isinstance(contact, msgs.Contact)
     assert isinstance(contact.front, bool) and isinstance(contact.rear, bool) and isinstance(contact.stall, bool)
     assert isinstance(power, msgs.Power)
@@ -83,44 +136,46 @@ def base_scenario(bus: Bus) -> None:
     assert sonar.max_range > 0.0
     assert all(0.0 <= r <= sonar.max_range for r in sonar.ranges)
     assert all(-math.pi - 1e-9 <= a <= math.pi + 1e-9 for a in sonar.angles)
+    if since is not None:
+        for value in (contact, power, sonar):
+            assert value.stamp >= since  # still published while driving
 
-    start = wait_still(odometry)
+
+def check_scenario(base: BaseIo) -> None:
+    """What the scenario found: it drove v·Δt straight, turned ω·Δt on the spot, and stopped when told."""
+    found = base.found
+    start, first, last = found["start"], found["straight_first"], found["straight_last"]
     # straight ahead: the position advances by v·Δt along the heading, the heading stays
-    first, last = steady_motion(bus, odometry, SPEED, 0.0)
-    elapsed = last.stamp - first.stamp
+    assert steady(last, SPEED, 0.0), f"the base did not keep its speed: {last}"
     along = (last.x - first.x) * math.cos(first.theta) + (last.y - first.y) * math.sin(first.theta)
-    assert along == pytest.approx(SPEED * elapsed, rel=0.1)
+    assert along == pytest.approx(SPEED * base.elapsed("straight_first", "straight_last"), rel=0.1)
     assert last.theta == pytest.approx(start.theta, abs=0.02)
-    stopped = wait_still(odometry, after=last.stamp)
-    assert stopped.x - start.x > 0.3  # it went forward, and it stopped when the commands stopped
-
+    assert found["stopped"].x - start.x > 0.3  # it went forward, and it stopped when the commands stopped
     # on the spot: the heading turns by ω·Δt, the position stays
-    first, last = steady_motion(bus, odometry, 0.0, TURN_RATE)
-    elapsed = last.stamp - first.stamp
-    assert last.theta - first.theta == pytest.approx(TURN_RATE * elapsed, rel=0.1)
+    first, last = found["turn_first"], found["turn_last"]
+    assert steady(last, 0.0, TURN_RATE), f"the base did not keep its turn rate: {last}"
+    turned = last.theta - first.theta
+    assert turned == pytest.approx(TURN_RATE * base.elapsed("turn_first", "turn_last"), rel=0.1)
     assert math.hypot(last.x - first.x, last.y - first.y) < 0.02
-    end = wait_still(odometry, after=last.stamp)
-    assert end.theta > start.theta + 0.3
+    assert found["end"].theta > start.theta + 0.3
 
-    for name, cls in (("Base/Contact", msgs.Contact), ("Base/Power", msgs.Power), ("Base/Sonar", msgs.SonarScan)):
-        fresh = bus.create_reader(name, cls).wait_for_value(timeout=5)
-        assert isinstance(fresh, cls)
-        assert fresh.stamp >= start.stamp  # still published while driving
+
+def run_on_the_wall_clock(body: Generator[None, Any, None], timeout: float = HANG) -> None:
+    """Run a scenario's steps every ``PACE`` s of wall time (a pacing interval, not a wait for a result)."""
+    deadline = time.monotonic() + timeout
+    pace = threading.Event()
+    for _ in body:
+        assert time.monotonic() < deadline, f"the scenario did not end within {timeout:g} s"
+        pace.wait(PACE)
 
 
 # --------------------------------------------------------------------------------------------------- the bases
 
 
 @pytest.fixture
-def sim_base(bus: Bus) -> Iterator[Supervisor]:
-    """The ``sim`` profile (world, base, laser, ...) in this process, on the test's bus."""
-    profile = with_params(load_profile("sim"), "sim", world="office", rate=RATE)
-    supervisor = Supervisor(bus, profile, Config(), one_process=True)
-    try:
-        supervisor.start()
-        yield supervisor
-    finally:
-        supervisor.shutdown()
+def sim(bus: Bus) -> Iterator[Lockstep]:
+    with Lockstep(bus) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -142,12 +197,37 @@ def p2os_base(bus: Bus, emulator: P2osEmulator) -> Iterator[P2osBase]:
         module.stop()
 
 
-def test_scenario_on_the_simulated_base(bus: Bus, sim_base: Supervisor) -> None:
-    base_scenario(bus)
+def test_scenario_on_the_simulated_base(bus: Bus, sim: Lockstep) -> None:
+    sim.start(world="office")
+    script = Script(bus, rate_hz=50.0)  # a step at each step of the base
+    base = BaseIo(
+        script.publisher("Base/Drive/Command", msgs.ActuatorState),
+        script.reader("Base/Drive/State", msgs.Odometry),
+    )
+    script.body = lambda _now: drive_and_turn(base)
+    sim.add(script)
+    sim.resume()
+    script.wait()
+    check_scenario(base)
+    check_interfaces(bus, since=base.found["start"].stamp)
+    # in lock-step, with the ideal profile, the simulated base is exact: v·Δt and ω·Δt to the rounding
+    found = base.found
+    first, last = found["straight_first"], found["straight_last"]
+    assert last.x - first.x == pytest.approx(SPEED * (last.stamp - first.stamp), abs=1e-9)
+    first, last = found["turn_first"], found["turn_last"]
+    assert last.theta - first.theta == pytest.approx(TURN_RATE * (last.stamp - first.stamp), abs=1e-9)
 
 
 def test_scenario_on_the_p2os_base(bus: Bus, p2os_base: P2osBase, emulator: P2osEmulator) -> None:
-    base_scenario(bus)
+    base = BaseIo(
+        bus.create_publisher("Base/Drive/Command", msgs.ActuatorState),
+        bus.create_reader("Base/Drive/State", msgs.Odometry),
+        lag=lambda: emulator.skipped_time,
+    )
+    check_interfaces(bus)
+    run_on_the_wall_clock(drive_and_turn(base))
+    check_scenario(base)
+    check_interfaces(bus, since=base.found["start"].stamp)
     assert p2os_base.driver.statistics().bad_checksum == 0
     assert p2os_base.step_errors == 0
 

@@ -1,15 +1,15 @@
-"""The drive module on the simulated robot (the ``sim`` profile in this process, realistic noise): heading hold,
-sonar protection, bumpers and the command timeout.
+"""The drive module on the simulated robot (the ``sim`` profile in this process, realistic noise, in lock-step):
+heading hold, sonar protection, bumpers and the command timeout.
 
-Every wait is on what a subscription collected, never a fixed sleep: the stack runs on simulated time, ``RATE``
-times faster than the wall clock. Commands are written from the test's thread every ``PERIOD`` wall seconds.
+The test's commands come from a script that takes part in the lock-step, written at every step of the drive (20 Hz
+of simulated time): none is ever late, so every outcome is exact, and the same on every run.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,14 +17,15 @@ import pytest
 from pluto import msgs
 from pluto.bus import Bus
 from pluto.geometry import wrap_angle
-from pluto.movement.drive.module import DriveModule
-from pluto.runtime.config import Config
-from pluto.runtime.profiles import load_profile, with_params
-from pluto.runtime.supervisor import Supervisor
-from tests.scenarios.stack import ROOM, Collector
+from pluto.movement.drive.module import DriveModule, DriveModuleParams
+from pluto.runtime.profiles import load_profile
+from tests.scenarios.stack import ROOM, Collector, Lockstep, Script, without
 
-RATE = 5.0
-PERIOD = 0.05  # s of wall time between commands: 0.25 s of simulated time
+pytestmark = pytest.mark.scenario
+
+SEED = 3
+DRIVE_PERIOD = 0.05  # s: the drive steps at 20 Hz
+TIMEOUT = 4.0  # s: the drive's command timeout (its default)
 
 
 @pytest.fixture
@@ -35,109 +36,140 @@ def room(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def drive_stack(bus: Bus) -> Iterator[Callable[[str], DriveModule]]:
-    """Start the ``sim`` profile (realistic noise) and a drive module on the test's bus; stop them afterwards."""
-    started: list[Supervisor] = []
-    drives: list[DriveModule] = []
-
-    def start(world: str) -> DriveModule:
-        profile = with_params(load_profile("sim"), "sim", world=world, rate=RATE, noise="realistic")
-        supervisor = Supervisor(bus, profile, Config(), one_process=True)
-        started.append(supervisor)
-        supervisor.start()
-        drive = DriveModule(bus, DriveModule.Params(use_sim_time=True))
-        drives.append(drive)
-        drive.start()
-        return drive
-
-    yield start
-    for drive in drives:
-        drive.stop()
-    for supervisor in started:
-        supervisor.shutdown()
+def sim(bus: Bus) -> Iterator[Lockstep]:
+    with Lockstep(bus) as stack:
+        yield stack
 
 
-def commander(bus: Bus, flags: int, velocity: list[float], heading: float = 0.0) -> Callable[[], None]:
-    """A function that writes the command to ``drive/command`` each time it is called."""
-    writer = bus.create_publisher("drive/command", msgs.ActuatorState)
-
-    def send() -> None:
-        writer.write(msgs.ActuatorState(cmd_flags=flags, position=[0.0, heading], velocity=velocity))
-
-    return send
+def start_drive(bus: Bus, sim: Lockstep, world: Path) -> DriveModule:
+    """The ``sim`` profile (realistic noise, no localization) and a drive module, the time held at 0."""
+    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="realistic", seed=SEED)
+    drive: DriveModule = sim.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
+    return drive
 
 
-def code(status: msgs.Message) -> int:
-    assert isinstance(status, msgs.FVectorState)
+def code(status: msgs.FVectorState) -> int:
     return status.element[0]
 
 
-def test_heading_regulator_reaches_and_holds_a_heading(
-    bus: Bus, drive_stack: Callable[[str], DriveModule], room: Path
-) -> None:
-    drive_stack(str(room))
-    odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
-    first = odometry.wait_for(lambda o: True)
-    assert isinstance(first, msgs.Odometry)
-    target = first.theta + 2.0  # a left turn of about 115°, in the frame of the base's raw heading
-    send = commander(bus, 1, [0.3, 0.0], heading=target)
+def test_heading_regulator_reaches_and_holds_a_heading(bus: Bus, sim: Lockstep, room: Path) -> None:
+    start_drive(bus, sim, room)
+    odometry = sim.collect("Base/Drive/State", msgs.Odometry)
+    found: dict[str, float] = {}
 
-    def error(o: msgs.Message) -> float:
-        assert isinstance(o, msgs.Odometry)
-        return abs(wrap_angle(o.theta - target))
+    def error(o: msgs.Odometry) -> float:
+        return abs(wrap_angle(o.theta - found["target"]))
 
-    reached = odometry.wait_for(lambda o: error(o) < math.radians(2.0), while_waiting=send)
-    assert isinstance(reached, msgs.Odometry)
-    # hold it for 6 s of simulated time while driving along the line
-    end = odometry.wait_for(lambda o: o.stamp > reached.stamp + 6.0, while_waiting=send)
-    held = [o for o in odometry.snapshot() if reached.stamp + 1.0 <= o.stamp <= end.stamp]
-    assert held and max(error(o) for o in held) < math.radians(2.0)
-    assert isinstance(end, msgs.Odometry) and end.v > 0.2  # it drives along the heading, not only turns
+    def turn_and_hold(now: float) -> Generator[None, float, None]:
+        first = state.read()
+        assert first is not None
+        found["target"] = target = first.theta + 2.0  # a left turn of about 115°, in the frame of the raw heading
+        found["start"] = now
 
+        def send() -> None:
+            command.write(msgs.ActuatorState(cmd_flags=1, position=[0.0, target], velocity=[0.3, 0.0]))
 
-def test_sonar_protection_stops_before_a_wall_and_the_bumper_without_it(
-    bus: Bus, drive_stack: Callable[[str], DriveModule], room: Path
-) -> None:
-    drive_stack(str(room))
-    status = Collector(bus, "drive/status", msgs.FVectorState)
-    contact = Collector(bus, "Base/Contact", msgs.Contact)
-    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+        while (o := state.read()) is None or error(o) >= math.radians(2.0):
+            send()
+            now = yield
+        found["reached"] = o.stamp
+        while now < found["reached"] + 6.0:  # hold it for 6 s while driving along the line
+            send()
+            now = yield
 
-    protected = commander(bus, 10, [0.8, 0.0])
-    stopped = status.wait_for(lambda s: code(s) == 3 and s.data[0] == 0.0, while_waiting=protected)
-    for _ in range(20):  # keep asking to drive on: it stays stopped
-        protected()
-        time.sleep(PERIOD)
-    pose = truth.read()
-    assert pose is not None and 10.0 - 0.4 - pose.x > 0.2  # short of the wall
-    assert not any(c.front for c in contact.snapshot())
-    later = [s for s in status.snapshot() if s.stamp > stopped.stamp]
-    # it stays stopped by the sonar: a rare noisy range beyond the hysteresis may clear the code (0) and let it creep,
-    # and on a busy machine this test's commands may come late (the drive's timeout, -1), but it never hurries
-    assert later and sum(code(s) == 3 for s in later) >= len(later) // 2
-    hurried = [s for s in later if s.data[0] >= 0.15]
-    assert not hurried, hurried[:5]
-
-    unprotected = commander(bus, 0, [0.3, 0.0])
-    status.wait_for(lambda s: code(s) == 1 and s.data == [0.0, 0.0], while_waiting=unprotected)
-    assert any(c.front for c in contact.snapshot())
+    script = Script(bus, run=turn_and_hold, rate_hz=20.0)
+    command = script.publisher("drive/command", msgs.ActuatorState)
+    state = script.reader("Base/Drive/State", msgs.Odometry)
+    sim.add(script)
+    sim.resume()
+    script.wait()
+    assert found["reached"] - found["start"] < 3.0  # 2 rad at up to 1 rad/s, braked
+    held = [o for o in odometry.until(script.finished_at or 0.0) if o.stamp >= found["reached"] + 1.0]
+    assert held[-1].stamp >= found["reached"] + 5.9
+    assert max(error(o) for o in held) < math.radians(1.0)
+    assert all(o.v > 0.25 for o in held)  # it drives along the heading, not only turns
 
 
-def test_commands_that_cease_time_out(bus: Bus, drive_stack: Callable[[str], DriveModule], room: Path) -> None:
-    drive = drive_stack(str(room))
-    status = Collector(bus, "drive/status", msgs.FVectorState)
-    clock = bus.create_reader("Clock", msgs.SimTime)
-    send = commander(bus, 0, [0.3, 0.2])
-    status.wait_for(lambda s: s.data[0] > 0.25, while_waiting=send)
-    send()
-    now = clock.read()
-    assert now is not None
-    last_command = now.stamp
-    out = status.wait_for(lambda s: code(s) == -1 and s.data == [0.0, 0.0])
-    # braking from 0.3 m/s at 0.8 m/s² takes 0.4 s; the rest is the simulated clock's granularity
-    assert 4.0 <= out.stamp - last_command <= 4.0 + 0.4 + 0.5
-    assert all(code(s) == 0 for s in status.snapshot() if s.stamp < last_command + 3.9)
+def test_sonar_protection_stops_before_a_wall_and_the_bumper_without_it(bus: Bus, sim: Lockstep, room: Path) -> None:
+    start_drive(bus, sim, room)
+    status = sim.collect("drive/status", msgs.FVectorState)
+    contact = sim.collect("Base/Contact", msgs.Contact)
+    times: dict[str, float] = {}
 
+    def drive_to_the_wall(now: float) -> Generator[None, float, None]:
+        # protected: the sonar stops it short of the wall; it stays stopped while asked to drive on for 5 s
+        protected = msgs.ActuatorState(cmd_flags=10, velocity=[0.8, 0.0])
+        while (s := drive_status.read()) is None or not (code(s) == 3 and s.data[0] == 0.0):
+            command.write(protected)
+            now = yield
+        times["stopped"] = s.stamp
+        while now < times["stopped"] + 5.0:
+            command.write(protected)
+            now = yield
+        pose = truth.read()
+        assert pose is not None
+        times["x"] = pose.x
+        times["unprotected"] = now
+        # unprotected: on to the wall, where the bumper stops it
+        unprotected = msgs.ActuatorState(cmd_flags=0, velocity=[0.3, 0.0])
+        while (s := drive_status.read()) is None or not (code(s) == 1 and s.data == [0.0, 0.0]):
+            command.write(unprotected)
+            now = yield
+
+    script = Script(bus, run=drive_to_the_wall, rate_hz=20.0)
+    command = script.publisher("drive/command", msgs.ActuatorState)
+    drive_status = script.reader("drive/status", msgs.FVectorState)
+    truth = script.reader("Sim/Truth", msgs.Odometry)
+    sim.add(script)
+    sim.resume()
+    script.wait()
+    assert 10.0 - 0.4 - times["x"] > 0.2  # short of the wall (the robot's radius is 0.4 m)
+    protected = [c for c in contact.values if c.stamp < times["unprotected"]]
+    assert protected and not any(c.front for c in protected)
+    # once stopped by the sonar it stays stopped by the sonar, every step (a command every step: never a timeout)
+    held = [s for s in status.values if times["stopped"] <= s.stamp < times["unprotected"]]
+    assert len(held) == round((times["unprotected"] - times["stopped"]) / DRIVE_PERIOD) >= 100
+    assert all(code(s) == 3 and s.data[0] == 0.0 for s in held), [(s.stamp, code(s), s.data) for s in held]
+    assert not any(code(s) == -1 for s in status.values)
+    # without protection it drove on until the bumper stopped it
+    assert any(c.front for c in contact.values if c.stamp >= times["unprotected"])
+
+
+def test_commands_that_cease_time_out(bus: Bus, sim: Lockstep, room: Path) -> None:
+    drive = start_drive(bus, sim, room)
+    status = sim.collect("drive/status", msgs.FVectorState)
+    times: dict[str, float] = {}
+
+    def drive_then_fall_silent(now: float) -> Generator[None, float, None]:
+        while (s := drive_status.read()) is None or s.data[0] <= 0.25:
+            command.write(msgs.ActuatorState(cmd_flags=0, velocity=[0.3, 0.2]))
+            times["last"] = now
+            now = yield
+        while (s := drive_status.read()) is None or not (code(s) == -1 and s.data == [0.0, 0.0]):
+            now = yield
+
+    script = Script(bus, run=drive_then_fall_silent, rate_hz=20.0)
+    command = script.publisher("drive/command", msgs.ActuatorState)
+    drive_status = script.reader("drive/status", msgs.FVectorState)
+    sim.add(script)
+    sim.resume()
+    script.wait()
+    # the drive took the last command at its step after the one it was written at; it times out at its first step
+    # more than TIMEOUT later, and brakes from 0.3 m/s at its acceleration limit
+    taken = times["last"] + DRIVE_PERIOD
+    statuses = status.until(script.finished_at or 0.0)
+    first_out = next(s for s in statuses if code(s) == -1)
+    assert TIMEOUT < first_out.stamp - taken + 1e-9 <= TIMEOUT + DRIVE_PERIOD + 1e-9
+    assert all(code(s) == 0 for s in statuses if 0.0 < s.stamp < first_out.stamp)
+    after = [s for s in statuses if s.stamp >= first_out.stamp]
+    assert all(code(s) == -1 for s in after)
+    stopped = next(s for s in after if s.data == [0.0, 0.0])
+    max_accel = drive.controller.params.max_accel
+    assert stopped.stamp - first_out.stamp <= 0.3 / max_accel + DRIVE_PERIOD + 1e-9
+    speeds = [s.data[0] for s in after if s.stamp <= stopped.stamp]
+    assert all(b < a for a, b in itertools.pairwise(speeds))  # braking all the way
+
+    # stopping the control step stops the base and says so
     drive.stop_activity()
     status.wait_for(lambda s: code(s) == -10 and s.data == [0.0, 0.0])
 
