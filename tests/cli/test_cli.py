@@ -445,3 +445,28 @@ def test_demo_runs_and_says_where_the_logs_are(bus_env: dict[str, str]) -> None:
     )
     assert list(runtime_folder(bus_env).glob("*.log"))  # the logs are there
     assert list(runtime_folder(bus_env).glob("*.pid")) == []  # every module stopped
+
+
+def test_demo_and_sim_take_a_number_or_max_as_rate() -> None:
+    demo = build_parser().parse_args(["demo"])
+    assert (demo.rate, demo.seed, demo.noise, demo.no_lockstep, demo.one_process) == ("max", 1, "ideal", False, False)
+    assert build_parser().parse_args(["demo", "--rate", "5", "--no-lockstep"]).rate == 5.0
+    assert build_parser().parse_args(["sim", "--rate", "MAX"]).rate == "max"
+    for command in ("demo", "sim"):
+        for bad in ("fast", "0", "-2"):
+            result = pluto(command, "--rate", bad)
+            assert result.returncode == 2, result
+            assert "argument --rate" in result.stderr, result.stderr
+
+
+def test_demo_at_rate_max_without_lockstep_fails_with_one_line(workdir: Path) -> None:
+    assert_one_line_error(pluto("demo", "--no-lockstep", "--rate", "max"), "pluto demo:", "--rate max", "lock-step")
+    assert not (workdir / "demo-output").exists()  # it stopped before starting anything
+
+
+def test_sim_in_lockstep_shows_the_real_time_factor() -> None:
+    result = pluto("sim", "--rate", "max", "--seed", "3", "--duration", "3", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "as fast as possible in lock-step" in result.stdout, result.stdout
+    assert "seed 3" in result.stdout
+    assert re.search(r"sim time +\d+\.\d s \(real-time factor +\d+\.\d\)", result.stdout), result.stdout

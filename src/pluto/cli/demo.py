@@ -1,32 +1,43 @@
 """``pluto demo``: the most complete mission Pluto can run so far, on the simulated robot, ending by itself.
 
 It brings up the simulated robot with its localization service and movement chain (the ``mission`` profile: world
-and clock, base, wrist, laser, inertial unit, GPS, localization, drive and avoid, each in its own process, started in
-dependency order), records every interface to an MCAP log, then sends the avoid module one goto after another
-through the office world (laser obstacle avoidance, the drive module's bumper stop and command timeout underneath),
-prints its progress, and finally draws the map, the true and the localization paths and the last laser scan to a PNG.
-The log replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
+and clock, base, wrist, laser, inertial unit, GPS, localization, drive and avoid, each in its own process or all in
+the demo's, started in dependency order), records every interface to an MCAP log, then sends the avoid module one
+goto after another through the office world (laser obstacle avoidance, the drive module's bumper stop and command
+timeout underneath), prints its progress, and finally draws the map, the true and the localization paths and the
+last laser scan to a PNG. The log replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
+
+The route is driven by a module of its own, :class:`MissionModule`, which follows the simulated time: by default the
+simulator runs in lock-step, as fast as the modules go, and the mission takes part in it, so each goto goes out at an
+exact simulated time and the same seed gives the same run, to the last digit, on any machine and however busy it is.
+The run ends with a summary that scripts can read: the final true pose, the localization error against the truth,
+the wall time and the real-time factor achieved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from pluto import msgs
 from pluto.bus import Bus, BusTimeout
+from pluto.errors import LaunchError, PlutoError
 from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
 from pluto.movement.avoid.proxy import AvoidProxy, describe_status
 from pluto.record.recorder import Recorder, RecordStatus
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
-from pluto.runtime.profiles import load_profile, with_params
+from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.profiles import Profile, load_profile, with_params
 from pluto.runtime.runner import stop_on_signals
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.laser import LaserParams, laser_pose
@@ -39,6 +50,17 @@ SPEED = 0.6
 """Top speed of the gotos, m/s."""
 TURN_RATE = 1.0
 """Top turn rate of the gotos, rad/s."""
+FRESH_AFTER = 0.5
+"""Simulated seconds after a goto before a status counts as describing it (earlier ones may describe the previous)."""
+STATUS_TIMEOUT = 5.0
+"""Simulated seconds without a new status from the avoid module after which the mission stops."""
+REPORT_EVERY = 5.0
+"""Simulated seconds between two progress lines."""
+SETTLE = 1.0
+"""Simulated seconds the mission lets pass after its end before it says it is done, so that every value stamped
+before the end (a pose is written a little after its stamp) has reached the demo's collectors."""
+
+Rate = float | Literal["max"]
 
 
 @dataclass
@@ -46,7 +68,7 @@ class MissionLog:
     """What the mission saw, for the picture and the summary (filled from bus callbacks)."""
 
     truth: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
-    estimate: list[tuple[float, float]] = field(default_factory=list)
+    estimate: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_truth(self, pose: msgs.Odometry) -> None:
@@ -55,7 +77,39 @@ class MissionLog:
 
     def on_pose(self, pose: msgs.PoseEstimate) -> None:
         with self.lock:
-            self.estimate.append((pose.pose[0], pose.pose[1]))
+            self.estimate.append((pose.stamp, pose.pose[0], pose.pose[1], pose.pose[3]))
+
+    def until(self, end: float) -> tuple[np.ndarray, np.ndarray]:
+        """(truth, estimate) up to simulated time ``end`` as arrays of rows (stamp, x, y, θ), in stamp order."""
+        with self.lock:
+            truth = sorted(t for t in self.truth if t[0] <= end)
+            estimate = sorted(e for e in self.estimate if e[0] <= end)
+        return (
+            np.array(truth, dtype=float).reshape(-1, 4),
+            np.array(estimate, dtype=float).reshape(-1, 4),
+        )
+
+
+def paired(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The estimates that have a truth of the same stamp, and those truths (rows of stamp, x, y, θ)."""
+    by_stamp = {round(float(row[0]), 6): row for row in truth}
+    pairs = [(by_stamp[key], row) for row in estimate if (key := round(float(row[0]), 6)) in by_stamp]
+    if not pairs:
+        return np.zeros((0, 4)), np.zeros((0, 4))
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def wrap(angle: np.ndarray | float) -> Any:
+    """Angles in (-π, π]."""
+    return -((-np.asarray(angle) + math.pi) % (2 * math.pi) - math.pi)
+
+
+def localization_errors(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position errors (m) and heading errors (rad, wrapped) of the estimates against the truth of their stamps."""
+    true, est = paired(truth, estimate)
+    position = np.hypot(est[:, 1] - true[:, 1], est[:, 2] - true[:, 2])
+    heading = wrap(est[:, 3] - true[:, 3])
+    return position, np.asarray(heading, dtype=float)
 
 
 def write_start_pose(world: World, folder: Path) -> Path:
@@ -69,107 +123,138 @@ def write_start_pose(world: World, folder: Path) -> Path:
     return path
 
 
-def run_demo(config: Config, duration: float = 400.0, rate: float = 5.0, output: Path | None = None) -> int:
-    """Run the mission; return the exit status (0 if the robot reached every waypoint, or was interrupted).
+# -- the mission ------------------------------------------------------------------------------------------------------
+
+
+class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    duration: simulated seconds after which the mission gives up.
+    """
+
+    rate_hz: float = 10.0
+    use_sim_time: bool = True
+    duration: float = 400.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.duration > 0:
+            raise ValueError(f"duration must be > 0 s, got {self.duration}")
+
+
+class MissionModule(Module):
+    """Drives a route: one goto after the other through the avoid module, each when the previous one is reached.
+
+    Its step follows the simulated time (in a lock-stepped simulation it is a member like the others), so each goto
+    goes out at an exact simulated time. It reads ``avoidance/status`` each step: a status newer than the goto by
+    :data:`FRESH_AFTER` that says the goal is reached sends the next goto; one that says stuck, no status for
+    :data:`STATUS_TIMEOUT` or the route taking longer than ``duration`` ends the mission. It prints its progress and
+    sets :attr:`done` :data:`SETTLE` after the end, with :attr:`outcome`, :attr:`reached`, :attr:`end_time` and the
+    last laser scan it saw.
 
     Args:
-        duration: simulated seconds after which the mission gives up.
-        rate: simulated seconds per wall-clock second.
-        output: folder for the picture (default ``./demo-output``).
+        route: waypoints in the ``Localization/Pose`` frame, m.
     """
-    world = load_world("office")
-    out_dir = (output or Path("demo-output")).resolve()
-    start_file = write_start_pose(world, out_dir)
-    profile = with_params(load_profile("mission"), "sim", world="office", rate=rate)
-    profile = with_params(profile, "localization", start_pose_file=str(start_file))
-    log = MissionLog()
-    reached = 0
-    outcome = "NOT done"
-    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
-    recording: RecordStatus | None = None
-    with stop_on_signals() as stop, Bus(config.bus) as bus:
-        supervisor = Supervisor(bus, profile, config)
-        print(f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {rate:g}x real time")
-        print(f"starting {len(profile.entries)} modules: {', '.join(e.name for e in profile.entries)}", flush=True)
-        t0 = time.monotonic()
-        last_scan: msgs.LaserScan | None = None
-        try:
-            supervisor.start()
-            print(f"all publishing after {time.monotonic() - t0:.1f} s\n")
-            print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
-            bus.create_subscription("Sim/Truth", log.on_truth, msgs.Odometry, depth=1024)
-            bus.create_subscription("Localization/Pose", log.on_pose, msgs.PoseEstimate, depth=1024)
-            with Recorder(bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}) as rec:
-                reached, outcome = _drive_route(bus, stop, duration)
-            recording = rec.stop()
-            last_scan = bus.create_reader("Sick/Scan_mm", msgs.LaserScan).read()
-        finally:
-            supervisor.shutdown()
-    if stop.is_set():
-        outcome = "interrupted"
-    picture = _draw(world, log, last_scan, out_dir / f"office-{stamp}.png", outcome)
-    with log.lock:
-        true_xy = np.array([t[1:3] for t in log.truth]) if log.truth else np.zeros((0, 2))
-    travelled = float(np.sum(np.hypot(*np.diff(true_xy, axis=0).T))) if len(true_xy) > 1 else 0.0
-    print(
-        f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} waypoints, travelled {travelled:.1f} m; "
-        "all modules stopped."
-    )
-    if picture:
-        print(f"map, true and localization paths and the last scan: {picture}")
-    if recording is not None and recording.parts:
-        print(
-            f"log of every interface ({recording.messages} messages, {recording.duration:.0f} s): "
-            f"{recording.parts[0]}\n  (pluto log info FILE, pluto replay FILE, or any MCAP viewer)"
-        )
-    print(f"logs of each module: {launcher.runtime_dir(bus.robot)}/")
-    return 0 if outcome in ("done", "interrupted") else 1
 
+    name = "mission"
+    description = "the demo's route: one goto after the other through the avoid module"
+    requires = ("avoid",)
+    Params: ClassVar[type[ModuleParams]] = MissionParams
 
-def _drive_route(bus: Bus, stop: threading.Event, duration: float) -> tuple[int, str]:
-    """Send the gotos one after the other; return (waypoints reached, outcome)."""
-    avoid = AvoidProxy(bus, start=False)
-    pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)
-    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
-    scans = bus.create_reader("Sick/Scan_mm", msgs.LaserScan)
-    power = bus.create_reader("Base/Power", msgs.Power)
-    start_time: float | None = None
-    next_report = 0.0
-    try:
-        for number, (x, y) in enumerate(OFFICE_ROUTE, start=1):
-            avoid.goto(x, y, max_speed=SPEED, max_turn_rate=TURN_RATE, avoidance=AVOID_LASER)
-            print(f"  goto waypoint {number}/{len(OFFICE_ROUTE)}: ({x:.1f}, {y:.1f}) m", flush=True)
-            sent: float | None = None
-            while True:
-                if stop.is_set():
-                    return number - 1, "interrupted"
-                try:
-                    status = avoid.wait_status(timeout=2.0)
-                except BusTimeout:
-                    print("  no status from the avoid module for 2 s; stopping the mission")
-                    return number - 1, "NOT done"
-                start_time = status.stamp if start_time is None else start_time
-                sent = status.stamp if sent is None else sent
-                elapsed = status.stamp - start_time
-                state = status.element[1] if len(status.element) > 1 else 0
-                # The first statuses after a goto may still describe the previous one.
-                fresh = status.stamp > sent + 0.5
-                if elapsed >= next_report or (fresh and state in (GOTO_REACHED, GOTO_STUCK)):
-                    next_report = elapsed + 5.0
-                    _report(elapsed, pose.read(), truth.read(), scans.read(), power.read(), status)
-                if fresh and state == GOTO_REACHED:
-                    print(f"  reached waypoint {number} after {elapsed:.1f} s", flush=True)
-                    break
-                if fresh and state == GOTO_STUCK:
-                    print(f"  stuck on the way to waypoint {number}; stopping the mission")
-                    return number - 1, "NOT done"
-                if elapsed > duration:
-                    print(f"  the route took longer than {duration:g} s; giving up")
-                    return number - 1, "NOT done"
-        return len(OFFICE_ROUTE), "done"
-    finally:
-        avoid.set_velocity(0.0, 0.0)
-        avoid.close()
+    def __init__(
+        self,
+        bus: Bus,
+        params: ModuleParams | None = None,
+        *,
+        route: Sequence[tuple[float, float]] = OFFICE_ROUTE,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(bus, params, name=name)
+        self.route = list(route)
+        self.done = threading.Event()
+        """Set when the mission is over (route done, stuck, timed out)."""
+        self.stepped = threading.Event()
+        """Set by the first step."""
+        self.outcome = "NOT done"
+        self.reached = 0
+        self.start_time: float | None = None
+        self.end_time: float | None = None
+        """Simulated time of the step that ended the mission."""
+        self.end_wall = math.nan
+        """Wall-clock time (``time.monotonic``) of that step."""
+        self.final_scan: msgs.LaserScan | None = None
+        self._number = 0  # the waypoint under way, from 1; 0 before the first goto
+        self._sent = 0.0
+        self._next_report = 0.0
+
+    def on_configure(self) -> None:
+        # The proxy's writes are a put on a publisher, never a wait; mask 0: the status is read below.
+        self.avoid = AvoidProxy(self.bus, mask=0, start=False)
+        self.status_in = self.create_reader("avoidance/status", msgs.FVectorState)
+        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
+        self.truth_in = self.create_reader("Sim/Truth", msgs.Odometry)
+        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
+        self.power_in = self.create_reader("Base/Power", msgs.Power)
+
+    def step(self, now: float) -> None:
+        self.stepped.set()
+        if self.end_time is not None:
+            if now >= self.end_time + SETTLE:
+                self.done.set()
+            return
+        if self.start_time is None:
+            self.start_time = now
+        elapsed = now - self.start_time
+        if self._number == 0:
+            self._goto(1, now)
+            return
+        status = self.status_in.read()
+        if status is None or status.stamp < now - STATUS_TIMEOUT:
+            print(f"  no status from the avoid module for {STATUS_TIMEOUT:g} s; stopping the mission", flush=True)
+            self._finish("NOT done", now)
+            return
+        state = status.element[1] if len(status.element) > 1 else 0
+        fresh = status.stamp > self._sent + FRESH_AFTER
+        finished = fresh and state in (GOTO_REACHED, GOTO_STUCK)
+        if elapsed >= self._next_report or finished:
+            self._next_report = elapsed + REPORT_EVERY
+            _report(
+                elapsed, self.pose_in.read(), self.truth_in.read(), self.scan_in.read(), self.power_in.read(), status
+            )
+        if fresh and state == GOTO_REACHED:
+            print(f"  reached waypoint {self._number} after {elapsed:.1f} s", flush=True)
+            self.reached = self._number
+            if self._number == len(self.route):
+                self._finish("done", now)
+            else:
+                self._goto(self._number + 1, now)
+        elif fresh and state == GOTO_STUCK:
+            print(f"  stuck on the way to waypoint {self._number}; stopping the mission", flush=True)
+            self._finish("NOT done", now)
+        elif elapsed > self.duration:
+            print(f"  the route took longer than {self.duration:g} s; giving up", flush=True)
+            self._finish("NOT done", now)
+
+    @property
+    def duration(self) -> float:
+        p = self.params
+        return p.duration if isinstance(p, MissionParams) else MissionParams().duration
+
+    def _goto(self, number: int, now: float) -> None:
+        x, y = self.route[number - 1]
+        self.avoid.goto(x, y, max_speed=SPEED, max_turn_rate=TURN_RATE, avoidance=AVOID_LASER)
+        self._number, self._sent = number, now
+        print(f"  goto waypoint {number}/{len(self.route)}: ({x:.1f}, {y:.1f}) m", flush=True)
+
+    def _finish(self, outcome: str, now: float) -> None:
+        self.avoid.set_velocity(0.0, 0.0)
+        self.outcome = outcome
+        self.end_time, self.end_wall = now, time.monotonic()
+        self.final_scan = self.scan_in.read()
+
+    def on_shutdown(self) -> None:
+        if self.end_time is None:  # interrupted: stop the robot
+            self.avoid.set_velocity(0.0, 0.0)
+        self.avoid.close()
 
 
 def _report(
@@ -180,34 +265,229 @@ def _report(
     battery: msgs.Power | None,
     status: msgs.FVectorState,
 ) -> None:
-    x, y, theta = (pose.pose[0], pose.pose[1], pose.pose[3]) if pose else (math.nan,) * 3
-    error = math.hypot(true.x - x, true.y - y) if true else math.nan
+    if pose is None:
+        where = "no pose yet"
+    else:
+        x, y, theta = pose.pose[0], pose.pose[1], pose.pose[3]
+        error = f"{math.hypot(true.x - x, true.y - y):.3f} m" if true else "?"
+        where = f"at ({x:5.1f}, {y:5.1f}) m  heading {math.degrees(theta) % 360:5.1f}°  pose error {error}"
     nearest = min((r for r in scan.ranges if r > 0), default=math.nan) if scan else math.nan
     print(
-        f"  t={elapsed:6.1f} s  at ({x:5.1f}, {y:5.1f}) m  heading {math.degrees(theta) % 360:5.1f}°  "
-        f"pose error {error:.3f} m  nearest echo {nearest:4.2f} m  "
+        f"  t={elapsed:6.1f} s  {where}  nearest echo {nearest:4.2f} m  "
         f"battery {battery.charge * 100 if battery else 0:5.1f} %  [{describe_status(status)}]",
         flush=True,
     )
 
 
-def _draw(world: World, log: MissionLog, scan: msgs.LaserScan | None, path: Path, outcome: str) -> Path | None:
-    with log.lock:
-        history = np.array(log.truth) if log.truth else np.zeros((0, 4))
-        estimate = np.array(log.estimate) if log.estimate else None
-    if not len(history):
+# -- the run --------------------------------------------------------------------------------------------------------
+
+
+def _check_rate(rate: Rate, lockstep: bool) -> None:
+    if rate == "max" and not lockstep:
+        raise PlutoError(
+            "--rate max runs as fast as the modules go, which needs the lock-step; without it give a pace, "
+            "e.g. --no-lockstep --rate 5"
+        )
+
+
+def demo_profile(
+    world: World,
+    start_file: Path,
+    rate: Rate = "max",
+    seed: int = 1,
+    noise: str = "ideal",
+    lockstep: bool = True,
+) -> Profile:
+    """The ``mission`` profile set up for the demo.
+
+    Raises:
+        PlutoError: ``rate`` is "max" without the lock-step (free-running time needs a pace).
+    """
+    _check_rate(rate, lockstep)
+    profile = with_params(
+        load_profile("mission"),
+        "sim",
+        world=world.name,
+        rate=rate,
+        lockstep=lockstep,
+        noise=noise,
+        seed=seed,
+    )
+    return with_params(profile, "localization", start_pose_file=str(start_file))
+
+
+def run_demo(
+    config: Config,
+    duration: float = 400.0,
+    rate: Rate = "max",
+    output: Path | None = None,
+    *,
+    seed: int = 1,
+    noise: str = "ideal",
+    lockstep: bool = True,
+    one_process: bool = False,
+) -> int:
+    """Run the mission; return the exit status (0 if the robot reached every waypoint, or was interrupted).
+
+    Args:
+        duration: simulated seconds after which the mission gives up.
+        rate: simulated seconds per wall-clock second, or "max": as fast as the modules go (lock-step only).
+        output: folder for the picture and the log (default ``./demo-output``).
+        seed: seed of every random generator of the simulation.
+        noise: noise profile of the simulated devices ("ideal" or "realistic").
+        lockstep: time advances only when every module has finished its step (repeatable runs); else it runs
+            freely at ``rate``.
+        one_process: run the modules in this process instead of one process each.
+
+    Raises:
+        PlutoError: a bad combination of options, or a module that failed to start.
+    """
+    _check_rate(rate, lockstep)
+    world = load_world("office")
+    out_dir = (output or Path("demo-output")).resolve()
+    start_file = write_start_pose(world, out_dir)
+    profile = demo_profile(world, start_file, rate, seed, noise, lockstep)
+    log = MissionLog()
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    recording: RecordStatus | None = None
+    mission: MissionModule | None = None
+    pace = "as fast as possible" if rate == "max" else f"{rate:g}x real time"
+    how = "in lock-step" if lockstep else "free-running"
+    where = "in one process" if one_process else "each in its own process"
+    wall_start = time.monotonic()
+    wall_run: float | None = None  # wall time the simulated time was let go
+    # With the modules in other processes, the recorder takes their every value on a session of its own: on the
+    # mission's, a recorder that falls behind would make the writers drop values to this process (they drop what a
+    # link does not take at once), among them values the lock-step then waits for. In one process, values are
+    # handed over in memory and none is lost.
+    with (
+        stop_on_signals() as stop,
+        Bus(config.bus) as bus,
+        contextlib.nullcontext(bus) if one_process else Bus(config.bus) as record_bus,
+    ):
+        supervisor = Supervisor(bus, profile, config, one_process=one_process)
+        print(
+            f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {how} {pace}, "
+            f"noise {noise}, seed {seed}"
+        )
+        print(f"starting {len(profile.entries)} modules {where}: {', '.join(e.name for e in profile.entries)}")
+        print("", flush=True)
+        try:
+            supervisor.start(resume=False)
+            print(f"all publishing after {time.monotonic() - wall_start:.1f} s\n")
+            print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
+            bus.create_subscription("Sim/Truth", log.on_truth, msgs.Odometry, depth=1024)
+            bus.create_subscription("Localization/Pose", log.on_pose, msgs.PoseEstimate, depth=1024)
+            with Recorder(
+                record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
+            ) as rec:
+                mission = MissionModule(bus, MissionParams(duration=duration))
+                try:
+                    mission.start()
+                    if supervisor.held:
+                        _wait_member(bus, supervisor.held, mission, stop)
+                    wall_run = time.monotonic()
+                    supervisor.resume()
+                    while not stop.is_set() and not mission.done.wait(0.1):
+                        pass
+                finally:
+                    mission.stop()
+            recording = rec.stop()
+        finally:
+            supervisor.shutdown()
+    outcome = "interrupted" if stop.is_set() else mission.outcome if mission else "NOT done"
+    return _summary(log, mission, world, out_dir, stamp, outcome, recording, bus.robot, wall_start, wall_run)
+
+
+def _wait_member(bus: Bus, simulators: list[str], mission: MissionModule, stop: threading.Event) -> None:
+    """Wait until the mission has taken its first step and the held simulators count it as a member, so that it
+    takes part in the run from its first tick."""
+    from pluto.sim.module import LockstepState
+
+    deadline = time.monotonic() + 20.0
+    while not stop.is_set():
+        if mission.stepped.is_set():
+            states: list[LockstepState]
+            try:
+                states = [bus.call(f"{name}/lockstep", None, LockstepState, timeout=2.0) for name in simulators]
+            except BusTimeout:
+                states = []
+            if states and all(mission.module_name in state.members for state in states):
+                return
+        if time.monotonic() > deadline:
+            raise LaunchError(f"the {mission.module_name} module did not join the lock-step within 20 s")
+        time.sleep(0.01)
+
+
+def _summary(
+    log: MissionLog,
+    mission: MissionModule | None,
+    world: World,
+    out_dir: Path,
+    stamp: str,
+    outcome: str,
+    recording: RecordStatus | None,
+    robot: str,
+    wall_start: float,
+    wall_run: float | None,
+) -> int:
+    """Print what the run did (the picture drawn first); return the exit status."""
+    end = mission.end_time if mission is not None and mission.end_time is not None else math.inf
+    truth, estimate = log.until(end)
+    reached = mission.reached if mission is not None else 0
+    picture = _draw(
+        world, truth, estimate, mission.final_scan if mission else None, out_dir / f"office-{stamp}.png", outcome
+    )
+    travelled = float(np.sum(np.hypot(*np.diff(truth[:, 1:3], axis=0).T))) if len(truth) > 1 else 0.0
+    print(
+        f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} waypoints, travelled {travelled:.1f} m; "
+        "all modules stopped."
+    )
+    if len(truth):
+        _, x, y, theta = truth[-1]
+        print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {math.degrees(float(wrap(theta))):.1f}°")
+    errors, _ = localization_errors(truth, estimate)
+    if len(errors):
+        print(f"localization error: max {errors.max():.3f} m, mean {errors.mean():.3f} m")
+    else:
+        print("localization error: no pose to compare with the truth")
+    wall_end = time.monotonic()
+    line = f"wall time {wall_end - wall_start:.1f} s"
+    if mission is not None and mission.start_time is not None and wall_run is not None:
+        sim_end = mission.end_time if mission.end_time is not None else (float(truth[-1, 0]) if len(truth) else 0.0)
+        route_wall = (mission.end_wall if math.isfinite(mission.end_wall) else wall_end) - wall_run
+        simulated = sim_end - mission.start_time
+        factor = simulated / route_wall if route_wall > 0 else math.nan
+        line += f"; the route {route_wall:.1f} s for {simulated:.1f} s of simulated time: real-time factor {factor:.2f}"
+    print(line)
+    if picture:
+        print(f"map, true and localization paths and the last scan: {picture}")
+    if recording is not None and recording.parts:
+        print(
+            f"log of every interface ({recording.messages} messages, {recording.duration:.0f} s"
+            f"{f', {recording.lost} lost on the way' if recording.lost else ''}): "
+            f"{recording.parts[0]}\n  (pluto log info FILE, pluto replay FILE, or any MCAP viewer)"
+        )
+    print(f"logs of each module: {launcher.runtime_dir(robot)}/", flush=True)
+    return 0 if outcome in ("done", "interrupted") else 1
+
+
+def _draw(
+    world: World, truth: np.ndarray, estimate: np.ndarray, scan: msgs.LaserScan | None, path: Path, outcome: str
+) -> Path | None:
+    if not len(truth):
         return None
     points = None
     if scan is not None:
         # Where the robot was when the scan was taken (the wrist stays straight ahead in this mission).
-        _, x, y, theta = history[int(np.argmin(np.abs(history[:, 0] - scan.stamp)))]
+        _, x, y, theta = truth[int(np.argmin(np.abs(truth[:, 0] - scan.stamp)))]
         lx, ly, heading = laser_pose(x, y, theta, 0.0, LaserParams().mount_x)
         points = scan_points((lx, ly, heading), scan.ranges, scan.angles, max_range=scan.max_range)
     return plot_run(
         world,
         path,
-        history[:, 1:3],
-        estimate,
+        truth[:, 1:3],
+        estimate[:, 1:3] if len(estimate) else None,
         points,
         title=f"Pluto demo: office world, route {outcome}",
         estimate_label="localization",

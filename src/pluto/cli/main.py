@@ -314,10 +314,32 @@ def cmd_router(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sim_rate(text: str) -> float | str:
+    """A --rate value: simulated seconds per wall second, or "max"."""
+    if text.strip().lower() == "max":
+        return "max"
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a number or "max", got {text!r}') from None
+    if not 0.0 < rate <= 1000.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1000], got {text}")
+    return rate
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pluto.cli.demo import run_demo
 
-    return run_demo(_config(args), duration=args.duration, rate=args.rate, output=args.output)
+    return run_demo(
+        _config(args),
+        duration=args.duration,
+        rate=args.rate,
+        output=args.output,
+        seed=args.seed,
+        noise=args.noise,
+        lockstep=not args.no_lockstep,
+        one_process=args.one_process,
+    )
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -328,21 +350,25 @@ def cmd_sim(args: argparse.Namespace) -> int:
     config = _config(args)
     world = load_world(args.world)  # a bad map file fails here, with its line and reason
     noise_profile(args.noise)
+    lockstep = args.lockstep or args.rate == "max"
     profile = with_params(
         load_profile("sim"),
         "sim",
         world=str(world.source or args.world),
         rate=args.rate,
+        lockstep=lockstep,
         noise=args.noise,
         seed=args.seed,
     )
+    pace = "as fast as possible" if args.rate == "max" else f"at {args.rate:g}x real time"
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(bus, profile, config, one_process=not args.processes, startup_timeout=args.timeout)
         try:
             supervisor.start()
             print(
-                f"simulated robot '{bus.robot}' up in world {world.name} at {args.rate:g}x real time, noise "
-                f"{args.noise}, seed {args.seed}: {', '.join(e.name for e in profile.entries)}. Ctrl-C stops it.",
+                f"simulated robot '{bus.robot}' up in world {world.name} {pace}{' in lock-step' if lockstep else ''}, "
+                f"noise {args.noise}, seed {args.seed}: {', '.join(e.name for e in profile.entries)}. "
+                "Ctrl-C stops it.",
                 flush=True,
             )
             clock = bus.create_reader("Clock", msgs.SimTime)
@@ -357,8 +383,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
                     continue
                 factor = (tick.stamp - sim0) / max(time.monotonic() - wall0, 1e-9)
                 print(
-                    f"\rsim time {tick.stamp:8.1f} s ({factor:4.1f}x)  robot at ({pose.x:6.2f}, {pose.y:6.2f}) m, "
-                    f"heading {math.degrees(pose.theta) % 360:5.1f}°",
+                    f"\rsim time {tick.stamp:8.1f} s (real-time factor {factor:5.1f})  robot at ({pose.x:6.2f}, "
+                    f"{pose.y:6.2f}) m, heading {math.degrees(pose.theta) % 360:5.1f}°",
                     end="",
                     flush=True,
                 )
@@ -406,10 +432,38 @@ def build_parser() -> argparse.ArgumentParser:
         "Starts the simulated robot in the office world with localization and the movement chain, sends it\n"
         "from waypoint to waypoint with obstacle avoidance, prints its progress, records every interface to an\n"
         "MCAP log and draws the map, the true and localized paths and the last laser scan to a PNG. Ctrl-C\n"
-        "stops it early and cleanly.",
+        "stops it early and cleanly.\n\n"
+        "By default the simulated time runs in lock-step, as fast as the modules go: it advances one tick only\n"
+        "after every module has finished its step, so the same seed gives the same run, to the last digit, on\n"
+        "any machine however busy. The summary ends with lines scripts can read:\n"
+        "  final true pose: x 3.201 m, y 1.802 m, θ 172.4°\n"
+        "  localization error: max 0.046 m, mean 0.012 m\n"
+        "and the wall time and real-time factor achieved.\n\n"
+        "example: pluto demo\n"
+        "example: pluto demo --noise realistic --seed 3           (the same output at every run)\n"
+        "example: pluto demo --rate 5                             (lock-step, at most 5x real time)\n"
+        "example: pluto demo --no-lockstep --rate 5               (free-running time, as a robot would see it)",
     )
+    p.add_argument(
+        "--rate",
+        type=_sim_rate,
+        default="max",
+        help='simulated seconds per second, or "max": as fast as the modules go, lock-step only (default max)',
+    )
+    p.add_argument("--seed", type=int, default=1, help="seed of the simulation's noise (default 1)")
+    p.add_argument(
+        "--noise",
+        choices=("ideal", "realistic"),
+        default="ideal",
+        help="noise of the simulated devices (default ideal)",
+    )
+    p.add_argument(
+        "--no-lockstep",
+        action="store_true",
+        help="let the simulated time run freely at --rate (a number) instead of waiting for every module's step",
+    )
+    p.add_argument("--one-process", action="store_true", help="run the modules in this process (default: one each)")
     p.add_argument("--duration", type=float, default=400.0, help="simulated seconds before giving up (default 400)")
-    p.add_argument("--rate", type=float, default=5.0, help="simulated seconds per second (default 5)")
     p.add_argument("--output", type=Path, help="folder for the picture and the log (default ./demo-output)")
 
     p = add(
@@ -418,11 +472,25 @@ def build_parser() -> argparse.ArgumentParser:
         "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS)",
         "Runs the simulated robot until Ctrl-C: a world from a map file, simulated time at --rate times real\n"
         "time, and the dummy hardware modules on their usual interfaces. Drive it by writing\n"
-        "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`.\n\n"
-        "example: pluto sim --world campus --rate 10 --noise realistic --seed 7",
+        "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`. The status line shows\n"
+        "the simulated time and the real-time factor achieved.\n\n"
+        "With --lockstep the time advances one tick only after every module following it has finished its\n"
+        "step: the same seed gives the same run whatever the load. --rate max runs in lock-step as fast as\n"
+        "the modules go.\n\n"
+        "example: pluto sim --world campus --rate 10 --noise realistic --seed 7\n"
+        "example: pluto sim --rate max --seed 3\n"
+        "example: pluto sim --lockstep --rate 2",
     )
     p.add_argument("--world", default="office", help="office, campus, clutter or a map file (default office)")
-    p.add_argument("--rate", type=float, default=1.0, help="simulated seconds per second (default 1)")
+    p.add_argument(
+        "--rate",
+        type=_sim_rate,
+        default=1.0,
+        help='simulated seconds per second, or "max": as fast as possible, in lock-step (default 1)',
+    )
+    p.add_argument(
+        "--lockstep", action="store_true", help="advance the time only when every module has finished its step"
+    )
     p.add_argument("--noise", default="ideal", help="ideal (default) or realistic")
     p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
     p.add_argument("--processes", action="store_true", help="one process per module instead of one for all")
