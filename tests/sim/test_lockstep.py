@@ -27,7 +27,14 @@ def test_the_next_tick_waits_for_every_member_and_comes_at_the_earliest_step_due
     assert barrier.next_stamp() == 0.02
     tick = barrier.tick(0.02, wall=0.1)
     assert (tick.number, tick.stamp) == (1, 0.02)
-    assert barrier.waiting_for() == ["base", "drive"]  # each tick is waited for afresh
+    assert barrier.waiting_for() == ["base"]  # each tick waits for the members due at it; the drive sleeps
+    ack(barrier, [("base", 0.04)])
+    assert barrier.next_stamp() == 0.04
+    barrier.tick(0.04, wall=0.2)
+    ack(barrier, [("base", 0.06)])
+    assert barrier.next_stamp() == 0.05
+    barrier.tick(0.05, wall=0.3)
+    assert barrier.waiting_for() == ["drive"]
 
 
 def test_time_moves_at_most_max_tick_when_nothing_is_due() -> None:
@@ -57,8 +64,22 @@ def test_acknowledgements_of_another_run_or_an_old_tick_do_not_count() -> None:
     assert not barrier.complete()
     ack(barrier, [("base", 0.02)])
     barrier.tick(0.02, wall=0.0)
-    barrier.ack(LockstepAck(RUN, 0, [("base", 0.04)], []))  # the tick before, acknowledged again
+    barrier.ack(LockstepAck(RUN, 0, [("base", 0.0)], []))  # the tick before, acknowledged again: changes nothing
+    assert not barrier.complete() and barrier.members["base"].next_due == 0.0
+    barrier.members["base"].next_due = 0.02
+    barrier.ack(LockstepAck(RUN, 5, [("base", 0.1)], []))  # a tick not sent yet
     assert not barrier.complete()
+
+
+def test_an_acknowledgement_of_an_earlier_tick_tells_when_the_member_is_due() -> None:
+    # A member that joined while the barrier moved on stepped at the tick it saw first: not due before 0.02 s.
+    barrier = Barrier(run=RUN)
+    barrier.first(wall=0.0)
+    barrier.tick(0.0, wall=0.0, paused=True)
+    barrier.join("late")
+    assert barrier.waiting_for() == ["late"]
+    barrier.ack(LockstepAck(RUN, 0, [("late", 0.02)], []))
+    assert barrier.complete()
 
 
 def test_a_member_that_does_not_answer_is_dropped_then_rejoins() -> None:

@@ -78,13 +78,12 @@ class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
     writes: list[WriteMark] = []
 
 
+DUE_SLACK = 1e-6
+"""s: a step due this close after a tick's time belongs to that tick (rounding of multiples of periods)."""
 HOLD_TICKS = 3
 """Ticks after which a held value that no frontier covered is let through anyway."""
 FRONTIER_WAIT = 5.0
 """Wall seconds to wait for a frontier value before going on without it (a dropped sample)."""
-FRONTIER_WAIT_JOINING = 0.25
-"""The same wait during the first second after a member joins: its subscriptions may not be known to every writer
-yet, so a value written just then may never come."""
 
 
 class LockstepGate:
@@ -97,7 +96,6 @@ class LockstepGate:
         self._bus = bus
         self._cond = threading.Condition()
         self._members = 0
-        self._joined_at = 0.0
         self._frontier: dict[int, int] = {}  # writer id -> highest sequence number released
         self._held: dict[_Receiver[Any], list[tuple[int, int, int, Any]]] = {}  # wid, seq, tick, value
         self._writes: dict[tuple[str, int], int] = {}
@@ -110,6 +108,9 @@ class LockstepGate:
         self._handlers: dict[str, tuple[Callable[[LockstepTick], float], Any]] = {}
         self._executor: threading.Thread | None = None
         self._waiting = False  # the executor waits for frontier values to arrive
+        self._pending: list[WriteMark] = []  # frontier entries not yet delivered here
+        self._dues: dict[str, float] = {}  # each local member's next step, s
+        self._work = False  # the executor has a tick to handle
         self.late_values = 0
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
@@ -192,9 +193,18 @@ class LockstepGate:
             latest = self._latest
             if latest is not None and tick.run == latest.run and tick.number < latest.number:
                 return  # an old tick repeated
+            if latest is not None and tick.run != latest.run:
+                self._pending.clear()  # the old run's writes mean nothing to the new one
+                self._dues = dict.fromkeys(self._dues, -math.inf)
+            self._pending.extend(tick.frontier)  # seen at the next tick this process handles
             self._latest = tick
             self._serial += 1
-            self._ticks.notify_all()
+            # Wake the executor only if a member here has a step due (or the tick came again, or a new run): a
+            # process whose members are all waiting for a later time sleeps through the tick.
+            repeated = latest is not None and (latest.run, latest.number) == (tick.run, tick.number)
+            if repeated or any(due <= tick.stamp + DUE_SLACK for due in self._dues.values()):
+                self._work = True
+                self._ticks.notify_all()
 
     @property
     def latest(self) -> LockstepTick | None:
@@ -202,41 +212,47 @@ class LockstepGate:
         return self._latest
 
     def _deliver(self, tick: LockstepTick) -> None:
-        """Make the tick's frontier visible here (on the executor thread, before the members step)."""
+        """Make visible here the writes of every tick up to this one (on the executor thread, before the members
+        step): the frontiers of the ticks this process slept through too."""
         if self._ready == (tick.run, tick.number):
             return
+        with self._ticks:
+            frontier, self._pending = self._pending, []
         with self._cond:
             run_changed = self._ready is not None and self._ready[0] != tick.run
             if run_changed:
                 self._frontier.clear()
-            for _name, wid, seq in tick.frontier:
+            for _name, wid, seq in frontier:
                 if seq > self._frontier.get(wid, 0):
                     self._frontier[wid] = seq
             released = self._release(everything=run_changed)
         for receiver, value in released:
             receiver._take(value)
-        self._wait_frontier(tick.frontier)
+        self._wait_frontier(frontier)
         self._ready = (tick.run, tick.number)
 
     def _wait_frontier(self, frontier: list[WriteMark]) -> None:
         """Wait until the local receivers got the frontier's values and their callbacks returned."""
         by_name = self._bus.receivers_by_name()
-        wanted = [(r, wid, seq) for name, wid, seq in frontier for r in by_name.get(name, ())]
-        joining = time.monotonic() - self._joined_at < 1.0
-        deadline = time.monotonic() + (FRONTIER_WAIT_JOINING if joining else FRONTIER_WAIT)
+        newest: dict[tuple[str, int], int] = {}
+        for name, wid, seq in frontier:
+            if seq > newest.get((name, wid), 0):
+                newest[(name, wid)] = seq
+        wanted = [(r, wid, seq) for (name, wid), seq in newest.items() for r in by_name.get(name, ())]
+        deadline = time.monotonic() + FRONTIER_WAIT
         with self._cond:
             for receiver, wid, seq in wanted:
                 while receiver.seen.get(wid, 0) < seq:
                     left = deadline - time.monotonic()
                     if left <= 0 or receiver.closed:
                         self.late_values += 1
-                        if not joining:
-                            log.warning(
-                                "lock-step: %s value %d of writer %x did not arrive in time; going on without it",
-                                receiver.name,
-                                seq,
-                                wid,
-                            )
+                        log.warning(
+                            "lock-step: %s value %d of writer %x did not arrive within %g s; going on without it",
+                            receiver.name,
+                            seq,
+                            wid,
+                            FRONTIER_WAIT,
+                        )
                         break
                     self._waiting = True
                     self._cond.wait(left)
@@ -254,11 +270,12 @@ class LockstepGate:
         with self._cond:
             self._handlers[name] = (handler, token)
             self._members = len(self._handlers)
-            self._joined_at = time.monotonic()
             if self._executor is None:
                 self._executor = threading.Thread(target=self._execute, name="pluto-lockstep", daemon=True)
                 self._executor.start()
         with self._ticks:
+            self._dues[name] = -math.inf  # a newcomer steps at the first tick it sees
+            self._work = True
             self._ticks.notify_all()
 
     def unregister(self, name: str) -> None:
@@ -268,6 +285,7 @@ class LockstepGate:
             entry = self._handlers.pop(name, None)
             self._members = len(self._handlers)
             released = self._release(everything=True) if not self._handlers else []
+            self._dues.pop(name, None)
         if entry is not None:
             with contextlib.suppress(Exception):
                 entry[1].undeclare()
@@ -275,43 +293,48 @@ class LockstepGate:
             receiver._take(value)
 
     def _execute(self) -> None:
-        """The executor: for each tick, deliver its frontier, step every member, acknowledge."""
-        serial = 0
+        """The executor: for each tick at which a member here is due, deliver the writes made before it, step the
+        members that are due (in the order of their names), acknowledge them."""
         done: dict[str, float] = {}  # members that finished the current tick -> next due
         current: tuple[int, int] | None = None
-        payload = b""
         while True:
             with self._ticks:
-                while True:
+                while not self._work:
                     if self._bus.closed:
                         return
-                    if self._serial != serial:
-                        break
-                    if current is not None and set(self._handlers) - set(done):
-                        break  # a member joined during the tick: step it now
                     self._ticks.wait(0.5)
-                serial, tick = self._serial, self._latest
+                self._work = False
+                tick = self._latest
             if tick is None:
                 continue
             with self._round:
                 key = (tick.run, tick.number)
-                if key != current:
+                repeated = key == current
+                if not repeated:
                     current, done = key, {}
-                    self._deliver(tick)
                 with self._cond:
                     handlers = sorted(self._handlers.items())
-                for name, (handler, _token) in handlers:
-                    if name not in done:
-                        try:
-                            done[name] = handler(tick)
-                        except Exception:
-                            log.exception("lock-step member %s failed to handle a tick", name)
-                            done[name] = math.inf
-                members = [(name, done[name]) for name, _ in handlers]
-                if members:
+                due = [
+                    (n, h)
+                    for n, (h, _t) in handlers
+                    if n not in done and self._dues.get(n, 0.0) <= tick.stamp + DUE_SLACK
+                ]
+                if due:
+                    self._deliver(tick)
+                for name, handler in due:
+                    try:
+                        done[name] = handler(tick)
+                    except Exception:
+                        log.exception("lock-step member %s failed to handle a tick", name)
+                        done[name] = math.inf
+                    with self._ticks:
+                        if name in self._dues:
+                            self._dues[name] = done[name]
+                if due or (repeated and done):
+                    # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
+                    members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
                     message = LockstepAck(tick.run, tick.number, members, self.take_writes())
-                    payload = msgspec.msgpack.encode(message)
-                    self._ack_pub.put(payload)
+                    self._ack_pub.put(msgspec.msgpack.encode(message))
 
     def close(self) -> None:
         for entity in (self._tick_sub, self._ack_pub):

@@ -156,6 +156,8 @@ class StateWriter(Generic[M]):
         # next periodic write replaces. Where every value must arrive: reliable, BLOCK, the writer waits.
         congestion = zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
         self._publisher = bus.session.declare_publisher(self._key, congestion_control=congestion, express=True)
+        self._reliable = reliable
+        self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
         self._queryable = bus.session.declare_queryable(self._key, self._on_query)
 
     def write(self, msg: M) -> None:
@@ -176,7 +178,16 @@ class StateWriter(Generic[M]):
             attachment = _ATTACHMENT.pack(now, seq, self.writer_id, LOCKSTEPPED if stepped else 0)
             self._latest = (data, attachment)
             self.meter.tick(now)
-            self._publisher.put(data, attachment=attachment)
+            publisher = self._publisher
+            if stepped and not self._reliable:
+                # In lock-step every value written must arrive (the next tick waits for it), and a simulation may
+                # wait: the values go out on a publisher that blocks rather than drops under congestion.
+                if self._stepped_publisher is None:
+                    self._stepped_publisher = self._bus.session.declare_publisher(
+                        self._key, congestion_control=zenoh.CongestionControl.BLOCK, express=True
+                    )
+                publisher = self._stepped_publisher
+            publisher.put(data, attachment=attachment)
         if stepped:
             assert gate is not None
             gate.note_write(self.name, self.writer_id, seq)
@@ -202,9 +213,11 @@ class StateWriter(Generic[M]):
 
     def close(self) -> None:
         """Stop publishing (idempotent)."""
-        for entity in (self._queryable, self._publisher):
+        for entity in (self._queryable, self._publisher, self._stepped_publisher):
+            if entity is None:
+                continue
             with contextlib.suppress(Exception):
-                entity.undeclare()  # type: ignore[no-untyped-call]
+                entity.undeclare()
 
 
 class _Receiver(Generic[M]):

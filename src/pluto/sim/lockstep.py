@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pluto.bus.lockstep import LockstepAck, LockstepTick, WriteMark
+from pluto.bus.lockstep import DUE_SLACK, LockstepAck, LockstepTick, WriteMark
 
 MAX_TICK = 0.1
 """Longest simulated time between two ticks, s (when no member has a step due sooner)."""
@@ -54,7 +54,7 @@ class Barrier:
 
     def join(self, name: str) -> None:
         if name not in self.members:
-            self.members[name] = MemberState(next_due=self.stamp)
+            self.members[name] = MemberState(next_due=-math.inf)  # due at once: it steps at the first tick it sees
             self.events.append(f"{name} joined the lock-step at {self.stamp:.3f} s")
 
     def leave(self, name: str) -> None:
@@ -69,7 +69,7 @@ class Barrier:
             key = (name, wid)
             if seq > self._frontier.get(key, 0):
                 self._frontier[key] = seq
-        if ack.number != self.number:
+        if ack.number > self.number:
             return
         for member, next_due in ack.members:
             state = self.members.get(member)
@@ -77,15 +77,24 @@ class Barrier:
                 # An acknowledgement before its liveliness token arrived: it is a member all the same.
                 self.join(member)
                 state = self.members[member]
-            if state.dropped:
-                state.dropped = False
-                self.events.append(f"{member} answers again and rejoins the lock-step")
+            if ack.number < state.acked:
+                continue  # older than what it already said
+            # An acknowledgement of an earlier tick still says when the member's next step is due: a member that
+            # joined while time was held, say, and stepped at the tick it saw first.
             state.acked = ack.number
             state.next_due = next_due
+            if state.dropped and ack.number == self.number:
+                state.dropped = False
+                self.events.append(f"{member} answers again and rejoins the lock-step")
 
     def waiting_for(self) -> list[str]:
-        """Members that have not acknowledged the current tick (dropped ones aside)."""
-        return sorted(n for n, s in self.members.items() if not s.dropped and s.acked < self.number)
+        """Members due at the current tick that have not acknowledged it (dropped ones aside). A member whose next
+        step comes later sleeps through the tick: its process does not even wake."""
+        return sorted(
+            n
+            for n, s in self.members.items()
+            if not s.dropped and s.acked < self.number and s.next_due <= self.stamp + DUE_SLACK
+        )
 
     def complete(self) -> bool:
         """Every member has finished the current tick."""
