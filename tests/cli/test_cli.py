@@ -469,4 +469,5 @@ def test_sim_in_lockstep_shows_the_real_time_factor() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "as fast as possible in lock-step" in result.stdout, result.stdout
     assert "seed 3" in result.stdout
-    assert re.search(r"sim time +\d+\.\d s \(real-time factor +\d+\.\d\)", result.stdout), result.stdout
+    factors = re.findall(r"sim time +\d+\.\d s \(real-time factor +(\d+\.\d)\)", result.stdout)
+    assert factors and max(float(f) for f in factors) > 0, result.stdout  # the time runs
