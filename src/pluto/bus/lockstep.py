@@ -81,7 +81,9 @@ class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
 DUE_SLACK = 1e-6
 """s: a step due this close after a tick's time belongs to that tick (rounding of multiples of periods)."""
 HOLD_TICKS = 3
-"""Ticks after which a held value that no frontier covered is let through anyway."""
+"""Deliveries of this process after which a held value that no frontier covered is let through anyway (counted in
+the ticks this process handles, not in tick numbers: a process sleeps through the ticks at which nothing of it is
+due, and a value written during the tick it handles now must stay held however many ticks it slept through)."""
 FRONTIER_WAIT = 5.0
 """Wall seconds to wait for a frontier value before going on without it (a dropped sample)."""
 
@@ -109,12 +111,13 @@ class LockstepGate:
         self._executor: threading.Thread | None = None
         self._waiting = False  # the executor waits for frontier values to arrive
         self._pending: list[WriteMark] = []  # frontier entries not yet delivered here
+        self._deliveries = 0  # ticks handled by this process
         self._dues: dict[str, float] = {}  # each local member's next step, s
         self._work = False  # the executor has a tick to handle
         self.late_values = 0
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
-        """Held values that no frontier covered within :data:`HOLD_TICKS` ticks."""
+        """Held values that no frontier covered within :data:`HOLD_TICKS` deliveries."""
         self._tick_sub = bus.session.declare_subscriber(bus.key_raw(TICK_KEY), self._on_tick)
         self._ack_pub = bus.session.declare_publisher(
             bus.key_raw(ACK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
@@ -151,7 +154,7 @@ class LockstepGate:
                     self._cond.notify_all()
             if not gated or not self.active or seq <= self._frontier.get(writer_id, 0):
                 return True
-            tick = self._latest.number if self._latest is not None else 0
+            tick = self._deliveries
             self._held.setdefault(receiver, []).append((writer_id, seq, tick, value))
             return False
 
@@ -163,7 +166,7 @@ class LockstepGate:
     def _release(self, everything: bool = False) -> list[tuple[_Receiver[Any], Any]]:
         """Take the held values that the frontier now covers (all of them with ``everything``); lock held."""
         out: list[tuple[_Receiver[Any], Any]] = []
-        tick = self._latest.number if self._latest is not None else 0
+        tick = self._deliveries
         for receiver, held in list(self._held.items()):
             keep = []
             for item in held:
@@ -219,6 +222,7 @@ class LockstepGate:
         with self._ticks:
             frontier, self._pending = self._pending, []
         with self._cond:
+            self._deliveries += 1
             run_changed = self._ready is not None and self._ready[0] != tick.run
             if run_changed:
                 self._frontier.clear()
