@@ -603,6 +603,7 @@ class Bus:
         self._opened = time.monotonic()
         self._settled = False
         self._modules: set[str] = set()
+        self._gone: set[str] = set()
         self._module_watch = self.session.liveliness().declare_subscriber(
             f"{self.prefix}/@module/**", self._on_module_token, history=True
         )
@@ -833,8 +834,10 @@ class Bus:
         with self._lock:
             if sample.kind == zenoh.SampleKind.PUT:
                 self._modules.add(name)
+                self._gone.discard(name)
             else:
                 self._modules.discard(name)
+                self._gone.add(name)
 
     def live_modules(self, timeout: float = 1.0) -> list[str]:
         """Names of the modules alive now, sorted.
@@ -848,7 +851,8 @@ class Bus:
             if reply.ok is not None:
                 found.add(str(reply.ok.key_expr).removeprefix(f"{self.prefix}/@module/"))
         with self._lock:
-            return sorted(found | self._modules)
+            # A module seen to go may still answer the query for a moment (its removal on its way): it is gone.
+            return sorted((found - self._gone) | self._modules)
 
     def watch_modules(self, callback: Callable[[str, bool], Any]) -> Any:
         """Call ``callback(name, alive)`` on this bus's thread when a module appears or disappears.
