@@ -302,7 +302,7 @@ class StateReader(_Receiver[M]):
     the writers for it when it is created.
     """
 
-    def __init__(self, bus: Bus, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> None:
+    def __init__(self, bus: Bus, name: str, cls: type[M], *, fetch_timeout: float = 3.0) -> None:
         super().__init__(bus, name, cls)
         # A plain lock and one C-level queue per waiting thread: cheaper than a Condition on the hot path.
         self._lock = threading.Lock()
@@ -432,7 +432,7 @@ class Subscription(_Receiver[M]):
         self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
         if current:
-            value = self.fetch_current(1.0)
+            value = self.fetch_current(3.0)
             if value is not None and not self.received:
                 self._pending.append(value)
                 self._wake.put(True)
@@ -731,10 +731,10 @@ class Bus:
         return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable))
 
     @overload
-    def create_reader(self, name: str, *, fetch_timeout: float = 1.0) -> StateReader[Any]: ...
+    def create_reader(self, name: str, *, fetch_timeout: float = 3.0) -> StateReader[Any]: ...
     @overload
-    def create_reader(self, name: str, cls: type[M], *, fetch_timeout: float = 1.0) -> StateReader[M]: ...
-    def create_reader(self, name: str, cls: type[M] | None = None, *, fetch_timeout: float = 1.0) -> StateReader[Any]:
+    def create_reader(self, name: str, cls: type[M], *, fetch_timeout: float = 3.0) -> StateReader[M]: ...
+    def create_reader(self, name: str, cls: type[M] | None = None, *, fetch_timeout: float = 3.0) -> StateReader[Any]:
         """Return a reader of interface ``name`` that already holds its current value, if any."""
         self._check_open()
         return self._own(StateReader(self, name, self._type_for(name, cls), fetch_timeout=fetch_timeout))
