@@ -120,3 +120,29 @@ def test_heading_follows_the_body_when_samples_and_body_are_not_aligned() -> Non
         drifted = untold.step(t, 0.02, 0.0, 0.0)
     assert sample.theta == pytest.approx(heading, abs=1e-5)
     assert abs(drifted.theta - heading) > 0.01
+
+
+@pytest.mark.parametrize("steps", [[0.02] * 100, [0.02, 0.3, 0.02, 0.7, 0.1, 0.02, 0.5, 0.25, 0.09]])
+def test_the_state_heading_is_the_heading_at_its_stamp_whatever_the_step(steps: list[float]) -> None:
+    # A unit sampled late (a busy computer) must not give a turn's heading a wrong time: the state's heading is the
+    # body's heading at the state's stamp, one time constant before the measurement.
+    def heading(t: float) -> float:  # a turn that speeds up and stops: 0.5 rad/s², then straight on after 1.5 s
+        return 0.25 * min(t, 1.5) ** 2
+
+    dmu = SimDmu(time_constant=0.1)
+    t, last = 0.0, 0.0
+    dmu.step(t, 0.0, 0.3, 0.0, None)
+    for dt in steps:
+        t += dt
+        sample = dmu.step(t, dt, 0.3, 0.0, heading(t) - last)
+        last = heading(t)
+        # known exactly at the samples; in between, the heading is interpolated between the last two samples
+        times = [0.0, *itertools.accumulate(steps)]
+        assert sample.state_stamp == pytest.approx(t - 0.1)
+        if sample.state_stamp >= 0.0:
+            before = max(s for s in times if s <= sample.state_stamp + 1e-12)
+            after = min(s for s in times if s >= sample.state_stamp - 1e-12)
+            low, high = sorted((heading(before), heading(after)))
+            assert low - 1e-9 <= sample.theta <= high + 1e-9
+        if any(abs(s - sample.state_stamp) < 1e-9 for s in times):
+            assert sample.theta == pytest.approx(heading(sample.state_stamp), abs=1e-9)

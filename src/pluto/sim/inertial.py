@@ -2,12 +2,16 @@
 
 Raw data has z up, x forward, y left: pitch φ and roll ψ (filtered in the sensor to agree with gravity, so 0 on flat
 ground plus noise), the angular rates and the accelerations (specific force: +g on z at rest). The state low-pass
-filters rates and accelerations, integrates the heading θ from the filtered vertical rate, and stamps its output
-later by the filter's delay (its time constant), as the original did.
+filters rates and accelerations, and gives the heading θ integrated from the vertical rate as it was one filter delay
+(the time constant) before the measurement, stamped with that earlier time, as the original's filtered output was.
+The heading is interpolated at exactly that time, so the stamp stays true whatever the time between samples (a unit
+sampled late on a busy computer does not give a turn's heading a wrong time).
 """
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +56,25 @@ class SimDmu:
         self.rates_f = np.zeros(3)
         self.acc_f = np.array([0.0, 0.0, GRAVITY])
         self._last_v: float | None = None
+        self._history: deque[tuple[float, float]] = deque()  # (t, integrated heading) over the last filter delay
+
+    def _delayed_heading(self, t: float) -> float:
+        """The integrated heading at ``t - tau`` (interpolated; the oldest known before the history covers it)."""
+        history = self._history
+        if history and t < history[-1][0]:
+            history.clear()  # time went back: a new run
+        history.append((t, self._heading))
+        target = t - self.tau
+        while len(history) > 2 and history[1][0] <= target:
+            history.popleft()
+        times = [h[0] for h in history]
+        i = bisect.bisect_right(times, target)
+        if i == 0:
+            return history[0][1]
+        if i >= len(history):
+            return history[-1][1]
+        (t0, h0), (t1, h1) = history[i - 1], history[i]
+        return h0 + (h1 - h0) * (target - t0) / (t1 - t0) if t1 > t0 else h1
 
     def step(self, t: float, dt: float, v: float, omega: float, turned: float | None = None) -> DmuSample:
         """Measure at time ``t``, ``dt`` after the previous sample, with the body at (v m/s, ω rad/s).
@@ -78,8 +101,7 @@ class SimDmu:
         self.acc_f += alpha * (acc - self.acc_f)
         gyro_error = float(rates[2]) - omega  # bias and white noise
         self._heading += (omega * dt if turned is None else turned) + gyro_error * dt
-        # integrating the low-passed rate is low-passing the integrated heading
-        self.theta += alpha * (self._heading - self.theta)
+        self.theta = self._delayed_heading(t)
         return DmuSample(
             stamp=t,
             phi=float(phi),

@@ -3,6 +3,7 @@ accelerations, the heading integrated from the vertical rate, stamped later by t
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
 from pluto import msgs
@@ -34,18 +35,33 @@ class SimDmuModule(SimDevice):
         assert isinstance(self.params, SimDmuParams)
         self.load_simulation()
         self.dmu = SimDmu(self.noise, self.rng, self.params.time_constant)
-        self.truth = self.create_reader("Sim/Truth", msgs.Odometry)
+        # Every pose of the body, not only the newest: a unit that steps late (a busy computer) still measures the
+        # body at each of its times, as a gyro integrates continuously.
+        self._poses: list[msgs.Odometry] = []
+        self._poses_lock = threading.Lock()
+        self.create_subscription("Sim/Truth", self._add_pose, msgs.Odometry, depth=1024)
         self.raw = self.create_publisher("DMU/Raw", msgs.DmuRaw)
         self.state_out = self.create_publisher("DMU/State", msgs.DmuState)
         self._last: float | None = None
         self._last_heading: float | None = None
 
+    def _add_pose(self, pose: msgs.Odometry) -> None:
+        with self._poses_lock:
+            self._poses.append(pose)
+
     def step(self, now: float) -> None:
+        with self._poses_lock:
+            poses, self._poses = self._poses, []
+        for truth in poses:
+            self._measure(truth)
+
+    def _measure(self, truth: msgs.Odometry) -> None:
         # The unit measures the body as it was at the body's own time: stamped with the module's clock instead, a
         # unit running late (a busy machine) would give every heading a later time than it had, and dead
         # reckoning, which turns the odometry by these headings, would drift while the robot turns.
-        truth = self.truth.read()
-        if truth is None or (self._last is not None and truth.stamp <= self._last):
+        if self._last is not None and truth.stamp < self._last - 1.0:
+            self._last = self._last_heading = None  # the simulation started again
+        if self._last is not None and truth.stamp <= self._last:
             return  # nothing new of the body
         dt = 0.0 if self._last is None else truth.stamp - self._last
         self._last = truth.stamp

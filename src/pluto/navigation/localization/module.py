@@ -36,7 +36,9 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     """Attributes:
     start_pose_file: TOML or JSON file with ``x``, ``y`` (m), ``theta`` (rad) and optionally ``z``, ``phi``,
         ``psi``; empty: the origin.
-    model: the dead reckoning's noise model and laser mount.
+    model: the dead reckoning's noise model and laser mount. The service waits up to 2 s of stamps for a late
+        inertial unit (``dmu_wait``; a busy computer delays its messages, and a heading extrapolated over a turn
+        stays wrong), then goes on without it.
     scan_wait: how long a scan waits for odometry to reach its centre time before it is dropped, s.
     flush_wait: how long after the last odometry message (module clock, s) odometry samples still waiting for the
         inertial unit are integrated without it.
@@ -44,7 +46,7 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
 
     rate_hz: float = 50.0
     start_pose_file: str = ""
-    model: LocalizationParams = LocalizationParams()
+    model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
     scan_wait: float = 1.0
     flush_wait: float = 0.5
 
