@@ -151,8 +151,13 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
             before = original.get(round(pose.stamp, 6))
             if before is not None:
                 matched.append((pose, before))
-        # one laser pose per scan; one robot pose per step of the service, whose stamps depend on its batches
-        assert len(matched) >= (0.9 if name == "Localization/Laser_Dead-Reckoning" else 0.3) * len(original), name
+        # one laser pose per scan; one robot pose per step of the service, whose stamps depend on its batches: live
+        # (in lock-step) it stepped at every odometry value, replayed on the wall clock as often as the machine lets
+        # it, so most of the replayed poses have a live one of the same stamp, and enough to compare
+        if name == "Localization/Laser_Dead-Reckoning":
+            assert len(matched) >= 0.9 * len(original), name
+        else:
+            assert len(matched) >= max(20, 0.8 * len(replayed.snapshot())), name
         for pose, before in matched:
             # the same inputs in the same order, but not in the same batches of the service's steps: an inertial
             # state (stamped 0.1 s late) that came in the step after an odometry value live may come in the same
