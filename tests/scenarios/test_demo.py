@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from pluto import msgs
-from pluto.record.logfile import LogFile
-
 pytestmark = pytest.mark.scenario
 
 FINAL_POSE = re.compile(r"^final true pose: x (-?\d+\.\d{3}) m, y (-?\d+\.\d{3}) m, θ (-?\d+\.\d)°$")
@@ -97,9 +94,10 @@ def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path)
 # About a minute, or more on a busy machine.
 @pytest.mark.slow
 @pytest.mark.xfail(
-    reason="starved, the inertial unit's states come in gaps of up to 0.7 s of simulated time; the localization "
-    "extrapolates its heading across a gap with the last rate, misses a turn made meanwhile and keeps the error "
-    "(10-15 degrees), and the robot gets stuck on the way to the first waypoint",
+    reason="not yet reliable: starved, the localization heading now stays within a few degrees (the inertial unit "
+    "measures every body pose at its own stamp, the service waits for it), but the avoid module weaves in the "
+    "corridor and is sometimes stuck before the last waypoint, and the worst heading error reaches 3-6 degrees "
+    "when a turn falls in a gap of the inertial unit's messages",
     strict=False,
 )
 def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
@@ -113,18 +111,7 @@ def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
             hog.kill()
             hog.wait()
     assert "mission done: 5/5 waypoints" in text, text
-    log = LogFile(path_after("log of every interface", text))
-    truth = {
-        round(m.message.stamp, 6): m.message
-        for m in log.messages(["Sim/Truth"])
-        if isinstance(m.message, msgs.Odometry)
-    }
-    errors = []
-    for logged in log.messages(["Localization/Pose"]):
-        pose = logged.message
-        assert isinstance(pose, msgs.PoseEstimate)
-        true = truth.get(round(pose.stamp, 6))
-        if true is not None:
-            errors.append(abs(wrap(pose.pose[3] - true.theta)))
-    assert len(errors) > 1000, f"only {len(errors)} poses have a truth of the same stamp in the log"
-    assert math.degrees(max(errors)) < 2.0
+    # the heading of Localization/Pose against the truth at the same stamps, over the mission
+    found = re.search(r"localization heading error: max ([0-9.]+)°, mean ([0-9.]+)°", text)
+    assert found is not None, text
+    assert float(found.group(1)) < 2.0, text

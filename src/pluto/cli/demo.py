@@ -446,9 +446,11 @@ def _summary(
     if len(truth):
         _, x, y, theta = truth[-1]
         print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {math.degrees(float(wrap(theta))):.1f}°")
-    errors, _ = localization_errors(truth, estimate)
+    errors, headings = localization_errors(truth, estimate)
     if len(errors):
         print(f"localization error: max {errors.max():.3f} m, mean {errors.mean():.3f} m")
+        degrees = np.degrees(np.abs(headings))
+        print(f"localization heading error: max {degrees.max():.2f}°, mean {degrees.mean():.2f}°")
     else:
         print("localization error: no pose to compare with the truth")
     wall_end = time.monotonic()
