@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 import weakref
@@ -43,6 +44,32 @@ class Clock(Protocol):
     def create_jump_callback(self, callback: JumpCallback) -> None:
         """Call ``callback(old, new)`` when the clock jumps back (rclpy's jump callbacks)."""
         ...
+
+
+class OldRun:
+    """After simulated time jumps back, tells the values of the old run (stamped ahead of the new time, which has not
+    reached the old run's end yet) from the new run's.
+
+    Args:
+        slack: s; a value stamped more than this ahead of the clock is the old run's.
+    """
+
+    def __init__(self, slack: float = 0.5) -> None:
+        self.slack = slack
+        self.end: float | None = None
+
+    def jumped(self, old: float, now: float) -> None:
+        """The time went back from ``old`` to ``now`` (s)."""
+        self.end = max(old, self.end if self.end is not None else -math.inf) if now < old else None
+
+    def holds(self, stamp: float, now: float) -> bool:
+        """``stamp`` (s) belongs to the old run, at time ``now``."""
+        if self.end is None:
+            return False
+        if now >= self.end:
+            self.end = None  # the new run has caught up: stamps mean the same again
+            return False
+        return stamp > now + self.slack
 
 
 class WallClock:

@@ -39,12 +39,10 @@ from pluto.movement.avoid.core import (
     parse_command,
     sonar_points,
 )
+from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = ["AvoidModule", "AvoidModuleParams"]
-
-FUTURE_SLACK = 0.5
-"""s: after the clock went back, a value stamped more than this ahead of the clock belongs to the old run."""
 
 
 class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -114,7 +112,7 @@ class AvoidModule(Module):
         self._pan_written: float | None = None
         self._jumped_from: float | None = None
         self._last_now: float | None = None
-        self._old_run_end: float | None = None
+        self._old_run = OldRun()
         self.status_out = self.create_publisher("avoidance/status", msgs.FVectorState)
         self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
         self.wrist_out = self.create_publisher("Wrist/Command", msgs.ActuatorState)
@@ -146,7 +144,7 @@ class AvoidModule(Module):
         """The clock went back to ``now`` from ``old`` (s): release the command in force, stay idle."""
         released = self.core.current is not None
         self.core = AvoidController(self.core.params)
-        self._old_run_end = max(old, self._old_run_end or -math.inf) if now < old else None
+        self._old_run.jumped(old, now)
         if released:
             self.drive_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=[0.0, 0.0]))
             self._command_wrist(None)
@@ -159,13 +157,7 @@ class AvoidModule(Module):
 
     def _from_old_run(self, stamp: float, now: float) -> bool:
         """``stamp`` is in the old run's future: the clock went back, and the new run has not reached it yet."""
-        end = self._old_run_end
-        if end is None:
-            return False
-        if now >= end:
-            self._old_run_end = None
-            return False
-        return stamp > now + FUTURE_SLACK
+        return self._old_run.holds(stamp, now)
 
     def on_deactivate(self) -> None:
         drive = self.drive_in.read()

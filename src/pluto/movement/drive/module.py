@@ -23,15 +23,13 @@ from typing import ClassVar
 from pluto import msgs
 from pluto.errors import ConfigError
 from pluto.movement.drive.core import DriveController, DriveOutput, DriveParams, OdometryCalibration
+from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
 
 
 _DEFAULTS = DriveParams()
-
-FUTURE_SLACK = 0.5
-"""s: after the clock went back, a command stamped more than this ahead of the clock belongs to the old run."""
 
 
 class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -141,7 +139,7 @@ class DriveModule(Module):
         self._jump_lock = threading.Lock()
         self._jumped_from: float | None = None
         self._last_now: float | None = None
-        self._old_run_end: float | None = None
+        self._old_run = OldRun()
 
     def on_activate(self) -> None:
         self.controller.reset()
@@ -156,18 +154,12 @@ class DriveModule(Module):
         """The clock went back to ``now`` from ``old`` (s): forget the command, the speeds and the times."""
         self.controller.reset()
         self._seen = self.commands.received  # a command received before the jump belongs to the old run
-        self._old_run_end = max(old, self._old_run_end or -math.inf) if now < old else None
+        self._old_run.jumped(old, now)
         self.get_logger().info("simulated time restarted (%.3f s -> %.3f s): the command is dropped", old, now)
 
     def _from_old_run(self, stamp: float, now: float) -> bool:
         """``stamp`` is in the old run's future: the clock went back, and the new run has not reached it yet."""
-        end = self._old_run_end
-        if end is None:
-            return False
-        if now >= end:
-            self._old_run_end = None
-            return False
-        return stamp > now + FUTURE_SLACK
+        return self._old_run.holds(stamp, now)
 
     def step(self, now: float) -> None:
         assert isinstance(self.params, DriveModuleParams)
