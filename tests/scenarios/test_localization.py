@@ -160,7 +160,9 @@ def stop_from_a_step(module: Module) -> None:
     """Stop a module's control step at the current tick, from a script's step: the module takes no step after it.
 
     ``stop_activity`` waits for the module's thread, which leaves the lock-step only between ticks, so it runs on a
-    thread of its own; the step goes on once the module is no longer active (it steps no more from then on).
+    thread of its own; the step goes on once the module is no longer active (it steps no more from then on). Choose
+    a tick at which the module has no step due: the acknowledgement of a step it took at this tick could reach the
+    simulator after it left, and the simulator would wait for it again (until it drops it, 10 s later).
     """
     threading.Thread(target=module.stop_activity, name=f"stop-{module.module_name}", daemon=True).start()
     while module.active:
@@ -179,10 +181,11 @@ def test_losing_the_inertial_unit(bus: Bus, sim: Lockstep) -> None:
         while now < 0.5:
             now = yield
         loc = open_proxy(bus, proxies, 1)
-        while now < 1.0:
+        while now <= 1.0:
             now = yield
         unit = localization_status.read()
         assert unit is not None and unit.element[1] == 1  # the inertial unit is there
+        # stopped at 1.025 s, a tick at which it has no step due (it steps every 20 ms): it leaves between its steps
         stop_from_a_step(dmu)
         seen["lost"] = now
         while (s := localization_status.read()) is None or s.element[1] != 0:
@@ -197,7 +200,7 @@ def test_losing_the_inertial_unit(bus: Bus, sim: Lockstep) -> None:
             now = yield
         seen["later"] = later
 
-    script = Script(bus, run=lose_the_unit, rate_hz=10.0)
+    script = Script(bus, run=lose_the_unit, rate_hz=40.0)
     command = script.publisher("Base/Drive/Command", msgs.ActuatorState)
     localization_status = script.reader("localization/status", msgs.FVectorState)
     sim.add(script)
@@ -208,6 +211,7 @@ def test_losing_the_inertial_unit(bus: Bus, sim: Lockstep) -> None:
         for proxy in proxies:
             proxy.close()
     noticed = seen["noticed"]
+    assert seen["lost"] == pytest.approx(1.025, abs=1e-9)
     timeout = module.core.params.dmu_timeout
     # noticed as soon as the newest inertial state was older than the timeout
     assert noticed.data[1] > timeout
