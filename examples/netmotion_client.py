@@ -1,6 +1,8 @@
 """A NetworkMotionServer client: ping the server, read the gripper's pose, move it to a point, wave.
 
-Start the server first (``pluto netmotion``), then run ``python examples/netmotion_client.py [host] [port]``.
+Start the server first (``pluto netmotion``), then run ``python examples/netmotion_client.py [host] [port]
+[timeout]``, the timeout in seconds for each reply (30 by default: the first IKP may take a few seconds while the
+server prepares its solver).
 Any language with UDP sockets can do the same: one command per datagram, one reply per datagram.
 """
 
@@ -10,9 +12,9 @@ import socket
 import sys
 
 
-def main(host: str = "127.0.0.1", port: int = 15000) -> None:
+def main(host: str = "127.0.0.1", port: int = 15000, timeout: float = 30.0) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.settimeout(10.0)
+        sock.settimeout(timeout)
 
         def ask(command: str) -> str:
             sock.sendto(command.encode("ascii"), (host, port))
@@ -39,4 +41,9 @@ def main(host: str = "127.0.0.1", port: int = 15000) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 15000)
+    args = sys.argv[1:]
+    main(
+        args[0] if len(args) > 0 else "127.0.0.1",
+        int(args[1]) if len(args) > 1 else 15000,
+        float(args[2]) if len(args) > 2 else 30.0,
+    )

@@ -1,8 +1,10 @@
-"""The XML server in front of the simulated robot (the ``sim`` profile and a drive module in this process, ``RATE``
-times faster than real time; the server paces subscriptions on the simulated clock).
+"""The XML server in front of the simulated robot: the ``sim`` profile, a drive module and the server in this
+process, in lock-step (at most ``RATE`` times faster than real time; the server paces subscriptions on the
+simulated clock).
 
-Clients are plain sockets, and the bash example; rates are measured on the stamps of the values received, in the
-robot's time. Every wait is on what arrives, never a fixed sleep.
+Clients are plain sockets, and the bash example; rates are counted on the stamps of the values received, in the
+robot's time, which the lock-step makes exact whatever the load. Every wait is on what arrives, never a fixed sleep,
+with a limit that only a hang reaches.
 """
 
 from __future__ import annotations
@@ -26,63 +28,73 @@ from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
 from tests.gateways.xmlserver.client import XmlClient, error_code
-from tests.scenarios.stack import ROOM, Collector
+from tests.scenarios.stack import HANG, ROOM, Collector, Lockstep, Script
 
 RATE = 2.0
+TICK_HZ = 200.0
+"""The simulator's steps a second (its ``rate_hz``): the lock-step ticks at least this often."""
+WAIT = 60.0
+"""Wall seconds a wait for what a client should receive may take (a limit against a hang, nothing else)."""
 EXAMPLE = Path(__file__).parents[3] / "examples" / "xml_drive.sh"
 
 
 @pytest.fixture
 def robot(bus: Bus, tmp_path: Path) -> Iterator[Callable[..., XmlServerModule]]:
-    """A function that starts an xmlserver on the simulated robot: at the first call, the robot in a 10 m room
-    (facing +x, 4.75 m from the wall ahead) with a drive module, ``rate`` times faster than real time. Everything
-    stops after the test."""
+    """A function that starts an xmlserver on the simulated robot: the robot in a 10 m room (facing +x, 4.75 m from
+    the wall ahead) with a drive module, in lock-step at most ``rate`` times faster than real time. Everything stops
+    after the test.
+
+    The server takes part in the lock-step, and a script keeps it in step: at each tick, before the time goes on,
+    the server has handled every value written before it (a round trip through its loop), so each value is paced at
+    the simulated time it was written, however late the server's thread runs on a busy machine.
+    """
     room = tmp_path / "room.xml"
     room.write_text(ROOM)
-    supervisors: list[Supervisor] = []
-    drives: list[DriveModule] = []
-    servers: list[XmlServerModule] = []
+    with Lockstep(bus) as sim:
+        in_step: list[Script] = []
 
-    def start(rate: float = RATE, **params: Any) -> XmlServerModule:
-        if not supervisors:
-            profile = with_params(load_profile("sim"), "sim", world=str(room), rate=rate)
-            supervisors.append(Supervisor(bus, profile, Config(), one_process=True))
-            supervisors[0].start()
-            drives.append(DriveModule(bus, DriveModule.Params(use_sim_time=True)))
-            drives[0].start()
-        module = XmlServerModule(bus, XmlServerParams(port=0, use_sim_time=True, **params))
-        module.start()
-        servers.append(module)
-        return module
+        def start(rate: float = RATE, **params: Any) -> XmlServerModule:
+            assert sim.supervisor is None, "one server per test"
+            profile = with_params(load_profile("sim"), "sim", world=str(room), rate=rate, lockstep=True)
+            sim.supervisor = Supervisor(bus, profile, Config(), one_process=True)
+            sim.supervisor.start(resume=False)
+            sim.add(DriveModule(bus, DriveModule.Params(use_sim_time=True)))
+            module: XmlServerModule = sim.add(
+                XmlServerModule(bus, XmlServerParams(port=0, use_sim_time=True, **params))
+            )
+            # the server's stats are gathered on its loop: a round trip behind what the bus handed it
+            in_step.append(
+                sim.add(Script(bus, lambda _now: module.server.stats(timeout=HANG), rate_hz=TICK_HZ, name="in-step"))
+            )
+            sim.resume()
+            return module
 
-    yield start
-    for module in servers:
-        module.stop()
-    for drive in drives:
-        drive.stop()
-    for supervisor in supervisors:
-        supervisor.shutdown()
+        yield start
+        for script in in_step:
+            assert script.failure is None, f"the server fell out of step: {script.failure!r}"
 
 
 def stamps_of(updates: list[Any]) -> list[float]:
     return [float(u[0].get("stamp")) for u in updates]
 
 
-def rate_of(stamps: list[float]) -> float:
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+def assert_rate(stamps: list[float], hz: float) -> None:
+    """``hz`` values a second of the stamps' time: as many as the span holds periods, but for one at either end."""
+    periods = (stamps[-1] - stamps[0]) * hz
+    assert abs(len(stamps) - 1 - periods) <= 1, f"{len(stamps)} values in {periods:.2f} periods of {hz} Hz"
 
 
 def test_a_client_reads_the_pose_and_drives_the_robot(bus: Bus, robot: Callable[..., XmlServerModule]) -> None:
     server = robot()
     truth = bus.create_reader("Sim/Truth", msgs.Odometry)
-    start = truth.wait_for_value(timeout=10)
+    start = truth.wait_for_value(timeout=WAIT)
     write = '<write name="drive/command"><ActuatorState cmd_flags="0"><velocity>{} 0</velocity></ActuatorState></write>'
-    with XmlClient(server.server.address) as client:
+    with XmlClient(server.server.address, timeout=WAIT) as client:
         client.start()
         assert client.request('<subscribe name="Base/Drive/State" rate="10"/>').tag == "subscribed"
-        updates = client.wait_updates(32, "Base/Drive/State")
-        # 10 Hz of the robot's time, from an interface written at 50 Hz
-        assert rate_of(stamps_of(updates[1:])) == pytest.approx(10.0, rel=0.1)
+        updates = client.wait_updates(32, "Base/Drive/State", timeout=WAIT)
+        # 10 values a second of the robot's time, from an interface written at 50 Hz (the first is the current one)
+        assert_rate(stamps_of(updates[1:]), 10.0)
 
         pose = client.request('<read name="Localization/Pose"/>')
         numbers = (pose[0].find("pose").text or "").split()  # type: ignore[union-attr]
@@ -91,29 +103,29 @@ def test_a_client_reads_the_pose_and_drives_the_robot(bus: Bus, robot: Callable[
         # a command at each update, until the robot has driven half a metre
         moved = 0.0
         while moved < 0.5:
-            client.wait_updates(len(client.updates) + 1)
+            client.wait_updates(len(client.updates) + 1, timeout=WAIT)
             assert client.request(write.format(0.4)).tag == "written"
             now = truth.read()
             assert now is not None
             moved = now.x - start.x
         assert error_code(client.request(write.format("full-speed"))) == "bad-value"
         assert client.request(write.format(0.0)).tag == "written"
-        while (state := truth.wait_for_update(timeout=10)).v > 0.0:
+        while (state := truth.wait_for_update(timeout=WAIT)).v > 0.0:
             pass
         assert state.x - start.x > 0.5 and abs(state.y - start.y) < 0.05
         # the odometry streamed to the client saw the drive too
-        client.wait_updates(len(client.updates) + 1)
+        client.wait_updates(len(client.updates) + 1, timeout=WAIT)
         assert float(client.updates[-1][0].get("x")) > 0.5
 
 
 def test_fifty_laser_clients_and_one_that_reads_nothing(bus: Bus, robot: Callable[..., XmlServerModule]) -> None:
     write_buffer = 64 * 1024
-    # in real time: 50 clients reading in this process beside the whole robot and the server, on a loaded machine
+    # at most real time: 50 clients reading in this process beside the whole robot and the server
     server = robot(rate=1.0, send_buffer=16 * 1024, write_buffer=write_buffer)
     address = server.server.address
     laser = Collector(bus, "Sick/Scan_mm", msgs.LaserScan)  # what the laser wrote, to compare with
-    clients = [XmlClient(address) for _ in range(50)]
-    hog = XmlClient(address, rcvbuf=4096)
+    clients = [XmlClient(address, timeout=WAIT) for _ in range(50)]
+    hog = XmlClient(address, timeout=WAIT, rcvbuf=4096)
     try:
         hog.start()
         for name in ("Sick/Scan_mm", "Sick/Scan", "Base/Drive/State", "Base/Sonar", "Localization/Pose"):
@@ -133,8 +145,8 @@ def test_fifty_laser_clients_and_one_that_reads_nothing(bus: Bus, robot: Callabl
             client.sock.setblocking(False)
             selector.register(client.sock, selectors.EVENT_READ, client)
         while any(len(s) < wanted for s in stamps.values()):
-            events = selector.select(timeout=10.0)
-            assert events, "the laser clients got nothing for 10 s"
+            events = selector.select(timeout=WAIT)
+            assert events, f"the laser clients got nothing for {WAIT:g} s"
             for key, _ in events:
                 client = key.data
                 data = client.sock.recv(1 << 20)
@@ -146,19 +158,16 @@ def test_fifty_laser_clients_and_one_that_reads_nothing(bus: Bus, robot: Callabl
                         longest = max(longest, len(line) + 1)
         selector.close()
 
-        # every reading client got the laser at 5 Hz of the robot's time (the first value is the current one):
-        # the scans the laser wrote, all but a few a loaded machine may make it skip (the laser skips rather than
-        # bursts when it falls behind, and so does the server for a client that reads late)
+        # every reading client got every scan the laser wrote from its first to its last (the first value is the
+        # current one): 5 a second of the robot's time. In lock-step the laser never falls behind, and the server
+        # skips only for a client whose queue is full.
         last = max(received[-1] for received in stamps.values())
-        laser.wait_for(lambda scan: scan.stamp >= last)  # the test's own subscription may lag behind the server
+        laser.wait_for(lambda scan: scan.stamp >= last, timeout=WAIT)  # the test's own subscription may lag behind
         written = sorted({scan.stamp for scan in laser.snapshot()})
+        assert_rate(written[-wanted:], 5.0)
         for received in stamps.values():
-            window = [t for t in written if received[1] <= t <= received[-1]]
-            assert set(received[1:]) <= set(window)
-            assert len(received) - 1 >= 0.9 * len(window)
-            assert rate_of(received[1:]) == pytest.approx(min(5.0, rate_of(window)), rel=0.1)
-            assert rate_of(received[1:]) == pytest.approx(5.0, rel=0.1)
-        assert rate_of(written[-wanted:]) == pytest.approx(5.0, rel=0.1)
+            assert received[1:] == [t for t in written if received[1] <= t <= received[-1]]
+            assert_rate(received[1:], 5.0)
 
         # the one that reads nothing: its updates are skipped, what waits for it stays capped
         stats = server.server.stats()
@@ -181,8 +190,8 @@ def test_the_bash_example_reads_the_pose_and_drives_the_robot(
     token.chmod(0o600)
     server = robot(token_file=str(token))
     truth = bus.create_reader("Sim/Truth", msgs.Odometry)
-    start = truth.wait_for_value(timeout=10)
-    bus.wait_published("Localization/Pose", timeout=10)
+    start = truth.wait_for_value(timeout=WAIT)
+    bus.wait_published("Localization/Pose", timeout=WAIT)
     env = {
         **os.environ,
         "PLUTO_XML_PORT": str(server.server.address[1]),
@@ -195,7 +204,7 @@ def test_the_bash_example_reads_the_pose_and_drives_the_robot(
     assert "start pose: x=" in done.stdout
     moved = re.search(r"moved (-?\d+) mm along x", done.stdout)
     assert moved is not None and int(moved.group(1)) >= 500, done.stdout
-    while (state := truth.wait_for_update(timeout=10)).v > 0.0:  # it stops after the script's last command
+    while (state := truth.wait_for_update(timeout=WAIT)).v > 0.0:  # it stops after the script's last command
         pass
     assert state.x - start.x == pytest.approx(0.5, abs=0.25)
     assert abs(state.y - start.y) < 0.05
