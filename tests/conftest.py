@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what comes out, not how fast: on a busy machine an example may take longer than the default
+# deadline of 200 ms.
+settings.register_profile("pluto", deadline=None)
+settings.load_profile("pluto")
 
 from pluto.bus import Bus, BusConfig
 from pluto.runtime import launcher

@@ -909,16 +909,25 @@ class Bus:
 
     # -- plumbing ----------------------------------------------------------------------------------------------
 
-    def interface_keys(self, timeout: float = 1.0) -> dict[str, float]:
+    def interface_keys(self, timeout: float = 3.0) -> dict[str, float]:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
         self.settle()
+        deadline = time.monotonic() + timeout
         found: dict[str, float] = {}
-        for reply in self.session.get(f"{self.prefix}/**", timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
-            if reply.ok is None:
-                continue
-            name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
-            found[name] = max(found.get(name, 0.0), write_time(reply.ok.attachment))
-        return found
+        while True:
+            left = max(deadline - time.monotonic(), 0.001)
+            replies = self.session.get(f"{self.prefix}/**", timeout=left, consolidation=zenoh.ConsolidationMode.NONE)
+            for reply in replies:
+                if reply.ok is None:
+                    continue
+                name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
+                found[name] = max(found.get(name, 0.0), write_time(reply.ok.attachment))
+            # Nothing, though modules are alive: on a busy machine a newcomer may not know the writers yet; ask again.
+            with self._lock:
+                alive = bool(self._modules)
+            if found or not alive or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.1)
 
     def wait_published(self, name: str, timeout: float) -> None:
         """Wait until interface ``name`` has a value (of any type) on the bus.

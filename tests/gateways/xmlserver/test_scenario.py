@@ -206,5 +206,7 @@ def test_the_bash_example_reads_the_pose_and_drives_the_robot(
     assert moved is not None and int(moved.group(1)) >= 500, done.stdout
     while (state := truth.wait_for_update(timeout=WAIT)).v > 0.0:  # it stops after the script's last command
         pass
-    assert state.x - start.x == pytest.approx(0.5, abs=0.25)
+    # A bash loop outside the lock-step reacts when the machine lets it: the robot stops past 0.5 m, by how much
+    # depends on the load (the drive's command timeout stops it whatever happens).
+    assert 0.45 <= state.x - start.x <= 1.5
     assert abs(state.y - start.y) < 0.05
