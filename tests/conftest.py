@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from pluto.bus import Bus, BusConfig
+from pluto.runtime import launcher
+from tests.helpers import free_tcp_port
+
 # Property tests check what comes out, not how fast: on a busy machine an example may take longer than the default
 # deadline of 200 ms.
 settings.register_profile("pluto", deadline=None)
 settings.load_profile("pluto")
-
-from pluto.bus import Bus, BusConfig
-from pluto.runtime import launcher
-from tests.helpers import free_tcp_port
 
 LEAK_GRACE = 2.0
 """s that threads and child processes a test started get, in all, to end after its teardown before they count as
