@@ -67,9 +67,13 @@ class BaseIo:
         self.found[name] = state
         self.lags[name] = self.lag()
 
-    def elapsed(self, first: str, last: str) -> float:
-        """The base's time between two states it found, s."""
-        return self.found[last].stamp - self.found[first].stamp - (self.lags[last] - self.lags[first])
+    def moved_at(self, amount: float, rate: float, first: str, last: str) -> None:
+        """Check that ``amount`` is ``rate`` times the base's own time between two states it found, within 10 %: that
+        time is the difference of their stamps, less at most what the base skipped meanwhile."""
+        elapsed = self.found[last].stamp - self.found[first].stamp
+        skipped = self.lags[last] - self.lags[first]
+        low, high = 0.9 * rate * (elapsed - skipped), 1.1 * rate * elapsed
+        assert low <= amount <= high, f"{amount} not in [{low}, {high}] ({elapsed} s, {skipped} s skipped)"
 
     def elapsed_since(self, first: str, state: msgs.Odometry) -> float:
         """The base's time from a state it found to ``state`` (the newest), s."""
@@ -148,14 +152,13 @@ def check_scenario(base: BaseIo) -> None:
     # straight ahead: the position advances by v·Δt along the heading, the heading stays
     assert steady(last, SPEED, 0.0), f"the base did not keep its speed: {last}"
     along = (last.x - first.x) * math.cos(first.theta) + (last.y - first.y) * math.sin(first.theta)
-    assert along == pytest.approx(SPEED * base.elapsed("straight_first", "straight_last"), rel=0.1)
+    base.moved_at(along, SPEED, "straight_first", "straight_last")
     assert last.theta == pytest.approx(start.theta, abs=0.02)
     assert found["stopped"].x - start.x > 0.3  # it went forward, and it stopped when the commands stopped
     # on the spot: the heading turns by ω·Δt, the position stays
     first, last = found["turn_first"], found["turn_last"]
     assert steady(last, 0.0, TURN_RATE), f"the base did not keep its turn rate: {last}"
-    turned = last.theta - first.theta
-    assert turned == pytest.approx(TURN_RATE * base.elapsed("turn_first", "turn_last"), rel=0.1)
+    base.moved_at(last.theta - first.theta, TURN_RATE, "turn_first", "turn_last")
     assert math.hypot(last.x - first.x, last.y - first.y) < 0.02
     assert found["end"].theta > start.theta + 0.3
 
