@@ -54,7 +54,7 @@ def test_module_is_alive_and_publishes_at_its_rate(bus: Bus, make_bus: MakeBus, 
     wait_until(lambda: "heartbeat" in watcher.live_modules(), timeout=2.0)
     reader = watcher.create_reader("Heartbeat", msgs.Heartbeat)
     rate = measured_rate(reader, beats=16)
-    assert 20.0 < rate < 60.0, rate
+    assert 10.0 < rate < 60.0, rate  # a busy machine slows it down; never faster than asked
     beat = reader.read()
     assert beat is not None
     assert beat.source == "heartbeat"
@@ -95,7 +95,7 @@ def test_start_activity_twice_is_harmless(bus: Bus, make_bus: MakeBus, started: 
     assert module.start_activity() is False  # already running: nothing started
     reader = watcher.create_reader("Heartbeat", msgs.Heartbeat)
     rate = measured_rate(reader, beats=16)
-    assert 20.0 < rate < 60.0, f"{rate} Hz: a second control thread would double the rate"
+    assert 10.0 < rate < 60.0, f"{rate} Hz: a second control thread would double the rate"
 
 
 def test_start_twice_is_harmless_and_stop_withdraws_it(bus: Bus, make_bus: MakeBus) -> None:
@@ -106,7 +106,7 @@ def test_start_twice_is_harmless_and_stop_withdraws_it(bus: Bus, make_bus: MakeB
         module.start()
         reader = watcher.create_reader("Heartbeat", msgs.Heartbeat)
         rate = measured_rate(reader, beats=16)
-        assert 20.0 < rate < 60.0, rate
+        assert 10.0 < rate < 60.0, rate  # a busy machine slows it down; never faster than asked
         infos = watcher.call_all("mom", msgs.ModuleInfo)
         assert len(infos) == 1, "the module answers MOM twice"
         assert [s.name for s in infos[0].provides] == ["Heartbeat"]
