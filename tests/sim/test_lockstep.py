@@ -124,3 +124,14 @@ def test_tick_times_are_later_and_rounded_to_the_microsecond() -> None:
     ack(barrier, [("a", 0.0)])  # a due time that is not later than now never stalls time
     barrier.members["a"].next_due = 0.0
     assert barrier.next_stamp() > 0.0
+
+
+def test_a_late_acknowledgement_does_not_bring_back_a_member_that_left() -> None:
+    barrier = Barrier(run=RUN)
+    barrier.join("avoid")
+    barrier.first(wall=0.0)
+    barrier.leave("avoid")
+    ack(barrier, [("avoid", 0.1)])  # sent just before it left, heard after
+    assert "avoid" not in barrier.members and barrier.complete()
+    barrier.join("avoid")  # started again: a new token
+    assert barrier.waiting_for() == ["avoid"]

@@ -282,6 +282,10 @@ class LockstepGate:
             self._work = True
             self._ticks.notify_all()
 
+    def on_executor(self) -> bool:
+        """The calling thread is this process's lock-step executor (a member's step runs on it)."""
+        return threading.current_thread() is self._executor
+
     def unregister(self, name: str) -> None:
         """Leave the lock-step (the handler is not called again once this returns, unless from within it)."""
         # not in the middle of a round (an RLock: a handler may unregister itself)

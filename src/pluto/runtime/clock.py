@@ -111,8 +111,6 @@ class SimTimeSource:
             self._take(current, defer=False)
 
     def _on_clock(self, sample: Any) -> None:
-        if self.lockstep and self.gate.active:
-            return  # the members of this process follow the ticks themselves
         try:
             tick = msgs.decode(sample.payload.to_bytes(), msgs.SimTime)
         except Exception as err:

@@ -208,6 +208,11 @@ class Module:
                 return False
             self._stop_step.set()
             self._thread = None
+        gate = self.bus.gate
+        if gate is not None and gate.on_executor():
+            # Stopped from a step (its own or another module's of this process): leave the lock-step here, since
+            # the control thread's own leaving would wait for the round this step is part of.
+            gate.unregister(self.module_name)
         if thread is not threading.current_thread():
             thread.join(timeout=5)
         self.on_deactivate()

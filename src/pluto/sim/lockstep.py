@@ -49,15 +49,19 @@ class Barrier:
     _frontier: dict[tuple[str, int], int] = field(default_factory=dict)
     sent_at: float = 0.0
     """Wall-clock time the current tick went out, s."""
+    left: set[str] = field(default_factory=set)
+    """Members that left (a late acknowledgement of theirs does not bring them back; a new token does)."""
     events: list[str] = field(default_factory=list)
     """What happened to members (joined, left, dropped, rejoined), for the log; the caller empties it."""
 
     def join(self, name: str) -> None:
+        self.left.discard(name)
         if name not in self.members:
             self.members[name] = MemberState(next_due=-math.inf)  # due at once: it steps at the first tick it sees
             self.events.append(f"{name} joined the lock-step at {self.stamp:.3f} s")
 
     def leave(self, name: str) -> None:
+        self.left.add(name)
         if self.members.pop(name, None) is not None:
             self.events.append(f"{name} left the lock-step")
 
@@ -74,6 +78,8 @@ class Barrier:
         for member, next_due in ack.members:
             state = self.members.get(member)
             if state is None:
+                if member in self.left:
+                    continue  # its last acknowledgement, heard after it left: it is gone
                 # An acknowledgement before its liveliness token arrived: it is a member all the same.
                 self.join(member)
                 state = self.members[member]

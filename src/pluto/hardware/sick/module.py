@@ -85,7 +85,7 @@ class SimSick(SimDevice):
         if self._next_arrival is None or now < self._next_arrival - 2 * lp.period:
             self._next_arrival = now + lp.latency
             return
-        if now < self._next_arrival:
+        if now < self._next_arrival - 1e-6:  # sums of periods round (0.6000000000000001): not a step late
             return
         arrival, self._next_arrival = now, self._next_arrival + lp.period
         if self._next_arrival < now:
