@@ -121,10 +121,10 @@ def test_a_killed_module_is_restarted(bus: Bus, running: Running) -> None:
     assert mom_pid(bus, "heartbeat") == first
 
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid != first, timeout=5.0)
+    wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid != first, timeout=30.0)
     second = child_pid(supervisor, "heartbeat")
     assert second is not None
-    wait_until(lambda: mom_pid(bus, "heartbeat") == second, timeout=5.0)
+    wait_until(lambda: mom_pid(bus, "heartbeat") == second, timeout=30.0)
     beat = bus.create_reader("Heartbeat", msgs.Heartbeat).wait_for_update(timeout=2.0)
     assert beat.source == "heartbeat"
     assert supervisor.children["heartbeat"].restarts == 1
@@ -137,7 +137,7 @@ def test_a_module_that_exits_cleanly_is_not_restarted(bus: Bus, running: Running
     pid = child_pid(supervisor, "heartbeat")
     assert pid is not None
     os.kill(pid, signal.SIGTERM)  # what `pluto stop` does: the module stops cleanly, status 0
-    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=5.0)
+    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=30.0)
     process = supervisor.children["heartbeat"].process
     assert process is not None
     assert process.returncode == 0
@@ -153,15 +153,15 @@ def test_it_gives_up_after_max_restarts_within_the_window(bus: Bus, running: Run
     supervisor = running.start(profile_of(RESTARTING), run=True)
     pids = []
     for _crash in range(3):  # max_restarts = 2: the third crash within the window is one too many
-        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid not in pids, timeout=5.0)
+        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid not in pids, timeout=30.0)
         pid = child_pid(supervisor, "heartbeat")
         assert pid is not None
-        wait_until(lambda pid=pid: mom_pid(bus, "heartbeat") == pid, timeout=5.0)
+        wait_until(lambda pid=pid: mom_pid(bus, "heartbeat") == pid, timeout=30.0)
         pids.append(pid)
         os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: supervisor.status()["heartbeat"] == "failed", timeout=5.0)
+    wait_until(lambda: supervisor.status()["heartbeat"] == "failed", timeout=30.0)
     assert supervisor.children["heartbeat"].restarts == 2
-    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=2.0)
+    wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=10.0)
     with pytest.raises(BusTimeout):
         bus.wait_for_module("heartbeat", timeout=0.5)
     assert supervisor.status()["heartbeat"] == "failed"
@@ -173,7 +173,7 @@ def test_restarts_off_leaves_a_crashed_module_stopped(bus: Bus, running: Running
     pid = child_pid(supervisor, "heartbeat")
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=5.0)
+    wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=30.0)
     with pytest.raises(BusTimeout):
         bus.wait_for_module("heartbeat", timeout=0.5)
     assert supervisor.children["heartbeat"].restarts == 0
