@@ -95,6 +95,9 @@ class Module:
         if clock is None:
             clock = SimClock(bus) if self.params.use_sim_time else WallClock()
         self.clock: Clock = clock
+        self._jump_lock = threading.Lock()
+        self._jumped_from: float | None = None  # the clock jumped back from this time since the last step
+        self._last_step_now: float | None = None
         clock.create_jump_callback(self._clock_jumped)
         self._writers: list[StateWriter[Any]] = []
         self._readers: list[StateReader[Any] | Subscription[Any]] = []
@@ -162,7 +165,20 @@ class Module:
         """Called when the simulated time jumps back from ``old`` to ``new`` (s): a new simulation run or a replay
         that starts again. Forget what belongs to the old run's time (commands, watchdogs, histories)."""
 
+    def clock_jumped_back(self, now: float) -> float | None:
+        """Call at the start of :meth:`step`: the time (s) the clock jumped back from since the previous step, or
+        None. Seen by the clock's jump callback or, if that comes late (it runs on another thread), by ``now`` being
+        earlier than the previous step's; the step thread then resets what it owns."""
+        with self._jump_lock:
+            old, self._jumped_from = self._jumped_from, None
+            last, self._last_step_now = self._last_step_now, now
+        if last is not None and now < last - 1e-9:
+            old = max(last, old if old is not None else -math.inf)
+        return old
+
     def _clock_jumped(self, old: float, new: float) -> None:
+        with self._jump_lock:
+            self._jumped_from = old if self._jumped_from is None else max(self._jumped_from, old)
         if self._token is None:
             return
         try:

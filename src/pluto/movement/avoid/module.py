@@ -21,7 +21,6 @@ sonar scans and commands stamped in the old run's future are not used.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import ClassVar
 
@@ -110,8 +109,6 @@ class AvoidModule(Module):
         self._pending: list[msgs.ActuatorState] = []
         self._pending_lock = threading.Lock()
         self._pan_written: float | None = None
-        self._jumped_from: float | None = None
-        self._last_now: float | None = None
         self._old_run = OldRun()
         self.status_out = self.create_publisher("avoidance/status", msgs.FVectorState)
         self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
@@ -138,7 +135,6 @@ class AvoidModule(Module):
         # On a bus thread, or another module's: the commands not taken yet go now, the rest at the next step.
         with self._pending_lock:
             self._pending.clear()
-            self._jumped_from = old if self._jumped_from is None else max(self._jumped_from, old)
 
     def _restart(self, now: float, old: float) -> None:
         """The clock went back to ``now`` from ``old`` (s): release the command in force, stay idle."""
@@ -166,15 +162,11 @@ class AvoidModule(Module):
         self.status_out.write(msgs.FVectorState(stamp=self.clock.now(), data=data, element=[code, THREAD_STOPPED]))
 
     def step(self, now: float) -> None:
+        jumped_from = self.clock_jumped_back(now)
         with self._pending_lock:
             pending, self._pending = self._pending, []
-            jumped_from, self._jumped_from = self._jumped_from, None
-        last = self._last_now
-        if last is not None and now < last - 1e-9:  # the time went back before (or without) the jump's callback
-            jumped_from = max(last, jumped_from or -math.inf)
         if jumped_from is not None:
             self._restart(now, jumped_from)
-        self._last_now = now
         for command in pending:
             if self._from_old_run(command.stamp, now):
                 continue

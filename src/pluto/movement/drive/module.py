@@ -15,7 +15,6 @@ after it stamped in the old run's future (until the new run reaches the old run'
 from __future__ import annotations
 
 import math
-import threading
 import tomllib
 from pathlib import Path
 from typing import ClassVar
@@ -136,19 +135,11 @@ class DriveModule(Module):
         self._seen = self.commands.received
         self.last_output: DriveOutput = self.controller.stopped_output()
         self.stale_commands = 0
-        self._jump_lock = threading.Lock()
-        self._jumped_from: float | None = None
-        self._last_now: float | None = None
         self._old_run = OldRun()
 
     def on_activate(self) -> None:
         self.controller.reset()
         self._seen = self.commands.received  # a command older than the activation is not obeyed
-
-    def on_clock_jump(self, old: float, new: float) -> None:
-        # On a bus thread, or another module's: the step, which owns the controller, resets it.
-        with self._jump_lock:
-            self._jumped_from = old if self._jumped_from is None else max(self._jumped_from, old)
 
     def _restart(self, now: float, old: float) -> None:
         """The clock went back to ``now`` from ``old`` (s): forget the command, the speeds and the times."""
@@ -163,14 +154,9 @@ class DriveModule(Module):
 
     def step(self, now: float) -> None:
         assert isinstance(self.params, DriveModuleParams)
-        with self._jump_lock:
-            jumped_from, self._jumped_from = self._jumped_from, None
-        last = self._last_now
-        if last is not None and now < last - 1e-9:  # the time went back before (or without) the jump's callback
-            jumped_from = max(last, jumped_from or -math.inf)
+        jumped_from = self.clock_jumped_back(now)  # the step, which owns the controller, resets it
         if jumped_from is not None:
             self._restart(now, jumped_from)
-        self._last_now = now
         command = None
         if self.commands.received != self._seen:
             self._seen = self.commands.received
