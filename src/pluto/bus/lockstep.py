@@ -97,14 +97,12 @@ class LockstepGate:
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._cond = threading.Condition()
-        self._members = 0
         self._frontier: dict[int, int] = {}  # writer id -> highest sequence number released
         self._held: dict[_Receiver[Any], list[tuple[int, int, int, Any]]] = {}  # wid, seq, tick, value
         self._writes: dict[tuple[str, int], int] = {}
         self._writes_lock = threading.Lock()
         self._latest: LockstepTick | None = None
         self._ticks = threading.Condition()
-        self._serial = 0  # ticks received (a repeated tick counts again: its members acknowledge it again)
         self._ready: tuple[int, int] | None = None  # (run, number) of the tick whose frontier is delivered
         self._round = threading.RLock()  # held while the executor steps the members
         self._handlers: dict[str, tuple[Callable[[LockstepTick], float], Any]] = {}
@@ -128,7 +126,7 @@ class LockstepGate:
     @property
     def active(self) -> bool:
         """Members run on this bus: its writes are lock-stepped and its reads gated."""
-        return self._members > 0
+        return bool(self._handlers)
 
     def note_write(self, name: str, writer_id: int, seq: int) -> None:
         """Record a lock-stepped write (called by the writer after it published)."""
@@ -201,18 +199,12 @@ class LockstepGate:
                 self._dues = dict.fromkeys(self._dues, -math.inf)
             self._pending.extend(tick.frontier)  # seen at the next tick this process handles
             self._latest = tick
-            self._serial += 1
             # Wake the executor only if a member here has a step due (or the tick came again, or a new run): a
             # process whose members are all waiting for a later time sleeps through the tick.
             repeated = latest is not None and (latest.run, latest.number) == (tick.run, tick.number)
             if repeated or any(due <= tick.stamp + DUE_SLACK for due in self._dues.values()):
                 self._work = True
                 self._ticks.notify_all()
-
-    @property
-    def latest(self) -> LockstepTick | None:
-        """The newest tick heard of (its frontier may not be delivered yet)."""
-        return self._latest
 
     def _deliver(self, tick: LockstepTick) -> None:
         """Make visible here the writes of every tick up to this one (on the executor thread, before the members
@@ -273,7 +265,6 @@ class LockstepGate:
         token = self._bus.session.liveliness().declare_token(self._bus.key_raw(f"{MEMBER_KEY}/{name}"))
         with self._cond:
             self._handlers[name] = (handler, token)
-            self._members = len(self._handlers)
             if self._executor is None:
                 self._executor = threading.Thread(target=self._execute, name="pluto-lockstep", daemon=True)
                 self._executor.start()
@@ -291,7 +282,6 @@ class LockstepGate:
         # not in the middle of a round (an RLock: a handler may unregister itself)
         with self._round, self._cond:
             entry = self._handlers.pop(name, None)
-            self._members = len(self._handlers)
             released = self._release(everything=True) if not self._handlers else []
             self._dues.pop(name, None)
         if entry is not None:

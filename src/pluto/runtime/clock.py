@@ -172,11 +172,6 @@ class SimTimeSource:
 
         self._callbacks.append(ref)
 
-    @property
-    def jumps(self) -> int:
-        """How many times the time jumped back."""
-        return self._jumps
-
     def now(self) -> float:
         with self._cond:
             return self._now
