@@ -39,6 +39,13 @@ INTERFACES: dict[str, Interface] = _table(
     Interface("Base/Sonar", msgs.SonarScan, "base", "all", "Sonar ring ranges."),
     Interface("Base/Contact", msgs.Contact, "base", "all", "Bumpers and motor stall."),
     Interface("Base/Power", msgs.Power, "base", "all", "Battery."),
+    Interface(
+        "base/status",
+        msgs.FVectorState,
+        "base",
+        "clients",
+        "Link to the robot: data = [s since the robot last answered]; element = [link up 1/0, reconnects].",
+    ),
     Interface("Sick/Scan", msgs.LaserScan, "sick", "all", "181 points, stamped on arrival (old-compatible)."),
     Interface("Sick/Scan_mm", msgs.LaserScan, "sick", "all", "All points (361), stamped at the centre of the scan."),
     Interface("Sick/Timing", msgs.ScanTiming, "sick", "localization", "Time the scan was taken, number of points."),
