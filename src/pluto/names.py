@@ -134,6 +134,27 @@ INTERFACES: dict[str, Interface] = _table(
     ),
 )
 
+COMMANDS: dict[str, float] = {
+    "Base/Drive/Command": 1.0,
+    "drive/command": 4.0,
+    "avoidance/command": 4.0,
+    "motion/command": 4.0,
+    "Wrist/Command": 1.0,
+    "Arm/Command": 1.0,
+}
+"""The command interfaces, with how long (s, by the receiver's clock) a command stays good after it arrived.
+
+Commands are not states (DESIGN.md, principle 5): the bus never hands a command to a reader that joins after it was
+written, and a reader returns nothing once the newest command is older than this. The ages are those of the
+receivers' own timeouts (the base's 1 s, the drive's 4 s); a receiver may keep a goal it was given for longer.
+"""
+
+
+def command_max_age(name: str) -> float | None:
+    """How long a command on ``name`` stays good after it arrived (s), or None if ``name`` is not a command."""
+    return COMMANDS.get(name)
+
+
 LOCALIZATION_INTERFACES: tuple[str, ...] = (
     "Localization/Dead-Reckoning",
     "Localization/Laser_Dead-Reckoning",

@@ -2,15 +2,19 @@
 
 Strategy: interfaces are *states* (the CORBA state objects of the original robot). A writer publishes each new
 value and also answers queries for its latest one, so a reader that joins late asks for it when it is created and
-has it at once; from then on it keeps the newest published value. Zenoh callbacks do as little as possible (decode,
-store, notify); user callbacks and service handlers run on threads of their own, so a slow callback can never stall
-Zenoh, and a slow subscriber only skips to the newest value.
+has it at once; from then on it keeps the newest published value. Commands are the exception (DESIGN.md, principle
+5; the table in :data:`pluto.names.COMMANDS`): a command writer marks its values, readers never take a marked value
+from a query (a command is never handed to a reader that joins later), and a command reader forgets a command once
+it is older than its ``max_age`` by the reader's own clock. The rule lives here, so no module can forget it.
+Zenoh callbacks do as little as possible (decode, store, notify); user callbacks and service handlers run on threads
+of their own, so a slow callback can never stall Zenoh, and a slow subscriber only skips to the newest value.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import queue
 import secrets
 import struct
@@ -35,10 +39,12 @@ M = TypeVar("M", bound=msgs.Message)
 T = TypeVar("T")
 
 # Attachment of every sample: wall-clock time of the write (s), the writer's sequence number, the writer's id and
-# flags (bit 0: the writer is lock-stepped, see pluto.bus.lockstep). Older writers sent only the first two.
+# flags (bit 0: the writer is lock-stepped, see pluto.bus.lockstep; bit 1: the value is a command). Older writers
+# sent only the first two.
 _ATTACHMENT = struct.Struct("<dQQB")
 _ATTACHMENT_V1 = struct.Struct("<dQ")
 LOCKSTEPPED = 1
+COMMAND = 2
 
 _zenoh_log_started = False
 
@@ -141,9 +147,13 @@ class StateWriter(Generic[M]):
     Create with :meth:`Bus.create_publisher`.
     """
 
-    def __init__(self, bus: Bus, name: str, cls: type[M], *, reliable: bool = False) -> None:
+    def __init__(
+        self, bus: Bus, name: str, cls: type[M], *, reliable: bool = False, command: bool | None = None
+    ) -> None:
         self.name = name
         self.type = cls
+        self.command = names.command_max_age(name) is not None if command is None else command
+        self._flags = COMMAND if self.command else 0
         self._bus = bus
         self._key = bus.key(name)
         self._lock = threading.Lock()
@@ -175,7 +185,7 @@ class StateWriter(Generic[M]):
         with self._lock:
             self._seq += 1
             seq = self._seq
-            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, LOCKSTEPPED if stepped else 0)
+            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, self._flags | (LOCKSTEPPED if stepped else 0))
             self._latest = (data, attachment)
             self.meter.tick(now)
             publisher = self._publisher
@@ -223,10 +233,19 @@ class StateWriter(Generic[M]):
 class _Receiver(Generic[M]):
     """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``."""
 
-    def __init__(self, bus: Bus, name: str, cls: type[M]) -> None:
+    def __init__(
+        self, bus: Bus, name: str, cls: type[M], max_age: float | None = None, clock: Callable[[], float] | None = None
+    ) -> None:
         self.name = name
         self.type = cls
         self._bus = bus
+        # A command reader: values older than max_age (s, by ``clock``) are forgotten, none is taken from a query.
+        self.max_age = names.command_max_age(name) if max_age is None else max_age
+        if self.max_age is not None and not (math.isfinite(self.max_age) and self.max_age > 0):
+            raise ValueError(f"max_age of {name} must be > 0 s, got {self.max_age}")
+        self.clock = clock or time.monotonic
+        self.arrival = -math.inf  # the clock's time the newest value was let through
+        self.expired = 0  # commands forgotten because they grew too old before they were read
         self.received = 0
         self.dropped = 0
         self.last_write_time = 0.0  # wall-clock time the newest value was written
@@ -250,10 +269,24 @@ class _Receiver(Generic[M]):
         if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
             self._take(value)
 
+    @property
+    def is_command(self) -> bool:
+        """Whether this receiver follows the command rule (no late delivery, values expire after ``max_age``)."""
+        return self.max_age is not None
+
     def _take(self, value: M) -> None:
         """A value is let through to this receiver's user (at once, or when the lock-step releases it)."""
+        if self.max_age is not None:
+            self.arrival = self.clock()
         self.received += 1
         self._deliver(value)
+
+    def _stale(self, arrival: float) -> bool:
+        """A command that arrived at ``arrival`` (this receiver's clock) is too old now, or from before a jump back."""
+        if self.max_age is None:
+            return False
+        now = self.clock()
+        return now - arrival > self.max_age or arrival > now + 1e-6
 
     def _deliver(self, value: M) -> None:
         """Make a value visible to this receiver's user."""
@@ -264,7 +297,9 @@ class _Receiver(Generic[M]):
         return True
 
     def fetch_current(self, timeout: float) -> M | None:
-        """Ask the writers for the current value; return the newest good one, or None."""
+        """Ask the writers for the current value; return the newest good one, or None (always for a command)."""
+        if self.max_age is not None:
+            return None
         best: tuple[float, M] | None = None
         self._bus.settle()
         try:
@@ -278,7 +313,9 @@ class _Receiver(Generic[M]):
             if reply.ok is None:
                 continue
             sample = reply.ok
-            written, seq, wid, _flags = write_mark(sample.attachment)
+            written, seq, wid, flags = write_mark(sample.attachment)
+            if flags & COMMAND:
+                continue  # a command is never handed to a reader that joins later
             if wid and seq > self.seen.get(wid, 0):
                 self.seen[wid] = seq
             try:
@@ -302,8 +339,17 @@ class StateReader(_Receiver[M]):
     the writers for it when it is created.
     """
 
-    def __init__(self, bus: Bus, name: str, cls: type[M], *, fetch_timeout: float = 3.0) -> None:
-        super().__init__(bus, name, cls)
+    def __init__(
+        self,
+        bus: Bus,
+        name: str,
+        cls: type[M],
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(bus, name, cls, max_age, clock)
         # A plain lock and one C-level queue per waiting thread: cheaper than a Condition on the hot path.
         self._lock = threading.Lock()
         self._waiters: list[queue.SimpleQueue[bool]] = []
@@ -335,9 +381,12 @@ class StateReader(_Receiver[M]):
             waiter.put(True)
 
     def read(self) -> M | None:
-        """Return the newest value, or None if nothing was ever written."""
+        """Return the newest value, or None if nothing was ever written (or, for a command, if it is too old)."""
         with self._lock:
             self._seen = self._generation
+            if self._value is not None and self._stale(self.arrival):
+                self._value = None
+                self.expired += 1
             return self._value
 
     def _wait(self, ready: Callable[[], bool], timeout: float | None, failure: str) -> M:
@@ -416,14 +465,16 @@ class Subscription(_Receiver[M]):
         *,
         depth: int = 1,
         current: bool = True,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(bus, name, cls)
+        super().__init__(bus, name, cls, max_age, clock)
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self._callback = callback
         # Values wait in a bounded deque (the oldest falls out when it is full); a C-level queue of wake-up tokens
         # hands over to the callback thread, which is cheaper than a Condition on this hot path.
-        self._pending: deque[M] = deque(maxlen=depth)
+        self._pending: deque[tuple[M, float]] = deque(maxlen=depth)  # (value, arrival for a command)
         self._idle = threading.Condition()
         self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self.delivered = 0
@@ -431,10 +482,10 @@ class Subscription(_Receiver[M]):
         self._busy = False  # the callback thread is handling values
         self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
-        if current:
+        if current and not self.is_command:
             value = self.fetch_current(3.0)
             if value is not None and not self.received:
-                self._pending.append(value)
+                self._pending.append((value, 0.0))
                 self._wake.put(True)
         self._thread.start()
 
@@ -447,7 +498,7 @@ class Subscription(_Receiver[M]):
         self._accept(sample.payload.to_bytes(), sample.attachment)
 
     def _deliver(self, value: M) -> None:
-        self._pending.append(value)
+        self._pending.append((value, self.arrival))
         self._wake.put(True)
 
     def wait_idle(self, timeout: float) -> bool:
@@ -473,10 +524,13 @@ class Subscription(_Receiver[M]):
                     break
             while pending:
                 try:
-                    value = pending.popleft()
+                    value, arrival = pending.popleft()
                 except IndexError:
                     break
                 self.delivered += 1
+                if self._stale(arrival):
+                    self.expired += 1  # a command that waited too long in the queue is not obeyed
+                    continue
                 try:
                     self._callback(value)
                 except Exception:
@@ -718,26 +772,62 @@ class Bus:
         return thing
 
     @overload
-    def create_publisher(self, name: str, *, reliable: bool = False) -> StateWriter[Any]: ...
+    def create_publisher(
+        self, name: str, *, reliable: bool = False, command: bool | None = None
+    ) -> StateWriter[Any]: ...
     @overload
-    def create_publisher(self, name: str, cls: type[M], *, reliable: bool = False) -> StateWriter[M]: ...
-    def create_publisher(self, name: str, cls: type[M] | None = None, *, reliable: bool = False) -> StateWriter[Any]:
+    def create_publisher(
+        self, name: str, cls: type[M], *, reliable: bool = False, command: bool | None = None
+    ) -> StateWriter[M]: ...
+    def create_publisher(
+        self, name: str, cls: type[M] | None = None, *, reliable: bool = False, command: bool | None = None
+    ) -> StateWriter[Any]:
         """Return a writer of interface ``name`` (its type from the interface table unless given).
 
         Args:
             reliable: under congestion, wait rather than drop values (for streams where every value counts).
+            command: the values are commands (never handed to late readers); None: as the interface table says.
         """
         self._check_open()
-        return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable))
+        return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable, command=command))
 
     @overload
-    def create_reader(self, name: str, *, fetch_timeout: float = 3.0) -> StateReader[Any]: ...
+    def create_reader(
+        self,
+        name: str,
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> StateReader[Any]: ...
     @overload
-    def create_reader(self, name: str, cls: type[M], *, fetch_timeout: float = 3.0) -> StateReader[M]: ...
-    def create_reader(self, name: str, cls: type[M] | None = None, *, fetch_timeout: float = 3.0) -> StateReader[Any]:
-        """Return a reader of interface ``name`` that already holds its current value, if any."""
+    def create_reader(
+        self,
+        name: str,
+        cls: type[M],
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> StateReader[M]: ...
+    def create_reader(
+        self,
+        name: str,
+        cls: type[M] | None = None,
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> StateReader[Any]:
+        """Return a reader of interface ``name`` that already holds its current value, if any.
+
+        A reader of a command interface (:data:`pluto.names.COMMANDS`, or any with ``max_age``) starts empty and
+        returns None once the newest command is older than ``max_age`` s by ``clock`` (default: the table's age and
+        a monotonic clock).
+        """
         self._check_open()
-        return self._own(StateReader(self, name, self._type_for(name, cls), fetch_timeout=fetch_timeout))
+        cls = self._type_for(name, cls)
+        return self._own(StateReader(self, name, cls, fetch_timeout=fetch_timeout, max_age=max_age, clock=clock))
 
     def create_subscription(
         self,
@@ -747,15 +837,21 @@ class Bus:
         *,
         depth: int = 1,
         current: bool = True,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> Subscription[M]:
         """Call ``callback`` with every new value of ``name`` (on a thread of the subscription's own).
 
         Args:
             depth: values queued for a slow callback; 1 keeps only the newest.
-            current: also deliver the value the interface had when subscribing.
+            current: also deliver the value the interface had when subscribing (never for a command).
+            max_age, clock: for a command, a value that waited longer than ``max_age`` s by ``clock`` is skipped.
         """
         self._check_open()
-        return self._own(Subscription(self, name, self._type_for(name, cls), callback, depth=depth, current=current))
+        sub = Subscription(
+            self, name, self._type_for(name, cls), callback, depth=depth, current=current, max_age=max_age, clock=clock
+        )
+        return self._own(sub)
 
     # -- request / reply ---------------------------------------------------------------------------------------
 

@@ -118,9 +118,17 @@ class Module:
         self._writers.append(writer)
         return writer
 
-    def create_reader(self, name: str, cls: type[M] | None = None) -> StateReader[M]:
-        """A reader of interface ``name`` holding its newest value."""
-        reader: StateReader[M] = self.bus.create_reader(name, cls)  # type: ignore[arg-type]
+    def create_reader(self, name: str, cls: type[M] | None = None, *, max_age: float | None = None) -> StateReader[M]:
+        """A reader of interface ``name`` holding its newest value.
+
+        A command's age is measured by this module's clock (``max_age`` s, default the interface table's).
+        """
+        reader: StateReader[M] = self.bus.create_reader(
+            name,
+            cls,  # type: ignore[arg-type]
+            max_age=max_age,
+            clock=self.clock.now,
+        )
         self._readers.append(reader)
         return reader
 
@@ -128,7 +136,7 @@ class Module:
         self, name: str, callback: Callable[[M], Any], cls: type[M] | None = None, *, depth: int = 1
     ) -> Subscription[M]:
         """Call ``callback`` with every new value of ``name`` (on the subscription's own thread)."""
-        sub = self.bus.create_subscription(name, callback, cls, depth=depth)
+        sub = self.bus.create_subscription(name, callback, cls, depth=depth, clock=self.clock.now)
         self._readers.append(sub)
         return sub
 

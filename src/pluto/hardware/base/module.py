@@ -68,7 +68,7 @@ class SimBase(SimDevice):
             max_turn_accel=p.max_turn_accel,
         )
         self.body = SimBody(self.world.segments(), self.world.circles, self.world.start, body, self.noise, self.rng)
-        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState)
+        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState, max_age=p.command_timeout)
         self.odometry = self.create_publisher("Base/Drive/State", msgs.Odometry)
         self.sonar_out = self.create_publisher("Base/Sonar", msgs.SonarScan)
         self.contact = self.create_publisher("Base/Contact", msgs.Contact)
