@@ -57,7 +57,7 @@ def test_a_velocity_command_passes_exactly_when_both_values_are_physical(v: floa
 def test_numbers_and_poses() -> None:
     assert check_number("x", 3) == 3.0
     for bad in (math.nan, math.inf, 2e9, "1", True, None):
-        with pytest.raises(LimitError, match="^x "):
+        with pytest.raises(LimitError, match=r"^x "):
             check_number("x", bad)
     assert check_pose("start", [1, 2, 0.5]) == [1.0, 2.0, 0.5]
     with pytest.raises(LimitError, match="3 values"):
