@@ -11,6 +11,21 @@ With ``arm = "sim"`` or ``"ssc32"`` the module starts the arm module in its own 
 ``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
 rate-limited dropped, refused (ERR), failures], ``element`` = [running motions, clients, UDP port].
 
+Limits against floods: each client (host and port) may send ``client_rate`` datagrams a second (50; bursts of
+``client_burst``, 100), and the server handles ``budget_rate`` datagrams a second in all (1000; bursts of
+``budget_burst``, 200), shared equally by the clients that have datagrams waiting: each client's datagrams wait in a
+queue of their own (``client_queue``, 8) and the clients are served in turn. A client that stays within its share
+(``budget_rate`` / clients sending, and its own rate) is answered however hard others flood, from however many
+ports; what is over a limit is dropped before it is parsed and counted as rate-limited. The socket asks the kernel
+for a receive buffer of ``receive_buffer`` bytes (4 MiB; Linux grants at most ``net.core.rmem_max``) so that a flood
+is drained by the server, which drops it cheaply, rather than by the kernel, which would drop every client alike.
+
+What a client sends is range-checked before it reaches the arm: IKP coordinates (at most 100 m, finite), and the
+motion files RUNMS names: keyframe times must be finite and within :data:`MAX_MOTION_TIME`, joint values finite and
+within the joint's limits widened by :data:`JOINT_MARGIN_RAD` (revolute) or :data:`JOINT_MARGIN_M` (prismatic)
+(nearer values are held to the limits), weights within 0 .. :data:`MAX_WEIGHT`; anything else is refused with
+``ERR`` and counted.
+
 When the simulated time jumps back (a new run, a replay started again), the running motions stop (their owners get
 DEACTIVATE): they were timed on the old run's clock.
 """
@@ -29,10 +44,11 @@ from numpy.typing import NDArray
 
 import pluto.hardware.arm
 from pluto import msgs
-from pluto.errors import ConfigError
+from pluto.errors import ConfigError, PlutoError
 from pluto.gateways.netmotion.codec import MAX_DATAGRAM
 from pluto.gateways.netmotion.server import (
     DEFAULT_PORT,
+    DEFAULT_RECEIVE_BUFFER,
     Address,
     NetMotionService,
     ServerLimits,
@@ -41,15 +57,32 @@ from pluto.gateways.netmotion.server import (
 from pluto.hardware.arm.kinematics import ArmModel
 from pluto.hardware.arm.manager import MotionEventKind, MotionManager
 from pluto.hardware.arm.module import ArmModule, ArmParams
-from pluto.hardware.arm.motion import MotionLibrary, MotionSequence, Posture
+from pluto.hardware.arm.motion import MotionFileError, MotionLibrary, MotionSequence, Posture
 from pluto.hardware.arm.playback import DEFAULT_TIMEOUT, DEFAULT_TOLERANCE, Motion, PosturePlayer, SequencePlayer
 from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE
 from pluto.runtime.module import Module, ModuleParams
 
-__all__ = ["PACKAGED_MOTIONS", "NetMotionModule", "NetMotionParams"]
+__all__ = [
+    "JOINT_MARGIN_M",
+    "JOINT_MARGIN_RAD",
+    "MAX_MOTION_TIME",
+    "MAX_WEIGHT",
+    "PACKAGED_MOTIONS",
+    "NetMotionModule",
+    "NetMotionParams",
+]
 
 PACKAGED_MOTIONS = Path(pluto.hardware.arm.__file__).parent / "motions"
 """The example motions shipped with Pluto (the default motion directory)."""
+
+MAX_MOTION_TIME = 3600.0
+"""Latest keyframe a motion file may have, s."""
+JOINT_MARGIN_RAD = 2.0 * math.pi
+"""How far beyond a revolute joint's limits a motion file's value may be, rad (it is held to the limit)."""
+JOINT_MARGIN_M = 1.0
+"""How far beyond a prismatic joint's limits a motion file's value may be, m (it is held to the limit)."""
+MAX_WEIGHT = 1000.0
+"""Largest weight of a motion file's joint value."""
 
 ARMS = ("sim", "ssc32", "bus")
 STATUS_PERIOD = 1.0  # s between writes of netmotion/status
@@ -68,8 +101,13 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     tolerance: how close every joint must come to a posture's target, rad.
     posture_timeout: time after which a posture counts as done anyway, s.
     max_datagram: larger datagrams are dropped, bytes.
-    client_rate: datagrams per second a client may send (more are dropped).
-    client_burst: datagrams a client may send at once.
+    client_rate: datagrams per second a client (host and port) may send (more are dropped), > 0.
+    client_burst: datagrams a client may send at once, >= 1.
+    budget_rate: datagrams per second the server handles in all, shared equally by the clients with datagrams
+        waiting, > 0.
+    budget_burst: datagrams the server may handle at once, >= 1.
+    client_queue: datagrams of one client that may wait for the budget (more are dropped), 1..4096.
+    receive_buffer: kernel receive buffer to ask for the socket, bytes (0: the system's default).
     prepare_ik: build the inverse-kinematics table of the arm's last frame (the gripper) in the background at start,
         so the first IKP answers at once (else the first IKP of each link takes a fraction of a second).
     """
@@ -87,6 +125,10 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     max_datagram: int = MAX_DATAGRAM
     client_rate: float = 50.0
     client_burst: float = 100.0
+    budget_rate: float = 1000.0
+    budget_burst: float = 200.0
+    client_queue: int = 8
+    receive_buffer: int = DEFAULT_RECEIVE_BUFFER
     prepare_ik: bool = True
 
     def __post_init__(self) -> None:
@@ -95,12 +137,20 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"arm must be one of {', '.join(ARMS)}, not {self.arm!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
-        for name in ("tolerance", "posture_timeout", "client_rate", "client_burst"):
+        for name in ("tolerance", "posture_timeout", "client_rate", "budget_rate"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0, got {value}")
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        for name in ("client_burst", "budget_burst"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 1):
+                raise ValueError(f"{name} must be finite and >= 1 (a datagram), got {value}")
         if not 16 <= self.max_datagram <= 65535:
             raise ValueError(f"max_datagram must be 16..65535 bytes, got {self.max_datagram}")
+        if not 1 <= self.client_queue <= 4096:
+            raise ValueError(f"client_queue must be 1..4096 datagrams, got {self.client_queue}")
+        if not 0 <= self.receive_buffer <= 1 << 30:
+            raise ValueError(f"receive_buffer must be 0..{1 << 30} bytes, got {self.receive_buffer}")
 
 
 class NetMotionModule(Module):
@@ -135,9 +185,16 @@ class NetMotionModule(Module):
             self.arm_state = self.create_reader("Arm/State", msgs.ActuatorState)
             self.arm_command = self.create_publisher("Arm/Command", msgs.ActuatorState)
             self.status_out = self.create_publisher("netmotion/status", msgs.FVectorState)
-            limits = ServerLimits(max_datagram=p.max_datagram, rate=p.client_rate, burst=p.client_burst)
+            limits = ServerLimits(
+                max_datagram=p.max_datagram,
+                rate=p.client_rate,
+                burst=p.client_burst,
+                budget=p.budget_rate,
+                budget_burst=p.budget_burst,
+                queue=p.client_queue,
+            )
             self.service = NetMotionService(self, limits)
-            self.server = UdpNetMotionServer(self.service, p.host, p.port)
+            self.server = UdpNetMotionServer(self.service, p.host, p.port, p.receive_buffer)
             try:
                 self.server.start()
             except OSError as err:
@@ -243,6 +300,7 @@ class NetMotionModule(Module):
 
     def run_motion(self, filename: str, owner: Address) -> int:
         parsed = self.library.load(filename)
+        self._check_motion(parsed, filename)
         model = self.model
         motion: Motion
         if isinstance(parsed, MotionSequence):
@@ -250,6 +308,32 @@ class NetMotionModule(Module):
         else:
             motion = self._posture(parsed)
         return self._add(motion, owner)
+
+    def _check_motion(self, motion: MotionSequence | Posture, source: str) -> None:
+        """Refuse a motion whose times, joint values or weights are out of range (MotionFileError)."""
+        if isinstance(motion, MotionSequence):
+            if not (math.isfinite(motion.end) and 0.0 <= motion.end <= MAX_MOTION_TIME):
+                raise MotionFileError(source, 0, f"the motion lasts {motion.end:g} s; at most {MAX_MOTION_TIME:g} s")
+            values = [(index, k.time, k.value, k.weight) for index, frames in motion.keyframes.items() for k in frames]
+        else:
+            values = [(index, 0.0, value, weight) for index, (value, weight) in motion.values.items()]
+        for index, time, value, weight in values:
+            link = self.model.links[index]
+            margin = JOINT_MARGIN_M if link.type == "prismatic" else JOINT_MARGIN_RAD
+            if not (math.isfinite(time) and 0.0 <= time <= MAX_MOTION_TIME):
+                raise MotionFileError(
+                    source, 0, f"{link.name} has a keyframe at {time:g} s; at most {MAX_MOTION_TIME:g}"
+                )
+            if not (math.isfinite(value) and link.lower - margin <= value <= link.upper + margin):
+                unit = "m" if link.type == "prismatic" else "rad"
+                raise MotionFileError(
+                    source,
+                    0,
+                    f"{link.name} value {value:g} {unit} is out of range "
+                    f"({link.lower - margin:g} .. {link.upper + margin:g} {unit})",
+                )
+            if not (math.isfinite(weight) and 0.0 <= weight <= MAX_WEIGHT):
+                raise MotionFileError(source, 0, f"{link.name} weight {weight:g} is out of range (0 .. {MAX_WEIGHT:g})")
 
     def _posture(self, posture: Posture, label: str = "") -> PosturePlayer:
         p = self.params
@@ -271,6 +355,8 @@ class NetMotionModule(Module):
         solver = self.model.solver(index)
         result = solver.solve(target, self.current_joints())
         mm = " ".join(f"{1000.0 * c:g}" for c in target)
+        if not np.isfinite(result.q[solver.joints]).all():
+            raise PlutoError(f"IKP {index} {mm}: no solution")
         if not result.success:
             self.get_logger().info("IKP %d %s: not reachable, %.1f mm short", index, mm, result.error * 1000.0)
         posture = Posture(f"IKP {index}", {int(j): (float(result.q[j]), 1.0) for j in solver.joints})

@@ -1,31 +1,41 @@
 """The NetworkMotionServer: UDP clients in, the arm's motion service behind, replies to the client that asked.
 
-:class:`NetMotionService` is the server without sockets: ``datagram_received(data, address, now)`` returns the
-datagrams to send, and :meth:`NetMotionService.motion_event` turns a motion-manager event into the datagram for the
-client that owns the motion. :class:`UdpNetMotionServer` runs it on an asyncio UDP endpoint in a thread of its own.
+:class:`NetMotionService` is the server without sockets: :meth:`~NetMotionService.receive` takes a datagram (or
+drops it at once), :meth:`~NetMotionService.serve` handles what the budget allows and returns the datagrams to send,
+and :meth:`NetMotionService.motion_response` turns a motion-manager event into the datagram for the client that owns
+the motion. :class:`UdpNetMotionServer` runs it on a UDP socket served by an asyncio loop in a thread of its own.
 
-Limits against hostile clients: datagrams over ``max_datagram`` bytes are dropped; each client address may send
-``rate`` datagrams per second (bursts of ``burst``), the rest are dropped; at most ``max_clients`` addresses are
-tracked (the longest idle is forgotten first). Nothing a client sends can stop the server: a failure while handling a
-command is answered with ``ERR``, counted and logged.
+Limits against hostile clients (:class:`ServerLimits`): datagrams over ``max_datagram`` bytes are dropped; each
+client (a host and port) may send ``rate`` datagrams per second (bursts of ``burst``); the server handles
+``budget`` datagrams per second in all (bursts of ``budget_burst``), shared equally by the clients with datagrams
+waiting: each client's datagrams wait in a queue of their own (at most ``queue``) and the clients are served in
+turn, one datagram each. So a flood from many ports cannot starve a client that stays within its share
+(``budget`` / clients sending); what is over a limit is dropped before it is parsed and counted as rate-limited. At
+most ``max_clients`` clients are tracked (the longest idle is forgotten first). Nothing a client sends can stop the
+server: a failure while handling a command is answered with ``ERR``, counted and logged.
 """
 
 # Strategy: the reference server used an epoll service thread; asyncio's event loop is its modern form, and the
 # loop runs in its own thread so that the module's control step (the motion manager, on the module's clock) never
-# waits on the network. Commands are handled on the loop thread as they arrive, so `MOTMANREG <id>` is sent before
-# the next datagram is read (reference: "dispatched before the server reenters the command loop"). Motion events
-# come from the control thread through `call_soon_threadsafe`, which queues them behind the callback that is
-# running: a motion's MOTMANRESP can never overtake its MOTMANREG. Rate limiting is a token bucket per address,
-# kept in an LRU table so a flood from many spoofed addresses cannot grow memory without bound.
+# waits on the network. The socket is read directly (loop.add_reader) in batches until it is empty, and each
+# datagram goes through the fair queue (fairness.py) at once: a datagram over its sender's share is dropped for the
+# price of a dictionary look-up, so the server drains the kernel's buffer faster than a flood fills it, and the
+# buffer is made large (SO_RCVBUF) to ride out the moments the thread does not run. Datagrams within the budget are
+# handled as they are read, so `MOTMANREG <id>` is sent before the next datagram is handled (reference:
+# "dispatched before the server reenters the command loop"); datagrams that wait for the budget are handled by a
+# timer when it allows. Motion events come from the control thread through `call_soon_threadsafe`, which queues
+# them behind the callback that is running: a motion's MOTMANRESP can never overtake its MOTMANREG. Replies the
+# socket cannot take at once wait in order, bounded, for the socket to be writable.
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,6 +45,7 @@ from numpy.typing import NDArray
 
 from pluto.errors import PlutoError
 from pluto.gateways.netmotion.codec import (
+    MAX_COORDINATE_MM,
     MAX_DATAGRAM,
     NEED_DATA,
     BadCommand,
@@ -58,9 +69,11 @@ from pluto.gateways.netmotion.codec import (
     Stopped,
     encode,
 )
+from pluto.gateways.netmotion.fairness import FairQueue
 
 __all__ = [
     "DEFAULT_PORT",
+    "DEFAULT_RECEIVE_BUFFER",
     "Address",
     "MotionService",
     "NetMotionService",
@@ -73,6 +86,16 @@ log = logging.getLogger("pluto.netmotion")
 
 DEFAULT_PORT = 15000
 """The NetworkMotionServer's UDP port."""
+DEFAULT_RECEIVE_BUFFER = 4 * 1024 * 1024
+"""Kernel receive buffer asked for the socket, bytes (Linux grants at most ``net.core.rmem_max``)."""
+READ_BATCH = 256
+"""Most datagrams read from the socket per wake-up of the loop (then other callbacks get their turn)."""
+SERVE_BATCH = 64
+"""Most waiting datagrams handled per callback of the timer."""
+MAX_TARGET = MAX_COORDINATE_MM * 1e-3
+"""Largest IKP coordinate handed to the arm, m (the decoder refuses larger ones; checked again where it leaves)."""
+MAX_SEND_BACKLOG = 1024
+"""Most replies kept waiting for the socket to be writable; more are dropped (and counted)."""
 
 Address = tuple[Any, ...]
 """A client's address as the socket gives it ((host, port) for IPv4)."""
@@ -110,21 +133,44 @@ class MotionService(Protocol):
 class ServerLimits:
     """Attributes:
     max_datagram: larger datagrams are dropped, bytes.
-    rate: datagrams per second each client may send on average.
+    rate: datagrams per second each client (host and port) may send on average.
     burst: datagrams a client may send at once.
-    max_clients: client addresses tracked for rate limiting.
+    budget: datagrams per second the server handles in all, shared equally by the clients with datagrams waiting.
+    budget_burst: datagrams the server may handle at once.
+    queue: datagrams of one client that may wait for the budget; more are dropped.
+    max_clients: clients tracked for rate limiting.
+
+    Raises:
+        ValueError: a rate or burst that is not finite, a rate <= 0, a burst < 1, or a size < 1.
     """
 
     max_datagram: int = MAX_DATAGRAM
     rate: float = 50.0
     burst: float = 100.0
+    budget: float = 1000.0
+    budget_burst: float = 200.0
+    queue: int = 8
     max_clients: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("rate", "budget"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        for name in ("burst", "budget_burst"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 1):
+                raise ValueError(f"{name} must be finite and >= 1 (a datagram), got {value}")
+        for name in ("max_datagram", "queue", "max_clients"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
 class ServerStatistics:
-    """Counters of the server: datagrams received, dropped (oversized, rate-limited), commands, refused commands
-    (``ERR`` replies), replies sent, and failures while handling a command."""
+    """Counters of the server: datagrams received, dropped (oversized; rate-limited: over a client's rate, over its
+    queue, or over the budget for longer than its queue holds), commands, refused commands (``ERR`` replies),
+    replies sent, failures while handling a command, and datagrams waiting for the budget now."""
 
     datagrams: int = 0
     oversized: int = 0
@@ -133,6 +179,7 @@ class ServerStatistics:
     refused: int = 0
     replies: int = 0
     failures: int = 0
+    waiting: int = 0
 
 
 class NetMotionService:
@@ -145,10 +192,19 @@ class NetMotionService:
 
     def __init__(self, arm: MotionService, limits: ServerLimits | None = None) -> None:
         self.arm = arm
-        self.limits = limits or ServerLimits()
-        self._decoder = CommandDecoder(self.limits.max_datagram)
-        self._buckets: OrderedDict[Address, tuple[float, float]] = OrderedDict()
-        self._rate_limited = 0
+        self.limits = limits = limits or ServerLimits()
+        self._decoder = CommandDecoder(limits.max_datagram)
+        self._queue: FairQueue[Address, bytes] = FairQueue(
+            budget=limits.budget,
+            budget_burst=limits.budget_burst,
+            rate=limits.rate,
+            burst=limits.burst,
+            depth=limits.queue,
+            max_senders=limits.max_clients,
+        )
+        self._outbox: list[tuple[Address, bytes]] = []
+        self._received = 0
+        self._oversized = 0
         self._refused = 0
         self._replies = 0
         self._failures = 0
@@ -157,35 +213,55 @@ class NetMotionService:
         """A snapshot of the counters."""
         d = self._decoder.statistics()
         return ServerStatistics(
-            datagrams=d.datagrams + self._rate_limited,
-            oversized=d.oversized,
-            rate_limited=self._rate_limited,
+            datagrams=self._received,
+            oversized=self._oversized + d.oversized,
+            rate_limited=self._queue.dropped,
             commands=d.commands,
             refused=self._refused,
             replies=self._replies,
             failures=self._failures,
+            waiting=len(self._queue),
         )
 
     @property
     def clients(self) -> int:
         """Client addresses seen recently (tracked for rate limiting)."""
-        return len(self._buckets)
+        return self._queue.senders
 
-    def _admit(self, address: Address, now: float) -> bool:
-        limits = self.limits
-        tokens, last = self._buckets.pop(address, (limits.burst, now))
-        tokens = min(limits.burst, tokens + max(0.0, now - last) * limits.rate)
-        admitted = tokens >= 1.0
-        self._buckets[address] = (tokens - 1.0 if admitted else tokens, now)
-        while len(self._buckets) > limits.max_clients:
-            self._buckets.popitem(last=False)
-        return admitted
+    def receive(self, data: bytes, address: Address, now: float) -> bool:
+        """Take one datagram from ``address`` at ``now`` (s, any monotonic clock) without parsing it: True if it
+        waits for :meth:`serve`, False if it was dropped (oversized, or over the client's rate or queue; counted)."""
+        self._received += 1
+        if len(data) > self.limits.max_datagram:
+            self._oversized += 1
+            return False
+        return self._queue.offer(address, data, now)
+
+    def serve(self, now: float, limit: int | None = None) -> list[tuple[Address, bytes]]:
+        """Handle the waiting datagrams the budget allows at ``now`` (at most ``limit``), the clients in turn; the
+        datagrams to send, with their addresses, in order."""
+        out, self._outbox = self._outbox, []
+        for address, data in self._queue.take(now, limit):
+            out.extend((address, reply) for reply in self._handle_datagram(data, address))
+        return out
+
+    def next_serve_time(self) -> float | None:
+        """When :meth:`serve` will have a datagram to handle (s, the clock of ``now``); None if none waits."""
+        return self._queue.next_time()
 
     def datagram_received(self, data: bytes, address: Address, now: float) -> list[bytes]:
-        """Handle one datagram from ``address`` at ``now`` (s, any monotonic clock); the datagrams to send back."""
-        if not self._admit(address, now):
-            self._rate_limited += 1
-            return []
+        """:meth:`receive` then :meth:`serve`, for a caller that serves one client at a time: the datagrams to send
+        back to ``address`` (replies to other clients whose datagrams were waiting come with the next serve)."""
+        self.receive(data, address, now)
+        out = []
+        for to, reply in self.serve(now):
+            if to == address:
+                out.append(reply)
+            else:
+                self._outbox.append((to, reply))
+        return out
+
+    def _handle_datagram(self, data: bytes, address: Address) -> list[bytes]:
         self._decoder.receive_data(data)
         out = []
         while (command := self._decoder.next_event()) is not NEED_DATA:
@@ -219,6 +295,10 @@ class NetMotionService:
             case RunMotion(filename=filename):
                 return MotionRegistered(self.arm.run_motion(filename, address))
             case PointIK(link=link, target=target):
+                if not all(math.isfinite(c) and abs(c) <= MAX_TARGET for c in target):
+                    return ErrorReply(
+                        f"IKP coordinates must be between -{MAX_COORDINATE_MM:g} and {MAX_COORDINATE_MM:g} mm"
+                    )
                 return MotionRegistered(self.arm.point_ik(link, target, address))
             case StopMotion(id=motion_id):
                 if not self.arm.stop_motion(motion_id):
@@ -241,18 +321,6 @@ class NetMotionService:
         return encode(MotionResponse(motion_id, "STATUS" if kind == "STATUS" else "DEACTIVATE"))
 
 
-class _Protocol(asyncio.DatagramProtocol):
-    def __init__(self, server: UdpNetMotionServer) -> None:
-        self.server = server
-
-    def datagram_received(self, data: bytes, addr: Address) -> None:
-        self.server._on_datagram(data, addr)
-
-    def error_received(self, exc: Exception) -> None:
-        # ICMP port unreachable for a client that went away, and the like: nothing to do but count it.
-        self.server.socket_errors += 1
-
-
 class UdpNetMotionServer:
     """The server on a UDP socket, served by an asyncio loop in its own thread (a context manager).
 
@@ -260,18 +328,32 @@ class UdpNetMotionServer:
         service: the server's logic.
         host: address to bind (127.0.0.1 unless a wider one is wanted).
         port: UDP port (0 picks a free one; see :attr:`address`).
+        receive_buffer: kernel receive buffer to ask for, bytes (0 keeps the system's default); a large one lets
+            the server catch up on a burst instead of the kernel dropping datagrams of every client alike.
 
     Raises:
         OSError: the socket cannot be bound (raised by :meth:`start`).
     """
 
-    def __init__(self, service: NetMotionService, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        service: NetMotionService,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        receive_buffer: int = DEFAULT_RECEIVE_BUFFER,
+    ) -> None:
         self.service = service
         self.host, self.port = host, port
+        self.receive_buffer = receive_buffer
         self.socket_errors = 0
+        """Errors of the socket (an ICMP error for a client that went away, a reply the kernel refused)."""
+        self.send_dropped = 0
+        """Replies dropped because too many were already waiting for the socket to be writable."""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._transport: asyncio.DatagramTransport | None = None
+        self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._backlog: deque[tuple[bytes, Address]] = deque()
         self.address: tuple[str, int] = (host, port)
 
     def start(self) -> None:
@@ -285,12 +367,16 @@ class UdpNetMotionServer:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
+            if self.receive_buffer > 0:
+                with contextlib.suppress(OSError):  # refused: the system's default will do
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
             sock.bind((self.host, self.port))
         except OSError:
             sock.close()
             raise
         sock.setblocking(False)
         self.address = sock.getsockname()[:2]
+        self._sock = sock
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -298,10 +384,7 @@ class UdpNetMotionServer:
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
-                transport, _ = loop.run_until_complete(
-                    loop.create_datagram_endpoint(lambda: _Protocol(self), sock=sock)
-                )
-                self._transport = transport
+                loop.add_reader(sock, self._read_ready)
             except BaseException as err:  # handed to start()
                 failure.append(err)
                 ready.set()
@@ -312,8 +395,12 @@ class UdpNetMotionServer:
             try:
                 loop.run_forever()
             finally:
-                transport.close()
-                loop.run_until_complete(asyncio.sleep(0))
+                loop.remove_reader(sock)
+                loop.remove_writer(sock)
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                sock.close()
                 loop.close()
 
         self._loop = loop
@@ -323,28 +410,96 @@ class UdpNetMotionServer:
         if failure:
             self._thread.join()
             self._thread = None
+            self._sock = None
             raise failure[0]
-        log.info("NetworkMotionServer listening on udp %s:%d", *self.address)
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        log.info("NetworkMotionServer listening on udp %s:%d (receive buffer %d bytes)", *self.address, granted)
 
-    def _on_datagram(self, data: bytes, address: Address) -> None:
-        loop, transport = self._loop, self._transport
-        if loop is None or transport is None:
+    # -- on the loop's thread -----------------------------------------------------------------------------------
+
+    def _read_ready(self) -> None:
+        sock, loop = self._sock, self._loop
+        if sock is None or loop is None:
             return
-        for datagram in self.service.datagram_received(data, address, loop.time()):
-            transport.sendto(datagram, address)
+        service = self.service
+        size = service.limits.max_datagram + 1  # a longer datagram is cut to this: still oversized, still dropped
+        now = loop.time()
+        admitted = False
+        for _ in range(READ_BATCH):
+            try:
+                data, address = sock.recvfrom(size)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # an ICMP error reported on the socket: nothing to do but count it
+                self.socket_errors += 1
+                continue
+            if service.receive(data, address, now):
+                admitted = True
+                self._serve(now)
+        if admitted:
+            self._schedule()
+
+    def _serve(self, now: float, limit: int | None = None) -> None:
+        for address, datagram in self.service.serve(now, limit):
+            self._send_now(datagram, address)
+
+    def _schedule(self) -> None:
+        loop = self._loop
+        when = self.service.next_serve_time()
+        if loop is None or when is None or self._timer is not None:
+            return
+        self._timer = loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        loop = self._loop
+        if loop is None:
+            return
+        self._serve(loop.time(), SERVE_BATCH)
+        self._schedule()
+
+    def _send_now(self, datagram: bytes, address: Address) -> None:
+        sock, loop = self._sock, self._loop
+        if sock is None or loop is None:
+            return
+        if self._backlog:  # keep the order: behind the replies that wait already
+            if len(self._backlog) < MAX_SEND_BACKLOG:
+                self._backlog.append((datagram, address))
+            else:
+                self.send_dropped += 1
+            return
+        try:
+            sock.sendto(datagram, address)
+        except (BlockingIOError, InterruptedError):
+            self._backlog.append((datagram, address))
+            loop.add_writer(sock, self._write_ready)
+        except OSError:
+            self.socket_errors += 1
+
+    def _write_ready(self) -> None:
+        sock, loop = self._sock, self._loop
+        if sock is None or loop is None:
+            return
+        while self._backlog:
+            datagram, address = self._backlog[0]
+            try:
+                sock.sendto(datagram, address)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self.socket_errors += 1
+            self._backlog.popleft()
+        loop.remove_writer(sock)
+
+    # -- from any thread ----------------------------------------------------------------------------------------
 
     def send(self, datagram: bytes, address: Address) -> None:
         """Send a datagram to a client from any thread (queued behind the datagram being handled, if any)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-
-        def send_now() -> None:
-            if self._transport is not None and not self._transport.is_closing():
-                self._transport.sendto(datagram, address)
-
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(send_now)
+            loop.call_soon_threadsafe(self._send_now, datagram, address)
 
     def stop(self) -> None:
         """Close the socket and end the thread (idempotent)."""
@@ -356,7 +511,7 @@ class UdpNetMotionServer:
             loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         self._loop = None
-        self._transport = None
+        self._sock = None
 
     def __enter__(self) -> UdpNetMotionServer:
         self.start()
