@@ -11,6 +11,7 @@ import pytest
 from pluto.errors import ConfigError
 from pluto.sim.raycast import segment_distance
 from pluto.sim.world import (
+    MAX_WORLD_BYTES,
     SCHEMA_PATH,
     MapError,
     Mover,
@@ -424,3 +425,20 @@ def test_entity_in_a_comment_is_still_refused() -> None:
 def test_angles_are_radians() -> None:
     world = parse_world(world_doc(extra=f'<start x="0" y="0" theta="{math.pi}"/>'))
     assert world.start[2] == pytest.approx(math.pi)
+
+
+@pytest.mark.parametrize("where", ['<start x="1e308" y="0" theta="0"/>', '<start x="0" y="-2e6" theta="0"/>'])
+def test_absurd_numbers_are_refused_with_their_line(where: str) -> None:
+    with pytest.raises(MapError, match=r"is out of range \[-1e6, 1e6\]"):
+        parse_world(world_doc(extra=where))
+
+
+def test_a_huge_map_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "huge.xml"
+    wall = '<wall x1="0" y1="0" x2="1" y2="0"/>\n'
+    with path.open("w") as file:
+        file.write('<world name="huge" version="1"><walls>\n')
+        file.write(wall * (MAX_WORLD_BYTES // len(wall) + 1))
+        file.write("</walls></world>\n")
+    with pytest.raises(MapError, match="larger than 16 MB"):
+        load_world(path)

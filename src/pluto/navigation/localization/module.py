@@ -18,7 +18,6 @@ what there is after ``flush_wait``.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import tomllib
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, ClassVar
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
+from pluto.limits import LimitError, check_number
 from pluto.navigation.localization.core import DeadReckoning, LocalizationParams, PoseAdjustment, flat
 from pluto.runtime.module import Module, ModuleParams
 
@@ -70,9 +70,10 @@ def read_start_pose(path: str) -> tuple[float, float, float, float, float, float
     values = []
     for key in ("x", "y", "z", "theta", "phi", "psi"):
         value = data.get(key, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ConfigError(f"start pose file {path}: {key} must be a finite number, got {value!r}")
-        values.append(float(value))
+        try:
+            values.append(check_number(key, value, 1e6))
+        except LimitError as err:
+            raise ConfigError(f"start pose file {path}: {err}") from None
     return (values[0], values[1], values[2], values[3], values[4], values[5])
 
 
