@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -14,10 +15,12 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.errors import LaunchError
+from pluto.limits import LimitError
 from pluto.proxies import HeartbeatProxy, Proxy, interface_mask
 from pluto.runtime import launcher
 from pluto.runtime.heartbeat import HeartbeatModule
 from pluto.runtime.module import ModuleParams
+from tests.helpers import wait_until
 
 MakeBus = Callable[..., Bus]
 
@@ -174,3 +177,20 @@ def test_a_proxy_waits_for_a_module_another_client_is_starting(bus: Bus) -> None
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_proxy_refuses_absurd_values_before_they_reach_the_bus(bus: Bus, make_bus: MakeBus) -> None:
+    module = HeartbeatModule(make_bus(), ModuleParams(rate_hz=20.0))
+    module.start()
+    bus.wait_for_module("heartbeat", timeout=2.0)
+    listener = make_bus().create_subscription("drive/command", lambda _v: None, msgs.ActuatorState)
+    try:
+        with HeartbeatProxy(bus, start=False) as proxy:
+            for bad in ([1e308, 0.0], [0.1] * 60_000, [math.nan, 0.0]):
+                with pytest.raises(LimitError, match=r"^drive/command velocity"):
+                    proxy.write("drive/command", msgs.ActuatorState(velocity=bad))
+            proxy.write("drive/command", msgs.ActuatorState(velocity=[0.2, 0.0]))
+        wait_until(lambda: listener.received == 1, timeout=5.0, message="the good command arrived")
+        assert listener.received == 1  # and none of the bad ones
+    finally:
+        module.stop()

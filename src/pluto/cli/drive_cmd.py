@@ -103,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
             else:
                 drive.hold_heading(args.heading, args.v, protect=args.protect)
 
-        send()
+        try:
+            send()
+        except ValueError as err:  # a value beyond the robot's limits (pluto.limits)
+            raise ConfigError(str(err)) from err
         if args.duration > 0.0:
             deadline = time.monotonic() + args.duration
             try:

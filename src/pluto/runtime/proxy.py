@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pluto import msgs
+from pluto import limits, msgs
 from pluto.bus import Bus, StateReader, StateWriter
 from pluto.errors import LaunchError
 from pluto.runtime import launcher
@@ -119,7 +119,14 @@ class Proxy:
     # -- commands -----------------------------------------------------------------------------------------------
 
     def write(self, name: str, value: msgs.Message) -> None:
-        """Write ``value`` to interface ``name`` (the writer is created on first use)."""
+        """Write ``value`` to interface ``name`` (the writer is created on first use).
+
+        A proxy is where a program's values enter the robot: they are range-checked first (:func:`pluto.limits.check`).
+
+        Raises:
+            LimitError: a value is not finite, too large, or beyond what the interface physically allows.
+        """
+        limits.check(name, value)
         writer = self._writers.get(name)
         if writer is None:
             writer = self._writers[name] = self.bus.create_publisher(name, type(value))
