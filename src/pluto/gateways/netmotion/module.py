@@ -9,7 +9,8 @@ values go out on ``Arm/Command`` and the joint values come back on ``Arm/State``
 With ``arm = "sim"`` or ``"ssc32"`` the module starts the arm module in its own process (``pluto netmotion`` and
 ``pluto start netmotion`` need nothing else); with ``arm = "bus"`` it drives an arm module already running.
 ``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
-rate-limited dropped, refused (ERR), failures], ``element`` = [running motions, clients, UDP port].
+rate-limited dropped, refused (ERR), failures, arm commands dropped out of range], ``element`` = [running motions,
+clients, UDP port].
 
 Limits against floods: each client (host and port) may send ``client_rate`` datagrams a second (50; bursts of
 ``client_burst``, 100), and the server handles ``budget_rate`` datagrams a second in all (1000; bursts of
@@ -21,10 +22,11 @@ for a receive buffer of ``receive_buffer`` bytes (4 MiB; Linux grants at most ``
 is drained by the server, which drops it cheaply, rather than by the kernel, which would drop every client alike.
 
 What a client sends is range-checked before it reaches the arm: IKP coordinates (at most 100 m, finite), and the
-motion files RUNMS names: keyframe times must be finite and within :data:`MAX_MOTION_TIME`, joint values finite and
-within the joint's limits widened by :data:`JOINT_MARGIN_RAD` (revolute) or :data:`JOINT_MARGIN_M` (prismatic)
-(nearer values are held to the limits), weights within 0 .. :data:`MAX_WEIGHT`; anything else is refused with
-``ERR`` and counted.
+motion files RUNMS names: keyframe times must be finite and within :data:`MOTION_TIME` (0 .. 1 h), joint values
+within :data:`JOINT_VALUE` (what ``Arm/Command`` accepts, :mod:`pluto.limits`; values beyond a joint's own limits are
+held to them), weights within :data:`WEIGHT` (0 .. 1000); anything else is refused with ``ERR`` and counted. Every
+``Arm/Command`` is checked again (:func:`pluto.limits.check`) before it is written; one out of range is dropped and
+counted (``data[5]`` of ``netmotion/status``).
 
 When the simulated time jumps back (a new run, a replay started again), the running motions stop (their owners get
 DEACTIVATE): they were timed on the old run's clock.
@@ -60,14 +62,14 @@ from pluto.hardware.arm.module import ArmModule, ArmParams
 from pluto.hardware.arm.motion import MotionFileError, MotionLibrary, MotionSequence, Posture
 from pluto.hardware.arm.playback import DEFAULT_TIMEOUT, DEFAULT_TOLERANCE, Motion, PosturePlayer, SequencePlayer
 from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE
+from pluto.limits import Bound, LimitError, check, command_limits
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = [
-    "JOINT_MARGIN_M",
-    "JOINT_MARGIN_RAD",
-    "MAX_MOTION_TIME",
-    "MAX_WEIGHT",
+    "JOINT_VALUE",
+    "MOTION_TIME",
     "PACKAGED_MOTIONS",
+    "WEIGHT",
     "NetMotionModule",
     "NetMotionParams",
 ]
@@ -75,14 +77,13 @@ __all__ = [
 PACKAGED_MOTIONS = Path(pluto.hardware.arm.__file__).parent / "motions"
 """The example motions shipped with Pluto (the default motion directory)."""
 
-MAX_MOTION_TIME = 3600.0
-"""Latest keyframe a motion file may have, s."""
-JOINT_MARGIN_RAD = 2.0 * math.pi
-"""How far beyond a revolute joint's limits a motion file's value may be, rad (it is held to the limit)."""
-JOINT_MARGIN_M = 1.0
-"""How far beyond a prismatic joint's limits a motion file's value may be, m (it is held to the limit)."""
-MAX_WEIGHT = 1000.0
-"""Largest weight of a motion file's joint value."""
+MOTION_TIME = Bound(0.0, 3600.0, "s")
+"""Keyframe times (and lengths) a motion file may have."""
+JOINT_VALUE = command_limits("Arm/Command")["position"][0]
+"""Joint values a motion file may hold, rad or m: those ``Arm/Command`` accepts (values beyond a joint's own limits
+but within these are held to the joint's limits)."""
+WEIGHT = Bound(0.0, 1000.0)
+"""Weights a motion file's joint values may have."""
 
 ARMS = ("sim", "ssc32", "bus")
 STATUS_PERIOD = 1.0  # s between writes of netmotion/status
@@ -168,6 +169,8 @@ class NetMotionModule(Module):
         self.library = MotionLibrary(p.motions or PACKAGED_MOTIONS, self.model)
         self._prismatic = np.array([link.type == "prismatic" for link in self.model.links[: self.model.num_outputs]])
         self._lock = threading.Lock()
+        self.refused_commands = 0
+        """Arm commands out of range (pluto.limits), dropped instead of written."""
         self.manager = MotionManager(self.model.num_outputs)
         self.arm: ArmModule | None = None
         self.server: UdpNetMotionServer | None = None
@@ -229,9 +232,14 @@ class NetMotionModule(Module):
             command = self.manager.step(now, current)
             events = self.manager.take_events()
         if command is not None:
-            self.arm_command.write(
-                msgs.ActuatorState(stamp=now, position=command.tolist(), force=[1.0 / self.params.rate_hz])
-            )
+            message = msgs.ActuatorState(stamp=now, position=command.tolist(), force=[1.0 / self.params.rate_hz])
+            try:
+                check("Arm/Command", message)
+                self.arm_command.write(message)
+            except LimitError as err:
+                self.refused_commands += 1
+                if self.refused_commands % 100 == 1:
+                    self.get_logger().error("arm command dropped (%d so far): %s", self.refused_commands, err)
         self.send_events(events)
         if now >= self._next_status:
             self.publish_status(now)
@@ -275,6 +283,7 @@ class NetMotionModule(Module):
                     float(s.rate_limited),
                     float(s.refused),
                     float(s.failures),
+                    float(self.refused_commands),
                 ],
                 element=[running, self.service.clients, port],
             )
@@ -311,29 +320,20 @@ class NetMotionModule(Module):
 
     def _check_motion(self, motion: MotionSequence | Posture, source: str) -> None:
         """Refuse a motion whose times, joint values or weights are out of range (MotionFileError)."""
-        if isinstance(motion, MotionSequence):
-            if not (math.isfinite(motion.end) and 0.0 <= motion.end <= MAX_MOTION_TIME):
-                raise MotionFileError(source, 0, f"the motion lasts {motion.end:g} s; at most {MAX_MOTION_TIME:g} s")
-            values = [(index, k.time, k.value, k.weight) for index, frames in motion.keyframes.items() for k in frames]
-        else:
-            values = [(index, 0.0, value, weight) for index, (value, weight) in motion.values.items()]
-        for index, time, value, weight in values:
-            link = self.model.links[index]
-            margin = JOINT_MARGIN_M if link.type == "prismatic" else JOINT_MARGIN_RAD
-            if not (math.isfinite(time) and 0.0 <= time <= MAX_MOTION_TIME):
-                raise MotionFileError(
-                    source, 0, f"{link.name} has a keyframe at {time:g} s; at most {MAX_MOTION_TIME:g}"
-                )
-            if not (math.isfinite(value) and link.lower - margin <= value <= link.upper + margin):
-                unit = "m" if link.type == "prismatic" else "rad"
-                raise MotionFileError(
-                    source,
-                    0,
-                    f"{link.name} value {value:g} {unit} is out of range "
-                    f"({link.lower - margin:g} .. {link.upper + margin:g} {unit})",
-                )
-            if not (math.isfinite(weight) and 0.0 <= weight <= MAX_WEIGHT):
-                raise MotionFileError(source, 0, f"{link.name} weight {weight:g} is out of range (0 .. {MAX_WEIGHT:g})")
+        try:
+            if isinstance(motion, MotionSequence):
+                MOTION_TIME.check("the motion's length", motion.end)
+                values = [(i, k.time, k.value, k.weight) for i, frames in motion.keyframes.items() for k in frames]
+            else:
+                values = [(i, 0.0, value, weight) for i, (value, weight) in motion.values.items()]
+            for index, time, value, weight in values:
+                link = self.model.links[index]
+                MOTION_TIME.check(f"a keyframe time of {link.name}", time)
+                bound = JOINT_VALUE if link.type != "prismatic" else Bound(JOINT_VALUE.low, JOINT_VALUE.high, "m")
+                bound.check(f"a value of {link.name}", value)
+                WEIGHT.check(f"a weight of {link.name}", weight)
+        except LimitError as err:
+            raise MotionFileError(source, 0, str(err)) from None
 
     def _posture(self, posture: Posture, label: str = "") -> PosturePlayer:
         p = self.params
