@@ -86,7 +86,7 @@ INTERFACES: dict[str, Interface] = _table(
         msgs.PoseEstimate,
         "pose, slam",
         "localization",
-        "(2) Improved poses posted to the service; cmd_flags is the setter (< 0 robot pose).",
+        "(2) Improved poses posted to the service; cmd_flags is the setter (< 0 robot pose); stamp 0: now.",
     ),
     Interface("Localization/Pose", msgs.PoseEstimate, "localization", "all", "(3) Interface 0 adjusted by 2."),
     Interface(

@@ -18,6 +18,7 @@ what there is after ``flush_wait``.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import tomllib
 from pathlib import Path
@@ -214,7 +215,9 @@ class LocalizationModule(Module):
         elif isinstance(message, msgs.ScanTiming):
             self._scans.append(message.stamp)
         elif isinstance(message, msgs.PoseEstimate):
-            self.adjustment.post(core, message.stamp, message.pose, message.cmd_flags, message.covariance)
+            # a post stamped 0 holds for the newest odometry (a pose set by hand: "the robot is here now")
+            stamp = message.stamp if message.stamp > 0.0 else math.inf
+            self.adjustment.post(core, stamp, message.pose, message.cmd_flags, message.covariance)
             if core.started:
                 self._publish_robot()  # the new correction, or just the new setter, shows on 3 at once
 

@@ -66,8 +66,6 @@ class LocProxy(Proxy):
         cov = [0.0] * 9 if covariance is None else [float(v) for v in covariance]
         if len(cov) != 9:
             raise ValueError(f"covariance must have 9 values, got {len(cov)}")
-        if stamp == 0.0:
-            stamp = math.inf  # later than any odometry: the service uses its newest pose
         self.write(POST_POSE, msgs.PoseEstimate(stamp=stamp, pose=values, covariance=cov, cmd_flags=int(setter)))
 
     def setter(self) -> int | None:
