@@ -25,12 +25,15 @@ Pretends to be a Pioneer robot (P2DX, P3DX, P3AT, PeopleBot, ...) at the other e
 P2OS/ARCOS protocol that ARIA, Player's p2os driver, ROS p2os_driver and Pluto's own p2os driver speak: the
 SYNC0/SYNC1/SYNC2 handshake, a SIP every 100 ms with odometry, sonar, bumpers, battery, and the motion commands
 (VEL, RVEL, VEL2, HEAD, MOVE, ...). The robot moves in a simulated world (or an empty one), bumps into its walls,
-and stops by itself if the client goes silent for longer than the watchdog time.
+and stops by itself (the watchdog) if no command comes for the watchdog time: a PULSE keeps an idle robot's
+session, never a velocity command, which a live client renews.
 
 Connect a client to the URL printed at start: socket://127.0.0.1:8101 over TCP, or with --pty a pseudo-terminal
 path such as /dev/pts/5 that any serial-port program can open. One client at a time, as on a real robot.
-As on a real Pioneer the motors start disabled (send ENABLE 1), and a client that disconnects without CLOSE leaves
-the robot open: the next client's SYNC0 is answered with SIPs, so it must send CLOSE and synchronise again.
+As on a real Pioneer the motors start disabled (send ENABLE 1). A TCP client that disconnects without CLOSE ends
+its session: the robot stops and the next client synchronises at once. On a pty, as on a serial line, the robot
+stays open: the next client's SYNC0 is answered with SIPs (and, once the watchdog has stopped that session, echoed
+too), so it sends CLOSE, or goes on to SYNC1, and synchronises again.
 
 examples:
   pluto p2os-sim                                  a p3dx in an empty world on socket://127.0.0.1:8101
@@ -85,7 +88,7 @@ def add_command(
         type=int,
         default=2000,
         metavar="MS",
-        help="stop and disable the motors after this many ms without a packet; 0 = never (default 2000)",
+        help="stop and disable the motors after this many ms without a command; 0 = never (default 2000)",
     )
 
 

@@ -292,19 +292,28 @@ def test_command_timeout_stops_the_robot_while_pulses_keep_the_link(
 # --------------------------------------------------------------------------------------------------- the link
 
 
-def test_second_driver_closes_a_stale_session(
-    emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
+@pytest.mark.parametrize("transport", ["tcp", "pty"])
+def test_after_a_driver_crashed_the_next_one_connects(
+    transport: str, emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
 ) -> None:
-    emulator = emulators()
+    # Over TCP the emulator sees the crashed client go: the session ends and the robot stops. A pty, like a serial
+    # line, tells nothing: the robot stays open, and the next driver closes that stale session and synchronises.
+    emulator = emulators(transport=transport, limits=BRISK)
     first = drivers(emulator.url)
     first.connect()
+    first.set_velocity(0.3, 0.0)
+    wait_until(lambda: (s := first.state) is not None and s.v > 0.1, timeout=3)
     first.pause_writer()
-    first.shutdown()  # crashed: the port is closed without CLOSE, the robot stays open
-    wait_until(lambda: not emulator.client_connected, timeout=2)
-    assert emulator.robot.state == "open"
+    first.shutdown()  # crashed: the port is closed without CLOSE
+    if transport == "tcp":
+        wait_until(lambda: not emulator.client_connected, timeout=2)
+        wait_until(lambda: emulator.robot.truth_velocity == (0.0, 0.0), timeout=2)
+        assert emulator.robot.state == "closed" and not emulator.robot.motors_enabled
+    else:
+        assert emulator.robot.state == "open"
     second = drivers(emulator.url)
     second.connect()
-    assert second.connected and second.statistics().stale_sessions == 1
+    assert second.connected and second.statistics().stale_sessions == (1 if transport == "pty" else 0)
     assert next_sip(second).sips >= 1
 
 

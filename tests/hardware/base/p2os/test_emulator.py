@@ -1,5 +1,5 @@
 """The emulator's transports: a plain TCP client and a pyserial client on a pty, both decoding with the codec;
-link noise; one client at a time; a robot left open across connections; the ``p2os-sim`` command."""
+link noise; one client at a time; a client that goes away ends its session; the ``p2os-sim`` command."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from pluto.hardware.base.p2os.decoder import Event
 from pluto.hardware.base.p2os.emulator import EmulatorError, LinkNoise, P2osEmulator, serve_tcp
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.sim.world import MapError
+from tests.helpers import wait_until
 
 TICK = 0.005
 
@@ -179,30 +180,32 @@ def test_tcp_handshake_sips_at_10_hz_and_driving(emulator: P2osEmulator) -> None
             assert emulator.robot.counters.watchdog_trips == 1
 
 
-def test_reconnecting_finds_the_robot_still_open(emulator: P2osEmulator) -> None:
+def test_a_client_that_goes_away_ends_its_session(emulator: P2osEmulator) -> None:
     client, sock = socket_client(emulator.port)
     with sock:
         client.handshake()
-    # The client vanished without CLOSE: a new one gets SIPs instead of the SYNC0 echo, closes and starts over.
+        client.send(Command.ENABLE, 1)
+        client.send(Command.VEL, 300)
+        client.wait_for(lambda e: isinstance(e, Sip) and e.moving)
+    # The client vanished without CLOSE (its program died): the robot stops, and the next client synchronises
+    # at once.
     deadline = time.monotonic() + 2.0
     while emulator.client_connected and time.monotonic() < deadline:
         time.sleep(0.01)
+    with emulator.lock:
+        assert emulator.robot.state == "closed" and not emulator.robot.motors_enabled
+        assert emulator.robot.counters.sessions_ended == 1
     client, sock = socket_client(emulator.port)
     with sock:
         client.send(Command.SYNC0)
-        events = client.poll(0.35)
-        assert events and all(isinstance(e, Sip) for e in events)
-        client.send(Command.CLOSE, 1)
-        client.poll(0.1)
-        with emulator.lock:
-            assert emulator.robot.state == "closed"
+        assert client.wait_for(lambda e: True) == SyncReply(0)
         client.handshake()
+        wait_until(lambda: emulator.robot.truth_velocity == (0.0, 0.0), timeout=2.0)  # braking at its top rate
         client.send(Command.CLOSE, 1)
         client.poll(0.05)
     assert emulator.connections == 2
     with emulator.lock:
         assert emulator.robot.state == "closed"
-        assert emulator.robot.counters.sessions_ended >= 1
 
 
 def test_a_second_client_is_refused_while_one_is_connected(emulator: P2osEmulator) -> None:
@@ -315,9 +318,9 @@ class FakeClock:
 
 
 def _wait_for_step(emu: P2osEmulator, clock: FakeClock) -> None:
-    """Wait until the loop has stepped the robot at the fake clock's current time."""
+    """Wait until the loop has stepped the robot at the fake clock's current time (and written what it sent)."""
     deadline = time.monotonic() + 2.0
-    while emu._robot_clock._last_wall != clock.t:
+    while emu.stepped_at != clock.t:
         assert time.monotonic() < deadline, "the emulator did not step"
         time.sleep(0.001)
 

@@ -4,6 +4,7 @@ bad input, and a body bumping into the walls of a corridor."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -47,6 +48,11 @@ SYNC2_REPLY_AMRISIM = bytes.fromhex("FA FB 18 02") + b"AMRISim\x00Pioneer\x00p3d
 DT = 0.01
 
 
+def state_of(robot: P2osRobot) -> str:
+    """The link state, read afresh (a plain comparison would let the type checker narrow it for good)."""
+    return robot.state
+
+
 class Bench:
     """A robot core, a client-side decoder and a hand-driven clock."""
 
@@ -59,14 +65,26 @@ class Bench:
     def send(self, command: Command | int, argument: int | None = None) -> None:
         self.robot.receive_data(encode_command(command, argument))
 
-    def run(self, seconds: float, *, pulse: float | None = None) -> None:
-        """Step the robot for ``seconds`` in 10 ms steps, sending PULSE every ``pulse`` s if given."""
+    def run(
+        self,
+        seconds: float,
+        *,
+        pulse: float | None = None,
+        repeat: tuple[tuple[Command, int], ...] = (),
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Step the robot for ``seconds`` in 10 ms steps, sending PULSE every ``pulse`` s if given; or, with
+        ``repeat``, those commands instead (a live client renews its velocity commands, as ARIA does every 0.5 s);
+        stop early once ``until`` is true."""
         next_pulse = self.t + pulse if pulse else math.inf
         for _ in range(round(seconds / DT)):
             self.t += DT
             self.robot.step(self.t)
+            if until is not None and until():
+                return
             if self.t >= next_pulse - 1e-9:
-                self.send(Command.PULSE)
+                for command, argument in repeat or ((Command.PULSE, None),):
+                    self.send(command, argument)
                 next_pulse += pulse or math.inf
 
     def packets(self) -> list[Event]:
@@ -113,15 +131,15 @@ def test_handshake_echoes_match_the_reference_vectors() -> None:
     robot = P2osRobot(name="AMRISim")
     robot.receive_data(SYNC0)
     assert robot.data_to_send() == SYNC0
-    assert robot.state == "sync0"
+    assert state_of(robot) == "sync0"
     robot.receive_data(SYNC1)
     assert robot.data_to_send() == SYNC1
-    assert robot.state == "sync1"
+    assert state_of(robot) == "sync1"
     robot.receive_data(SYNC2)
     assert robot.data_to_send() == SYNC2_REPLY_AMRISIM
-    assert robot.state == "sync2"
+    assert state_of(robot) == "sync2"
     robot.receive_data(OPEN)
-    assert robot.state == "open"
+    assert state_of(robot) == "open"
     assert robot.data_to_send() == b""  # SIPs come with step()
 
 
@@ -246,7 +264,7 @@ def test_vel_is_capped_by_setv_and_the_model_top() -> None:
     assert bench.robot.max_speeds[0] == pytest.approx(2.2)  # the p3dx's top speed
     bench.send(Command.SETA, 2000)
     bench.send(Command.VEL, -3000)
-    bench.run(2.5, pulse=0.5)
+    bench.run(2.5, pulse=0.5, repeat=((Command.VEL, -3000),))
     assert bench.robot.truth_velocity[0] == pytest.approx(-2.2)
 
 
@@ -283,7 +301,7 @@ def test_vel2_drives_each_wheel() -> None:
     bench.run(1.5, pulse=0.5)
     assert bench.robot.truth_velocity == pytest.approx((0.2, 0.0))
     bench.send(Command.VEL2, pack_byte_pair(-5, 5))  # left back, right forward: turn left in place
-    bench.run(2.0, pulse=0.5)
+    bench.run(2.0, pulse=0.5, repeat=((Command.VEL2, pack_byte_pair(-5, 5)),))
     v, omega = bench.robot.truth_velocity
     assert v == pytest.approx(0.0, abs=1e-9)
     assert omega == pytest.approx(100 * 0.0056)  # (R - L) / 2 * DiffConvFactor
@@ -373,7 +391,7 @@ def test_seto_resets_the_sip_position() -> None:
     bench.open()
     bench.send(Command.VEL, 300)
     bench.send(Command.RVEL, 10)
-    bench.run(2.0, pulse=0.5)
+    bench.run(2.0, pulse=0.5, repeat=((Command.VEL, 300), (Command.RVEL, 10)))
     bench.send(Command.STOP)
     bench.run(2.0, pulse=0.5)
     sip = bench.last_sip()
@@ -424,19 +442,90 @@ def test_watchdog_stops_and_disables_after_2_s_without_a_packet() -> None:
     assert bench.sips()
 
 
-def test_pulse_keeps_the_watchdog_quiet_but_does_not_refresh_the_motion() -> None:
-    # Decision (reference, "Watchdog" and "Keep a client-side command timeout separate"): the robot's watchdog
-    # counts any packet, PULSE included, so a pulsing client keeps the robot moving with its last command; the
-    # command timeout that stops a robot whose commander died belongs in the client.
+def test_pulse_never_keeps_a_velocity_going() -> None:
+    # Decision (reference, "a keepalive must never keep an old motion command alive after the commanding program
+    # has died"): PULSE (the same bytes as a new client's SYNC0) does not renew the watchdog under a velocity
+    # command; commands do, as a live client renews them.
     bench = Bench()
     bench.open()
     bench.robot.receive_data(VEL_300)
-    bench.run(6.0, pulse=0.5)
-    assert bench.robot.motors_enabled
-    assert bench.robot.truth_velocity[0] == pytest.approx(0.3)
-    assert bench.robot.counters.watchdog_trips == 0
-    bench.run(2.1)
+    bench.run(1.9, pulse=0.1)
+    assert bench.robot.motors_enabled and bench.robot.truth_velocity[0] > 0.25
+    bench.run(0.2, pulse=0.1)
     assert bench.robot.counters.watchdog_trips == 1 and not bench.robot.motors_enabled
+    bench.run(0.5, pulse=0.1)
+    assert bench.robot.truth_velocity == (0.0, 0.0)
+    assert bench.robot.state == "open"  # SIPs go on
+    # A client that renews its command keeps the robot going.
+    bench.robot.receive_data(ENABLE_1 + VEL_300)
+    bench.run(6.0, pulse=0.5, repeat=((Command.VEL, 300),))
+    assert bench.robot.truth_velocity[0] == pytest.approx(0.3)
+    assert bench.robot.counters.watchdog_trips == 1
+
+
+def test_pulse_keeps_an_idle_robot_and_a_move_that_ends_by_itself() -> None:
+    bench = Bench()
+    bench.open()
+    bench.run(6.0, pulse=0.5)  # idle: PULSEs alone keep the session and the motors
+    assert bench.robot.motors_enabled and bench.robot.counters.watchdog_trips == 0
+    bench.send(Command.SETV, 200)
+    bench.send(Command.MOVE, 1000)  # 5 s at 0.2 m/s: longer than the watchdog time, but it ends by itself
+    bench.run(7.0, pulse=0.5)
+    assert bench.robot.truth_pose[0] == pytest.approx(1.0, abs=0.002)
+    bench.send(Command.HEAD, 180)  # a heading too
+    bench.run(4.0, pulse=0.5)
+    assert abs(bench.robot.odometry_pose[2]) == pytest.approx(math.pi, abs=0.002)
+    bench.send(Command.VEL, 300)
+    bench.send(Command.STOP)  # a stop decelerating: PULSEs renew
+    bench.run(3.0, pulse=0.5)
+    assert bench.robot.motors_enabled and bench.robot.counters.watchdog_trips == 0
+    bench.run(2.1)  # silence, even while idle
+    assert bench.robot.counters.watchdog_trips == 1 and not bench.robot.motors_enabled
+
+
+def test_a_session_stopped_by_the_watchdog_echoes_sync0_and_sync1_starts_a_new_handshake() -> None:
+    # A client program died while the robot drove, and the next one on the same line (a serial port) keeps
+    # sending SYNC0: before the watchdog it gets the SIPs of a moving robot, after it the echo it waits for.
+    bench = Bench()
+    bench.open()
+    bench.robot.receive_data(VEL_300)
+    bench.run(0.5)
+    bench.packets()
+    for _ in range(15):  # 1.5 s of SYNC0 from the new client, answered with moving SIPs only
+        bench.robot.receive_data(SYNC0)
+        bench.run(0.1)
+    packets = bench.packets()
+    assert packets and all(isinstance(p, Sip) and p.moving for p in packets)
+    bench.run(0.2)  # the watchdog: 2 s after VEL
+    assert bench.robot.counters.watchdog_trips == 1
+    bench.packets()
+    bench.robot.receive_data(SYNC0)
+    assert bench.packets() == [SyncReply(0)]
+    bench.robot.receive_data(SYNC1)  # unambiguous: the session ends, the handshake goes on
+    assert bench.robot.state == "sync1"
+    bench.robot.receive_data(SYNC2 + OPEN)
+    bench.run(0.25)
+    packets = bench.packets()
+    assert packets[:2] == [SyncReply(1), SyncReply(2, "Pluto", "Pioneer", "p3dx")]
+    assert [p.motors_enabled for p in packets if isinstance(p, Sip)] == [False] * 3
+    bench.robot.receive_data(SYNC0)  # a renewed session: SYNC0 is a PULSE again
+    assert bench.packets() == []
+
+
+def test_sync1_ends_an_open_session_and_stops_the_robot() -> None:
+    bench = Bench()
+    bench.open()
+    bench.robot.receive_data(VEL_300)
+    bench.run(1.0)
+    bench.packets()
+    bench.robot.receive_data(SYNC1)
+    assert bench.robot.state == "sync1" and not bench.robot.motors_enabled
+    assert bench.packets() == [SyncReply(1)]
+    bench.run(0.5)
+    assert bench.robot.truth_velocity == (0.0, 0.0)
+    assert bench.packets() == []  # no SIP outside a session
+    bench.robot.receive_data(OPEN)  # OPEN in a session is ignored, and so is its repetition
+    bench.robot.receive_data(OPEN)
 
 
 def test_after_the_watchdog_motion_needs_enable_again() -> None:
@@ -470,7 +559,7 @@ def test_link_timeout_closes_a_silent_session() -> None:
     bench.run(2.9)
     assert bench.robot.state == "open"
     bench.run(0.2)
-    assert bench.robot.state == "closed"
+    assert state_of(bench.robot) == "closed"
     bench.packets()
     bench.robot.receive_data(SYNC0)
     assert bench.packets() == [SyncReply(0)]
@@ -585,10 +674,11 @@ def test_sonar_command_enables_and_disables_arrays() -> None:
 
 
 def test_a_robot_still_open_answers_sync0_with_sips_until_close() -> None:
+    # On a serial line nothing tells the robot that its client died: a new client's SYNC0 (a PULSE to the robot)
+    # gets SIPs, and it must CLOSE and synchronise again.
     bench = Bench()
     bench.open()
-    bench.robot.receive_data(b"")  # the client went away without CLOSE
-    bench.run(0.3)
+    bench.run(0.3, pulse=0.1)
     bench.packets()
     bench.robot.receive_data(SYNC0)  # a new client
     bench.run(0.3)
@@ -596,7 +686,7 @@ def test_a_robot_still_open_answers_sync0_with_sips_until_close() -> None:
     assert packets and all(isinstance(p, Sip) for p in packets)
     assert bench.robot.state == "open"
     bench.robot.receive_data(CLOSE)
-    assert bench.robot.state == "closed"
+    assert state_of(bench.robot) == "closed"
     bench.run(0.3)
     assert bench.packets() == []
     bench.robot.receive_data(SYNC0 + SYNC1 + SYNC2 + OPEN)
@@ -604,6 +694,27 @@ def test_a_robot_still_open_answers_sync0_with_sips_until_close() -> None:
     packets = bench.packets()
     assert packets[:3] == [SyncReply(0), SyncReply(1), SyncReply(2, "Pluto", "Pioneer", "p3dx")]
     assert len([p for p in packets if isinstance(p, Sip)]) == 3
+
+
+@pytest.mark.parametrize("state", ["sync2", "open"])
+def test_end_of_stream_ends_the_session_and_stops_the_robot(state: str) -> None:
+    # A TCP client that went away without CLOSE (its program died): the robot must not drive on.
+    bench = Bench()
+    if state == "open":
+        bench.open()
+        bench.robot.receive_data(VEL_300)
+        bench.run(1.0)
+        assert bench.robot.truth_velocity[0] > 0.25
+    else:
+        bench.robot.receive_data(SYNC0 + SYNC1 + SYNC2)
+    bench.robot.receive_data(b"")
+    assert bench.robot.state == "closed" and not bench.robot.motors_enabled
+    bench.run(0.5)
+    assert bench.robot.truth_velocity == (0.0, 0.0)
+    assert bench.packets() == []
+    bench.robot.receive_data(SYNC0)  # the next client synchronises at once
+    assert bench.packets() == [SyncReply(0)]
+    assert bench.robot.counters.sessions_ended == 1
 
 
 def test_close_stops_the_robot_and_disables_the_motors() -> None:
@@ -624,9 +735,10 @@ def test_end_of_stream_drops_a_partial_packet_and_pending_output() -> None:
     bench.robot.receive_data(VEL_300[:4])
     bench.robot.receive_data(b"")
     assert bench.robot.data_to_send() == b""
-    bench.robot.receive_data(VEL_300[4:] + CONFIG)  # the rest of the old packet is garbage now
-    assert any(isinstance(p, ConfigPacket) for p in bench.packets())
+    bench.robot.receive_data(VEL_300[4:] + SYNC0)  # the rest of the old packet is garbage now
+    assert bench.packets() == [SyncReply(0)]
     assert bench.robot.counters.sessions_ended == 1
+    assert bench.robot.counters.garbage_bytes == len(VEL_300)  # the partial packet, then the rest of it
 
 
 # ------------------------------------------------------------------------------------------------ bad input
@@ -689,7 +801,7 @@ def test_driving_into_the_end_of_a_corridor_sets_the_bumper_and_stall_bits() -> 
     assert bench.robot.truth_pose == (1.0, 0.0, 0.0)
     bench.send(Command.SETA, 1000)
     bench.send(Command.VEL, 500)
-    bench.run(12.0, pulse=0.5)
+    bench.run(12.0, pulse=0.5, repeat=((Command.VEL, 500),))
     x, _, _ = bench.robot.truth_pose
     assert x == pytest.approx(6.0 - 0.25, abs=0.01)  # against the end wall, less the p3dx's radius
     sip = bench.last_sip()
@@ -708,7 +820,8 @@ def test_bump_stall_stops_the_robot_on_a_bump_and_lets_it_back_away() -> None:
     bench.send(Command.BUMP_STALL, 1)
     bench.send(Command.SETA, 1000)
     bench.send(Command.VEL, 500)
-    bench.run(12.0, pulse=0.5)
+    bench.run(12.0, pulse=0.5, repeat=((Command.VEL, 500),), until=lambda: bench.robot.body_state.front_bumper)
+    bench.run(0.5, pulse=0.5)  # the client heard the bumper: no more VEL
     sip = bench.last_sip()
     assert sip.left_stall and sip.front_bumpers
     bench.run(1.0, pulse=0.5)

@@ -22,9 +22,14 @@ behind instead, and the time skipped is counted (:attr:`P2osEmulator.skipped_tim
 # The core is stepped with its own time (_RobotClock): the wall clock's, except that one step advances it by at
 # most MAX_STEP; the rest of a longer gap is skipped, counted and logged (one line per _LATE_LOG_INTERVAL at most).
 # A restarted emulator resumes the robot's time where it stopped: the stopped time is neither simulated nor late.
-# The link behaves like a serial line: writes never block (bytes nobody reads are dropped beyond a cap), a second
-# TCP client is refused while one is connected, and a disconnection ends the client's byte stream
-# (receive_data(b"")) but not the robot's session, so a robot left open answers the next client's SYNC0 with SIPs.
+# The link behaves like a serial line: writes never block (bytes nobody reads are dropped beyond a cap), and a
+# second TCP client is refused while one is connected. Unlike a serial line, TCP tells when the client goes: the
+# disconnection ends the client's byte stream (receive_data(b"")), which ends the robot's session (it stops, the
+# motors are disabled), so a client program that dies never leaves the robot driving; the next client finds it
+# closed. Stopping the emulator is not a disconnection: the robot is not served meanwhile, and a restarted emulator
+# serves it as it was (still open, if it was).
+# Stopping is prompt whatever the world: the robot's step is asked, between its 10 ms physics steps, whether the
+# loop is being stopped, and ends there (the time it did not simulate is not counted as simulated).
 # The pty keeps its slave end open itself, so the master never sees a hang-up while no client has the port
 # open; pyserial flushes what accumulated when a client opens it. All calls into the core hold ``lock``, which
 # tests may take to read the robot consistently while the loop runs.
@@ -298,6 +303,11 @@ class _RobotClock:
         """The next :meth:`advance` only takes its wall time as the new base (the robot was not served)."""
         self._last_wall = None
 
+    def give_back(self, seconds: float) -> None:
+        """The last :meth:`advance` was simulated only up to ``seconds`` before its end (the step was cut short)."""
+        if self._robot_now is not None:
+            self._robot_now -= seconds
+
     def advance(self, wall: float) -> float:
         """The robot's time at wall-clock time ``wall`` (s, monotonic)."""
         last, self._last_wall = self._last_wall, wall
@@ -350,6 +360,8 @@ class _Loop:
         self.noise = noise
         self.robot_clock = robot_clock
         self.clock = clock
+        self.stepped_at: float | None = None
+        """The clock's time of the newest step whose output has been handed to the link (None before one)."""
 
     def _send(self) -> None:
         with self.lock:
@@ -389,8 +401,12 @@ class _Loop:
             if now >= next_tick:
                 robot_now = self.robot_clock.advance(now)
                 with self.lock:
-                    self.robot.step(robot_now)
+                    left = self.robot.step(robot_now, interrupt=stop.is_set)
+                if left > 0.0:  # stopped in the middle of the step: resume from where the robot is
+                    self.robot_clock.give_back(left)
+                    break
                 self._send()
+                self.stepped_at = now
                 next_tick += self.tick
                 if next_tick < now:  # fell behind (a paused process): do not try to catch up tick by tick
                     next_tick = now + self.tick
@@ -439,8 +455,8 @@ def serve_tcp(
 ) -> None:
     """Serve a robot over TCP in this thread, one client at a time, until ``stop`` is set.
 
-    The robot is made once; a client that connects after another disconnected finds it as that one left it
-    (still open if it did not send CLOSE).
+    The robot is made once; a client that disconnects ends its session (the robot stops), so the next one finds
+    it closed. Setting ``stop`` ends serving within one 10 ms physics step of the robot, however slow its world.
 
     Args:
         robot_factory: makes the robot (called once, before listening).
@@ -647,6 +663,14 @@ class P2osEmulator:
         """TCP clients refused because another one was connected."""
         link = self._link
         return link.refused if isinstance(link, _TcpLink) else 0
+
+    @property
+    def stepped_at(self) -> float | None:
+        """The time, by the emulator's clock (``clock``), of the newest step of the robot whose output has been
+        handed to the transport; None before the first. A test that moves a fake clock on waits until this reaches
+        it: then every byte the robot sent up to that time has been written."""
+        loop = self._loop
+        return loop.stepped_at if loop is not None else None
 
     @property
     def skipped_time(self) -> float:

@@ -17,12 +17,24 @@ clock, so every behaviour is tested by feeding bytes and calling ``step`` with c
 # * Link state machine (_LINK_TABLE): SYNC0 restarts the handshake from any state but open; a repeated SYNC echoes
 #   again (the client lost our echo); an out-of-order SYNC is ignored. Commands 1 and 2 mean SYNC1/SYNC2 during the
 #   handshake and OPEN/CLOSE after it; in state sync2 a bare command 2 is a repeated SYNC2 and one with an argument
-#   is CLOSE. While open, command 0 is PULSE, so a robot still open answers SYNC0 with nothing but its SIPs, as the
-#   reference says; it stays open until CLOSE or, if ``link_timeout`` is set, that long without any packet (a
-#   P2OS robot on a serial line never times out, hence the default None). Only the open state obeys commands.
-# * Watchdog: "stops and disables motors after the Watchdog time with no command". Any valid packet counts, PULSE
-#   included (the keepalive exists for that), garbage and bad checksums do not. PULSE does not touch the motion
-#   setpoints, which is why the reference wants the client's own command timeout.
+#   is CLOSE. While open, command 0 is PULSE: a live client's keepalive and a new client's SYNC0 are the same six
+#   bytes, so it cannot end the session by itself; the robot answers it with its SIPs, as the reference says, except
+#   in a session the watchdog has stopped and no command has renewed since (the program that opened it is
+#   presumably gone): there SYNC0 is also echoed, so a client that waits for the echo (ARIA) goes on to SYNC1. A
+#   bare command 1 (SYNC1; OPEN always carries an argument) is unambiguous: it ends an open session (the robot
+#   stops, the motors are disabled) and the handshake goes on from sync1. The end of the client's byte stream
+#   (``receive_data(b"")``: a TCP client went away) ends the session the same way, so a program that dies never
+#   leaves the robot driving. A session stays open until CLOSE, a new handshake, the end of the stream or, if
+#   ``link_timeout`` is set, that long without any packet (a P2OS robot on a serial line never times out, hence the
+#   default None). Only the open state obeys commands.
+# * Watchdog: "stops and disables motors after the Watchdog time with no command". Commands (number 3 and up,
+#   known or not) renew it, and so does OPEN; PULSE renews it except under a velocity command (VEL, RVEL, VEL2,
+#   ROTATE not zero), which would keep the robot moving for ever: an idle client keeps its session with PULSEs
+#   alone, a MOVE or a heading (which end by themselves) may take longer than the watchdog time, but a keepalive
+#   never keeps an old velocity going (the reference: "a keepalive must never keep an old motion command alive
+#   after the commanding program has died"; a new client's repeated SYNC0 is such a keepalive). A live client
+#   renews its velocity commands (ARIA repeats them every half second). Handshake packets, garbage and bad
+#   checksums never renew it. It trips once per silence.
 # * Motors start disabled (a real Pioneer powers up that way); ENABLE 0, CLOSE, the watchdog and the e-stop
 #   button disable them and clear the setpoints, so enabling again never resumes an old motion. Motion commands
 #   while the motors are disabled are counted as ignored.
@@ -199,7 +211,8 @@ class RobotCounters:
         sips: SIPs sent.
         bad_packets: packets the decoder dropped (bad checksum, impossible length, malformed argument).
         garbage_bytes: bytes skipped while looking for a packet.
-        sessions_ended: ends of the client's byte stream (``receive_data(b"")``: a disconnection).
+        sessions_ended: ends of the client's byte stream (``receive_data(b"")``: a disconnection); each ends the
+            session.
         output_dropped: bytes dropped because nobody collected :meth:`P2osRobot.data_to_send`.
     """
 
@@ -215,7 +228,7 @@ class RobotCounters:
     output_dropped: int = 0
 
 
-_Action = Literal["echo", "open", "close", "pulse", "ignore"]
+_Action = Literal["echo", "open", "close", "pulse", "restart", "ignore"]
 
 # (state, command number, argument present) -> (next state, action). Commands >= 3 are not in the table: they are
 # obeyed while open and ignored otherwise. A key with None matches either way of the argument.
@@ -234,7 +247,8 @@ _LINK_TABLE: Mapping[tuple[LinkState, int, bool | None], tuple[LinkState, _Actio
         ("sync2", 2, True): ("closed", "close"),
         ("sync2", 1, None): ("open", "open"),
         ("open", 0, None): ("open", "pulse"),
-        ("open", 1, None): ("open", "ignore"),
+        ("open", 1, False): ("sync1", "restart"),
+        ("open", 1, True): ("open", "ignore"),
         ("open", 2, None): ("closed", "close"),
     }
 )
@@ -277,8 +291,8 @@ class P2osRobot:
         world: the world the body lives in; None for an empty world (a kinematic robot).
         start: true start pose (x m, y m, theta rad) in the world; default the world's start, else the origin.
         name: the robot's name in the SYNC2 echo and the CONFIGpac.
-        watchdog: s without any client packet after which an open robot stops and disables its motors; 0 turns
-            the watchdog off. Reported in the CONFIGpac (ms).
+        watchdog: s without a command after which an open robot stops and disables its motors (a PULSE counts
+            too, except under a velocity command); 0 turns the watchdog off. Reported in the CONFIGpac (ms).
         sip_cycle: s between SIPs while open (reported in the CONFIGpac, ms).
         link_timeout: s without any client packet after which an open robot closes the session; None: never.
         limits: speed and acceleration configuration; default :meth:`MotionLimits.for_model`.
@@ -362,8 +376,10 @@ class P2osRobot:
         # time (s since the first step)
         self._origin: float | None = None
         self._t = 0.0
-        self._last_packet = 0.0
+        self._last_packet = 0.0  # any valid packet: the link timeout
+        self._last_command = 0.0  # a command, OPEN, or a PULSE without a velocity command: the watchdog
         self._watchdog_armed = False
+        self._watchdog_stopped = False  # the watchdog tripped and no command came since
         self._sip_epoch = 0.0
         self._sip_index = 0
 
@@ -571,9 +587,10 @@ class P2osRobot:
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the client; ``b""`` means the client's stream ended (a disconnection).
 
-        Commands take effect at once, at the time of the last :meth:`step`. After ``b""`` the next bytes start a
-        fresh session (a new decoder, pending output dropped), but the robot keeps its state: if the client did
-        not CLOSE, the robot is still open and answers the next SYNC0 with SIPs, as a real one does.
+        Commands take effect at once, at the time of the last :meth:`step`. ``b""`` ends the session as CLOSE
+        does (the robot stops, its motors are disabled; a handshake in progress is dropped), and the next bytes
+        start afresh (a new decoder, pending output dropped): a client that went away without CLOSE never leaves
+        the robot driving, and the next one finds it closed.
 
         Args:
             data: any bytes; garbage, bad checksums and malformed commands are counted and ignored.
@@ -588,6 +605,8 @@ class P2osRobot:
         if not data:
             self._old_decoder_stats = self.decoder_statistics()
             self._decoder = P2osDecoder(role="robot")
+            if self._state != "closed":
+                self._close_session()
             self._out.clear()
             self._counts["sessions_ended"] += 1
 
@@ -597,7 +616,7 @@ class P2osRobot:
         self._out.clear()
         return data
 
-    def step(self, now: float) -> None:
+    def step(self, now: float, *, interrupt: Callable[[], bool] | None = None) -> float:
         """Advance the robot to time ``now``: motion control, body physics, sonar, watchdog and the SIP cycle.
 
         The first call sets the time base; a time earlier than the last one is ignored. Long steps are split so
@@ -605,12 +624,19 @@ class P2osRobot:
 
         Args:
             now: time, s, from any monotonic clock (the transport's or a test's).
+            interrupt: asked before each physics step; when it answers True the step ends there, early (a
+                transport that is being stopped need not wait for a slow world's physics).
+
+        Returns:
+            The time, s, left to simulate when ``interrupt`` ended the step early; 0.0 otherwise.
         """
         if self._origin is None:
             self._origin = now
         target = now - self._origin
         self._emit_due_packets()
         while self._t < target - 1e-12:
+            if interrupt is not None and interrupt():
+                return target - self._t
             h = min(_CONTROL_STEP, target - self._t)
             if self._state == "open":
                 h = min(h, max(self._next_sip_time() - self._t, 1e-9))
@@ -620,6 +646,7 @@ class P2osRobot:
             self._fire_sonar()
             self._emit_due_packets()
         self._check_link()
+        return 0.0
 
     # ------------------------------------------------------------------------------------------------ link
 
@@ -634,18 +661,31 @@ class P2osRobot:
         self._counts["packets"] += 1
         self._recent.append((self._t, packet))
         self._last_packet = self._t
-        self._watchdog_armed = True
+        if isinstance(packet, CommandPacket) and packet.command <= 2:
+            self._handle_link(int(packet.command), packet.argument is not None)
+            return
+        self._renew_watchdog()  # a command, even one not understood: the client is alive and commanding
+        self._watchdog_stopped = False
         if isinstance(packet, UnknownPacket):
             self._counts["unknown"] += 1
-            return
-        number = int(packet.command)
-        if number <= 2:
-            self._handle_link(number, packet.argument is not None)
             return
         if self._state != "open":
             self._counts["ignored"] += 1
             return
         self._obey(packet)
+
+    def _renew_watchdog(self) -> None:
+        self._last_command = self._t
+        self._watchdog_armed = True
+
+    def _open_ended_motion(self) -> bool:
+        """A velocity command (VEL, RVEL, VEL2, ROTATE) would keep the robot moving for ever (a PULSE then does
+        not renew the watchdog). A MOVE or a heading ends by itself, and so does a stop."""
+        if not self._motors:
+            return False
+        return (self._trans_mode == "velocity" and self._v_target != 0.0) or (
+            self._rot_mode == "velocity" and self._w_target != 0.0
+        )
 
     def _handle_link(self, number: int, has_argument: bool) -> None:
         key = (self._state, number)
@@ -654,38 +694,51 @@ class P2osRobot:
             self._counts["ignored"] += 1
             return
         state, action = entry
+        if action == "restart":  # a new handshake in an open session (SYNC1): the old session ends first
+            self._close_session()
         self._state = state
-        if action == "echo":
-            if number == 2:
-                reply = SyncReply(2, self._name, self._params.robot_class, self._params.subclass)
-            else:
-                reply = SyncReply(number)
-            self._emit(reply.encode())
+        if action in ("echo", "restart"):
+            self._echo(number)
         elif action == "open":
             self._sip_epoch = self._t
             self._sip_index = 0
             self._next_firing = self._t
             self._new_sonar.clear()
+            self._renew_watchdog()
+            self._watchdog_stopped = False
         elif action == "close":
             self._close_session()
+        elif action == "pulse":
+            if self._watchdog_stopped:  # nobody commands this session any more: maybe a new client's SYNC0
+                self._echo(0)
+            elif not self._open_ended_motion():
+                self._renew_watchdog()
         elif action == "ignore":
             self._counts["ignored"] += 1
+
+    def _echo(self, number: int) -> None:
+        if number == 2:
+            reply = SyncReply(2, self._name, self._params.robot_class, self._params.subclass)
+        else:
+            reply = SyncReply(number)
+        self._emit(reply.encode())
 
     def _close_session(self) -> None:
         self._state = "closed"
         self._disable_motors()
         self._encoder_mode = self._io_mode = 0
+        self._watchdog_armed = self._watchdog_stopped = False
 
     def _check_link(self) -> None:
         """The watchdog and the link timeout, at the current time."""
         if self._state != "open":
             return
-        silence = self._t - self._last_packet
-        if self._link_timeout is not None and silence >= self._link_timeout:
+        if self._link_timeout is not None and self._t - self._last_packet >= self._link_timeout:
             self._close_session()
             return
-        if self._watchdog > 0.0 and self._watchdog_armed and silence >= self._watchdog:
+        if self._watchdog > 0.0 and self._watchdog_armed and self._t - self._last_command >= self._watchdog:
             self._watchdog_armed = False  # one trip per silence
+            self._watchdog_stopped = True
             self._counts["watchdog_trips"] += 1
             self._disable_motors()
 
