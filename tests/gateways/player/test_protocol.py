@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pluto.errors import LocalProtocolError, RemoteProtocolError
 from pluto.gateways.player.protocol import (
     BANNER,
+    HEADER,
     HEADER_SIZE,
     MAX_PAYLOAD,
     NEED_DATA,
@@ -49,7 +50,8 @@ def test_encode_message_sets_times_and_size() -> None:
     assert (header.time_sec, header.time_usec, header.timestamp_sec, header.timestamp_usec) == (12, 500_000, 3, 1)
     assert data[32:] == b"\x01\x02"
     assert split_time(-1.0) == (0, 0) and split_time(float("nan")) == (0, 0)
-    with pytest.raises(LocalProtocolError, match="8192"):
+    assert MAX_PAYLOAD == 8160  # PLAYER_MAX_MESSAGE_SIZE (8192) less the header, as the 1.5 server applies it
+    with pytest.raises(LocalProtocolError, match="8160"):
         encode_message(MsgType.DATA, 6, 0, bytes(MAX_PAYLOAD + 1))
     with pytest.raises(LocalProtocolError, match="out of range"):
         encode_message(MsgType.DATA, 70000, 0)
@@ -59,8 +61,8 @@ def test_header_refuses_bad_stx_and_oversize() -> None:
     good = Header(MsgType.REQ, 1, 0, size=2).pack()
     with pytest.raises(RemoteProtocolError, match="bad stx 0x5879"):
         Header.unpack(b"\x58\x79" + good[2:])
-    with pytest.raises(RemoteProtocolError, match="over the limit of 8192"):
-        Header.unpack(good[:28] + struct.pack(">I", 8193))
+    with pytest.raises(RemoteProtocolError, match="over the limit of 8160"):
+        Header.unpack(good[:28] + struct.pack(">I", 8161))
     with pytest.raises(RemoteProtocolError, match="32 bytes"):
         Header.unpack(good[:31])
 
@@ -114,15 +116,40 @@ def test_client_side_reads_the_banner_first() -> None:
     assert isinstance(event, Message) and event.type == MsgType.SYNCH
 
 
-def test_garbage_breaks_the_stream_for_good() -> None:
+def test_garbage_is_skipped_up_to_the_next_stx_and_counted() -> None:
+    garbage = b"garbage that is long enough for a header"
+    stream = messages()[0] + garbage + messages()[1] + b"\x00X" + messages()[2]
+    whole = PlayerConnection("server")
+    whole.receive_data(stream)
+    trickle = PlayerConnection("server")
+    trickled: list[object] = []
+    for i in range(len(stream)):
+        trickle.receive_data(stream[i : i + 1])
+        trickled += drain(trickle)
+    events = drain(whole)
+    assert events == trickled
+    assert [m.header.type for m in events if isinstance(m, Message)] == [3, 2, 3]
+    for conn in (whole, trickle):
+        assert (conn.messages, conn.garbage_bytes, conn.resyncs) == (3, len(garbage) + 2, 2)
+        assert "skipped" in conn.last_problem
+
+
+def test_an_x_before_the_stx_does_not_hide_the_message() -> None:
     conn = PlayerConnection("server")
-    conn.receive_data(messages()[0] + b"garbage that is long enough for a header" + messages()[1])
-    assert isinstance(conn.next_event(), Message)
-    with pytest.raises(RemoteProtocolError, match="bad stx"):
-        conn.next_event()
-    with pytest.raises(RemoteProtocolError, match="bad stx"):
-        conn.next_event()
-    assert conn.error is not None
+    conn.receive_data(b"XX" + messages()[0][1:])  # "XXx...": the second X starts the message
+    event = conn.next_event()
+    assert isinstance(event, Message) and event.type == MsgType.REQ and conn.garbage_bytes == 1
+
+
+def test_an_oversized_header_is_dropped_and_the_stream_goes_on() -> None:
+    oversized = HEADER.pack(STX, MsgType.REQ, 1, 0, 0, 0, 0, 0, 0, MAX_PAYLOAD + 1)
+    largest = encode_message(MsgType.CMD, 4, 0, bytes(MAX_PAYLOAD))
+    conn = PlayerConnection("server")
+    conn.receive_data(oversized + b"\x01\x02" + largest + messages()[0])
+    events = drain(conn)
+    assert [(m.header.type, m.header.size) for m in events if isinstance(m, Message)] == [(2, 8160), (3, 2)]
+    assert (conn.oversized, conn.garbage_bytes) == (1, 2)
+    assert conn.last_problem.startswith("skipped 2 bytes")
 
 
 def test_a_stream_that_ends_inside_a_message_says_so() -> None:
@@ -142,17 +169,17 @@ def test_roles_are_checked() -> None:
         PlayerConnection("robot")  # type: ignore[arg-type]
 
 
-@given(st.binary(max_size=200), st.integers(1, 64))
-def test_any_bytes_give_messages_or_a_protocol_error(data: bytes, chunk: int) -> None:
+@given(st.binary(max_size=300), st.integers(1, 64))
+def test_any_bytes_give_messages_and_then_the_end(data: bytes, chunk: int) -> None:
     conn = PlayerConnection("server")
-    stream = STX.to_bytes(2, "big") + data
-    try:
-        for i in range(0, len(stream), chunk):
-            conn.receive_data(stream[i : i + chunk])
-            drain(conn)
-        conn.receive_data(b"")
-        events = drain(conn)
-    except RemoteProtocolError:
-        return
+    stream = STX.to_bytes(2, "big") + data + messages()[0]
+    events: list[object] = []
+    for i in range(0, len(stream), chunk):
+        conn.receive_data(stream[i : i + chunk])
+        events += drain(conn)
+        assert conn.buffered_bytes < HEADER_SIZE + MAX_PAYLOAD + chunk
+    conn.receive_data(b"")
+    events += drain(conn)
     assert isinstance(events[-1], ConnectionClosed)
-    assert conn.buffered_bytes < HEADER_SIZE + MAX_PAYLOAD
+    assert all(isinstance(e, Message) for e in events[:-1])
+    assert conn.bytes_received == len(stream)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import threading
@@ -18,6 +19,7 @@ from pluto.gateways.player.protocol import BANNER, HEADER, STX, DataMode, Header
 from pluto.gateways.player.server import ConfigRefused, PlayerServer
 from pluto.gateways.player.session import Sample
 from pluto.gateways.player.structs import (
+    AuthRequest,
     CommandStruct,
     ConfigStruct,
     PositionCommand,
@@ -177,22 +179,32 @@ def test_a_clock_jump_restarts_the_rounds_of_every_client(backend: FakeBackend) 
         assert client.round_time == pytest.approx(30.06) and client.position.count == 2
 
 
-def test_bad_input_closes_only_that_connection(server: PlayerServer, backend: FakeBackend) -> None:
+def test_garbage_is_skipped_and_the_connection_goes_on(server: PlayerServer, backend: FakeBackend) -> None:
+    devlist = encode_message(MsgType.REQ, 1, 0, struct.pack(">H", 1))
     with PlayerClient(port=server.port) as good:
         good.subscribe("position")
         good.read()
-        bad_frames = [
+        # as the 1.5 server does: skip to the next stx ("Xx"), drop a header whose size is over 8160 bytes
+        garbled = [
             b"\x12\x34" + bytes(30),  # wrong stx
-            HEADER.pack(STX, 3, 1, 0, 0, 0, 0, 0, 0, 8193),  # oversized
-            HEADER.pack(STX, 3, 1, 0, 0, 0, 0, 0, 0, 10)[:20],  # truncated header, then the end
-            HEADER.pack(STX, 2, 4, 0, 0, 0, 0, 0, 0, 26) + bytes(5),  # truncated payload, then the end
+            HEADER.pack(STX, 3, 1, 0, 0, 0, 0, 0, 0, 8161) + b"junk",  # oversized, then garbage
+            b"X" + bytes(7),  # a false start
         ]
-        for frame in bad_frames:
+        with raw_connection(server) as sock:
+            for frame in garbled:
+                sock.sendall(frame + devlist)
+                reply = Header.unpack(recv_exactly(sock, 32))
+                assert (reply.type, reply.device, reply.size) == (MsgType.RESP_ACK, 1, 388)
+                recv_exactly(sock, 388)
+        wait_until(lambda: server.statistics().garbage_bytes == 32 + 4 + 8)
+        assert server.statistics().oversized == 1
+        # a stream that ends inside a message is a protocol error (counted); the connection closes
+        for frame in (devlist[:20], HEADER.pack(STX, 2, 4, 0, 0, 0, 0, 0, 0, 26) + bytes(5)):
             with raw_connection(server) as sock:
                 sock.sendall(frame)
                 sock.shutdown(socket.SHUT_WR)
                 assert closed_by_server(sock)
-        wait_until(lambda: server.statistics().protocol_errors == 4)
+        wait_until(lambda: server.statistics().protocol_errors == 2)
         # answered with the reply the protocol defines, and the connection stays up
         with raw_connection(server) as sock:
             sock.sendall(encode_message(MsgType.REQ, 99, 0, b"\x01"))  # unknown device
@@ -276,13 +288,163 @@ def test_a_client_that_does_not_read_is_dropped(backend: FakeBackend) -> None:
             assert client.device_list()
 
 
-def test_auth_key() -> None:
-    with PlayerServer(FakeBackend(), port=0, key=b"s3cret") as server:
-        with PlayerClient(port=server.port) as client, pytest.raises(RequestRefused):
-            client.device_list()
+class FakeTime:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def auth_request(key: bytes) -> bytes:
+    return encode_message(MsgType.REQ, 1, 0, AuthRequest(key).pack())
+
+
+def test_nothing_but_the_banner_before_auth(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0, key=b"s3cret", max_frequency=100.0) as server:
+        ticker = Ticker(server)
+        ticker.thread.start()
+        try:
+            with raw_connection(server) as waiting, PlayerClient(port=server.port) as client:
+                client.authenticate("s3cret")
+                client.subscribe("position")
+                for _ in range(5):
+                    client.read()  # rounds went out to every client: none to the one that has not authenticated
+                waiting.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    waiting.recv(1)
+                # anything but the right AUTH closes the connection without a reply (no NACK, as the 1.5 server)
+                waiting.setblocking(True)
+                waiting.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">H", 1)))
+                assert read_until_closed(waiting) == b""
+        finally:
+            ticker.stop.set()
+            ticker.thread.join(5)
+    assert server.statistics().requests == 2  # the AUTH and the DEV request of the authenticated client
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    """Everything the server sends until it closes the connection; TimeoutError if it does not within ``timeout`` s."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def test_a_wrong_key_closes_and_blocks_the_address_for_a_growing_time(
+    backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeTime()
+    caplog.set_level(logging.INFO, logger="pluto.player")
+    with PlayerServer(
+        backend, port=0, key=b"s3cret", auth_backoff=1.0, auth_backoff_max=4.0, monotonic=clock
+    ) as server:
+        with raw_connection(server) as guess, raw_connection(server) as other:
+            guess.sendall(auth_request(b"guess"))
+            assert read_until_closed(guess) == b""  # no reply: closed
+            wait_until(lambda: server.statistics().auth_failures == 1, timeout=30)
+            # during the block, even the right key from this address is not read as an attempt
+            other.sendall(auth_request(b"s3cret"))
+            assert read_until_closed(other) == b""
+        for _ in range(50):  # new connections are refused: the banner, then the close
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                assert read_until_closed(sock) == BANNER
+        assert server.statistics().refused == 50
+        clock.now += 1.0  # the first block is over
         with PlayerClient(port=server.port) as client:
-            client.authenticate("s3cret")
+            client.authenticate("s3cret")  # a success clears the address's record
             assert client.device_list()
+        for block in (1.0, 2.0, 4.0, 4.0):  # doubled at each failure, up to auth_backoff_max
+            with raw_connection(server) as guess:
+                guess.sendall(auth_request(b"guess"))
+                assert read_until_closed(guess) == b""
+            wait_until(lambda: server.auth_blocked("127.0.0.1"), timeout=30)
+            clock.now += block - 0.01
+            assert server.auth_blocked("127.0.0.1")
+            clock.now += 0.01
+            assert not server.auth_blocked("127.0.0.1")
+        stats = server.statistics()
+    assert (stats.auth_failures, stats.refused, stats.failures) == (5, 50, 0)
+    lines = [r.getMessage() for r in caplog.records if "from 127.0.0.1" in r.getMessage()]
+    # one line per address and kind of event per interval, with a count: never one per refused connection
+    print("\n".join(lines))
+    assert len(lines) <= 6, lines
+
+
+def test_idle_sockets_never_lock_a_client_out(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0, max_frequency=100.0, max_clients=64, max_per_address=32) as server:
+        ticker = Ticker(server)
+        ticker.thread.start()
+        idle: list[socket.socket] = []
+        try:
+            for _ in range(300):  # they connect and send nothing
+                idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+            wait_until(lambda: server.statistics().accepted == 300, timeout=60, message="the 300 sockets are in")
+            held = server.clients
+            start = time.monotonic()
+            with PlayerClient(port=server.port, timeout=30) as client:
+                client.subscribe("position")
+                client.read()
+                while client.position.count == 0:
+                    client.read()
+                served_in = time.monotonic() - start
+            stats = server.statistics()
+            figures = (
+                f"served in {served_in * 1000:.0f} ms with {held} idle connections held; "
+                f"{stats.evicted} evicted, {stats.refused} refused, {stats.accepted} accepted"
+            )
+            print(figures)
+            assert served_in < 1.0, figures
+            assert held == 32 and stats.evicted == 300 - 32 + 1 and stats.refused == 0, figures
+        finally:
+            ticker.stop.set()
+            ticker.thread.join(5)
+            for sock in idle:
+                sock.close()
+
+
+def test_an_idle_connection_is_closed_and_a_reading_one_is_not(backend: FakeBackend) -> None:
+    with PlayerServer(backend, port=0, max_frequency=100.0, idle_timeout=0.3) as server:
+        ticker = Ticker(server)
+        ticker.thread.start()
+        try:
+            with PlayerClient(port=server.port, timeout=30) as reader:
+                reader.subscribe("position")  # then it only reads
+                with raw_connection(server) as silent, raw_connection(server) as talked_once:
+                    talked_once.sendall(encode_message(MsgType.REQ, 1, 0, struct.pack(">H", 1)))
+                    assert len(recv_exactly(talked_once, 32 + 388)) == 420
+                    read_until_closed(silent, timeout=30)  # rounds of only a SYNCH, then the close
+                    read_until_closed(talked_once, timeout=30)
+                assert server.statistics().idle_closed == 2
+                before = reader.position.count
+                reader.read()
+                reader.read()
+                assert reader.position.count > before  # quiet for longer than idle_timeout, and still served
+        finally:
+            ticker.stop.set()
+            ticker.thread.join(5)
+    assert server.statistics().idle_closed == 2
+
+
+def test_over_the_caps_with_every_connection_busy_a_newcomer_is_refused(backend: FakeBackend) -> None:
+    with (
+        PlayerServer(backend, port=0, max_clients=3, max_per_address=2) as server,
+        PlayerClient(port=server.port) as first,
+        PlayerClient(port=server.port) as second,
+    ):
+        first.subscribe("position")
+        second.subscribe("sonar")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as third:
+            assert read_until_closed(third) == BANNER  # the banner, then the close: the log says why
+        assert first.device_list() and second.device_list()  # the busy ones go on
+        stats = server.statistics()
+    assert (stats.refused, stats.evicted, stats.accepted) == (1, 0, 2)
 
 
 def test_the_port_must_be_free(backend: FakeBackend) -> None:

@@ -101,6 +101,18 @@ def test_access_is_echoed_or_e(session: ClientSession) -> None:
     assert Opened(POSITION, None) in outputs and session.opened == {}
 
 
+def test_an_unknown_access_letter_leaves_the_device_as_it_is(session: ClientSession) -> None:
+    assert open_device(session, 4, b"a").access == b"a"
+    for letter in (b"x", b"e", b"\0"):
+        outputs = session.handle(request(1, DeviceRequest(4, 0, letter).pack()), 1.0, everything, {})
+        assert len(outputs) == 1  # the reply, and no change of access
+        assert DeviceReply.unpack(one_reply(outputs).payload) == DeviceReply(4, 0, b"a", "pluto-base")
+    assert session.opened == {POSITION: Access.ALL} and session.writes(POSITION)
+    assert "stays 'a'" in session.statistics().last_problem
+    first = session.tick(0.0, samples(0.0))
+    assert first is not None and (MsgType.DATA, 4) in data_devices(first)  # still reading
+
+
 def test_requests_to_devices(session: ClientSession) -> None:
     unopened = one_reply(session.handle(request(4, b"\x01"), 0.0, everything, {}))
     assert (unopened.type, unopened.device, unopened.header.size) == (MsgType.RESP_ERR, 4, 0)
@@ -221,10 +233,12 @@ def test_pull_modes_send_a_round_on_request(session: ClientSession) -> None:
 def test_auth_with_a_key() -> None:
     session = ClientSession(DEVICES, port=1, key=b"s3cret")
     outputs = session.handle(request(1, struct.pack(">H", 1)), 0.0, everything, {})
-    assert one_reply(outputs).type == MsgType.RESP_NACK and isinstance(outputs[-1], Close)
+    assert replies(outputs) == [] and len(outputs) == 1  # closed without a reply
+    closed = outputs[0]
+    assert isinstance(closed, Close) and not closed.auth_failed and "before AUTH" in closed.reason
     session = ClientSession(DEVICES, port=1, key=b"s3cret")
     wrong = session.handle(request(1, AuthRequest(b"guess").pack()), 0.0, everything, {})
-    assert isinstance(wrong[-1], Close) and not session.authenticated
+    assert wrong == [Close("wrong AUTH key", auth_failed=True)] and not session.authenticated
     session = ClientSession(DEVICES, port=1, key=b"s3cret")
     right = session.handle(request(1, AuthRequest(b"s3cret").pack()), 0.0, everything, {})
     assert one_reply(right).type == MsgType.RESP_ACK and session.authenticated
@@ -232,6 +246,14 @@ def test_auth_with_a_key() -> None:
     assert one_reply(listed).type == MsgType.RESP_ACK
     keyless = ClientSession(DEVICES, port=1)
     assert one_reply(keyless.handle(request(1, AuthRequest(b"any").pack()), 0.0, everything, {})).type == 4
+
+
+def test_nothing_is_sent_before_auth() -> None:
+    session = ClientSession(DEVICES, port=1, key=b"s3cret")
+    assert [session.tick(t * 0.1, samples(t * 0.1)) for t in range(5)] == [None] * 5  # no SYNCH, no data
+    session.handle(request(1, AuthRequest(b"s3cret").pack()), 0.5, everything, {})
+    after = session.tick(0.6, samples(0.6))
+    assert after is not None and data_devices(after) == [(MsgType.SYNCH, 1)]
 
 
 def test_name_service(session: ClientSession) -> None:

@@ -10,14 +10,19 @@
 """
 
 # Strategy: /work/shared/reference/player-1.5-wire.md. Every message is a 32-byte big-endian header
-# (``>HHHHIIIIII``: stx, type, device, index, time, timestamp, reserved, size) and ``size`` payload bytes; the
-# largest payload is 8192 bytes. The stream has no checksum and no resynchronisation marker beyond the two stx
-# bytes, which also occur inside payloads, so after a header that is not valid (wrong stx, oversized) there is
-# no safe place to resume: the connection is broken, as in h11. next_event raises RemoteProtocolError with the
-# reason, and keeps raising it; the transport closes that connection. The time and reserved fields of what a
-# client sends are never checked (clients send garbage there). Parsing is lazy: receive_data only appends and
-# next_event takes one message at a time, so a transport that stops reading while a request is being served
-# holds at most one read's worth of bytes.
+# (``>HHHHIIIIII``: stx, type, device, index, time, timestamp, reserved, size) and ``size`` payload bytes. The
+# largest message Player 1.5 sends or receives is PLAYER_MAX_MESSAGE_SIZE = 8192 bytes, header included, so the
+# largest payload is 8192 - 32 = 8160 bytes (PLAYER_MAX_PAYLOAD_SIZE; the 1.5 server's reader drops a header whose
+# size is over it). The stream has no checksum; the only marker is the two stx bytes ("Xx"). Like the 1.5 server
+# (server/clientdata.cc, ClientData::Read), a connection resynchronises instead of giving up: bytes that do not
+# start with "Xx" are skipped up to the next "Xx" (counted in ``garbage_bytes``), and a header with an oversized
+# size is dropped and the hunt for "Xx" goes on after it (counted in ``oversized``). A message found this way may
+# be a false start inside garbage; it is an ordinary message to the layer above, which answers or ignores it as
+# it would any other. Unlike the 1.5 server, a second "X" after an "X" is kept as a possible first stx byte, so
+# "XXx..." still finds its message. The time and reserved fields of what a client sends are never checked
+# (clients send garbage there). Parsing is lazy: receive_data only appends and next_event takes one message at a
+# time (dropping garbage as it goes), so a transport that stops reading while a request is being served holds at
+# most one read's worth of bytes plus one message.
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ __all__ = [
     "HEADER",
     "HEADER_SIZE",
     "MAX_DEVICES",
+    "MAX_MESSAGE",
     "MAX_PAYLOAD",
     "NEED_DATA",
     "STX",
@@ -60,8 +66,10 @@ HEADER: Final = struct.Struct(">HHHHIIIIII")
 """The header: stx, type, device, device_index, time_sec, time_usec, timestamp_sec, timestamp_usec, reserved, size."""
 HEADER_SIZE: Final = HEADER.size
 """32 bytes."""
-MAX_PAYLOAD: Final = 8192
-"""Largest payload of a message, bytes."""
+MAX_MESSAGE: Final = 8192
+"""Largest message, header included, bytes (PLAYER_MAX_MESSAGE_SIZE of Player 1.5)."""
+MAX_PAYLOAD: Final = MAX_MESSAGE - HEADER_SIZE
+"""Largest payload of a message: 8160 bytes (PLAYER_MAX_PAYLOAD_SIZE; the 1.5 server drops larger ones)."""
 BANNER_SIZE: Final = 32
 """Bytes of the banner the server sends on accept."""
 BANNER: Final = b"Player v.1.5".ljust(BANNER_SIZE, b"\0")
@@ -70,6 +78,7 @@ MAX_DEVICES: Final = 64
 """Entries of a device list."""
 
 _U32 = 0xFFFFFFFF
+_STX_BYTES = STX.to_bytes(2, "big")
 
 
 class MsgType(IntEnum):
@@ -338,6 +347,13 @@ class PlayerConnection:
         role: ``"server"`` decodes a client's messages; ``"client"`` decodes the banner and then a server's
             messages.
 
+    Attributes:
+        messages: whole messages returned.  bytes_received: bytes fed in.
+        garbage_bytes: bytes skipped while looking for the next stx ("Xx").
+        resyncs: runs of garbage skipped (the times the stream lost its framing).
+        oversized: headers dropped because their size is over :data:`MAX_PAYLOAD`.
+        last_problem: what was dropped last, for a log line.
+
     Raises:
         LocalProtocolError: an unknown role.
     """
@@ -350,19 +366,18 @@ class PlayerConnection:
         self._need_banner = role == "client"
         self._header: Header | None = None
         self._ended = False
-        self._error: RemoteProtocolError | None = None
         self.messages = 0
         self.bytes_received = 0
+        self.garbage_bytes = 0
+        self.resyncs = 0
+        self.oversized = 0
+        self.last_problem = ""
+        self._in_garbage = False
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as events."""
         return len(self._buffer)
-
-    @property
-    def error(self) -> RemoteProtocolError | None:
-        """Why the stream is broken, or None."""
-        return self._error
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the transport; ``b""`` means the peer closed the stream.
@@ -384,12 +399,8 @@ class PlayerConnection:
         """The next event: a :class:`Banner` (client role, first), a :class:`Message`, :class:`ConnectionClosed`
         (again and again after the end), or NEED_DATA.
 
-        Raises:
-            RemoteProtocolError: the peer sent something that is not Player 1.5 (a bad stx, an oversized message);
-                the stream is broken and every later call raises the same error.
+        Garbage and oversized headers are dropped on the way (see the counters); they never end the stream.
         """
-        if self._error is not None:
-            raise self._error
         buffer = self._buffer
         if self._need_banner:
             if len(buffer) < BANNER_SIZE:
@@ -398,15 +409,25 @@ class PlayerConnection:
             del buffer[:BANNER_SIZE]
             self._need_banner = False
             return Banner(raw.split(b"\0", 1)[0].decode("latin-1"))
-        if self._header is None:
+        while self._header is None:
+            self._skip_garbage()
             if len(buffer) < HEADER_SIZE:
-                return ConnectionClosed(len(buffer)) if self._ended else NEED_DATA
-            try:
-                self._header = Header.unpack(buffer[:HEADER_SIZE])
-            except RemoteProtocolError as err:
-                self._error = err
-                raise
+                if not self._ended:
+                    return NEED_DATA
+                if buffer == _STX_BYTES[:1]:  # a lone "X" at the very end: garbage, not a message
+                    self._drop(1, "a stray byte at the end of the stream")
+                return ConnectionClosed(len(buffer))
+            fields = HEADER.unpack_from(buffer)
+            size = fields[-1]
+            if size > MAX_PAYLOAD:
+                del buffer[:HEADER_SIZE]
+                self.oversized += 1
+                self.last_problem = f"dropped a header with a payload size of {size} bytes (the limit is {MAX_PAYLOAD})"
+                continue
             del buffer[:HEADER_SIZE]
+            self._in_garbage = False
+            stx, mtype, device, index, tsec, tusec, ssec, susec, reserved, _ = fields
+            self._header = Header(mtype, device, index, tsec, tusec, ssec, susec, reserved, size, stx)
         header = self._header
         if len(buffer) < header.size:
             return ConnectionClosed(HEADER_SIZE + len(buffer)) if self._ended else NEED_DATA
@@ -415,3 +436,22 @@ class PlayerConnection:
         self._header = None
         self.messages += 1
         return Message(header, payload)
+
+    def _skip_garbage(self) -> None:
+        """Drop the bytes before the next stx; keep a final "X" that may be the first half of one."""
+        buffer = self._buffer
+        if buffer[:2] == _STX_BYTES:
+            return
+        found = buffer.find(_STX_BYTES)
+        if found < 0:
+            found = len(buffer) - 1 if buffer.endswith(_STX_BYTES[:1]) else len(buffer)
+        if found > 0:
+            self._drop(found, "bytes that are not a Player 1.5 message")
+
+    def _drop(self, count: int, what: str) -> None:
+        del self._buffer[:count]
+        self.garbage_bytes += count
+        if not self._in_garbage:
+            self._in_garbage = True
+            self.resyncs += 1
+        self.last_problem = f"skipped {count} {what}"

@@ -7,17 +7,39 @@
 
 The backend (the module, or a fake in tests) says which devices can be opened, answers configuration requests
 (on worker threads: it may block on the bus) and takes commands (on the server's thread: it must not block).
+
+Connections are a shared resource, guarded beyond what the 1.5 server did:
+
+- *Idle connections* are closed after ``idle_timeout`` s (60 by default). A connection is idle when it holds no
+  device open and has sent no whole message for that long: a client that reads data, or holds write access, is
+  never idle, however quiet it is; one that connected and does nothing (or never authenticates) is.
+- *Caps*: at most ``max_clients`` connections in all and ``max_per_address`` from one address. A new connection
+  over a cap first makes room by closing the connection (of that address, for the per-address cap) that holds no
+  device and has been silent longest, so idle sockets can never lock a well-behaved client out; only when every
+  connection in the way holds a device is the newcomer refused.
+- *Failed authentication* (a wrong AUTH key) blocks the address for a growing time (``auth_backoff`` s, doubled at
+  each failure up to ``auth_backoff_max``): meanwhile its new connections are refused and what its open
+  connections send before authenticating is not even read as an attempt: they are closed.
+
+Player 1.5 has no message that says why a connection is refused: a refused connection gets the banner (so a client
+sees a server, not a dead port) and is closed at once, and the reason goes to the log. Log lines about one address
+and one kind of event (refused, evicted, idle, failed authentication, garbage, refused commands) are rate-limited:
+the first at once, then one line per ``log_interval`` s with the count.
 """
 
 # Strategy: one event loop on a thread of its own does all socket I/O; each connection is a PlayerConnection
 # (framing) and a ClientSession (protocol state), so the server adds only transport and scheduling. Requests of one
 # client are handled in order: while the backend answers a configuration request, that connection stops reading
 # (pause_reading) and its next messages wait, so its replies cannot overtake each other; other clients and the
-# rounds go on. A client that breaks the framing (bad stx, oversized message), stops reading its data (more than
-# ``write_limit`` bytes queued), or makes the server fail is disconnected alone, counted and logged; nothing it
-# sends can stop the loop. Data arrives with each tick as a mapping of ready-made payloads, built once for every
-# client by the caller (never in a bus callback), and handed to the loop with call_soon_threadsafe. The server's
-# time is the time of the latest tick, so replies and rounds carry the module's clock, simulated or not.
+# rounds go on. Garbage in a client's stream is skipped and counted by its PlayerConnection (as the 1.5 server
+# resynchronises on the stx); a client that stops reading its data (more than ``write_limit`` bytes queued) or
+# makes the server fail is disconnected alone, counted and logged; nothing it sends can stop the loop. A command
+# the backend refuses (CommandRefused: a value out of range) is dropped and counted, and the session goes on. Data
+# arrives with each tick as a mapping of ready-made payloads, built once for every client by the caller (never in a
+# bus callback), and handed to the loop with call_soon_threadsafe. The rounds follow the time of the ticks (the
+# module's clock, simulated or not); the header times are on the clock the data is stamped with, which the caller
+# gives as an offset from the tick's time (0 when the module runs on that clock). Idle timeouts, back-off and log
+# intervals are about sockets and people, so they run on the wall clock (``monotonic``, injectable for tests).
 
 from __future__ import annotations
 
@@ -27,11 +49,12 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pluto.errors import PlutoError, RemoteProtocolError
+from pluto.errors import PlutoError
 from pluto.gateways.player.devices import DEVICES, DeviceKey, DeviceSpec
 from pluto.gateways.player.protocol import BANNER, NEED_DATA, Access, ConnectionClosed, Message, PlayerConnection
 from pluto.gateways.player.session import (
@@ -47,13 +70,18 @@ from pluto.gateways.player.session import (
 )
 from pluto.gateways.player.structs import CommandStruct, ConfigStruct
 
-__all__ = ["ConfigRefused", "PlayerBackend", "PlayerServer", "ServerStatistics"]
+__all__ = ["CommandRefused", "ConfigRefused", "PlayerBackend", "PlayerServer", "RateLimitedLog", "ServerStatistics"]
 
 log = logging.getLogger("pluto.player")
 
 
 class ConfigRefused(PlutoError):
     """A backend cannot carry out a configuration request; the client gets RESP_NACK. The message says why."""
+
+
+class CommandRefused(PlutoError):
+    """A backend will not carry out a command (a value out of range, say); it is dropped and counted, the client
+    stays connected. The message says why."""
 
 
 class PlayerBackend(Protocol):
@@ -71,7 +99,10 @@ class PlayerBackend(Protocol):
         ...
 
     def command(self, client: int, device: DeviceKey, command: CommandStruct) -> None:
-        """Take a command from a client with write access. Called on the server's thread: must not block."""
+        """Take a command from a client with write access. Called on the server's thread: must not block.
+
+        Raises CommandRefused to drop it.
+        """
         ...
 
     def released(self, device: DeviceKey) -> None:
@@ -84,11 +115,17 @@ class ServerStatistics:
     """What the server has seen.
 
     Attributes:
-        accepted: connections accepted.  clients: connections open now.
-        protocol_errors: connections closed for breaking the framing (bad stx, oversized, truncated at the end).
+        accepted: connections admitted.  clients: connections open now.
+        protocol_errors: connections whose stream ended inside a message.
         slow_clients: connections closed for not reading their data.
         failures: connections closed because handling them raised (a bug, logged with its traceback).
-        refused: connections refused over ``max_clients``.
+        refused: connections refused (over a cap with no room to make, or from an address blocked after failed
+            authentication).
+        evicted: silent connections without a device closed to make room for a new one.
+        idle_closed: connections closed after ``idle_timeout``.
+        auth_failures: wrong AUTH keys.
+        refused_commands: commands the backend refused (dropped).
+        garbage_bytes: bytes skipped while resynchronising on the stx.  oversized: headers dropped for their size.
         requests, nacks, errors, ignored, rounds, skipped: sums over the sessions (open and closed).
     """
 
@@ -104,10 +141,100 @@ class ServerStatistics:
     ignored: int
     rounds: int
     skipped: int
+    evicted: int = 0
+    idle_closed: int = 0
+    auth_failures: int = 0
+    refused_commands: int = 0
+    garbage_bytes: int = 0
+    oversized: int = 0
 
 
-def _totals(s: SessionStatistics) -> tuple[int, ...]:
-    return (s.requests, s.nacks, s.errors, s.ignored, s.rounds, s.skipped)
+_SESSION_TOTALS = ("requests", "nacks", "errors", "ignored", "rounds", "skipped")
+_CONNECTION_TOTALS = ("garbage_bytes", "oversized")
+
+
+def _totals(session: SessionStatistics, conn: PlayerConnection) -> list[int]:
+    return [getattr(session, name) for name in _SESSION_TOTALS] + [getattr(conn, name) for name in _CONNECTION_TOTALS]
+
+
+@dataclass
+class _LogEntry:
+    until: float
+    count: int
+    last: str
+
+
+class RateLimitedLog:
+    """Log lines rate-limited per address and kind: the first line is logged at once, the next ones within
+    ``interval`` s only counted, and the count logged in one line when the interval is over (at the next line of
+    that address and kind, or at :meth:`flush`, whichever comes first).
+
+    Args:
+        logger: where the lines go.
+        interval: s between two lines of one address and kind.
+        monotonic: the clock, s.
+        max_keys: (address, kind) pairs remembered at most (the oldest is summed up and forgotten first).
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        max_keys: int = 4096,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.monotonic = monotonic
+        self.max_keys = max_keys
+        self.lines = 0
+        """Lines logged."""
+        self._entries: dict[tuple[str, str], _LogEntry] = {}
+
+    def __call__(self, address: str, kind: str, message: str) -> None:
+        """Note one event of ``kind`` (a few words: "refused", "wrong key") from ``address``."""
+        now = self.monotonic()
+        key = (address, kind)
+        entry = self._entries.get(key)
+        if entry is not None and now < entry.until:
+            entry.count += 1
+            entry.last = message
+            return
+        if entry is not None:
+            self._sum_up(key, self._entries.pop(key))
+        elif len(self._entries) >= self.max_keys:
+            oldest = next(iter(self._entries))
+            self._sum_up(oldest, self._entries.pop(oldest))
+        self._entries[key] = _LogEntry(now + self.interval, 0, message)
+        self.lines += 1
+        self.logger.warning("player: %s from %s: %s", kind, address, message)
+
+    def flush(self) -> None:
+        """Log the counts of the pairs whose interval is over, and forget them."""
+        now = self.monotonic()
+        for key, entry in list(self._entries.items()):
+            if now >= entry.until:
+                del self._entries[key]
+                self._sum_up(key, entry)
+
+    def _sum_up(self, key: tuple[str, str], entry: _LogEntry) -> None:
+        if entry.count:
+            self.lines += 1
+            self.logger.warning(
+                "player: %s from %s: %d more in the last %g s (the last: %s)",
+                key[1],
+                key[0],
+                entry.count,
+                self.interval,
+                entry.last,
+            )
+
+
+@dataclass
+class _AuthFailures:
+    count: int
+    blocked_until: float
+    last: float
 
 
 class _Client(asyncio.Protocol):
@@ -121,17 +248,29 @@ class _Client(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.closing = False
+        self.admitted = False
         self.peer = "?"
+        self.address = "?"
+        self.last_heard = server.monotonic()
 
     # -- asyncio callbacks ----------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.peer = str(transport.get_extra_info("peername"))
-        if not self.server.admit(self):
-            transport.abort()
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer)
+        if isinstance(peer, tuple) and peer:
+            self.address = str(peer[0])
+        self.last_heard = self.server.monotonic()
+        refusal = self.server.admit(self)
+        if refusal:
+            # Player 1.5 has no message for "go away": the banner, so the client sees a server, then the close.
+            self.closing = True
+            transport.write(BANNER)
+            transport.close()
             return
+        self.admitted = True
         transport.write(BANNER)
 
     def data_received(self, data: bytes) -> None:
@@ -152,32 +291,49 @@ class _Client(asyncio.Protocol):
 
     # -- work -----------------------------------------------------------------------------------------------------
 
+    @property
+    def holds_devices(self) -> bool:
+        """The client has a device open (it reads data or may command): never idle, never evicted."""
+        return bool(self.session.opened)
+
     def process(self) -> None:
         """Handle every complete message waiting, unless a request is with the backend."""
+        server = self.server
+        garbage, oversized = self.conn.garbage_bytes, self.conn.oversized
         try:
             while not self.busy and not self.closing:
-                try:
-                    event = self.conn.next_event()
-                except RemoteProtocolError as err:
-                    self.server.count_protocol_error()
-                    self.close(f"protocol error: {err}")
-                    return
+                event = self.conn.next_event()
                 if event is NEED_DATA:
                     return
                 if isinstance(event, ConnectionClosed):
                     if event.truncated:
-                        self.server.count_protocol_error()
+                        server.count_protocol_error()
                         self.close(f"the stream ended inside a message ({event.truncated} bytes)")
                     else:
                         self.close("")
                     return
                 if isinstance(event, Message):
-                    server = self.server
-                    self.apply(self.session.handle(event, server.now, server.backend.available, server.samples))
+                    self.last_heard = server.monotonic()
+                    if not self.session.authenticated and server.auth_blocked(self.address):
+                        self.close("a message before AUTH while the address is blocked after failed authentication")
+                        return
+                    was_authenticated = self.session.authenticated
+                    self.apply(self.session.handle(event, server.header_time, server.backend.available, server.samples))
+                    if self.session.authenticated and not was_authenticated and self.server.key:
+                        server.auth_succeeded(self.address)
         except Exception:
             log.exception("player client %s: handling its messages failed; disconnecting it", self.peer)
-            self.server.count_failure()
+            server.count_failure()
             self.close("server failure")
+        finally:
+            if self.conn.garbage_bytes != garbage or self.conn.oversized != oversized:
+                skipped = self.conn.garbage_bytes - garbage
+                dropped = self.conn.oversized - oversized
+                server.note(
+                    self.address,
+                    "garbage",
+                    f"skipped {skipped} bytes and {dropped} oversized headers ({self.conn.last_problem})",
+                )
 
     def apply(self, outputs: Sequence[Output]) -> None:
         """Carry out a session's outputs in order."""
@@ -185,11 +341,15 @@ class _Client(asyncio.Protocol):
             if isinstance(output, Send):
                 self.write(output.data)
             elif isinstance(output, Command):
-                self.server.backend.command(self.ident, output.device, output.command)
+                self.server.command(self, output)
             elif isinstance(output, Opened):
                 self.server.access_changed(self.ident, output.device, output.access)
             elif isinstance(output, Close):
-                self.close(output.reason)
+                if output.auth_failed:
+                    self.server.auth_failed(self.address)  # logged there
+                    self.close("")
+                else:
+                    self.close(output.reason)
             elif isinstance(output, Configure):
                 self.configure(output)
             if self.closing:
@@ -208,14 +368,15 @@ class _Client(asyncio.Protocol):
         self.busy = False
         if self.closing or done.cancelled():
             return
+        now = self.server.header_time
         try:
             payload = done.result()
-            reply = self.session.reply(request.header, True, payload, self.server.now)
+            reply = self.session.reply(request.header, True, payload, now)
         except PlutoError as err:
-            reply = self.session.reply(request.header, False, b"", self.server.now, str(err))
+            reply = self.session.reply(request.header, False, b"", now, str(err))
         except Exception as err:
             log.exception("player: the backend failed on %s", request.request)
-            reply = self.session.reply(request.header, False, b"", self.server.now, f"{type(err).__name__}: {err}")
+            reply = self.session.reply(request.header, False, b"", now, f"{type(err).__name__}: {err}")
         self.write(reply)
         if self.transport is not None and not self.closing:
             with contextlib.suppress(RuntimeError):
@@ -231,10 +392,10 @@ class _Client(asyncio.Protocol):
             self.server.count_slow()
             self.close(f"it does not read its data (over {self.server.write_limit} bytes queued)", abort=True)
 
-    def tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> None:
+    def tick(self, now: float, samples: Mapping[DeviceKey, Sample], offset: float) -> None:
         if self.closing:
             return
-        data = self.session.tick(now, samples)
+        data = self.session.tick(now, samples, offset)
         if data is not None:
             self.write(data)
 
@@ -243,7 +404,7 @@ class _Client(asyncio.Protocol):
             return
         self.closing = True
         if reason:
-            log.info("player client %s disconnected: %s", self.peer, reason)
+            self.server.note(self.address, "closed a connection", reason)
         if self.transport is not None:
             if abort:
                 self.transport.abort()
@@ -264,8 +425,17 @@ class PlayerServer:
         devices: the devices offered.
         max_frequency: the largest data frequency honoured, Hz: the rate of :meth:`tick`.
         write_limit: bytes that may wait for a slow client before it is disconnected.
-        max_clients: connections served at once; more are refused.
+        max_clients: connections served at once.
+        max_per_address: connections served at once from one address.
+        idle_timeout: s after which a connection without a device that sends nothing is closed.
+        auth_backoff: s an address is blocked after its first wrong AUTH key; doubled at each further one.
+        auth_backoff_max: the longest block, s.
+        log_interval: s between two log lines about one address and one kind of event.
         workers: threads answering configuration requests.
+        monotonic: the wall clock of idle timeouts, back-off and log intervals, s.
+
+    Raises:
+        ValueError: a cap below 1, or a time that is not > 0.
     """
 
     def __init__(
@@ -280,8 +450,24 @@ class PlayerServer:
         max_frequency: float = 50.0,
         write_limit: int = 1 << 20,
         max_clients: int = 256,
+        max_per_address: int = 128,
+        idle_timeout: float = 60.0,
+        auth_backoff: float = 1.0,
+        auth_backoff_max: float = 60.0,
+        log_interval: float = 10.0,
         workers: int = 4,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        if max_clients < 1 or max_per_address < 1:
+            raise ValueError(f"max_clients and max_per_address must be >= 1, got {max_clients}, {max_per_address}")
+        for name, value in (
+            ("idle_timeout", idle_timeout),
+            ("auth_backoff", auth_backoff),
+            ("auth_backoff_max", auth_backoff_max),
+            ("log_interval", log_interval),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
         self.backend = backend
         self.host = host
         self.port = port
@@ -291,17 +477,39 @@ class PlayerServer:
         self.max_frequency = max_frequency
         self.write_limit = write_limit
         self.max_clients = max_clients
+        self.max_per_address = max_per_address
+        self.idle_timeout = idle_timeout
+        self.auth_backoff = auth_backoff
+        self.auth_backoff_max = auth_backoff_max
+        self.monotonic = monotonic
         self.now = 0.0
+        self.offset = 0.0
         self.samples: Mapping[DeviceKey, Sample] = {}
+        self.note = RateLimitedLog(log, log_interval, monotonic)
         self._workers = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="player-config")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._clients: dict[int, _Client] = {}
+        self._clients_lock = threading.Lock()  # statistics() reads the clients from other threads
         self._writers: dict[DeviceKey, set[int]] = {}
+        self._auth: dict[str, _AuthFailures] = {}
         self._ids = itertools.count(1)
-        self._accepted = self._protocol_errors = self._slow = self._failures = self._refused = 0
-        self._closed_totals = [0] * 6  # requests, nacks, errors, ignored, rounds, skipped of closed sessions
+        self._counts = dict.fromkeys(
+            (
+                "accepted",
+                "protocol_errors",
+                "slow_clients",
+                "failures",
+                "refused",
+                "evicted",
+                "idle_closed",
+                "auth_failures",
+                "refused_commands",
+            ),
+            0,
+        )
+        self._closed_totals = [0] * (len(_SESSION_TOTALS) + len(_CONNECTION_TOTALS))
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -337,15 +545,20 @@ class PlayerServer:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop = asyncio.Event()
-        server = await loop.create_server(lambda: _Client(self, next(self._ids)), self.host, self.port)
+        server = await loop.create_server(
+            lambda: _Client(self, next(self._ids)), self.host, self.port, backlog=max(128, self.max_clients)
+        )
         started.set_result(int(server.sockets[0].getsockname()[1]))
+        housekeeping = asyncio.create_task(self._housekeeping())
         try:
             await self._stop.wait()
         finally:
+            housekeeping.cancel()
             server.close()
             for client in list(self._clients.values()):
                 client.close("the server stops", abort=True)
             await server.wait_closed()
+            self.note.flush()
 
     def stop(self) -> None:
         """Close every connection and stop listening (idempotent)."""
@@ -368,13 +581,28 @@ class PlayerServer:
 
     # -- from other threads ---------------------------------------------------------------------------------------
 
-    def tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> None:
+    def tick(self, now: float, samples: Mapping[DeviceKey, Sample], stamp_offset: float = 0.0) -> None:
         """Advance the server's time to ``now`` (s) with the newest data of each device, and push the rounds that
-        are due. Thread-safe; does not block."""
+        are due. Thread-safe; does not block.
+
+        Args:
+            now: the time the rounds follow, s (the module's clock).
+            samples: the newest data of each device.
+            stamp_offset: the clock the data is stamped with, less ``now``, s: the header times (time and
+                timestamp alike) are on the data's clock. 0 when the module runs on that clock.
+        """
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._tick, now, samples)
+                loop.call_soon_threadsafe(self._tick, now, samples, stamp_offset)
+
+    def update_samples(self, samples: Mapping[DeviceKey, Sample]) -> None:
+        """Replace the newest data without a round (a reading changed by a request: its reply must not overtake
+        it). Thread-safe; does not block; handled before anything handed to the loop later (a reply among them)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._set_samples, samples)
 
     def restart(self, now: float) -> None:
         """The clock went back to ``now`` (s): forget the data of the old run, and let every client's rounds start
@@ -387,25 +615,24 @@ class PlayerServer:
 
     def statistics(self) -> ServerStatistics:
         """A snapshot of the counters."""
-        totals = list(self._closed_totals)
-        for client in list(self._clients.values()):
-            s = client.session.statistics()
-            for i, value in enumerate(_totals(s)):
+        with self._clients_lock:
+            totals = list(self._closed_totals)
+            clients = list(self._clients.values())
+        for client in clients:
+            for i, value in enumerate(_totals(client.session.statistics(), client.conn)):
                 totals[i] += value
-        return ServerStatistics(
-            self._accepted,
-            len(self._clients),
-            self._protocol_errors,
-            self._slow,
-            self._failures,
-            self._refused,
-            *totals,
-        )
+        names = _SESSION_TOTALS + _CONNECTION_TOTALS
+        return ServerStatistics(clients=len(clients), **self._counts, **dict(zip(names, totals, strict=True)))
 
     @property
     def clients(self) -> int:
         """Connections open now."""
         return len(self._clients)
+
+    @property
+    def header_time(self) -> float:
+        """The time of a reply's header: now on the clock the data is stamped with, s."""
+        return self.now + self.offset
 
     def writers(self, device: DeviceKey) -> int:
         """Clients holding write access to ``device`` (exact on the server's thread, as in the backend's calls)."""
@@ -418,21 +645,46 @@ class PlayerServer:
             self.devices, port=self.port, key=self.key, robot=self.robot, max_frequency=self.max_frequency
         )
 
-    def admit(self, client: _Client) -> bool:
-        if len(self._clients) >= self.max_clients:
-            self._refused += 1
-            log.warning("player: refused %s: already %d clients", client.peer, len(self._clients))
+    def admit(self, client: _Client) -> str:
+        """Take a new connection in, making room if a cap is reached; return why it is refused, or ""."""
+        address = client.address
+        if self.auth_blocked(address):
+            return self._refuse(client, "the address is blocked after failed authentication")
+        from_address = [c for c in self._clients.values() if c.address == address]
+        per_address = f"{self.max_per_address} connections from {address}"
+        if len(from_address) >= self.max_per_address and not self._evict(from_address, per_address):
+            return self._refuse(client, f"already {len(from_address)} connections from this address, all busy")
+        in_all = f"{self.max_clients} connections in all"
+        if len(self._clients) >= self.max_clients and not self._evict(list(self._clients.values()), in_all):
+            return self._refuse(client, f"already {len(self._clients)} connections, all busy")
+        self._counts["accepted"] += 1
+        with self._clients_lock:
+            self._clients[client.ident] = client
+        return ""
+
+    def _refuse(self, client: _Client, reason: str) -> str:
+        self._counts["refused"] += 1
+        self.note(client.address, "refused a connection", reason)
+        return reason
+
+    def _evict(self, candidates: list[_Client], cap: str) -> bool:
+        """Close the candidate without a device that has been silent longest; False if every one holds a device."""
+        silent = [c for c in candidates if not c.holds_devices and not c.busy and not c.closing]
+        if not silent:
             return False
-        self._accepted += 1
-        self._clients[client.ident] = client
+        victim = min(silent, key=lambda c: c.last_heard)
+        self._counts["evicted"] += 1
+        quiet = self.monotonic() - victim.last_heard
+        self.note(victim.address, "closed a silent connection", f"{cap}: made room after {quiet:.1f} s of silence")
+        victim.close("")
         return True
 
     def forget(self, client: _Client) -> None:
-        if self._clients.pop(client.ident, None) is None:
-            return
-        s = client.session.statistics()
-        for i, value in enumerate(_totals(s)):
-            self._closed_totals[i] += value
+        with self._clients_lock:
+            if self._clients.pop(client.ident, None) is None:
+                return
+            for i, value in enumerate(_totals(client.session.statistics(), client.conn)):
+                self._closed_totals[i] += value
         for output in client.session.closed():
             if isinstance(output, Opened):
                 self.access_changed(client.ident, output.device, output.access)
@@ -450,18 +702,79 @@ class PlayerServer:
             except Exception:
                 log.exception("player: the backend failed to release %s", device)
 
+    def command(self, client: _Client, command: Command) -> None:
+        try:
+            self.backend.command(client.ident, command.device, command.command)
+        except CommandRefused as err:
+            self._counts["refused_commands"] += 1
+            self.note(client.address, "refused a command", str(err))
+
+    def auth_blocked(self, address: str) -> bool:
+        """Connections from ``address`` are refused for now (it sent wrong keys)."""
+        failures = self._auth.get(address)
+        return failures is not None and self.monotonic() < failures.blocked_until
+
+    def auth_failed(self, address: str) -> None:
+        """``address`` sent a wrong key: block it for a time that doubles with each failure."""
+        now = self.monotonic()
+        failures = self._auth.get(address)
+        if failures is None:
+            if len(self._auth) >= 4096:
+                self._forget_auth_failures(now, everything_unblocked=True)
+            failures = self._auth[address] = _AuthFailures(0, now, now)
+        failures.count += 1
+        failures.last = now
+        delay = min(self.auth_backoff * 2.0 ** min(failures.count - 1, 60), self.auth_backoff_max)
+        failures.blocked_until = now + delay
+        self._counts["auth_failures"] += 1
+        self.note(address, "wrong AUTH key", f"failure {failures.count}; the address is blocked for {delay:g} s")
+
+    def auth_succeeded(self, address: str) -> None:
+        """``address`` sent the right key: its failures are forgotten."""
+        self._auth.pop(address, None)
+
+    def _forget_auth_failures(self, now: float, everything_unblocked: bool = False) -> None:
+        # An address that has kept quiet for twice the longest block starts again from the shortest one.
+        for address, failures in list(self._auth.items()):
+            if now >= failures.blocked_until and (
+                everything_unblocked or now - failures.last >= 2.0 * self.auth_backoff_max
+            ):
+                del self._auth[address]
+
     def run_in_worker(self, request: Configure) -> asyncio.Future[bytes]:
         assert self._loop is not None
         return self._loop.run_in_executor(self._workers, self.backend.configure, request.device, request.request)
 
     def count_protocol_error(self) -> None:
-        self._protocol_errors += 1
+        self._counts["protocol_errors"] += 1
 
     def count_slow(self) -> None:
-        self._slow += 1
+        self._counts["slow_clients"] += 1
 
     def count_failure(self) -> None:
-        self._failures += 1
+        self._counts["failures"] += 1
+
+    async def _housekeeping(self) -> None:
+        period = min(1.0, self.idle_timeout / 4.0)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self._close_idle()
+                self._forget_auth_failures(self.monotonic())
+                self.note.flush()
+            except Exception:
+                log.exception("player: housekeeping failed")
+
+    def _close_idle(self) -> None:
+        now = self.monotonic()
+        for client in list(self._clients.values()):
+            if client.holds_devices or client.busy or client.closing:
+                continue
+            quiet = now - client.last_heard
+            if quiet >= self.idle_timeout:
+                self._counts["idle_closed"] += 1
+                self.note(client.address, "closed an idle connection", f"no device and nothing sent for {quiet:.1f} s")
+                client.close("")
 
     def _restart(self, now: float) -> None:
         self.now = now
@@ -469,13 +782,17 @@ class PlayerServer:
         for client in list(self._clients.values()):
             client.session.restart()
 
-    def _tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> None:
+    def _set_samples(self, samples: Mapping[DeviceKey, Sample]) -> None:
+        self.samples = samples
+
+    def _tick(self, now: float, samples: Mapping[DeviceKey, Sample], offset: float) -> None:
         self.now = now
+        self.offset = offset
         self.samples = samples
         for client in list(self._clients.values()):
             try:
-                client.tick(now, samples)
+                client.tick(now, samples, offset)
             except Exception:
                 log.exception("player client %s: a round failed; disconnecting it", client.peer)
-                self._failures += 1
+                self._counts["failures"] += 1
                 client.close("server failure", abort=True)

@@ -15,8 +15,12 @@ a device is handed to the backend as a :class:`Configure` or :class:`Command`.
 # that is not served: it cannot have been opened); a REQ that does not parse (unknown subtype, wrong size) gets
 # NACK; a CMD from a client without write access, or that does not parse, is ignored and counted (commands are
 # never answered); zero-length messages and message types a client does not send are ignored and counted. With an
-# AUTH key configured, anything but the right AUTH from a client that has not authenticated yet is answered with
-# NACK and the connection is closed. Rounds follow the clock the caller passes in (the module's, simulated or
+# AUTH key configured, a client gets nothing (no data, no SYNCH) until it has sent the right AUTH, which is ACKed;
+# anything else from it closes the connection without a reply, as the 1.5 server does (ClientData::HandleRequests
+# returns -1 and ClientManager::Write skips clients whose auth is pending); a wrong key is reported as such so the
+# server can slow down guessing. An access letter other than r, w, a, c changes nothing: the reply carries the
+# access the client holds (``e`` when it has not opened the device), as in the 1.5 server's UpdateRequested. Rounds
+# follow the clock the caller passes in (the module's, simulated or
 # not): a round is due every 1/frequency s; a late tick sends one round and the next ticks catch up one round per
 # tick, so a slow spell delays rounds but loses none, unless it lasts over 5 s (then the schedule restarts and the
 # rounds given up are counted: a long backlog of stale rounds helps nobody). A pushed round carries the time it was
@@ -117,9 +121,10 @@ class Opened:
 
 @dataclass(frozen=True, slots=True)
 class Close:
-    """Hang up on the client."""
+    """Hang up on the client; ``auth_failed`` when it sent a wrong AUTH key."""
 
     reason: str
+    auth_failed: bool = False
 
 
 Output = Send | Configure | Command | Opened | Close
@@ -285,12 +290,15 @@ class ClientSession:
                 request = parse_player_request(message.payload)
             except RemoteProtocolError:
                 request = None
-            if isinstance(request, AuthRequest) and request.key == self.key:
+            if isinstance(request, AuthRequest):
+                if request.key != self.key:
+                    self._last_problem = "wrong AUTH key"
+                    return [Close("wrong AUTH key", auth_failed=True)]
                 self.authenticated = True
                 self._requests += 1
                 return [self._ack(header, b"", now)]
-        nack = self._problem(header, MsgType.RESP_NACK, "not authenticated (AUTH with the server's key first)", now)
-        return [Send(nack), Close("not authenticated")]
+        self._last_problem = "a message before AUTH"
+        return [Close(f"not authenticated: a message of type {header.type} to device {header.device} before AUTH")]
 
     def _command(self, message: Message) -> list[Output]:
         header = message.header
@@ -350,7 +358,7 @@ class ClientSession:
             return [self._ack(header, b"", now)]
         if isinstance(request, AuthRequest):
             if self.key and request.key != self.key:
-                return [Send(self._problem(header, MsgType.RESP_NACK, "wrong key", now)), Close("wrong key")]
+                return [Close("wrong AUTH key", auth_failed=True)]
             return [self._ack(header, b"", now)]
         port = self.port if request.name in ("", self.robot) else 0
         return [self._ack(header, NameService(request.name, port).pack(), now)]
@@ -365,10 +373,19 @@ class ClientSession:
             asked = Access(request.access)
         except ValueError:
             asked = Access.ERROR
+        if asked == Access.ERROR:
+            # Not a mode a client may ask for: nothing changes, and the reply says what the client holds.
+            held = self.opened.get(key, Access.ERROR)
+            self._last_problem = (
+                f"access {request.access!r} to device {key} is not r, w, a or c; it stays {held.value.decode()!r}"
+            )
+            reply = DeviceReply(request.code, request.index, held.value, name)
+            return [self._ack(header, reply.pack(), now)]
         if asked == Access.CLOSE:
             granted = Access.CLOSE
-        elif asked == Access.ERROR or spec is None or not available(spec):
+        elif spec is None or not available(spec):
             granted = Access.ERROR
+            self._last_problem = f"device {key} could not be opened"
         else:
             granted = asked
         outputs: list[Output] = []
@@ -379,8 +396,6 @@ class ClientSession:
             self.opened[key] = granted
             self._sent.pop(key, None)
             outputs.append(Opened(key, granted))
-        if granted == Access.ERROR:
-            self._last_problem = f"device {key} could not be opened"
         reply = DeviceReply(request.code, request.index, granted.value, name)
         return [self._ack(header, reply.pack(), now), *outputs]
 
@@ -416,16 +431,18 @@ class ClientSession:
         self._next_round = None
         self._sent.clear()
 
-    def tick(self, now: float, samples: Mapping[DeviceKey, Sample]) -> bytes | None:
-        """The round due at ``now`` in the PUSH modes, or None (nothing due, or a PULL mode).
+    def tick(self, now: float, samples: Mapping[DeviceKey, Sample], offset: float = 0.0) -> bytes | None:
+        """The round due at ``now`` in the PUSH modes, or None (nothing due, a PULL mode, or not authenticated).
 
-        The round's messages carry the time it was due (at most a tick before ``now``, or more while catching up).
+        The round's messages carry the time it was due (at most a tick before ``now``, or more while catching up),
+        plus ``offset``.
 
         Args:
-            now: the server's time, s (monotonic but for a restarted simulation).
+            now: the server's time, s (monotonic but for a restarted simulation): the schedule follows it.
             samples: the newest data of each device.
+            offset: the clock the data is stamped with, less ``now``, s: header times are on the data's clock.
         """
-        if not self.mode.pushed:
+        if not self.mode.pushed or not self.authenticated:
             return None
         period = 1.0 / self.frequency
         due = self._next_round
@@ -440,4 +457,4 @@ class ClientSession:
             self._skipped += int((now - due) / period) + 1
             due = now + period
         self._next_round = due
-        return self.round(this_round, samples)
+        return self.round(this_round + offset, samples)
