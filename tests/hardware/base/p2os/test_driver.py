@@ -55,6 +55,7 @@ class FakeRobot:
         garbage: put garbage and packets with bad checksums between the SIPs.
         baud: the only baud rate it answers at (None: any).
         sip_period: s between SIPs.
+        trans_vel_top, rot_vel_top: what its CONFIGpac says (mm/s, deg/s).
     """
 
     def __init__(
@@ -69,6 +70,8 @@ class FakeRobot:
         garbage: bool = False,
         baud: int | None = None,
         sip_period: float = 0.02,
+        trans_vel_top: int = 1500,
+        rot_vel_top: int = 300,
     ) -> None:
         self.subclass, self.name, self.robot_class = subclass, name, robot_class
         self.silent = silent
@@ -76,6 +79,7 @@ class FakeRobot:
         self.garbage = garbage
         self.answer_baud = baud
         self.sip_period = sip_period
+        self.trans_vel_top, self.rot_vel_top = trans_vel_top, rot_vel_top
         self.params = robot_params(subclass) if subclass in ("p3dx", "p3at", "p2dx") else robot_params("p3dx")
         self.session_open = start_open
         self.synced = 0
@@ -197,8 +201,8 @@ class FakeRobot:
                     robot_type=self.robot_class,
                     subtype=self.subclass,
                     name=self.name,
-                    rot_vel_top=300,
-                    trans_vel_top=1500,
+                    rot_vel_top=self.rot_vel_top,
+                    trans_vel_top=self.trans_vel_top,
                     watchdog=2000,
                 ).encode()
             )
@@ -448,14 +452,52 @@ def test_velocity_commands_are_clamped(robots: Callable[..., FakeRobot], drivers
     driver.set_velocity(0.25, 0.5)
     driver.set_wheel_velocities(0.2, -5.0)
     assert robot.commands()[:5] == [
-        (Command.VEL, 2200),
-        (Command.RVEL, -300),  # the p3dx's 2.2 m/s and the CONFIGpac's 300 deg/s
+        (Command.VEL, 1500),
+        (Command.RVEL, -300),  # the CONFIGpac's 1500 mm/s (less than the p3dx's 2.2 m/s) and 300 deg/s
         (Command.VEL, 250),
         (Command.RVEL, 29),
-        (Command.VEL2, robot.params.vel2_argument(0.2, -2.2)),
+        (Command.VEL2, robot.params.vel2_argument(0.2, -1.5)),
     ]
     with pytest.raises(ValueError, match="finite"):
         driver.set_velocity(math.nan, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("subclass", "config_top", "expected"),
+    [
+        ("p3dx", (9999, 9999), (2200, 360)),  # AMRISim reports 9999 for both: the model's and the driver's own
+        ("p3dx", (500, 100), (500, 100)),  # a robot configured slower than its model: the CONFIGpac's
+        ("p3at", (1500, 720), (1200, 360)),  # each limit taken from whichever is lower
+        ("p3at", (0, 0), (1200, 360)),  # zero is no limit: ignored
+    ],
+)
+def test_limits_are_the_lower_of_the_model_and_the_configpac(
+    robots: Callable[..., FakeRobot],
+    drivers: Callable[..., P2osDriver],
+    subclass: str,
+    config_top: tuple[int, int],
+    expected: tuple[int, int],
+) -> None:
+    # Translation and rotation alike: the model table (the driver's 360 deg/s for rotation, which the table does
+    # not give) and the robot's CONFIGpac TransVelTop / RotVelTop, the lower of the two.
+    robot = robots(subclass=subclass, trans_vel_top=config_top[0], rot_vel_top=config_top[1])
+    driver = drivers()
+    driver.connect()
+    speed, turn = expected
+    assert (Command.SETV, speed) in robot.commands() and (Command.SETRV, turn) in robot.commands()
+    assert driver.max_velocity == pytest.approx(speed / 1000.0)
+    assert driver.max_rot_velocity == pytest.approx(math.radians(turn))
+    robot.received.clear()
+    driver.set_velocity(100.0, -100.0)
+    driver.set_speed_profile(max_speed=100.0, max_turn_rate=100.0)  # never above the limits either
+    assert robot.commands()[:4] == [
+        (Command.VEL, speed),
+        (Command.RVEL, -turn),
+        (Command.SETV, speed),
+        (Command.SETRV, turn),
+    ]
+    assert driver.max_velocity == pytest.approx(speed / 1000.0)
+    assert driver.max_rot_velocity == pytest.approx(math.radians(turn))
 
 
 def test_speed_profile_sends_setv_seta_setrv_setra(

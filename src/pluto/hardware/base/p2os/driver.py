@@ -16,7 +16,12 @@ units stay in the codec (:mod:`.packets`, :mod:`.sip`, :mod:`.models`).
 # its own timeout and a few retries; a robot that answers SYNC0 with SIPs is still open from an earlier session, so
 # it gets CLOSE, the input is drained and the handshake starts again (a bounded number of times); on a real serial
 # port the handshake is retried at each standard baud rate. Then OPEN, CONFIG until a CONFIGpac arrives (or 1 s),
-# SETV/SETRV to the maxima and ENABLE 1.
+# SETV/SETRV to the maxima and ENABLE 1. The maxima, translation and rotation alike, are the lower of the model's
+# (the parameter table's top speed; for rotation, which the table does not give, DEFAULT_MAX_ROT_VELOCITY) and the
+# robot's own (the CONFIGpac's TransVelTop and RotVelTop): a robot configured slower than its model is respected,
+# and a simulator that reports 9999 for both (AMRISim) is not believed. A zero in the CONFIGpac says nothing and is
+# ignored. Every command, SETV and SETRV included, is clamped to these limits. Accelerations are not limited by the
+# driver (the robot caps SETA and SETRA at its own tops).
 #
 # Two threads run while the driver is up. The reader owns the input: it decodes packets (the sans-I/O
 # P2osDecoder), integrates the odometry (OdometryIntegrator) and keeps the newest state under a condition that
@@ -80,7 +85,8 @@ log = logging.getLogger("pluto.p2os")
 SERIAL_BAUD_RATES: tuple[int, ...] = (9600, 38400, 19200, 115200, 57600)
 """Baud rates tried, in this order, when a real serial port does not answer (as established clients do)."""
 DEFAULT_MAX_ROT_VELOCITY = math.radians(360.0)
-"""Rotational speed limit (rad/s) when the robot sent no CONFIGpac (RotVelTop) to say its own."""
+"""Rotational speed limit of every model, rad/s (the parameter table gives none); a CONFIGpac's RotVelTop lowers
+it."""
 READ_TIMEOUT = 0.05
 """Timeout of one port read, s: how often the reader looks at the link timeout and the shutdown flag."""
 CONFIG_WAIT = 1.0
@@ -348,8 +354,10 @@ class P2osDriver:
         self._sonar: list[float] = []
         self._state: P2osState | None = None
         self._config: ConfigPacket | None = None
-        self._max_velocity = 0.0
+        self._max_velocity = 0.0  # what commands are clamped to (SETV/SETRV through set_speed_profile lower them)
         self._max_rot_velocity = DEFAULT_MAX_ROT_VELOCITY
+        self._top_velocity = 0.0  # the limits themselves: the lower of the model's and the CONFIGpac's
+        self._top_rot_velocity = DEFAULT_MAX_ROT_VELOCITY
 
         self._last_packet = 0.0
         self._last_write = 0.0
@@ -435,12 +443,15 @@ class P2osDriver:
 
     @property
     def max_velocity(self) -> float:
-        """The translational speed limit commands are clamped to, m/s."""
+        """The translational speed limit commands are clamped to, m/s: the lower of the model's top speed and the
+        robot's CONFIGpac TransVelTop, or less if :meth:`set_speed_profile` set less."""
         return self._max_velocity
 
     @property
     def max_rot_velocity(self) -> float:
-        """The rotational speed limit commands are clamped to, rad/s."""
+        """The rotational speed limit commands are clamped to, rad/s: the lower of
+        :data:`DEFAULT_MAX_ROT_VELOCITY` and the robot's CONFIGpac RotVelTop, or less if :meth:`set_speed_profile`
+        set less."""
         return self._max_rot_velocity
 
     def statistics(self) -> P2osStatistics:
@@ -609,7 +620,6 @@ class P2osDriver:
                 self._integrator = OdometryIntegrator(params)
                 self._sonar = [math.inf] * params.sonar_count
             self._identity = reply
-        self._max_velocity = params.max_velocity
 
         # OPEN, until SIPs come.
         configs_before = self._configs
@@ -642,8 +652,16 @@ class P2osDriver:
             log.info(
                 "no CONFIGpac from the robot on %s within %.1f s; using the model's limits", self._url, CONFIG_WAIT
             )
-        elif config is not None and config.rot_vel_top > 0:
-            self._max_rot_velocity = math.radians(config.rot_vel_top)
+            config = None
+        self._top_velocity, self._top_rot_velocity = _speed_limits(params, config)
+        self._max_velocity, self._max_rot_velocity = self._top_velocity, self._top_rot_velocity
+        log.info(
+            "speed limits for %s: %.2f m/s, %.0f deg/s (the lower of the %s model's and the robot's CONFIGpac's)",
+            self._url,
+            self._top_velocity,
+            math.degrees(self._top_rot_velocity),
+            params.subclass,
+        )
 
         # SETV, SETRV, ENABLE 1 until a SIP shows the motors enabled (the link may lose a packet: nothing is
         # acknowledged), or the e-stop, or the retries are spent.
@@ -1097,7 +1115,8 @@ class P2osDriver:
     ) -> None:
         """Set the robot's speed and acceleration limits (SETV, SETA, SETRV, SETRA); None leaves one as it is.
 
-        The speed limits also bound the commands the driver sends (never above the model's own maximum).
+        The speed limits also bound the commands the driver sends; they are never set above the robot's limits
+        (the lower of the model's and the CONFIGpac's, see :attr:`max_velocity`).
 
         Args:
             max_speed: m/s. max_accel, max_decel: m/s² (> 0).
@@ -1119,15 +1138,16 @@ class P2osDriver:
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         commands: list[tuple[Command, int]] = []
-        if max_speed is not None:
-            speed = min(max_speed, self.params.max_velocity)
+        speed = min(max_speed, self._top_velocity) if max_speed is not None else None
+        turn_rate = min(max_turn_rate, self._top_rot_velocity) if max_turn_rate is not None else None
+        if speed is not None:
             commands.append((Command.SETV, to_mm(speed)))
         if max_accel is not None:
             commands.append((Command.SETA, to_mm(max_accel)))
         if max_decel is not None:
             commands.append((Command.SETA, -to_mm(max_decel)))
-        if max_turn_rate is not None:
-            commands.append((Command.SETRV, to_deg(max_turn_rate)))
+        if turn_rate is not None:
+            commands.append((Command.SETRV, to_deg(turn_rate)))
         if max_turn_accel is not None:
             commands.append((Command.SETRA, to_deg(max_turn_accel)))
         if max_turn_decel is not None:
@@ -1135,10 +1155,10 @@ class P2osDriver:
         with self._write_lock:
             for command, argument in commands:
                 self._send(command, argument)
-        if max_speed is not None:
-            self._max_velocity = min(max_speed, self.params.max_velocity)
-        if max_turn_rate is not None:
-            self._max_rot_velocity = max_turn_rate
+        if speed is not None:
+            self._max_velocity = speed
+        if turn_rate is not None:
+            self._max_rot_velocity = turn_rate
 
     # -- test hooks ---------------------------------------------------------------------------------------------
 
@@ -1189,6 +1209,18 @@ class P2osDriver:
         with self._state_cond:
             self._state_cond.notify_all()
         log.info("P2OS driver for %s shut down", self._url)
+
+
+def _speed_limits(params: RobotParams, config: ConfigPacket | None) -> tuple[float, float]:
+    """The translational and rotational speed limits (m/s, rad/s): the lower of the model's and the CONFIGpac's
+    TransVelTop and RotVelTop; a zero there (nothing configured) is ignored, and so is a missing CONFIGpac."""
+    speed, turn_rate = params.max_velocity, DEFAULT_MAX_ROT_VELOCITY
+    if config is not None:
+        if config.trans_vel_top > 0:
+            speed = min(speed, config.trans_vel_top / 1000.0)
+        if config.rot_vel_top > 0:
+            turn_rate = min(turn_rate, math.radians(config.rot_vel_top))
+    return speed, turn_rate
 
 
 def _with_pose(state: P2osState, pose: Pose) -> P2osState:
