@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import serial
+import serial  # type: ignore[import-untyped]
 
 from pluto.errors import PlutoError
 from pluto.hardware.base.p2os import (
