@@ -2,9 +2,10 @@
 
 Reads velocity commands on ``Base/Drive/Command`` (velocity[0] = v m/s, velocity[1] = ω rad/s) and forwards each
 new one to the robot; writes odometry on ``Base/Drive/State``, the sonar ring on ``Base/Sonar``, bumpers and stall on
-``Base/Contact`` and the battery on ``Base/Power``, each time the robot sends a SIP. A command not renewed within
-``command_timeout`` s stops the robot (the driver's timer, separate from its keepalive), so a dead commander never
-leaves it driving.
+``Base/Contact`` and the battery on ``Base/Power``, each time the robot sends a SIP; and the link to the robot on
+``base/status`` at every step: data = [s since the robot last answered], element = [link up 1/0, reconnects]. A
+command not renewed within ``command_timeout`` s stops the robot (the driver's timer, separate from its keepalive),
+so a dead commander never leaves it driving.
 
 Run it with ``pluto run base --driver p2os --port socket://127.0.0.1:8101`` (``--port /dev/ttyUSB0`` on a robot;
 ``pluto p2os-sim`` serves an emulated one), or in a profile with ``driver = "p2os"`` under ``[modules.base]``.
@@ -26,8 +27,9 @@ Services (``base/<name>``):
 # on_configure so that a missing robot fails the start with one clear line instead of a module that publishes
 # nothing. Stamps are the module clock's time at which the SIP arrived (the driver's arrival time carried over to
 # the module clock), not the time of the control step, so that v·Δt computed from two stamps is not blurred by
-# the step's phase. While the link is down (the driver reconnects by itself) nothing is published: a stale value
-# must not look fresh. The PID services: /work/shared/reference/p2os.md lists no command that sets the PID
+# the step's phase. While the link is down (the driver reconnects by itself) nothing is published on Base/*: a
+# stale value must not look fresh; base/status, written at every step, says whether the link is up and how long
+# the robot has been silent. The PID services: /work/shared/reference/p2os.md lists no command that sets the PID
 # gains (only the CONFIGpac reports them), so they answer with an error that says so.
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class P2osBase(Module):
 
     name = "base"
     description = "Pioneer base over P2OS: motion, odometry, sonar, bumpers, battery"
-    provides = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power")
+    provides = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power", "base/status")
     requires = ()
     Params: ClassVar[type[ModuleParams]] = P2osBaseParams
 
@@ -99,6 +101,7 @@ class P2osBase(Module):
         self.sonar_out = self.create_publisher("Base/Sonar", msgs.SonarScan)
         self.contact = self.create_publisher("Base/Contact", msgs.Contact)
         self.power = self.create_publisher("Base/Power", msgs.Power)
+        self.status = self.create_publisher("base/status", msgs.FVectorState)
         self.mode = "separate"
         self._last_command_seen = self.commands.received
         self._last_sip = -1
@@ -118,6 +121,7 @@ class P2osBase(Module):
 
     def step(self, now: float) -> None:
         self.forward_command()
+        self.publish_status(now)
         state = self.driver.state
         if state is None or state.sips == self._last_sip or not self.driver.connected:
             return
@@ -157,6 +161,18 @@ class P2osBase(Module):
         if now - self._last_failure_log >= 5.0:
             self._last_failure_log = now
             log.warning("cannot forward the command to the robot (%d times so far): %s", self._failures, err)
+
+    def publish_status(self, now: float) -> None:
+        """Write ``base/status``: the time since the robot last answered, whether the link is up, reconnections."""
+        driver = self.driver
+        up = driver.connected
+        self.status.write(
+            msgs.FVectorState(
+                stamp=now,
+                data=[driver.silence()],
+                element=[1 if up else 0, driver.statistics().reconnects],
+            )
+        )
 
     def publish(self, state: P2osState, now: float) -> None:
         """Write every interface of the base for the driver's ``state``; ``now`` is the module clock's time."""

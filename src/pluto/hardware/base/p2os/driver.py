@@ -454,6 +454,13 @@ class P2osDriver:
         set less."""
         return self._max_rot_velocity
 
+    def silence(self) -> float:
+        """Time since the robot last answered (a packet arrived, or the handshake completed), s by the driver's
+        clock; inf before the first connection."""
+        if self._connects == 0:
+            return math.inf
+        return max(0.0, self._clock() - self._last_packet)
+
     def statistics(self) -> P2osStatistics:
         """A snapshot of the counters (decoder, link, commands)."""
         decoder = self._decoder.statistics()
