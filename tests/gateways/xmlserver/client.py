@@ -18,12 +18,17 @@ class XmlClient:
         address: (host, port) of the server.
         timeout: seconds any single read may wait.
         rcvbuf: size of the socket's receive buffer, bytes (small: a client that reads slowly fills it at once).
+        source: the local address to connect from (another loopback address, 127.0.0.2, is another client host).
     """
 
-    def __init__(self, address: tuple[str, int], timeout: float = 10.0, rcvbuf: int | None = None) -> None:
+    def __init__(
+        self, address: tuple[str, int], timeout: float = 10.0, rcvbuf: int | None = None, source: str | None = None
+    ) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
         self.sock.connect(address)
         self._buffer = b""

@@ -11,7 +11,7 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
-from pluto.gateways.xmlserver.module import XmlServerModule, XmlServerParams
+from pluto.gateways.xmlserver.module import TOKEN_ENV, XmlServerModule, XmlServerParams
 
 
 class Publisher:
@@ -48,8 +48,12 @@ def odometry(i: int, now: float) -> msgs.Message:
 
 
 @pytest.fixture
-def start_server(bus: Bus) -> Iterator[Callable[..., XmlServerModule]]:
-    """Start an xmlserver module on the test's bus on a free port, with parameters; stop it after the test."""
+def start_server(bus: Bus, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., XmlServerModule]]:
+    """Start an xmlserver module on the test's bus on a free port, with parameters; stop it after the test.
+
+    The secret of the environment (``PLUTO_XML_TOKEN``) is not used: a test gives a token file if it wants one.
+    """
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
     started: list[XmlServerModule] = []
 
     def start(**params: Any) -> XmlServerModule:

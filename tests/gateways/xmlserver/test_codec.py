@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from pluto import msgs
 from pluto.errors import LocalProtocolError
+from pluto.gateways.xmlserver import mapping
 from pluto.gateways.xmlserver.codec import XmlCodec
 from pluto.gateways.xmlserver.events import (
     NEED_DATA,
@@ -264,3 +265,43 @@ def test_fuzz_never_raises_and_accounts_for_every_byte(chunks: list[bytes]) -> N
     assert codec.buffered_bytes == (len(current_line) if len(current_line) < 1024 else 0)
     codec.receive_data(b"")
     assert isinstance(drain(codec)[-1], ConnectionClosed)
+
+
+def test_a_vector_longer_than_the_limits_is_refused_before_its_numbers_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+    real = mapping.parse_float
+
+    def counting(text: str, where: str, *, finite: bool = True) -> float:
+        parsed.append(text)
+        return real(text, where, finite=finite)
+
+    monkeypatch.setattr(mapping, "parse_float", counting)
+    codec = XmlCodec("server")
+    numbers = " ".join(["1"] * 60_000)  # 120 kB: a document the codec takes
+    documents = [
+        f'<write id="a" name="drive/command"><ActuatorState><velocity>{numbers}</velocity></ActuatorState></write>',
+        '<write name="drive/command"><ActuatorState><velocity>' + "0 " * 33 + "</velocity></ActuatorState></write>",
+        '<write name="x/scan"><LaserScan><ranges>' + "1 " * 4097 + "</ranges></LaserScan></write>",
+        '<call service="x/y"><ActuatorState><force>' + "0 " * 33 + "</force></ActuatorState></call>",
+    ]
+    codec.receive_data("\n".join(documents).encode() + b"\n")
+    events = drain(codec)
+    assert [(e.code, e.out_of_range) for e in events if isinstance(e, BadDocument)] == [
+        (ErrorCode.BAD_VALUE, True)
+    ] * 4, events
+    reasons = [e.reason for e in events if isinstance(e, BadDocument)]
+    assert "<ActuatorState/velocity>: more than 32 numbers" in reasons[0] and events[0].id == "a"  # type: ignore[union-attr]
+    assert "<LaserScan/ranges>: more than 4096 numbers" in reasons[2]
+    assert parsed == []  # not one number of them was read
+    # at the limits, they are read (what is in range is for the server to say, with pluto.limits)
+    velocity = b"<velocity>" + b"1e308 " * 32 + b"</velocity>"
+    codec.receive_data(b'<write name="drive/command"><ActuatorState>' + velocity + b"</ActuatorState></write>\n")
+    (write,) = drain(codec)
+    assert isinstance(write, WriteRequest) and len(write.value.velocity) == 32  # type: ignore[attr-defined]
+    # a client reads what a server sends with the wider limit of the mapping
+    client = XmlCodec("client")
+    client.receive_data(XmlCodec("server").encode(Value("x/scan", msgs.LaserScan(ranges=[1.0] * 5000))))
+    (value,) = drain(client)
+    assert isinstance(value, Value) and len(value.value.ranges) == 5000  # type: ignore[attr-defined]

@@ -5,12 +5,14 @@ The interfaces are written by the test (a Publisher thread); the whole simulated
 
 from __future__ import annotations
 
+import argparse
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from pluto import msgs
@@ -136,30 +138,28 @@ def test_calls(bus: Bus, start_server: Callable[..., XmlServerModule]) -> None:
         assert error_code(client.request('<call service="test/nobody" timeout="0.3"/>')) == "timeout"
 
 
-def test_the_token_guards_writes_and_calls(
-    bus: Bus, start_server: Callable[..., XmlServerModule], tmp_path: Path
-) -> None:
+def test_the_token_guards_every_request(bus: Bus, start_server: Callable[..., XmlServerModule], tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
     token_file.chmod(0o600)
-    server = start_server(token_file=str(token_file))
+    server = start_server(token_file=str(token_file), auth_backoff=30.0, auth_backoff_max=60.0)
     commands = bus.create_reader("drive/command", msgs.ActuatorState)
     write = '<write name="drive/command"><ActuatorState><velocity>0.2 0</velocity></ActuatorState></write>'
     with XmlClient(server.server.address) as client:
         assert client.start().get("auth") == "token"
         assert error_code(client.request(write)) == "unauthorized"
         assert error_code(client.request('<call service="mom/xmlserver"/>')) == "unauthorized"
-        assert client.request("<list/>").tag == "listing"  # reading needs no token
-        assert error_code(client.request('<auth token="guess"/>')) == "unauthorized"
+        assert error_code(client.request("<list/>")) == "unauthorized"  # nothing at all before the token
         assert client.request('<auth id="a" token="s3cret-token"/>').tag == "authorized"
         assert client.request(write).tag == "written"
+        assert client.request("<list/>").tag == "listing"
         assert commands.wait_for_update(timeout=5).velocity == [0.2, 0.0]
         assert commands.received == 1  # the refused write never reached the bus
     with XmlClient(server.server.address) as guesser:
         guesser.start()
-        for _ in range(3):
-            assert error_code(guesser.request('<auth token="guess"/>')) == "unauthorized"
-        assert guesser.closed_by_server()  # three wrong tokens end the connection
+        codes = [error_code(guesser.request('<auth token="guess"/>')) for _ in range(3)]
+        assert codes == ["unauthorized", "rate-limited", "rate-limited"]  # checked once, then the back-off
+        assert guesser.closed_by_server()  # three failed attempts end the connection
 
 
 def test_a_missing_token_file_or_a_busy_port_is_a_clear_error(
@@ -260,3 +260,50 @@ def test_a_clock_jump_restarts_the_pacing_of_every_subscription(bus: Bus) -> Non
                 client.wait_updates(3, "Base/Drive/State", timeout=5)  # and then at 1 Hz of the new run
     finally:
         module.stop()
+
+
+def test_the_secret_comes_from_a_file_or_the_environment_never_the_command_line(
+    bus: Bus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def check(params: dict[str, Any], right: str | None, wrong: str) -> None:
+        module = XmlServerModule(bus, XmlServerParams(port=0, **params), name="xmlserver-secret")
+        module.start()
+        try:
+            with XmlClient(module.server.address) as client:
+                hello = client.start()
+                if right is None:
+                    assert hello.get("auth") == "none"
+                    return
+                assert hello.get("auth") == "token"
+                assert error_code(client.request(f'<auth token="{wrong}"/>')) == "unauthorized"
+            with XmlClient(module.server.address, source="127.0.0.2") as client:  # not in the wrong one's back-off
+                client.start()
+                assert client.request(f'<auth token="{right}"/>').tag == "authorized"
+        finally:
+            module.stop()
+
+    monkeypatch.setenv("PLUTO_XML_TOKEN", "  from the environment\n")
+    check({}, "from the environment", "guess")
+    token_file = tmp_path / "token"
+    token_file.write_text("from the file\n")
+    token_file.chmod(0o600)
+    check({"token_file": str(token_file)}, "from the file", "from the environment")  # the file wins
+    monkeypatch.setenv("PLUTO_XML_TOKEN", "")
+    check({}, None, "")
+    monkeypatch.setenv("PLUTO_XML_TOKEN", "two\nlines")
+    with pytest.raises(ConfigError, match="PLUTO_XML_TOKEN"):
+        XmlServerModule(bus, XmlServerParams(port=0), name="xmlserver-secret").start()
+
+    # no option and no parameter takes the secret itself
+    from pluto.cli.main import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    xmlserver = commands.choices["xmlserver"]
+    options = [o for action in xmlserver._actions for o in action.option_strings]
+    assert [o for o in options if "token" in o or "secret" in o] == ["--token-file"]
+    for argv in (["xmlserver", "--token", "s3cret"], ["xmlserver", "--token=s3cret"]):
+        with pytest.raises(SystemExit):  # not taken for --token-file
+            parser.parse_args(argv)
+    with pytest.raises(msgspec.ValidationError, match="token"):
+        msgspec.convert({"token": "s3cret"}, XmlServerParams)  # what `-p token=s3cret` would give

@@ -16,8 +16,10 @@ parse it; write a document, then a newline", which even a shell script can do.
 Limits: a document longer than ``max_document`` bytes (its newline included) is refused without being buffered
 (:class:`.events.BadDocument` with TOO_LARGE, then the rest of its line is skipped); elements nested deeper than
 ``max_depth`` are refused while parsing (TOO_DEEP); DTDs, entity declarations and external references are refused
-(FORBIDDEN) by parsing with defusedxml. A refused document becomes a BadDocument event and the codec carries on with
-the next line: nothing the peer sends makes it raise.
+(FORBIDDEN) by parsing with defusedxml. In a request, a vector longer than :mod:`pluto.limits` allows any message
+(32 numbers in an ``ActuatorState``, 4,096 in others) is refused (BAD_VALUE, ``out_of_range``) before its numbers are
+read. A refused document becomes a BadDocument event and the codec carries on with the next line: nothing the peer
+sends makes it raise.
 """
 
 # Strategy: a line is a document, so resynchronising after garbage is free: whatever a line holds, the next line
@@ -40,7 +42,7 @@ from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 from defusedxml.ElementTree import DefusedXMLParser
 
-from pluto import msgs, names
+from pluto import limits, msgs, names
 from pluto.errors import LocalProtocolError
 
 from .events import (
@@ -294,7 +296,7 @@ class XmlCodec:
                 event: Event = _request_from(root) if self._role == "server" else _reply_from(root)
             except XmlRequestError as err:
                 self._bad += 1
-                return BadDocument(err.code, err.reason, err.id, size=len(item) + 1)
+                return BadDocument(err.code, err.reason, err.id, size=len(item) + 1, out_of_range=err.out_of_range)
             self._documents += 1
             return event
         return NEED_DATA
@@ -486,7 +488,15 @@ class _Reader:
         try:
             return parse(kids[0])
         except XmlRequestError as err:
-            raise XmlRequestError(err.code, f"<{self.tag}>: {err.reason}", self.id) from None
+            raise XmlRequestError(
+                err.code, f"<{self.tag}>: {err.reason}", self.id, out_of_range=err.out_of_range
+            ) from None
+
+
+def _vector_cap(element: Element) -> int:
+    """The longest vector a client may send in a message (:mod:`pluto.limits`): a longer one is refused before its
+    numbers are read."""
+    return limits.MAX_ACTUATOR_VECTOR if element.tag == "ActuatorState" else limits.MAX_VECTOR
 
 
 def _request_from(root: Element) -> Request:
@@ -513,13 +523,13 @@ def _request_from(root: Element) -> Request:
     if tag == "write":
         r = _Reader(root, frozenset({"name"}))
         name = r.interface_name()
-        return WriteRequest(name, r.content(message_from_element), id=r.id)
+        return WriteRequest(name, r.content(lambda e: message_from_element(e, max_vector=_vector_cap(e))), id=r.id)
     if tag == "call":
         r = _Reader(root, frozenset({"service", "timeout"}))
         service = r.interface_name("service")
         timeout = r.number("timeout", required=False)
         kids = r.children(1)
-        request = r.content(value_from_element) if kids else None
+        request = r.content(lambda e: value_from_element(e, max_vector=_vector_cap(e))) if kids else None
         return CallRequest(service, request, timeout, id=r.id)
     if tag == "auth":
         r = _Reader(root, frozenset({"token"}))

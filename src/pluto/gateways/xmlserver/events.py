@@ -88,6 +88,7 @@ class ErrorCode(StrEnum):
     REMOTE_ERROR = "remote-error"
     TOO_MANY_CLIENTS = "too-many-clients"
     TOO_MANY_ERRORS = "too-many-errors"
+    IDLE = "idle"
     INTERNAL = "internal"
 
 
@@ -99,18 +100,30 @@ ERROR_MEANINGS: Final[dict[ErrorCode, str]] = {
     ErrorCode.FORBIDDEN: "A DTD, an entity declaration or an external reference: never accepted.",
     ErrorCode.UNKNOWN_OPERATION: "The root element is not one of the requests.",
     ErrorCode.BAD_REQUEST: "A request's attributes or children are missing, unknown or invalid.",
-    ErrorCode.BAD_VALUE: "A message or value does not fit its type (not a number, NaN, an unknown field).",
+    ErrorCode.BAD_VALUE: (
+        "A message or value does not fit its type (not a number, NaN, an unknown field) or is out of range (a speed "
+        "beyond the robot's, a number beyond 1e9, a vector too long); the reason names the field."
+    ),
     ErrorCode.UNKNOWN_INTERFACE: "No interface of that name (or its type is unknown: give its type).",
     ErrorCode.NOT_WRITABLE: "The interface may not be written through this server.",
     ErrorCode.NO_VALUE: "Nobody has written the interface yet.",
     ErrorCode.NOT_SUBSCRIBED: "Unsubscribing from an interface this connection is not subscribed to.",
     ErrorCode.TOO_MANY_SUBSCRIPTIONS: "The connection has as many subscriptions as the server allows.",
-    ErrorCode.RATE_LIMITED: "Requests come faster than the server allows; this one was not carried out.",
-    ErrorCode.UNAUTHORIZED: "A write or call without the token the server requires, or a wrong token.",
+    ErrorCode.RATE_LIMITED: (
+        "Requests come faster than the server allows, or a token comes during the back-off after a wrong one from "
+        "the same address; this one was not carried out (the reason says when to try again)."
+    ),
+    ErrorCode.UNAUTHORIZED: "A request before the token the server requires (<auth> comes first), or a wrong token.",
     ErrorCode.TIMEOUT: "The service called did not reply in time.",
     ErrorCode.REMOTE_ERROR: "The service called replied with an error.",
-    ErrorCode.TOO_MANY_CLIENTS: "The server has as many connections as it allows; it closes this one.",
+    ErrorCode.TOO_MANY_CLIENTS: (
+        "The server has as many connections as it allows, in all or from the client's address; it closes this one."
+    ),
     ErrorCode.TOO_MANY_ERRORS: "The connection sent too many bad documents; the server closes it.",
+    ErrorCode.IDLE: (
+        "The connection sent nothing, and took nothing it was sent, for the server's idle timeout; the server "
+        "closes it."
+    ),
     ErrorCode.INTERNAL: "The server failed to carry out the request (see its log).",
 }
 """What each error code means (the XSD documents the codes with these)."""
@@ -123,13 +136,15 @@ class XmlRequestError(RemoteProtocolError):
         code: the error code to reply with.
         reason: what is wrong, and where.
         id: the ``id`` of the request, if it could be read.
+        out_of_range: a value is beyond the limits of what it is for (a vector too long), not malformed.
     """
 
-    def __init__(self, code: ErrorCode, reason: str, id: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, reason: str, id: str | None = None, *, out_of_range: bool = False) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
         self.id = id
+        self.out_of_range = out_of_range
 
 
 def _check_id(id: str | None) -> None:
@@ -389,6 +404,8 @@ class BadDocument:
     reason: str
     id: str | None = None
     size: int = field(default=0, compare=False)
+    out_of_range: bool = field(default=False, compare=False)
+    """A well-formed request refused for a value beyond its limits (a vector too long), not a malformed one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,8 @@ __all__ = [
 ]
 
 MAX_VECTOR: Final = 100_000
-"""Most numbers a vector field may hold in a document received."""
+"""Most numbers a vector field may hold in a document received, unless the reader asks for fewer (a server reads
+requests with the limits of :mod:`pluto.limits`)."""
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -365,20 +366,21 @@ def _as_message(value: dict[Any, Any]) -> msgs.Message | None:
 # -- messages in ----------------------------------------------------------------------------------------------------
 
 
-def message_from_element(element: Element, *, finite: bool = True) -> msgs.Message:
+def message_from_element(element: Element, *, finite: bool = True, max_vector: int = MAX_VECTOR) -> msgs.Message:
     """The message an element stands for.
 
     Args:
         element: a message element (its tag names the type).
         finite: refuse ``INF`` and ``NaN`` in numbers (what a client sends); False to read what a server sends.
+        max_vector: most numbers a vector field may hold; a longer one is refused before its numbers are read.
 
     Raises:
-        XmlRequestError: BAD_VALUE, with the field and the reason.
+        XmlRequestError: BAD_VALUE, with the field and the reason (``out_of_range`` for a vector too long).
     """
     cls = msgs.message_types().get(element.tag)
     if cls is None:
         raise _bad(f"<{_shorten(element.tag)}>", "not a message type")
-    data = _record_data(element, cls, element.tag, finite)
+    data = _record_data(element, cls, element.tag, finite, max_vector)
     try:
         return msgspec.convert(data, cls)
     except msgspec.ValidationError as err:
@@ -393,7 +395,9 @@ def _check_no_text(element: Element, where: str) -> None:
             raise _bad(where, f"unexpected text {_shorten(child.tail.strip())!r}")
 
 
-def _record_data(element: Element, cls: type[msgspec.Struct], where: str, finite: bool) -> dict[str, Any]:
+def _record_data(
+    element: Element, cls: type[msgspec.Struct], where: str, finite: bool, max_vector: int
+) -> dict[str, Any]:
     specs = {spec.name: spec for spec in field_specs(cls)}
     data: dict[str, Any] = {}
     for name, text in element.attrib.items():
@@ -413,19 +417,19 @@ def _record_data(element: Element, cls: type[msgspec.Struct], where: str, finite
         if spec.kind in (FieldKind.FLOATS, FieldKind.INTS, FieldKind.STRS) and (len(child) or child.attrib):
             raise _bad(f"<{at}>", "holds text only")
         if spec.kind is FieldKind.FLOATS:
-            data[spec.name] = _vector(child.text or "", at, lambda t, w: parse_float(t, w, finite=finite))
+            data[spec.name] = _vector(child.text or "", at, lambda t, w: parse_float(t, w, finite=finite), max_vector)
         elif spec.kind is FieldKind.INTS:
-            data[spec.name] = _vector(child.text or "", at, parse_int)
+            data[spec.name] = _vector(child.text or "", at, parse_int, max_vector)
         elif spec.kind is FieldKind.STRS:
             data.setdefault(spec.name, []).append(child.text or "")
         elif spec.kind is FieldKind.STRUCT:
             assert spec.record is not None
-            data[spec.name] = _record_data(child, spec.record, at, finite)
+            data[spec.name] = _record_data(child, spec.record, at, finite, max_vector)
         elif spec.kind is FieldKind.STRUCTS:
             assert spec.record is not None
-            data.setdefault(spec.name, []).append(_record_data(child, spec.record, at, finite))
+            data.setdefault(spec.name, []).append(_record_data(child, spec.record, at, finite, max_vector))
         else:
-            data[spec.name] = _single_value(child, at, finite)
+            data[spec.name] = _single_value(child, at, finite, max_vector)
     return data
 
 
@@ -439,20 +443,20 @@ def _scalar(kind: FieldKind, text: str, where: str, finite: bool) -> Any:
     return text
 
 
-def _vector(text: str, where: str, parse: Any) -> list[Any]:
-    words = text.split()
-    if len(words) > MAX_VECTOR:
-        raise _bad(f"<{where}>", f"more than {MAX_VECTOR} numbers")
+def _vector(text: str, where: str, parse: Any, max_vector: int) -> list[Any]:
+    words = text.split(None, max_vector)  # at most max_vector + 1 words, whatever the text holds
+    if len(words) > max_vector:
+        raise XmlRequestError(ErrorCode.BAD_VALUE, f"<{where}>: more than {max_vector} numbers", out_of_range=True)
     return [parse(word, f"{where}[{i}]") for i, word in enumerate(words)]
 
 
-def _single_value(element: Element, where: str, finite: bool, *, keyed: bool = False) -> Any:
+def _single_value(element: Element, where: str, finite: bool, max_vector: int, *, keyed: bool = False) -> Any:
     _check_no_text(element, f"<{where}>")
     if element.attrib and not keyed:
         raise _bad(f"<{where}>", "takes no attributes")
     if len(element) > 1:
         raise _bad(f"<{where}>", "holds one value")
-    return value_from_element(element[0], finite=finite) if len(element) else None
+    return value_from_element(element[0], finite=finite, max_vector=max_vector) if len(element) else None
 
 
 # -- generic values in ----------------------------------------------------------------------------------------------
@@ -461,8 +465,13 @@ def _single_value(element: Element, where: str, finite: bool, *, keyed: bool = F
 _SCALAR_TAGS = frozenset(("null", "bool", "int", "float", "str", "bytes"))
 
 
-def value_from_element(element: Element, *, finite: bool = True) -> Any:
+def value_from_element(element: Element, *, finite: bool = True, max_vector: int = MAX_VECTOR) -> Any:
     """The generic value an element stands for (a message element gives the message).
+
+    Args:
+        element: the value's element.
+        finite: refuse ``INF`` and ``NaN`` (see :func:`message_from_element`).
+        max_vector: most numbers a vector field of a message inside may hold.
 
     Raises:
         XmlRequestError: BAD_VALUE, with the reason.
@@ -470,7 +479,7 @@ def value_from_element(element: Element, *, finite: bool = True) -> Any:
     tag = element.tag
     where = f"<{_shorten(tag)}>"
     if tag in msgs.message_types():
-        return message_from_element(element, finite=finite)
+        return message_from_element(element, finite=finite, max_vector=max_vector)
     if tag in _SCALAR_TAGS and (element.attrib or len(element)):
         raise _bad(where, "holds text only")
     text = element.text or ""
@@ -495,7 +504,7 @@ def value_from_element(element: Element, *, finite: bool = True) -> Any:
         if element.attrib:
             raise _bad(where, "takes no attributes")
         _check_no_text(element, where)
-        return [value_from_element(child, finite=finite) for child in element]
+        return [value_from_element(child, finite=finite, max_vector=max_vector) for child in element]
     if tag == "map":
         if element.attrib:
             raise _bad(where, "takes no attributes")
@@ -507,6 +516,6 @@ def value_from_element(element: Element, *, finite: bool = True) -> Any:
             key = item.attrib["key"]
             if key in result:
                 raise _bad(where, f"key {_shorten(key)!r} given twice")
-            result[key] = _single_value(item, f"map/item[{_shorten(key)}]", finite, keyed=True)
+            result[key] = _single_value(item, f"map/item[{_shorten(key)}]", finite, max_vector, keyed=True)
         return result
     raise _bad(where, "not a value (null, bool, int, float, str, bytes, array, map or a message)")

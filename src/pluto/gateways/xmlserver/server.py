@@ -3,6 +3,32 @@
 One asyncio loop on a thread of its own serves every connection. Each connection has a codec, a bounded queue of
 replies and, per subscription, one slot holding the newest update not yet sent; a sender task per connection
 writes them out and waits for the socket, so a client that reads slowly (or not at all) only ever delays itself.
+
+Defences (each limit is a :class:`ServerSettings` field):
+
+- Authentication first: with a token, a connection gets its ``<hello>`` (which says a token is needed) and nothing
+  else until it sends the right ``<auth>``: every other request, reads, listings and subscriptions included, is
+  answered UNAUTHORIZED without being looked at. After a wrong token, the attempts from the same address are
+  refused unchecked (RATE_LIMITED, saying when to try again) for a back-off that starts at ``auth_backoff`` and
+  doubles with each wrong token up to ``auth_backoff_max``; a right token ends it (:class:`.guard.AuthLimiter`).
+- Values in range: every message written, and every number and message of a call's request, passes
+  :func:`pluto.limits.check` before it reaches the bus; a value out of range is refused BAD_VALUE naming the field,
+  counted (``out_of_range``), and the connection carries on. Vectors longer than the limits are refused while the
+  request is read, before their numbers are.
+- Connections: at most ``max_clients`` in all and ``max_clients_per_address`` from one address; one more is sent an
+  ``<error code="too-many-clients">`` saying which limit, and closed. A connection idle for ``idle_timeout`` is sent
+  an ``<error code="idle">`` and closed. Idle means: no complete document came from the client, and nothing it was
+  sent was taken, for that long. A client that is handling a request, or that is subscribed and keeps up with what
+  it is sent (nothing waits in the socket for it, however quiet its interfaces are), is never idle; one subscribed
+  that stopped reading is, once the socket's buffers are full. Bytes that never make a document (a line that never
+  ends) do not count as activity.
+- Requests: at most ``request_rate`` a second on average per connection, documents capped in size and depth
+  (:mod:`.codec`), connections closed after ``max_bad_documents`` bad documents or ``max_auth_failures`` failed
+  token attempts.
+- The log: at most one line about wrong tokens per address per 10 s, and a few lines about connections per
+  address per 10 s; the rest are counted and the counts logged with the next line (:class:`.guard.LogLimiter`).
+
+The defences keep time on a monotonic clock (the ``monotonic`` argument; tests pass their own).
 """
 
 # Strategy: the bus delivers values on its own threads; each subscribed interface (a "topic", shared by every
@@ -16,7 +42,9 @@ writes them out and waits for the socket, so a client that reads slowly (or not 
 # and at most MAX_REPLIES replies; the reader stops reading requests while the reply queue is full, which pushes
 # back on a client that sends without reading. Anything that blocks on the bus (creating a reader, a subscription,
 # a service call, listing) runs on a small thread pool; a connection handles its requests one at a time, in order.
-# The request-rate limit uses the loop's monotonic clock (it is a defence of the computer, not robot time). When
+# The defences (request rate, idle timeout, auth back-off, log limits) use a monotonic clock, not the robot's time:
+# they defend the computer. A housekeeping task looks at every connection a few times a second: it closes the idle
+# ones (cancelling their task, which then says why) and writes the summaries of the lines held back. When
 # the clock goes back (a new simulation run, a replay started again), the owner calls clock_jumped from any thread:
 # the loop then empties the timers and restarts every pacer, so the new run's values go out at once.
 
@@ -42,7 +70,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from pluto import msgs, names
+from pluto import limits, msgs, names
 from pluto.bus import Bus, StateReader, StateWriter, Subscription
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.runtime.clock import Clock, WallClock
@@ -74,6 +102,7 @@ from .events import (
     WriteRequest,
     Written,
 )
+from .guard import AuthLimiter, LogLimiter
 from .pacing import Pacer, TokenBucket
 
 __all__ = ["ClientStats", "ServerSettings", "ServerStats", "XmlServer", "command_interfaces"]
@@ -92,6 +121,23 @@ LISTING_MAX_AGE: Final = 1.0
 """Seconds a ``<listing>`` found on the bus is reused for other ``<list/>`` requests."""
 LOGGED_BAD_DOCUMENTS: Final = 3
 """Bad documents logged one by one per connection; the rest are counted and summed up when it closes."""
+LOG_INTERVAL: Final = 10.0
+"""Seconds over which the lines about one address are limited."""
+CLIENT_LOG_BURST: Final = 10
+"""Lines about the connections of one address (connected, refused, disconnected, ...) per LOG_INTERVAL."""
+HOUSEKEEPING_PERIOD: Final = 0.25
+"""Seconds between looks for idle connections and log lines held back (wall clock)."""
+BACKLOG: Final = 512
+"""Connections the kernel may hold before the server accepts them."""
+_REQUEST_TAGS: Final[dict[type[Any], str]] = {
+    ListRequest: "list",
+    ReadRequest: "read",
+    SubscribeRequest: "subscribe",
+    UnsubscribeRequest: "unsubscribe",
+    WriteRequest: "write",
+    CallRequest: "call",
+    AuthRequest: "auth",
+}
 
 
 def command_interfaces() -> frozenset[str]:
@@ -106,8 +152,13 @@ class ServerSettings:
     Attributes:
         host: address to bind (the loopback unless a wider one is configured).
         port: TCP port; 0 picks a free one (see :attr:`XmlServer.address`).
-        token: shared secret a connection must present (``<auth>``) before writes and calls; None: no secret.
+        token: shared secret a connection must present (``<auth>``) before any other request; None: no secret.
         max_clients: connections served at once; more are refused with TOO_MANY_CLIENTS.
+        max_clients_per_address: connections served at once from one address; more are refused likewise.
+        idle_timeout: s a connection may be idle (see the module's description) before it is closed.
+        auth_backoff: s during which the attempts from an address are refused after its first wrong token; it
+            doubles with each further wrong token.
+        auth_backoff_max: the longest back-off, s.
         max_subscriptions: subscriptions per connection.
         max_rate_hz: largest subscription rate, Hz.
         request_rate: requests a second a connection may make on average.
@@ -115,7 +166,8 @@ class ServerSettings:
         max_document: largest document accepted, bytes.
         max_depth: deepest element nesting accepted.
         max_bad_documents: bad documents after which a connection is closed.
-        max_auth_failures: wrong tokens after which a connection is closed.
+        max_auth_failures: failed token attempts (wrong, or refused during a back-off) after which a connection is
+            closed.
         write_buffer: bytes the server buffers for a connection before it waits for the client (high-water mark).
         send_buffer: size of each connection's kernel send buffer (SO_SNDBUF), bytes; 0 leaves the system's.
         call_timeout: default wait for a service's reply, s.
@@ -130,6 +182,10 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     token: str | None = None
     max_clients: int = 100
+    max_clients_per_address: int = 64
+    idle_timeout: float = 60.0
+    auth_backoff: float = 0.5
+    auth_backoff_max: float = 30.0
     max_subscriptions: int = 16
     max_rate_hz: float = 1000.0
     request_rate: float = 50.0
@@ -145,14 +201,24 @@ class ServerSettings:
     writable: frozenset[str] = field(default_factory=command_interfaces)
 
     def __post_init__(self) -> None:
-        positive_ints = ("max_clients", "max_subscriptions", "request_burst", "max_bad_documents", "max_auth_failures")
+        positive_ints = (
+            "max_clients",
+            "max_clients_per_address",
+            "max_subscriptions",
+            "request_burst",
+            "max_bad_documents",
+            "max_auth_failures",
+        )
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_rate_hz", "request_rate", "call_timeout", "max_call_timeout"):
+        positive = ("max_rate_hz", "request_rate", "call_timeout", "max_call_timeout", "idle_timeout", "auth_backoff")
+        for name in (*positive, "auth_backoff_max"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be a positive number, got {value}")
+        if self.auth_backoff_max < self.auth_backoff:
+            raise ValueError(f"auth_backoff_max ({self.auth_backoff_max}) is below auth_backoff ({self.auth_backoff})")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.max_document < 1024 or self.max_depth < 8:
@@ -173,7 +239,9 @@ class ClientStats(msgspec.Struct, frozen=True, kw_only=True):
         connected: s since it connected.
         requests: documents received (good and bad).
         bad_documents: documents refused as malformed, too large, forbidden or invalid.
+        out_of_range: requests refused for a value out of range (:func:`pluto.limits.check`).
         rate_limited: requests refused for the request-rate limit.
+        auth_failures: its failed token attempts: wrong, or refused during a back-off.
         updates_sent: subscription updates written.
         updates_skipped: updates replaced by a newer value before they could be written (a slow client).
         bytes_sent: bytes written.
@@ -181,13 +249,16 @@ class ClientStats(msgspec.Struct, frozen=True, kw_only=True):
         max_queued_bytes: the largest ``queued_bytes`` seen.
         subscriptions: the interfaces it is subscribed to.
         authorized: it presented the token (or none is needed).
+        idle: s since it was last active (a document received, or something it was sent taken).
     """
 
     peer: str
     connected: float
     requests: int
     bad_documents: int
+    out_of_range: int
     rate_limited: int
+    auth_failures: int
     updates_sent: int
     updates_skipped: int
     bytes_sent: int
@@ -195,6 +266,7 @@ class ClientStats(msgspec.Struct, frozen=True, kw_only=True):
     max_queued_bytes: int
     subscriptions: list[str]
     authorized: bool
+    idle: float
 
 
 class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -204,7 +276,12 @@ class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
         address: host and port it listens on.
         clients: the open connections.
         connections: connections accepted since it started.
-        refused: connections refused because there were ``max_clients`` already.
+        refused: connections refused because there were ``max_clients`` already, or ``max_clients_per_address``
+            from the same address.
+        idle_closed: connections closed for being idle.
+        out_of_range: requests refused for a value out of range, on every connection since it started.
+        auth_failures: wrong tokens checked since it started.
+        auth_refused: token attempts refused unchecked during a back-off.
         topics: interfaces it is subscribed to on the bus.
     """
 
@@ -212,6 +289,10 @@ class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
     clients: list[ClientStats]
     connections: int
     refused: int
+    idle_closed: int
+    out_of_range: int
+    auth_failures: int
+    auth_refused: int
     topics: list[str]
 
 
@@ -286,11 +367,12 @@ class _Topic:
 class _Client:
     """One connection: its codec, its queues and its counters."""
 
-    def __init__(self, server: XmlServer, writer: asyncio.StreamWriter, peer: str) -> None:
+    def __init__(self, server: XmlServer, writer: asyncio.StreamWriter, peer: str, host: str) -> None:
         s = server.settings
         self.server = server
         self.writer = writer
         self.peer = peer
+        self.host = host
         self.codec = XmlCodec("server", max_document=s.max_document, max_depth=s.max_depth)
         self.bucket = TokenBucket(s.request_rate, s.request_burst)
         self.subs: dict[str, _Sub] = {}
@@ -304,10 +386,15 @@ class _Client:
         self.idle.set()
         self.closing = False
         self.dead = False
+        self.ending = False  # it is being disconnected
+        self.busy = False  # a request is being handled
+        self.close_reason: str | None = None  # why the server closes it from outside its task (idle)
         self.authorized = s.token is None
         self.started = time.monotonic()
+        self.last_active = server.monotonic()
         self.requests = 0
         self.bad_documents = 0
+        self.out_of_range = 0
         self.rate_limited = 0
         self.auth_failures = 0
         self.updates_sent = 0
@@ -324,6 +411,12 @@ class _Client:
         while len(self.replies) >= MAX_REPLIES and not self.dead:
             self.space.clear()
             await self.space.wait()
+        if self.dead:
+            return
+        self.reply_now(event)
+
+    def reply_now(self, event: ServerReply) -> None:
+        """Queue a reply even if the reply queue is full (the last one, saying why the connection is closed)."""
         if self.dead:
             return
         doc = encode_event(event)
@@ -376,6 +469,7 @@ class _Client:
                     self.bytes_sent += len(doc)
                     self._queued()
                     await self.writer.drain()
+                    self.last_active = self.server.monotonic()  # the socket took it: the client reads
                 self.idle.set()
         except (ConnectionError, OSError, RuntimeError):
             self._die()
@@ -392,13 +486,19 @@ class _Client:
         self.space.set()
         self.idle.set()
 
+    def keeps_up(self) -> bool:
+        """Subscribed, and nothing waits in the transport for the socket to take it."""
+        return bool(self.subs) and self.writer.transport.get_write_buffer_size() == 0
+
     def stats(self) -> ClientStats:
         return ClientStats(
             peer=self.peer,
             connected=round(time.monotonic() - self.started, 3),
             requests=self.requests,
             bad_documents=self.bad_documents,
+            out_of_range=self.out_of_range,
             rate_limited=self.rate_limited,
+            auth_failures=self.auth_failures,
             updates_sent=self.updates_sent,
             updates_skipped=self.updates_skipped,
             bytes_sent=self.bytes_sent,
@@ -406,6 +506,7 @@ class _Client:
             max_queued_bytes=self.max_queued,
             subscriptions=sorted(self.subs),
             authorized=self.authorized,
+            idle=round(max(0.0, self.server.monotonic() - self.last_active), 3),
         )
 
 
@@ -419,6 +520,8 @@ class XmlServer:
         clock_rate: returns the clock's seconds per wall-clock second (a fast simulated clock's rate), to know how
             long to sleep until an update is due; 1 by default.
         logger: where connections and refused documents are logged.
+        monotonic: the clock of the defences (request rate, idle timeout, token back-off, log limits), s;
+            ``time.monotonic`` by default.
 
     Use :meth:`start` and :meth:`close`, or as a context manager.
     """
@@ -431,12 +534,18 @@ class XmlServer:
         *,
         clock_rate: Callable[[], float] | None = None,
         logger: logging.Logger | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self.bus = bus
         self.settings = settings or ServerSettings()
         self.clock: Clock = clock or WallClock()
+        self.monotonic: Callable[[], float] = monotonic or time.monotonic
         self._clock_rate = clock_rate or (lambda: 1.0)
         self.log = logger or logging.getLogger("pluto.xmlserver")
+        self._auth_limiter = AuthLimiter(self.settings.auth_backoff, self.settings.auth_backoff_max)
+        self._auth_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, 1)
+        self._client_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, CLIENT_LOG_BURST)
+        self._per_address: dict[str, int] = {}
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="xmlserver-bus")
@@ -454,6 +563,10 @@ class XmlServer:
         self._address: tuple[str, int] | None = None
         self._connections = 0
         self._refused = 0
+        self._idle_closed = 0
+        self._out_of_range = 0
+        self._auth_failures = 0
+        self._auth_refused = 0
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -509,20 +622,31 @@ class XmlServer:
         self._pace_wake = asyncio.Event()
         self._stopping = asyncio.Event()
         s = self.settings
-        server = await asyncio.start_server(self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True)
+        server = await asyncio.start_server(
+            self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True, backlog=BACKLOG
+        )
         host, port = server.sockets[0].getsockname()[:2]
         bound.set_result((str(host), int(port)))
-        self.log.info("XML server listening on %s:%d (token %s)", host, port, "required" if s.token else "not needed")
-        pacing = asyncio.create_task(self._pace())
+        self.log.info(
+            "XML server listening on %s:%d (token %s; at most %d clients, %d from one address; idle timeout %g s)",
+            host,
+            port,
+            "required" if s.token else "not needed",
+            s.max_clients,
+            s.max_clients_per_address,
+            s.idle_timeout,
+        )
+        background = [asyncio.create_task(self._pace()), asyncio.create_task(self._housekeep())]
         try:
             await self._stopping.wait()
         finally:
             server.close()
-            pacing.cancel()
+            for task in background:
+                task.cancel()
             tasks = list(self._clients.values())
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(pacing, *tasks, return_exceptions=True)
+            await asyncio.gather(*background, *tasks, return_exceptions=True)
             await server.wait_closed()
 
     def close(self) -> None:
@@ -577,6 +701,10 @@ class XmlServer:
             clients=[client.stats() for client in self._clients],
             connections=self._connections,
             refused=self._refused,
+            idle_closed=self._idle_closed,
+            out_of_range=self._out_of_range,
+            auth_failures=self._auth_failures,
+            auth_refused=self._auth_refused,
             topics=sorted(self._topics),
         )
 
@@ -586,22 +714,35 @@ class XmlServer:
         s = self.settings
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
         sock = writer.get_extra_info("socket")
         if s.send_buffer and sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, s.send_buffer)
         writer.transport.set_write_buffer_limits(high=s.write_buffer)
-        if len(self._clients) >= s.max_clients or self._closed:
+        refusal = None
+        if self._closed:
+            refusal = "the server is stopping"
+        elif len(self._clients) >= s.max_clients:
+            refusal = f"at most {s.max_clients} clients"
+            count = len(self._clients)
+            self._client_line(logging.WARNING, host, "client %s refused: %d connections already", peer, count)
+        elif self._per_address.get(host, 0) >= s.max_clients_per_address:
+            refusal = f"at most {s.max_clients_per_address} connections from {host}"
+            count = self._per_address[host]
+            line = "client %s refused: %d connections from %s already"
+            self._client_line(logging.WARNING, host, line, peer, count, host)
+        if refusal is not None:
             self._refused += 1
-            self.log.warning("client %s refused: %d connections already", peer, len(self._clients))
-            writer.write(encode_event(ErrorReply(ErrorCode.TOO_MANY_CLIENTS, f"at most {s.max_clients} clients")))
+            writer.write(encode_event(ErrorReply(ErrorCode.TOO_MANY_CLIENTS, f"{refusal}; closing the connection")))
             await self._close_writer(writer, 1.0)
             return
-        client = _Client(self, writer, peer)
+        client = _Client(self, writer, peer, host)
         task = asyncio.current_task()
         assert task is not None
         self._clients[client] = task
+        self._per_address[host] = self._per_address.get(host, 0) + 1
         self._connections += 1
-        self.log.info("client %s connected (%d open)", peer, len(self._clients))
+        self._client_line(logging.INFO, host, "client %s connected (%d open)", peer, len(self._clients))
         sender = asyncio.create_task(client.send_loop())
         reason = "closed by the client"
         try:
@@ -610,7 +751,11 @@ class XmlServer:
         except (ConnectionError, OSError) as err:
             reason = f"connection error: {err}"
         except asyncio.CancelledError:
-            reason = "server stopping"
+            if client.close_reason is None:
+                reason = "server stopping"
+            else:  # closed by the housekeeping: carry on here with the goodbye
+                reason = client.close_reason
+                task.uncancel()
         finally:
             await self._disconnect(client, sender, reason)
 
@@ -621,13 +766,19 @@ class XmlServer:
             while (event := client.codec.next_event()) is not NEED_DATA:
                 if isinstance(event, ConnectionClosed):
                     return "closed by the client"
-                await self._handle(client, event)
+                client.busy = True
+                try:
+                    await self._handle(client, event)
+                finally:
+                    client.busy = False
+                    client.last_active = self.monotonic()
                 if client.closing:
                     return "closed by the server" if not client.dead else "connection lost"
             if not data:
                 return "closed by the client"
 
     async def _disconnect(self, client: _Client, sender: asyncio.Task[None], reason: str) -> None:
+        client.ending = True
         for sub in list(client.subs.values()):
             self._detach(sub)
         client.subs.clear()
@@ -638,22 +789,76 @@ class XmlServer:
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
         await self._close_writer(client.writer, 0.0 if stopping else 1.0)
-        self._clients.pop(client, None)
+        if self._clients.pop(client, None) is not None:
+            left = self._per_address.get(client.host, 1) - 1
+            if left > 0:
+                self._per_address[client.host] = left
+            else:
+                self._per_address.pop(client.host, None)
         stats = client.codec.statistics
-        self.log.info(
-            "client %s disconnected (%s) after %.1f s: %d requests, %d bad documents, %d rate-limited, "
-            "%d updates sent, %d skipped, %d bytes sent, %d bytes received",
+        self._client_line(
+            logging.INFO,
+            client.host,
+            "client %s disconnected (%s) after %.1f s: %d requests, %d bad documents, %d out of range, "
+            "%d rate-limited, %d updates sent, %d skipped, %d bytes sent, %d bytes received",
             client.peer,
             reason,
             time.monotonic() - client.started,
             client.requests,
             client.bad_documents,
+            client.out_of_range,
             client.rate_limited,
             client.updates_sent,
             client.updates_skipped,
             client.bytes_sent,
             stats.bytes,
         )
+
+    # -- defences -------------------------------------------------------------------------------------------------
+
+    def _client_line(self, level: int, host: str, message: str, *args: Any, exc_info: bool = False) -> None:
+        """Log a line about a connection from ``host``, unless that address has had its share of lines lately."""
+        held = self._client_log.note(host, self.monotonic())
+        if held is None:
+            return
+        if held:
+            message += " (%d more lines about %s held back)"
+            args = (*args, held, host)
+        self.log.log(level, message, *args, exc_info=exc_info)
+
+    async def _housekeep(self) -> None:
+        """Close the idle connections, and log the counts of the lines held back (a few times a second)."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_PERIOD)
+            now = self.monotonic()
+            limit = self.settings.idle_timeout
+            for client, task in list(self._clients.items()):
+                if client.ending or client.close_reason is not None:
+                    continue
+                if client.busy or client.keeps_up():
+                    client.last_active = now
+                elif now - client.last_active >= limit:
+                    self._close_idle(client, task)
+            for host, count in self._auth_log.flush(now):
+                self.log.warning("%s: %d more wrong tokens or attempts refused during the back-off", host, count)
+            for host, count in self._client_log.flush(now):
+                self.log.info("%s: %d more lines about its connections held back", host, count)
+
+    def _close_idle(self, client: _Client, task: asyncio.Task[Any]) -> None:
+        limit = self.settings.idle_timeout
+        client.close_reason = f"idle for {limit:g} s"
+        self._idle_closed += 1
+        reason = f"nothing received from the client and nothing taken by it for {limit:g} s; closing the connection"
+        client.reply_now(ErrorReply(ErrorCode.IDLE, reason))
+        self._client_line(logging.INFO, client.host, "client %s: closing it, idle for %g s", client.peer, limit)
+        task.cancel()
+
+    def _refuse_value(self, client: _Client, reason: str) -> None:
+        """Count (and log, sparingly) a request refused for a value out of range."""
+        client.out_of_range += 1
+        self._out_of_range += 1
+        line = "client %s: refused a value out of range: %s"
+        self._client_line(logging.WARNING, client.host, line, client.peer, reason)
 
     @staticmethod
     async def _close_writer(writer: asyncio.StreamWriter, grace: float) -> None:
@@ -673,13 +878,19 @@ class XmlServer:
     async def _handle(self, client: _Client, event: Request | BadDocument | Any) -> None:
         client.requests += 1
         request_id = getattr(event, "id", None)
-        if not client.bucket.take(self._loop.time()):
+        if not client.bucket.take(self.monotonic()):
             client.rate_limited += 1
             limit = f"more than {self.settings.request_rate:g} requests a second"
             await client.reply(ErrorReply(ErrorCode.RATE_LIMITED, f"{limit}; this one was not carried out", request_id))
             return
         if isinstance(event, BadDocument):
             await self._bad_document(client, event)
+            return
+        if not client.authorized and not isinstance(event, AuthRequest):
+            # Nothing before the token: not a value, not a listing, not even whether an interface exists.
+            tag = _REQUEST_TAGS.get(type(event), "a request")
+            reason = f'<{tag}> needs <auth token="..."/> first: this server requires a token'
+            await client.reply(ErrorReply(ErrorCode.UNAUTHORIZED, reason, request_id))
             return
         handlers: dict[type[Any], Callable[[_Client, Any], Any]] = {
             ListRequest: self._list,
@@ -698,19 +909,38 @@ class XmlServer:
         except _Refused as refused:
             reply = ErrorReply(refused.code, refused.reason, request_id)
         except Exception as err:
-            self.log.exception("client %s: %s failed", client.peer, type(event).__name__)
+            name = type(event).__name__
+            self._client_line(logging.ERROR, client.host, "client %s: %s failed", client.peer, name, exc_info=True)
             reply = ErrorReply(ErrorCode.INTERNAL, f"{type(err).__name__}: {err}", request_id)
         if reply is not None:
             await client.reply(reply)
 
     async def _bad_document(self, client: _Client, bad: BadDocument) -> None:
+        if bad.out_of_range:  # a well-formed request with a value too large (a vector too long): not malformed
+            self._refuse_value(client, bad.reason)
+            await client.reply(ErrorReply(bad.code, bad.reason, bad.id))
+            return
         client.bad_documents += 1
         if client.bad_documents <= LOGGED_BAD_DOCUMENTS:
             more = " (further ones are counted, not logged)" if client.bad_documents == LOGGED_BAD_DOCUMENTS else ""
-            self.log.warning("client %s: refused a document (%s): %s%s", client.peer, bad.code.value, bad.reason, more)
+            self._client_line(
+                logging.WARNING,
+                client.host,
+                "client %s: refused a document (%s): %s%s",
+                client.peer,
+                bad.code.value,
+                bad.reason,
+                more,
+            )
         await client.reply(ErrorReply(bad.code, bad.reason, bad.id))
         if client.bad_documents >= self.settings.max_bad_documents:
-            self.log.warning("client %s: closing after %d bad documents", client.peer, client.bad_documents)
+            self._client_line(
+                logging.WARNING,
+                client.host,
+                "client %s: closing after %d bad documents",
+                client.peer,
+                client.bad_documents,
+            )
             reason = f"{client.bad_documents} bad documents; closing the connection"
             await client.reply(ErrorReply(ErrorCode.TOO_MANY_ERRORS, reason))
             client.closing = True
@@ -837,12 +1067,7 @@ class XmlServer:
                 else:
                     self._executor.submit(self.bus.release, topic.subscription)
 
-    def _check_authorized(self, client: _Client, what: str) -> None:
-        if not client.authorized:
-            raise _Refused(ErrorCode.UNAUTHORIZED, f'{what} needs <auth token="..."/> first')
-
     async def _write(self, client: _Client, request: WriteRequest) -> ServerReply:
-        self._check_authorized(client, "a write")
         name, value = request.name, request.value
         known = names.message_type_of(name)
         if name not in self.settings.writable:
@@ -854,6 +1079,11 @@ class XmlServer:
             raise _Refused(ErrorCode.BAD_VALUE, f"{name} carries {cls.__name__}, not {type(value).__name__}")
         if getattr(value, "stamp", None) == 0.0:  # a client that does not know the robot's time: stamp it now
             value = msgspec.structs.replace(value, stamp=self.clock.now())
+        try:
+            limits.check(name, value)
+        except limits.LimitError as err:
+            self._refuse_value(client, str(err))
+            raise _Refused(ErrorCode.BAD_VALUE, str(err)) from None
         writer = self._writers.get(name)
         if writer is None:
             writer = await self._blocking(self.bus.create_publisher, name, cls)
@@ -862,7 +1092,11 @@ class XmlServer:
         return Written(name, id=request.id)
 
     async def _call(self, client: _Client, request: CallRequest) -> ServerReply:
-        self._check_authorized(client, "a call")
+        try:
+            _check_call_value(request.service, request.request, f"{request.service} request")
+        except limits.LimitError as err:
+            self._refuse_value(client, str(err))
+            raise _Refused(ErrorCode.BAD_VALUE, str(err)) from None
         s = self.settings
         timeout = min(request.timeout or s.call_timeout, s.max_call_timeout)
         try:
@@ -879,16 +1113,45 @@ class XmlServer:
 
     async def _auth(self, client: _Client, request: AuthRequest) -> ServerReply:
         token = self.settings.token
-        if token is None or hmac.compare_digest(token.encode(), request.token.encode()):
+        if token is None:
             client.authorized = True
-            self.log.info("client %s authorized", client.peer)
+            return Authorized(id=request.id)
+        host, now = client.host, self.monotonic()
+        wait = self._auth_limiter.wait(host, now)
+        if wait > 0.0:
+            client.auth_failures += 1
+            self._auth_refused += 1
+            self._auth_line(client, now, "token attempt refused unchecked, %.1f s before the back-off ends", wait)
+            reason = f"wrong tokens from {host}: the next attempt is checked in {wait:.1f} s, not before"
+            if self._close_after_auth_failures(client):
+                reason += "; too many attempts, closing the connection"
+            raise _Refused(ErrorCode.RATE_LIMITED, reason)
+        if hmac.compare_digest(token.encode(), request.token.encode()):
+            self._auth_limiter.succeeded(host)
+            client.authorized = True
+            self._client_line(logging.INFO, host, "client %s authorized", client.peer)
             return Authorized(id=request.id)
         client.auth_failures += 1
-        self.log.warning("client %s: wrong token (%d)", client.peer, client.auth_failures)
+        self._auth_failures += 1
+        delay = self._auth_limiter.failed(host, now)
+        self._auth_line(client, now, "wrong token; the next attempt from this address is checked after %g s", delay)
+        if self._close_after_auth_failures(client):
+            raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token; too many attempts, closing the connection")
+        raise _Refused(ErrorCode.UNAUTHORIZED, f"wrong token; the next attempt is checked after {delay:g} s")
+
+    def _close_after_auth_failures(self, client: _Client) -> bool:
+        """Close the connection after ``max_auth_failures`` failed attempts (wrong, or refused in a back-off)."""
         if client.auth_failures >= self.settings.max_auth_failures:
             client.closing = True
-            raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token; too many attempts, closing the connection")
-        raise _Refused(ErrorCode.UNAUTHORIZED, "wrong token")
+        return client.closing
+
+    def _auth_line(self, client: _Client, now: float, message: str, *args: Any) -> None:
+        """Log a token attempt that failed, at most one line per address per LOG_INTERVAL."""
+        held = self._auth_log.note(client.host, now)
+        if held is None:
+            return
+        more = f" ({held} more wrong tokens or attempts refused in the back-off since the last line)" if held else ""
+        self.log.warning("client %s: " + message + "%s", client.peer, *args, more)
 
     # -- pacing ---------------------------------------------------------------------------------------------------
 
@@ -956,6 +1219,29 @@ class XmlServer:
             self._pace_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._pace_wake.wait(), wait)
+
+
+def _check_call_value(service: str, value: Any, where: str) -> None:
+    """Check what a call sends to a service: every message by :func:`pluto.limits.check`, every other number
+    finite within ±1e9, arrays at most 4,096 long.
+
+    Raises:
+        limits.LimitError: the first value out of range, named by where it is (``service request[0][key]``).
+    """
+    if isinstance(value, msgs.Message):
+        limits.check(service, value)
+    elif isinstance(value, bool) or value is None or isinstance(value, str | bytes):
+        return
+    elif isinstance(value, int | float):
+        limits.check_number(where, value)
+    elif isinstance(value, list):
+        if len(value) > limits.MAX_VECTOR:
+            raise limits.LimitError(f"{where} has {len(value)} values; at most {limits.MAX_VECTOR}")
+        for i, item in enumerate(value):
+            _check_call_value(service, item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_call_value(service, item, f"{where}[{key}]")
 
 
 def _close_at_exit(server: XmlServer) -> None:
