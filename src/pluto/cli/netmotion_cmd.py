@@ -19,6 +19,10 @@ line (case-sensitive): PING, FK <link>, RUNMS <file>, IKP <link> <X> <Y> <Z> (mm
 Motion files come from --motions (the examples shipped with Pluto by default). The server listens on 127.0.0.1
 unless --host says otherwise. The same runs as a daemon with `pluto start netmotion`.
 
+Against floods, each client (host and port) may send 50 datagrams a second, and the server handles 1,000 a second
+in all, shared equally by the clients sending; the rest is dropped before it is parsed and counted in
+netmotion/status (set client_rate, budget_rate and the like under [modules.netmotion] in the configuration file).
+
 examples:
   pluto netmotion                                   simulated arm, UDP port 15000
   pluto netmotion --arm ssc32 --serial-port /dev/ttyUSB0 --motions ~/motions
