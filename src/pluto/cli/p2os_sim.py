@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 from pluto.cli.command import add_parser
 from pluto.errors import ConfigError
@@ -12,6 +16,11 @@ from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 
 # The emulator, numpy and the simulator are imported by run(), not here: `pluto` imports this module for every
 # command and should start fast.
+#
+# Ctrl-C stops the command at once, whatever the world: the serving loop looks at its stop event between the
+# robot's 10 ms physics steps, but one such step of a big or crowded world can take seconds. So the first SIGINT
+# or SIGTERM also raises _Interrupted in the main thread, which serves: the step in progress is abandoned (the
+# robot is thrown away with the process), and the link is still closed on the way out.
 
 __all__ = ["DEFAULT_PORT", "add_command", "run"]
 
@@ -92,8 +101,35 @@ def add_command(
     )
 
 
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM: stop serving now (a BaseException, as KeyboardInterrupt, so no handler swallows it)."""
+
+
+@contextlib.contextmanager
+def _stop_at_once_on_signals() -> Iterator[threading.Event]:
+    """An event that SIGINT or SIGTERM sets while the block runs; the first one also raises :class:`_Interrupted`
+    there (main thread only; elsewhere only the event, never set by a signal). Handlers restored after."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        first = not stop.is_set()
+        stop.set()
+        if first:
+            raise _Interrupted(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve the robot until SIGINT or SIGTERM (Ctrl-C).
+    """Serve the robot until SIGINT or SIGTERM (Ctrl-C), which stop it at once (well within a second).
 
     Returns:
         0 after a clean stop.
@@ -113,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
 
     from pluto.hardware.base.p2os.emulator import LinkNoise, serve_pty, serve_tcp
     from pluto.hardware.base.p2os.robot import P2osRobot
-    from pluto.runtime.runner import stop_on_signals
     from pluto.sim.world import load_world
 
     world = None if args.world is None else load_world(args.world)
@@ -128,10 +163,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"connect a client to: {url}", flush=True)
         print("Ctrl-C stops it.", flush=True)
 
-    with stop_on_signals() as stop:
-        if args.pty:
-            serve_pty(lambda: robot, link_noise=noise, stop=stop, on_ready=ready)
-        else:
-            serve_tcp(lambda: robot, args.host, args.port, link_noise=noise, stop=stop, on_ready=ready)
+    try:
+        with _stop_at_once_on_signals() as stop:
+            if args.pty:
+                serve_pty(lambda: robot, link_noise=noise, stop=stop, on_ready=ready)
+            else:
+                serve_tcp(lambda: robot, args.host, args.port, link_noise=noise, stop=stop, on_ready=ready)
+    except _Interrupted:
+        pass
     print("stopped", flush=True)
     return 0
