@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pluto.cli.command import add_parser
@@ -23,11 +24,20 @@ base; position commands are gotos of the avoid module. It listens on the loopbac
 otherwise. Ctrl-C stops it; when its last client with write access to position leaves, the robot is stopped.
 The same server runs as a module: `pluto start player`, or [modules.player] in a profile.
 
+The AUTH key clients must send first is never given on the command line (every user of the computer sees command
+lines): it is the first line of the file --key-file names, or else the environment variable PLUTO_PLAYER_KEY.
+
 examples:
   pluto player                        port 6665 on 127.0.0.1
-  pluto player --port 7000 --key s3cret
+  pluto player --port 7000 --key-file ~/.config/pluto/player.key    (chmod 600 the file)
+  PLUTO_PLAYER_KEY=... pluto player   the key from the environment
   pluto player --host 0.0.0.0 --use-sim-time    every network; follow the simulated clock (pluto sim)
 """
+
+KEY_ON_THE_COMMAND_LINE = (
+    "--key would show the key to every user of this computer (ps): put the key in a file readable only by you and "
+    "give --key-file FILE, or set the environment variable PLUTO_PLAYER_KEY"
+)
 
 
 def add_command(
@@ -42,7 +52,12 @@ def add_command(
     p = add_parser(sub, "player", run, HELP, DESCRIPTION, parents)
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 6665)")
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--key", metavar="KEY", help="the AUTH key clients must send first (default: none)")
+    p.add_argument(
+        "--key-file",
+        metavar="FILE",
+        help="file whose first line is the AUTH key clients must send first (default: PLUTO_PLAYER_KEY, else none)",
+    )
+    p.add_argument("--key", metavar="KEY", help="refused: use --key-file or PLUTO_PLAYER_KEY (ps shows arguments)")
     p.add_argument(
         "--use-sim-time", action="store_true", help="follow the simulated time on Clock (rounds at simulated rates)"
     )
@@ -60,13 +75,17 @@ def module_params(args: argparse.Namespace) -> dict[str, Any]:
     """The ``player`` module's parameters from the command line.
 
     Raises:
-        ConfigError: a port out of 0..65535 or a malformed -p.
+        ConfigError: a port out of 0..65535, a malformed -p, or a key on the command line (--key, -p key=...).
     """
     from pluto.runtime.config import parse_override
 
+    if getattr(args, "key", None) is not None:
+        raise ConfigError(KEY_ON_THE_COMMAND_LINE)
     params: dict[str, Any] = {}
     for pair in args.param:
         key, value = parse_override(pair)
+        if key == "key":
+            raise ConfigError(KEY_ON_THE_COMMAND_LINE.replace("--key would", "-p key=... would"))
         params[key] = value
     if args.port is not None:
         if not 0 <= args.port <= 65535:
@@ -74,8 +93,8 @@ def module_params(args: argparse.Namespace) -> dict[str, Any]:
         params["port"] = args.port
     if args.host is not None:
         params["host"] = args.host
-    if args.key is not None:
-        params["key"] = args.key
+    if args.key_file is not None:
+        params["key_file"] = str(Path(args.key_file).expanduser().absolute())
     if args.use_sim_time:
         params["use_sim_time"] = True
     return params

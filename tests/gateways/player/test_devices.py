@@ -94,8 +94,8 @@ def test_laser_view_narrows_and_coarsens() -> None:
     assert len(data.ranges) == 91
     assert data.ranges[0] == round((1.0 + 0.01 * 90) * 1000)  # the beam at -45° is number 90
     assert data.ranges[1] == round((1.0 + 0.01 * 92) * 1000)  # every other beam
-    clipped = laser_settings(LaserConfig(2, -12000, 0, 50, 10, 1), native)
-    assert (clipped.min_angle, clipped.max_angle, clipped.intensity) == (-9000, 0, 1)
+    clipped = laser_settings(LaserConfig(2, -12000, 0, 50, 10, 0), native)
+    assert (clipped.min_angle, clipped.max_angle, clipped.intensity) == (-9000, 0, 0)
     for bad, reason in [
         (LaserConfig(2, -9000, 9000, 25, 1, 0), "multiple"),
         (LaserConfig(2, -9000, 9000, 75, 1, 0), "not one of"),
@@ -104,6 +104,15 @@ def test_laser_view_narrows_and_coarsens() -> None:
     ]:
         with pytest.raises(ValueError, match=reason):
             laser_settings(bad, native)
+
+
+def test_a_request_for_intensities_is_carried_out_without_them() -> None:
+    # The scanners measure no reflectivity: the rest of the request is in force, and the configuration says so.
+    native = laser_native_config(sick_scan())
+    config = laser_settings(LaserConfig(2, -4500, 4500, 100, 10, 1), native)
+    assert config == LaserConfig(3, -4500, 4500, 100, 10, 0)
+    assert laser_data(sick_scan(), config).intensity == ()  # sent as zeros
+    assert native.intensity == 0
 
 
 def test_laser_range_unit_and_geometry() -> None:

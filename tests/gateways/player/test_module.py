@@ -9,17 +9,38 @@ from __future__ import annotations
 
 import itertools
 import math
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from pluto import msgs
+from pluto import limits, msgs
 from pluto.bus import Bus
 from pluto.gateways.player.module import PlayerModule, PlayerParams
-from pluto.gateways.player.protocol import DeviceCode
-from pluto.gateways.player.structs import LaserConfig, PidRequest, RmpConfig, SonarPower, SpeedProfile, VelocityMode
+from pluto.gateways.player.protocol import (
+    NEED_DATA,
+    ConnectionClosed,
+    DeviceCode,
+    Header,
+    Message,
+    MsgType,
+    PlayerConnection,
+    encode_message,
+)
+from pluto.gateways.player.structs import (
+    DeviceList,
+    DeviceRequest,
+    LaserConfig,
+    PidRequest,
+    PositionCommand,
+    RmpConfig,
+    SetOdometry,
+    SonarPower,
+    SpeedProfile,
+    VelocityMode,
+)
 from pluto.geometry import wrap_angle
 from pluto.hardware.base.module import SimBase
 from pluto.hardware.base.p2os.emulator import P2osEmulator
@@ -70,12 +91,14 @@ def stack(bus: Bus, tmp_path: Path) -> Iterator[Callable[..., tuple[Stack, Playe
     room.write_text(ROOM)
     started: list[Stack] = []
 
-    def start(profile_modules: tuple[str, ...] | None = None, rate: float = RATE) -> tuple[Stack, PlayerModule]:
+    def start(
+        profile_modules: tuple[str, ...] | None = None, rate: float = RATE, use_sim_time: bool = True
+    ) -> tuple[Stack, PlayerModule]:
         s = Stack(bus, room, profile_modules, rate)
         started.append(s)
         if profile_modules is None:
             s.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
-        player = s.add(PlayerModule(bus, PlayerParams(port=0, use_sim_time=True)))
+        player = s.add(PlayerModule(bus, PlayerParams(port=0, use_sim_time=use_sim_time)))
         assert isinstance(player, PlayerModule)
         return s, player
 
@@ -208,12 +231,9 @@ def test_position_mode_is_a_goto_of_the_avoid_module(
         bus.wait_for_module("avoid", 10)
         read_until(client, lambda: player._running("avoid"))
         client.set_position_mode(True)
-        client.set_odometry(10.0, 0.0, 0.0)  # the goal is in the odometry frame, whatever it is
+        client.set_odometry(10.0, 0.0, 0.0)  # the goal is in the declared odometry frame, whatever it is
         read_until(client, lambda: client.position.px > 9.9)
-        pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)  # dead reckoning follows the jump
-        while pose.wait_for_update(timeout=10).pose[0] < 9.9:
-            pass
-        client.goto(12.0, 1.0)
+        client.goto(12.0, 1.0)  # 2 m ahead, 1 m to the left
         read_until(client, lambda: math.hypot(client.position.px - 12.0, client.position.py - 1.0) < 0.35)
         client.set_speed(0.0, 0.0)  # a velocity command ends the goto (the avoid module is released)
         read_until(client, lambda: client.position.vx == 0.0)
@@ -309,7 +329,11 @@ def test_configuration_requests_reach_the_simulated_base(
             1,
         )
         assert client.laser_config() == LaserConfig(3, -4500, 4500, 100, 1, 0)
+        # intensities asked for: the rest is carried out, and the configuration in force says there are none
+        config = client.set_laser_config(math.radians(-45), math.radians(45), math.radians(1.0), 1, intensity=True)
+        assert (config.intensity, client.laser_config().intensity) == (0, 0)
         read_until(client, lambda: len(client.laser.ranges) == 91)
+        assert set(client.laser.intensity) == {0}
         assert client.laser.min_angle == pytest.approx(math.radians(-45)) and client.laser.range_res == 1
         with pytest.raises(RequestRefused):
             client.set_laser_config(-1.0, 1.0, math.radians(0.25))  # finer than the scanner
@@ -340,3 +364,93 @@ def test_the_p2os_base_refuses_what_p2os_cannot_do(bus: Bus) -> None:
         finally:
             player.stop()
             base.stop()
+
+
+def test_set_odom_declares_the_pose_and_the_robot_does_not_move(
+    bus: Bus, stack: Callable[..., tuple[Stack, PlayerModule]]
+) -> None:
+    _, player = stack(profile_modules=("sim", "base", "wrist", "sick", "localization", "dmu"))
+    base_odometry = bus.create_reader("Base/Drive/State", msgs.Odometry)
+    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+    with PlayerClient(port=player.port, timeout=10.0) as client:
+        client.subscribe("position", access="a")
+        client.subscribe("position3d")
+        read_until(client, lambda: client.position.count > 0 and client.position3d.count > 0)
+        on_the_bus, real = base_odometry.wait_for_update(timeout=10), truth.wait_for_update(timeout=10)
+        localized = (client.position3d.position, client.position3d.angles)
+        for pose in ((1.0, 2.0, math.radians(45.0)), (-3.5, 0.25, math.radians(180.0)), (0.0, 0.0, 0.0)):
+            if pose == (0.0, 0.0, 0.0):
+                client.reset_odometry()
+            else:
+                client.set_odometry(*pose)
+            # the first position data after the ACK reads the pose declared, exactly (whole mm and degrees)
+            count = client.position.count
+            read_until(client, lambda: client.position.count > count)  # noqa: B023 (called at once)
+            assert (client.position.px, client.position.py, client.position.pa) == pose
+        for _ in range(5):
+            client.read()
+        assert (client.position.px, client.position.py, client.position.pa) == (0.0, 0.0, 0.0)
+        # the robot did not move: not in the world, not on the base's odometry, not for the localization
+        later, real_later = base_odometry.wait_for_update(timeout=10), truth.wait_for_update(timeout=10)
+        assert (later.x, later.y, later.theta) == pytest.approx((on_the_bus.x, on_the_bus.y, on_the_bus.theta))
+        assert (real_later.x, real_later.y) == pytest.approx((real.x, real.y), abs=1e-6)
+        assert client.position3d.position == pytest.approx(localized[0], abs=1e-3)
+        assert client.position3d.angles == pytest.approx(localized[1], abs=1e-3)
+    assert player.server.statistics().nacks == 0
+
+
+def test_values_out_of_range_are_refused_and_the_session_goes_on(
+    bus: Bus, stack: Callable[..., tuple[Stack, PlayerModule]]
+) -> None:
+    _, player = stack(profile_modules=("sim", "base"))
+    commands = Collector(bus, "Base/Drive/Command", msgs.ActuatorState)
+    with PlayerClient(port=player.port, timeout=10.0) as client:
+        client.subscribe("position", access="a")
+        client.read()
+        client.set_speed(5.0, 0.0)  # over 3 m/s
+        client.set_speed(0.0, math.radians(720.0))  # two turns a second
+        far = PositionCommand(2**31 - 1, 0, 0, 0, 0, 0, 1, 1)  # a goal 2,147 km away
+        client.send(MsgType.CMD, DeviceCode.POSITION, 0, far.pack())
+        for refused in (SetOdometry(9, 2**31 - 1, 0, 0), SetOdometry(9, 0, 0, 2**31 - 1), SpeedProfile(8, 20000, 500)):
+            with pytest.raises(RequestRefused, match="NACK"):
+                client.request("position", 0, refused.pack())
+        client.set_speed(0.2, 0.0)  # a good one after them takes effect
+        read_until(client, lambda: client.position.vx > 0.15)
+        client.set_speed(0.0, 0.0)
+        stats = player.server.statistics()
+        assert (stats.refused_commands, stats.nacks, stats.failures) == (3, 3, 0), stats
+    written = [tuple(c.velocity) for c in commands.values]
+    assert (0.2, 0.0) in written
+    for command in commands.values:
+        limits.check("Base/Drive/Command", command)  # nothing out of range reached the bus
+
+
+def test_header_times_are_on_the_clock_of_the_data(bus: Bus, stack: Callable[..., tuple[Stack, PlayerModule]]) -> None:
+    # Without --use-sim-time the module runs on the wall clock, while the simulated base stamps on simulated time.
+    _, player = stack(profile_modules=("sim", "base"), use_sim_time=False)
+    with socket.create_connection(("127.0.0.1", player.port), timeout=10) as sock:
+        conn = PlayerConnection("client")
+
+        def read_data(count: int) -> list[Header]:
+            headers: list[Header] = []
+            while sum(h.type == MsgType.DATA for h in headers) < count:
+                event = conn.next_event()
+                if event is NEED_DATA:
+                    conn.receive_data(sock.recv(65536))
+                elif isinstance(event, ConnectionClosed):
+                    raise AssertionError("the server closed the connection")
+                elif isinstance(event, Message):
+                    headers.append(event.header)
+            return headers
+
+        sock.sendall(encode_message(MsgType.REQ, 1, 0, DeviceRequest(4, 0, b"r").pack()))
+        read_data(3)  # the module has data, and knows its clock
+        sock.sendall(encode_message(MsgType.REQ, 1, 0, DeviceList().pack()[:2]))
+        headers = read_data(5)
+    stamped = [h for h in headers if h.type in (MsgType.DATA, MsgType.RESP_ACK, MsgType.SYNCH)]
+    assert MsgType.RESP_ACK in [h.type for h in stamped]
+    data = [h for h in headers if h.type == MsgType.DATA]
+    assert data[-1].timestamp < 1e6  # simulated time, not seconds since 1970
+    for header in stamped:
+        # both times of every header on one clock: the data's (the simulated time, at RATE times the wall's pace)
+        assert abs(header.time - data[-1].timestamp) < 60.0, (header, data[-1])

@@ -13,7 +13,8 @@ is pure: the module shell reads the bus and calls these functions.
 # on the bus is continuous. The position3d command declares its angles unsigned; a client that wrote a negative
 # angle into it sent its two's complement, which is read back as the negative angle. The laser configuration is a
 # view of the scans the scanner makes: a client may narrow the field of view and halve the resolution (every
-# other beam), or pick the range unit; a finer resolution than the scanner's is refused.
+# other beam), or pick the range unit; a finer resolution than the scanner's is refused. The scanners measure no
+# reflectivity, so the configuration in force never has intensities on, whatever a client asks (see module.py).
 
 from __future__ import annotations
 
@@ -208,12 +209,13 @@ def position_data(odometry: msgs.Odometry, stall: bool) -> PositionData:
         stall: the motors are stalled.
 
     Returns:
-        Pose in mm and degrees (heading wrapped to [-180, 180]), forward speed mm/s, turn rate deg/s.
+        Pose in mm and degrees (heading wrapped to (-180, 180]), forward speed mm/s, turn rate deg/s.
     """
+    yaw = to_degrees(wrap_angle(odometry.theta))
     return PositionData(
         xpos=to_mm(odometry.x),
         ypos=to_mm(odometry.y),
-        yaw=to_degrees(wrap_angle(odometry.theta)),
+        yaw=180 if yaw == -180 else yaw,  # (-180, 180]: a heading of 180° declared reads back as 180
         xspeed=to_mm(odometry.v),
         yspeed=0,
         yawspeed=to_degrees(odometry.omega),
@@ -329,7 +331,8 @@ def laser_settings(request: LaserConfig, native: LaserConfig) -> LaserConfig:
         native: the scanner's own configuration (:func:`laser_native_config`).
 
     Returns:
-        The request, its field of view clipped to the scanner's (subtype GET_CONFIG).
+        The request, its field of view clipped to the scanner's, intensity off (the scanners measure no
+        reflectivity: a request for intensities is carried out without them), subtype GET_CONFIG.
 
     Raises:
         ValueError: a resolution other than 25, 50, 100 or finer than the scanner's or not a multiple of it, a
@@ -346,7 +349,7 @@ def laser_settings(request: LaserConfig, native: LaserConfig) -> LaserConfig:
     low, high = max(request.min_angle, native.min_angle), min(request.max_angle, native.max_angle)
     if low > high:
         raise ValueError(f"no beam between {request.min_angle / 100:g}° and {request.max_angle / 100:g}°")
-    return LaserConfig(3, low, high, request.resolution, request.range_res, 1 if request.intensity else 0)
+    return LaserConfig(3, low, high, request.resolution, request.range_res, 0)
 
 
 def laser_data(scan: msgs.LaserScan, config: LaserConfig | None = None) -> LaserData:

@@ -11,11 +11,35 @@ speed. A position command (position: type 1, in the odometry frame of its data; 
 in the frame of the localization pose) is a goto of the avoid module (``avoidance/command``, cmd_flags
 10·``goto_avoidance`` + 2), when it runs.
 
-Configuration requests of position and position3d go to the base's services (``base/geometry``, ``motor_power``,
-``velocity_mode``, ``reset_odometry``, ``set_odometry``, ``speed_pid``, ``position_pid``, ``speed_profile``): ACK when
-the base carries them out, NACK when it refuses or does not answer; the RMP requests get NACK (no Segway here).
-The laser's configuration is a view of the scans (field of view, every other beam, range unit); the sonar's power
-cannot be switched (NACK).
+SET_ODOM and RESET_ODOM declare the robot's current odometry pose, as Player's position interface defines them: the
+position device reads back exactly the pose declared, and the robot does not move. The gateway keeps the declared
+frame itself (as the 1.5 p2os driver kept offsets): the base's odometry on the bus, which the localization and the
+other modules integrate, never jumps. Position commands (type 1) are in the declared frame. The frame is forgotten
+when the base goes away or the simulated time restarts (a new odometry starts at 0).
+
+The other configuration requests of position and position3d go to the base's services (``base/geometry``,
+``motor_power``, ``velocity_mode``, ``speed_pid``, ``position_pid``, ``speed_profile``): ACK when the base carries
+them out, NACK when it refuses or does not answer; the RMP requests get NACK (no Segway here). The laser's
+configuration is a view of the scans (field of view, every other beam, range unit). Laser intensities: the
+scanners behind Pluto (simulated and SICK alike, on ``Sick/Scan_mm``) measure no reflectivity, so a SET_CONFIG that
+asks for intensities is carried out for the rest (field of view, resolution, range unit) and answered with the
+configuration in force, whose intensity flag is 0, as GET_CONFIG says afterwards; the data's intensities are 0. A
+NACK would make the many clients that ask for intensities by habit lose their field of view too; an echoed 1 would
+promise values that never come. The sonar's power cannot be switched (NACK).
+
+Every value a client sends is range-checked with :mod:`pluto.limits` before anything is written to the bus: a
+velocity or goal outside what the robot can physically do (or a SET_ODOM pose outside ±1,000 km) is refused: a
+request gets NACK, a command is dropped and counted (``ServerStatistics.refused_commands``), and the client stays
+connected.
+
+AUTH: the key is never a parameter (parameters travel on command lines, where ``ps`` shows them): it comes from the
+file ``key_file`` names (its first line; a file others can read is warned about) or else from the environment
+variable ``PLUTO_PLAYER_KEY``. Connections are guarded as :mod:`.server` says (idle timeout, caps per address and in
+all, a growing block of addresses that send wrong keys).
+
+Header times: with ``use_sim_time`` the module's clock is the simulated time the data is stamped with. Without it,
+when a simulator (or a replay) publishes ``Clock`` and the data is stamped on that time, the headers' ``time`` is
+put on that clock too (see :mod:`.frames`), so that both header times of a message come from one clock.
 
 Run it with ``pluto player [--port N]`` or ``pluto run player``; ``host`` is the loopback unless configured.
 """
@@ -37,15 +61,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import os
+import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
 
-from pluto import msgs
+from pluto import limits, msgs
 from pluto.errors import ConfigError
 from pluto.gateways.player.devices import (
     DeviceKey,
@@ -66,9 +93,10 @@ from pluto.gateways.player.devices import (
     sonar_data,
     sonar_geometry,
 )
+from pluto.gateways.player.frames import OdometryFrame, stamp_clock_offset
 from pluto.gateways.player.motion import MotionAction, MotionHold, ReleaseAvoid, SendGoal, WriteVelocity
 from pluto.gateways.player.protocol import DeviceCode
-from pluto.gateways.player.server import ConfigRefused, PlayerServer
+from pluto.gateways.player.server import CommandRefused, ConfigRefused, PlayerServer
 from pluto.gateways.player.session import Sample
 from pluto.gateways.player.structs import (
     AUTH_KEY_SIZE,
@@ -96,7 +124,10 @@ from pluto.geometry import compose, relative
 from pluto.movement.avoid.core import RELEASE, Mode
 from pluto.runtime.module import Module, ModuleParams
 
-__all__ = ["PlayerModule", "PlayerParams"]
+__all__ = ["KEY_ENVIRONMENT", "PlayerModule", "PlayerParams", "load_key"]
+
+KEY_ENVIRONMENT = "PLUTO_PLAYER_KEY"
+"""The environment variable that holds the AUTH key when no ``key_file`` is given."""
 
 POSITION: DeviceKey = (DeviceCode.POSITION, 0)
 POSITION3D: DeviceKey = (DeviceCode.POSITION3D, 0)
@@ -109,8 +140,13 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     host: address to listen on (127.0.0.1: this computer only; 0.0.0.0: every network).
     port: TCP port (6665 is Player's).
-    key: the AUTH key clients must send first (at most 32 bytes); empty for none.
+    key_file: a file whose first line is the AUTH key clients must send first (at most 32 bytes); empty: the key
+        is the environment variable PLUTO_PLAYER_KEY, and without it there is none.
+    key: not a parameter any more (parameters show on command lines): setting it is an error that says so.
     max_clients: connections served at once.
+    max_per_address: connections served at once from one address.
+    idle_timeout: s after which a connection that holds no device and sends nothing is closed.
+    auth_backoff, auth_backoff_max: s an address is blocked after a wrong key, doubled at each one up to the max.
     resend_period: s between writes of a held velocity command.
     protect: velocity commands through the drive module with its sonar protection (cmd_flags 10, not 0).
     goto_avoidance: A of the avoid module's goto (0 none, 1 sonar, 2 laser, 3 both).
@@ -123,8 +159,13 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: float = 50.0
     host: str = "127.0.0.1"
     port: int = 6665
+    key_file: str = ""
     key: str = ""
     max_clients: int = 256
+    max_per_address: int = 128
+    idle_timeout: float = 60.0
+    auth_backoff: float = 1.0
+    auth_backoff_max: float = 60.0
     resend_period: float = 0.1
     protect: bool = False
     goto_avoidance: int = 3
@@ -138,8 +179,11 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         super().__post_init__()
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if len(self.key.encode()) > AUTH_KEY_SIZE:
-            raise ValueError(f"key must be at most {AUTH_KEY_SIZE} bytes")
+        if self.key:
+            raise ValueError(
+                "the AUTH key is not a parameter (parameters show on command lines and in logs): put it in a file "
+                f"and give its path as key_file, or set the environment variable {KEY_ENVIRONMENT}"
+            )
         if self.goto_avoidance not in (0, 1, 2, 3):
             raise ValueError(f"goto_avoidance must be 0, 1, 2 or 3, got {self.goto_avoidance}")
         if len(self.laser_pose) != 3 or len(self.laser_size) != 2:
@@ -150,10 +194,51 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             "goto_turn_rate": self.goto_turn_rate,
             "service_timeout": self.service_timeout,
             "max_clients": float(self.max_clients),
+            "max_per_address": float(self.max_per_address),
+            "idle_timeout": self.idle_timeout,
+            "auth_backoff": self.auth_backoff,
+            "auth_backoff_max": self.auth_backoff_max,
         }
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0, got {value}")
+
+
+def load_key(key_file: str, environ: Mapping[str, str] = os.environ) -> tuple[bytes, str]:
+    """The AUTH key and where it came from: the first line of ``key_file``, else ``PLUTO_PLAYER_KEY``, else none.
+
+    Returns:
+        (key, source): the key (b"" for none) and a description of its source for a log line (never the key).
+
+    Raises:
+        ConfigError: the file cannot be read, or the key is empty, over 32 bytes or holds a NUL.
+    """
+    if key_file:
+        path = Path(key_file).expanduser()
+        try:
+            raw = path.read_bytes()
+        except OSError as err:
+            raise ConfigError(f"player: cannot read the key file {path}: {err.strerror or err}") from err
+        key, source = raw.split(b"\n", 1)[0].rstrip(b"\r"), f"the file {path}"
+        if not key:
+            raise ConfigError(f"player: the key file {path} is empty (the key is its first line)")
+    elif KEY_ENVIRONMENT in environ:
+        key, source = environ[KEY_ENVIRONMENT].encode(), f"the environment variable {KEY_ENVIRONMENT}"
+        if not key:
+            raise ConfigError(f"player: {KEY_ENVIRONMENT} is set but empty")
+    else:
+        return b"", "none"
+    if len(key) > AUTH_KEY_SIZE or b"\0" in key:
+        raise ConfigError(f"player: the key from {source} must be at most {AUTH_KEY_SIZE} bytes, without NUL")
+    return key, source
+
+
+def _readable_by_others(path: str) -> bool:
+    try:
+        mode = Path(path).expanduser().stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
 class PlayerModule(Module):
@@ -170,6 +255,7 @@ class PlayerModule(Module):
     def on_configure(self) -> None:
         p = self.params
         assert isinstance(p, PlayerParams)
+        key, source = load_key(p.key_file)  # first: a bad key file leaves nothing open
         self.odometry_in = self.create_reader("Base/Drive/State", msgs.Odometry)
         self.contact_in = self.create_reader("Base/Contact", msgs.Contact)
         self.sonar_in = self.create_reader("Base/Sonar", msgs.SonarScan)
@@ -182,8 +268,12 @@ class PlayerModule(Module):
         self._live: set[str] = set()
         self.motion = MotionHold(p.resend_period)
         self.position_mode: dict[DeviceKey, bool] = {POSITION: False, POSITION3D: False}
+        self.clock_in = None if p.use_sim_time else self.create_reader("Clock", msgs.SimTime)
         self.laser_config: LaserConfig | None = None
         self._laser_version = 0
+        self.odometry_frame = OdometryFrame()
+        self._frame_version = 0
+        self._samples_lock = threading.Lock()  # the step's samples against a request that rebuilds one
         self._geometry: dict[str, Any] | None = None
         self.ignored_commands = 0
         self._last_ignored_log = -math.inf
@@ -195,14 +285,22 @@ class PlayerModule(Module):
         alive = self.bus.live_modules()  # the watch reports them too, a little later: devices open from the start
         with self._lock:
             self._live.update(alive)
+        if key:
+            self.get_logger().info("player: clients must AUTH with the key from %s", source)
+            if p.key_file and _readable_by_others(p.key_file):
+                self.get_logger().warning("player: the key file %s can be read by others (chmod 600 it)", p.key_file)
         self.server = PlayerServer(
             self,
             host=p.host,
             port=p.port,
-            key=p.key.encode(),
+            key=key,
             robot=self.bus.robot,
             max_frequency=p.rate_hz,
             max_clients=p.max_clients,
+            max_per_address=p.max_per_address,
+            idle_timeout=p.idle_timeout,
+            auth_backoff=p.auth_backoff,
+            auth_backoff_max=p.auth_backoff_max,
         )
         try:
             self.server.start()
@@ -233,6 +331,7 @@ class PlayerModule(Module):
                 self._live.discard(name)
                 if name == "base":
                     self._geometry = None
+                    self._forget_odometry_frame()  # a base that comes back starts a new odometry
 
     def _running(self, module: str) -> bool:
         with self._lock:
@@ -246,6 +345,7 @@ class PlayerModule(Module):
             self.motion.forget()
             self._geometry = None
             self._restarted = True
+        self._forget_odometry_frame()
         self.get_logger().info(
             "simulated time restarted (%.3f s -> %.3f s): rounds restart, the old run's data and commands are dropped",
             old,
@@ -261,8 +361,24 @@ class PlayerModule(Module):
             self._samples.clear()
             self.server.restart(now)
         self._apply(self._motion_step(now), now)
-        self._update_samples()
-        self.server.tick(now, dict(self._samples))
+        with self._samples_lock:
+            self._update_samples()
+            samples = dict(self._samples)
+            self.server.tick(now, samples, self._stamp_offset(now, samples))
+
+    def _stamp_offset(self, now: float, samples: Mapping[DeviceKey, Sample]) -> float:
+        """How far the clock the data is stamped with is ahead of the module's, s (0 with use_sim_time)."""
+        if self.clock_in is None or not samples:
+            return 0.0
+        tick = self.clock_in.read()
+        newest = max(sample.timestamp for sample in samples.values())
+        return stamp_clock_offset(now, tick.stamp if tick is not None else None, newest)
+
+    def _forget_odometry_frame(self) -> None:
+        with self._samples_lock:
+            if self.odometry_frame != OdometryFrame():
+                self.odometry_frame = OdometryFrame()
+                self._frame_version += 1
 
     def _motion_step(self, now: float) -> list[MotionAction]:
         drive = self._running("drive")
@@ -294,15 +410,18 @@ class PlayerModule(Module):
         except Exception as err:
             self.get_logger().warning("could not restart the avoid module for a goto: %s", err)
             return
-        goal = action.goal
-        self.avoid_out.write(
-            msgs.ActuatorState(
-                stamp=now,
-                cmd_flags=10 * p.goto_avoidance + Mode.GOTO,
-                position=[goal.x, goal.y],
-                velocity=[goal.max_speed or p.goto_speed, goal.max_turn_rate or p.goto_turn_rate],
-                force=[1.0],
-            )
+        self.avoid_out.write(self._goto(action.goal, now))
+
+    def _goto(self, goal: Goal, now: float) -> msgs.ActuatorState:
+        """The avoid module's goto for ``goal`` (in the frame of ``Localization/Pose``)."""
+        p = self.params
+        assert isinstance(p, PlayerParams)
+        return msgs.ActuatorState(
+            stamp=now,
+            cmd_flags=10 * p.goto_avoidance + Mode.GOTO,
+            position=[goal.x, goal.y],
+            velocity=[goal.max_speed or p.goto_speed, goal.max_turn_rate or p.goto_turn_rate],
+            force=[1.0],
         )
 
     def _fresh(self, key: DeviceKey, *sources: object) -> bool:
@@ -317,8 +436,9 @@ class PlayerModule(Module):
         odometry = self.odometry_in.read()
         contact = self.contact_in.read()
         stall = bool(contact.stall) if contact is not None else False
-        if odometry is not None and self._fresh(POSITION, odometry, stall):
-            self._samples[POSITION] = Sample(odometry.stamp, position_data(odometry, stall).pack())
+        if odometry is not None and self._fresh(POSITION, odometry, stall, self._frame_version):
+            reported = self.odometry_frame.to_client(odometry)
+            self._samples[POSITION] = Sample(odometry.stamp, position_data(reported, stall).pack())
         pose = self.pose_in.read()
         if pose is not None and self._fresh(POSITION3D, pose, stall):
             self._samples[POSITION3D] = Sample(pose.stamp, position3d_data(pose, odometry, stall).pack())
@@ -338,25 +458,52 @@ class PlayerModule(Module):
         return self._running(device.backend)
 
     def command(self, client: int, device: DeviceKey, command: CommandStruct) -> None:
-        """Take a command (on the server's thread; never blocks)."""
+        """Take a command (on the server's thread; never blocks).
+
+        Raises:
+            CommandRefused: a value out of range (:mod:`pluto.limits`); nothing changes.
+        """
         if isinstance(command, PositionCommand):
             if command.type == 1:
-                self._goal(self._odometry_goal(position_goal(command)))
+                goal = self._checked_goal("position command", position_goal(command))
+                self._goal(self._odometry_goal(goal))
             else:
                 self._velocity(position_velocity(command))
         elif isinstance(command, Position3dCommand):
             with self._lock:
                 position_mode = self.position_mode[POSITION3D]
             if position_mode:
-                self._goal(position3d_goal(command))
+                self._goal(self._checked_goal("position3d command", position3d_goal(command)))
             else:
                 self._velocity(position3d_velocity(command))
 
     def _velocity(self, velocity: Velocity) -> None:
+        # Checked as what will be written: drive/command or Base/Drive/Command, whichever runs at the next step.
+        command = msgs.ActuatorState(stamp=self.clock.now(), velocity=[velocity.v, velocity.omega])
+        try:
+            for interface in ("drive/command", "Base/Drive/Command"):
+                limits.check(interface, command)
+        except limits.LimitError as err:
+            raise CommandRefused(f"velocity command refused: {err}") from err
         with self._lock:
             self.motion.set_velocity(velocity)
 
+    @staticmethod
+    def _checked_goal(what: str, goal: Goal) -> Goal:
+        try:
+            limits.check_pose(f"{what} goal", (goal.x, goal.y, goal.theta))
+            limits.check_number(f"{what} speed", goal.max_speed)
+            limits.check_number(f"{what} turn rate", goal.max_turn_rate)
+        except limits.LimitError as err:
+            raise CommandRefused(str(err)) from err
+        return goal
+
     def _goal(self, goal: Goal | None) -> None:
+        if goal is not None:
+            try:
+                limits.check("avoidance/command", self._goto(goal, self.clock.now()))
+            except limits.LimitError as err:
+                raise CommandRefused(f"position command refused: {err}") from err
         if goal is None or not self._running("avoid"):
             self.ignored_commands += 1
             now = time.monotonic()
@@ -369,12 +516,14 @@ class PlayerModule(Module):
             self.motion.set_goal(goal)
 
     def _odometry_goal(self, goal: Goal) -> Goal | None:
-        """A goal given in the odometry frame, in the frame of ``Localization/Pose`` (what the avoid module takes)."""
+        """A goal given in the odometry frame the clients declared, in the frame of ``Localization/Pose`` (what the
+        avoid module takes)."""
         odometry = self.odometry_in.read()
         pose = self.pose_in.read()
         if odometry is None or pose is None or len(pose.pose) < 4:
             return None
-        offset = relative((odometry.x, odometry.y, odometry.theta), (goal.x, goal.y, goal.theta))
+        on_the_base = self.odometry_frame.to_base((goal.x, goal.y, goal.theta))
+        offset = relative((odometry.x, odometry.y, odometry.theta), on_the_base)
         x, y, theta = compose((pose.pose[0], pose.pose[1], pose.pose[3]), offset)
         return replace(goal, x=x, y=y, theta=theta)
 
@@ -422,7 +571,7 @@ class PlayerModule(Module):
             PositionGeometry: self._geometry_reply,
             MotorPower: self._motor_power,
             VelocityMode: self._velocity_mode,
-            ResetOdometry: lambda _r: self._done(self._call("reset_odometry", None, bool), "reset the odometry"),
+            ResetOdometry: lambda _r: self._declare_odometry((0.0, 0.0, 0.0)),
             PidRequest: self._pid,
             SpeedProfile: self._speed_profile,
             SetOdometry: self._set_odometry,
@@ -464,11 +613,35 @@ class PlayerModule(Module):
         if request.speed <= 0 or request.acc <= 0:
             raise ConfigRefused(f"a speed profile needs a speed and an acceleration > 0, got {request}")
         profile = {"max_speed": request.speed / 1000.0, "max_accel": request.acc / 1000.0}
+        try:
+            limits.command_limits("Base/Drive/Command")["velocity"][0].check("SPEED_PROF speed", profile["max_speed"])
+        except limits.LimitError as err:
+            raise ConfigRefused(str(err)) from err
         return self._done(self._call("speed_profile", profile, bool), "set the speed profile")
 
     def _set_odometry(self, request: SetOdometry) -> bytes:
-        pose = [request.x / 1000.0, request.y / 1000.0, math.radians(request.theta)]
-        return self._done(self._call("set_odometry", pose, bool), "set the odometry")
+        try:
+            x, y, theta = limits.check_pose(
+                "SET_ODOM pose", (request.x / 1000.0, request.y / 1000.0, math.radians(request.theta))
+            )
+        except limits.LimitError as err:
+            raise ConfigRefused(str(err)) from err
+        return self._declare_odometry((x, y, theta))
+
+    def _declare_odometry(self, pose: tuple[float, float, float]) -> bytes:
+        """Declare the robot's current odometry pose (SET_ODOM, RESET_ODOM); the robot does not move.
+
+        The position data built from now on, and handed to the server before the ACK, reads ``pose`` exactly.
+        """
+        odometry = self.odometry_in.read()
+        if odometry is None:
+            raise ConfigRefused("no odometry from the base yet: nothing to declare a pose of")
+        with self._samples_lock:
+            self.odometry_frame = OdometryFrame.declaring(pose, (odometry.x, odometry.y, odometry.theta))
+            self._frame_version += 1
+            self._update_samples()
+            self.server.update_samples(dict(self._samples))  # on the server's loop before the reply
+        return b""
 
     def _position_mode(self, device: DeviceKey, request: PositionMode) -> bytes:
         position = request.state != 0

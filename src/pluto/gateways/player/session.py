@@ -24,7 +24,9 @@ a device is handed to the backend as a :class:`Configure` or :class:`Command`.
 # not): a round is due every 1/frequency s; a late tick sends one round and the next ticks catch up one round per
 # tick, so a slow spell delays rounds but loses none, unless it lasts over 5 s (then the schedule restarts and the
 # rounds given up are counted: a long backlog of stale rounds helps nobody). A pushed round carries the time it was
-# due, so a client sees the rounds exactly 1/frequency apart. The frequency is capped at the rate of the ticks.
+# due, so a client sees the rounds exactly 1/frequency apart. The frequency is capped at the rate of the ticks. The
+# *_NEW modes skip a device's data when its timestamp is the one last sent (as the 1.5 server) and its payload is
+# too: a payload rebuilt for the same stamp (after SET_ODOM, or a new laser configuration) is new data.
 
 from __future__ import annotations
 
@@ -183,7 +185,7 @@ class ClientSession:
         self.mode = DataMode.PUSH_NEW
         self.frequency = min(DEFAULT_FREQUENCY, max_frequency)
         self._next_round: float | None = None
-        self._sent: dict[DeviceKey, float] = {}
+        self._sent: dict[DeviceKey, Sample] = {}
         self._requests = self._commands = self._rounds = self._skipped = 0
         self._nacks = self._errors = self._ignored = 0
         self._last_problem = ""
@@ -403,7 +405,8 @@ class ClientSession:
 
     def round(self, now: float, samples: Mapping[DeviceKey, Sample]) -> bytes:
         """One round: the data of every device the client reads (in the *_NEW modes only what is new since it was
-        last sent to this client), then a SYNCH.
+        last sent to this client: a new timestamp, or a payload rebuilt for the same one, as after SET_ODOM or a
+        laser configuration), then a SYNCH.
 
         Args:
             now: the server's time, s.
@@ -415,9 +418,10 @@ class ClientSession:
             sample = samples.get(key)
             if sample is None or not access.reads:
                 continue
-            if only_new and self._sent.get(key) == sample.timestamp:
+            sent = self._sent.get(key)
+            if only_new and sent is not None and sent.timestamp == sample.timestamp and sent.payload == sample.payload:
                 continue
-            self._sent[key] = sample.timestamp
+            self._sent[key] = sample
             parts.append(
                 encode_message(MsgType.DATA, key[0], key[1], sample.payload, time=now, timestamp=sample.timestamp)
             )
