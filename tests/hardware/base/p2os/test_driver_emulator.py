@@ -275,7 +275,8 @@ def test_robot_watchdog_stops_a_silent_client(
 def test_command_timeout_stops_the_robot_while_pulses_keep_the_link(
     emulators: Callable[..., P2osEmulator], drivers: Callable[..., P2osDriver]
 ) -> None:
-    emulator = emulators(watchdog=0.5, limits=BRISK)
+    # The robot's watchdog (1 s) would stop it too, later: a PULSE does not renew it under a velocity command.
+    emulator = emulators(watchdog=1.0, limits=BRISK)
     driver = drivers(emulator.url, command_timeout=0.3, keepalive=0.2)
     driver.connect()
     wait_until(lambda: (s := driver.state) is not None and s.motors_enabled, timeout=2)
