@@ -51,7 +51,7 @@ class Client:
         assert sender[:2] == self.address
         return data.decode("ascii")
 
-    def ask(self, command: str) -> str:
+    def ask(self, command: str | bytes) -> str:
         self.send(command)
         return self.recv()
 
