@@ -493,9 +493,35 @@ def test_close_leaves_no_thread_behind(make_bus: MakeBus) -> None:
     opened.create_service("a/service", print)
     opened.declare_module("m")
     opened.watch_modules(print)
-    assert len(pluto_threads() - before) >= 3  # the bus's own, the subscription's and the service's
+    assert len(pluto_threads() - before) >= 1  # the executor's worker(s)
     opened.close()
     wait_until(lambda: pluto_threads() <= before, timeout=2.0, message="threads left after close")
+
+
+def test_threads_do_not_grow_with_the_number_of_interfaces(bus: Bus, make_bus: MakeBus) -> None:
+    def pluto_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("pluto-")}
+
+    before = pluto_threads()
+    opened = make_bus()
+    got: dict[str, int] = {}
+    writers = []
+    for i in range(40):
+        name = f"many/{i}"
+        writers.append(bus.create_publisher(name, msgs.Odometry))
+        opened.create_subscription(name, lambda _v, n=name: got.__setitem__(n, got.get(n, 0) + 1), msgs.Odometry)
+        opened.create_service(f"many/srv{i}", lambda request, i=i: (i, request))
+
+    def all_got() -> bool:  # write again until the writers know every subscriber
+        for writer in writers:
+            writer.write(msgs.Odometry(x=1.0))
+        return len(got) == 40
+
+    wait_until(all_got, timeout=10.0, message="every subscription got a value")
+    assert [bus.call(f"many/srv{i}", "x", timeout=5.0) for i in (0, 17, 39)] == [[0, "x"], [17, "x"], [39, "x"]]
+    grown = pluto_threads() - before  # the workers of both buses: bounded by the pools, not by 80 entities
+    assert len(grown) <= bus.executor.max_workers + opened.executor.max_workers
+    assert opened.executor.peak <= opened.executor.max_workers
 
 
 def test_closed_writer_no_longer_serves_late_joiners(bus: Bus, make_bus: MakeBus) -> None:

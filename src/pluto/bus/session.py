@@ -30,6 +30,7 @@ import zenoh
 
 from pluto import msgs, names
 from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
+from pluto.bus.executor import Executor, Strand
 from pluto.bus.lockstep import LockstepGate
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 
@@ -401,7 +402,8 @@ class StateReader(_Receiver[M]):
                 self._waiters.append(waiter)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                waiter.get(timeout=remaining)
+                with self._bus.executor.blocking():
+                    waiter.get(timeout=remaining)
             except queue.Empty:
                 with self._lock:
                     if waiter in self._waiters:
@@ -472,22 +474,18 @@ class Subscription(_Receiver[M]):
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self._callback = callback
-        # Values wait in a bounded deque (the oldest falls out when it is full); a C-level queue of wake-up tokens
-        # hands over to the callback thread, which is cheaper than a Condition on this hot path.
+        # Values wait in a bounded deque (the oldest falls out when it is full); the subscription's strand on the
+        # bus's executor calls the callback with them, in order, one at a time.
         self._pending: deque[tuple[M, float]] = deque(maxlen=depth)  # (value, arrival for a command)
-        self._idle = threading.Condition()
-        self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self.delivered = 0
         self._closed = False
-        self._busy = False  # the callback thread is handling values
-        self._thread = threading.Thread(target=self._run, name=f"pluto-sub:{name}", daemon=True)
+        self._strand = Strand(bus.executor, self._drain)
         self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
         if current and not self.is_command:
             value = self.fetch_current(3.0)
             if value is not None and not self.received:
                 self._pending.append((value, 0.0))
-                self._wake.put(True)
-        self._thread.start()
+                self._strand.schedule()
 
     @property
     def overflowed(self) -> int:
@@ -499,64 +497,42 @@ class Subscription(_Receiver[M]):
 
     def _deliver(self, value: M) -> None:
         self._pending.append((value, self.arrival))
-        self._wake.put(True)
+        self._strand.schedule()
 
     def wait_idle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while (self._pending or self._busy) and not self._closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            with self._idle:
-                if self._pending or self._busy:
-                    self._idle.wait(min(left, 0.05))
-        return True
+        if self._closed:
+            return True
+        return self._strand.wait_idle(timeout)
 
-    def _run(self) -> None:
-        pending, wake = self._pending, self._wake
-        while wake.get():
-            self._busy = True
-            while True:  # one wake-up may stand for several values: drain the tokens, then the values
-                try:
-                    if not wake.get_nowait():
-                        return
-                except queue.Empty:
-                    break
-            while pending:
-                try:
-                    value, arrival = pending.popleft()
-                except IndexError:
-                    break
-                self.delivered += 1
-                if self._stale(arrival):
-                    self.expired += 1  # a command that waited too long in the queue is not obeyed
-                    continue
-                try:
-                    self._callback(value)
-                except Exception:
-                    log.exception("callback on %s failed", self.name)
-                if self._closed:
-                    return
-            self._busy = False
-            if self._bus.gate is not None:
-                with self._idle:
-                    self._idle.notify_all()
+    def _drain(self) -> None:
+        pending = self._pending
+        while pending and not self._closed:
+            try:
+                value, arrival = pending.popleft()
+            except IndexError:
+                return
+            self.delivered += 1
+            if self._stale(arrival):
+                self.expired += 1  # a command that waited too long in the queue is not obeyed
+                continue
+            try:
+                self._callback(value)
+            except Exception:
+                log.exception("callback on %s failed", self.name)
 
     def close(self) -> None:
-        """Stop receiving and end the callback thread (idempotent)."""
+        """Stop receiving (idempotent); waits for a callback in progress, unless called from that callback."""
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()  # type: ignore[no-untyped-call]
         self._closed = True
         self.closed = True
         if self._bus.gate is not None:
             self._bus.gate.forget(self)
-        self._wake.put(False)
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5)
+        self._strand.close()
 
 
 class Service:
-    """Serves requests on a name; the handler runs on a thread of its own, one request at a time.
+    """Serves requests on a name; the handler runs on the bus's executor, one request at a time.
 
     Create with :meth:`Bus.create_service`. A handler that raises replies with an error that the caller receives
     as :class:`~pluto.errors.RemoteError`.
@@ -569,47 +545,62 @@ class Service:
         self._bus = bus
         self._handler = handler
         self._decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(request_type)
-        self._queue: queue.Queue[zenoh.Query | None] = queue.Queue(self.MAX_QUEUED)
+        self._queue: deque[zenoh.Query] = deque()
+        self._queue_lock = threading.Lock()
         self.served = 0
         self.failed = 0
-        self._key = bus.service_key(name)  # a bad name fails here, before the thread starts
-        self._thread = threading.Thread(target=self._run, name=f"pluto-srv:{name}", daemon=True)
-        self._thread.start()
+        self._closed = False
+        self._key = bus.service_key(name)  # a bad name fails here, before anything is declared
+        self._strand = Strand(bus.executor, self._drain)
         self._queryable = bus.session.declare_queryable(self._key, self._on_query)
 
     def _on_query(self, query: zenoh.Query) -> None:
-        try:
-            self._queue.put_nowait(query)
-        except queue.Full:
+        with self._queue_lock:
+            full = len(self._queue) >= self.MAX_QUEUED
+            if not full:
+                self._queue.append(query)
+        if full:
             self.failed += 1
             self._bus._defer(_reply_error, query, f"service {self.name} is busy")
+        else:
+            self._strand.schedule()
 
-    def _run(self) -> None:
-        while (query := self._queue.get()) is not None:
-            with query:
-                try:
-                    payload = query.payload
-                    request = self._decoder.decode(payload.to_bytes()) if payload is not None else None
-                    reply = self._handler(request)
-                    # Reply on the service's own key: a query over several services (``mom/*``) gets one per service.
-                    query.reply(self._key, msgspec.msgpack.encode(reply))
-                    self.served += 1
-                except (msgspec.DecodeError, msgspec.ValidationError) as err:
-                    self.failed += 1
-                    query.reply_err(f"bad request to {self.name}: {err}".encode())
-                except Exception as err:
-                    self.failed += 1
-                    log.exception("service %s failed", self.name)
-                    query.reply_err(f"{type(err).__name__}: {err}".encode())
+    def _drain(self) -> None:
+        while not self._closed:
+            with self._queue_lock:
+                if not self._queue:
+                    return
+                query = self._queue.popleft()
+            self._serve(query)
+
+    def _serve(self, query: zenoh.Query) -> None:
+        with query:
+            try:
+                payload = query.payload
+                request = self._decoder.decode(payload.to_bytes()) if payload is not None else None
+                reply = self._handler(request)
+                # Reply on the service's own key: a query over several services (``mom/*``) gets one per service.
+                query.reply(self._key, msgspec.msgpack.encode(reply))
+                self.served += 1
+            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                self.failed += 1
+                query.reply_err(f"bad request to {self.name}: {err}".encode())
+            except Exception as err:
+                self.failed += 1
+                log.exception("service %s failed", self.name)
+                query.reply_err(f"{type(err).__name__}: {err}".encode())
 
     def close(self) -> None:
-        """Stop serving (idempotent)."""
+        """Stop serving (idempotent); waits for a request being handled, unless called from its handler."""
         with contextlib.suppress(Exception):
             self._queryable.undeclare()  # type: ignore[no-untyped-call]
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(None)
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5)
+        self._closed = True
+        self._strand.close()
+        with self._queue_lock:
+            left, self._queue = list(self._queue), deque()
+        for query in left:
+            with contextlib.suppress(Exception):
+                query.drop()  # type: ignore[no-untyped-call]
 
 
 def _reply_error(query: zenoh.Query, text: str) -> None:
@@ -641,7 +632,8 @@ class Bus:
         self.gate: LockstepGate | None = None
         self._by_name: dict[str, list[_Receiver[Any]]] | None = None
         """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
-        self._deferred: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.executor = Executor(self.robot)
+        """Runs every callback, service handler and deferred reply of this bus (see pluto.bus.executor)."""
         _start_zenoh_log()
         self.owner = rendezvous_free(self.config)
         try:
@@ -661,8 +653,6 @@ class Bus:
         self._module_watch = self.session.liveliness().declare_subscriber(
             f"{self.prefix}/@module/**", self._on_module_token, history=True
         )
-        self._worker = threading.Thread(target=self._run_deferred, name="pluto-bus", daemon=True)
-        self._worker.start()
         _close_at_exit(self)
 
     def _open_error(self, err: Exception) -> BusError:
@@ -867,6 +857,11 @@ class Bus:
             BusTimeout: no reply within ``timeout`` seconds (no module serves it, or it is too slow).
             RemoteError: the service replied with an error.
         """
+        with self.executor.blocking():  # a handler or callback may call a service of its own process
+            reply: T = self._call(name, request, reply_type, timeout)
+        return reply
+
+    def _call(self, name: str, request: Any, reply_type: type[T] | Any, timeout: float) -> T:
         payload = msgspec.msgpack.encode(request) if request is not None else None
         deadline = time.monotonic() + timeout
         pause = 0.01
@@ -1049,15 +1044,8 @@ class Bus:
                 sub.undeclare()  # type: ignore[no-untyped-call]
 
     def _defer(self, fn: Callable[..., None], *args: Any) -> None:
-        self._deferred.put((fn, args))
-
-    def _run_deferred(self) -> None:
-        while (item := self._deferred.get()) is not None:
-            fn, args = item
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("bus task %s failed", getattr(fn, "__name__", fn))
+        """Run ``fn(*args)`` off the Zenoh thread that called (on the executor)."""
+        self.executor.submit(fn, *args)
 
     def release(self, thing: Any) -> None:
         """Close one reader, writer, subscription, service or token created on this bus, before the bus closes."""
@@ -1079,9 +1067,7 @@ class Bus:
             _close_entity(thing)
         if self.gate is not None:
             self.gate.close()
-        self._deferred.put(None)
-        if threading.current_thread() is not self._worker:
-            self._worker.join(timeout=5)
+        self.executor.close()
         with contextlib.suppress(Exception):
             self.session.close()  # type: ignore[no-untyped-call]
 

@@ -1,0 +1,202 @@
+"""One executor per bus: a small pool of worker threads for every callback, service handler and deferred reply.
+
+Strategy: as rclpy's executor, and unlike a thread per subscription or service, the number of threads does not grow
+with the number of interfaces. Work that must stay in order (the values of one subscription, the requests of one
+service) goes through a :class:`Strand`: at most one worker runs a strand's work at a time, and a strand with
+nothing to do holds no thread. Workers are started when work is waiting and none is idle, up to ``max_workers``; a
+worker that waits for something (a handler calling a service of the same process, say) lends its place for that
+time (:meth:`Executor.blocking`), so a chain of such waits cannot starve the pool. Workers beyond ``core`` end after
+``idle_timeout`` s without work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger("pluto.bus")
+
+__all__ = ["Executor", "Strand"]
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class Executor:
+    """Runs jobs on a pool of daemon threads named ``pluto-exec:<bus>:<n>``.
+
+    Args:
+        name: what the threads are named after.
+        core: workers kept when idle.
+        max_workers: most workers at once.
+        idle_timeout: s after which an idle worker beyond ``core`` ends.
+    """
+
+    def __init__(self, name: str, *, core: int = 1, max_workers: int = 4, idle_timeout: float = 2.0) -> None:
+        if not 0 <= core <= max_workers or max_workers < 1:
+            raise ValueError(f"need 0 <= core <= max_workers and max_workers >= 1, got {core}, {max_workers}")
+        self.name = name
+        self.core = core
+        self.max_workers = max_workers
+        self.idle_timeout = idle_timeout
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers: set[threading.Thread] = set()
+        self._idle = 0
+        self._waiting = 0  # jobs submitted and not yet taken by a worker
+        self._blocked = 0  # workers waiting in a blocking() section
+        self._serial = 0
+        self._closed = False
+        self.peak = 0
+        """Most workers that ran at once."""
+
+    @property
+    def workers(self) -> int:
+        """Workers alive now."""
+        with self._lock:
+            return len(self._workers)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run ``fn(*args)`` on a worker; an exception it raises is logged. False (nothing done) once closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._waiting += 1
+            self._grow()
+        self._jobs.put((fn, args))
+        return True
+
+    def _grow(self) -> None:
+        """Start a worker if work waits with no idle worker and there is room (lock held)."""
+        if self._idle < self._waiting and len(self._workers) - self._blocked < self.max_workers:
+            self._serial += 1
+            worker = threading.Thread(target=self._work, name=f"pluto-exec:{self.name}:{self._serial}", daemon=True)
+            self._workers.add(worker)
+            self.peak = max(self.peak, len(self._workers))
+            worker.start()
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        """Around a wait on a worker of this executor: the worker's place is lent to others meanwhile."""
+        if threading.current_thread() not in self._workers:
+            yield
+            return
+        with self._lock:
+            self._blocked += 1
+            self._grow()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._blocked -= 1
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._lock:
+                self._idle += 1
+            try:
+                job = self._jobs.get(timeout=self.idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    if len(self._workers) > self.core or self._closed:
+                        self._workers.discard(me)
+                        return
+                continue
+            with self._lock:
+                self._idle -= 1
+                if job is not None:
+                    self._waiting -= 1
+            if job is None:
+                with self._lock:
+                    self._workers.discard(me)
+                return
+            fn, args = job
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s: a job failed", self.name)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the workers once the jobs already submitted are done (idempotent; not from a worker)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+        for _ in workers:
+            self._jobs.put(None)
+        me = threading.current_thread()
+        for worker in workers:
+            if worker is not me:
+                worker.join(timeout)
+
+
+class Strand:
+    """Work of one owner (a subscription, a service) run in order, one piece at a time, on an executor.
+
+    ``drain`` is called on a worker after :meth:`schedule`; it does the pending work and returns. A schedule that
+    comes while ``drain`` runs makes it run once more, so nothing is left behind and nothing runs twice at once.
+    """
+
+    def __init__(self, executor: Executor, drain: Callable[[], Any]) -> None:
+        self._executor = executor
+        self._drain = drain
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._scheduled = False  # a run is submitted or running
+        self._again = False  # work came while running
+        self._runner: threading.Thread | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A run is submitted or running."""
+        return self._scheduled
+
+    @property
+    def in_strand(self) -> bool:
+        """The calling thread is running this strand's work."""
+        return self._runner is threading.current_thread()
+
+    def schedule(self) -> None:
+        """Make sure ``drain`` runs (again) soon."""
+        with self._lock:
+            if self._scheduled:
+                self._again = True
+                return
+            self._scheduled = True
+        if not self._executor.submit(self._run):
+            with self._lock:  # the bus is closing: nothing will run
+                self._scheduled = self._again = False
+                self._idle.notify_all()
+
+    def _run(self) -> None:
+        self._runner = threading.current_thread()
+        while True:
+            try:
+                self._drain()
+            except Exception:
+                log.exception("%s: work failed", self._executor.name)
+            with self._lock:
+                if not self._again:
+                    self._runner = None
+                    self._scheduled = False
+                    self._idle.notify_all()
+                    return
+                self._again = False
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no run is submitted or running (True), or ``timeout`` s passed (False)."""
+        if self.in_strand:
+            return True
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._scheduled, timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Wait for a run in progress to end (not when called from the strand itself)."""
+        with contextlib.suppress(RuntimeError):
+            self.wait_idle(timeout)

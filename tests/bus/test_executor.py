@@ -1,0 +1,84 @@
+"""The bus's executor: a bounded pool, strands that keep order, and waits that lend their place."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pluto.bus import Bus
+from pluto.bus.executor import Executor, Strand
+from tests.helpers import wait_until
+
+
+@pytest.fixture
+def executor() -> Iterator[Executor]:
+    pool = Executor("test", core=1, max_workers=3, idle_timeout=0.2)
+    yield pool
+    pool.close()
+
+
+def test_a_strand_runs_its_work_in_order_never_twice_at_once(executor: Executor) -> None:
+    items: list[int] = []
+    done: list[int] = []
+    running = threading.Semaphore(1)
+    overlaps = 0
+    lock = threading.Lock()
+
+    def drain() -> None:
+        nonlocal overlaps
+        if not running.acquire(blocking=False):
+            overlaps += 1
+            return
+        try:
+            while True:
+                with lock:
+                    if not items:
+                        return
+                    done.append(items.pop(0))
+        finally:
+            running.release()
+
+    strand = Strand(executor, drain)
+    for i in range(2000):
+        with lock:
+            items.append(i)
+        strand.schedule()
+    assert strand.wait_idle(5.0)
+    assert done == list(range(2000))
+    assert overlaps == 0
+    assert executor.peak <= executor.max_workers
+
+
+def test_workers_beyond_the_core_end_when_idle(executor: Executor) -> None:
+    release = threading.Event()
+    started = threading.Barrier(4)
+    for _ in range(3):
+        executor.submit(lambda: (started.wait(5.0), release.wait(5.0)))
+    started.wait(5.0)  # three workers run at once
+    assert executor.workers == 3
+    release.set()
+    wait_until(lambda: executor.workers == executor.core, timeout=5.0, message="idle workers end")
+
+
+def test_a_chain_of_calls_deeper_than_the_pool_does_not_starve_it(make_bus: Callable[..., Bus]) -> None:
+    bus = make_bus()
+    depth = bus.executor.max_workers + 3
+
+    def handler(level: int) -> int:
+        # each level calls the next service of the same process from its handler, on a worker of the pool
+        return level if level == depth else bus.call(f"chain/{level + 1}", level + 1, int, timeout=10.0)
+
+    for level in range(depth + 1):
+        bus.create_service(f"chain/{level}", handler, int)
+    assert bus.call("chain/0", 0, int, timeout=20.0) == depth
+
+
+def test_a_closed_executor_takes_no_work() -> None:
+    pool = Executor("closed")
+    pool.close()
+    assert pool.submit(print) is False
+    strand = Strand(pool, lambda: None)
+    strand.schedule()
+    assert not strand.busy
