@@ -96,7 +96,9 @@ class P2osBase(Module):
             raise
 
     def _configure_interfaces(self) -> None:
-        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState)
+        p = self.params
+        assert isinstance(p, P2osBaseParams)
+        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState, max_age=p.command_timeout)
         self.odometry = self.create_publisher("Base/Drive/State", msgs.Odometry)
         self.sonar_out = self.create_publisher("Base/Sonar", msgs.SonarScan)
         self.contact = self.create_publisher("Base/Contact", msgs.Contact)
