@@ -2,7 +2,8 @@
 language can drive the robot and read its position, pose, laser and sonar.
 
 - :mod:`.protocol` frames messages (sans-I/O), :mod:`.structs` packs and parses every payload byte-exact,
-  :mod:`.devices` converts them to and from the bus's SI values;
+  :mod:`.devices` converts them to and from the bus's SI values, :mod:`.frames` keeps the odometry frame clients
+  declare (SET_ODOM) and puts header times on the clock of the data;
 - :mod:`.session` is one client's protocol state, :mod:`.server` the asyncio TCP server, :mod:`.module` the
   ``player`` module on the bus;
 - :mod:`.client` is a Python client (``pluto.player.client.PlayerClient``).

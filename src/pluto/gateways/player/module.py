@@ -273,7 +273,8 @@ class PlayerModule(Module):
         self._laser_version = 0
         self.odometry_frame = OdometryFrame()
         self._frame_version = 0
-        self._samples_lock = threading.Lock()  # the step's samples against a request that rebuilds one
+        # The step's samples against a request that rebuilds one; taken before _lock, never inside it.
+        self._samples_lock = threading.Lock()
         self._geometry: dict[str, Any] | None = None
         self.ignored_commands = 0
         self._last_ignored_log = -math.inf
@@ -331,7 +332,8 @@ class PlayerModule(Module):
                 self._live.discard(name)
                 if name == "base":
                     self._geometry = None
-                    self._forget_odometry_frame()  # a base that comes back starts a new odometry
+        if name == "base" and not alive:
+            self._forget_odometry_frame()  # a base that comes back starts a new odometry (after _lock: lock order)
 
     def _running(self, module: str) -> bool:
         with self._lock:
