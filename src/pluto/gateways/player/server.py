@@ -248,7 +248,6 @@ class _Client(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.closing = False
-        self.admitted = False
         self.peer = "?"
         self.address = "?"
         self.last_heard = server.monotonic()
@@ -270,7 +269,6 @@ class _Client(asyncio.Protocol):
             transport.write(BANNER)
             transport.close()
             return
-        self.admitted = True
         transport.write(BANNER)
 
     def data_received(self, data: bytes) -> None:
