@@ -3,7 +3,9 @@ subscribed meanwhile all carry on."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import random
 import socket
 import time
 from collections import Counter
@@ -15,8 +17,9 @@ from xml.etree.ElementTree import Element
 import numpy as np
 import pytest
 
-from pluto import msgs
+from pluto import limits, msgs
 from pluto.bus import Bus
+from pluto.gateways.xmlserver.mapping import escape_attribute
 from pluto.gateways.xmlserver.module import XmlServerModule
 from pluto.gateways.xmlserver.server import ServerSettings, XmlServer
 from tests.gateways.xmlserver.client import XmlClient, error_code
@@ -307,19 +310,22 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
         try:
             for client in [reader, hog, *idle]:
                 client.start()
-            assert reader.request('<subscribe name="Base/Drive/State" rate="20"/>').tag == "subscribed"
+            # slowly enough that the socket's buffers hold what comes while the test looks elsewhere
+            assert reader.request('<subscribe name="Base/Drive/State" rate="2"/>').tag == "subscribed"
             assert hog.request('<subscribe name="Sick/Scan" rate="100"/>').tag == "subscribed"
             with XmlClient(server.address) as late:  # eight already: refused, saying why
                 refusal = late.document()
                 assert error_code(refusal) == "too-many-clients" and "8" in refusal.get("reason", "")
-            # the hog reads nothing: wait until what waits for it fills its buffers
+            # the hog reads nothing: wait until its buffers are full (updates are skipped, and nothing more is sent)
             hog_port = hog.sock.getsockname()[1]
+            seen: list[tuple[int, int]] = []
 
             def hog_stuck() -> bool:
                 (stats,) = [c for c in server.stats().clients if c.peer.endswith(f":{hog_port}")]
-                return stats.queued_bytes > 1024
+                seen.append((stats.bytes_sent, stats.updates_skipped))
+                return len(seen) > 1 and seen[-1][0] == seen[-2][0] and seen[-1][1] > seen[-2][1] + 2
 
-            wait_until(hog_stuck, timeout=30.0, message="the hog's buffers are full")
+            wait_until(hog_stuck, timeout=30.0, interval=0.1, message="the hog's buffers are full")
             reader.wait_updates(2)
 
             clock.t += 31.0  # half a minute with nothing from anyone
@@ -328,10 +334,14 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
                 assert error_code(doc) == "idle", doc.attrib
                 assert "30 s" in doc.get("reason", ""), doc.attrib
                 assert client.closed_by_server()
-            wait_until(lambda: len(server.stats().clients) == 1, timeout=30.0, message="the idle ones are closed")
+            wait_until(
+                lambda: [c.subscriptions for c in server.stats().clients] == [["Base/Drive/State"]],
+                timeout=30.0,
+                message="the idle ones and the hog are closed, the reader is not",
+            )
             # the one reading its subscription is still served
             count = len(reader.updates)
-            reader.wait_updates(count + 5)
+            reader.wait_updates(count + 3)
             assert reader.request("<list/>").tag == "listing"
             stats = server.stats()
             assert stats.idle_closed == 7
@@ -341,3 +351,167 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
         finally:
             for client in [reader, hog, *idle]:
                 client.close()
+
+
+# -- fuzzing ----------------------------------------------------------------------------------------------------------
+
+GOOD_REQUESTS = [
+    '<read id="{id}" name="Base/Drive/State"/>',
+    '<subscribe id="{id}" name="Base/Drive/State" rate="5"/>',
+    '<unsubscribe id="{id}" name="Base/Drive/State"/>',
+    '<write id="{id}" name="drive/command"><ActuatorState cmd_flags="0"><velocity>0.1 0.2</velocity></ActuatorState>'
+    "</write>",
+    '<write id="{id}" name="Wrist/Command"><ActuatorState><position>0.5 0.1</position></ActuatorState></write>',
+    '<call id="{id}" service="test/echo"><map><item key="kp"><float>0.5</float></item></map></call>',
+    '<auth id="{id}" token="fuzz-token"/>',
+]
+NUMBERS = ["1e308", "-1e308", "1e309", "NaN", "INF", "-0", "9" * 400, "1e-400", "0x10", "1_0", "٣", "3.5", "1e9"]
+
+
+def hostile(rng: random.Random) -> tuple[str, bytes]:
+    """One hostile payload: its kind and its bytes (most end with a newline; a partial one does not)."""
+    kind = rng.choice(
+        ["bytes", "mutated", "numbers", "vector", "nesting", "attribute", "partial", "oversize", "dtd", "auth", "text"]
+    )
+    good = rng.choice(GOOD_REQUESTS).format(id=rng.randint(0, 10**6))
+    if kind == "bytes":
+        data = rng.randbytes(rng.randint(1, 3000))
+    elif kind == "mutated":  # a good request with a few bytes changed, removed or repeated
+        raw = bytearray(good.encode())
+        for _ in range(rng.randint(1, 6)):
+            i = rng.randrange(len(raw))
+            choice = rng.random()
+            if choice < 0.4:
+                raw[i] = rng.randrange(256)
+            elif choice < 0.7:
+                del raw[i]
+            else:
+                raw[i:i] = raw[i : i + rng.randint(1, 40)] * rng.randint(1, 50)
+        data = bytes(raw)
+    elif kind == "numbers":
+        numbers = " ".join(rng.choice(NUMBERS) for _ in range(rng.randint(1, 4)))
+        target = rng.choice(["drive/command", "Base/Drive/Command", "Wrist/Command", "Arm/Command", "motion/command"])
+        attribute = rng.choice(["stamp", "cmd_flags"])
+        data = (
+            f'<write name="{target}"><ActuatorState {attribute}="{rng.choice(NUMBERS)}"><velocity>{numbers}'
+            f"</velocity></ActuatorState></write>"
+        ).encode()
+        if rng.random() < 0.3:
+            data = f'<call service="test/echo"><array><float>{rng.choice(NUMBERS)}</float></array></call>'.encode()
+    elif kind == "vector":
+        count = rng.choice([3, 33, 4097, 60_000])
+        data = f'<write name="drive/command"><ActuatorState><velocity>{"0 " * count}</velocity></ActuatorState></write>'
+        data = data.encode()
+    elif kind == "nesting":
+        depth = rng.choice([17, 100, 5000])
+        data = b"<a>" * depth + b"</a>" * rng.choice([0, depth])
+    elif kind == "attribute":
+        size = rng.choice([100, 10_000, 60_000])
+        many = 'a="1" ' * (size // 6)
+        data = rng.choice(
+            [f'<read name="{"x" * size}"/>', f'<read id="{"i" * size}" name="a"/>', f"<list {many}/>"]
+        ).encode()
+    elif kind == "partial":
+        raw = good.encode()
+        return kind, raw[: rng.randrange(1, len(raw))]
+    elif kind == "oversize":
+        data = b"<list " + b"x" * 70_000 + b"/>"
+    elif kind == "dtd":
+        data = rng.choice(
+            [
+                BILLION_LAUGHS,
+                b'<!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]><read name="&x;"/>',
+                b'<?xml version="1.0" encoding="UTF-7"?><list/>',
+                b"<![CDATA[<list/>]]>",
+                b"<!-- --><list/><list/>",
+                b'<x:read xmlns:x="urn:x" name="Base/Drive/State"/>',
+            ]
+        )
+    elif kind == "auth":
+        token = "fuzz-token" if rng.random() < 0.5 else rng.choice(["", "fuzz", "fuzz-token ", "\x00", "x" * 5000])
+        data = f'<auth token="{escape_attribute(token)}"/>'.encode()
+    else:  # text the parser may choke on
+        data = "".join(chr(rng.randrange(0x20, 0x3000)) for _ in range(rng.randint(1, 300))).encode("utf-8")
+    return kind, data + b"\n"
+
+
+def test_fuzz_while_a_well_behaved_client_is_served(bus: Bus) -> None:
+    """A seeded stream of hostile documents on one connection (reconnecting whenever the server closes it), and
+    between them a well-behaved client whose every read and write must be served."""
+    rng = random.Random(1969)
+    clock = FakeMonotonic()
+    settings = ServerSettings(
+        port=0,
+        token="fuzz-token",
+        max_document=64 * 1024,
+        request_rate=100_000.0,
+        request_burst=100_000,
+        auth_backoff=0.2,
+        auth_backoff_max=1.0,
+    )
+    written: list[tuple[str, msgs.ActuatorState]] = []
+    for name in ("drive/command", "Base/Drive/Command", "Wrist/Command", "Arm/Command", "motion/command"):
+        bus.create_subscription(name, lambda v, name=name: written.append((name, v)), msgs.ActuatorState, depth=4096)
+    bus.create_service("test/echo", lambda request: request)
+    counts: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+
+    def connect_fuzzer(address: tuple[str, int]) -> XmlClient:
+        fuzzer = XmlClient(address, timeout=30.0, source="127.0.0.2")
+        counts["fuzzer connections"] += 1
+        with contextlib.suppress(EOFError, ConnectionError):  # refused: the next round connects again
+            fuzzer.start()
+        return fuzzer
+
+    def summary() -> str:
+        return ", ".join(f"{value} {key}" for key, value in counts.items()) + f"; payloads by kind: {dict(kinds)}"
+
+    with (
+        XmlServer(bus, settings, monotonic=clock) as server,
+        Publisher(bus, "Base/Drive/State", 50.0, odometry),
+        XmlClient(server.address, timeout=30.0) as good,
+    ):
+        good.start()
+        assert good.request('<auth token="fuzz-token"/>').tag == "authorized"
+        assert good.request('<subscribe name="Base/Drive/State" rate="20"/>').tag == "subscribed"
+        fuzzer = connect_fuzzer(server.address)
+        try:
+            for round in range(400):
+                clock.t += 0.05
+                sent = b""
+                for _ in range(rng.randint(1, 3)):
+                    kind, payload = hostile(rng)
+                    kinds[kind] += 1
+                    sent += payload
+                counts["payload bytes"] += len(sent)
+                try:
+                    fuzzer.send(sent + f'\n<read id="sync{round}" name="Base/Drive/State"/>\n'.encode())
+                    while (doc := fuzzer.document()).get("id") != f"sync{round}":
+                        counts["fuzzer errors" if doc.tag == "error" else "fuzzer other replies"] += 1
+                    counts["fuzzer rounds answered"] += 1
+                except (EOFError, ConnectionError):
+                    counts["closed by the server"] += 1
+                    fuzzer.close()
+                    fuzzer = connect_fuzzer(server.address)
+
+                v = round % 10 / 10.0
+                write = f'<write name="drive/command"><ActuatorState><velocity>{v} 0</velocity></ActuatorState></write>'
+                assert good.request(write).tag == "written", summary()
+                assert good.request('<read name="Base/Drive/State"/>').tag == "value", summary()
+                counts["good replies"] += 2
+        finally:
+            fuzzer.close()
+        updates = len(good.updates)
+        good.wait_updates(updates + 2)  # its subscription still streams
+        stats = server.stats()
+        counts["out of range refused"] = stats.out_of_range
+        counts["wrong tokens checked"] = stats.auth_failures
+        counts["token attempts refused in the back-off"] = stats.auth_refused
+        print(f"\nfuzz: {summary()}")
+        assert counts["good replies"] == 800, summary()
+        assert counts["fuzzer errors"] > 400 and counts["fuzzer rounds answered"] > 200, summary()
+        assert stats.out_of_range > 10 and stats.auth_failures > 0, summary()
+    # nothing out of range reached the bus: every command written there passes the limits
+    for name, value in written:
+        limits.check(name, value)
+    assert sum(1 for name, _ in written if name == "drive/command") >= 400, summary()
