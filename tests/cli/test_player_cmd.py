@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import subprocess
+from pathlib import Path
 import sys
 import time
 
@@ -26,8 +27,12 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_options_become_module_parameters() -> None:
     assert player_cmd.module_params(parse()) == {}
-    params = player_cmd.module_params(parse("--port", "7000", "--key", "k", "--use-sim-time", "-p", "protect=true"))
-    assert params == {"port": 7000, "key": "k", "use_sim_time": True, "protect": True}
+    argv = ("--port", "7000", "--key-file", "player.key", "--use-sim-time", "-p", "protect=true")
+    params = player_cmd.module_params(parse(*argv))
+    key_file = str(Path("player.key").absolute())
+    assert params == {"port": 7000, "key_file": key_file, "use_sim_time": True, "protect": True}
+    with pytest.raises(ConfigError, match="PLUTO_PLAYER_KEY"):  # a secret on the command line shows in `ps`
+        player_cmd.module_params(parse("--key", "k"))
     assert player_cmd.module_params(parse("--host", "0.0.0.0"))["host"] == "0.0.0.0"
     with pytest.raises(ConfigError, match="--port"):
         player_cmd.module_params(parse("--port", "70000"))

@@ -118,6 +118,9 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
         # A killed process drops its TCP links at once; the lease only matters for a vanished machine.
         "transport/link/tx/lease": 3000,
         "transport/link/tx/keep_alive": 4,
+        # Pluto's messages are small and copied out of the buffers at once: no shared memory (and none of its
+        # watchdog threads).
+        "transport/shared_memory/enabled": False,
     }
     if cfg.connect:
         entries["connect/endpoints"] = list(cfg.connect)

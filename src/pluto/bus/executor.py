@@ -15,38 +15,58 @@ import contextlib
 import logging
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import zenoh
+
 log = logging.getLogger("pluto.bus")
 
-__all__ = ["Executor", "Strand"]
+__all__ = ["Executor", "Strand", "on_zenoh_thread"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+def on_zenoh_thread(fn: Callable[[Any], Any]) -> Any:
+    """A Zenoh handler that calls ``fn`` on the Zenoh thread that received the data.
+
+    zenoh-python's default runs each Python callback on a thread of its own per subscriber or queryable (one thread
+    per interface); Pluto's callbacks only decode, store and hand over to the executor, so they run in place.
+    """
+    return zenoh.handlers.Callback(fn, indirect=False)
+
+
+class _Worker:
+    def __init__(self, executor: Executor, name: str) -> None:
+        self.inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=executor._work, args=(self,), name=name, daemon=True)
 
 
 class Executor:
     """Runs jobs on a pool of daemon threads named ``pluto-exec:<bus>:<n>``.
 
+    A job goes to the worker that became idle last (so a few busy workers take the load and the others end), or
+    waits in a backlog for the next free one.
+
     Args:
         name: what the threads are named after.
         core: workers kept when idle.
-        max_workers: most workers at once.
+        max_workers: most workers at once (besides those lending their place in :meth:`blocking`).
         idle_timeout: s after which an idle worker beyond ``core`` ends.
     """
 
-    def __init__(self, name: str, *, core: int = 1, max_workers: int = 4, idle_timeout: float = 2.0) -> None:
+    def __init__(self, name: str, *, core: int = 1, max_workers: int = 2, idle_timeout: float = 1.0) -> None:
         if not 0 <= core <= max_workers or max_workers < 1:
             raise ValueError(f"need 0 <= core <= max_workers and max_workers >= 1, got {core}, {max_workers}")
         self.name = name
         self.core = core
         self.max_workers = max_workers
         self.idle_timeout = idle_timeout
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._workers: set[threading.Thread] = set()
-        self._idle = 0
-        self._waiting = 0  # jobs submitted and not yet taken by a worker
+        self._workers: dict[threading.Thread, _Worker] = {}
+        self._idle: list[_Worker] = []  # a stack: the last one to become idle takes the next job
+        self._backlog: deque[_Job] = deque()
         self._blocked = 0  # workers waiting in a blocking() section
         self._serial = 0
         self._closed = False
@@ -64,19 +84,21 @@ class Executor:
         with self._lock:
             if self._closed:
                 return False
-            self._waiting += 1
+            if self._idle:
+                self._idle.pop().inbox.put((fn, args))
+                return True
+            self._backlog.append((fn, args))
             self._grow()
-        self._jobs.put((fn, args))
         return True
 
     def _grow(self) -> None:
-        """Start a worker if work waits with no idle worker and there is room (lock held)."""
-        if self._idle < self._waiting and len(self._workers) - self._blocked < self.max_workers:
+        """Start a worker if jobs wait with no idle worker and there is room (lock held)."""
+        if self._backlog and not self._idle and len(self._workers) - self._blocked < self.max_workers:
             self._serial += 1
-            worker = threading.Thread(target=self._work, name=f"pluto-exec:{self.name}:{self._serial}", daemon=True)
-            self._workers.add(worker)
+            worker = _Worker(self, f"pluto-exec:{self.name}:{self._serial}")
+            self._workers[worker.thread] = worker
             self.peak = max(self.peak, len(self._workers))
-            worker.start()
+            worker.thread.start()
 
     @contextlib.contextmanager
     def blocking(self) -> Iterator[None]:
@@ -93,28 +115,28 @@ class Executor:
             with self._lock:
                 self._blocked -= 1
 
-    def _work(self) -> None:
-        me = threading.current_thread()
+    def _next(self, me: _Worker) -> _Job | None:
+        """The next job for worker ``me``, or None when it is to end."""
+        with self._lock:
+            if self._backlog:
+                return self._backlog.popleft()
+            if self._closed:
+                del self._workers[me.thread]
+                return None
+            self._idle.append(me)
         while True:
-            with self._lock:
-                self._idle += 1
             try:
-                job = self._jobs.get(timeout=self.idle_timeout)
+                return me.inbox.get(timeout=self.idle_timeout)
             except queue.Empty:
                 with self._lock:
-                    self._idle -= 1
-                    if len(self._workers) > self.core or self._closed:
-                        self._workers.discard(me)
-                        return
-                continue
-            with self._lock:
-                self._idle -= 1
-                if job is not None:
-                    self._waiting -= 1
-            if job is None:
-                with self._lock:
-                    self._workers.discard(me)
-                return
+                    if me in self._idle and len(self._workers) > self.core:
+                        self._idle.remove(me)
+                        del self._workers[me.thread]
+                        return None
+                    # a core worker waits on; one that was just handed a job finds it in its inbox
+
+    def _work(self, me: _Worker) -> None:
+        while (job := self._next(me)) is not None:
             fn, args = job
             try:
                 fn(*args)
@@ -127,13 +149,15 @@ class Executor:
             if self._closed:
                 return
             self._closed = True
-            workers = list(self._workers)
-        for _ in workers:
-            self._jobs.put(None)
+            threads = list(self._workers)
+            for worker in self._idle:
+                worker.inbox.put(None)
+                self._workers.pop(worker.thread, None)
+            self._idle.clear()
         me = threading.current_thread()
-        for worker in workers:
-            if worker is not me:
-                worker.join(timeout)
+        for thread in threads:
+            if thread is not me:
+                thread.join(timeout)
 
 
 class Strand:

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import zenoh
 
+from pluto.bus.executor import on_zenoh_thread
+
 if TYPE_CHECKING:
     from pluto.bus.session import Bus, _Receiver
 
@@ -116,7 +118,7 @@ class LockstepGate:
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
         """Held values that no frontier covered within :data:`HOLD_TICKS` deliveries."""
-        self._tick_sub = bus.session.declare_subscriber(bus.key_raw(TICK_KEY), self._on_tick)
+        self._tick_sub = bus.session.declare_subscriber(bus.key_raw(TICK_KEY), on_zenoh_thread(self._on_tick))
         self._ack_pub = bus.session.declare_publisher(
             bus.key_raw(ACK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
         )

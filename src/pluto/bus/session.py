@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import queue
 import secrets
 import struct
@@ -30,7 +31,7 @@ import zenoh
 
 from pluto import msgs, names
 from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
-from pluto.bus.executor import Executor, Strand
+from pluto.bus.executor import Executor, Strand, on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 
@@ -48,6 +49,13 @@ LOCKSTEPPED = 1
 COMMAND = 2
 
 _zenoh_log_started = False
+
+ZENOH_RUNTIME = (
+    "(app: (worker_threads: 1, max_blocking_threads: 1), acc: (handover: net),"
+    " net: (worker_threads: 1, max_blocking_threads: 1), rx: (worker_threads: 1, max_blocking_threads: 1),"
+    " tx: (worker_threads: 1, max_blocking_threads: 1))"
+)
+"""Zenoh's runtime threads in a Pluto process (its ``ZENOH_RUNTIME`` variable; see :meth:`Bus._open`)."""
 
 
 def write_stamp(attachment: zenoh.ZBytes | None) -> tuple[float, int]:
@@ -169,7 +177,7 @@ class StateWriter(Generic[M]):
         self._publisher = bus.session.declare_publisher(self._key, congestion_control=congestion, express=True)
         self._reliable = reliable
         self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
-        self._queryable = bus.session.declare_queryable(self._key, self._on_query)
+        self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
 
     def write(self, msg: M) -> None:
         """Publish ``msg`` as the new value of the interface.
@@ -357,7 +365,7 @@ class StateReader(_Receiver[M]):
         self._value: M | None = None
         self._generation = 0
         self._seen = 0
-        self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
+        self._subscriber = bus.session.declare_subscriber(bus.key(name), on_zenoh_thread(self._on_sample))
         current = self.fetch_current(fetch_timeout)
         if current is not None:
             with self._lock:
@@ -480,7 +488,7 @@ class Subscription(_Receiver[M]):
         self.delivered = 0
         self._closed = False
         self._strand = Strand(bus.executor, self._drain)
-        self._subscriber = bus.session.declare_subscriber(bus.key(name), self._on_sample)
+        self._subscriber = bus.session.declare_subscriber(bus.key(name), on_zenoh_thread(self._on_sample))
         if current and not self.is_command:
             value = self.fetch_current(3.0)
             if value is not None and not self.received:
@@ -552,7 +560,7 @@ class Service:
         self._closed = False
         self._key = bus.service_key(name)  # a bad name fails here, before anything is declared
         self._strand = Strand(bus.executor, self._drain)
-        self._queryable = bus.session.declare_queryable(self._key, self._on_query)
+        self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
 
     def _on_query(self, query: zenoh.Query) -> None:
         with self._queue_lock:
@@ -651,7 +659,7 @@ class Bus:
         self._modules: set[str] = set()
         self._gone: set[str] = set()
         self._module_watch = self.session.liveliness().declare_subscriber(
-            f"{self.prefix}/@module/**", self._on_module_token, history=True
+            f"{self.prefix}/@module/**", on_zenoh_thread(self._on_module_token), history=True
         )
         _close_at_exit(self)
 
@@ -661,6 +669,10 @@ class Bus:
         return BusError(f"cannot open the bus at {where}{hint}: {err}")
 
     def _open(self, owner: bool) -> zenoh.Session:
+        # Zenoh's runtimes start on the first session; Pluto's processes hold one session with little traffic, so
+        # each runtime gets one worker instead of a pool per core: about 5 threads rather than 15-25 in a module
+        # process. ZENOH_RUNTIME set by the user wins.
+        os.environ.setdefault("ZENOH_RUNTIME", ZENOH_RUNTIME)
         conf = zenoh.Config()
         for path, value in zenoh_config_json(self.config, owner).items():
             conf.insert_json5(path, msgspec.json.encode(value).decode())
@@ -946,17 +958,28 @@ class Bus:
             return sorted((found - self._gone) | self._modules)
 
     def watch_modules(self, callback: Callable[[str, bool], Any]) -> Any:
-        """Call ``callback(name, alive)`` on this bus's thread when a module appears or disappears.
+        """Call ``callback(name, alive)`` on this bus's executor (in order) when a module appears or disappears.
 
         Modules already alive are reported first. Returns the Zenoh subscriber (undeclared on close).
         """
         prefix = f"{self.prefix}/@module/"
+        events: deque[tuple[str, bool]] = deque()
+
+        def drain() -> None:  # in order: a module that came and went is reported in that order
+            while events:
+                callback(*events.popleft())
+
+        strand = Strand(self.executor, drain)
 
         def on_sample(sample: zenoh.Sample) -> None:
-            name = str(sample.key_expr).removeprefix(prefix)
-            self._defer(callback, name, sample.kind == zenoh.SampleKind.PUT)
+            alive = sample.kind == zenoh.SampleKind.PUT
+            if not alive:  # the bus's own list knows it too before anyone hears it (live_modules agrees)
+                self._on_module_token(sample)
+            events.append((str(sample.key_expr).removeprefix(prefix), alive))
+            strand.schedule()
 
-        return self._own(self.session.liveliness().declare_subscriber(f"{prefix}**", on_sample, history=True))
+        key = f"{prefix}**"
+        return self._own(self.session.liveliness().declare_subscriber(key, on_zenoh_thread(on_sample), history=True))
 
     def wait_for_token(self, suffix: str, timeout: float) -> None:
         """Wait until the liveliness token ``pluto/<robot>/<suffix>`` is declared.
@@ -967,7 +990,9 @@ class Bus:
         event = threading.Event()
         key = self.key_raw(suffix)
         sub = self.session.liveliness().declare_subscriber(
-            key, lambda sample: event.set() if sample.kind == zenoh.SampleKind.PUT else None, history=True
+            key,
+            on_zenoh_thread(lambda sample: event.set() if sample.kind == zenoh.SampleKind.PUT else None),
+            history=True,
         )
         try:
             if not event.wait(timeout):
@@ -1028,7 +1053,7 @@ class Bus:
         """
         key = self.key(name)
         written = threading.Event()
-        sub = self.session.declare_subscriber(key, lambda _sample: written.set())
+        sub = self.session.declare_subscriber(key, on_zenoh_thread(lambda _sample: written.set()))
         deadline = time.monotonic() + timeout
         try:
             while not written.is_set():

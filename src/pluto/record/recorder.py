@@ -36,6 +36,7 @@ import zenoh
 
 from pluto import __version__, msgs, names
 from pluto.bus import Bus
+from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.session import write_stamp
 from pluto.errors import DecodeError, PlutoError
 from pluto.record.format import LogError, encode_message
@@ -325,7 +326,9 @@ class Recorder:
         self._writer = SplitLogWriter(self.path, metadata=info, **self._writer_options)
         self._thread = threading.Thread(target=self._run, name="pluto-recorder", daemon=True)
         self._thread.start()
-        self._subscriber = self.bus.session.declare_subscriber(f"{self.bus.prefix}/**", self._on_sample)
+        self._subscriber = self.bus.session.declare_subscriber(
+            f"{self.bus.prefix}/**", on_zenoh_thread(self._on_sample)
+        )
 
     def _detect_clock(self) -> None:
         reader = self.bus.create_reader(CLOCK, msgs.SimTime, fetch_timeout=0.5)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.bus.executor import on_zenoh_thread
 
 log = logging.getLogger("pluto.clock")
 
@@ -102,7 +103,7 @@ class SimTimeSource:
         """The simulator last said it runs in lock-step."""
         self._callbacks: list[weakref.ReferenceType[Any] | Callable[[], JumpCallback | None]] = []
         self.gate = bus.lockstep()
-        self._sub = bus.session.declare_subscriber(bus.key("Clock"), self._on_clock)
+        self._sub = bus.session.declare_subscriber(bus.key("Clock"), on_zenoh_thread(self._on_clock))
         bus._own(self)
         reader = bus.create_reader("Clock", msgs.SimTime, fetch_timeout=0.5)
         current = reader.read()

@@ -28,6 +28,7 @@ import zenoh
 
 from pluto import msgs
 from pluto.bus import Bus, StateWriter
+from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, LockstepTick
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
@@ -211,9 +212,9 @@ class LockstepCoordinator:
         self._tick_pub = bus.session.declare_publisher(
             bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
         )
-        self._ack_sub = bus.session.declare_subscriber(bus.key_raw(ACK_KEY), self._on_ack)
+        self._ack_sub = bus.session.declare_subscriber(bus.key_raw(ACK_KEY), on_zenoh_thread(self._on_ack))
         self._member_sub = bus.session.liveliness().declare_subscriber(
-            bus.key_raw(f"{MEMBER_KEY}/**"), self._on_member, history=True
+            bus.key_raw(f"{MEMBER_KEY}/**"), on_zenoh_thread(self._on_member), history=True
         )
 
     # -- from Zenoh threads -------------------------------------------------------------------------------------
