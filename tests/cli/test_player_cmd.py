@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import signal
 import subprocess
-from pathlib import Path
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
