@@ -435,9 +435,13 @@ def _summary(
     end = mission.end_time if mission is not None and mission.end_time is not None else math.inf
     truth, estimate = log.until(end)
     reached = mission.reached if mission is not None else 0
-    picture = _draw(
-        world, truth, estimate, mission.final_scan if mission else None, out_dir / f"office-{stamp}.png", outcome
-    )
+    picture: Path | str | None
+    try:
+        picture = _draw(
+            world, truth, estimate, mission.final_scan if mission else None, out_dir / f"office-{stamp}.png", outcome
+        )
+    except PlutoError as err:  # matplotlib is an optional extra
+        picture = f"not drawn: {err}"
     travelled = float(np.sum(np.hypot(*np.diff(truth[:, 1:3], axis=0).T))) if len(truth) > 1 else 0.0
     print(
         f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} waypoints, travelled {travelled:.1f} m; "

@@ -26,7 +26,7 @@ from pluto.geometry import compose, relative
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.record.format import LogError
 from pluto.record.logfile import LogFile
-from pluto.sim.plot import scan_points
+from pluto.sim.plot import require_matplotlib, scan_points
 
 __all__ = ["POSE_SOURCES", "Trajectory", "laser_points", "plot_log", "trajectory"]
 
@@ -168,6 +168,7 @@ def plot_log(
     offset = _laser_offset(log) if laser_offset is None else laser_offset
     points = laser_points(log, ref, laser, offset, max_points) if laser else np.zeros((0, 2))
 
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

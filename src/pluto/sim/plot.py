@@ -8,13 +8,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pluto.errors import PlutoError
 from pluto.sim.world import World
 
 FloatArray = NDArray[np.float64]
+
+
+def require_matplotlib() -> Any:
+    """Return the matplotlib module.
+
+    Raises:
+        PlutoError: it is not installed (pictures are an optional extra: ``pip install 'pluto-robot[plot]'``).
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlutoError("pictures need matplotlib, which is not installed: pip install 'pluto-robot[plot]'") from None
+    return matplotlib
 
 
 def scan_points(
@@ -54,8 +69,7 @@ def plot_run(
         scan: laser points in the world frame (K, 2), m.
         estimate_label: the legend of the second path (odometry, or the localization estimate).
     """
-    import matplotlib
-
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
