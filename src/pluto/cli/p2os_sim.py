@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import signal
-import threading
-from collections.abc import Iterator, Sequence
-from types import FrameType
+from collections.abc import Sequence
 
 from pluto.cli.command import add_parser
 from pluto.errors import ConfigError
@@ -105,29 +101,6 @@ class _Interrupted(BaseException):
     """SIGINT or SIGTERM: stop serving now (a BaseException, as KeyboardInterrupt, so no handler swallows it)."""
 
 
-@contextlib.contextmanager
-def _stop_at_once_on_signals() -> Iterator[threading.Event]:
-    """An event that SIGINT or SIGTERM sets while the block runs; the first one also raises :class:`_Interrupted`
-    there (main thread only; elsewhere only the event, never set by a signal). Handlers restored after."""
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        first = not stop.is_set()
-        stop.set()
-        if first:
-            raise _Interrupted(signal.Signals(signum).name)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run(args: argparse.Namespace) -> int:
     """Serve the robot until SIGINT or SIGTERM (Ctrl-C), which stop it at once (well within a second).
 
@@ -149,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pluto.hardware.base.p2os.emulator import LinkNoise, serve_pty, serve_tcp
     from pluto.hardware.base.p2os.robot import P2osRobot
+    from pluto.runtime.runner import stop_on_signals
     from pluto.sim.world import load_world
 
     world = None if args.world is None else load_world(args.world)
@@ -164,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         print("Ctrl-C stops it.", flush=True)
 
     try:
-        with _stop_at_once_on_signals() as stop:
+        with stop_on_signals(interrupt=_Interrupted) as stop:
             if args.pty:
                 serve_pty(lambda: robot, link_noise=noise, stop=stop, on_ready=ready)
             else:

@@ -72,13 +72,22 @@ def running(modules: Sequence[Module]) -> Iterator[Sequence[Module]]:
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM while the block runs (main thread only); handlers restored after."""
+def stop_on_signals(interrupt: type[BaseException] | None = None) -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs (main thread only); handlers restored after.
+
+    Args:
+        interrupt: also raise this in the main thread at the first signal, for a block that must stop at once
+            rather than at its next look at the event.
+    """
     stop = threading.Event()
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        first = not stop.is_set()
+        log.info("received %s, stopping", name)
         stop.set()
+        if first and interrupt is not None:
+            raise interrupt(name)
 
     if threading.current_thread() is not threading.main_thread():
         yield stop
