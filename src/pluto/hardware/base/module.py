@@ -75,8 +75,6 @@ class SimBase(SimDevice):
         self.power = self.create_publisher("Base/Power", msgs.Power)
         self.truth = self.create_publisher("Sim/Truth", msgs.Odometry)
         self._last: float | None = None
-        self._last_command_seen = -1
-        self._command_time = 0.0
         self._next_sonar = 0.0
         self._body_lock = threading.Lock()  # services change the body between steps
         self.motors_on = True
@@ -93,13 +91,10 @@ class SimBase(SimDevice):
         self.publish(self.clock.now(), self.body.state())
 
     def command(self, now: float) -> tuple[float, float]:
-        """The velocity command in force: the newest one, or (0, 0) if it is too old."""
-        assert isinstance(self.params, SimBaseParams)
+        """The velocity command in force: the newest one, or (0, 0) if it is too old (the reader forgets a command
+        ``command_timeout`` s after it arrived, by this module's clock)."""
         cmd = self.commands.read()
-        if self.commands.received != self._last_command_seen:
-            self._last_command_seen = self.commands.received
-            self._command_time = now
-        if cmd is None or now - self._command_time > self.params.command_timeout or not self.motors_on:
+        if cmd is None or not self.motors_on:
             return 0.0, 0.0
         v = cmd.velocity[0] if len(cmd.velocity) > 0 else 0.0
         w = cmd.velocity[1] if len(cmd.velocity) > 1 else 0.0
