@@ -55,6 +55,7 @@ from pluto.gateways.netmotion.server import (
     NetMotionService,
     ServerLimits,
     UdpNetMotionServer,
+    check_limits,
 )
 from pluto.hardware.arm.kinematics import ArmModel
 from pluto.hardware.arm.manager import MotionEventKind, MotionManager
@@ -138,14 +139,11 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"arm must be one of {', '.join(ARMS)}, not {self.arm!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
-        for name in ("tolerance", "posture_timeout", "client_rate", "budget_rate"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {value}")
-        for name in ("client_burst", "budget_burst"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 1):
-                raise ValueError(f"{name} must be finite and >= 1 (a datagram), got {value}")
+        check_limits(
+            self,
+            positive=("tolerance", "posture_timeout", "client_rate", "budget_rate"),
+            at_least_one=("client_burst", "budget_burst"),
+        )
         if not 16 <= self.max_datagram <= 65535:
             raise ValueError(f"max_datagram must be 16..65535 bytes, got {self.max_datagram}")
         if not 1 <= self.client_queue <= 4096:

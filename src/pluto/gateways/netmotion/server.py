@@ -129,6 +129,22 @@ class MotionService(Protocol):
         ...
 
 
+def check_limits(owner: object, positive: tuple[str, ...], at_least_one: tuple[str, ...]) -> None:
+    """Check attributes of ``owner``: rates and times finite and > 0, bursts (datagrams) finite and >= 1.
+
+    Raises:
+        ValueError: naming the first attribute out of range.
+    """
+    for name in positive:
+        value = getattr(owner, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be finite and > 0, got {value}")
+    for name in at_least_one:
+        value = getattr(owner, name)
+        if not (math.isfinite(value) and value >= 1):
+            raise ValueError(f"{name} must be finite and >= 1 (a datagram), got {value}")
+
+
 @dataclass(frozen=True)
 class ServerLimits:
     """Attributes:
@@ -153,14 +169,7 @@ class ServerLimits:
     max_clients: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("rate", "budget"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {value}")
-        for name in ("burst", "budget_burst"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 1):
-                raise ValueError(f"{name} must be finite and >= 1 (a datagram), got {value}")
+        check_limits(self, positive=("rate", "budget"), at_least_one=("burst", "budget_burst"))
         for name in ("max_datagram", "queue", "max_clients"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
