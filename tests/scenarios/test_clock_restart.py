@@ -27,7 +27,6 @@ from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
 from tests.gateways.xmlserver.client import XmlClient
 from tests.helpers import wait_until
-from tests.scenarios.stack import ROOM
 
 pytestmark = pytest.mark.scenario
 
@@ -117,13 +116,6 @@ class FirstTicks:
     def first_of_another_run(self, old: set[int]) -> float | None:
         with self._lock:
             return next((wall for run, wall in self.runs.items() if run not in old), None)
-
-
-@pytest.fixture
-def room(tmp_path: Path) -> Path:
-    path = tmp_path / "room.xml"
-    path.write_text(ROOM)
-    return path
 
 
 @pytest.fixture

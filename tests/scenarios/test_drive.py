@@ -19,20 +19,13 @@ from pluto.bus import Bus
 from pluto.geometry import wrap_angle
 from pluto.movement.drive.module import DriveModule, DriveModuleParams
 from pluto.runtime.profiles import load_profile
-from tests.scenarios.stack import ROOM, Collector, Lockstep, Script, without
+from tests.scenarios.stack import Collector, Lockstep, Script, without
 
 pytestmark = pytest.mark.scenario
 
 SEED = 3
 DRIVE_PERIOD = 0.05  # s: the drive steps at 20 Hz
 TIMEOUT = 4.0  # s: the drive's command timeout (its default)
-
-
-@pytest.fixture
-def room(tmp_path: Path) -> Path:
-    path = tmp_path / "room.xml"
-    path.write_text(ROOM)
-    return path
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from pluto.geometry import compose
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
-from tests.scenarios.stack import ROOM, DriveCommand, Lockstep, Script, without
+from tests.scenarios.stack import DriveCommand, Lockstep, Script, without
 
 pytestmark = pytest.mark.scenario
 
@@ -42,13 +42,6 @@ BAD_MAP = """<?xml version="1.0" encoding="UTF-8"?>
   </walls>
 </world>
 """
-
-
-@pytest.fixture
-def room(tmp_path: Path) -> Path:
-    path = tmp_path / "room.xml"
-    path.write_text(ROOM)
-    return path
 
 
 @pytest.fixture

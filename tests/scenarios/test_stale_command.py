@@ -17,16 +17,14 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.runtime.profiles import load_profile
 from tests.bus.test_state import synced_reader
-from tests.scenarios.stack import ROOM, Lockstep, Script, without
+from tests.scenarios.stack import Lockstep, Script, without
 
 pytestmark = pytest.mark.scenario
 
 
 def test_a_command_left_on_the_bus_does_not_drive_a_base_started_later(
-    bus: Bus, make_bus: Callable[..., Bus], tmp_path: Path
+    bus: Bus, make_bus: Callable[..., Bus], room: Path
 ) -> None:
-    room = tmp_path / "room.xml"
-    room.write_text(ROOM)
     gateway = make_bus()  # a client left running, as the XML gateway was
     stale = gateway.create_publisher("Base/Drive/Command", msgs.ActuatorState)
     stale.write(msgs.ActuatorState(velocity=[0.94, -2.0]))
