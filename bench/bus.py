@@ -798,7 +798,8 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         "(pluto.msgs.encode) and decode them on receipt (pluto.msgs.decode); echo sides decode and re-encode, "
         "as pluto.bus does.",
         "pluto.bus: StateWriter.write (its publisher uses CongestionControl.DROP, express, and a 16 B "
-        "attachment); the echo is a Subscription (callback on its own thread, depth=1) that writes back, the flood "
+        "attachment; its Zenoh callbacks run in place); the echo is a Subscription (callback on the bus's executor, "
+        "depth=1) that writes back, the flood "
         "receiver a Subscription with depth=4096 (every message delivered); the "
         "ping side waits with StateReader.wait_for_update.",
         "zenoh: the same QoS as pluto.bus (DROP, express); as zenoh-python's guidance says (never call Zenoh from "
@@ -806,8 +807,8 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         "ping side's callback hands replies over a queue; this row is the one the target compares with. zenoh "
         "inline: the echo republishes inside the callback (fastest, but what the guidance warns against). "
         "zenoh BLOCK: CongestionControl.BLOCK with express "
-        "off (zenoh's default batching), the fairer setting for throughput. zenoh-python runs Python callbacks "
-        "on a thread of its own.",
+        "off (zenoh's default batching), the fairer setting for throughput. The raw zenoh rows use zenoh-python's "
+        "default callbacks (a Python thread per subscriber) and its default runtimes.",
         "pyzmq: PUB/SUB over tcp://127.0.0.1 (topic frame + payload frame), default high-water mark 1000 (a full "
         "PUB drops); the ping side polls its SUB socket on the main thread; the echo side has one receive thread.",
         "One-way: received messages per second between the first and the last one at the receiver; for "
