@@ -808,7 +808,7 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         "inline: the echo republishes inside the callback (fastest, but what the guidance warns against). "
         "zenoh BLOCK: CongestionControl.BLOCK with express "
         "off (zenoh's default batching), the fairer setting for throughput. The raw zenoh rows use zenoh-python's "
-        "default callbacks (a Python thread per subscriber) and its default runtimes.",
+        "default callbacks (a Python thread per subscriber).",
         "pyzmq: PUB/SUB over tcp://127.0.0.1 (topic frame + payload frame), default high-water mark 1000 (a full "
         "PUB drops); the ping side polls its SUB socket on the main thread; the echo side has one receive thread.",
         "One-way: received messages per second between the first and the last one at the receiver; for "
