@@ -36,9 +36,9 @@ import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import Final, Literal
+from typing import Literal
 
+from pluto.codec import NEED_DATA, NeedData
 from pluto.errors import LocalProtocolError
 
 __all__ = [
@@ -80,16 +80,6 @@ MAX_COMMANDS_PER_DATAGRAM = 8
 MAX_COORDINATE_MM = 100_000.0
 """Largest IKP coordinate accepted, mm."""
 MM = 1e-3
-
-
-class NeedData(Enum):
-    """The type of :data:`NEED_DATA`."""
-
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
-"""Returned by :meth:`CommandDecoder.next_event` when every command received has been taken."""
 
 
 # -- commands (what clients send) -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Final, Literal
 
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
 from pluto.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -312,27 +313,6 @@ class Banner:
 
     text: str
 
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed:
-    """The end of the stream.
-
-    Attributes:
-        truncated: bytes of an incomplete message (or banner) that were left when the stream ended; 0 for a clean
-            end between messages.
-    """
-
-    truncated: int = 0
-
-
-class NeedData(Enum):
-    """The type of :data:`NEED_DATA`."""
-
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
-"""Returned by :meth:`PlayerConnection.next_event` when no complete message is waiting: feed more bytes."""
 
 Event = Banner | Message | ConnectionClosed
 """What :meth:`PlayerConnection.next_event` returns besides NEED_DATA."""

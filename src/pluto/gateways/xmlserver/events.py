@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import StrEnum
 from typing import Any, Final
 
 from pluto import msgs
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
 from pluto.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -54,16 +55,6 @@ PROTOCOL_VERSION: Final = 1
 
 MAX_ID_LENGTH: Final = 64
 """Longest ``id`` a request may carry, characters."""
-
-
-class NeedData(Enum):
-    """The type of :data:`NEED_DATA`."""
-
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
-"""Returned by :meth:`.codec.XmlCodec.next_event` when no complete document is waiting: feed more bytes."""
 
 
 class ErrorCode(StrEnum):
@@ -406,11 +397,6 @@ class BadDocument:
     size: int = field(default=0, compare=False)
     out_of_range: bool = field(default=False, compare=False)
     """A well-formed request refused for a value beyond its limits (a vector too long), not a malformed one."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed:
-    """The end of the stream (after ``receive_data(b"")`` and every document before it)."""
 
 
 Event = Request | ServerReply | BadDocument | ConnectionClosed

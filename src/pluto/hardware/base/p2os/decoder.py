@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import Enum
-from typing import Final, Literal
+from typing import Literal
+
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
 
 from .packets import (
     HEADER,
@@ -53,21 +54,6 @@ __all__ = [
 
 Role = Literal["client", "robot"]
 """Which side the decoder is on: 'client' decodes server packets, 'robot' decodes client commands."""
-
-
-class NeedData(Enum):
-    """The type of :data:`NEED_DATA`."""
-
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
-"""Returned by :meth:`P2osDecoder.next_event` when no complete packet is waiting: feed more bytes."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed:
-    """The end of the stream (after ``receive_data(b"")`` and every packet before it)."""
 
 
 Event = ServerPacket | CommandPacket | UnknownPacket | ConnectionClosed
