@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from pluto import msgs
+from pluto import msgs, names
 
 __all__ = [
     "MAX_ABS",
@@ -79,25 +79,25 @@ class _Rules:
 
 
 _COMMANDS: dict[str, _Rules] = {
-    "Base/Drive/Command": _Rules(
+    names.BASE_DRIVE_COMMAND: _Rules(
         lengths={"position": 0, "velocity": 2, "force": 0},
         bounds={"velocity": (_SPEED, _TURN_RATE)},
     ),
     # cmd_flags 0/10: velocity = (v, ω); 1/11: velocity[0] = v and position[1] = the heading to hold.
-    "drive/command": _Rules(
+    names.DRIVE_COMMAND: _Rules(
         lengths={"position": 3, "velocity": 2, "force": 3},
         bounds={"velocity": (_SPEED, _TURN_RATE), "position": (_PLACE, _ANGLE, _ANGLE)},
     ),
-    "avoidance/command": _Rules(
+    names.AVOIDANCE_COMMAND: _Rules(
         lengths={"position": 3, "velocity": 3, "force": 3},
         bounds={"position": (_PLACE, _PLACE, _ANGLE), "velocity": (_SPEED, _TURN_RATE, _SPEED)},
     ),
     # moveto (x, y), explore (rectangle b, h in velocity[0..1]), investigate: places, sizes and speeds.
-    "motion/command": _Rules(
+    names.MOTION_COMMAND: _Rules(
         lengths={"position": 3, "velocity": 3, "force": 3},
         bounds={"position": (_PLACE, _PLACE, _ANGLE), "velocity": (_PLACE,), "force": (_PLACE,)},
     ),
-    "Wrist/Command": _Rules(
+    names.WRIST_COMMAND: _Rules(
         lengths={"position": 2, "velocity": 2, "force": 2},
         bounds={
             "position": (Bound(-math.pi, math.pi, "rad"), Bound(-math.pi / 2, math.pi / 2, "rad")),
@@ -106,7 +106,7 @@ _COMMANDS: dict[str, _Rules] = {
         },
     ),
     # joint targets (rad or m; NaN = leave the joint alone), speeds, and force[0] = move time (s).
-    "Arm/Command": _Rules(
+    names.ARM_COMMAND: _Rules(
         lengths={"position": MAX_ACTUATOR_VECTOR, "velocity": MAX_ACTUATOR_VECTOR, "force": 1},
         bounds={
             "position": (Bound(-2 * math.pi, 2 * math.pi, "rad"),),
@@ -116,7 +116,7 @@ _COMMANDS: dict[str, _Rules] = {
     ),
 }
 
-_NAN_ALLOWED = {("Arm/Command", "position")}
+_NAN_ALLOWED = {(names.ARM_COMMAND, "position")}
 """Fields where NaN has a meaning (an arm joint left where it is)."""
 
 

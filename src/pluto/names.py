@@ -7,127 +7,318 @@ that do not decode as that type.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 from pluto import msgs
+
+M = TypeVar("M", bound=msgs.Message)
+
+
+class Topic(str, Generic[M]):
+    """An interface's name that also knows its message type: ``bus.create_reader(names.BASE_DRIVE_STATE)`` is a
+    ``StateReader[Odometry]``. A ``Topic`` is a ``str`` (equal to and hashing as its name), so it goes wherever a
+    name goes.
+
+    Attributes:
+        type: the message type the interface carries.
+    """
+
+    type: builtins.type[M]
+
+    def __new__(cls, name: str, type_: builtins.type[M]) -> Topic[M]:
+        topic = super().__new__(cls, name)
+        topic.type = type_
+        return topic
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Topic, (str(self), self.type))
+
+    @property
+    def name(self) -> str:
+        """The interface name, a plain ``str``."""
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, {self.type.__name__})"
+
+
+# -- the interfaces (names as in the original robot software) -----------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Interface:
-    """An interface: its name on the bus, its message type, and who writes and reads it."""
+    """An interface: its topic (name and message type), and who writes and reads it."""
 
-    name: str
-    type: type[msgs.Message]
+    topic: Topic[Any]
     writer: str
     readers: str
     description: str
+
+    @property
+    def name(self) -> str:
+        return self.topic.name
+
+    @property
+    def type(self) -> type[msgs.Message]:
+        return self.topic.type
 
 
 def _table(*rows: Interface) -> dict[str, Interface]:
     return {row.name: row for row in rows}
 
 
+BASE_DRIVE_COMMAND: Final = Topic("Base/Drive/Command", msgs.ActuatorState)
+BASE_DRIVE_STATE: Final = Topic("Base/Drive/State", msgs.Odometry)
+BASE_SONAR: Final = Topic("Base/Sonar", msgs.SonarScan)
+BASE_CONTACT: Final = Topic("Base/Contact", msgs.Contact)
+BASE_POWER: Final = Topic("Base/Power", msgs.Power)
+BASE_STATUS: Final = Topic("base/status", msgs.FVectorState)
+SICK_SCAN: Final = Topic("Sick/Scan", msgs.LaserScan)
+SICK_SCAN_MM: Final = Topic("Sick/Scan_mm", msgs.LaserScan)
+SICK_TIMING: Final = Topic("Sick/Timing", msgs.ScanTiming)
+SICK_REAR_SCAN_MM: Final = Topic("Sick/Rear/Scan_mm", msgs.LaserScan)
+DMU_RAW: Final = Topic("DMU/Raw", msgs.DmuRaw)
+DMU_STATE: Final = Topic("DMU/State", msgs.DmuState)
+WRIST_COMMAND: Final = Topic("Wrist/Command", msgs.ActuatorState)
+WRIST_STATE: Final = Topic("Wrist/State", msgs.ActuatorState)
+GPS_STATE: Final = Topic("GPS/State", msgs.GpsFix)
+LOCALIZATION_DEAD_RECKONING: Final = Topic("Localization/Dead-Reckoning", msgs.PoseEstimate)
+LOCALIZATION_LASER_DEAD_RECKONING: Final = Topic("Localization/Laser_Dead-Reckoning", msgs.PoseEstimate)
+LOCALIZATION_POST_POSE: Final = Topic("Localization/Post_Pose", msgs.PoseEstimate)
+LOCALIZATION_POSE: Final = Topic("Localization/Pose", msgs.PoseEstimate)
+LOCALIZATION_LASER_POSE: Final = Topic("Localization/Laser_Pose", msgs.PoseEstimate)
+LOCALIZATION_STATUS: Final = Topic("localization/status", msgs.FVectorState)
+DRIVE_COMMAND: Final = Topic("drive/command", msgs.ActuatorState)
+DRIVE_STATUS: Final = Topic("drive/status", msgs.FVectorState)
+AVOIDANCE_COMMAND: Final = Topic("avoidance/command", msgs.ActuatorState)
+AVOIDANCE_STATUS: Final = Topic("avoidance/status", msgs.FVectorState)
+MOTION_COMMAND: Final = Topic("motion/command", msgs.ActuatorState)
+MOTION_STATUS: Final = Topic("motion/status", msgs.FVectorState)
+POSE_STATUS: Final = Topic("pose/status", msgs.FVectorState)
+SLAM_STATUS: Final = Topic("slam/status", msgs.FVectorState)
+ARM_COMMAND: Final = Topic("Arm/Command", msgs.ActuatorState)
+ARM_STATE: Final = Topic("Arm/State", msgs.ActuatorState)
+NETMOTION_STATUS: Final = Topic("netmotion/status", msgs.FVectorState)
+CLOCK: Final = Topic("Clock", msgs.SimTime)
+SIM_TRUTH: Final = Topic("Sim/Truth", msgs.Odometry)
+HEARTBEAT: Final = Topic("Heartbeat", msgs.Heartbeat)
+HEARTBEAT_MONITOR: Final = Topic("Heartbeat/Monitor", msgs.FVectorState)
+
 INTERFACES: dict[str, Interface] = _table(
     Interface(
-        "Base/Drive/Command",
-        msgs.ActuatorState,
+        BASE_DRIVE_COMMAND,
         "drive",
         "base",
         "Velocity command: velocity[0] = v (m/s), velocity[1] = ω (rad/s); cmd_flags 0.",
     ),
-    Interface("Base/Drive/State", msgs.Odometry, "base", "all", "Odometry: x, y, θ, v, ω."),
-    Interface("Base/Sonar", msgs.SonarScan, "base", "all", "Sonar ring ranges."),
-    Interface("Base/Contact", msgs.Contact, "base", "all", "Bumpers and motor stall."),
-    Interface("Base/Power", msgs.Power, "base", "all", "Battery."),
     Interface(
-        "base/status",
-        msgs.FVectorState,
+        BASE_DRIVE_STATE,
+        "base",
+        "all",
+        "Odometry: x, y, θ, v, ω.",
+    ),
+    Interface(
+        BASE_SONAR,
+        "base",
+        "all",
+        "Sonar ring ranges.",
+    ),
+    Interface(
+        BASE_CONTACT,
+        "base",
+        "all",
+        "Bumpers and motor stall.",
+    ),
+    Interface(
+        BASE_POWER,
+        "base",
+        "all",
+        "Battery.",
+    ),
+    Interface(
+        BASE_STATUS,
         "base",
         "clients",
         "Link to the robot: data = [s since the robot last answered]; element = [link up 1/0, reconnects].",
     ),
-    Interface("Sick/Scan", msgs.LaserScan, "sick", "all", "181 points, stamped on arrival (old-compatible)."),
-    Interface("Sick/Scan_mm", msgs.LaserScan, "sick", "all", "All points (361), stamped at the centre of the scan."),
-    Interface("Sick/Timing", msgs.ScanTiming, "sick", "localization", "Time the scan was taken, number of points."),
     Interface(
-        "Sick/Rear/Scan_mm",
-        msgs.LaserScan,
+        SICK_SCAN,
+        "sick",
+        "all",
+        "181 points, stamped on arrival (old-compatible).",
+    ),
+    Interface(
+        SICK_SCAN_MM,
+        "sick",
+        "all",
+        "All points (361), stamped at the centre of the scan.",
+    ),
+    Interface(
+        SICK_TIMING,
+        "sick",
+        "localization",
+        "Time the scan was taken, number of points.",
+    ),
+    Interface(
+        SICK_REAR_SCAN_MM,
         "replay",
         "all",
         "A rear-facing scanner's scans (imported logs with a second laser), as Sick/Scan_mm.",
     ),
-    Interface("DMU/Raw", msgs.DmuRaw, "dmu", "localization", "Inertial unit data, z up."),
-    Interface("DMU/State", msgs.DmuState, "dmu", "localization", "Integrated heading, pitch, roll, filtered rates."),
     Interface(
-        "Wrist/Command",
-        msgs.ActuatorState,
+        DMU_RAW,
+        "dmu",
+        "localization",
+        "Inertial unit data, z up.",
+    ),
+    Interface(
+        DMU_STATE,
+        "dmu",
+        "localization",
+        "Integrated heading, pitch, roll, filtered rates.",
+    ),
+    Interface(
+        WRIST_COMMAND,
         "clients",
         "wrist",
         "Pan/tilt command: position, velocity, force = (pan, tilt) in rad, rad/s, rad/s².",
     ),
-    Interface("Wrist/State", msgs.ActuatorState, "wrist", "all", "Pan/tilt state, as the command."),
-    Interface("GPS/State", msgs.GpsFix, "gps", "all", "GPS fix on a local metric grid."),
     Interface(
-        "Localization/Dead-Reckoning",
-        msgs.PoseEstimate,
+        WRIST_STATE,
+        "wrist",
+        "all",
+        "Pan/tilt state, as the command.",
+    ),
+    Interface(
+        GPS_STATE,
+        "gps",
+        "all",
+        "GPS fix on a local metric grid.",
+    ),
+    Interface(
+        LOCALIZATION_DEAD_RECKONING,
         "localization",
         "all",
         "(0) Dead reckoning of the robot since start, 6-D; continuous.",
     ),
     Interface(
-        "Localization/Laser_Dead-Reckoning",
-        msgs.PoseEstimate,
+        LOCALIZATION_LASER_DEAD_RECKONING,
         "localization",
         "pose, slam",
         "(1) Laser and wrist at the time of the latest scan, 8-D; incremental covariance.",
     ),
     Interface(
-        "Localization/Post_Pose",
-        msgs.PoseEstimate,
+        LOCALIZATION_POST_POSE,
         "pose, slam",
         "localization",
         "(2) Improved poses posted to the service; cmd_flags is the setter (< 0 robot pose); stamp 0: now.",
     ),
-    Interface("Localization/Pose", msgs.PoseEstimate, "localization", "all", "(3) Interface 0 adjusted by 2."),
     Interface(
-        "Localization/Laser_Pose", msgs.PoseEstimate, "localization", "pose, slam", "(4) Interface 1 adjusted by 2."
+        LOCALIZATION_POSE,
+        "localization",
+        "all",
+        "(3) Interface 0 adjusted by 2.",
     ),
     Interface(
-        "localization/status",
-        msgs.FVectorState,
+        LOCALIZATION_LASER_POSE,
+        "localization",
+        "pose, slam",
+        "(4) Interface 1 adjusted by 2.",
+    ),
+    Interface(
+        LOCALIZATION_STATUS,
         "localization",
         "clients",
         "data = [dead-reckoning age s, inertial unit age s]; element = [setter, inertial unit ok 1/0].",
     ),
-    Interface("drive/command", msgs.ActuatorState, "avoid", "drive", "Drive command (cmd_flags 0, 1, 10, 11)."),
-    Interface("drive/status", msgs.FVectorState, "drive", "avoid", "Commanded velocities and obstacle code."),
-    Interface("avoidance/command", msgs.ActuatorState, "motion", "avoid", "Avoid command (cmd_flags 10·A + T)."),
-    Interface("avoidance/status", msgs.FVectorState, "avoid", "motion", "Avoid status."),
-    Interface("motion/command", msgs.ActuatorState, "clients", "motion", "Motion command (moveto, explore, ...)."),
-    Interface("motion/status", msgs.FVectorState, "motion", "clients", "Motion status."),
-    Interface("pose/status", msgs.FVectorState, "pose", "clients", "Pose module command/status."),
-    Interface("slam/status", msgs.FVectorState, "slam", "clients", "SLAM module command/status."),
-    Interface("Arm/Command", msgs.ActuatorState, "clients", "arm", "Joint command."),
-    Interface("Arm/State", msgs.ActuatorState, "arm", "all", "Joint values as commanded."),
     Interface(
-        "netmotion/status",
-        msgs.FVectorState,
+        DRIVE_COMMAND,
+        "avoid",
+        "drive",
+        "Drive command (cmd_flags 0, 1, 10, 11).",
+    ),
+    Interface(
+        DRIVE_STATUS,
+        "drive",
+        "avoid",
+        "Commanded velocities and obstacle code.",
+    ),
+    Interface(
+        AVOIDANCE_COMMAND,
+        "motion",
+        "avoid",
+        "Avoid command (cmd_flags 10·A + T).",
+    ),
+    Interface(
+        AVOIDANCE_STATUS,
+        "avoid",
+        "motion",
+        "Avoid status.",
+    ),
+    Interface(
+        MOTION_COMMAND,
+        "clients",
+        "motion",
+        "Motion command (moveto, explore, ...).",
+    ),
+    Interface(
+        MOTION_STATUS,
+        "motion",
+        "clients",
+        "Motion status.",
+    ),
+    Interface(
+        POSE_STATUS,
+        "pose",
+        "clients",
+        "Pose module command/status.",
+    ),
+    Interface(
+        SLAM_STATUS,
+        "slam",
+        "clients",
+        "SLAM module command/status.",
+    ),
+    Interface(
+        ARM_COMMAND,
+        "clients",
+        "arm",
+        "Joint command.",
+    ),
+    Interface(
+        ARM_STATE,
+        "arm",
+        "all",
+        "Joint values as commanded.",
+    ),
+    Interface(
+        NETMOTION_STATUS,
         "netmotion",
         "clients",
         "data = [datagrams, oversized, rate-limited, refused, failures]; element = [motions, clients, UDP port].",
     ),
-    Interface("Clock", msgs.SimTime, "sim", "all", "Simulated time."),
     Interface(
-        "Sim/Truth",
-        msgs.Odometry,
+        CLOCK,
+        "sim",
+        "all",
+        "Simulated time.",
+    ),
+    Interface(
+        SIM_TRUTH,
         "base (simulated)",
         "tests, plots",
         "True pose of the simulated robot in the world frame; never for robot modules.",
     ),
-    Interface("Heartbeat", msgs.Heartbeat, "heartbeat", "heartbeat-monitor", "A counter, to check the bus."),
     Interface(
-        "Heartbeat/Monitor",
-        msgs.FVectorState,
+        HEARTBEAT,
+        "heartbeat",
+        "heartbeat-monitor",
+        "A counter, to check the bus.",
+    ),
+    Interface(
+        HEARTBEAT_MONITOR,
         "heartbeat-monitor",
         "clients",
         "data = [rate Hz, age s] of Heartbeat; element = [beats received, lost (0/1)].",
@@ -177,7 +368,7 @@ def check_name(name: str) -> str:
         raise ValueError(f"bad interface name {name!r}: empty or with empty parts")
     if _FORBIDDEN & set(name) or name.startswith("@") or "/@" in name:
         raise ValueError(f"bad interface name {name!r}: may not contain * $ ? # or start a part with @")
-    return name
+    return str(name)  # a plain str, also for a Topic
 
 
 def interface(name: str) -> Interface:
@@ -194,5 +385,7 @@ def interface(name: str) -> Interface:
 
 def message_type_of(name: str) -> type[msgs.Message] | None:
     """Return the message type of a known interface, or None for an interface not in the table."""
+    if isinstance(name, Topic):
+        return name.type
     row = INTERFACES.get(name)
     return row.type if row else None

@@ -24,7 +24,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Self, TypeVar, overload
 
 import msgspec
 import zenoh
@@ -34,6 +34,7 @@ from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_confi
 from pluto.bus.executor import Executor, Strand, on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
+from pluto.names import Topic
 
 log = logging.getLogger("pluto.bus")
 
@@ -159,7 +160,7 @@ class StateWriter(Generic[M]):
     def __init__(
         self, bus: Bus, name: str, cls: type[M], *, reliable: bool = False, command: bool | None = None
     ) -> None:
-        self.name = name
+        self.name = str(name)
         self.type = cls
         self.command = names.command_max_age(name) is not None if command is None else command
         self._flags = COMMAND if self.command else 0
@@ -245,7 +246,7 @@ class _Receiver(Generic[M]):
     def __init__(
         self, bus: Bus, name: str, cls: type[M], max_age: float | None = None, clock: Callable[[], float] | None = None
     ) -> None:
-        self.name = name
+        self.name = str(name)
         self.type = cls
         self._bus = bus
         # A command reader: values older than max_age (s, by ``clock``) are forgotten, none is taken from a query.
@@ -549,7 +550,7 @@ class Service:
     MAX_QUEUED = 64
 
     def __init__(self, bus: Bus, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> None:
-        self.name = name
+        self.name = str(name)
         self._bus = bus
         self._handler = handler
         self._decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(request_type)
@@ -750,7 +751,7 @@ class Bus:
 
     # -- interfaces --------------------------------------------------------------------------------------------
 
-    def _type_for(self, name: str, cls: type[M] | None) -> type[M]:
+    def _type_for(self, name: str | Topic[M], cls: type[M] | None) -> type[M]:
         known = names.message_type_of(name)
         if cls is None:
             if known is None:
@@ -775,6 +776,10 @@ class Bus:
 
     @overload
     def create_publisher(
+        self, name: Topic[M], *, reliable: bool = False, command: bool | None = None
+    ) -> StateWriter[M]: ...
+    @overload
+    def create_publisher(
         self, name: str, *, reliable: bool = False, command: bool | None = None
     ) -> StateWriter[Any]: ...
     @overload
@@ -793,6 +798,15 @@ class Bus:
         self._check_open()
         return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable, command=command))
 
+    @overload
+    def create_reader(
+        self,
+        name: Topic[M],
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> StateReader[M]: ...
     @overload
     def create_reader(
         self,
@@ -833,7 +847,7 @@ class Bus:
 
     def create_subscription(
         self,
-        name: str,
+        name: str | Topic[M],
         callback: Callable[[M], Any],
         cls: type[M] | None = None,
         *,
@@ -1100,7 +1114,7 @@ class Bus:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> Bus:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

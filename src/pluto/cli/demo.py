@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
 from pluto.errors import LaunchError, PlutoError
 from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
@@ -141,7 +141,7 @@ class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"duration must be > 0 s, got {self.duration}")
 
 
-class MissionModule(Module):
+class MissionModule(Module[MissionParams]):
     """Drives a route: one goto after the other through the avoid module, each when the previous one is reached.
 
     Its step follows the simulated time (in a lock-stepped simulation it is a member like the others), so each goto
@@ -158,12 +158,12 @@ class MissionModule(Module):
     name = "mission"
     description = "the demo's route: one goto after the other through the avoid module"
     requires = ("avoid",)
-    Params: ClassVar[type[ModuleParams]] = MissionParams
+    Params = MissionParams
 
     def __init__(
         self,
         bus: Bus,
-        params: ModuleParams | None = None,
+        params: MissionParams | None = None,
         *,
         route: Sequence[tuple[float, float]] = OFFICE_ROUTE,
         name: str | None = None,
@@ -189,11 +189,11 @@ class MissionModule(Module):
     def on_configure(self) -> None:
         # The proxy's writes are a put on a publisher, never a wait; mask 0: the status is read below.
         self.avoid = AvoidProxy(self.bus, mask=0, start=False)
-        self.status_in = self.create_reader("avoidance/status", msgs.FVectorState)
-        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
-        self.truth_in = self.create_reader("Sim/Truth", msgs.Odometry)
-        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
-        self.power_in = self.create_reader("Base/Power", msgs.Power)
+        self.status_in = self.create_reader(names.AVOIDANCE_STATUS)
+        self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
+        self.truth_in = self.create_reader(names.SIM_TRUTH)
+        self.scan_in = self.create_reader(names.SICK_SCAN_MM)
+        self.power_in = self.create_reader(names.BASE_POWER)
 
     def step(self, now: float) -> None:
         self.stepped.set()
@@ -376,8 +376,8 @@ def run_demo(
             supervisor.start(resume=False)
             print(f"all publishing after {time.monotonic() - wall_start:.1f} s\n")
             print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
-            bus.create_subscription("Sim/Truth", log.on_truth, msgs.Odometry, depth=1024)
-            bus.create_subscription("Localization/Pose", log.on_pose, msgs.PoseEstimate, depth=1024)
+            bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)
+            bus.create_subscription(names.LOCALIZATION_POSE, log.on_pose, msgs.PoseEstimate, depth=1024)
             with Recorder(
                 record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
             ) as rec:

@@ -371,8 +371,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 "Ctrl-C stops it.",
                 flush=True,
             )
-            clock = bus.create_reader("Clock", msgs.SimTime)
-            truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+            clock = bus.create_reader(names.CLOCK)
+            truth = bus.create_reader(names.SIM_TRUTH)
             end = time.monotonic() + args.duration if args.duration else math.inf
             wall0 = time.monotonic()
             first = clock.read()

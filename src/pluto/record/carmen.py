@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pluto import __version__, msgs
+from pluto import __version__, msgs, names
 from pluto.geometry import angle_difference
 from pluto.record.format import LogError
 from pluto.record.writer import LogWriter
@@ -56,10 +56,10 @@ __all__ = [
     "parse_line",
 ]
 
-ODOMETRY = "Base/Drive/State"
-FRONT_LASER = "Sick/Scan_mm"
-TIMING = "Sick/Timing"
-REAR_LASER = "Sick/Rear/Scan_mm"
+ODOMETRY = names.BASE_DRIVE_STATE
+FRONT_LASER = names.SICK_SCAN_MM
+TIMING = names.SICK_TIMING
+REAR_LASER = names.SICK_REAR_SCAN_MM
 MAX_BEAMS = 10_000
 
 

@@ -12,7 +12,6 @@ Example profile entry::
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 import msgspec
 
@@ -57,16 +56,15 @@ class RecordParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(str(err)) from None
 
 
-class RecordModule(Module):
+class RecordModule(Module[RecordParams]):
     """Records interfaces of the robot to an MCAP log while it runs."""
 
     name = "record"
     description = "data collection: records interfaces to an MCAP log (see `pluto record`)"
-    Params: ClassVar[type[ModuleParams]] = RecordParams
+    Params = RecordParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, RecordParams)
         output = p.output or f"{self.bus.robot}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.mcap"
         self.recorder = Recorder(
             self.bus,

@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.geometry import compose, relative
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.record.format import LogError
@@ -32,10 +32,10 @@ __all__ = ["POSE_SOURCES", "Trajectory", "laser_points", "plot_log", "trajectory
 
 FloatArray = NDArray[np.float64]
 
-POSE_SOURCES = ("Sim/Truth", "Localization/Pose", "Localization/Dead-Reckoning", "Base/Drive/State")
+POSE_SOURCES = (names.SIM_TRUTH, names.LOCALIZATION_POSE, names.LOCALIZATION_DEAD_RECKONING, names.BASE_DRIVE_STATE)
 """Pose interfaces drawn as trajectories, in order of preference as the reference frame."""
 
-LASERS = ("Sick/Scan_mm", "Sick/Scan")
+LASERS = (names.SICK_SCAN_MM, names.SICK_SCAN)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def laser_points(
     scans = [m.message for m in log.messages([laser]) if isinstance(m.message, msgs.LaserScan)]
     if not scans:
         return np.zeros((0, 2))
-    wrist = [m.message for m in log.messages(["Wrist/State"]) if isinstance(m.message, msgs.ActuatorState)]
+    wrist = [m.message for m in log.messages([names.WRIST_STATE]) if isinstance(m.message, msgs.ActuatorState)]
     pans = np.asarray([(w.stamp, w.position[0]) for w in wrist if w.position], dtype=np.float64) if wrist else None
     if pans is not None and len(pans) == 0:
         pans = None

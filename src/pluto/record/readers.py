@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pluto import msgs, names
 from pluto.errors import BusTimeout
@@ -171,7 +171,7 @@ class LogReader:
     def close(self) -> None:
         """Nothing to release (the log is in memory); for the proxy's API."""
 
-    def __enter__(self) -> LogReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -186,7 +186,7 @@ class SickReader(LogReader):
     """The laser's interfaces (spec §8.1): 0 ``Sick/Scan`` (181 points, stamped on arrival), 1 ``Sick/Scan_mm``
     (all points, stamped at the centre of the scan), 2 ``Sick/Timing``."""
 
-    interfaces: ClassVar[tuple[str, ...]] = ("Sick/Scan", "Sick/Scan_mm", "Sick/Timing")
+    interfaces: ClassVar[tuple[str, ...]] = (names.SICK_SCAN, names.SICK_SCAN_MM, names.SICK_TIMING)
 
     def get_scan(self, n: int = 1) -> msgs.LaserScan | None:
         """The newest scan at the current time: interface 1 (``Sick/Scan_mm``) or 0 (``Sick/Scan``)."""
@@ -212,7 +212,12 @@ class BaseReader(LogReader):
     """The base's interfaces: 0 ``Base/Drive/State`` (odometry), 1 ``Base/Sonar``, 2 ``Base/Contact``,
     3 ``Base/Power``."""
 
-    interfaces: ClassVar[tuple[str, ...]] = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power")
+    interfaces: ClassVar[tuple[str, ...]] = (
+        names.BASE_DRIVE_STATE,
+        names.BASE_SONAR,
+        names.BASE_CONTACT,
+        names.BASE_POWER,
+    )
 
     def get_odometry(self) -> msgs.Odometry | None:
         """The newest odometry at the current time."""
@@ -244,7 +249,7 @@ class BaseReader(LogReader):
 class DmuReader(LogReader):
     """The inertial unit's interfaces (spec §8.2): 0 ``DMU/State`` (filtered, integrated heading), 1 ``DMU/Raw``."""
 
-    interfaces: ClassVar[tuple[str, ...]] = ("DMU/State", "DMU/Raw")
+    interfaces: ClassVar[tuple[str, ...]] = (names.DMU_STATE, names.DMU_RAW)
 
     def get_state(self) -> msgs.DmuState | None:
         """The newest ``DMU/State`` at the current time."""
@@ -267,7 +272,7 @@ class DmuReader(LogReader):
 class GpsReader(LogReader):
     """The GPS's interface (spec §8.4): 0 ``GPS/State``."""
 
-    interfaces: ClassVar[tuple[str, ...]] = ("GPS/State",)
+    interfaces: ClassVar[tuple[str, ...]] = (names.GPS_STATE,)
 
     def get_fix(self) -> msgs.GpsFix | None:
         """The newest fix at the current time."""

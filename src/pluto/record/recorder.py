@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import zenoh
 
@@ -352,7 +352,7 @@ class Recorder:
             thread.join()
         return self.status()
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from mcap.writer import CompressionType, Writer
 
@@ -238,7 +238,7 @@ class LogWriter:
         self._guard(finish)
         self.closed = True
 
-    def __enter__(self) -> LogWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -351,7 +351,7 @@ class SplitLogWriter:
         """Close the current part (idempotent)."""
         self.current.close()
 
-    def __enter__(self) -> SplitLogWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.bus.executor import on_zenoh_thread
 
@@ -103,9 +103,9 @@ class SimTimeSource:
         """The simulator last said it runs in lock-step."""
         self._callbacks: list[weakref.ReferenceType[Any] | Callable[[], JumpCallback | None]] = []
         self.gate = bus.lockstep()
-        self._sub = bus.session.declare_subscriber(bus.key("Clock"), on_zenoh_thread(self._on_clock))
+        self._sub = bus.session.declare_subscriber(bus.key(names.CLOCK), on_zenoh_thread(self._on_clock))
         bus._own(self)
-        reader = bus.create_reader("Clock", msgs.SimTime, fetch_timeout=0.5)
+        reader = bus.create_reader(names.CLOCK, fetch_timeout=0.5)
         current = reader.read()
         bus.release(reader)
         if current is not None:
@@ -115,7 +115,7 @@ class SimTimeSource:
         try:
             tick = msgs.decode(sample.payload.to_bytes(), msgs.SimTime)
         except Exception as err:
-            self.bus.drops.drop("Clock", err)
+            self.bus.drops.drop(names.CLOCK, err)
             return
         self._take(tick, defer=True)
 

@@ -7,24 +7,23 @@ of the beats it receives and writes them on ``Heartbeat/Monitor``.
 from __future__ import annotations
 
 import time
-from typing import ClassVar
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import StateReader, StateWriter
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.proxy import Proxy
 
 
-class HeartbeatModule(Module):
+class HeartbeatModule(Module[ModuleParams]):
     """Writes a counter on ``Heartbeat`` at ``rate_hz``."""
 
     name = "heartbeat"
     description = "writes a counter on Heartbeat (a check of the bus)"
-    provides = ("Heartbeat",)
+    provides = (names.HEARTBEAT,)
 
     def on_configure(self) -> None:
         self.seq = 0
-        self.out: StateWriter[msgs.Heartbeat] = self.create_publisher("Heartbeat", msgs.Heartbeat)
+        self.out: StateWriter[msgs.Heartbeat] = self.create_publisher(names.HEARTBEAT)
 
     def step(self, now: float) -> None:
         self.seq += 1
@@ -39,21 +38,20 @@ class HeartbeatMonitorParams(ModuleParams, kw_only=True, forbid_unknown_fields=T
     stale_after: float = 1.0
 
 
-class HeartbeatMonitor(Module):
+class HeartbeatMonitor(Module[HeartbeatMonitorParams]):
     """Watches ``Heartbeat``; writes ``Heartbeat/Monitor``: data = [rate Hz, age s], element = [beats, lost]."""
 
     name = "heartbeat-monitor"
     description = "measures the rate and age of Heartbeat"
-    provides = ("Heartbeat/Monitor",)
+    provides = (names.HEARTBEAT_MONITOR,)
     requires = ("heartbeat",)
-    Params: ClassVar[type[ModuleParams]] = HeartbeatMonitorParams
+    Params = HeartbeatMonitorParams
 
     def on_configure(self) -> None:
-        self.beats: StateReader[msgs.Heartbeat] = self.create_reader("Heartbeat", msgs.Heartbeat)
-        self.out: StateWriter[msgs.FVectorState] = self.create_publisher("Heartbeat/Monitor", msgs.FVectorState)
+        self.beats: StateReader[msgs.Heartbeat] = self.create_reader(names.HEARTBEAT)
+        self.out: StateWriter[msgs.FVectorState] = self.create_publisher(names.HEARTBEAT_MONITOR)
 
     def step(self, now: float) -> None:
-        assert isinstance(self.params, HeartbeatMonitorParams)
         age = self.beats.age
         lost = age is None or age > self.params.stale_after
         self.out.write(
@@ -69,7 +67,7 @@ class HeartbeatProxy(Proxy):
     """Client of the heartbeat module: interface 0 is ``Heartbeat``."""
 
     module = "heartbeat"
-    interfaces = ("Heartbeat",)
+    interfaces = (names.HEARTBEAT,)
 
     def beat(self) -> msgs.Heartbeat | None:
         """The newest beat."""

@@ -24,13 +24,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 
 import msgspec
 
 from pluto import msgs
 from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
 from pluto.bus.lockstep import LockstepTick
+from pluto.names import Topic
 from pluto.runtime.clock import Clock, SimClock, WallClock
 
 M = TypeVar("M", bound=msgs.Message)
@@ -62,8 +63,17 @@ class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"rate_hz must be in (0, 10000], got {self.rate_hz}")
 
 
-class Module:
-    """Base of every Pluto module.
+P = TypeVar("P", bound=ModuleParams)
+
+
+class Module(Generic[P]):
+    """Base of every Pluto module, generic in its parameters' type.
+
+    Subclasses name their parameters twice, once for the type checker and once for the runtime, and then use
+    ``self.params`` with its own type::
+
+        class DriveModule(Module[DriveModuleParams]):
+            Params = DriveModuleParams
 
     Subclasses set the class attributes and override the hooks; the runtime calls :meth:`start` and :meth:`stop`.
 
@@ -83,13 +93,15 @@ class Module:
     def __init__(
         self,
         bus: Bus,
-        params: ModuleParams | None = None,
+        params: P | None = None,
         *,
         name: str | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.bus = bus
-        self.params = params if params is not None else self.Params()
+        if params is not None and not isinstance(params, self.Params):
+            raise TypeError(f"{type(self).__name__} takes {self.Params.__name__}, not {type(params).__name__}")
+        self.params: P = params if params is not None else cast(P, self.Params())
         self.module_name = name or self.name or type(self).__name__.lower()
         self._logger = logging.getLogger(f"pluto.{self.module_name}")
         if clock is None:
@@ -112,28 +124,34 @@ class Module:
 
     # -- rclpy-style factory methods (used in on_configure) ---------------------------------------------------
 
+    @overload
+    def create_publisher(self, name: Topic[M]) -> StateWriter[M]: ...
+    @overload
+    def create_publisher(self, name: str, cls: type[M]) -> StateWriter[M]: ...
     def create_publisher(self, name: str, cls: type[M] | None = None) -> StateWriter[M]:
-        """A writer of interface ``name``, counted in this module's MOM entry."""
-        writer: StateWriter[M] = self.bus.create_publisher(name, cls)  # type: ignore[arg-type]
+        """A writer of interface ``name`` (a :class:`~pluto.names.Topic`, or a name and its type), counted in this
+        module's MOM entry."""
+        writer: StateWriter[M] = self.bus.create_publisher(name, self.bus._type_for(name, cls))
         self._writers.append(writer)
         return writer
 
+    @overload
+    def create_reader(self, name: Topic[M], *, max_age: float | None = None) -> StateReader[M]: ...
+    @overload
+    def create_reader(self, name: str, cls: type[M], *, max_age: float | None = None) -> StateReader[M]: ...
     def create_reader(self, name: str, cls: type[M] | None = None, *, max_age: float | None = None) -> StateReader[M]:
         """A reader of interface ``name`` holding its newest value.
 
         A command's age is measured by this module's clock (``max_age`` s, default the interface table's).
         """
         reader: StateReader[M] = self.bus.create_reader(
-            name,
-            cls,  # type: ignore[arg-type]
-            max_age=max_age,
-            clock=self.clock.now,
+            name, self.bus._type_for(name, cls), max_age=max_age, clock=self.clock.now
         )
         self._readers.append(reader)
         return reader
 
     def create_subscription(
-        self, name: str, callback: Callable[[M], Any], cls: type[M] | None = None, *, depth: int = 1
+        self, name: str | Topic[M], callback: Callable[[M], Any], cls: type[M] | None = None, *, depth: int = 1
     ) -> Subscription[M]:
         """Call ``callback`` with every new value of ``name`` (on the subscription's own thread)."""
         sub = self.bus.create_subscription(name, callback, cls, depth=depth, clock=self.clock.now)

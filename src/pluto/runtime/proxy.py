@@ -10,7 +10,7 @@ each interface n), the convention of the original localization proxy: ``LocProxy
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pluto import limits, msgs
 from pluto.bus import Bus, StateReader, StateWriter
@@ -151,7 +151,7 @@ class Proxy:
         self._readers.clear()
         self._writers.clear()
 
-    def __enter__(self) -> Proxy:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,6 +11,7 @@ import difflib
 import importlib
 from collections.abc import Mapping
 from importlib.metadata import entry_points
+from typing import Any
 
 from pluto.errors import ModuleNotFound
 from pluto.runtime.module import Module
@@ -23,7 +24,7 @@ def available_modules() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
-def load_module_class(name: str, params: Mapping[str, object] | None = None) -> type[Module]:
+def load_module_class(name: str, params: Mapping[str, object] | None = None) -> type[Module[Any]]:
     """Return the module class called ``name`` (an installed name or ``package.module:Class``).
 
     A module with several drivers (the base: simulated or a real Pioneer) names them in its ``drivers`` class
@@ -48,7 +49,7 @@ def without_driver(params: Mapping[str, object]) -> dict[str, object]:
     return {key: value for key, value in params.items() if key != "driver"}
 
 
-def _load(name: str) -> type[Module]:
+def _load(name: str) -> type[Module[Any]]:
     target = available_modules().get(name, name if ":" in name else None)
     if target is None:
         close = difflib.get_close_matches(name, available_modules(), n=3)

@@ -38,7 +38,7 @@ class ModuleSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def instantiate(spec: ModuleSpec, bus: Bus, config: Config) -> Module:
+def instantiate(spec: ModuleSpec, bus: Bus, config: Config) -> Module[Any]:
     """Create (not start) the module a spec describes, with validated parameters.
 
     Raises:
@@ -55,9 +55,9 @@ def instantiate(spec: ModuleSpec, bus: Bus, config: Config) -> Module:
 
 
 @contextlib.contextmanager
-def running(modules: Sequence[Module]) -> Iterator[Sequence[Module]]:
+def running(modules: Sequence[Module[Any]]) -> Iterator[Sequence[Module[Any]]]:
     """Start modules in order; stop them in reverse order when the block ends (even on error)."""
-    started: list[Module] = []
+    started: list[Module[Any]] = []
     try:
         for module in modules:
             module.start()

@@ -20,6 +20,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pluto.bus import Bus
 from pluto.errors import LaunchError
@@ -72,7 +73,7 @@ class Supervisor:
             entries.append(entry)
         self.profile = profile = replace(profile, entries=tuple(entries))
         self.children: dict[str, _Child] = {e.name: _Child(e) for e in profile.entries}
-        self.modules: list[Module] = []
+        self.modules: list[Module[Any]] = []
         self._exits: queue.SimpleQueue[tuple[str, subprocess.Popen[bytes]]] = queue.SimpleQueue()
         self._stopping = False
         self.log_dir = runtime_dir(bus.robot)

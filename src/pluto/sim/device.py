@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
@@ -21,11 +21,14 @@ class SimDeviceParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     use_sim_time: bool = True
 
 
-class SimDevice(Module):
+SP = TypeVar("SP", bound=SimDeviceParams)
+
+
+class SimDevice(Module[SP]):
     """Base of the simulated hardware modules: fetches the world, the noise profile and its random generator."""
 
     requires: ClassVar[tuple[str, ...]] = ("sim",)
-    Params: ClassVar[type[ModuleParams]] = SimDeviceParams
+    Params = SimDeviceParams
 
     def load_simulation(self) -> None:
         """Ask ``sim`` for the settings; sets ``settings``, ``world``, ``noise`` and ``rng``."""

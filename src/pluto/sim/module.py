@@ -21,12 +21,12 @@ import logging
 import secrets
 import threading
 import time
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import msgspec
 import zenoh
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus, StateWriter
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, LockstepTick
@@ -110,17 +110,16 @@ class SimParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         return 0.0 if self.rate == "max" else float(self.rate)
 
 
-class SimModule(Module):
+class SimModule(Module[SimParams]):
     """Publishes the simulated time on ``Clock`` and serves the simulation settings; coordinates the lock-step."""
 
     name = "sim"
     description = "simulated time (Clock) and the world of the simulated devices"
-    provides = ("Clock",)
-    Params: ClassVar[type[ModuleParams]] = SimParams
+    provides = (names.CLOCK,)
+    Params = SimParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, SimParams)
         try:
             self.world = load_world(p.world)
             noise_profile(p.noise, dict(p.noise_overrides))
@@ -137,7 +136,7 @@ class SimModule(Module):
         self.run_id = secrets.randbits(63) | 1
         self.sim_time = 0.0
         self._wall_start: float | None = None
-        self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher("Clock", msgs.SimTime)
+        self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher(names.CLOCK)
         self.create_service("world", lambda _req: self.settings)
         self.lockstep: LockstepCoordinator | None = None
         if p.lockstepped:
@@ -148,7 +147,6 @@ class SimModule(Module):
 
     def step(self, now: float) -> None:
         p = self.params
-        assert isinstance(p, SimParams)
         # Simulated time follows the wall clock times the rate, measured from the first step, so a late step
         # does not slow the simulation down.
         wall = time.monotonic()

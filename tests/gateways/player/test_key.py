@@ -86,8 +86,6 @@ def test_pluto_player_takes_the_key_from_a_file_and_ps_does_not_show_it(tmp_path
     command = [sys.executable, "-m", "pluto", "player", "--port", str(port), "--key-file", str(path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
-        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
-        assert secret.encode() not in cmdline and str(path).encode() in cmdline
         deadline = time.monotonic() + 60.0  # a guard against a hang: Python and the bus start in a second or two
         while True:
             try:
@@ -98,6 +96,9 @@ def test_pluto_player_takes_the_key_from_a_file_and_ps_does_not_show_it(tmp_path
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, "pluto player did not listen"
                 time.sleep(0.1)  # polling a port that is not open yet: nothing signals it
+        # read once the server runs (right after exec, /proc may show an empty command line)
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert secret.encode() not in cmdline and str(path).encode() in cmdline
         with client:
             client.authenticate(secret)
             assert client.device_list()

@@ -39,13 +39,12 @@ import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 import pluto.hardware.arm
-from pluto import msgs
+from pluto import msgs, names
 from pluto.errors import ConfigError, PlutoError
 from pluto.gateways.netmotion.codec import MAX_DATAGRAM
 from pluto.gateways.netmotion.server import (
@@ -80,7 +79,7 @@ PACKAGED_MOTIONS = Path(pluto.hardware.arm.__file__).parent / "motions"
 
 MOTION_TIME = Bound(0.0, 3600.0, "s")
 """Keyframe times (and lengths) a motion file may have."""
-JOINT_VALUE = command_limits("Arm/Command")["position"][0]
+JOINT_VALUE = command_limits(names.ARM_COMMAND)["position"][0]
 """Joint values a motion file may hold, rad or m: those ``Arm/Command`` accepts (values beyond a joint's own limits
 but within these are held to the joint's limits)."""
 WEIGHT = Bound(0.0, 1000.0)
@@ -152,17 +151,16 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"receive_buffer must be 0..{1 << 30} bytes, got {self.receive_buffer}")
 
 
-class NetMotionModule(Module):
+class NetMotionModule(Module[NetMotionParams]):
     """The NetworkMotionServer and the motion manager of the arm."""
 
     name = "netmotion"
     description = "NetworkMotionServer: UDP text commands to run motions, IK and FK on the arm"
-    provides = ("netmotion/status",)
-    Params: ClassVar[type[ModuleParams]] = NetMotionParams
+    provides = (names.NETMOTION_STATUS,)
+    Params = NetMotionParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, NetMotionParams)
         self.model = ArmModel.load(p.model)
         self.library = MotionLibrary(p.motions or PACKAGED_MOTIONS, self.model)
         self._prismatic = np.array([link.type == "prismatic" for link in self.model.links[: self.model.num_outputs]])
@@ -183,9 +181,9 @@ class NetMotionModule(Module):
                 )
                 self.arm = ArmModule(self.bus, arm_params, clock=self.clock)
                 self.arm.start()
-            self.arm_state = self.create_reader("Arm/State", msgs.ActuatorState)
-            self.arm_command = self.create_publisher("Arm/Command", msgs.ActuatorState)
-            self.status_out = self.create_publisher("netmotion/status", msgs.FVectorState)
+            self.arm_state = self.create_reader(names.ARM_STATE)
+            self.arm_command = self.create_publisher(names.ARM_COMMAND)
+            self.status_out = self.create_publisher(names.NETMOTION_STATUS)
             limits = ServerLimits(
                 max_datagram=p.max_datagram,
                 rate=p.client_rate,
@@ -232,7 +230,7 @@ class NetMotionModule(Module):
         if command is not None:
             message = msgs.ActuatorState(stamp=now, position=command.tolist(), force=[1.0 / self.params.rate_hz])
             try:
-                check("Arm/Command", message)
+                check(names.ARM_COMMAND, message)
                 self.arm_command.write(message)
             except LimitError as err:
                 self.refused_commands += 1
@@ -335,7 +333,6 @@ class NetMotionModule(Module):
 
     def _posture(self, posture: Posture, label: str = "") -> PosturePlayer:
         p = self.params
-        assert isinstance(p, NetMotionParams)
         model = self.model
         return PosturePlayer(
             posture,

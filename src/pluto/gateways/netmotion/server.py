@@ -38,7 +38,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -522,7 +522,7 @@ class UdpNetMotionServer:
         self._loop = None
         self._sock = None
 
-    def __enter__(self) -> UdpNetMotionServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

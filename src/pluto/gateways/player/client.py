@@ -23,7 +23,7 @@ import math
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Self
 
 from pluto.errors import PlutoError, RemoteProtocolError
 from pluto.gateways.player.devices import (
@@ -223,7 +223,7 @@ class PlayerClient:
         if sock is not None:
             sock.close()
 
-    def __enter__(self) -> PlayerClient:
+    def __enter__(self) -> Self:
         self.connect()
         return self
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.gateways.player.protocol import DeviceCode
 from pluto.gateways.player.structs import (
     LASER_MAX_SAMPLES,
@@ -112,10 +112,10 @@ class DeviceSpec:
 
 
 DEVICES: Final = (
-    DeviceSpec(DeviceCode.POSITION, 0, "pluto-base", "base", "Base/Drive/State"),
-    DeviceSpec(DeviceCode.POSITION3D, 0, "pluto-localization", "localization", "Localization/Pose"),
-    DeviceSpec(DeviceCode.LASER, 0, "pluto-sick", "sick", "Sick/Scan_mm"),
-    DeviceSpec(DeviceCode.SONAR, 0, "pluto-sonar", "base", "Base/Sonar"),
+    DeviceSpec(DeviceCode.POSITION, 0, "pluto-base", "base", names.BASE_DRIVE_STATE),
+    DeviceSpec(DeviceCode.POSITION3D, 0, "pluto-localization", "localization", names.LOCALIZATION_POSE),
+    DeviceSpec(DeviceCode.LASER, 0, "pluto-sick", "sick", names.SICK_SCAN_MM),
+    DeviceSpec(DeviceCode.SONAR, 0, "pluto-sonar", "base", names.BASE_SONAR),
 )
 """The devices of the gateway, in the order of the device list."""
 

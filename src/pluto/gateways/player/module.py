@@ -72,7 +72,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from pluto import limits, msgs
+from pluto import limits, msgs, names
 from pluto.errors import ConfigError
 from pluto.gateways.player.devices import (
     DeviceKey,
@@ -241,34 +241,33 @@ def _readable_by_others(path: str) -> bool:
     return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
-class PlayerModule(Module):
+class PlayerModule(Module[PlayerParams]):
     """A Player 1.5 server: position, position3d, laser and sonar of the robot over TCP."""
 
     name: ClassVar[str] = "player"
     description: ClassVar[str] = "Player 1.5 server (TCP 6665): position, position3d, laser, sonar"
     provides: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()
-    Params: ClassVar[type[ModuleParams]] = PlayerParams
+    Params = PlayerParams
 
     server: PlayerServer
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, PlayerParams)
         key, source = load_key(p.key_file)  # first: a bad key file leaves nothing open
-        self.odometry_in = self.create_reader("Base/Drive/State", msgs.Odometry)
-        self.contact_in = self.create_reader("Base/Contact", msgs.Contact)
-        self.sonar_in = self.create_reader("Base/Sonar", msgs.SonarScan)
-        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
-        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
-        self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
-        self.base_out = self.create_publisher("Base/Drive/Command", msgs.ActuatorState)
-        self.avoid_out = self.create_publisher("avoidance/command", msgs.ActuatorState)
+        self.odometry_in = self.create_reader(names.BASE_DRIVE_STATE)
+        self.contact_in = self.create_reader(names.BASE_CONTACT)
+        self.sonar_in = self.create_reader(names.BASE_SONAR)
+        self.scan_in = self.create_reader(names.SICK_SCAN_MM)
+        self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
+        self.drive_out = self.create_publisher(names.DRIVE_COMMAND)
+        self.base_out = self.create_publisher(names.BASE_DRIVE_COMMAND)
+        self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
         self._lock = threading.Lock()
         self._live: set[str] = set()
         self.motion = MotionHold(p.resend_period)
         self.position_mode: dict[DeviceKey, bool] = {POSITION: False, POSITION3D: False}
-        self.clock_in = None if p.use_sim_time else self.create_reader("Clock", msgs.SimTime)
+        self.clock_in = None if p.use_sim_time else self.create_reader(names.CLOCK)
         self.laser_config: LaserConfig | None = None
         self._laser_version = 0
         self.odometry_frame = OdometryFrame()
@@ -389,7 +388,6 @@ class PlayerModule(Module):
 
     def _apply(self, actions: list[MotionAction], now: float) -> None:
         p = self.params
-        assert isinstance(p, PlayerParams)
         for action in actions:
             if isinstance(action, WriteVelocity):
                 velocity = [action.v, action.omega]
@@ -405,7 +403,6 @@ class PlayerModule(Module):
 
     def _send_goal(self, action: SendGoal, now: float) -> None:
         p = self.params
-        assert isinstance(p, PlayerParams)
         try:
             if action.restart:
                 self.bus.call("avoid/start_activity", None, bool, timeout=p.service_timeout)
@@ -417,7 +414,6 @@ class PlayerModule(Module):
     def _goto(self, goal: Goal, now: float) -> msgs.ActuatorState:
         """The avoid module's goto for ``goal`` (in the frame of ``Localization/Pose``)."""
         p = self.params
-        assert isinstance(p, PlayerParams)
         return msgs.ActuatorState(
             stamp=now,
             cmd_flags=10 * p.goto_avoidance + Mode.GOTO,
@@ -483,7 +479,7 @@ class PlayerModule(Module):
         # Checked as what will be written: drive/command or Base/Drive/Command, whichever runs at the next step.
         command = msgs.ActuatorState(stamp=self.clock.now(), velocity=[velocity.v, velocity.omega])
         try:
-            for interface in ("drive/command", "Base/Drive/Command"):
+            for interface in (names.DRIVE_COMMAND, names.BASE_DRIVE_COMMAND):
                 limits.check(interface, command)
         except limits.LimitError as err:
             raise CommandRefused(f"velocity command refused: {err}") from err
@@ -503,7 +499,7 @@ class PlayerModule(Module):
     def _goal(self, goal: Goal | None) -> None:
         if goal is not None:
             try:
-                limits.check("avoidance/command", self._goto(goal, self.clock.now()))
+                limits.check(names.AVOIDANCE_COMMAND, self._goto(goal, self.clock.now()))
             except limits.LimitError as err:
                 raise CommandRefused(f"position command refused: {err}") from err
         if goal is None or not self._running("avoid"):
@@ -556,7 +552,6 @@ class PlayerModule(Module):
 
     def _call(self, service: str, request: Any, reply_type: Any) -> Any:
         p = self.params
-        assert isinstance(p, PlayerParams)
         return self.bus.call(f"base/{service}", request, reply_type, timeout=p.service_timeout)
 
     def _base_geometry(self) -> dict[str, Any]:
@@ -616,7 +611,9 @@ class PlayerModule(Module):
             raise ConfigRefused(f"a speed profile needs a speed and an acceleration > 0, got {request}")
         profile = {"max_speed": request.speed / 1000.0, "max_accel": request.acc / 1000.0}
         try:
-            limits.command_limits("Base/Drive/Command")["velocity"][0].check("SPEED_PROF speed", profile["max_speed"])
+            limits.command_limits(names.BASE_DRIVE_COMMAND)["velocity"][0].check(
+                "SPEED_PROF speed", profile["max_speed"]
+            )
         except limits.LimitError as err:
             raise ConfigRefused(str(err)) from err
         return self._done(self._call("speed_profile", profile, bool), "set the speed profile")
@@ -655,7 +652,6 @@ class PlayerModule(Module):
 
     def _configure_laser(self, request: ConfigStruct) -> bytes:
         p = self.params
-        assert isinstance(p, PlayerParams)
         if isinstance(request, LaserGeometry):
             return laser_geometry(p.laser_pose, p.laser_size, request.subtype).pack()
         if isinstance(request, LaserConfig):

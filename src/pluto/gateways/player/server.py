@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from pluto.errors import PlutoError
 from pluto.gateways.player.devices import DEVICES, DeviceKey, DeviceSpec
@@ -570,7 +570,7 @@ class PlayerServer:
         self._thread = None
         self._workers.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> PlayerServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

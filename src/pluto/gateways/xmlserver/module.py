@@ -17,11 +17,10 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import ClassVar
 
 import msgspec
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import StateReader
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
@@ -163,18 +162,17 @@ class _ClockRate:
         return tick.rate if tick is not None and tick.rate > 0.0 else 1.0
 
 
-class XmlServerModule(Module):
+class XmlServerModule(Module[XmlServerParams]):
     """The XML gateway: clients in any language list, read, subscribe to, write and call over TCP."""
 
     name = "xmlserver"
     description = "XML over TCP gateway: list, read, subscribe, write and call from any language"
-    Params: ClassVar[type[ModuleParams]] = XmlServerParams
+    Params = XmlServerParams
 
     server: XmlServer
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, XmlServerParams)
         log = self.get_logger()
         token = None
         if p.token_file:
@@ -196,7 +194,7 @@ class XmlServerModule(Module):
         self.create_service("clients", lambda _request: self.server.stats())
 
     def _clock_rate(self) -> _ClockRate:
-        return _ClockRate(self.create_reader("Clock", msgs.SimTime))
+        return _ClockRate(self.create_reader(names.CLOCK))
 
     def on_clock_jump(self, old: float, new: float) -> None:
         server = getattr(self, "server", None)

@@ -66,7 +66,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 import msgspec
 
@@ -676,7 +676,7 @@ class XmlServer:
         for thing in things:
             self.bus.release(thing)
 
-    def __enter__(self) -> XmlServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

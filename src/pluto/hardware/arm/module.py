@@ -16,11 +16,10 @@ Run it with ``pluto run arm`` (simulated), ``pluto run arm --backend ssc32 --por
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.hardware.arm.kinematics import ArmModel
 from pluto.hardware.arm.servo import ArmBackend
 from pluto.hardware.arm.sim import SimulatedArm
@@ -54,27 +53,26 @@ class ArmParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"baudrate must be > 0, got {self.baudrate}")
 
 
-class ArmModule(Module):
+class ArmModule(Module[ArmParams]):
     """The arm: an SSC-32 servo controller or a simulated arm behind ``Arm/Command`` and ``Arm/State``."""
 
     name = "arm"
     description = "serial servo arm (SSC-32 or simulated): joint commands and the commanded state"
-    provides = ("Arm/State",)
-    Params: ClassVar[type[ModuleParams]] = ArmParams
+    provides = (names.ARM_STATE,)
+    Params = ArmParams
 
     backend: ArmBackend
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, ArmParams)
         self.model = ArmModel.load(p.model)
         now = self.clock.now()
         if p.backend == "ssc32":
             self.backend = Ssc32Arm(self.model, p.port, p.baudrate, now=now)
         else:
             self.backend = SimulatedArm(self.model, now=now)
-        self.commands = self.create_reader("Arm/Command", msgs.ActuatorState)
-        self.state_out = self.create_publisher("Arm/State", msgs.ActuatorState)
+        self.commands = self.create_reader(names.ARM_COMMAND)
+        self.state_out = self.create_publisher(names.ARM_STATE)
         self._seen = self.commands.received
         self.rejected = 0
         self.link_errors = 0

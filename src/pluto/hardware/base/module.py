@@ -23,8 +23,7 @@ import math
 import threading
 from typing import Any, ClassVar
 
-from pluto import msgs
-from pluto.runtime.module import ModuleParams
+from pluto import msgs, names
 from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.device import SimDevice, SimDeviceParams
 
@@ -46,19 +45,18 @@ class SimBaseParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     max_turn_accel: float = 3.0
 
 
-class SimBase(SimDevice):
+class SimBase(SimDevice[SimBaseParams]):
     """The simulated base."""
 
     name = "base"
     description = "the base: simulated (default) or a Pioneer over P2OS (--driver p2os --port URL)"
     driver = "sim"
     drivers: ClassVar[dict[str, str]] = {"p2os": "pluto.hardware.base.p2os_module:P2osBase"}
-    provides = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power", "Sim/Truth")
-    Params: ClassVar[type[ModuleParams]] = SimBaseParams
+    provides = (names.BASE_DRIVE_STATE, names.BASE_SONAR, names.BASE_CONTACT, names.BASE_POWER, names.SIM_TRUTH)
+    Params = SimBaseParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, SimBaseParams)
         self.load_simulation()
         body = BodyParams(
             radius=p.radius,
@@ -68,12 +66,12 @@ class SimBase(SimDevice):
             max_turn_accel=p.max_turn_accel,
         )
         self.body = SimBody(self.world.segments(), self.world.circles, self.world.start, body, self.noise, self.rng)
-        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState, max_age=p.command_timeout)
-        self.odometry = self.create_publisher("Base/Drive/State", msgs.Odometry)
-        self.sonar_out = self.create_publisher("Base/Sonar", msgs.SonarScan)
-        self.contact = self.create_publisher("Base/Contact", msgs.Contact)
-        self.power = self.create_publisher("Base/Power", msgs.Power)
-        self.truth = self.create_publisher("Sim/Truth", msgs.Odometry)
+        self.commands = self.create_reader(names.BASE_DRIVE_COMMAND, max_age=p.command_timeout)
+        self.odometry = self.create_publisher(names.BASE_DRIVE_STATE)
+        self.sonar_out = self.create_publisher(names.BASE_SONAR)
+        self.contact = self.create_publisher(names.BASE_CONTACT)
+        self.power = self.create_publisher(names.BASE_POWER)
+        self.truth = self.create_publisher(names.SIM_TRUTH)
         self._last: float | None = None
         self._next_sonar = 0.0
         self._body_lock = threading.Lock()  # services change the body between steps
@@ -120,7 +118,6 @@ class SimBase(SimDevice):
         )
         self.contact.write(msgs.Contact(stamp=now, front=s.front_bumper, rear=s.rear_bumper, stall=s.stalled))
         self.power.write(msgs.Power(stamp=now, voltage=s.voltage, charge=s.charge))
-        assert isinstance(self.params, SimBaseParams)
         if now >= self._next_sonar:
             self._next_sonar = now + 1.0 / self.params.sonar_hz
             ranges = self.body.sonar(self.world.mover_circles(now))

@@ -37,9 +37,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, ClassVar
+from typing import Any
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.hardware.base.p2os.driver import P2osDriver, P2osError, P2osState
 from pluto.runtime.module import Module, ModuleParams
 
@@ -73,20 +73,19 @@ class P2osBaseParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"command_timeout must be > 0 s, got {self.command_timeout}")
 
 
-class P2osBase(Module):
+class P2osBase(Module[P2osBaseParams]):
     """The base server of a Pioneer robot (P2OS/ARCOS), or of anything that speaks it."""
 
     name = "base"
     description = "Pioneer base over P2OS: motion, odometry, sonar, bumpers, battery"
-    provides = ("Base/Drive/State", "Base/Sonar", "Base/Contact", "Base/Power", "base/status")
+    provides = (names.BASE_DRIVE_STATE, names.BASE_SONAR, names.BASE_CONTACT, names.BASE_POWER, names.BASE_STATUS)
     requires = ()
-    Params: ClassVar[type[ModuleParams]] = P2osBaseParams
+    Params = P2osBaseParams
 
     driver: P2osDriver
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, P2osBaseParams)
         self.driver = P2osDriver(p.port, model=p.model or None, command_timeout=p.command_timeout, clock=time.monotonic)
         self.driver.connect()  # raises P2osConnectError with the reason: the module does not start
         try:
@@ -97,13 +96,12 @@ class P2osBase(Module):
 
     def _configure_interfaces(self) -> None:
         p = self.params
-        assert isinstance(p, P2osBaseParams)
-        self.commands = self.create_reader("Base/Drive/Command", msgs.ActuatorState, max_age=p.command_timeout)
-        self.odometry = self.create_publisher("Base/Drive/State", msgs.Odometry)
-        self.sonar_out = self.create_publisher("Base/Sonar", msgs.SonarScan)
-        self.contact = self.create_publisher("Base/Contact", msgs.Contact)
-        self.power = self.create_publisher("Base/Power", msgs.Power)
-        self.status = self.create_publisher("base/status", msgs.FVectorState)
+        self.commands = self.create_reader(names.BASE_DRIVE_COMMAND, max_age=p.command_timeout)
+        self.odometry = self.create_publisher(names.BASE_DRIVE_STATE)
+        self.sonar_out = self.create_publisher(names.BASE_SONAR)
+        self.contact = self.create_publisher(names.BASE_CONTACT)
+        self.power = self.create_publisher(names.BASE_POWER)
+        self.status = self.create_publisher(names.BASE_STATUS)
         self.mode = "separate"
         self._last_command_seen = self.commands.received
         self._last_sip = -1

@@ -4,11 +4,9 @@ accelerations, the heading integrated from the vertical rate, stamped later by t
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.geometry import wrap_angle
-from pluto.runtime.module import ModuleParams
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.inertial import SimDmu
 
@@ -22,26 +20,25 @@ class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     time_constant: float = 0.1
 
 
-class SimDmuModule(SimDevice):
+class SimDmuModule(SimDevice[SimDmuParams]):
     """The simulated inertial unit."""
 
     name = "dmu"
     description = "simulated inertial unit: raw data and filtered state with integrated heading"
-    provides = ("DMU/Raw", "DMU/State")
+    provides = (names.DMU_RAW, names.DMU_STATE)
     requires = ("sim", "base")
-    Params: ClassVar[type[ModuleParams]] = SimDmuParams
+    Params = SimDmuParams
 
     def on_configure(self) -> None:
-        assert isinstance(self.params, SimDmuParams)
         self.load_simulation()
         self.dmu = SimDmu(self.noise, self.rng, self.params.time_constant)
         # Every pose of the body, not only the newest: a unit that steps late (a busy computer) still measures the
         # body at each of its times, as a gyro integrates continuously.
         self._poses: list[msgs.Odometry] = []
         self._poses_lock = threading.Lock()
-        self.create_subscription("Sim/Truth", self._add_pose, msgs.Odometry, depth=1024)
-        self.raw = self.create_publisher("DMU/Raw", msgs.DmuRaw)
-        self.state_out = self.create_publisher("DMU/State", msgs.DmuState)
+        self.create_subscription(names.SIM_TRUTH, self._add_pose, msgs.Odometry, depth=1024)
+        self.raw = self.create_publisher(names.DMU_RAW)
+        self.state_out = self.create_publisher(names.DMU_STATE)
         self._last: float | None = None
         self._last_heading: float | None = None
 

@@ -4,10 +4,7 @@ sub-metre; 1: plain fix)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from pluto import msgs
-from pluto.runtime.module import ModuleParams
+from pluto import msgs, names
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.gps import SimGps
 
@@ -16,21 +13,21 @@ class SimGpsParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: float = 2.0
 
 
-class SimGpsModule(SimDevice):
+class SimGpsModule(SimDevice[SimGpsParams]):
     """The simulated GPS receiver."""
 
     name = "gps"
     description = "simulated GPS: fixes on the local grid, satellites and quality"
-    provides = ("GPS/State",)
+    provides = (names.GPS_STATE,)
     requires = ("sim", "base")
-    Params: ClassVar[type[ModuleParams]] = SimGpsParams
+    Params = SimGpsParams
 
     def on_configure(self) -> None:
         self.load_simulation()
         origin = self.world.gps_origin
         self.gps = SimGps(origin, self.noise, self.rng) if origin else SimGps(noise=self.noise, rng=self.rng)
-        self.truth = self.create_reader("Sim/Truth", msgs.Odometry)
-        self.out = self.create_publisher("GPS/State", msgs.GpsFix)
+        self.truth = self.create_reader(names.SIM_TRUTH)
+        self.out = self.create_publisher(names.GPS_STATE)
         self._last: float | None = None
 
     def step(self, now: float) -> None:

@@ -12,12 +12,11 @@ error": every range is -1 while the scanner reboots (about 20 s).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 
-from pluto import msgs
-from pluto.runtime.module import ModuleParams
+from pluto import msgs, names
 from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
 from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.raycast import RayCaster
@@ -40,18 +39,17 @@ class FaultRequest(msgspec.Struct, frozen=True):
     duration: float | None = None
 
 
-class SimSick(SimDevice):
+class SimSick(SimDevice[SimSickParams]):
     """The simulated laser scanner."""
 
     name = "sick"
     description = "simulated SICK laser: 361 beams over 180°, a scan every 200 ms"
-    provides = ("Sick/Scan", "Sick/Scan_mm", "Sick/Timing")
+    provides = (names.SICK_SCAN, names.SICK_SCAN_MM, names.SICK_TIMING)
     requires = ("sim", "base", "wrist")
-    Params: ClassVar[type[ModuleParams]] = SimSickParams
+    Params = SimSickParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, SimSickParams)
         self.load_simulation()
         self.laser = SimLaser(
             RayCaster(self.world.segments(), self.world.circles),
@@ -61,11 +59,11 @@ class SimSick(SimDevice):
         )
         self.history = TruthHistory()
         self.wrist_history = _WristHistory()
-        self.create_subscription("Sim/Truth", self.history.add, msgs.Odometry, depth=256)
-        self.create_subscription("Wrist/State", self.wrist_history.add, msgs.ActuatorState, depth=256)
-        self.scan_181 = self.create_publisher("Sick/Scan", msgs.LaserScan)
-        self.scan_mm = self.create_publisher("Sick/Scan_mm", msgs.LaserScan)
-        self.timing = self.create_publisher("Sick/Timing", msgs.ScanTiming)
+        self.create_subscription(names.SIM_TRUTH, self.history.add, msgs.Odometry, depth=256)
+        self.create_subscription(names.WRIST_STATE, self.wrist_history.add, msgs.ActuatorState, depth=256)
+        self.scan_181 = self.create_publisher(names.SICK_SCAN)
+        self.scan_mm = self.create_publisher(names.SICK_SCAN_MM)
+        self.timing = self.create_publisher(names.SICK_TIMING)
         self.create_service("fault", self._fault, FaultRequest)
         self._next_arrival: float | None = None
         self._fault_done = False
@@ -77,7 +75,6 @@ class SimSick(SimDevice):
 
     def step(self, now: float) -> None:
         p = self.params
-        assert isinstance(p, SimSickParams)
         lp = self.laser.params
         if p.fault_at >= 0 and not self._fault_done and now >= p.fault_at:
             self._fault_done = True

@@ -7,10 +7,7 @@ and acceleration are both > 0; targets are held within the unit's limits. Tilt i
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from pluto import msgs
-from pluto.runtime.module import ModuleParams
+from pluto import msgs, names
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.wrist import SimWrist
 
@@ -19,18 +16,18 @@ class SimWristParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: float = 50.0
 
 
-class SimWristModule(SimDevice):
+class SimWristModule(SimDevice[SimWristParams]):
     """The simulated wrist."""
 
     name = "wrist"
     description = "simulated pan/tilt wrist carrying the laser"
-    provides = ("Wrist/State",)
-    Params: ClassVar[type[ModuleParams]] = SimWristParams
+    provides = (names.WRIST_STATE,)
+    Params = SimWristParams
 
     def on_configure(self) -> None:
         self.wrist = SimWrist()
-        self.commands = self.create_reader("Wrist/Command", msgs.ActuatorState)
-        self.state_out = self.create_publisher("Wrist/State", msgs.ActuatorState)
+        self.commands = self.create_reader(names.WRIST_COMMAND)
+        self.state_out = self.create_publisher(names.WRIST_STATE)
         self._seen = -1
         self._last: float | None = None
         self.publish(self.clock.now())

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.movement.avoid.core import (
     RELEASE,
     THREAD_STOPPED,
@@ -92,34 +92,33 @@ class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         )
 
 
-class AvoidModule(Module):
+class AvoidModule(Module[AvoidModuleParams]):
     """Goto with vector-summation avoidance, wall following and laser protection (``avoidance/...``)."""
 
     name: ClassVar[str] = "avoid"
     description: ClassVar[str] = "goto with obstacle avoidance, wall following, laser protection"
-    provides: ClassVar[tuple[str, ...]] = ("avoidance/status",)
+    provides: ClassVar[tuple[str, ...]] = (names.AVOIDANCE_STATUS,)
     requires: ClassVar[tuple[str, ...]] = ("drive", "localization")
-    Params: ClassVar[type[ModuleParams]] = AvoidModuleParams
+    Params = AvoidModuleParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, AvoidModuleParams)
         self.core = AvoidController(p.controller_params())
         self.bad_commands = 0
         self._pending: list[msgs.ActuatorState] = []
         self._pending_lock = threading.Lock()
         self._pan_written: float | None = None
         self._old_run = OldRun()
-        self.status_out = self.create_publisher("avoidance/status", msgs.FVectorState)
-        self.drive_out = self.create_publisher("drive/command", msgs.ActuatorState)
-        self.wrist_out = self.create_publisher("Wrist/Command", msgs.ActuatorState)
-        self.pose_in = self.create_reader("Localization/Pose", msgs.PoseEstimate)
-        self.odometry_in = self.create_reader("Base/Drive/State", msgs.Odometry)
-        self.drive_in = self.create_reader("drive/status", msgs.FVectorState)
-        self.scan_in = self.create_reader("Sick/Scan_mm", msgs.LaserScan)
-        self.sonar_in = self.create_reader("Base/Sonar", msgs.SonarScan)
-        self.wrist_in = self.create_reader("Wrist/State", msgs.ActuatorState)
-        self.create_subscription("avoidance/command", self._on_command, msgs.ActuatorState, depth=64)
+        self.status_out = self.create_publisher(names.AVOIDANCE_STATUS)
+        self.drive_out = self.create_publisher(names.DRIVE_COMMAND)
+        self.wrist_out = self.create_publisher(names.WRIST_COMMAND)
+        self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
+        self.odometry_in = self.create_reader(names.BASE_DRIVE_STATE)
+        self.drive_in = self.create_reader(names.DRIVE_STATUS)
+        self.scan_in = self.create_reader(names.SICK_SCAN_MM)
+        self.sonar_in = self.create_reader(names.BASE_SONAR)
+        self.wrist_in = self.create_reader(names.WRIST_STATE)
+        self.create_subscription(names.AVOIDANCE_COMMAND, self._on_command, msgs.ActuatorState, depth=64)
 
     def _on_command(self, command: msgs.ActuatorState) -> None:
         # On the bus's thread: only queue it; the control step takes it.
@@ -202,7 +201,6 @@ class AvoidModule(Module):
     def _command_wrist(self, pan: float | None) -> None:
         """Pan the wrist to ``pan`` rad, or back to 0 if this module panned it before (None)."""
         p = self.params
-        assert isinstance(p, AvoidModuleParams)
         target = pan if pan is not None else (0.0 if self._pan_written not in (None, 0.0) else None)
         if target is None or target == self._pan_written:
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.movement.avoid.core import (
     AVOID_BOTH,
     GOTO_REACHED,
@@ -25,7 +25,7 @@ from pluto.runtime.proxy import Proxy
 
 __all__ = ["AvoidProxy", "describe_status"]
 
-COMMAND = "avoidance/command"
+COMMAND = names.AVOIDANCE_COMMAND
 
 _ELEMENT0 = {
     0: "normal",
@@ -75,7 +75,7 @@ class AvoidProxy(Proxy):
     """
 
     module: ClassVar[str] = "avoid"
-    interfaces: ClassVar[tuple[str, ...]] = ("avoidance/status",)
+    interfaces: ClassVar[tuple[str, ...]] = (names.AVOIDANCE_STATUS,)
 
     def _send(
         self, mode: int, avoidance: int, position: list[float], velocity: list[float], force: list[float]

@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import ClassVar
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.movement.drive.core import DriveController, DriveOutput, DriveParams, OdometryCalibration
 from pluto.runtime.clock import OldRun
@@ -101,18 +100,17 @@ def load_calibration(path: str | Path) -> OdometryCalibration:
         raise ConfigError(f"odometry calibration {path}: {err}") from err
 
 
-class DriveModule(Module):
+class DriveModule(Module[DriveModuleParams]):
     """The drive: collision protection, dynamic limits and a heading regulator above the base."""
 
     name = "drive"
     description = "the drive: bumper and sonar protection, acceleration limits, heading hold, command timeout"
-    provides = ("drive/status",)
+    provides = (names.DRIVE_STATUS,)
     requires = ("base",)
-    Params: ClassVar[type[ModuleParams]] = DriveModuleParams
+    Params = DriveModuleParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, DriveModuleParams)
         calibration = OdometryCalibration()
         if p.calibration_file:
             calibration = load_calibration(p.calibration_file)
@@ -126,12 +124,12 @@ class DriveModule(Module):
                 calibration.heading_scale,
             )
         self.controller = DriveController(p.drive_params(), calibration)
-        self.commands = self.create_reader("drive/command", msgs.ActuatorState)
-        self.odometry = self.create_reader("Base/Drive/State", msgs.Odometry)
-        self.sonar = self.create_reader("Base/Sonar", msgs.SonarScan)
-        self.contact = self.create_reader("Base/Contact", msgs.Contact)
-        self.base = self.create_publisher("Base/Drive/Command", msgs.ActuatorState)
-        self.status = self.create_publisher("drive/status", msgs.FVectorState)
+        self.commands = self.create_reader(names.DRIVE_COMMAND)
+        self.odometry = self.create_reader(names.BASE_DRIVE_STATE)
+        self.sonar = self.create_reader(names.BASE_SONAR)
+        self.contact = self.create_reader(names.BASE_CONTACT)
+        self.base = self.create_publisher(names.BASE_DRIVE_COMMAND)
+        self.status = self.create_publisher(names.DRIVE_STATUS)
         self._seen = self.commands.received
         self.last_output: DriveOutput = self.controller.stopped_output()
         self.stale_commands = 0
@@ -153,7 +151,6 @@ class DriveModule(Module):
         return self._old_run.holds(stamp, now)
 
     def step(self, now: float) -> None:
-        assert isinstance(self.params, DriveModuleParams)
         jumped_from = self.clock_jumped_back(now)  # the step, which owns the controller, resets it
         if jumped_from is not None:
             self._restart(now, jumped_from)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.movement.drive.core import DriveStatus
 from pluto.runtime.proxy import Proxy
 
 __all__ = ["COMMAND", "DriveProxy", "describe_status"]
 
-COMMAND = "drive/command"
+COMMAND = names.DRIVE_COMMAND
 """The drive's command interface."""
 
 
@@ -41,7 +41,7 @@ class DriveProxy(Proxy):
     """
 
     module: ClassVar[str] = "drive"
-    interfaces: ClassVar[tuple[str, ...]] = ("drive/status",)
+    interfaces: ClassVar[tuple[str, ...]] = (names.DRIVE_STATUS,)
 
     def _command(self, flags: int, position: float, v: float, w: float) -> None:
         values = (position, v, w)

@@ -22,7 +22,7 @@ import math
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
@@ -30,7 +30,7 @@ from pluto.limits import LimitError, check_number
 from pluto.navigation.localization.core import DeadReckoning, LocalizationParams, PoseAdjustment, flat
 from pluto.runtime.module import Module, ModuleParams
 
-STATUS = "localization/status"
+STATUS = names.LOCALIZATION_STATUS
 
 
 class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -78,18 +78,17 @@ def read_start_pose(path: str) -> tuple[float, float, float, float, float, float
     return (values[0], values[1], values[2], values[3], values[4], values[5])
 
 
-class LocalizationModule(Module):
+class LocalizationModule(Module[LocalizationModuleParams]):
     """The localization service: dead reckoning and the five pose interfaces."""
 
     name = "localization"
     description = "localization service: dead reckoning, laser poses at scan time, posted pose adjustment"
     provides = names.LOCALIZATION_INTERFACES
     requires = ("base",)
-    Params: ClassVar[type[ModuleParams]] = LocalizationModuleParams
+    Params = LocalizationModuleParams
 
     def on_configure(self) -> None:
         p = self.params
-        assert isinstance(p, LocalizationModuleParams)
         self.core = DeadReckoning(p.model, read_start_pose(p.start_pose_file))
         self.adjustment = PoseAdjustment()
         self._queue: list[tuple[int, float, msgs.Message]] = []
@@ -108,10 +107,10 @@ class LocalizationModule(Module):
         for order, (name, cls) in enumerate(
             (
                 (names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
-                ("DMU/State", msgs.DmuState),
-                ("Wrist/State", msgs.ActuatorState),
-                ("Base/Drive/State", msgs.Odometry),
-                ("Sick/Timing", msgs.ScanTiming),
+                (names.DMU_STATE, msgs.DmuState),
+                (names.WRIST_STATE, msgs.ActuatorState),
+                (names.BASE_DRIVE_STATE, msgs.Odometry),
+                (names.SICK_TIMING, msgs.ScanTiming),
             )
         ):
             self.create_subscription(name, self._enqueuer(order), cls, depth=1024)
@@ -199,7 +198,6 @@ class LocalizationModule(Module):
 
     def params_(self) -> LocalizationModuleParams:
         p = self.params
-        assert isinstance(p, LocalizationModuleParams)
         return p
 
     def _take(self, message: msgs.Message) -> None:
