@@ -1,8 +1,8 @@
 """The reference AMCL of the benchmarks (bench/amcl.py): its pieces, and tracking in a small simulated room.
 
 The room is 8 m x 6 m with a wall stub, a shelf and a box, so no two poses see the same scan. Scans come from the
-simulator's laser (361 beams over 180°, 1 cm noise, 0.25 m ahead of the robot's centre); odometry drifts with 3%
-scale noise per step. Every run is seeded.
+simulator's laser (361 beams over 180°, 1 cm noise, 0.25 m ahead of the robot's centre); odometry overstates every
+step by 3% and adds 3% random error to each step's length and turn. Every run is seeded.
 """
 
 from __future__ import annotations
