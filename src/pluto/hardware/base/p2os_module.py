@@ -91,7 +91,7 @@ class P2osBase(Module[P2osBaseParams]):
         try:
             self._configure_interfaces()
         except BaseException:
-            self.driver.shutdown()
+            self.driver.close()
             raise
 
     def _configure_interfaces(self) -> None:
@@ -196,7 +196,7 @@ class P2osBase(Module[P2osBaseParams]):
     def on_shutdown(self) -> None:
         driver = getattr(self, "driver", None)
         if driver is not None:
-            driver.shutdown()
+            driver.close()
 
     # -- services -----------------------------------------------------------------------------------------------
 

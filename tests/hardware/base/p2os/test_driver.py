@@ -266,7 +266,7 @@ def robots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeRobot]
 
 @pytest.fixture
 def drivers() -> Iterator[Callable[..., P2osDriver]]:
-    """Make drivers; every one is shut down after the test, and none may leave a thread behind."""
+    """Make drivers; every one is closed after the test, and none may leave a thread behind."""
     made: list[P2osDriver] = []
 
     def make(url: str = "socket://127.0.0.1:8101", **kwargs: Any) -> P2osDriver:
@@ -276,7 +276,7 @@ def drivers() -> Iterator[Callable[..., P2osDriver]]:
 
     yield make
     for driver in made:
-        driver.shutdown()
+        driver.close()
     leftovers = [t.name for t in threading.enumerate() if t.name.startswith("p2os-")]
     assert not leftovers, f"threads left running: {leftovers}"
 
@@ -435,7 +435,7 @@ def test_link_loss_is_noticed_and_the_driver_reconnects(
 def test_commands_while_disconnected_raise(drivers: Callable[..., P2osDriver]) -> None:
     driver = drivers()
     with pytest.raises(P2osLinkError):
-        driver.stop()
+        driver.stop_motion()
     with pytest.raises(P2osLinkError):
         driver.set_velocity(0.1, 0.0)
 
@@ -558,7 +558,7 @@ def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot], driv
     assert driver.statistics().command_timeouts == 0
 
 
-def test_shutdown_says_goodbye_in_order_once(
+def test_close_says_goodbye_in_order_once(
     robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
 ) -> None:
     robot = robots()
@@ -566,18 +566,18 @@ def test_shutdown_says_goodbye_in_order_once(
     driver.connect()
     driver.set_velocity(0.2, 0.0)
     robot.received.clear()
-    driver.shutdown()
+    driver.close()
     assert robot.commands()[-4:] == [(Command.VEL, 0), (Command.RVEL, 0), (Command.ENABLE, 0), (Command.CLOSE, 1)]
     assert not robot.is_open and not driver.connected
     count = len(robot.received)
-    driver.shutdown()  # idempotent
+    driver.close()  # idempotent
     assert len(robot.received) == count
     assert driver.wait_for_sip(0.1) is None
-    with pytest.raises(P2osError, match="shut down"):
+    with pytest.raises(P2osError, match="was closed"):
         driver.connect()
 
 
-def test_context_manager_connects_and_shuts_down(robots: Callable[..., FakeRobot]) -> None:
+def test_context_manager_connects_and_closes(robots: Callable[..., FakeRobot]) -> None:
     robot = robots()
     with P2osDriver("socket://127.0.0.1:8101", handshake_timeout=0.1, handshake_retries=2) as driver:
         assert driver.connected
@@ -618,7 +618,7 @@ def test_odometry_reset_and_set(robots: Callable[..., FakeRobot], drivers: Calla
     wait_until(lambda: (s := driver.state) is not None and s.motors_enabled, timeout=2)
     driver.set_velocity(0.5, 0.0)
     wait_until(lambda: (s := driver.state) is not None and s.x > 0.1, timeout=3)
-    driver.stop()
+    driver.stop_motion()
     wait_until(lambda: robot.vel == 0, timeout=1)
     state = driver.wait_for_sip(1.0)
     assert state is not None
@@ -636,7 +636,7 @@ def test_odometry_reset_and_set(robots: Callable[..., FakeRobot], drivers: Calla
     driver.set_odometry(1.0, 0.0, math.pi / 2)
     driver.set_velocity(0.5, 0.0)
     wait_until(lambda: (s := driver.state) is not None and s.y > 0.1, timeout=3)
-    driver.stop()
+    driver.stop_motion()
     moved = driver.state
     assert moved is not None and moved.x == pytest.approx(1.0, abs=0.01)
 
@@ -661,5 +661,5 @@ def test_pause_writer_sends_nothing(robots: Callable[..., FakeRobot], drivers: C
     for _ in range(5):
         assert driver.wait_for_sip(1.0) is not None
     assert len(robot.received) == count
-    driver.shutdown()  # a hung program says no goodbye
+    driver.close()  # a hung program says no goodbye
     assert len(robot.received) == count

@@ -63,7 +63,7 @@ def emulators() -> Iterator[Callable[..., P2osEmulator]]:
 
 @pytest.fixture
 def drivers() -> Iterator[Callable[..., P2osDriver]]:
-    """Make drivers; each is shut down after the test, and none may leave a thread behind."""
+    """Make drivers; each is closed after the test, and none may leave a thread behind."""
     made: list[P2osDriver] = []
 
     def make(url: str, **kwargs: Any) -> P2osDriver:
@@ -73,7 +73,7 @@ def drivers() -> Iterator[Callable[..., P2osDriver]]:
 
     yield make
     for driver in made:
-        driver.shutdown()
+        driver.close()
     leftovers = [t.name for t in threading.enumerate() if t.name.startswith(("p2os-reader", "p2os-keepalive"))]
     assert not leftovers, f"threads left running: {leftovers}"
 
@@ -95,12 +95,12 @@ def next_sip(driver: P2osDriver) -> P2osState:
 
 def halt(driver: P2osDriver) -> P2osState:
     """Stop, and return the first state that shows the robot standing still after it."""
-    driver.stop()
+    driver.stop_motion()
     for _ in range(100):
         state = next_sip(driver)
         if state.v == 0.0 and state.omega == 0.0:
             return next_sip(driver)  # one more, sent while standing: the pose is final
-        driver.stop()  # the stop may have been lost on a noisy link
+        driver.stop_motion()  # the stop may have been lost on a noisy link
     raise AssertionError("the robot did not stop")
 
 
@@ -209,7 +209,7 @@ def test_handshake(transport: str, emulators: Callable[..., P2osEmulator], drive
     state = next_sip(driver)
     assert state.battery_voltage > 11.0 and len(state.sonar_ranges) == 16
     wait_until(lambda: all(math.isfinite(r) for r in (driver.state or state).sonar_ranges), timeout=3)
-    driver.shutdown()
+    driver.close()
     wait_until(lambda: emulator.robot.state == "closed", timeout=2)  # CLOSE was received
     assert not emulator.robot.motors_enabled
 
@@ -305,7 +305,7 @@ def test_after_a_driver_crashed_the_next_one_connects(
     first.set_velocity(0.3, 0.0)
     wait_until(lambda: (s := first.state) is not None and s.v > 0.1, timeout=3)
     first.pause_writer()
-    first.shutdown()  # crashed: the port is closed without CLOSE
+    first.close()  # crashed: the port is closed without CLOSE
     if transport == "tcp":
         wait_until(lambda: not emulator.client_connected, timeout=2)
         wait_until(lambda: emulator.robot.truth_velocity == (0.0, 0.0), timeout=2)

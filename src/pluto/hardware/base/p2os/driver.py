@@ -177,7 +177,10 @@ class P2osDriver:
         self.close()
 
     def __repr__(self) -> str:
-        model = self._client.params.subclass if self._client.robot_subclass is not None else "?"
+        try:
+            model = self._client.params.subclass
+        except P2osLinkError:
+            model = "?"
         return f"<P2osDriver {self._url} model={model} {'connected' if self.connected else 'disconnected'}>"
 
     # -- properties ---------------------------------------------------------------------------------------------
@@ -341,17 +344,22 @@ class P2osDriver:
         with self._lock:
             self._port = port
             self._failure = None
-        self._call(self._client.connect)
+        try:
+            self._call(self._client.connect)
+        except P2osLinkError as err:
+            raise P2osConnectError(self._failure or str(err)) from err
         reader = threading.Thread(target=self._run, name=f"p2os-reader:{self._url}", daemon=True)
         self._reader = reader
         reader.start()
-        self._wait(lambda: not self._client.busy or self.connected or self._closing.is_set(), budget + 1.0)
+        if not self._wait(lambda: not self._client.busy or self.connected or self._closing.is_set(), budget):
+            with contextlib.suppress(P2osLinkError):  # a guard: the client's own timers end every handshake
+                self._call(lambda now: self._client.port_failed(f"no end within {budget:.1f} s", now))
         if self.connected:
             return
         if self._closing.is_set():
             raise P2osConnectError(f"connection to {self._url} abandoned: the driver is closing")
         reader.join(timeout=1.0)
-        raise P2osConnectError(self._failure or f"no answer from the robot on {self._url} within {budget:.1f} s")
+        raise P2osConnectError(self._failure or f"no robot responding on {self._url}")
 
     def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         with self._changed:
@@ -372,12 +380,11 @@ class P2osDriver:
                     self._closing.wait(self._tick)
                     self._advance(None, b"")
                     continue
+                reason: str | None = None
                 try:
                     data = port.read(port.in_waiting or 1)
                 except Exception as err:  # a serial error, or a port closed under us: the link is gone
                     data, reason = b"", f"read failed: {type(err).__name__}: {err}"
-                else:
-                    reason = None
                 if self._closing.is_set():
                     return
                 self._advance(port, data, reason)
@@ -403,8 +410,9 @@ class P2osDriver:
         try:
             port = self._open(baud)
         except P2osConnectError as err:
+            reason = str(err)
             with contextlib.suppress(P2osLinkError):
-                self._call(lambda now: self._client.port_failed(f"cannot open the port: {err.__cause__}", now))
+                self._call(lambda now: self._client.port_failed(reason, now))
             return
         with self._lock:
             if self._closing.is_set() or self._client.connected or not self._client.busy:
@@ -533,22 +541,40 @@ class P2osDriver:
                 return None
             return self._client.config
 
-    def set_speed_profile(self, **limits: Any) -> None:
-        """Set the robot's speed and acceleration limits (SETV, SETA, SETRV, SETRA); a limit left out stays.
+    def set_speed_profile(
+        self,
+        *,
+        max_speed: float | None = None,
+        max_accel: float | None = None,
+        max_decel: float | None = None,
+        max_turn_rate: float | None = None,
+        max_turn_accel: float | None = None,
+        max_turn_decel: float | None = None,
+    ) -> None:
+        """Set the robot's speed and acceleration limits (SETV, SETA, SETRV, SETRA); None leaves one as it is.
 
         The speed limits also bound the commands the driver sends; they are never set above the robot's limits
         (the lower of the model's and the CONFIGpac's, see :attr:`max_velocity`).
 
         Args:
-            limits: any of max_speed (m/s), max_accel, max_decel (m/s², > 0), max_turn_rate (rad/s),
-                max_turn_accel, max_turn_decel (rad/s², > 0); see :meth:`.P2osClient.set_speed_profile`.
+            max_speed: m/s. max_accel, max_decel: m/s² (> 0).
+            max_turn_rate: rad/s. max_turn_accel, max_turn_decel: rad/s² (> 0).
 
         Raises:
             ValueError: a value that is not a positive finite number.
-            TypeError: an unknown limit.
             P2osLinkError: not connected.
         """
-        self._call(lambda now: self._client.set_speed_profile(now, **limits))
+        self._call(
+            lambda now: self._client.set_speed_profile(
+                now,
+                max_speed=max_speed,
+                max_accel=max_accel,
+                max_decel=max_decel,
+                max_turn_rate=max_turn_rate,
+                max_turn_accel=max_turn_accel,
+                max_turn_decel=max_turn_decel,
+            )
+        )
 
     # -- test hooks ---------------------------------------------------------------------------------------------
 
