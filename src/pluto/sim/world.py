@@ -13,6 +13,7 @@ y left/north, angles counter-clockwise from +x)::
       <start x="12" y="9.6" theta="0"/>                           optional robot start pose; theta defaults to 0
       <walls>                                                     required (may be empty)
         <wall x1="0" y1="0" x2="40" y2="0" name="south"/>         a line segment; name optional
+        <wall x1="0" y1="0" x2="0" y2="20" sigma_angle="0.01" sigma_offset="0.02"/>   with its uncertainty
       </walls>
       <obstacles>                                                 optional, any number of polygons and circles
         <polygon name="desk-1">                                   >= 3 points, closed implicitly
@@ -33,7 +34,10 @@ y left/north, angles counter-clockwise from +x)::
   file can point at the schema.
 * Names (of walls, polygons, circles and people) are unique across the whole world: behaviours and the a-priori
   map refer to things by name. Only a wall may be unnamed.
-* A wall has non-zero length. A polygon has at least 3 points, no two consecutive points equal (the last point
+* A wall has non-zero length. A map made by a mapping module may give each wall's uncertainty: ``sigma_angle``
+  (rad), the std dev of its direction, and ``sigma_offset`` (m), the std dev of its position across itself at its
+  midpoint (both >= 0, default 0: a wall of an architect's plan is exact).
+* A polygon has at least 3 points, no two consecutive points equal (the last point
   must not repeat the first: polygons are closed implicitly), and a non-zero area.
 * A person walks its waypoints at a constant ``speed`` (m/s, >= 0) starting at the first waypoint at time 0.
   ``loop="true"`` walks on from the last waypoint back to the first and round again; ``loop="false"`` (the
@@ -202,6 +206,7 @@ class World:
         description: free text, "" if none.
         walls: ``(N, 4)`` wall segments ``[x1, y1, x2, y2]``, m.
         wall_names: ``(N,)`` the wall names, None for unnamed walls.
+        wall_sigmas: ``(N, 2)`` each wall's ``[sigma_angle, sigma_offset]``, rad and m (zeros when not given).
         polygons: the polygonal obstacles.
         circles: ``(M, 3)`` circular obstacles ``[x, y, r]``, m.
         circle_names: ``(M,)`` their names.
@@ -217,6 +222,7 @@ class World:
     walls: FloatArray
     description: str = ""
     wall_names: tuple[str | None, ...] = ()
+    wall_sigmas: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
     polygons: tuple[Polygon, ...] = ()
     circles: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
     circle_names: tuple[str, ...] = ()
@@ -233,6 +239,12 @@ class World:
         object.__setattr__(self, "circles", circles)
         if not self.wall_names:
             object.__setattr__(self, "wall_names", (None,) * walls.shape[0])
+        sigmas = _frozen_array(self.wall_sigmas, 2, "wall_sigmas")
+        if sigmas.shape[0] == 0:
+            sigmas = _frozen_array(np.zeros((walls.shape[0], 2)), 2, "wall_sigmas")
+        if sigmas.shape[0] != walls.shape[0] or not bool(np.all(sigmas >= 0.0)):
+            raise ValueError("wall_sigmas must have one row of two values >= 0 per wall")
+        object.__setattr__(self, "wall_sigmas", sigmas)
         if not self.circle_names:
             object.__setattr__(self, "circle_names", tuple(f"circle-{i}" for i in range(circles.shape[0])))
         if len(self.wall_names) != walls.shape[0] or len(self.circle_names) != circles.shape[0]:
@@ -406,7 +418,7 @@ _SPECS: dict[str, _Spec] = {
     "description": _Spec(text=True),
     "start": _Spec(("x", "y"), ("theta",)),
     "walls": _Spec(children=("wall",)),
-    "wall": _Spec(("x1", "y1", "x2", "y2"), ("name",)),
+    "wall": _Spec(("x1", "y1", "x2", "y2"), ("name", "sigma_angle", "sigma_offset")),
     "obstacles": _Spec(children=("polygon", "circle")),
     "polygon": _Spec(("name",), children=("point",)),
     "point": _Spec(("x", "y")),
@@ -535,7 +547,7 @@ class _MapReader:
             s = sections["start"]
             start = (self.number(s, "x"), self.number(s, "y"), self.number(s, "theta", 0.0))
 
-        walls, wall_names = self.walls(sections["walls"])
+        walls, wall_names, wall_sigmas = self.walls(sections["walls"])
         polygons: list[Polygon] = []
         circles: list[tuple[float, float, float]] = []
         circle_names: list[str] = []
@@ -557,6 +569,7 @@ class _MapReader:
             description=description,
             walls=np.array(walls).reshape(-1, 4),
             wall_names=tuple(wall_names),
+            wall_sigmas=np.array(wall_sigmas).reshape(-1, 2),
             polygons=tuple(polygons),
             circles=np.array(circles).reshape(-1, 3),
             circle_names=tuple(circle_names),
@@ -565,9 +578,12 @@ class _MapReader:
             gps_origin=gps_origin,
         )
 
-    def walls(self, section: ET.Element) -> tuple[list[tuple[float, float, float, float]], list[str | None]]:
+    def walls(
+        self, section: ET.Element
+    ) -> tuple[list[tuple[float, float, float, float]], list[str | None], list[tuple[float, float]]]:
         walls: list[tuple[float, float, float, float]] = []
         names: list[str | None] = []
+        sigmas: list[tuple[float, float]] = []
         for wall in section:
             x1, y1, x2, y2 = (self.number(wall, a) for a in ("x1", "y1", "x2", "y2"))
             name = self.name(wall)
@@ -576,7 +592,13 @@ class _MapReader:
                 raise self.error(wall, f"wall{label} has zero length (both ends at ({x1:g}, {y1:g}))")
             walls.append((x1, y1, x2, y2))
             names.append(name)
-        return walls, names
+            sigmas.append(
+                (
+                    self.bounded(wall, "sigma_angle", lambda v: v >= 0.0, ">= 0", 0.0),
+                    self.bounded(wall, "sigma_offset", lambda v: v >= 0.0, ">= 0", 0.0),
+                )
+            )
+        return walls, names, sigmas
 
     def polygon(self, element: ET.Element) -> Polygon:
         name = self.name(element)

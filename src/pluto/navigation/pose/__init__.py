@@ -1,0 +1,47 @@
+"""The pose module's pure core (the original's poseModule): walls in laser scans, an a-priori wall map, and an
+extended Kalman filter of the laser's pose that corrects the localization service's dead reckoning.
+
+``features`` extracts lines from a scan, ``map`` holds the map's walls and their index, ``core`` is the filter (with
+its lost status and a global relocalization), ``findwall`` the seed's "find wall" and ``calibration`` the odometry
+calibration from one wall. Nothing here touches the bus, a thread or a clock.
+"""
+
+from pluto.navigation.pose.calibration import (
+    OdometryCalibration,
+    WallCalibration,
+    WallSighting,
+    fit_distance_scale,
+    fit_heading,
+)
+from pluto.navigation.pose.core import (
+    FilterStatus,
+    Match,
+    PoseFilter,
+    PoseFilterParams,
+    Relocalization,
+    UpdateResult,
+    relocalize,
+)
+from pluto.navigation.pose.features import LineFeature, extract_lines
+from pluto.navigation.pose.findwall import FoundWall, find_wall
+from pluto.navigation.pose.map import WallMap
+
+__all__ = [
+    "FilterStatus",
+    "FoundWall",
+    "LineFeature",
+    "Match",
+    "OdometryCalibration",
+    "PoseFilter",
+    "PoseFilterParams",
+    "Relocalization",
+    "UpdateResult",
+    "WallCalibration",
+    "WallMap",
+    "WallSighting",
+    "extract_lines",
+    "find_wall",
+    "fit_distance_scale",
+    "fit_heading",
+    "relocalize",
+]

@@ -1,0 +1,785 @@
+"""The pose module's estimator: an extended Kalman filter of the laser's pose on an a-priori map of walls.
+
+Strategy (spec/pluto-software.txt §3, §7.1; reference/estimation.md for the wall model): the state is the planar
+pose (x, y, θ) of the **laser** in the map frame, because that is what the scans measure, what the localization
+service gives at scan time (``Localization/Laser_Dead-Reckoning``) and what the pose module posts back
+(``Localization/Post_Pose`` with setter 1 is a laser pose). θ is not wrapped: it follows the dead reckoning's
+continuous heading, so the correction the localization service derives from a post stays a small angle.
+
+**Predict.** Between two scans the dead reckoning moved the laser from L_a to L_b (its frame); the increment
+u = L_a⁻¹·L_b is composed onto the state, X ← X ⊕ u, with F = ∂(X ⊕ u)/∂X = [[1, 0, -Δy], [0, 1, Δx], [0, 0, 1]]
+(Δx, Δy the displacement in the map frame). The localization service's incremental covariance Σ is that of the
+*robot's* increment in its own frame, as an error of the end pose; the laser sits at the mount offset m ahead of the
+robot centre, so a heading error also swings it: Q = R·T·Σ·Tᵀ·Rᵀ with T = [[1, 0, -m_y'], [0, 1, m_x'], [0, 0, 1]]
+(m' the offset turned by the robot's heading) and R the rotation from the dead-reckoning frame to the map frame.
+P ← F·P·Fᵀ + Q.
+
+**Update.** A wall (α, ρ) seen from the laser at (x, y, θ) is the line (γ, ρ_r) = (α - θ, ρ - x·cos α - y·sin α),
+with (γ + π, -ρ_r) when ρ_r < 0 (a feature always has r >= 0); H = [[0, 0, -1], [-s·cos α, -s·sin α, 0]] (s the
+sign), and a wall's own uncertainty enters through J_w = [[1, 0], [s·(x·sin α - y·cos α), s]]. For every feature
+and every wall the laser could see, the innovation ν = (α_f - γ, r_f - ρ_r) with S = H·P·Hᵀ + C_f + J_w·C_w·J_wᵀ is
+gated by its Mahalanobis distance νᵀS⁻¹ν < ``gate`` (chi-square, 2 dof) and by the segments: the feature's end
+points, carried into the map frame, must overlap the wall's extent with a margin (``overlap_margin`` plus three
+standard deviations of the pose along the wall). Pairs are then taken greedily, nearest first (the larger overlap
+first between equal distances, which settles collinear walls), one feature per wall and one wall per feature, and
+all of them update the state at once; the covariance in Joseph form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays
+symmetric and positive.
+
+**Lost.** A scan with fewer than ``min_matches`` pairs is poor; after ``lost_after`` poor scans in a row, or when the
+position's standard deviation passes ``lost_position_std``, the filter says it is lost. It keeps predicting; the
+caller may search with :func:`relocalize` and, if it trusts the answer, :meth:`PoseFilter.reset` the filter. The core
+never moves itself to a pose found that way.
+
+**Relocalize.** Two non-parallel features fix a pose once they are assigned to two map walls (with a side each):
+θ from the first, (x, y) from the two line equations. Every assignment whose angle difference agrees is a
+hypothesis; those whose two segments do not overlap their walls are dropped, the rest are scored by the scan points
+of the features that then match some wall, and the best is refined by least squares on its matches.
+
+Nothing here reads a clock, the bus or a file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from pluto.navigation.localization.core import LocalizationParams
+from pluto.navigation.pose.features import LineFeature
+from pluto.navigation.pose.map import WallMap
+
+__all__ = [
+    "FilterStatus",
+    "Match",
+    "PoseFilter",
+    "PoseFilterParams",
+    "Relocalization",
+    "UpdateResult",
+    "relocalize",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+PoseLike = Sequence[float] | FloatArray
+"""A pose given as a sequence of floats or a numpy vector."""
+
+_TWO_PI = 2.0 * math.pi
+
+
+def _wrap(angle: FloatArray) -> FloatArray:
+    return np.mod(angle + math.pi, _TWO_PI) - math.pi
+
+
+class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Settings of the pose filter.
+
+    Attributes:
+        gate: Mahalanobis gate of a feature-wall pair (chi-square, 2 dof; 9.21 is the 99 % quantile).
+        overlap_margin: a feature must overlap its wall's extent widened by this, m (plus 3 σ of the pose along it).
+        max_range: walls farther than this from the laser are not considered, m.
+        min_matches: a scan with fewer pairs than this is poor.
+        lost_after: number of poor scans in a row after which the filter is lost.
+        lost_position_std: the filter is lost when the position's largest standard deviation passes this, m.
+        laser_mount: (x, y) of the laser's pan centre in the robot frame, m (as the localization service's).
+        extra_alpha_std: std dev added to every feature's angle, rad (walls that are not quite flat).
+        extra_r_std: std dev added to every feature's distance, m.
+    """
+
+    gate: float = 9.21
+    overlap_margin: float = 0.3
+    max_range: float = 30.0
+    min_matches: int = 1
+    lost_after: int = 25
+    lost_position_std: float = 2.0
+    laser_mount: tuple[float, float] = (LocalizationParams().laser_mount[0], LocalizationParams().laser_mount[1])
+    extra_alpha_std: float = 0.0
+    extra_r_std: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("gate", "max_range", "lost_position_std"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0 and finite, got {value}")
+        for name in ("overlap_margin", "extra_alpha_std", "extra_r_std"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+        if self.min_matches < 0 or self.lost_after < 1:
+            raise ValueError("min_matches must be >= 0 and lost_after >= 1")
+
+
+@dataclass(frozen=True)
+class Match:
+    """A feature paired with a map wall.
+
+    Attributes:
+        feature: index in the features given to :meth:`PoseFilter.update`.
+        wall: index of the wall in the :class:`WallMap`.
+        innovation: (Δα rad, Δr m), measured minus predicted, before the update.
+        nis: normalised innovation squared of this pair, νᵀS⁻¹ν (2 dof).
+    """
+
+    feature: int
+    wall: int
+    innovation: tuple[float, float]
+    nis: float
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What one scan did to the filter.
+
+    Attributes:
+        pose: the laser's (x, y, θ) after the update, m and rad.
+        covariance: its 3x3 covariance.
+        matches: the pairs used.
+        nis: normalised innovation squared of all pairs together (``2 * len(matches)`` dof); 0 without pairs.
+        candidates: number of map walls considered.
+        lost: the filter's lost flag after this scan.
+    """
+
+    pose: tuple[float, float, float]
+    covariance: FloatArray
+    matches: tuple[Match, ...]
+    nis: float
+    candidates: int
+    lost: bool
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of :attr:`nis`."""
+        return 2 * len(self.matches)
+
+
+@dataclass(frozen=True)
+class FilterStatus:
+    """The filter's health.
+
+    Attributes:
+        lost: too few matches for too long, or too uncertain.
+        poor_scans: scans in a row with fewer than ``min_matches`` pairs.
+        last_matches: pairs used by the last update.
+        updates: scans processed.
+        position_std: largest standard deviation of the position, m.
+        heading_std: standard deviation of the heading, rad.
+    """
+
+    lost: bool
+    poor_scans: int
+    last_matches: int
+    updates: int
+    position_std: float
+    heading_std: float
+
+
+def planar(pose: PoseLike) -> tuple[float, float, float, float]:
+    """(x, y, θ, pan) of a 3-D (x, y, θ), 6-D (x, y, z, θ, φ, ψ) or 8-D (+ pan, tilt) pose; pan 0 unless given.
+
+    Raises:
+        ValueError: another length, or a value that is not finite.
+    """
+    n = len(pose)
+    if n == 3:
+        out = (float(pose[0]), float(pose[1]), float(pose[2]), 0.0)
+    elif n in (6, 8):
+        out = (float(pose[0]), float(pose[1]), float(pose[3]), float(pose[6]) if n == 8 else 0.0)
+    else:
+        raise ValueError(f"a pose must have 3, 6 or 8 values, got {n}")
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError(f"a pose must be finite, got {list(pose)}")
+    return out
+
+
+def _covariance(value: npt.ArrayLike, what: str) -> FloatArray:
+    c = np.array(value, dtype=np.float64)
+    if c.size == 9:
+        c = c.reshape(3, 3)
+    if c.shape != (3, 3) or not np.all(np.isfinite(c)):
+        raise ValueError(f"{what} must be a finite 3x3 matrix (or 9 values), got shape {c.shape}")
+    return 0.5 * (c + c.T)
+
+
+class _Features:
+    """The features of one scan as arrays."""
+
+    def __init__(self, features: Sequence[LineFeature], extra_alpha: float, extra_r: float) -> None:
+        self.count = len(features)
+        self.alpha = np.array([f.alpha for f in features])
+        self.r = np.array([f.r for f in features])
+        self.caa = np.array([f.var_alpha for f in features]) + extra_alpha * extra_alpha
+        self.car = np.array([f.cov_alpha_r for f in features])
+        self.crr = np.array([f.var_r for f in features]) + extra_r * extra_r
+        self.ends = np.array([(*f.start, *f.end) for f in features]).reshape(-1, 4)
+        self.points = np.array([f.points for f in features], dtype=np.float64)
+        mid = 0.5 * (self.ends[:, :2] + self.ends[:, 2:])
+        self.distance = np.hypot(mid[:, 0], mid[:, 1])
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Every (feature, wall) pair of a scan: innovation, innovation covariance, Jacobian rows, gate and overlap."""
+
+    nu_a: FloatArray  # (F, C)
+    nu_r: FloatArray
+    s_aa: FloatArray
+    s_ar: FloatArray
+    s_rr: FloatArray
+    d2: FloatArray
+    overlap: FloatArray
+    sign: FloatArray  # (C,)
+    ca: FloatArray
+    sa: FloatArray
+    r_aa: FloatArray  # (F, C) measurement noise: feature + wall
+    r_ar: FloatArray
+    r_rr: FloatArray
+
+
+def _pairs(
+    state: FloatArray, p: FloatArray, feats: _Features, wall_map: WallMap, walls: IntArray, margin: float
+) -> _Pairs:
+    x, y, theta = (float(v) for v in state)
+    alpha = wall_map.alpha[walls]
+    rho = wall_map.rho[walls]
+    ca, sa = np.cos(alpha), np.sin(alpha)
+    rho_r = rho - x * ca - y * sa
+    sign = np.where(rho_r < 0.0, -1.0, 1.0)
+    gamma = alpha - theta + np.where(sign < 0.0, math.pi, 0.0)
+    rho_r = sign * rho_r
+    # H P Hᵀ with H = [[0, 0, -1], [-s c, -s s, 0]]
+    hp_aa = np.full(alpha.shape, p[2, 2])
+    hp_ar = sign * (ca * p[2, 0] + sa * p[2, 1])
+    hp_rr = ca * ca * p[0, 0] + 2.0 * ca * sa * p[0, 1] + sa * sa * p[1, 1]
+    # the wall's own covariance through J_w = [[1, 0], [s (x sin α - y cos α), s]]
+    cw = wall_map.covariance[walls]
+    j = sign * (x * sa - y * ca)
+    w_aa = cw[:, 0, 0]
+    w_ar = j * cw[:, 0, 0] + sign * cw[:, 0, 1]
+    w_rr = j * j * cw[:, 0, 0] + 2.0 * j * sign * cw[:, 0, 1] + cw[:, 1, 1]
+    r_aa = feats.caa[:, None] + w_aa[None, :]
+    r_ar = feats.car[:, None] + w_ar[None, :]
+    r_rr = feats.crr[:, None] + w_rr[None, :]
+    s_aa = r_aa + hp_aa[None, :]
+    s_ar = r_ar + hp_ar[None, :]
+    s_rr = r_rr + hp_rr[None, :]
+    nu_a = _wrap(feats.alpha[:, None] - gamma[None, :])
+    nu_r = feats.r[:, None] - rho_r[None, :]
+    det = s_aa * s_rr - s_ar * s_ar
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d2 = (s_rr * nu_a * nu_a - 2.0 * s_ar * nu_a * nu_r + s_aa * nu_r * nu_r) / det
+    d2 = np.where(det > 0.0, d2, np.inf)
+    # overlap of the feature's segment, in the map frame, with the wall's extent along its line
+    c, s = math.cos(theta), math.sin(theta)
+    e = feats.ends
+    wx1, wy1 = x + c * e[:, 0] - s * e[:, 1], y + s * e[:, 0] + c * e[:, 1]
+    wx2, wy2 = x + c * e[:, 2] - s * e[:, 3], y + s * e[:, 2] + c * e[:, 3]
+    t1 = -wx1[:, None] * sa[None, :] + wy1[:, None] * ca[None, :]
+    t2 = -wx2[:, None] * sa[None, :] + wy2[:, None] * ca[None, :]
+    along = sa * sa * p[0, 0] - 2.0 * sa * ca * p[0, 1] + ca * ca * p[1, 1]
+    slack = margin + 3.0 * (
+        np.sqrt(np.maximum(along, 0.0))[None, :] + feats.distance[:, None] * math.sqrt(max(p[2, 2], 0.0))
+    )
+    extent = wall_map.extent[walls]
+    lo = np.maximum(np.minimum(t1, t2), extent[None, :, 0] - slack)
+    hi = np.minimum(np.maximum(t1, t2), extent[None, :, 1] + slack)
+    return _Pairs(nu_a, nu_r, s_aa, s_ar, s_rr, d2, hi - lo, sign, ca, sa, r_aa, r_ar, r_rr)
+
+
+def _associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[int, int]]:
+    """One-to-one pairs (feature, candidate column) within the gate and overlapping, nearest first."""
+    fi, ci = np.nonzero((d2 < gate) & (overlap > 0.0))
+    if fi.shape[0] == 0:
+        return []
+    order = np.lexsort((-overlap[fi, ci], d2[fi, ci]))
+    used_f: set[int] = set()
+    used_c: set[int] = set()
+    chosen: list[tuple[int, int]] = []
+    for f, c in zip(fi[order].tolist(), ci[order].tolist(), strict=True):
+        if f not in used_f and c not in used_c:
+            used_f.add(f)
+            used_c.add(c)
+            chosen.append((f, c))
+    return chosen
+
+
+class PoseFilter:
+    """EKF of the laser's planar pose on a wall map (see the module docstring).
+
+    Args:
+        pose: the laser's starting pose in the map frame, (x, y, θ) or 6-D/8-D (x, y, z, θ, ...), m and rad.
+        covariance: its 3x3 covariance (or 9 row-major values), m², m·rad, rad².
+        reference: the dead-reckoned laser pose at the same time (``Localization/Laser_Dead-Reckoning``); None:
+            the first :meth:`predict` only takes its pose as the reference.
+        params: settings.
+
+    Raises:
+        ValueError: a pose or covariance of the wrong shape or not finite.
+    """
+
+    def __init__(
+        self,
+        pose: PoseLike,
+        covariance: npt.ArrayLike,
+        *,
+        reference: PoseLike | None = None,
+        params: PoseFilterParams | None = None,
+    ) -> None:
+        self.params = params or PoseFilterParams()
+        self._x = np.zeros(3)
+        self._p = np.zeros((3, 3))
+        self._reference: tuple[float, float, float, float] | None = None
+        self._poor = 0
+        self._last_matches = 0
+        self._updates = 0
+        self._lost = False
+        self.reset(pose, covariance, reference)
+
+    # -- state ---------------------------------------------------------------------------------------------------
+
+    @property
+    def pose(self) -> tuple[float, float, float]:
+        """The laser's (x, y, θ) in the map frame, m and rad (θ continuous, not wrapped)."""
+        return float(self._x[0]), float(self._x[1]), float(self._x[2])
+
+    @property
+    def covariance(self) -> FloatArray:
+        """A copy of the 3x3 covariance of :attr:`pose`."""
+        return self._p.copy()
+
+    @property
+    def status(self) -> FilterStatus:
+        """The filter's health (see :class:`FilterStatus`)."""
+        position = float(np.sqrt(max(float(np.linalg.eigvalsh(self._p[:2, :2])[-1]), 0.0)))
+        return FilterStatus(
+            self._lost,
+            self._poor,
+            self._last_matches,
+            self._updates,
+            position,
+            math.sqrt(max(float(self._p[2, 2]), 0.0)),
+        )
+
+    @property
+    def lost(self) -> bool:
+        """Too few matches for too long, or too uncertain (see :class:`PoseFilterParams`)."""
+        return self._lost
+
+    def reset(self, pose: PoseLike, covariance: npt.ArrayLike, reference: PoseLike | None = None) -> None:
+        """Restart from ``pose`` with ``covariance`` (a pose set by hand, or one :func:`relocalize` found).
+
+        Args:
+            pose: the laser's pose in the map frame, 3-, 6- or 8-D.
+            covariance: 3x3 (or 9 values).
+            reference: the dead-reckoned laser pose at the same time, or None (see the class).
+        """
+        x, y, theta, _ = planar(pose)
+        p = _covariance(covariance, "covariance")
+        self._x = np.array([x, y, theta])
+        self._p = p
+        self._reference = None if reference is None else planar(reference)
+        self._poor = 0
+        self._lost = False
+        self._check_lost()
+
+    # -- predict -------------------------------------------------------------------------------------------------
+
+    def predict(self, dr_pose: PoseLike, increment: npt.ArrayLike) -> None:
+        """Move the state by the dead reckoning's laser motion since the previous call.
+
+        Args:
+            dr_pose: the dead-reckoned laser pose at this scan (``Localization/Laser_Dead-Reckoning``: 8-D with pan
+                and tilt; 3- and 6-D are taken with pan 0).
+            increment: the covariance of the robot's (x, y, θ) increment since the previous scan (that interface's
+                covariance, 3x3 or 9 values), dead-reckoning frame.
+
+        Raises:
+            ValueError: a pose or covariance of the wrong shape or not finite.
+        """
+        now = planar(dr_pose)
+        sigma = _covariance(increment, "increment")
+        previous, self._reference = self._reference, now
+        if previous is None:
+            return
+        px, py, pt, _ = previous
+        x, y, theta, pan = now
+        # the increment in the previous laser frame, then in the map frame at the filter's heading
+        c, s = math.cos(pt), math.sin(pt)
+        ux, uy = c * (x - px) + s * (y - py), -s * (x - px) + c * (y - py)
+        dtheta = theta - pt
+        ft = float(self._x[2])
+        cf, sf = math.cos(ft), math.sin(ft)
+        dx, dy = cf * ux - sf * uy, sf * ux + cf * uy
+        f = np.array([[1.0, 0.0, -dy], [0.0, 1.0, dx], [0.0, 0.0, 1.0]])
+        # the robot's increment covariance carried to the laser (mount lever), then into the map frame
+        mx, my = self.params.laser_mount
+        robot = theta - pan
+        cr, sr = math.cos(robot), math.sin(robot)
+        ox, oy = cr * mx - sr * my, sr * mx + cr * my
+        t = np.array([[1.0, 0.0, -oy], [0.0, 1.0, ox], [0.0, 0.0, 1.0]])
+        turn = ft - pt
+        ct, st = math.cos(turn), math.sin(turn)
+        rot = np.array([[ct, -st, 0.0], [st, ct, 0.0], [0.0, 0.0, 1.0]])
+        g = rot @ t
+        q = g @ sigma @ g.T
+        self._x = self._x + np.array([dx, dy, dtheta])
+        p = f @ self._p @ f.T + q
+        self._p = 0.5 * (p + p.T)
+        self._check_lost()
+
+    # -- update --------------------------------------------------------------------------------------------------
+
+    def update(self, features: Sequence[LineFeature], wall_map: WallMap) -> UpdateResult:
+        """Match a scan's features to the map and correct the state with the pairs.
+
+        Args:
+            features: the scan's lines (:func:`~pluto.navigation.pose.features.extract_lines`), laser frame.
+            wall_map: the map.
+
+        Returns:
+            The pairs, their innovations and NIS, and the new pose and covariance.
+        """
+        prm = self.params
+        walls = wall_map.visible(self.pose, prm.max_range)
+        matches: list[Match] = []
+        nis = 0.0
+        if features and walls.shape[0]:
+            feats = _Features(features, prm.extra_alpha_std, prm.extra_r_std)
+            pairs = _pairs(self._x, self._p, feats, wall_map, walls, prm.overlap_margin)
+            chosen = _associate(pairs.d2, pairs.overlap, prm.gate)
+            if chosen:
+                nis = self._correct(pairs, chosen)
+                matches = [
+                    Match(
+                        f,
+                        int(walls[c]),
+                        (float(pairs.nu_a[f, c]), float(pairs.nu_r[f, c])),
+                        float(pairs.d2[f, c]),
+                    )
+                    for f, c in chosen
+                ]
+        self._updates += 1
+        self._last_matches = len(matches)
+        if len(matches) >= prm.min_matches and matches:
+            self._poor = 0
+            self._lost = False
+        else:
+            self._poor += 1
+        self._check_lost()
+        return UpdateResult(self.pose, self.covariance, tuple(matches), nis, int(walls.shape[0]), self._lost)
+
+    def _correct(self, pairs: _Pairs, chosen: list[tuple[int, int]]) -> float:
+        """Joint EKF update with the chosen pairs; returns their NIS."""
+        m = len(chosen)
+        h = np.zeros((2 * m, 3))
+        r = np.zeros((2 * m, 2 * m))
+        nu = np.zeros(2 * m)
+        for k, (f, c) in enumerate(chosen):
+            sgn = float(pairs.sign[c])
+            h[2 * k, 2] = -1.0
+            h[2 * k + 1, 0] = -sgn * float(pairs.ca[c])
+            h[2 * k + 1, 1] = -sgn * float(pairs.sa[c])
+            r[2 * k, 2 * k] = pairs.r_aa[f, c]
+            r[2 * k, 2 * k + 1] = r[2 * k + 1, 2 * k] = pairs.r_ar[f, c]
+            r[2 * k + 1, 2 * k + 1] = pairs.r_rr[f, c]
+            nu[2 * k] = pairs.nu_a[f, c]
+            nu[2 * k + 1] = pairs.nu_r[f, c]
+        p = self._p
+        s = h @ p @ h.T + r
+        gain = np.linalg.solve(s, h @ p).T  # P Hᵀ S⁻¹ (S and P symmetric)
+        self._x = self._x + gain @ nu
+        a = np.eye(3) - gain @ h
+        p = a @ p @ a.T + gain @ r @ gain.T
+        self._p = 0.5 * (p + p.T)
+        return float(nu @ np.linalg.solve(s, nu))
+
+    def _check_lost(self) -> None:
+        prm = self.params
+        position = float(np.linalg.eigvalsh(self._p[:2, :2])[-1])
+        if self._poor >= prm.lost_after or position > prm.lost_position_std**2:
+            self._lost = True
+
+    # -- output --------------------------------------------------------------------------------------------------
+
+    def laser_post(self, dr_pose: PoseLike) -> list[float]:
+        """The pose to post on ``Localization/Post_Pose`` (setter 1: a laser pose): ``dr_pose`` (the dead-reckoned
+        laser pose of the same scan, 6- or 8-D) with x, y and θ replaced by the filter's.
+
+        Raises:
+            ValueError: ``dr_pose`` is not 6- or 8-D.
+        """
+        if len(dr_pose) not in (6, 8):
+            raise ValueError(f"the dead-reckoned laser pose must be 6- or 8-D, got {len(dr_pose)} values")
+        out = [float(v) for v in dr_pose]
+        out[0], out[1], out[3] = self.pose
+        return out
+
+
+# -- relocalization ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Relocalization:
+    """A pose found by a global search of the map (never applied by the filter itself).
+
+    Attributes:
+        pose: the laser's (x, y, θ) in the map frame, m and rad (θ in [-π, π)).
+        covariance: 3x3 covariance of the least-squares fit on the matched features.
+        score: scan points of the features that match a wall at ``pose``.
+        fraction: ``score`` over the scan points of all the features used.
+        matches: number of features matched.
+        runner_up: the best score of a hypothesis away from ``pose`` (more than 0.5 m or 0.2 rad): close to
+            ``score`` means the place is ambiguous.
+        hypotheses: number of hypotheses scored.
+    """
+
+    pose: tuple[float, float, float]
+    covariance: FloatArray
+    score: float
+    fraction: float
+    matches: int
+    runner_up: float
+    hypotheses: int
+
+
+def relocalize(
+    features: Sequence[LineFeature],
+    wall_map: WallMap,
+    hint: PoseLike | None = None,
+    *,
+    radius: float | None = None,
+    max_range: float = 30.0,
+    max_features: int = 10,
+    min_length: float = 0.8,
+    angle_tolerance: float = 0.05,
+    distance_tolerance: float = 0.15,
+    overlap_margin: float = 0.3,
+    chunk: int = 2048,
+) -> Relocalization | None:
+    """Search the map for the laser pose that best explains a scan's lines (a kidnapped robot).
+
+    Args:
+        features: the scan's lines, laser frame.
+        wall_map: the map.
+        hint: a pose (x, y[, ...]) to search around, or None to search the whole map.
+        radius: with a hint, how far from it the pose may be, m (None: anywhere).
+        max_range: walls farther than this from the search area are not used, m.
+        max_features: the longest features used.
+        min_length: shorter features are not used, m.
+        angle_tolerance: how far a feature's direction may be from its wall's, rad.
+        distance_tolerance: how far a feature's line may be from its wall's, m.
+        overlap_margin: how far beyond its wall's ends a feature may reach, m.
+        chunk: hypotheses scored at once (bounds memory).
+
+    Returns:
+        The best pose, or None if no two non-parallel features could be assigned to walls.
+    """
+    usable = sorted((f for f in features if f.length >= min_length), key=lambda f: -f.length)[:max_features]
+    if len(usable) < 2 or len(wall_map) == 0:
+        return None
+    feats = _Features(usable, 0.0, 0.0)
+    if hint is not None and radius is not None:
+        walls = wall_map.near(float(hint[0]), float(hint[1]), radius + max_range)
+        centre: tuple[float, float] | None = (float(hint[0]), float(hint[1]))
+    else:
+        walls = np.arange(len(wall_map))
+        centre = None
+    if walls.shape[0] < 2:
+        return None
+    # every wall with both of its sides: normal angle, offset (p·n = offset), extent along the line
+    a_w = np.concatenate((wall_map.alpha[walls], wall_map.alpha[walls] + math.pi))
+    o_w = np.concatenate((wall_map.rho[walls], -wall_map.rho[walls]))
+    ids = np.concatenate((walls, walls))
+    hyp = _hypotheses(feats, a_w, o_w, ids, wall_map, angle_tolerance, overlap_margin)
+    if hyp.shape[0] == 0:
+        return None
+    x0, y0, x1, y1 = wall_map.bounds()
+    inside = (hyp[:, 0] >= x0) & (hyp[:, 0] <= x1) & (hyp[:, 1] >= y0) & (hyp[:, 1] <= y1)
+    if centre is not None and radius is not None:
+        inside &= np.hypot(hyp[:, 0] - centre[0], hyp[:, 1] - centre[1]) <= radius
+    hyp = hyp[inside]
+    if hyp.shape[0] == 0:
+        return None
+    scores = np.concatenate(
+        [
+            _score(hyp[i : i + chunk], feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
+            for i in range(0, hyp.shape[0], chunk)
+        ]
+    )
+    best = int(np.argmax(scores))
+    pose = hyp[best]
+    refined = _refine(pose, feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
+    if refined is None:
+        return None
+    pose_r, cov, matched = refined
+    far = (np.hypot(hyp[:, 0] - pose_r[0], hyp[:, 1] - pose_r[1]) > 0.5) | (np.abs(_wrap(hyp[:, 2] - pose_r[2])) > 0.2)
+    runner_up = float(scores[far].max()) if far.any() else 0.0
+    score = float(feats.points[matched].sum())
+    return Relocalization(
+        (float(pose_r[0]), float(pose_r[1]), float(_wrap(np.array(pose_r[2])))),
+        cov,
+        score,
+        score / float(feats.points.sum()),
+        int(matched.sum()),
+        runner_up,
+        int(hyp.shape[0]),
+    )
+
+
+def _hypotheses(
+    feats: _Features,
+    a_w: FloatArray,
+    o_w: FloatArray,
+    ids: IntArray,
+    wall_map: WallMap,
+    angle_tolerance: float,
+    margin: float,
+) -> FloatArray:
+    """``(H, 3)`` poses from every non-parallel pair of features assigned to every pair of sided walls."""
+    out: list[FloatArray] = []
+    n = feats.count
+    for i in range(n):
+        for j in range(i + 1, n):
+            da = float(feats.alpha[j] - feats.alpha[i])
+            if abs(math.sin(da)) < 0.5:  # within 30° of parallel: a poor fix
+                continue
+            # θ = a_k - α_i must also turn feature j onto wall l: a_l - a_k = α_j - α_i
+            diff = _wrap(a_w[None, :] - a_w[:, None] - da)
+            k, l_ = np.nonzero(np.abs(diff) < 2.0 * angle_tolerance)
+            k, l_ = k[ids[k] != ids[l_]], l_[ids[k] != ids[l_]]
+            if k.shape[0] == 0:
+                continue
+            theta = a_w[k] - feats.alpha[i]
+            # (x, y)·n(a) = offset - r for both lines
+            c1, s1, c2, s2 = np.cos(a_w[k]), np.sin(a_w[k]), np.cos(a_w[l_]), np.sin(a_w[l_])
+            b1, b2 = o_w[k] - feats.r[i], o_w[l_] - feats.r[j]
+            det = c1 * s2 - s1 * c2
+            ok = np.abs(det) > 1e-6
+            det = np.where(ok, det, 1.0)
+            x = (b1 * s2 - s1 * b2) / det
+            y = (c1 * b2 - b1 * c2) / det
+            pose = np.stack((x, y, theta), axis=1)[ok]
+            wk, wl = ids[k][ok], ids[l_][ok]
+            keep = _overlaps(pose, feats.ends[i], wall_map, wk, margin) & _overlaps(
+                pose, feats.ends[j], wall_map, wl, margin
+            )
+            out.append(pose[keep])
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
+def _overlaps(
+    pose: FloatArray, ends: FloatArray, wall_map: WallMap, walls: IntArray, margin: float
+) -> npt.NDArray[np.bool_]:
+    """Whether one feature's segment (laser frame), seen from each pose, overlaps the paired wall's extent."""
+    c, s = np.cos(pose[:, 2]), np.sin(pose[:, 2])
+    x1 = pose[:, 0] + c * ends[0] - s * ends[1]
+    y1 = pose[:, 1] + s * ends[0] + c * ends[1]
+    x2 = pose[:, 0] + c * ends[2] - s * ends[3]
+    y2 = pose[:, 1] + s * ends[2] + c * ends[3]
+    sa, ca = np.sin(wall_map.alpha[walls]), np.cos(wall_map.alpha[walls])
+    t1 = -x1 * sa + y1 * ca
+    t2 = -x2 * sa + y2 * ca
+    ext = wall_map.extent[walls]
+    result: npt.NDArray[np.bool_] = np.minimum(np.maximum(t1, t2), ext[:, 1] + margin) > np.maximum(
+        np.minimum(t1, t2), ext[:, 0] - margin
+    )
+    return result
+
+
+def _feature_matches(
+    pose: FloatArray,
+    feats: _Features,
+    wall_map: WallMap,
+    walls: IntArray,
+    angle_tolerance: float,
+    distance_tolerance: float,
+    margin: float,
+) -> tuple[npt.NDArray[np.bool_], FloatArray]:
+    """For ``(H, 3)`` poses: ``(H, F, W)`` whether each feature lies on each wall, and the distance residual."""
+    x, y, th = pose[:, 0, None], pose[:, 1, None], pose[:, 2, None]
+    a = th + feats.alpha[None, :]  # (H, F) the feature's normal in the map frame
+    offset = feats.r[None, :] + x * np.cos(a) + y * np.sin(a)
+    alpha = wall_map.alpha[walls]
+    rho = wall_map.rho[walls]
+    delta = _wrap(a[:, :, None] - alpha[None, None, :])
+    same = np.abs(delta) < angle_tolerance
+    opposite = np.abs(_wrap(delta + math.pi)) < angle_tolerance
+    residual = np.where(same, offset[:, :, None] - rho, offset[:, :, None] + rho)
+    on = (same | opposite) & (np.abs(residual) < distance_tolerance)
+    c, s = np.cos(pose[:, 2])[:, None], np.sin(pose[:, 2])[:, None]
+    e = feats.ends
+    x1 = pose[:, 0, None] + c * e[None, :, 0] - s * e[None, :, 1]
+    y1 = pose[:, 1, None] + s * e[None, :, 0] + c * e[None, :, 1]
+    x2 = pose[:, 0, None] + c * e[None, :, 2] - s * e[None, :, 3]
+    y2 = pose[:, 1, None] + s * e[None, :, 2] + c * e[None, :, 3]
+    sa, ca = np.sin(alpha), np.cos(alpha)
+    t1 = -x1[:, :, None] * sa + y1[:, :, None] * ca
+    t2 = -x2[:, :, None] * sa + y2[:, :, None] * ca
+    ext = wall_map.extent[walls]
+    on &= np.minimum(np.maximum(t1, t2), ext[:, 1] + margin) > np.maximum(np.minimum(t1, t2), ext[:, 0] - margin)
+    return on, residual
+
+
+def _score(
+    pose: FloatArray,
+    feats: _Features,
+    wall_map: WallMap,
+    walls: IntArray,
+    angle_tolerance: float,
+    distance_tolerance: float,
+    margin: float,
+) -> FloatArray:
+    """Scan points of the features that lie on some wall, per pose, less a small penalty for the residuals."""
+    on, residual = _feature_matches(pose, feats, wall_map, walls, angle_tolerance, distance_tolerance, margin)
+    matched = on.any(axis=2)
+    best = np.where(on, np.abs(residual), distance_tolerance).min(axis=2)
+    score: FloatArray = (matched * feats.points[None, :]).sum(axis=1) - (best / distance_tolerance).sum(axis=1)
+    return score
+
+
+def _refine(
+    pose: FloatArray,
+    feats: _Features,
+    wall_map: WallMap,
+    walls: IntArray,
+    angle_tolerance: float,
+    distance_tolerance: float,
+    margin: float,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]] | None:
+    """Weighted least squares of a pose on the features that lie on a wall there (a few Gauss-Newton steps)."""
+    x = pose.astype(np.float64).copy()
+    cov = np.full((3, 3), np.nan)
+    matched = np.zeros(feats.count, dtype=bool)
+    for _ in range(4):
+        on, residual = _feature_matches(x[None, :], feats, wall_map, walls, angle_tolerance, distance_tolerance, margin)
+        on, residual = on[0], residual[0]
+        matched = on.any(axis=1)
+        if matched.sum() < 2:
+            return None
+        wall = np.argmin(np.where(on, np.abs(residual), np.inf), axis=1)
+        info = np.zeros((3, 3))
+        grad = np.zeros(3)
+        for f in np.flatnonzero(matched).tolist():
+            w = int(walls[wall[f]])
+            a, rho = float(wall_map.alpha[w]), float(wall_map.rho[w])
+            ca, sa = math.cos(a), math.sin(a)
+            rho_r = rho - x[0] * ca - x[1] * sa
+            sgn = -1.0 if rho_r < 0 else 1.0
+            gamma = a - x[2] + (math.pi if sgn < 0 else 0.0)
+            nu = np.array([float(_wrap(np.array(feats.alpha[f] - gamma))), feats.r[f] - sgn * rho_r])
+            h = np.array([[0.0, 0.0, -1.0], [-sgn * ca, -sgn * sa, 0.0]])
+            r = np.array([[feats.caa[f], feats.car[f]], [feats.car[f], feats.crr[f]]])
+            w_inv = np.linalg.inv(r)
+            info += h.T @ w_inv @ h
+            grad += h.T @ w_inv @ nu
+        try:
+            cov = np.linalg.inv(info)
+        except np.linalg.LinAlgError:
+            return None
+        step = cov @ grad
+        x = x + step
+        if float(np.abs(step).max()) < 1e-6:
+            break
+    return x, 0.5 * (cov + cov.T), matched
