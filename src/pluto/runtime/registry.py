@@ -3,6 +3,12 @@
 Installed modules are registered under the ``pluto.modules`` entry-point group (see pyproject.toml), so a separate
 package can add modules without touching Pluto. A name of the form ``package.module:Class`` imports that class
 directly, which is how tests and one-off modules are run.
+
+A module that can stand on several devices (the base: simulated or a Pioneer over P2OS; the laser: simulated or a
+SICK LMS) has drivers: module classes registered under the ``pluto.drivers.<module>`` group, one entry point per
+driver (``[project.entry-points."pluto.drivers.base"]``, ``p2os = "pluto.hardware.base.p2os_module:P2osBase"``).
+The ``driver`` parameter picks one (``pluto run base --driver p2os``, or ``driver = "p2os"`` in a profile); without
+it, the module's own class runs.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from pluto.errors import ModuleNotFound
 from pluto.runtime.module import Module
 
 GROUP = "pluto.modules"
+DRIVER_GROUP = "pluto.drivers"
+"""Drivers of module ``m`` are registered under the group ``pluto.drivers.m``."""
 
 
 def available_modules() -> dict[str, str]:
@@ -24,24 +32,38 @@ def available_modules() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
+def available_drivers(module: str) -> dict[str, str]:
+    """Installed drivers of ``module`` (an installed module name) and the ``package.module:Class`` of each."""
+    return {ep.name: ep.value for ep in entry_points(group=f"{DRIVER_GROUP}.{module}")}
+
+
 def load_module_class(name: str, params: Mapping[str, object] | None = None) -> type[Module[Any]]:
     """Return the module class called ``name`` (an installed name or ``package.module:Class``).
 
-    A module with several drivers (the base: simulated or a real Pioneer) names them in its ``drivers`` class
-    attribute; the ``driver`` parameter picks one (``pluto run base --driver p2os``).
+    A ``driver`` among ``params`` picks one of the module's drivers instead (see :func:`load_driver_class`).
 
     Raises:
         ModuleNotFound: no such module (with the closest installed names), or no such driver of it.
     """
     cls = _load(name)
     driver = (params or {}).get("driver")
-    if driver is None or driver == getattr(cls, "driver", None):
+    if driver is None:
         return cls
-    drivers: dict[str, str] = getattr(cls, "drivers", {})
-    if driver not in drivers:
-        known = ", ".join([getattr(cls, "driver", "default"), *drivers])
-        raise ModuleNotFound(f"module {name!r} has no driver {driver!r} (drivers: {known})")
-    return _load(drivers[str(driver)])
+    module = name if ":" not in name else cls.name or cls.__name__.lower()
+    return load_driver_class(module, driver)
+
+
+def load_driver_class(module: str, driver: object) -> type[Module[Any]]:
+    """Return the class of driver ``driver`` of module ``module``, from the group ``pluto.drivers.<module>``.
+
+    Raises:
+        ModuleNotFound: no such driver (the message lists the installed ones), or it cannot be loaded.
+    """
+    drivers = available_drivers(module)
+    if not isinstance(driver, str) or driver not in drivers:
+        known = f"installed drivers: {', '.join(sorted(drivers))}" if drivers else "it has no drivers installed"
+        raise ModuleNotFound(f"module {module!r} has no driver {driver!r} ({known})")
+    return _load(drivers[driver], what=f"driver {driver!r} of module {module!r}")
 
 
 def without_driver(params: Mapping[str, object]) -> dict[str, object]:
@@ -49,19 +71,22 @@ def without_driver(params: Mapping[str, object]) -> dict[str, object]:
     return {key: value for key, value in params.items() if key != "driver"}
 
 
-def _load(name: str) -> type[Module[Any]]:
+def _load(name: str, what: str | None = None) -> type[Module[Any]]:
+    """The class ``name`` stands for (an installed module name or ``package.module:Class``); ``what`` names it in
+    errors (default: ``module <name>``)."""
     target = available_modules().get(name, name if ":" in name else None)
     if target is None:
         close = difflib.get_close_matches(name, available_modules(), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; `pluto modules` lists them"
         raise ModuleNotFound(f"no module named {name!r}{hint}")
+    what = what or f"module {name!r}"
     module_path, _, attr = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module_path), attr)
     except (ImportError, AttributeError) as err:
-        raise ModuleNotFound(f"module {name!r}: cannot load {target}: {err}") from None
+        raise ModuleNotFound(f"{what}: cannot load {target}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, Module)):
-        raise ModuleNotFound(f"module {name!r}: {target} is not a pluto Module class")
+        raise ModuleNotFound(f"{what}: {target} is not a pluto Module class")
     return cls
 
 
