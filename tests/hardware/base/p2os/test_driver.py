@@ -558,9 +558,7 @@ def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot], driv
     assert driver.statistics().command_timeouts == 0
 
 
-def test_close_says_goodbye_in_order_once(
-    robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]
-) -> None:
+def test_close_says_goodbye_in_order_once(robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]) -> None:
     robot = robots()
     driver = drivers()
     driver.connect()

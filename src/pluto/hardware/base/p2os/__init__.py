@@ -7,6 +7,8 @@
 - :mod:`.decoder`: :class:`P2osDecoder`, the streaming decoder for either side of the link.
 - :mod:`.models`: per-model parameters (:func:`robot_params`) and conversions between robot units and SI.
 - :mod:`.odometry`: :class:`OdometryIntegrator`, a continuous pose in SI from successive SIPs.
+- :mod:`.client`: :class:`P2osClient`, the client's side of the link (handshake, limits, keepalive, command
+  timeout, link timeout, reconnection) as a state machine fed bytes and times; :mod:`.driver` runs it on a port.
 
 Example (a client)::
 
@@ -17,6 +19,24 @@ Example (a client)::
         ...
 """
 
+from .client import (
+    BaudRate,
+    ClientEvent,
+    Connected,
+    ConnectFailed,
+    HandshakeStep,
+    LinkLost,
+    P2osClient,
+    P2osConnectError,
+    P2osError,
+    P2osLinkError,
+    P2osState,
+    P2osStatistics,
+    P2osTimeout,
+    Phase,
+    Reconnecting,
+    handshake_table,
+)
 from .decoder import NEED_DATA, ConnectionClosed, DecoderStatistics, Event, NeedData, P2osDecoder, Role
 from .models import (
     ANGLE_CONV,
@@ -84,21 +104,36 @@ __all__ = [
     "NEED_DATA",
     "ROBOT_PARAMS",
     "ArgumentKind",
+    "BaudRate",
+    "ClientEvent",
     "Command",
     "CommandPacket",
     "ConfigPacket",
+    "ConnectFailed",
+    "Connected",
     "ConnectionClosed",
     "DecoderStatistics",
     "EncoderPacket",
     "Event",
     "GripperPacket",
+    "HandshakeStep",
     "IoPacket",
+    "LinkLost",
     "LocalProtocolError",
     "NeedData",
     "OdometryIntegrator",
     "OdometryUpdate",
+    "P2osClient",
+    "P2osConnectError",
     "P2osDecoder",
+    "P2osError",
+    "P2osLinkError",
+    "P2osState",
+    "P2osStatistics",
+    "P2osTimeout",
+    "Phase",
     "ProtocolError",
+    "Reconnecting",
     "RemoteProtocolError",
     "RobotParams",
     "Role",
@@ -117,6 +152,7 @@ __all__ = [
     "frame",
     "from_deg",
     "from_mm",
+    "handshake_table",
     "heading_delta",
     "pack_byte_pair",
     "parse_command",

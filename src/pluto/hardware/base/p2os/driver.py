@@ -108,18 +108,14 @@ class P2osDriver:
 
     Create it, then :meth:`connect` (or use it as a context manager, which connects); :meth:`close` ends the
     session. Commands take SI units and are clamped to the model's limits; the robot's state is read with
-    :attr:`state` or :meth:`wait_for_sip`.
+    :attr:`state` or :meth:`wait_for_sip`. The properties and commands are those of :class:`.P2osClient`; every
+    command raises :class:`P2osLinkError` when not connected or when the write to the port fails.
 
     Args:
-        url: the port: a device (``/dev/ttyUSB0``, a pty path) or a pyserial URL (``socket://127.0.0.1:8101``).
-        model: the robot subclass whose parameters to use (e.g. ``"p3dx"``); None to take it from the SYNC2 echo.
-        baud: the first baud rate tried on a serial device (the others are tried if it does not answer).
-        handshake_timeout: time each handshake step waits for the robot's answer, s.
-        handshake_retries: attempts of each handshake step before giving up (at one baud rate).
-        command_timeout: a velocity command not renewed within this time is followed by VEL 0 / RVEL 0, s.
-        keepalive: a PULSE is sent when nothing else was written for this long, s.
-        link_timeout: the link is considered dead after this long without a packet, s.
-        reconnect: after a link loss, run the handshake again in the background until it succeeds.
+        url: the port: a device (``/dev/ttyUSB0``, a pty path) or a pyserial URL (``socket://127.0.0.1:8101``);
+            the standard baud rates are tried on a device that does not answer at ``baud``.
+        model, baud, handshake_timeout, handshake_retries, command_timeout, keepalive, link_timeout, reconnect: as
+            :class:`.P2osClient` (s, bit/s).
         clock: the time source of every timer and stamp, s (monotonic).
 
     Raises:
@@ -165,8 +161,6 @@ class P2osDriver:
         self._failure: str | None = None  # why the handshake of connect() failed
         self._reader: threading.Thread | None = None
 
-    # -- context manager ----------------------------------------------------------------------------------------
-
     def __enter__(self) -> Self:
         self.connect()
         return self
@@ -177,23 +171,15 @@ class P2osDriver:
         self.close()
 
     def __repr__(self) -> str:
-        try:
-            model = self._client.params.subclass
-        except P2osLinkError:
-            model = "?"
+        model = self._client.params.subclass if self._client.robot_subclass is not None else "?"
         return f"<P2osDriver {self._url} model={model} {'connected' if self.connected else 'disconnected'}>"
 
-    # -- properties ---------------------------------------------------------------------------------------------
+    # -- properties (the client's; see P2osClient) --------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """The port the driver talks through."""
         return self._url
-
-    @property
-    def client(self) -> P2osClient:
-        """The sans-I/O client behind the driver (read it; driving it directly bypasses the driver's lock)."""
-        return self._client
 
     @property
     def connected(self) -> bool:
@@ -202,11 +188,7 @@ class P2osDriver:
 
     @property
     def params(self) -> RobotParams:
-        """The robot model's parameters (conversion factors, radius, sonar poses).
-
-        Raises:
-            P2osLinkError: never connected yet, so the model is not known.
-        """
+        """The robot model's parameters. Raises P2osLinkError before the first connection."""
         return self._client.params
 
     @property
@@ -236,20 +218,16 @@ class P2osDriver:
 
     @property
     def max_velocity(self) -> float:
-        """The translational speed limit commands are clamped to, m/s: the lower of the model's top speed and the
-        robot's CONFIGpac TransVelTop, or less if :meth:`set_speed_profile` set less."""
+        """The translational speed limit commands are clamped to, m/s (:attr:`.P2osClient.max_velocity`)."""
         return self._client.max_velocity
 
     @property
     def max_rot_velocity(self) -> float:
-        """The rotational speed limit commands are clamped to, rad/s: the lower of
-        :data:`DEFAULT_MAX_ROT_VELOCITY` and the robot's CONFIGpac RotVelTop, or less if :meth:`set_speed_profile`
-        set less."""
+        """The rotational speed limit commands are clamped to, rad/s (:attr:`.P2osClient.max_rot_velocity`)."""
         return self._client.max_rot_velocity
 
     def silence(self) -> float:
-        """Time since the robot last answered (a packet arrived, or the handshake completed), s by the driver's
-        clock; inf before the first connection."""
+        """Time since the robot last answered, s by the driver's clock; inf before the first connection."""
         return self._client.silence(self._clock())
 
     def statistics(self) -> P2osStatistics:
@@ -275,29 +253,28 @@ class P2osDriver:
 
     def _flush(self) -> None:
         """Apply the client's events, then write its output (the lock is held)."""
-        client = self._client
+        client, failure = self._client, None
         while True:
             while (event := client.next_event()) is not NEED_DATA:
                 self._apply(event)
-            port = self._port
-            if port is None:
-                return
-            data = client.data_to_send()
-            if not data:
-                return
+            port = self._port  # None: the output waits for the port the client asked for
+            if port is None or failure is not None or not (data := client.data_to_send()):
+                break
             try:
                 port.write(data)
             except Exception as err:
+                failure = err
                 client.port_failed(f"write failed: {type(err).__name__}: {err}", self._clock())
-                while (event := client.next_event()) is not NEED_DATA:
-                    self._apply(event)
-                raise P2osLinkError(f"cannot write to the robot on {self._url}: {err}") from err
+        if failure is not None:
+            raise P2osLinkError(f"cannot write to the robot on {self._url}: {failure}") from failure
 
     def _apply(self, event: ClientEvent) -> None:
         port = self._port
-        if isinstance(event, BaudRate):
-            if port is not None:
+        if isinstance(event, BaudRate) and port is not None:
+            try:
                 port.baudrate = event.baud
+            except Exception as err:
+                self._client.port_failed(f"cannot set {event.baud} baud: {err}", self._clock())
         elif isinstance(event, LinkLost | ConnectFailed):
             self._port = None
             if port is not None:
@@ -437,39 +414,26 @@ class P2osDriver:
                 return None
             return None if self._closed else self._client.state
 
-    # -- commands -----------------------------------------------------------------------------------------------
+    # -- commands (the client's, under the lock; see P2osClient) ------------------------------------------------
 
     def set_velocity(self, v: float, omega: float) -> None:
-        """Drive: translation and rotation (VEL and RVEL), clamped to the limits.
-
-        Args:
-            v: forward velocity, m/s.
-            omega: rotational velocity, rad/s, counter-clockwise positive.
+        """Drive: VEL ``v`` (m/s) and RVEL ``omega`` (rad/s, counter-clockwise), clamped to the limits.
 
         Raises:
             ValueError: a value that is not finite.
-            P2osLinkError: not connected.
         """
         self._call(lambda now: self._client.set_velocity(v, omega, now))
 
     def set_wheel_velocities(self, left: float, right: float) -> None:
-        """Drive each wheel (VEL2), clamped to the translational limit.
-
-        Args:
-            left, right: wheel velocities, m/s (sent in Vel2Divisor units: 20 mm/s on Pioneers).
+        """Drive each wheel (VEL2), ``left`` and ``right`` in m/s, clamped to the translational limit.
 
         Raises:
             ValueError: a value that is not finite.
-            P2osLinkError: not connected.
         """
         self._call(lambda now: self._client.set_wheel_velocities(left, right, now))
 
     def stop_motion(self) -> None:
-        """Stop the wheels: VEL 0 and RVEL 0.
-
-        Raises:
-            P2osLinkError: not connected.
-        """
+        """Stop the wheels: VEL 0 and RVEL 0."""
         self._call(self._client.stop_motion)
 
     def enable_motors(self, on: bool, timeout: float = 1.0) -> bool:
@@ -482,9 +446,6 @@ class P2osDriver:
         Returns:
             True if the SIP flags show the motors in the asked state; False if not (e.g. the e-stop is engaged:
             then a log line says so).
-
-        Raises:
-            P2osLinkError: not connected.
         """
         outcome = self._call(lambda now: self._client.enable_motors(on, now))
         deadline = time.monotonic() + timeout
@@ -503,18 +464,11 @@ class P2osDriver:
         return bool(outcome)
 
     def reset_odometry(self) -> None:
-        """Reset the odometry to (0, 0, 0): SETO on the robot, and the driver's integrator and frame.
-
-        Raises:
-            P2osLinkError: not connected.
-        """
+        """Reset the odometry to (0, 0, 0): SETO on the robot, and the client's integrator and frame."""
         self._call(self._client.reset_odometry)
 
     def set_odometry(self, x: float, y: float, theta: float) -> None:
-        """Declare the current odometry pose (client side: the robot is not told).
-
-        Args:
-            x, y: m; theta: rad.
+        """Declare the current odometry pose: ``x``, ``y`` in m, ``theta`` in rad (the robot is not told).
 
         Raises:
             ValueError: a value that is not finite.
@@ -523,16 +477,10 @@ class P2osDriver:
             self._client.set_odometry(x, y, theta)
 
     def request_config(self, timeout: float = 1.0) -> ConfigPacket | None:
-        """Ask for a CONFIGpac (CONFIG) and wait for it.
-
-        Args:
-            timeout: s to wait.
+        """Ask for a CONFIGpac (CONFIG) and wait for it, at most ``timeout`` s.
 
         Returns:
             The new CONFIGpac, or None if none came in time.
-
-        Raises:
-            P2osLinkError: not connected.
         """
         with self._lock:
             seen = self._client.config
@@ -541,40 +489,18 @@ class P2osDriver:
                 return None
             return self._client.config
 
-    def set_speed_profile(
-        self,
-        *,
-        max_speed: float | None = None,
-        max_accel: float | None = None,
-        max_decel: float | None = None,
-        max_turn_rate: float | None = None,
-        max_turn_accel: float | None = None,
-        max_turn_decel: float | None = None,
-    ) -> None:
-        """Set the robot's speed and acceleration limits (SETV, SETA, SETRV, SETRA); None leaves one as it is.
-
-        The speed limits also bound the commands the driver sends; they are never set above the robot's limits
-        (the lower of the model's and the CONFIGpac's, see :attr:`max_velocity`).
+    def set_speed_profile(self, **limits: float | None) -> None:
+        """Set the robot's speed and acceleration limits (SETV, SETA, SETRV, SETRA); a limit left out stays.
 
         Args:
-            max_speed: m/s. max_accel, max_decel: m/s² (> 0).
-            max_turn_rate: rad/s. max_turn_accel, max_turn_decel: rad/s² (> 0).
+            limits: any of max_speed (m/s), max_accel, max_decel (m/s²), max_turn_rate (rad/s), max_turn_accel,
+                max_turn_decel (rad/s²), all > 0; the speeds never above the robot's (:attr:`max_velocity`).
 
         Raises:
             ValueError: a value that is not a positive finite number.
-            P2osLinkError: not connected.
+            TypeError: an unknown limit.
         """
-        self._call(
-            lambda now: self._client.set_speed_profile(
-                now,
-                max_speed=max_speed,
-                max_accel=max_accel,
-                max_decel=max_decel,
-                max_turn_rate=max_turn_rate,
-                max_turn_accel=max_turn_accel,
-                max_turn_decel=max_turn_decel,
-            )
-        )
+        self._call(lambda now: self._client.set_speed_profile(now, **limits))
 
     # -- test hooks ---------------------------------------------------------------------------------------------
 
