@@ -6,12 +6,13 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
-# The bus and the proxy are imported by run(), not here: `pluto` imports this module for every command.
+# The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "run"]
+__all__ = ["add_command", "register", "run"]
 
 HELP = "command the avoid module: goto, velocity, heading, wall follow, release, status"
 
@@ -31,16 +32,9 @@ examples:
 """
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``avoid`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "avoid", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``avoid`` subcommand."""
+    p = add_parser(subparsers, "avoid", run, HELP, DESCRIPTION)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     goto = actions.add_parser("goto", help="go to a point around obstacles (T = 2)")
@@ -72,6 +66,15 @@ def add_command(
     actions.add_parser("status", help="print the avoid module's status")
 
 
+def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """The same as :func:`register`, for callers that build a parser of their own.
+
+    Args:
+        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
+    """
+    register(subparsers)
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out the avoid action.
 
@@ -83,16 +86,9 @@ def run(args: argparse.Namespace) -> int:
         LaunchError: the avoid module is not running.
         BusTimeout: no status within 5 s (``status``).
     """
-    import os
-
-    from pluto.bus import Bus
     from pluto.movement.avoid.proxy import AvoidProxy, describe_status
-    from pluto.runtime.config import load_config
 
-    if getattr(args, "robot", None):
-        os.environ["PLUTO_ROBOT"] = args.robot
-    with Bus(load_config(getattr(args, "config", None)).bus) as bus, AvoidProxy(bus, start=False) as avoid:
-        assert isinstance(avoid, AvoidProxy)
+    with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
         if args.action == "status":
             status = avoid.status() or avoid.wait_status(timeout=5.0)
             print(describe_status(status), flush=True)

@@ -1,31 +1,55 @@
-"""The shape every ``pluto`` subcommand shares: its parser, with the common options and verbatim help text."""
+"""The shape every ``pluto`` subcommand shares: its parser, with the common options and verbatim help text.
+
+Each command lives in a module of its own (or with the few verbs of its family) that offers ``register(subparsers)``;
+:mod:`pluto.cli.main` builds the ``pluto`` parser from the list of them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+from pluto.cli.common import add_bus_arguments
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``parser.add_subparsers()`` returns: where a command registers itself."""
+
+
+@functools.cache
+def common_options() -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name: ``--config``, ``--robot`` and ``-v``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_bus_arguments(parser)
+    # SUPPRESS: an option given before the command must not be reset by the command's own default.
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)"
+    )
+    return parser
 
 
 def add_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    sub: Subparsers,
     name: str,
     func: Callable[[argparse.Namespace], int],
     help_text: str,
-    description: str,
-    parents: Sequence[argparse.ArgumentParser],
+    description: str = "",
+    parents: Sequence[argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
     """Add the subcommand ``name`` that runs ``func``; return its parser for the command's own options.
 
     Args:
         sub: the subparsers of the ``pluto`` parser (or of a command with actions).
-        help_text: one line for the list of commands.  description: the command's help, printed as written.
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
+        help_text: one line for the list of commands.  description: the command's help, printed as written
+            (default: ``help_text``).
+        parents: parsers whose options the command shares (default: :func:`common_options`).
     """
     parser = sub.add_parser(
         name,
         help=help_text,
         description=description or help_text,
-        parents=list(parents),
+        parents=list((common_options(),) if parents is None else parents),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(func=func)

@@ -6,12 +6,13 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
-# The bus and the proxy are imported by run(), not here: `pluto` imports this module for every command.
+# The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "run"]
+__all__ = ["add_command", "register", "run"]
 
 HELP = "command the drive module: velocity, heading, stop, status"
 
@@ -30,16 +31,9 @@ examples:
 """
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``drive`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "drive", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``drive`` subcommand."""
+    p = add_parser(subparsers, "drive", run, HELP, DESCRIPTION)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (cmd_flags 10, or 0)")
@@ -62,6 +56,15 @@ def add_command(
     actions.add_parser("status", help="print the drive's status")
 
 
+def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """The same as :func:`register`, for callers that build a parser of their own.
+
+    Args:
+        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
+    """
+    register(subparsers)
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out the drive action.
 
@@ -74,21 +77,15 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no status within 5 s (``status``).
     """
     import math
-    import os
 
-    from pluto.bus import Bus
     from pluto.movement.drive.proxy import DriveProxy, describe_status
-    from pluto.runtime.config import load_config
 
     values = [getattr(args, name) for name in ("v", "w", "heading", "duration") if hasattr(args, name)]
     if not all(math.isfinite(x) for x in values):
         raise ConfigError(f"drive values must be finite numbers, got {values}")
     if getattr(args, "duration", 0.0) < 0.0:
         raise ConfigError(f"--for must be >= 0, got {args.duration}")
-    if getattr(args, "robot", None):
-        os.environ["PLUTO_ROBOT"] = args.robot
-    with Bus(load_config(getattr(args, "config", None)).bus) as bus, DriveProxy(bus, start=False) as drive:
-        assert isinstance(drive, DriveProxy)
+    with open_bus(args) as bus, DriveProxy(bus, start=False) as drive:
         if args.action == "status":
             status = drive.status() or drive.wait_status(timeout=5.0)
             print(describe_status(status), flush=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import config_from_args
 
 # The runtime is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "run"]
+__all__ = ["register", "run"]
 
 HELP = "run the arm (simulated or SSC-32) and its NetworkMotionServer on UDP (Ctrl-C stops it)"
 
@@ -32,16 +32,9 @@ examples:
 """
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``netmotion`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser.
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "netmotion", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``netmotion`` subcommand."""
+    p = add_parser(subparsers, "netmotion", run, HELP, DESCRIPTION)
     p.add_argument("--port", type=int, default=15000, help="UDP port (default 15000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
@@ -67,11 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
-    from pluto.runtime.config import load_config
     from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
-    if getattr(args, "robot", None):
-        os.environ["PLUTO_ROBOT"] = args.robot
     params: dict[str, object] = {
         "port": args.port,
         "host": args.host,
@@ -81,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         "baudrate": args.baudrate,
         "model": args.model,
     }
-    config = load_config(getattr(args, "config", None))
+    config = config_from_args(args)
     with stop_on_signals() as stop:
         run_in_process([ModuleSpec("netmotion", None, params)], config, stop)
     return 0

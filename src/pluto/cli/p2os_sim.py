@@ -6,7 +6,7 @@ import argparse
 import math
 from collections.abc import Sequence
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
 from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 
@@ -18,7 +18,7 @@ from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 # or SIGTERM also raises _Interrupted in the main thread, which serves: the step in progress is abandoned (the
 # robot is thrown away with the process), and the link is still closed on the way out.
 
-__all__ = ["DEFAULT_PORT", "add_command", "run"]
+__all__ = ["DEFAULT_PORT", "add_command", "register", "run"]
 
 DEFAULT_PORT = 8101
 """The TCP port served by default (as MobileSim's; the same as :data:`.emulator.DEFAULT_PORT`)."""
@@ -58,16 +58,9 @@ def _rate(text: str) -> float:
     return value
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``p2os-sim`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "p2os-sim", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``p2os-sim`` subcommand."""
+    p = add_parser(subparsers, "p2os-sim", run, HELP, DESCRIPTION)
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
     p.add_argument(
         "--host",
@@ -95,6 +88,15 @@ def add_command(
         metavar="MS",
         help="stop and disable the motors after this many ms without a command; 0 = never (default 2000)",
     )
+
+
+def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """The same as :func:`register`, for callers that build a parser of their own.
+
+    Args:
+        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
+    """
+    register(subparsers)
 
 
 class _Interrupted(BaseException):

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import config_from_args
 from pluto.errors import ConfigError
 
 # The bus and the module are imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "module_params", "run"]
+__all__ = ["add_command", "module_params", "register", "run"]
 
 HELP = "run the Player 1.5 server (TCP, port 6665) in the foreground"
 
@@ -40,16 +41,10 @@ KEY_ON_THE_COMMAND_LINE = (
 )
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``player`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "player", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``player`` subcommand."""
+    p = add_parser(subparsers, "player", run, HELP, DESCRIPTION)
+    p.set_defaults(base_verbosity=1)  # in the foreground, the server logs its clients
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 6665)")
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
@@ -69,6 +64,15 @@ def add_command(
         metavar="NAME=VALUE",
         help="set another parameter of the module, NAME=VALUE (TOML value); repeatable",
     )
+
+
+def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """The same as :func:`register`, for callers that build a parser of their own.
+
+    Args:
+        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
+    """
+    register(subparsers)
 
 
 def module_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -109,15 +113,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: bad parameters, or the port cannot be bound.
     """
-    import os
-
-    from pluto.runtime.config import load_config
     from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
     params = module_params(args)
-    if getattr(args, "robot", None):
-        os.environ["PLUTO_ROBOT"] = args.robot
-    config = load_config(getattr(args, "config", None))
+    config = config_from_args(args)
     with stop_on_signals() as stop:
         run_in_process([ModuleSpec("player", None, params)], config, stop)
     return 0

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-from collections.abc import Sequence
 
-from pluto.cli.command import add_parser
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import config_from_args
 
 # The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "run"]
+__all__ = ["register", "run"]
 
 MODULE = "pluto.gateways.xmlserver.module:XmlServerModule"
 
@@ -43,16 +42,9 @@ examples:
 """
 
 
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """Register the ``xmlserver`` subcommand.
-
-    Args:
-        sub: the subparsers of the ``pluto`` parser (``parser.add_subparsers(...)``).
-        parents: parsers whose options the command shares (the common ``--config``, ``--robot``, ``-v``).
-    """
-    p = add_parser(sub, "xmlserver", run, HELP, DESCRIPTION, parents)
+def register(subparsers: Subparsers) -> None:
+    """Register the ``xmlserver`` subcommand."""
+    p = add_parser(subparsers, "xmlserver", run, HELP, DESCRIPTION)
     p.allow_abbrev = False  # `--token SECRET` must not be taken for `--token-file SECRET`
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 7650; 0 picks a free one)")
     p.add_argument("--host", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
@@ -88,15 +80,13 @@ def run(args: argparse.Namespace) -> int:
 
     from pluto.bus import Bus
     from pluto.gateways.xmlserver.module import XmlServerModule
-    from pluto.runtime.config import load_config, parse_override
+    from pluto.runtime.config import parse_override
     from pluto.runtime.runner import ModuleSpec, instantiate, running, stop_on_signals
 
     log = logging.getLogger("pluto.xmlserver")
     if log.getEffectiveLevel() > logging.INFO:  # in the foreground, every connection is shown
         log.setLevel(logging.INFO)
-    if getattr(args, "robot", None):
-        os.environ["PLUTO_ROBOT"] = args.robot
-    config = load_config(getattr(args, "config", None))
+    config = config_from_args(args)
     params = dict(parse_override(pair) for pair in args.param)
     for option in ("port", "host", "token_file"):
         if getattr(args, option) is not None:

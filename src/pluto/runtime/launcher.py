@@ -16,10 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pluto.bus import Bus, BusTimeout
+from pluto.bus import Bus, BusConfig, BusTimeout
 from pluto.bus.lockstep import MEMBER_KEY
 from pluto.errors import LaunchError
 from pluto.runtime.registry import load_module_class
@@ -106,15 +106,36 @@ PARENT_ENV = "PLUTO_PARENT_PID"
 """Set in a module process that must end with the process that started it (see :func:`end_with_parent`)."""
 
 
-def spawn(cmd: Sequence[str], log_path: Path, *, with_parent: bool = False) -> subprocess.Popen[bytes]:
+def bus_environment(cfg: BusConfig) -> dict[str, str]:
+    """The ``PLUTO_*`` environment variables that put a child process on the bus ``cfg`` describes.
+
+    A module started by another process joins its starter's bus (robot, router, rendezvous, discovery), whether the
+    starter took those settings from its command line, its environment or its configuration file. The rest of the
+    ``[bus]`` table, and what each process listens on, the child reads from the configuration file as usual.
+    """
+    return {
+        "PLUTO_ROBOT": cfg.robot,
+        "PLUTO_CONNECT": ",".join(cfg.connect),  # empty: none, or the file's
+        "PLUTO_RENDEZVOUS": cfg.rendezvous,  # empty: no local rendezvous
+        "PLUTO_MULTICAST": "1" if cfg.multicast else "0",
+    }
+
+
+def spawn(
+    cmd: Sequence[str], log_path: Path, *, with_parent: bool = False, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start a command detached from the terminal's signals, its output appended to ``log_path``.
 
     Args:
         with_parent: the command ends when this process ends, even if it is killed (a supervisor's modules);
             without it the command outlives it (``pluto start``).
+        env: environment variables to set in the command's environment, over this process's own (see
+            :func:`bus_environment`).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, PARENT_ENV: str(os.getpid())} if with_parent else None
+    variables = {**os.environ, **(env or {})}
+    if with_parent:
+        variables[PARENT_ENV] = str(os.getpid())
     with open(log_path, "ab") as log_file:
         return subprocess.Popen(
             list(cmd),
@@ -122,7 +143,7 @@ def spawn(cmd: Sequence[str], log_path: Path, *, with_parent: bool = False) -> s
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=env,
+            env=variables,
         )
 
 
@@ -232,7 +253,7 @@ def start_daemon(
             raise LaunchError(f"{bus_name} is already running (pid {pid}); `pluto stop {bus_name}` first")
         if bus_name in bus.live_modules(timeout=0.5):
             raise LaunchError(f"a module named {bus_name} is already alive on robot {bus.robot}")
-        process = spawn(module_command(module, name, params, config), log_file)
+        process = spawn(module_command(module, name, params, config), log_file, env=bus_environment(bus.config))
         pid_file.write_text(f"{process.pid}\n")
     try:
         wait_publishing(bus, module, timeout, name=name, process=process, params=params)

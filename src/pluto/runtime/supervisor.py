@@ -25,7 +25,15 @@ from typing import Any
 from pluto.bus import Bus
 from pluto.errors import LaunchError
 from pluto.runtime.config import Config
-from pluto.runtime.launcher import module_command, runtime_dir, spawn, tail, terminate, wait_publishing
+from pluto.runtime.launcher import (
+    bus_environment,
+    module_command,
+    runtime_dir,
+    spawn,
+    tail,
+    terminate,
+    wait_publishing,
+)
 from pluto.runtime.module import Module
 from pluto.runtime.profiles import Profile, ProfileEntry
 from pluto.runtime.runner import instantiate
@@ -155,7 +163,9 @@ class Supervisor:
         if child.restarts and child.entry.name in self.held:
             params = {**params, "paused": False}  # a restarted simulator goes on at once (a new run)
         cmd = module_command(spec.module, spec.name, params, config_path)
-        child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log", with_parent=True)
+        # The child joins the supervisor's bus, however the supervisor was told which one that is.
+        env = bus_environment(self.bus.config)
+        child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log", with_parent=True, env=env)
         (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
         threading.Thread(
             target=self._wait_exit, args=(child.entry.name, process), daemon=True, name=f"wait-{child.entry.name}"

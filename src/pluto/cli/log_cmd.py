@@ -1,0 +1,181 @@
+"""``pluto log``: what log files hold, their data as CSV, a picture of the run, and imports of other formats."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.record_cmd import human_size
+from pluto.errors import PlutoError
+
+if TYPE_CHECKING:
+    from pluto.record.logfile import LogFile
+
+# The record package is imported by run_log(), not here: `pluto` imports this module for every command.
+
+__all__ = ["describe_log", "register", "run_log"]
+
+LOG_DESCRIPTION = """\
+Looks into log files: what they hold, their data as CSV, a picture of the run, and imports of other formats.
+
+examples:
+  pluto log info run.mcap
+  pluto log export run.mcap --csv run-csv/
+  pluto log plot run.mcap -o run.png
+  pluto log import-carmen intel.log.gz -o intel.mcap
+"""
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``log`` subcommand and its actions."""
+    p = add_parser(
+        subparsers, "log", run_log, "look into logs: info, export to CSV, plot, import CARMEN logs", LOG_DESCRIPTION
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    info = actions.add_parser("info", help="channels, counts, rates, duration and time range of logs")
+    info.add_argument("files", metavar="FILE", nargs="+")
+    export = actions.add_parser("export", help="one CSV file per channel")
+    export.add_argument("file", metavar="FILE")
+    export.add_argument("names", metavar="NAMES", nargs="*", help="only these interfaces (globs allowed)")
+    export.add_argument("--csv", required=True, type=Path, metavar="DIR", help="folder for the CSV files")
+    export.add_argument("--force", action="store_true", help="overwrite CSV files that exist")
+    plot = actions.add_parser("plot", help="trajectories and laser points in the world frame, as a PNG")
+    plot.add_argument("file", metavar="FILE")
+    plot.add_argument("-o", "--output", type=Path, help="the picture (default: the log's name with .png)")
+    plot.add_argument("--reference", metavar="NAME", help="pose interface whose frame is the world")
+    plot.add_argument("--laser", metavar="NAME", help="laser interface (default Sick/Scan_mm)")
+    plot.add_argument("--laser-offset", type=float, metavar="M", help="laser mount ahead of the robot centre, m")
+    plot.add_argument("--max-points", type=int, default=200_000, help="about how many laser points to draw")
+    carmen = actions.add_parser("import-carmen", help="a CARMEN log (.log or .log.gz) as a Pluto log")
+    carmen.add_argument("file", metavar="FILE")
+    carmen.add_argument("-o", "--output", type=Path, help="the MCAP file (default: FILE's name with .mcap)")
+    carmen.add_argument("--force", action="store_true", help="overwrite the output if it exists")
+    carmen.add_argument("--robot-name", default="", help="robot name in the log's metadata (default: FILE's name)")
+    carmen.add_argument(
+        "--max-backstep",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="skip a line whose time is this much before the newest one (default 1)",
+    )
+    carmen.add_argument("--max-range", type=float, default=80.0, help="the lasers' maximum range, m (default 80)")
+    carmen.add_argument("--list-all", action="store_true", help="list every skipped line")
+
+
+def _clock_text(t: float, base: str) -> str:
+    if base == "wall" and t > 1e8:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+    return f"{t:.3f} s"
+
+
+def describe_log(log: LogFile) -> str:
+    """The text of ``pluto log info`` for one log."""
+    info = log.info
+    base = info.get("time_base", "?")
+    state = "closed" if log.closed else "NOT CLOSED"
+    lines = [f"file       {log.path}  ({human_size(log.size)}, {log.chunks} chunks; {state})"]
+    robot = info.get("robot", "?") or "?"
+    when = info.get("start_time") or info.get("imported", "")
+    origin = f", {info['source']} import of {info.get('source_file', '?')}" if info.get("source") else ""
+    lines.append(
+        f"robot      {robot}  (pluto {info.get('pluto_version', '?')}{origin}; started {when or '?'}; time base {base})"
+    )
+    if log.message_count:
+        lines.append(
+            f"time       {_clock_text(log.start, base)} .. {_clock_text(log.end, base)}  "
+            f"(duration {log.duration:.3f} s)"
+        )
+    lines.append(f"messages   {log.message_count:,}")
+    if log.channels:
+        width = max(len(n) for n in log.channels)
+        lines.append(f"  {'INTERFACE':<{width}}  {'TYPE':<14} {'COUNT':>9}  {'RATE':>10}  {'FIRST':>12}  {'LAST':>12}")
+        t0 = log.start
+        for name in log.names():
+            c = log.channels[name]
+            kind = c.type.__name__ if c.type else c.type_name or "?"
+            lines.append(
+                f"  {name:<{width}}  {kind:<14} {c.count:>9,}  {c.rate:>7.2f} Hz  {c.first - t0:>10.3f} s  "
+                f"{c.last - t0:>10.3f} s"
+            )
+    for note in log.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _print_problems(title: str, problems: Sequence[Any], show_all: bool, limit: int = 10) -> None:
+    if not problems:
+        return
+    print(f"{title}: {len(problems):,}")
+    shown = problems if show_all else problems[:limit]
+    for problem in shown:
+        print(f"  {problem}")
+    if len(problems) > len(shown):
+        print(f"  ... and {len(problems) - len(shown):,} more (--list-all shows them)")
+
+
+def run_log(args: argparse.Namespace) -> int:
+    """``pluto log ACTION``.
+
+    Raises:
+        PlutoError: an unreadable log, a file that exists, ...
+    """
+    from pluto.record.logfile import LogFile
+
+    if args.action == "info":
+        for i, path in enumerate(args.files):
+            if i:
+                print()
+            print(describe_log(LogFile(path)))
+        return 0
+    if args.action == "export":
+        from pluto.record.export import export_csv
+
+        log = LogFile(args.file)
+        written = export_csv(log, args.csv, args.names or None, force=args.force)
+        for name, path in written.items():
+            print(f"{name:<30} -> {path}")
+        if not written:
+            print(f"{args.file}: no channel to export")
+        return 0
+    if args.action == "plot":
+        from pluto.record.plot import plot_log
+
+        log = LogFile(args.file)
+        output = args.output or Path(args.file).with_suffix(".png")
+        path = plot_log(
+            log,
+            output,
+            reference=args.reference,
+            laser=args.laser,
+            laser_offset=args.laser_offset,
+            max_points=args.max_points,
+        )
+        print(f"wrote {path}")
+        return 0
+    if args.action == "import-carmen":
+        from pluto.record.carmen import import_carmen
+
+        source = Path(args.file)
+        output = args.output or Path(source.name.removesuffix(".gz").removesuffix(".log") + ".mcap")
+        report = import_carmen(
+            source,
+            output,
+            force=args.force,
+            robot=args.robot_name,
+            max_backstep=args.max_backstep,
+            max_range=args.max_range,
+        )
+        counts = ", ".join(f"{name} {count:,}" for name, count in report.counts.items()) or "no messages"
+        print(
+            f"imported {source} -> {output}: {counts}; {report.end - report.start:.1f} s of log, {report.lines:,} lines"
+        )
+        _print_problems("malformed lines, skipped", report.malformed, args.list_all)
+        _print_problems("lines with a missing or backward timestamp, skipped", report.out_of_order, args.list_all)
+        if report.ignored:
+            print("other message types, not imported: " + ", ".join(f"{k} {v:,}" for k, v in report.ignored.items()))
+        return 0
+    raise PlutoError(f"unknown log action {args.action!r}")

@@ -1,0 +1,133 @@
+"""``pluto up`` and ``pluto down``: profiles (sets of modules) started in dependency order, and stopped."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pluto.bus import Bus
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import config_from_args
+from pluto.errors import LaunchError
+from pluto.runtime import launcher
+from pluto.runtime.profiles import load_profile
+from pluto.runtime.runner import stop_on_signals
+from pluto.runtime.supervisor import Supervisor, profile_pid_file
+
+__all__ = ["down", "register", "up"]
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``up`` and ``down`` subcommands."""
+    p = add_parser(
+        subparsers,
+        "up",
+        up,
+        "start a profile (a set of modules) in dependency order and supervise it",
+        "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
+        "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
+        "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up sim",
+    )
+    p.add_argument("profile", metavar="PROFILE")
+    p.add_argument(
+        "--one-process",
+        action="store_true",
+        help="run all modules in one process sharing one bus session (lighter; no crash isolation)",
+    )
+    p.add_argument("--detach", action="store_true", help="run the supervisor in the background and return")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
+
+    p = add_parser(
+        subparsers,
+        "down",
+        down,
+        "stop running profiles and daemons",
+        "Stops the profile named (or every profile and daemon of the robot if none is named).",
+    )
+    p.add_argument("profile", metavar="PROFILE", nargs="?")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each (default 5)")
+
+
+def up(args: argparse.Namespace) -> int:
+    """Start a profile and supervise it until Ctrl-C or ``pluto down``; with ``--detach``, in the background.
+
+    The supervisor and its modules join this command's bus: a supervisor in the background and the modules in
+    processes of their own are given its settings (:func:`pluto.runtime.launcher.bus_environment`).
+
+    Returns:
+        0 once the profile is down again (or, detached, once every module publishes).
+
+    Raises:
+        LaunchError: an unknown profile, a profile already up, or a module that failed to start.
+    """
+    config = config_from_args(args)
+    profile = load_profile(args.profile)
+    robot = config.bus.robot
+    if args.detach:
+        cmd = [sys.executable, "-m", "pluto", "up", args.profile]
+        if config.path:
+            cmd += ["--config", str(config.path)]
+        if args.one_process:
+            cmd.append("--one-process")
+        log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
+        process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
+        with Bus(config.bus) as bus:
+            for entry in profile.entries:
+                try:
+                    launcher.wait_publishing(bus, entry.spec.module, args.timeout, name=entry.name, process=process)
+                except LaunchError as err:
+                    if process.poll() is None:
+                        launcher.terminate(process.pid)
+                    raise LaunchError(f"{err}; end of {log_path}:\n{launcher.tail(log_path, 8)}") from None
+        print(f"profile {profile.name} is up (supervisor pid {process.pid}); `pluto down` stops it")
+        return 0
+    pid_file = profile_pid_file(robot, profile.name)
+    if launcher.read_pid(Path(pid_file)) is not None:
+        raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
+    with stop_on_signals() as stop, Bus(config.bus) as bus:
+        supervisor = Supervisor(bus, profile, config, one_process=args.one_process, startup_timeout=args.timeout)
+        Path(pid_file).write_text(f"{os.getpid()}\n")
+        try:
+            supervisor.start()
+            print(
+                f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
+                f"(Ctrl-C or `pluto down` stops it)",
+                flush=True,
+            )
+            supervisor.run(stop)
+        finally:
+            supervisor.shutdown()
+            Path(pid_file).unlink(missing_ok=True)
+    print(f"profile {profile.name} is down")
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    """Stop the profile named, or every profile and daemon of the robot.
+
+    Returns:
+        0 (also when nothing was running).
+
+    Raises:
+        LaunchError: the profile named is not up.
+    """
+    robot = config_from_args(args).bus.robot
+    daemons = launcher.running_daemons(robot)
+    profiles = {n.removeprefix("profile-"): pid for n, pid in daemons.items() if n.startswith("profile-")}
+    if args.profile:
+        if args.profile not in profiles:
+            raise LaunchError(f"profile {args.profile} is not up for robot {robot}")
+        profiles = {args.profile: profiles[args.profile]}
+    for name, pid in profiles.items():
+        launcher.terminate(pid, timeout=args.timeout + 5)
+        Path(profile_pid_file(robot, name)).unlink(missing_ok=True)
+        print(f"profile {name} is down")
+    if not args.profile:  # also the modules started one by one
+        for name in launcher.running_daemons(robot):
+            launcher.stop_daemon(robot, name, timeout=args.timeout)
+            print(f"stopped {name}")
+    if not daemons:
+        print(f"nothing is running for robot {robot}")
+    return 0
