@@ -1249,6 +1249,7 @@ class P2osClient:
 
     def _lose_link(self, reason: str, now: float) -> None:
         self._out.clear()
+        self._baud_index = 0  # a new port starts at the first rate
         self._link_losses += 1
         self._motion_armed = False
         log.warning(
