@@ -61,6 +61,7 @@ PROBE = -2.0  # "is the link up?" (answered, never counted)
 MARKER = -1.0  # end of a flood
 
 SMALL_SIZE = 64
+BATCH = 256  # values per message of the "pluto.bus batch" row's flood writer
 BEAMS = 361
 
 
@@ -105,6 +106,8 @@ class Spec:
     block: bool = False
     # zenoh only: the echo publishes from inside the subscriber callback (discouraged by zenoh-python's guidance)
     inline: bool = False
+    # pluto only: the flood writer batches up to this many values per message (reliable: it waits, never drops)
+    batch: int = 0
     env: dict[str, str] = field(default_factory=dict)
     endpoint: str = ""
     prefix: str = ""
@@ -112,6 +115,7 @@ class Spec:
 
 SPECS: tuple[Spec, ...] = (
     Spec("pluto.bus", "pluto"),
+    Spec("pluto.bus batch", "pluto", batch=BATCH),
     Spec("zenoh", "zenoh"),
     Spec("zenoh inline", "zenoh", inline=True),
     Spec("zenoh BLOCK", "zenoh", block=True),
@@ -221,7 +225,7 @@ class EchoSide(Protocol):
 
 
 class PlutoPing:
-    def __init__(self) -> None:
+    def __init__(self, batch: int = 0) -> None:
         self.bus = Bus()
         self.pings: dict[str, StateWriter[Any]] = {}
         self.pongs: dict[str, StateReader[Any]] = {}
@@ -229,7 +233,7 @@ class PlutoPing:
         for kind in KINDS:
             cls = TYPES[kind]
             self.pings[kind] = self.bus.create_publisher(f"bench/ping/{kind}", cls)
-            self.floods[kind] = self.bus.create_publisher(f"bench/flood/{kind}", cls)
+            self.floods[kind] = self.bus.create_publisher(f"bench/flood/{kind}", cls, batch=batch, reliable=batch > 0)
             self.pongs[kind] = self.bus.create_reader(f"bench/pong/{kind}", cls, fetch_timeout=0.2)
 
     def connect(self, info: dict[str, Any]) -> None:
@@ -637,7 +641,7 @@ def open_ping(spec: Spec) -> tuple[PingSide, Spec]:
         os.environ.update(env)
         for var in ("PLUTO_CONNECT", "PLUTO_LISTEN"):
             os.environ.pop(var, None)
-        return PlutoPing(), Spec(spec.name, spec.backend, env=env)
+        return PlutoPing(spec.batch), Spec(spec.name, spec.backend, batch=spec.batch, env=env)
     if spec.backend == "zenoh":
         endpoint = f"tcp/127.0.0.1:{free_port()}"
         spec = Spec(spec.name, spec.backend, spec.block, spec.inline, endpoint=endpoint, prefix=f"bench/{token}")
@@ -744,7 +748,7 @@ def find(rows: list[Row], transport: str, kind: str) -> Row | None:
 
 def table(rows: list[Row]) -> str:
     head = (
-        f"{'transport':<12} {'payload':<15} {'RTT p50 (µs)':>12} {'RTT p99 (µs)':>12} "
+        f"{'transport':<16} {'payload':<15} {'RTT p50 (µs)':>12} {'RTT p99 (µs)':>12} "
         f"{'one-way (msg/s)':>15} {'sent':>9} {'received':>9} {'lost':>7} {'sent/s':>9}"
     )
     lines = [head, "-" * len(head)]
@@ -754,7 +758,7 @@ def table(rows: list[Row]) -> str:
         send_rate = fmt(row.sent * 1e9 / row.send_ns, 0) if row.send_ns else "-"
         lost = row.sent - row.received
         lines.append(
-            f"{row.transport:<12} {LABELS[row.kind]:<15} {p50:>12} {p99:>12} "
+            f"{row.transport:<16} {LABELS[row.kind]:<15} {p50:>12} {p99:>12} "
             f"{rate:>15} {row.sent:>9,} {row.received:>9,} {lost:>7,} {send_rate:>9}"
         )
     return "\n".join(lines)
@@ -773,6 +777,14 @@ def verdicts(rows: list[Row]) -> list[str]:
     if ratios:
         verdict = "MET" if all(met) else "NOT MET"
         lines.append(f"RTT p50 pluto.bus / raw zenoh: {'; '.join(ratios)}. Target <= 1.25x: {verdict}.")
+    small, block = find(rows, "pluto.bus batch", "small"), find(rows, "zenoh BLOCK", "small")
+    if small is not None and block is not None and small.sent and block.recv_rate:
+        share = small.recv_rate / block.recv_rate
+        verdict = "MET" if share >= 0.5 else "NOT MET"
+        lines.append(
+            f"64 B one way, pluto.bus with batching / zenoh BLOCK: {share:.0%} ({small.recv_rate:,.0f} / "
+            f"{block.recv_rate:,.0f} msg/s). Target >= 50 %: {verdict}."
+        )
     scan = find(rows, "pluto.bus", "scan")
     if scan is not None and scan.sent:
         verdict = "MET" if scan.recv_rate >= 5000 else "NOT MET"
@@ -792,6 +804,14 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         f"{args.warmup} warm-up, in "
         f"{min(args.rounds, args.count)} rounds that take turns between the transports (so a slow spell of the "
         f"machine hits all of them); floods of {args.duration:g} s, one transport at a time.",
+        f"pluto.bus batch: the same, but the flood writer is created with batch={BATCH} and reliable=True: up to "
+        f"{BATCH} values per Zenoh sample (sent when full or 2 ms after the first), BLOCK instead of DROP; the "
+        "receiver decodes a batch in one call and its Subscription gets every value, in order. Its RTT rows are "
+        "those of an ordinary writer (round trips never batch).",
+        "Fan-out: one pluto.bus writer of a 64 B Heartbeat at 2 kHz (paced by this process) and 50 Subscriptions "
+        "(depth 256) of it in one other process; in a process every reader and subscription of an interface "
+        "shares one Zenoh subscriber, and a sample is decoded once. Latency = the receiver's wall clock at the "
+        "callback minus the writer's at the write (one machine, one clock).",
         f"Payloads: 64 B = a msgs.Heartbeat encoded to {small} B; LaserScan = {BEAMS} ranges and {BEAMS} angles, "
         f"count={BEAMS}, encoded to {scan:,} B.",
         "Fair comparison: the raw transports (zenoh, pyzmq) send the msgspec-encoded bytes of the same message "
@@ -841,6 +861,183 @@ def report(rows: list[Row], failures: list[str], args: argparse.Namespace) -> No
         print(textwrap.fill(line, width=110, initial_indent="- ", subsequent_indent="  "))
 
 
+# Fan-out ----------------------------------------------------------------------------------------------------
+
+FANOUT_SUBSCRIBERS = 50
+FANOUT_HZ = 2000.0
+FANOUT_DEPTH = 256  # values each subscription may queue (128 ms at 2 kHz)
+
+
+@dataclass
+class FanoutResult:
+    label: str
+    sent: int = 0
+    received: list[int] = field(default_factory=list)  # per subscriber
+    latencies_ms: list[float] = field(default_factory=list)  # every delivery's, write to callback
+    send_rate: float = 0.0
+
+    @property
+    def worst_share(self) -> float:
+        return min(self.received) / self.sent if self.sent and self.received else 0.0
+
+    def latency(self, q: int) -> float | None:
+        if len(self.latencies_ms) < 2:
+            return None
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
+
+
+def fanout_main(env: dict[str, str], subscribers: int, conn: Connection) -> None:
+    """Entry point of the fan-out receiver: ``subscribers`` Subscriptions of ``bench/fan`` in one process, each
+    recording when its values arrive (write stamp to callback, wall clock of this machine)."""
+    os.environ.update(env)
+    for var in ("PLUTO_CONNECT", "PLUTO_LISTEN"):
+        os.environ.pop(var, None)
+    bus = Bus()
+    probes = [threading.Event() for _ in range(subscribers)]
+    ends = [threading.Event() for _ in range(subscribers)]
+    arrivals: list[list[float]] = [[] for _ in range(subscribers)]
+    armed = threading.Event()
+
+    def callback(i: int) -> Callable[[msgs.Heartbeat], None]:
+        seen, probe, end, now = arrivals[i].append, probes[i], ends[i], time.time
+
+        def on_value(msg: msgs.Heartbeat) -> None:
+            if msg.stamp >= 0.0:
+                if armed.is_set():
+                    seen(now() - msg.stamp)
+            elif msg.stamp == MARKER:
+                end.set()
+            elif msg.stamp == PROBE:
+                probe.set()
+
+        return on_value
+
+    try:
+        for i in range(subscribers):
+            bus.create_subscription("bench/fan", callback(i), msgs.Heartbeat, depth=FANOUT_DEPTH, current=False)
+        conn.send(("ready",))
+        while True:
+            command, *_ = conn.recv()
+            if command == "quit":
+                break
+            for i in range(subscribers):
+                arrivals[i].clear()
+                probes[i].clear()
+                ends[i].clear()
+            armed.clear()
+            if not all(probe.wait(LINK_TIMEOUT) for probe in probes):
+                conn.send(("error", "not every subscriber saw a probe"))
+                continue
+            armed.set()
+            conn.send(("armed",))
+            if not all(end.wait(FLOOD_TIMEOUT) for end in ends):
+                conn.send(("error", "not every subscriber saw the end marker"))
+                continue
+            counts = [len(a) for a in arrivals]
+            latencies = [1000.0 * x for a in arrivals for x in a]
+            conn.send(("result", counts, latencies))
+    finally:
+        bus.close()
+        conn.close()
+
+
+def measure_fanout(label: str, batch: int, duration: float) -> FanoutResult:
+    """One writer at FANOUT_HZ (paced by this process's clock) to FANOUT_SUBSCRIBERS subscriptions in another
+    process, for ``duration`` s."""
+    env = {
+        "PLUTO_ROBOT": f"fan-{os.getpid()}-{secrets.token_hex(4)}",
+        "PLUTO_RENDEZVOUS": f"tcp/127.0.0.1:{free_port()}",
+        "PLUTO_MULTICAST": "0",
+    }
+    saved = {k: os.environ.get(k) for k in (*env, "PLUTO_CONNECT", "PLUTO_LISTEN")}
+    os.environ.update(env)
+    for var in ("PLUTO_CONNECT", "PLUTO_LISTEN"):
+        os.environ.pop(var, None)
+    result = FanoutResult(label)
+    ctx = mp.get_context("spawn")
+    conn, child_conn = ctx.Pipe()
+    proc = ctx.Process(target=fanout_main, args=(env, FANOUT_SUBSCRIBERS, child_conn), name="fan-out", daemon=True)
+    bus = Bus()
+    try:
+        proc.start()
+        child_conn.close()
+        expect(conn, READY_TIMEOUT, "ready")
+        writer = bus.create_publisher("bench/fan", msgs.Heartbeat, batch=batch)
+        base = small_message()
+        conn.send(("go",))
+        deadline = time.monotonic() + LINK_TIMEOUT
+        while not conn.poll(0.05):  # probes until every subscriber has one
+            writer.write(with_stamp(base, PROBE))  # type: ignore[arg-type]
+            writer.flush()
+            if time.monotonic() > deadline:
+                raise BenchError("fan-out: the subscribers never saw a probe")
+        expect(conn, 0, "armed")
+        period = 1.0 / FANOUT_HZ
+        start = time.perf_counter()
+        end = start + duration
+        sent = 0
+        while True:
+            due = start + sent * period
+            now = time.perf_counter()
+            if due >= end:
+                break
+            if due > now:
+                time.sleep(due - now)
+            writer.write(msgspec.structs.replace(base, stamp=time.time(), seq=sent))
+            sent += 1
+        result.send_rate = sent / (time.perf_counter() - start)
+        result.sent = sent
+        marker = with_stamp(base, MARKER)
+        while not conn.poll(0.05):
+            writer.write(marker)  # type: ignore[arg-type]
+            writer.flush()
+        reply = conn.recv()
+        if reply[0] != "result":
+            raise BenchError(f"fan-out: {reply[1]}")
+        result.received, result.latencies_ms = reply[1], reply[2]
+        conn.send(("quit",))
+        proc.join(timeout=10)
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
+        bus.close()
+        conn.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return result
+
+
+def fanout_table(results: list[FanoutResult]) -> str:
+    head = (
+        f"{'writer':<22} {'sent':>7} {'sent/s':>8} {'worst subscriber':>17} {'mean share':>11}"
+        f" {'latency p50 (ms)':>17} {'p99 (ms)':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        mean = sum(r.received) / (len(r.received) * r.sent) if r.sent and r.received else 0.0
+        lines.append(
+            f"{r.label:<22} {r.sent:>7,} {r.send_rate:>8,.0f} {r.worst_share:>16.1%} {mean:>11.1%}"
+            f" {fmt(r.latency(50), 2):>17} {fmt(r.latency(99), 2):>9}"
+        )
+    return "\n".join(lines)
+
+
+def fanout_verdicts(results: list[FanoutResult]) -> list[str]:
+    lines = []
+    for r in results:
+        p99 = r.latency(99)
+        met = r.worst_share >= 0.95 and p99 is not None and p99 < 20.0
+        lines.append(
+            f"Fan-out ({r.label}): every one of {FANOUT_SUBSCRIBERS} subscribers received >= {r.worst_share:.1%} of "
+            f"{r.sent:,} values, p99 {fmt(p99, 2)} ms. Target >= 95 % and p99 < 20 ms: {'MET' if met else 'NOT MET'}."
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Round-trip latency and one-way throughput of the bus.")
     parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
@@ -851,8 +1048,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--transport", action="append", choices=[spec.name for spec in SPECS], help="only these (repeatable)"
     )
+    parser.add_argument("--fanout-duration", type=float, help="seconds of the fan-out run (default 3, quick 1)")
+    parser.add_argument("--no-fanout", action="store_true", help="skip the fan-out run")
     args = parser.parse_args(argv)
     quick = args.quick
+    args.fanout_duration = args.fanout_duration if args.fanout_duration is not None else (1.0 if quick else 3.0)
     args.count = args.count if args.count is not None else (300 if quick else 2000)
     args.warmup = args.warmup if args.warmup is not None else (50 if quick else 200)
     args.rounds = args.rounds if args.rounds is not None else (2 if quick else 4)
@@ -861,8 +1061,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("need --count >= 2, --warmup >= 0, --rounds >= 1 and --duration > 0")
 
     specs = [spec for spec in SPECS if not args.transport or spec.name in args.transport]
-    rows, failures = run(specs, args)
+    rows, failures = run(specs, args) if specs else ([], [])
+    fanouts: list[FanoutResult] = []
+    if not args.no_fanout:
+        for label, batch in (("pluto.bus", 0), ("pluto.bus batch=8", 8)):
+            progress(f"fan-out: {label}, {FANOUT_SUBSCRIBERS} subscribers at {FANOUT_HZ:,.0f} Hz")
+            try:
+                fanouts.append(measure_fanout(label, batch, args.fanout_duration))
+            except (BenchError, OSError, EOFError) as err:
+                failures.append(f"fan-out {label}: {err}")
     report(rows, failures, args)
+    if fanouts:
+        print()
+        print(f"Fan-out: one writer at {FANOUT_HZ:,.0f} Hz, {FANOUT_SUBSCRIBERS} subscriptions in one other process")
+        print(fanout_table(fanouts))
+        print()
+        for line in fanout_verdicts(fanouts):
+            print(line)
     return 1 if failures else 0
 
 

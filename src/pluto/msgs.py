@@ -312,6 +312,11 @@ _encoder = msgspec.msgpack.Encoder()
 _any_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(Union[tuple(_TYPES.values())])  # noqa: UP007
 
 
+_any_list_decoder: msgspec.msgpack.Decoder[list[Any]] = msgspec.msgpack.Decoder(
+    list[Union[tuple(_TYPES.values())]]  # type: ignore[misc]  # noqa: UP007
+)
+
+
 def message_types() -> dict[str, type[Message]]:
     """Return every registered message type by name."""
     return dict(_TYPES)
@@ -355,3 +360,19 @@ def decode(data: bytes | memoryview, cls: type[M]) -> M:
     if not isinstance(value, cls):
         raise DecodeError(f"not a valid {cls.__name__}: got a {type(value).__name__}")
     return value
+
+
+def decode_many(data: bytes | memoryview, cls: type[M]) -> list[M]:
+    """Decode a MessagePack array of messages of type ``cls`` (a batch), each with its type tag.
+
+    Raises:
+        DecodeError: not an array, or one of its items is not a valid ``cls``.
+    """
+    try:
+        values = _any_list_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise DecodeError(f"not a valid batch of {cls.__name__}: {err}") from err
+    for value in values:
+        if not isinstance(value, cls):
+            raise DecodeError(f"not a valid batch of {cls.__name__}: holds a {type(value).__name__}")
+    return values

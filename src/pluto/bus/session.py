@@ -13,6 +13,7 @@ of their own, so a slow callback can never stall Zenoh, and a slow subscriber on
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import math
 import os
@@ -48,6 +49,9 @@ _ATTACHMENT = struct.Struct("<dQQB")
 _ATTACHMENT_V1 = struct.Struct("<dQ")
 LOCKSTEPPED = 1
 COMMAND = 2
+BATCH = 4  # the payload is a MessagePack array of values (a batching writer's), the attachment is its last one's
+
+_ARRAY16 = struct.Struct(">BH")  # MessagePack array header of up to 65,535 items
 
 _zenoh_log_started = False
 
@@ -93,6 +97,13 @@ def write_time(attachment: zenoh.ZBytes | None) -> float:
     return write_stamp(attachment)[0]
 
 
+def _decode(payload: bytes, flags: int, cls: type[M]) -> list[M]:
+    """The values of one sample: a batch's, or the one value."""
+    if flags & BATCH:
+        return msgs.decode_many(payload, cls)
+    return [msgs.decode(payload, cls)]
+
+
 def _start_zenoh_log() -> None:
     global _zenoh_log_started
     if not _zenoh_log_started:
@@ -117,6 +128,12 @@ class _Meter:
         self.count += 1
         self.last = now
         self._times.append(now)
+
+    def tick_many(self, now: float, n: int) -> None:
+        """``n`` events at once (a batch)."""
+        self.count += n
+        self.last = now
+        self._times.extend([now] * min(n, 256))
 
     def current_rate(self, now: float) -> float:
         """Events per second over the window ending ``now`` (0 when they stopped)."""
@@ -158,11 +175,29 @@ class StateWriter(Generic[M]):
     """
 
     def __init__(
-        self, bus: Bus, name: str, cls: type[M], *, reliable: bool = False, command: bool | None = None
+        self,
+        bus: Bus,
+        name: str,
+        cls: type[M],
+        *,
+        reliable: bool = False,
+        command: bool | None = None,
+        batch: int = 0,
+        batch_delay: float = 0.002,
     ) -> None:
         self.name = str(name)
         self.type = cls
         self.command = names.command_max_age(name) is not None if command is None else command
+        if not 0 <= batch <= 65_535:
+            raise ValueError(f"batch of {name} must be in [0, 65535] values, got {batch}")
+        if batch and not (math.isfinite(batch_delay) and 0.0 < batch_delay <= 1.0):
+            raise ValueError(f"batch_delay of {name} must be in (0, 1] s, got {batch_delay}")
+        if batch and self.command:
+            raise ValueError(f"{name} carries commands, which are never batched")
+        self.batch = batch
+        self.batch_delay = batch_delay
+        self._pending: list[bytes] = []  # encoded values waiting for a batch (batching writers only)
+        self._pending_since = 0.0  # monotonic time of the oldest of them
         self._flags = COMMAND if self.command else 0
         self._bus = bus
         self._key = bus.key(name)
@@ -198,6 +233,11 @@ class StateWriter(Generic[M]):
             attachment = _ATTACHMENT.pack(now, seq, self.writer_id, self._flags | (LOCKSTEPPED if stepped else 0))
             self._latest = (data, attachment)
             self.meter.tick(now)
+            if self.batch and not stepped:
+                self._add_to_batch(data)
+                return
+            if self._pending:
+                self._flush_locked()  # values of a batch go out before a value written in lock-step
             publisher = self._publisher
             if stepped and not self._reliable:
                 # In lock-step every value written must arrive (the next tick waits for it), and a simulation may
@@ -214,6 +254,46 @@ class StateWriter(Generic[M]):
 
     # rclpy's name for the same thing
     publish = write
+
+    def _add_to_batch(self, data: bytes) -> None:
+        """Queue an encoded value for the next batch (lock held); send the batch once it is full."""
+        pending = self._pending
+        pending.append(data)
+        if len(pending) == 1:
+            self._pending_since = time.monotonic()
+            if self.batch > 1:
+                self._bus.batcher().due(self, self._pending_since + self.batch_delay)
+        if len(pending) >= self.batch:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        if len(pending) == 1:
+            payload, flags = pending[0], self._flags
+        else:
+            payload, flags = b"".join([_ARRAY16.pack(0xDC, len(pending)), *pending]), self._flags | BATCH
+        assert self._latest is not None
+        attachment = _ATTACHMENT.pack(time.time(), self._seq, self.writer_id, flags)
+        self._publisher.put(payload, attachment=attachment)
+
+    def flush(self) -> None:
+        """Send the values a batching writer holds now, without waiting for the batch to fill or its delay."""
+        with self._lock:
+            self._flush_locked()
+
+    def flush_due(self, now: float) -> float | None:
+        """Send the pending batch if its oldest value has waited ``batch_delay`` by ``now`` (monotonic s); return
+        when the pending values (if any) will be due."""
+        with self._lock:
+            if not self._pending:
+                return None
+            due = self._pending_since + self.batch_delay
+            if now + 1e-4 < due:
+                return due
+            self._flush_locked()
+            return None
 
     @property
     def count(self) -> int:
@@ -232,7 +312,9 @@ class StateWriter(Generic[M]):
                 query.reply(self._key, latest[0], attachment=latest[1])
 
     def close(self) -> None:
-        """Stop publishing (idempotent)."""
+        """Send what a batching writer holds, then stop publishing (idempotent)."""
+        with contextlib.suppress(Exception):
+            self.flush()
         for entity in (self._queryable, self._publisher, self._stepped_publisher):
             if entity is None:
                 continue
@@ -265,18 +347,39 @@ class _Receiver(Generic[M]):
 
     def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> None:
         """Decode a sample that arrived and deliver it, now or when the lock-step lets it through."""
+        mark = write_mark(attachment)
         try:
-            value = msgs.decode(payload, self.type)
+            values = _decode(payload, mark[3], self.type)
         except DecodeError as err:
-            self.dropped += 1
-            self._bus.drops.drop(self.name, err)
+            self._reject(err)
             return
-        written, seq, wid, flags = write_mark(attachment)
+        self._admit(values, mark)
+
+    def _reject(self, err: DecodeError) -> None:
+        self.dropped += 1
+        self._bus.drops.drop(self.name, err)
+
+    def _admit(self, values: list[M], mark: tuple[float, int, int, int]) -> None:
+        """Values of one sample (one, or a batching writer's, oldest first), already decoded."""
+        if not values:
+            return
+        written, seq, wid, flags = mark
         now = time.time()
         self.last_write_time = written or now
-        self.meter.tick(now)
         gate = self._bus.gate
-        if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
+        if len(values) == 1:
+            self.meter.tick(now)
+            if gate is None or gate.admit(self, values[0], wid, seq, bool(flags & LOCKSTEPPED)):
+                self._take(values[0])
+            return
+        # A batching writer sends each value alone while the lock-step runs: a batch is never lock-stepped.
+        self.meter.tick_many(now, len(values))
+        if gate is None or gate.admit(self, values[-1], wid, seq, False):
+            self._take_many(values)
+
+    def _take_many(self, values: list[M]) -> None:
+        """Values of one batch are let through, oldest first."""
+        for value in values:
             self._take(value)
 
     @property
@@ -342,6 +445,37 @@ class _Receiver(Generic[M]):
         return best[1]
 
 
+class _Tap:
+    """The one Zenoh subscriber of an interface in a process: a sample is decoded once and handed to every reader
+    and subscription of that interface (and type) on the bus, however many there are."""
+
+    def __init__(self, bus: Bus, name: str, cls: type[Any]) -> None:
+        self.key = (name, cls)
+        self.type = cls
+        self.receivers: tuple[_Receiver[Any], ...] = ()
+        self._bus = bus
+        self._subscriber = bus.session.declare_subscriber(bus.key(name), on_zenoh_thread(self._on_sample))
+
+    def _on_sample(self, sample: zenoh.Sample) -> None:
+        receivers = self.receivers
+        if not receivers:
+            return
+        mark = write_mark(sample.attachment)
+        try:
+            values = _decode(sample.payload.to_bytes(), mark[3], self.type)
+        except DecodeError as err:
+            for receiver in receivers:
+                receiver._reject(err)
+            return
+        for receiver in receivers:
+            if not receiver.closed:
+                receiver._admit(values, mark)
+
+    def undeclare(self) -> None:
+        with contextlib.suppress(Exception):
+            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
+
+
 class StateReader(_Receiver[M]):
     """Keeps the newest value of an interface; :meth:`read` returns it at once.
 
@@ -366,7 +500,7 @@ class StateReader(_Receiver[M]):
         self._value: M | None = None
         self._generation = 0
         self._seen = 0
-        self._subscriber = bus.session.declare_subscriber(bus.key(name), on_zenoh_thread(self._on_sample))
+        bus._attach(self)
         current = self.fetch_current(fetch_timeout)
         if current is not None:
             with self._lock:
@@ -381,8 +515,9 @@ class StateReader(_Receiver[M]):
         waiters, self._waiters = self._waiters, []
         return waiters
 
-    def _on_sample(self, sample: zenoh.Sample) -> None:
-        self._accept(sample.payload.to_bytes(), sample.attachment)
+    def _take_many(self, values: list[M]) -> None:
+        self.received += len(values) - 1  # a reader keeps the newest value only
+        self._take(values[-1])
 
     def _deliver(self, value: M) -> None:
         with self._lock:
@@ -452,8 +587,7 @@ class StateReader(_Receiver[M]):
     def close(self) -> None:
         """Stop receiving (idempotent)."""
         self.closed = True
-        with contextlib.suppress(Exception):
-            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
+        self._bus._detach(self)
         if self._bus.gate is not None:
             self._bus.gate.forget(self)
 
@@ -489,7 +623,7 @@ class Subscription(_Receiver[M]):
         self.delivered = 0
         self._closed = False
         self._strand = Strand(bus.executor, self._drain)
-        self._subscriber = bus.session.declare_subscriber(bus.key(name), on_zenoh_thread(self._on_sample))
+        bus._attach(self)
         if current and not self.is_command:
             value = self.fetch_current(3.0)
             if value is not None and not self.received:
@@ -501,11 +635,16 @@ class Subscription(_Receiver[M]):
         """Values that a slow callback never saw (newer ones replaced them)."""
         return max(0, self.received - self.delivered - len(self._pending))
 
-    def _on_sample(self, sample: zenoh.Sample) -> None:
-        self._accept(sample.payload.to_bytes(), sample.attachment)
-
     def _deliver(self, value: M) -> None:
         self._pending.append((value, self.arrival))
+        self._strand.schedule()
+
+    def _take_many(self, values: list[M]) -> None:
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        self.received += len(values)
+        arrival = self.arrival
+        self._pending.extend([(value, arrival) for value in values])
         self._strand.schedule()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -531,10 +670,9 @@ class Subscription(_Receiver[M]):
 
     def close(self) -> None:
         """Stop receiving (idempotent); waits for a callback in progress, unless called from that callback."""
-        with contextlib.suppress(Exception):
-            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
         self._closed = True
         self.closed = True
+        self._bus._detach(self)
         if self._bus.gate is not None:
             self._bus.gate.forget(self)
         self._strand.close()
@@ -617,6 +755,54 @@ def _reply_error(query: zenoh.Query, text: str) -> None:
         query.reply_err(text.encode())
 
 
+class _Batcher:
+    """Sends batching writers' pending values once the oldest has waited its writer's ``batch_delay``: one thread
+    per bus, started by the first batching writer."""
+
+    def __init__(self, name: str) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, StateWriter[Any]]] = []
+        self._order = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"{name}-batch", daemon=True)
+        self._thread.start()
+
+    def due(self, writer: StateWriter[Any], when: float) -> None:
+        """``writer`` has values to send by ``when`` (monotonic s)."""
+        with self._cv:
+            self._order += 1
+            heapq.heappush(self._heap, (when, self._order, writer))
+            if self._heap[0][2] is writer:
+                self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._closed:
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        break
+                    self._cv.wait(self._heap[0][0] - now if self._heap else None)
+                if self._closed:
+                    return
+                _when, _order, writer = heapq.heappop(self._heap)
+            try:
+                later = writer.flush_due(time.monotonic())
+            except Exception:
+                log.exception("sending a batch of %s failed", writer.name)
+                later = None
+            if later is not None:
+                self.due(writer, later)
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._heap.clear()
+            self._cv.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
 class Bus:
     """A process's connection to the robot's bus (one Zenoh session).
 
@@ -642,6 +828,9 @@ class Bus:
         self._by_name: dict[str, list[_Receiver[Any]]] | None = None
         """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
         self.executor = Executor(self.robot)
+        self._batcher: _Batcher | None = None
+        self._taps: dict[tuple[str, type[Any]], _Tap] = {}
+        self._taps_lock = threading.Lock()
         """Runs every callback, service handler and deferred reply of this bus (see pluto.bus.executor)."""
         _start_zenoh_log()
         self.owner = rendezvous_free(self.config)
@@ -716,6 +905,34 @@ class Bus:
         """The Zenoh key ``pluto/<robot>/<suffix>``, unchecked (for the bus's own protocols)."""
         return f"{self.prefix}/{suffix}"
 
+    def _attach(self, receiver: _Receiver[Any]) -> None:
+        """Let ``receiver`` see its interface's samples (through the interface's one subscriber in this process)."""
+        key = (receiver.name, receiver.type)
+        with self._taps_lock:
+            tap = self._taps.get(key)
+            if tap is None:
+                tap = self._taps[key] = _Tap(self, receiver.name, receiver.type)
+            tap.receivers = (*tap.receivers, receiver)
+
+    def _detach(self, receiver: _Receiver[Any]) -> None:
+        key = (receiver.name, receiver.type)
+        with self._taps_lock:
+            tap = self._taps.get(key)
+            if tap is None or receiver not in tap.receivers:
+                return
+            tap.receivers = tuple(r for r in tap.receivers if r is not receiver)
+            if tap.receivers:
+                return
+            del self._taps[key]
+        tap.undeclare()
+
+    def batcher(self) -> _Batcher:
+        """The thread that sends batching writers' values when their delay is up (started at the first call)."""
+        with self._lock:
+            if self._batcher is None:
+                self._batcher = _Batcher(f"pluto-{self.robot}")
+            return self._batcher
+
     def lockstep(self) -> LockstepGate:
         """This bus's lock-step state (created at the first call)."""
         with self._lock:
@@ -776,27 +993,67 @@ class Bus:
 
     @overload
     def create_publisher(
-        self, name: Topic[M], *, reliable: bool = False, command: bool | None = None
+        self,
+        name: Topic[M],
+        *,
+        reliable: bool = False,
+        command: bool | None = None,
+        batch: int = 0,
+        batch_delay: float = 0.002,
     ) -> StateWriter[M]: ...
     @overload
     def create_publisher(
-        self, name: str, *, reliable: bool = False, command: bool | None = None
+        self,
+        name: str,
+        *,
+        reliable: bool = False,
+        command: bool | None = None,
+        batch: int = 0,
+        batch_delay: float = 0.002,
     ) -> StateWriter[Any]: ...
     @overload
     def create_publisher(
-        self, name: str, cls: type[M], *, reliable: bool = False, command: bool | None = None
+        self,
+        name: str,
+        cls: type[M],
+        *,
+        reliable: bool = False,
+        command: bool | None = None,
+        batch: int = 0,
+        batch_delay: float = 0.002,
     ) -> StateWriter[M]: ...
     def create_publisher(
-        self, name: str, cls: type[M] | None = None, *, reliable: bool = False, command: bool | None = None
+        self,
+        name: str,
+        cls: type[M] | None = None,
+        *,
+        reliable: bool = False,
+        command: bool | None = None,
+        batch: int = 0,
+        batch_delay: float = 0.002,
     ) -> StateWriter[Any]:
         """Return a writer of interface ``name`` (its type from the interface table unless given).
 
         Args:
             reliable: under congestion, wait rather than drop values (for streams where every value counts).
             command: the values are commands (never handed to late readers); None: as the interface table says.
+            batch: for high-rate streams: send up to this many values in one message, once that many are
+                waiting or the oldest has waited ``batch_delay`` s (or at :meth:`StateWriter.flush`). Readers
+                get every value, in order (a :class:`StateReader` keeps the newest); 0 sends each value at once.
+                Never for commands; in lock-step every value goes out at once.
+            batch_delay: the longest a value waits for its batch, s (0 < delay <= 1).
         """
         self._check_open()
-        return self._own(StateWriter(self, name, self._type_for(name, cls), reliable=reliable, command=command))
+        writer = StateWriter(
+            self,
+            name,
+            self._type_for(name, cls),
+            reliable=reliable,
+            command=command,
+            batch=batch,
+            batch_delay=batch_delay,
+        )
+        return self._own(writer)
 
     @overload
     def create_reader(
@@ -1106,6 +1363,8 @@ class Bus:
             _close_entity(thing)
         if self.gate is not None:
             self.gate.close()
+        if self._batcher is not None:
+            self._batcher.close()
         self.executor.close()
         with contextlib.suppress(Exception):
             self.session.close()  # type: ignore[no-untyped-call]
