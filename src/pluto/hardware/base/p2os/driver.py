@@ -532,7 +532,8 @@ class P2osDriver:
             port, self._port = self._port, None
             if port is not None:
                 try:
-                    port.write(self._client.data_to_send())
+                    if goodbye := self._client.data_to_send():
+                        port.write(goodbye)
                     flush: Any = getattr(port, "flush", None)
                     if callable(flush):
                         flush()
