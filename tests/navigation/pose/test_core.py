@@ -92,6 +92,7 @@ def test_one_wall_corrects_what_it_sees_and_nothing_else() -> None:
     (match,) = result.matches
     assert match.innovation[1] == pytest.approx(0.25, abs=0.01)  # the wall is 0.25 m farther than predicted
     assert match.innovation[0] == pytest.approx(0.04, abs=0.003)
+    assert match.predicted == pytest.approx((-0.04, 3.75))  # from the prior (1.25, 0.1, 0.04)
     assert result.nis == pytest.approx(match.nis) and result.dof == 2
 
 

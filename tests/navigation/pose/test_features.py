@@ -182,4 +182,6 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         extract_lines([1.0, 1.0], [0.0, math.nan], max_range=MAX_RANGE)
     assert extract_lines([], [], max_range=MAX_RANGE) == []
+    # every other reading an error: no run is long enough for a line
+    assert extract_lines(np.tile([3.0, -1.0], 100), np.linspace(-1, 1, 200), max_range=MAX_RANGE) == []
     assert extract_lines([math.nan] * 10, np.linspace(0, 1, 10), max_range=MAX_RANGE) == []

@@ -119,12 +119,14 @@ class Match:
     Attributes:
         feature: index in the features given to :meth:`PoseFilter.update`.
         wall: index of the wall in the :class:`WallMap`.
+        predicted: the wall's line (γ, ρ) as the prior pose predicted it in the laser frame, rad and m.
         innovation: (Δα rad, Δr m), measured minus predicted, before the update.
         nis: normalised innovation squared of this pair, νᵀS⁻¹ν (2 dof).
     """
 
     feature: int
     wall: int
+    predicted: tuple[float, float]
     innovation: tuple[float, float]
     nis: float
 
@@ -223,6 +225,8 @@ class _Features:
 class _Pairs:
     """Every (feature, wall) pair of a scan: innovation, innovation covariance, Jacobian rows, gate and overlap."""
 
+    gamma: FloatArray  # (C,) predicted line of each wall, laser frame
+    rho: FloatArray
     nu_a: FloatArray  # (F, C)
     nu_r: FloatArray
     s_aa: FloatArray
@@ -285,7 +289,7 @@ def _pairs(
     extent = wall_map.extent[walls]
     lo = np.maximum(np.minimum(t1, t2), extent[None, :, 0] - slack)
     hi = np.minimum(np.maximum(t1, t2), extent[None, :, 1] + slack)
-    return _Pairs(nu_a, nu_r, s_aa, s_ar, s_rr, d2, hi - lo, sign, ca, sa, r_aa, r_ar, r_rr)
+    return _Pairs(_wrap(gamma), rho_r, nu_a, nu_r, s_aa, s_ar, s_rr, d2, hi - lo, sign, ca, sa, r_aa, r_ar, r_rr)
 
 
 def _associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[int, int]]:
@@ -455,6 +459,7 @@ class PoseFilter:
                     Match(
                         f,
                         int(walls[c]),
+                        (float(pairs.gamma[c]), float(pairs.rho[c])),
                         (float(pairs.nu_a[f, c]), float(pairs.nu_r[f, c])),
                         float(pairs.d2[f, c]),
                     )

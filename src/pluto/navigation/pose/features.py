@@ -22,11 +22,13 @@ than a Python loop over points:
    Var r = 1/Σw_i + t_c²/S_t (the inverse of the fit's Fisher information).
 4. **Merge.** Neighbouring lines (in scan order, with at most ``merge_gap`` between the end of one and the start of
    the next) whose difference d = (α₁ - α₂, r₁ - r₂) passes dᵀ(C₁ + C₂)⁻¹d < ``merge_chi2`` (chi-square, 2 degrees
-   of freedom) are one wall: their moments add (the parallel-axis rule) and the line is fitted again. This undoes
-   splits made by noise, and joins the two sides of a wall interrupted by a reading error or a small object.
+   of freedom) are one wall: their moments add (the parallel-axis rule) and the line is fitted again, and tested
+   again against its new neighbours, until no two neighbours would merge. This undoes splits made by noise.
 
-Lines shorter than ``min_length`` or with fewer than ``min_points`` points are dropped. Everything is in the laser
-frame: x forward, y left, angles counter-clockwise, metres and radians.
+Lines shorter than ``min_length`` or with fewer than ``min_points`` points are then dropped, and the survivors merged
+once more: the two sides of a wall interrupted by a reading error or a small object become one line.
+
+Everything is in the laser frame: x forward, y left, angles counter-clockwise, metres and radians.
 """
 
 from __future__ import annotations
@@ -149,8 +151,7 @@ def extract_lines(
     """
     r, a = _check(ranges, angles, max_range)
     sigma2 = range_sigma * range_sigma
-    with np.errstate(invalid="ignore"):
-        valid = (r > min_range) & (r < max_range - 3.0 * range_sigma)
+    valid = (r > min_range) & (r < max_range - 3.0 * range_sigma)  # NaN compares False
     index = np.flatnonzero(valid)
     n = index.shape[0]
     min_points = max(int(min_points), 2)
@@ -203,6 +204,8 @@ def extract_lines(
         stops = np.concatenate((at, s1))
         keep = stops - starts >= min_points
         starts, stops = starts[keep], stops[keep]
+    if not done_starts:
+        return []
     starts = np.concatenate(done_starts)
     stops = np.concatenate(done_stops)
     if starts.shape[0] == 0:
@@ -233,54 +236,55 @@ def extract_lines(
             np.add.reduceat(wcx * cx, offsets),
             np.add.reduceat(w * cy * cy, offsets),
             np.add.reduceat(wcx * cy, offsets),
-            counts.astype(np.float64),
-            starts.astype(np.float64),
-            (stops - 1).astype(np.float64),
         )
     )
-    lines = _Lines(moments, x, y)
+    lines = _Lines(moments, counts, starts, stops - 1, x, y)
 
     # 4. merge neighbours, drop what is too short, merge again across what was dropped
     if merge_chi2 > 0:
         lines = lines.merged(merge_chi2, merge_gap)
-    lines = lines.select((lines.n >= min_points) & (lines.length >= min_length))
-    if merge_chi2 > 0:
-        lines = lines.merged(merge_chi2, merge_gap)
+    keep = (lines.n >= min_points) & (lines.length >= min_length)
+    if not keep.all():
+        lines = lines.select(keep)
+        if merge_chi2 > 0:
+            lines = lines.merged(merge_chi2, merge_gap)
     return lines.features(index)
 
 
 class _Lines:
     """Lines as arrays: their weighted moments (the state that merging adds up) and what follows from them.
 
-    ``moments`` is ``(9, m)``: Σw, x̄, ȳ, S_xx, S_yy, S_xy (central), number of points, and the positions of the
-    first and last point among the valid points.
+    ``moments`` is ``(6, m)``: Σw, x̄, ȳ, S_xx, S_yy, S_xy (central); ``n`` the number of points, ``first`` and
+    ``last`` the positions of the first and last point among the valid points.
     """
 
-    def __init__(self, moments: FloatArray, x: FloatArray, y: FloatArray) -> None:
-        self.moments = moments
-        self.x = x
-        self.y = y
-        sw, xm, ym, sxx, syy, sxy = moments[:6]
-        self.n = moments[6].astype(np.intp)
-        self.first = moments[7].astype(np.intp)
-        self.last = moments[8].astype(np.intp)
-        alpha = 0.5 * np.arctan2(-2.0 * sxy, syy - sxx)
-        ca, sa = np.cos(alpha), np.sin(alpha)
+    _DERIVED = ("alpha", "r", "var_alpha", "cov_alpha_r", "var_r", "start_x", "start_y", "end_x", "end_y", "length")
+
+    def __init__(
+        self, moments: FloatArray, n: IntArray, first: IntArray, last: IntArray, x: FloatArray, y: FloatArray
+    ) -> None:
+        self.moments, self.n, self.first, self.last, self.x, self.y = moments, n, first, last, x, y
+        if moments.shape[1] == 0:
+            for name in self._DERIVED:
+                setattr(self, name, np.zeros(0))
+            return
+        sw, xm, ym, sxx, syy, sxy = moments
+        half = 0.5 * np.arctan2(-2.0 * sxy, syy - sxx)
+        ca, sa = np.cos(half), np.sin(half)
         r = xm * ca + ym * sa
-        flip = r < 0.0
-        self.r = np.abs(r)
-        alpha = np.where(flip, alpha + math.pi, alpha)
-        self.alpha = np.where(alpha > math.pi, alpha - 2.0 * math.pi, alpha)
-        ca = np.where(flip, -ca, ca)
-        sa = np.where(flip, -sa, sa)
+        sign = np.where(r < 0.0, -1.0, 1.0)  # the normal points away from the laser
+        ca *= sign
+        sa *= sign
+        self.r = r * sign
+        self.alpha = np.arctan2(sa, ca)
         st = np.maximum(sa * sa * sxx - 2.0 * sa * ca * sxy + ca * ca * syy, 1e-300)
-        tc = -xm * sa + ym * ca
+        tc = ym * ca - xm * sa
         self.var_alpha = 1.0 / st
-        self.cov_alpha_r = tc / st
-        self.var_r = 1.0 / sw + tc * tc / st
+        self.cov_alpha_r = tc * self.var_alpha
+        self.var_r = 1.0 / sw + tc * self.cov_alpha_r
         # end points: the first and last point projected on the line
-        fx, fy = x[self.first], y[self.first]
-        lx, ly = x[self.last], y[self.last]
+        fx, fy = x[first], y[first]
+        lx, ly = x[last], y[last]
         o0 = fx * ca + fy * sa - self.r
         o1 = lx * ca + ly * sa - self.r
         self.start_x, self.start_y = fx - o0 * ca, fy - o0 * sa
@@ -288,13 +292,23 @@ class _Lines:
         self.length = np.hypot(self.end_x - self.start_x, self.end_y - self.start_y)
 
     def select(self, keep: npt.NDArray[np.bool_]) -> _Lines:
-        return self if keep.all() else _Lines(self.moments[:, keep], self.x, self.y)
+        """The lines where ``keep``."""
+        out = object.__new__(_Lines)
+        out.moments, out.n, out.first, out.last = self.moments[:, keep], self.n[keep], self.first[keep], self.last[keep]
+        out.x, out.y = self.x, self.y
+        for name in self._DERIVED:
+            setattr(out, name, getattr(self, name)[keep])
+        return out
 
     def merged(self, merge_chi2: float, merge_gap: float) -> _Lines:
-        """Neighbours merged left to right while their difference passes the chi-square test and their gap is
-        small; a line that has absorbed a neighbour is tested again against the next one."""
+        """Neighbours merged while their difference passes the chi-square test and their gap is small, until no
+        two neighbours left would pass (a merged line is tested again against both of its new neighbours)."""
         m = self.alpha.shape[0]
         if m < 2:
+            return self
+        x, y = self.x, self.y
+        near = np.hypot(x[self.first[1:]] - x[self.last[:-1]], y[self.first[1:]] - y[self.last[:-1]]) <= merge_gap
+        if not near.any():
             return self
         da = np.mod(self.alpha[1:] - self.alpha[:-1] + math.pi, 2.0 * math.pi) - math.pi
         dr = self.r[1:] - self.r[:-1]
@@ -304,32 +318,43 @@ class _Lines:
         det = saa * srr - sar * sar
         with np.errstate(divide="ignore", invalid="ignore"):
             chi2 = (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det
-        x, y = self.x, self.y
-        gap = np.hypot(x[self.first[1:]] - x[self.last[:-1]], y[self.first[1:]] - y[self.last[:-1]])
-        flags = (gap <= merge_gap) & (det > 0.0) & (chi2 < merge_chi2)
+        flags = near & (det > 0.0) & (chi2 < merge_chi2)
         if not flags.any():
             return self
-        columns = self.moments.T.tolist()
+        columns = [
+            [*values, n, first, last]
+            for values, n, first, last in zip(
+                self.moments.T.tolist(), self.n.tolist(), self.first.tolist(), self.last.tolist(), strict=True
+            )
+        ]
+        # a stack of merged lines: each new line absorbs the top while they pass, so no two neighbours left on it
+        # would pass; flags[k] stands for the test of the original lines k and k + 1 while both are untouched
         out: list[list[float]] = []
-        current = columns[0]
-        grown = False
-        for k in range(1, m):
-            nxt = columns[k]
-            if grown:
-                gap_k = math.hypot(
-                    float(x[int(nxt[7])] - x[int(current[8])]), float(y[int(nxt[7])] - y[int(current[8])])
-                )
-                join = gap_k <= merge_gap and _chi2(_line_of(current), _line_of(nxt)) < merge_chi2
-            else:
-                join = bool(flags[k - 1])
-            if join:
-                current = _add(current, nxt)
-                grown = True
-            else:
-                out.append(current)
-                current, grown = nxt, False
-        out.append(current)
-        return _Lines(np.array(out).T, x, y)
+        grown: list[bool] = []
+        index: list[int] = []
+        for k in range(m):
+            current, is_grown = columns[k], False
+            while out:
+                if not (is_grown or grown[-1]) and index[-1] == k - 1:
+                    join = bool(flags[k - 1])
+                else:
+                    top = out[-1]
+                    i, j = int(top[8]), int(current[7])
+                    join = (
+                        math.hypot(float(x[j] - x[i]), float(y[j] - y[i])) <= merge_gap
+                        and _chi2(_line_of(top), _line_of(current)) < merge_chi2
+                    )
+                if not join:
+                    break
+                current, is_grown = _add(out.pop(), current), True
+                grown.pop()
+                index.pop()
+            out.append(current)
+            grown.append(is_grown)
+            index.append(k)
+        table = np.array(out).T
+        ints = table[6:].astype(np.intp)
+        return _Lines(table[:6].copy(), ints[0], ints[1], ints[2], x, y)
 
     def features(self, index: IntArray) -> list[LineFeature]:
         return [
