@@ -17,7 +17,8 @@ DESCRIPTION = """\
 Starts the arm module and the NetworkMotionServer in this terminal. Clients send text commands over UDP, one per
 line (case-sensitive): PING, FK <link>, RUNMS <file>, IKP <link> <X> <Y> <Z> (mm), STOP <id>, LIST, JOINTS.
 Motion files come from --motions (the examples shipped with Pluto by default). The server listens on 127.0.0.1
-unless --host says otherwise. The same runs as a daemon with `pluto start netmotion`.
+unless --host says otherwise. The same runs as daemons with `pluto up netmotion`; with --arm bus, this command
+drives an arm module already running (`pluto start arm`).
 
 Against floods, each client (host and port) may send 50 datagrams a second, and the server handles 1,000 a second
 in all, shared equally by the clients sending; the rest is dropped before it is parsed and counted in
@@ -46,11 +47,11 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--motions", default="", metavar="DIR", help="the motion directory (default: the examples)")
     p.add_argument("--serial-port", default="/dev/ttyUSB0", metavar="URL", help="the SSC-32's port (with --arm ssc32)")
     p.add_argument("--baudrate", type=int, default=115200, help="the SSC-32's baud rate (default 115200)")
-    p.add_argument("--model", default="LynxArm6", help="arm model name or file (default LynxArm6)")
+    p.add_argument("--model", default="LynxArm6", help="arm model name or file (default LynxArm6; not with --arm bus)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the netmotion module (and the arm it starts) until Ctrl-C.
+    """Run the netmotion module (and, unless --arm bus, the arm module beside it) until Ctrl-C.
 
     Returns:
         0 after a clean stop.
@@ -65,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
     params: dict[str, object] = {
         "port": args.port,
         "host": args.host,
-        "arm": args.arm,
         "motions": os.path.expanduser(args.motions) if args.motions else "",
-        "serial_port": args.serial_port,
-        "baudrate": args.baudrate,
-        "model": args.model,
     }
+    specs = [ModuleSpec("netmotion", None, params)]
+    if args.arm != "bus":  # the arm module first, in this process: netmotion requires it
+        arm = {"backend": args.arm, "model": args.model, "port": args.serial_port, "baudrate": args.baudrate}
+        specs.insert(0, ModuleSpec("arm", None, arm))
     config = config_from_args(args)
     with stop_on_signals() as stop:
-        run_in_process([ModuleSpec("netmotion", None, params)], config, stop)
+        run_in_process(specs, config, stop)
     return 0

@@ -1,5 +1,5 @@
-"""The NetworkMotionServer end to end: the netmotion module with a simulated arm on the bus, real UDP sockets,
-and the module's clock running faster than real time.
+"""The NetworkMotionServer end to end: the netmotion module and a simulated arm module on the bus, real UDP sockets,
+and the modules' clock running faster than real time.
 
 The seed's transcript (PING/PONG, FK, RUNMS, IKP and the MOTMANREG / MOTMANRESP order), the reference's FK vector
 byte for byte, two clients interleaving, the added commands, hostile input, and the launcher.
@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from pluto.bus import Bus
+from pluto.errors import LaunchError
 from pluto.gateways.netmotion.module import NetMotionModule, NetMotionParams
 from pluto.hardware.arm.kinematics import ArmModel
+from pluto.hardware.arm.module import ArmModule
 from pluto.runtime import launcher
 from tests.gateways.netmotion.udp import Client, ScaledClock
 from tests.helpers import wait_until
@@ -49,12 +51,28 @@ def motions(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start_server(bus: Bus, motions: Path) -> Iterator[Callable[..., NetMotionModule]]:
+def clock() -> ScaledClock:
+    return ScaledClock(RATE)
+
+
+@pytest.fixture
+def arm(bus: Bus, clock: ScaledClock) -> Iterator[ArmModule]:
+    """The simulated arm module, on the netmotion module's clock."""
+    module = ArmModule(bus, clock=clock)
+    module.start()
+    yield module
+    module.stop()
+
+
+@pytest.fixture
+def start_server(
+    bus: Bus, motions: Path, arm: ArmModule, clock: ScaledClock
+) -> Iterator[Callable[..., NetMotionModule]]:
     started: list[NetMotionModule] = []
 
     def start(**params: object) -> NetMotionModule:
         settings: dict[str, object] = {"port": 0, "motions": str(motions), "prepare_ik": False, **params}
-        module = NetMotionModule(bus, NetMotionParams(**settings), clock=ScaledClock(RATE))  # type: ignore[arg-type]
+        module = NetMotionModule(bus, NetMotionParams(**settings), clock=clock)  # type: ignore[arg-type]
         module.start()
         started.append(module)
         return module
@@ -223,7 +241,12 @@ def test_the_socket_is_bound_to_the_loopback_and_closed_on_stop(start_server: Ca
         sock.bind(("127.0.0.1", port))  # free again
 
 
-def test_pluto_start_netmotion_runs_it_as_a_daemon(bus: Bus) -> None:
+def test_without_the_arm_module_it_says_how_to_start_it(bus: Bus) -> None:
+    with pytest.raises(LaunchError, match=r"arm module, which is not running.*pluto start arm"):
+        NetMotionModule(bus, NetMotionParams(port=0, prepare_ik=False, arm_timeout=0.5)).start()
+
+
+def test_pluto_start_netmotion_runs_it_as_a_daemon_beside_the_arm(bus: Bus, arm: ArmModule) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

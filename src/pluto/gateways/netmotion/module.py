@@ -6,8 +6,11 @@ directory), ``IKP`` (point inverse kinematics), ``STOP``, ``LIST``, ``JOINTS``. 
 motion manager, one frame every 1/``rate_hz`` s (32 ms by default) of the module's clock; each frame's blended joint
 values go out on ``Arm/Command`` and the joint values come back on ``Arm/State``.
 
-With ``arm = "sim"`` or ``"ssc32"`` the module starts the arm module in its own process (``pluto netmotion`` and
-``pluto start netmotion`` need nothing else); with ``arm = "bus"`` it drives an arm module already running.
+The arm is the ``arm`` module, used only through the bus: ``Arm/State`` in, ``Arm/Command`` out, and its proxy
+(:class:`~pluto.hardware.arm.proxy.ArmProxy`) for the arm's own model (the joint table, limits and frames that
+motion files, FK and IK need). The module requires it: ``pluto netmotion`` runs both in one process, ``pluto up
+netmotion`` starts both as daemons, and ``pluto start netmotion`` expects it running (``pluto start arm``); at start
+the module waits ``arm_timeout`` s at most for it to publish.
 ``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
 rate-limited dropped, refused (ERR), failures, arm commands dropped out of range], ``element`` = [running motions,
 clients, UDP port].
@@ -45,7 +48,7 @@ from numpy.typing import NDArray
 
 import pluto.hardware.arm
 from pluto import msgs, names
-from pluto.errors import ConfigError, PlutoError
+from pluto.errors import ConfigError, LaunchError, PlutoError
 from pluto.gateways.netmotion.codec import MAX_DATAGRAM
 from pluto.gateways.netmotion.server import (
     DEFAULT_PORT,
@@ -56,13 +59,12 @@ from pluto.gateways.netmotion.server import (
     UdpNetMotionServer,
     check_limits,
 )
-from pluto.hardware.arm.kinematics import ArmModel
 from pluto.hardware.arm.manager import MotionEventKind, MotionManager
-from pluto.hardware.arm.module import ArmModule, ArmParams
 from pluto.hardware.arm.motion import MotionFileError, MotionLibrary, MotionSequence, Posture
 from pluto.hardware.arm.playback import DEFAULT_TIMEOUT, DEFAULT_TOLERANCE, Motion, PosturePlayer, SequencePlayer
-from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE
+from pluto.hardware.arm.proxy import ArmProxy
 from pluto.limits import Bound, LimitError, check, command_limits
+from pluto.runtime import launcher
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = [
@@ -85,7 +87,6 @@ but within these are held to the joint's limits)."""
 WEIGHT = Bound(0.0, 1000.0)
 """Weights a motion file's joint values may have."""
 
-ARMS = ("sim", "ssc32", "bus")
 STATUS_PERIOD = 1.0  # s between writes of netmotion/status
 
 
@@ -95,10 +96,7 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     host: address the UDP socket binds to.
     port: UDP port (0 picks a free one).
     motions: the motion directory RUNMS reads from ("" for the examples shipped with Pluto).
-    arm: ``sim`` or ``ssc32`` to start the arm module here, ``bus`` to use one already running.
-    serial_port: the SSC-32's serial device or URL (with ``arm = "ssc32"``).
-    baudrate: the SSC-32's baud rate.
-    model: the arm model (``LynxArm6`` or a model file).
+    arm_timeout: how long to wait at start for the arm module to publish, s.
     tolerance: how close every joint must come to a posture's target, rad.
     posture_timeout: time after which a posture counts as done anyway, s.
     max_datagram: larger datagrams are dropped, bytes.
@@ -117,10 +115,7 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     motions: str = ""
-    arm: str = "sim"
-    serial_port: str = "/dev/ttyUSB0"
-    baudrate: int = DEFAULT_BAUDRATE
-    model: str = "LynxArm6"
+    arm_timeout: float = 15.0
     tolerance: float = DEFAULT_TOLERANCE
     posture_timeout: float = DEFAULT_TIMEOUT
     max_datagram: int = MAX_DATAGRAM
@@ -134,13 +129,11 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.arm not in ARMS:
-            raise ValueError(f"arm must be one of {', '.join(ARMS)}, not {self.arm!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
         check_limits(
             self,
-            positive=("tolerance", "posture_timeout", "client_rate", "budget_rate"),
+            positive=("arm_timeout", "tolerance", "posture_timeout", "client_rate", "budget_rate"),
             at_least_one=("client_burst", "budget_burst"),
         )
         if not 16 <= self.max_datagram <= 65535:
@@ -157,30 +150,27 @@ class NetMotionModule(Module[NetMotionParams]):
     name = "netmotion"
     description = "NetworkMotionServer: UDP text commands to run motions, IK and FK on the arm"
     provides = (names.NETMOTION_STATUS,)
+    requires = ("arm",)
     Params = NetMotionParams
+
+    arm: ArmProxy
+    """The arm module's proxy: its model and kinematics (the joint values go by ``Arm/State`` and ``Arm/Command``)."""
 
     def on_configure(self) -> None:
         p = self.params
-        self.model = ArmModel.load(p.model)
-        self.library = MotionLibrary(p.motions or PACKAGED_MOTIONS, self.model)
-        self._prismatic = np.array([link.type == "prismatic" for link in self.model.links[: self.model.num_outputs]])
-        self._lock = threading.Lock()
+        self._manager_lock = threading.Lock()  # the motion manager: the step, the server's thread, clock jumps
         self.refused_commands = 0
         """Arm commands out of range (pluto.limits), dropped instead of written."""
-        self.manager = MotionManager(self.model.num_outputs)
-        self.arm: ArmModule | None = None
         self.server: UdpNetMotionServer | None = None
+        self._ik_cancel = threading.Event()
+        self._ik_thread: threading.Thread | None = None
         try:
-            if p.arm != "bus":
-                arm_params = ArmParams(
-                    backend=p.arm,
-                    model=p.model,
-                    port=p.serial_port,
-                    baudrate=p.baudrate,
-                    use_sim_time=p.use_sim_time,
-                )
-                self.arm = ArmModule(self.bus, arm_params, clock=self.clock)
-                self.arm.start()
+            self.arm = self._find_arm(p.arm_timeout)
+            self.model = self.arm.model
+            self.library = MotionLibrary(p.motions or PACKAGED_MOTIONS, self.model)
+            outputs = self.model.links[: self.model.num_outputs]
+            self._prismatic = np.array([link.type == "prismatic" for link in outputs])
+            self.manager = MotionManager(self.model.num_outputs)
             self.arm_state = self.create_reader(names.ARM_STATE)
             self.arm_command = self.create_publisher(names.ARM_COMMAND)
             self.status_out = self.create_publisher(names.NETMOTION_STATUS)
@@ -203,16 +193,29 @@ class NetMotionModule(Module[NetMotionParams]):
             raise
         self._next_status = -math.inf
         self.publish_status(self.clock.now())
-        self._ik_cancel = threading.Event()
-        self._ik_thread: threading.Thread | None = None
         if p.prepare_ik:
             last = self.model.links[-1].index
             self._ik_thread = threading.Thread(target=self._prepare_ik, args=(last,), name="netmotion-ik-table")
             self._ik_thread.start()
 
+    def _find_arm(self, timeout: float) -> ArmProxy:
+        """The arm module's proxy, once the module publishes (``timeout`` s at most).
+
+        Raises:
+            LaunchError: the arm module is not running (saying how to start it).
+        """
+        try:
+            launcher.wait_publishing(self.bus, ArmProxy.module, timeout)
+            return ArmProxy(self.bus, mask=0, start=False, timeout=timeout)
+        except LaunchError as err:
+            raise LaunchError(
+                f"netmotion drives the arm module, which is not running on robot {self.bus.robot} ({err}): start "
+                "it first (`pluto start arm`), or both at once (`pluto netmotion`, `pluto up netmotion`)"
+            ) from None
+
     def _prepare_ik(self, link: int) -> None:
         with contextlib.suppress(ValueError):  # a frame no joint moves: nothing to prepare
-            self.model.solver(link).prepare(self._ik_cancel)
+            self.arm.prepare_ik(link, self._ik_cancel)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -224,7 +227,7 @@ class NetMotionModule(Module[NetMotionParams]):
 
     def step(self, now: float) -> None:
         current = self.current_joints()
-        with self._lock:
+        with self._manager_lock:
             command = self.manager.step(now, current)
             events = self.manager.take_events()
         if command is not None:
@@ -243,7 +246,7 @@ class NetMotionModule(Module[NetMotionParams]):
     def on_clock_jump(self, old: float, new: float) -> None:
         # The motions were timed on the old run's clock: they stop (their owners get DEACTIVATE at the next frame),
         # and the status is written again at once instead of when the new run reaches the old run's schedule.
-        with self._lock:
+        with self._manager_lock:
             stopped = [motion.id for motion in self.manager.running()]
             for motion_id in stopped:
                 self.manager.remove(motion_id, new)
@@ -267,7 +270,7 @@ class NetMotionModule(Module[NetMotionParams]):
     def publish_status(self, now: float) -> None:
         self._next_status = now + STATUS_PERIOD
         s = self.service.statistics()
-        with self._lock:
+        with self._manager_lock:
             running = len(self.manager)
         port = self.server.address[1] if self.server is not None else 0
         self.status_out.write(
@@ -296,11 +299,11 @@ class NetMotionModule(Module[NetMotionParams]):
     # -- the motion service the server calls (on its own thread) ------------------------------------------------
 
     def forward_kinematics(self, link: int) -> NDArray[np.float64]:
-        return self.model.link_transform(self.current_joints(), link)
+        return self.arm.forward_kinematics(link, self.current_joints())
 
     def _add(self, motion: Motion, owner: Address) -> int:
         current = self.current_joints()
-        with self._lock:
+        with self._manager_lock:
             return self.manager.add(motion, self.clock.now(), current, owner)
 
     def run_motion(self, filename: str, owner: Address) -> int:
@@ -347,22 +350,22 @@ class NetMotionModule(Module[NetMotionParams]):
 
     def point_ik(self, link: int, target: tuple[float, float, float], owner: Address) -> int:
         index = self.model.link(link).index
-        solver = self.model.solver(index)
-        result = solver.solve(target, self.current_joints())
+        moved = self.arm.ik_joints(index)
+        result = self.arm.point_ik(index, target, self.current_joints())
         mm = " ".join(f"{1000.0 * c:g}" for c in target)
-        if not np.isfinite(result.q[solver.joints]).all():
+        if not np.isfinite(result.q[list(moved)]).all():
             raise PlutoError(f"IKP {index} {mm}: no solution")
         if not result.success:
             self.get_logger().info("IKP %d %s: not reachable, %.1f mm short", index, mm, result.error * 1000.0)
-        posture = Posture(f"IKP {index}", {int(j): (float(result.q[j]), 1.0) for j in solver.joints})
+        posture = Posture(f"IKP {index}", {j: (float(result.q[j]), 1.0) for j in moved})
         return self._add(self._posture(posture, label=f"IKP {index} {mm}"), owner)
 
     def stop_motion(self, motion_id: int) -> bool:
-        with self._lock:
+        with self._manager_lock:
             return self.manager.remove(motion_id, self.clock.now())
 
     def motions(self) -> list[tuple[int, str]]:
-        with self._lock:
+        with self._manager_lock:
             return [(m.id, m.description) for m in self.manager.running()]
 
     def joints(self) -> tuple[NDArray[np.float64], Sequence[bool]]:
@@ -375,7 +378,7 @@ class NetMotionModule(Module[NetMotionParams]):
             ik_thread.join()
         server, self.server = getattr(self, "server", None), None
         if server is not None:
-            server.stop()
-        arm, self.arm = getattr(self, "arm", None), None
+            server.close()
+        arm = getattr(self, "arm", None)
         if arm is not None:
-            arm.stop()
+            arm.close()

@@ -3,7 +3,8 @@
 :class:`NetMotionService` is the server without sockets: :meth:`~NetMotionService.receive` takes a datagram (or
 drops it at once), :meth:`~NetMotionService.serve` handles what the budget allows and returns the datagrams to send,
 and :meth:`NetMotionService.motion_response` turns a motion-manager event into the datagram for the client that owns
-the motion. :class:`UdpNetMotionServer` runs it on a UDP socket served by an asyncio loop in a thread of its own.
+the motion. :class:`UdpNetMotionServer` runs it on a UDP socket served by an asyncio loop in a thread of its own
+(:class:`pluto.gateways.serving.ServerRunner`).
 
 Limits against hostile clients (:class:`ServerLimits`): datagrams over ``max_datagram`` bytes are dropped; each
 client (a host and port) may send ``rate`` datagrams per second (bursts of ``burst``); the server handles
@@ -17,28 +18,24 @@ server: a failure while handling a command is answered with ``ERR``, counted and
 
 # Strategy: the reference server used an epoll service thread; asyncio's event loop is its modern form, and the
 # loop runs in its own thread so that the module's control step (the motion manager, on the module's clock) never
-# waits on the network. The socket is read directly (loop.add_reader) in batches until it is empty, and each
+# waits on the network. The socket is read in batches until it is empty (DatagramListener's read_batch), and each
 # datagram goes through the fair queue (fairness.py) at once: a datagram over its sender's share is dropped for the
 # price of a dictionary look-up, so the server drains the kernel's buffer faster than a flood fills it, and the
 # buffer is made large (SO_RCVBUF) to ride out the moments the thread does not run. Datagrams within the budget are
 # handled as they are read, so `MOTMANREG <id>` is sent before the next datagram is handled (reference:
 # "dispatched before the server reenters the command loop"); datagrams that wait for the budget are handled by a
-# timer when it allows. Motion events come from the control thread through `call_soon_threadsafe`, which queues
+# timer when it allows. Motion events come from the control thread through the runner's call_soon, which queues
 # them behind the callback that is running: a motion's MOTMANRESP can never overtake its MOTMANREG. Replies the
-# socket cannot take at once wait in order, bounded, for the socket to be writable.
+# socket cannot take at once wait in order in the transport, bounded, for the socket to be writable.
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import socket
-import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +67,7 @@ from pluto.gateways.netmotion.codec import (
     encode,
 )
 from pluto.gateways.netmotion.fairness import FairQueue
+from pluto.gateways.serving import DatagramListener, ServerRunner
 
 __all__ = [
     "DEFAULT_PORT",
@@ -89,13 +87,13 @@ DEFAULT_PORT = 15000
 DEFAULT_RECEIVE_BUFFER = 4 * 1024 * 1024
 """Kernel receive buffer asked for the socket, bytes (Linux grants at most ``net.core.rmem_max``)."""
 READ_BATCH = 256
-"""Most datagrams read from the socket per wake-up of the loop (then other callbacks get their turn)."""
+"""Most datagrams read from the socket per turn of the loop (then other callbacks get their turn)."""
 SERVE_BATCH = 64
 """Most waiting datagrams handled per callback of the timer."""
 MAX_TARGET = MAX_COORDINATE_MM * 1e-3
 """Largest IKP coordinate handed to the arm, m (the decoder refuses larger ones; checked again where it leaves)."""
-MAX_SEND_BACKLOG = 1024
-"""Most replies kept waiting for the socket to be writable; more are dropped (and counted)."""
+MAX_SEND_BACKLOG = 256 * 1024
+"""Most bytes of replies kept waiting for the socket to be writable; more are dropped (and counted)."""
 
 Address = tuple[Any, ...]
 """A client's address as the socket gives it ((host, port) for IPv4)."""
@@ -330,6 +328,25 @@ class NetMotionService:
         return encode(MotionResponse(motion_id, "STATUS" if kind == "STATUS" else "DEACTIVATE"))
 
 
+class _Datagrams(asyncio.DatagramProtocol):
+    """The UDP endpoint's protocol: hands datagrams and socket errors to the server (on its loop)."""
+
+    def __init__(self, server: UdpNetMotionServer) -> None:
+        self.server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.server._transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: Address) -> None:
+        self.server._datagram_received(data, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        self.server.socket_errors += 1  # an ICMP error for a client that went away, a reply the kernel refused
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server._transport = None
+
+
 class UdpNetMotionServer:
     """The server on a UDP socket, served by an asyncio loop in its own thread (a context manager).
 
@@ -357,95 +374,42 @@ class UdpNetMotionServer:
         self.socket_errors = 0
         """Errors of the socket (an ICMP error for a client that went away, a reply the kernel refused)."""
         self.send_dropped = 0
-        """Replies dropped because too many were already waiting for the socket to be writable."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
+        """Replies dropped because too many bytes were already waiting for the socket to be writable."""
+        self._transport: asyncio.DatagramTransport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._backlog: deque[tuple[bytes, Address]] = deque()
+        self._listener = DatagramListener(
+            lambda: _Datagrams(self),
+            host,
+            port,
+            receive_buffer=receive_buffer,
+            read_batch=READ_BATCH,
+            read_size=service.limits.max_datagram + 1,  # a longer datagram is cut to this: still oversized, dropped
+        )
+        self._runner = ServerRunner(self._listener, name="netmotion-udp", logger=log, on_close=self._cancel_timer)
         self.address: tuple[str, int] = (host, port)
 
+    @property
+    def errors(self) -> int:
+        """Exceptions raised on the server's loop (counted and logged; the server goes on)."""
+        return self._runner.errors
+
     def start(self) -> None:
-        """Bind the socket and start serving (returns once the socket is bound).
+        """Bind the socket and start serving (returns once the socket is bound; starting twice does nothing).
 
         Raises:
             OSError: the address is in use or cannot be bound.
         """
-        if self._thread is not None:
-            return
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            if self.receive_buffer > 0:
-                with contextlib.suppress(OSError):  # refused: the system's default will do
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-            sock.bind((self.host, self.port))
-        except OSError:
-            sock.close()
-            raise
-        sock.setblocking(False)
-        self.address = sock.getsockname()[:2]
-        self._sock = sock
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.add_reader(sock, self._read_ready)
-            except BaseException as err:  # handed to start()
-                failure.append(err)
-                ready.set()
-                sock.close()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.remove_reader(sock)
-                loop.remove_writer(sock)
-                if self._timer is not None:
-                    self._timer.cancel()
-                    self._timer = None
-                sock.close()
-                loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=run, name="netmotion-udp", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            self._thread.join()
-            self._thread = None
-            self._sock = None
-            raise failure[0]
-        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        self._runner.start()
+        self.address = self._runner.address
+        granted = self._listener.granted_receive_buffer
         log.info("NetworkMotionServer listening on udp %s:%d (receive buffer %d bytes)", *self.address, granted)
 
     # -- on the loop's thread -----------------------------------------------------------------------------------
 
-    def _read_ready(self) -> None:
-        sock, loop = self._sock, self._loop
-        if sock is None or loop is None:
-            return
-        service = self.service
-        size = service.limits.max_datagram + 1  # a longer datagram is cut to this: still oversized, still dropped
-        now = loop.time()
-        admitted = False
-        for _ in range(READ_BATCH):
-            try:
-                data, address = sock.recvfrom(size)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:  # an ICMP error reported on the socket: nothing to do but count it
-                self.socket_errors += 1
-                continue
-            if service.receive(data, address, now):
-                admitted = True
-                self._serve(now)
-        if admitted:
+    def _datagram_received(self, data: bytes, address: Address) -> None:
+        now = asyncio.get_running_loop().time()
+        if self.service.receive(data, address, now):
+            self._serve(now)
             self._schedule()
 
     def _serve(self, now: float, limit: int | None = None) -> None:
@@ -453,78 +417,44 @@ class UdpNetMotionServer:
             self._send_now(datagram, address)
 
     def _schedule(self) -> None:
-        loop = self._loop
         when = self.service.next_serve_time()
-        if loop is None or when is None or self._timer is not None:
+        if when is None or self._timer is not None or self._transport is None:
             return
-        self._timer = loop.call_at(when, self._on_timer)
+        self._timer = asyncio.get_running_loop().call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        loop = self._loop
-        if loop is None:
-            return
-        self._serve(loop.time(), SERVE_BATCH)
+        self._serve(asyncio.get_running_loop().time(), SERVE_BATCH)
         self._schedule()
 
-    def _send_now(self, datagram: bytes, address: Address) -> None:
-        sock, loop = self._sock, self._loop
-        if sock is None or loop is None:
-            return
-        if self._backlog:  # keep the order: behind the replies that wait already
-            if len(self._backlog) < MAX_SEND_BACKLOG:
-                self._backlog.append((datagram, address))
-            else:
-                self.send_dropped += 1
-            return
-        try:
-            sock.sendto(datagram, address)
-        except (BlockingIOError, InterruptedError):
-            self._backlog.append((datagram, address))
-            loop.add_writer(sock, self._write_ready)
-        except OSError:
-            self.socket_errors += 1
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-    def _write_ready(self) -> None:
-        sock, loop = self._sock, self._loop
-        if sock is None or loop is None:
+    def _send_now(self, datagram: bytes, address: Address) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
-        while self._backlog:
-            datagram, address = self._backlog[0]
-            try:
-                sock.sendto(datagram, address)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self.socket_errors += 1
-            self._backlog.popleft()
-        loop.remove_writer(sock)
+        waiting = transport.get_write_buffer_size()  # type: ignore[attr-defined]  # asyncio's have it, typeshed not
+        if waiting >= MAX_SEND_BACKLOG:
+            self.send_dropped += 1
+            return
+        transport.sendto(datagram, address)  # queued in order behind replies waiting for the socket, if any
 
     # -- from any thread ----------------------------------------------------------------------------------------
 
     def send(self, datagram: bytes, address: Address) -> None:
         """Send a datagram to a client from any thread (queued behind the datagram being handled, if any)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._send_now, datagram, address)
+        self._runner.call_soon(self._send_now, datagram, address)
 
-    def stop(self) -> None:
-        """Close the socket and end the thread (idempotent)."""
-        loop, thread = self._loop, self._thread
-        self._thread = None
-        if loop is None or thread is None:
-            return
-        with contextlib.suppress(RuntimeError):  # already closed
-            loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        self._loop = None
-        self._sock = None
+    def close(self) -> None:
+        """Close the socket and end the thread (idempotent; safe from any thread)."""
+        self._runner.close()
 
     def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.stop()
+        self.close()

@@ -9,26 +9,78 @@ together (they arrive at the same time), as the SSC-32 does.
 controller gives no feedback, so this is what was commanded (open loop), as on the real arm; the simulated arm
 also holds each servo to its top speed.
 
+Service ``arm/model``: the model the module drives (:class:`ArmModelFile`: its name and the text of its model file),
+so that clients compute kinematics with the arm's own joint table, limits and frames (:class:`.proxy.ArmProxy`
+does: ``proxy.model``, ``proxy.forward_kinematics``, ``proxy.point_ik``).
+
 Run it with ``pluto run arm`` (simulated), ``pluto run arm --backend ssc32 --port /dev/ttyUSB0``, or through
-``pluto netmotion``, which starts it with the NetworkMotionServer.
+``pluto netmotion`` or ``pluto up netmotion``, which start it with the NetworkMotionServer.
 """
 
 from __future__ import annotations
 
 import math
+from importlib import resources
+from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from pluto import msgs, names
-from pluto.hardware.arm.kinematics import ArmModel
+from pluto.errors import ConfigError
+from pluto.hardware.arm.kinematics import ArmModel, available_models
 from pluto.hardware.arm.servo import ArmBackend
 from pluto.hardware.arm.sim import SimulatedArm
 from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE, Ssc32Arm, Ssc32Error
 from pluto.runtime.module import Module, ModuleParams
 
-__all__ = ["ArmModule", "ArmParams"]
+__all__ = ["ArmModelFile", "ArmModule", "ArmParams", "read_model_file"]
 
 BACKENDS = ("sim", "ssc32")
+
+
+class ArmModelFile(msgspec.Struct, frozen=True, kw_only=True):
+    """The arm's model as the ``arm/model`` service gives it.
+
+    Attributes:
+        name: the model's name (``LynxArm6``).
+        source: where the module read it (a model shipped with Pluto, or a file on the arm's computer).
+        text: the model file's text (TOML; format: ``models/LynxArm6.toml``): ``ArmModel.from_toml(text)`` is the
+            model the arm module drives.
+    """
+
+    name: str
+    source: str
+    text: str
+
+    def model(self) -> ArmModel:
+        """The model this file describes.
+
+        Raises:
+            ConfigError: the text is not a valid model.
+        """
+        return ArmModel.from_toml(self.text, where=self.source)
+
+
+def read_model_file(model: str) -> ArmModelFile:
+    """Read an arm model: one shipped with Pluto by name (``LynxArm6``) or a model file by path.
+
+    Raises:
+        ConfigError: no such model, the file cannot be read, or it is not a valid model (file and reason).
+    """
+    if model in available_models():
+        resource = resources.files("pluto.hardware.arm") / "models" / f"{model}.toml"
+        source, text = f"{model}.toml", resource.read_text(encoding="utf-8")
+    else:
+        path = Path(model)
+        if not path.suffix:
+            raise ConfigError(f"no arm model named {model!r}; shipped models: {', '.join(available_models())}")
+        try:
+            source, text = str(path), path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"cannot read arm model {path}: {err}") from err
+    loaded = ArmModel.from_toml(text, where=source)
+    return ArmModelFile(name=loaded.name, source=source, text=text)
 
 
 class ArmParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -65,7 +117,8 @@ class ArmModule(Module[ArmParams]):
 
     def on_configure(self) -> None:
         p = self.params
-        self.model = ArmModel.load(p.model)
+        self.model_file = read_model_file(p.model)
+        self.model = self.model_file.model()
         now = self.clock.now()
         if p.backend == "ssc32":
             self.backend = Ssc32Arm(self.model, p.port, p.baudrate, now=now)
@@ -76,6 +129,7 @@ class ArmModule(Module[ArmParams]):
         self._seen = self.commands.received
         self.rejected = 0
         self.link_errors = 0
+        self.create_service("model", lambda _request: self.model_file)
         self.publish(now)
 
     def step(self, now: float) -> None:
