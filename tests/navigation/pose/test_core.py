@@ -221,6 +221,7 @@ def test_a_kidnapped_robot_is_lost_then_found_and_tracked_again() -> None:
     features = seen(walls, truth, seed=9)
     found = relocalize(features, walls, hint=f.pose)
     assert found is not None and f.pose == believed  # the search never moves the filter itself
+    assert found.runner_up < 0.95 * found.score
     f.reset(found.pose, found.covariance + np.diag([0.01**2, 0.01**2, 0.002**2]))
     result = f.update(seen(walls, truth, seed=10), walls)
     assert len(result.matches) >= 3 and not result.lost
@@ -234,10 +235,14 @@ def test_relocalize_with_a_hint_searches_near_it_in_a_repetitive_office() -> Non
     bearings = angles(361)
     ranges = scan(RayCaster(world.segments(), world.circles), truth, bearings, np.random.default_rng(2))
     features = extract_lines(ranges, bearings, max_range=MAX_RANGE)
+    # the rooms along the corridor are alike: searched everywhere, the answer says it is ambiguous
+    anywhere = relocalize(features, office)
+    assert anywhere is not None and anywhere.runner_up >= anywhere.score
     found = relocalize(features, office, hint=(21.0, 12.5, 0.0), radius=2.0)
     assert found is not None
     assert found.pose[:2] == pytest.approx(truth[:2], abs=0.05)
     assert wrap_angle(found.pose[2] - truth[2]) == pytest.approx(0.0, abs=0.01)
+    assert found.runner_up < 0.95 * found.score
 
 
 def test_relocalize_needs_two_lines() -> None:

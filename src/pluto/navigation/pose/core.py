@@ -9,10 +9,10 @@ continuous heading, so the correction the localization service derives from a po
 **Predict.** Between two scans the dead reckoning moved the laser from L_a to L_b (its frame); the increment
 u = L_a⁻¹·L_b is composed onto the state, X ← X ⊕ u, with F = ∂(X ⊕ u)/∂X = [[1, 0, -Δy], [0, 1, Δx], [0, 0, 1]]
 (Δx, Δy the displacement in the map frame). The localization service's incremental covariance Σ is that of the
-*robot's* increment in its own frame, as an error of the end pose; the laser sits at the mount offset m ahead of the
-robot centre, so a heading error also swings it: Q = R·T·Σ·Tᵀ·Rᵀ with T = [[1, 0, -m_y'], [0, 1, m_x'], [0, 0, 1]]
-(m' the offset turned by the robot's heading) and R the rotation from the dead-reckoning frame to the map frame.
-P ← F·P·Fᵀ + Q.
+*robot's* increment, in the dead-reckoning frame, as an error of the end pose; the laser sits at the mount offset m
+ahead of the robot centre, so a heading error also swings it: Q = R·T·Σ·Tᵀ·Rᵀ with
+T = [[1, 0, -m_y'], [0, 1, m_x'], [0, 0, 1]] (m' the offset turned by the robot's heading) and R the rotation from
+the dead-reckoning frame to the map frame. P ← F·P·Fᵀ + Q.
 
 **Update.** A wall (α, ρ) seen from the laser at (x, y, θ) is the line (γ, ρ_r) = (α - θ, ρ - x·cos α - y·sin α),
 with (γ + π, -ρ_r) when ρ_r < 0 (a feature always has r >= 0); H = [[0, 0, -1], [-s·cos α, -s·sin α, 0]] (s the
@@ -26,9 +26,9 @@ all of them update the state at once; the covariance in Joseph form, P ← (I - 
 symmetric and positive.
 
 **Lost.** A scan with fewer than ``min_matches`` pairs is poor; after ``lost_after`` poor scans in a row, or when the
-position's standard deviation passes ``lost_position_std``, the filter says it is lost. It keeps predicting; the
-caller may search with :func:`relocalize` and, if it trusts the answer, :meth:`PoseFilter.reset` the filter. The core
-never moves itself to a pose found that way.
+position's standard deviation passes ``lost_position_std``, the filter says it is lost, until a scan matches again.
+It keeps predicting and updating; the caller may search with :func:`relocalize` and, if it trusts the answer,
+:meth:`PoseFilter.reset` the filter. The core never moves itself to a pose found that way.
 
 **Relocalize.** Two non-parallel features fix a pose once they are assigned to two map walls (with a side each):
 θ from the first, (x, y) from the two line equations. Every assignment whose angle difference agrees is a
@@ -108,8 +108,8 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        if self.min_matches < 0 or self.lost_after < 1:
-            raise ValueError("min_matches must be >= 0 and lost_after >= 1")
+        if self.min_matches < 1 or self.lost_after < 1:
+            raise ValueError("min_matches and lost_after must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -467,7 +467,7 @@ class PoseFilter:
                 ]
         self._updates += 1
         self._last_matches = len(matches)
-        if len(matches) >= prm.min_matches and matches:
+        if len(matches) >= prm.min_matches:
             self._poor = 0
             self._lost = False
         else:
@@ -607,13 +607,13 @@ def relocalize(
     hyp = hyp[inside]
     if hyp.shape[0] == 0:
         return None
-    scores = np.concatenate(
-        [
-            _score(hyp[i : i + chunk], feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
-            for i in range(0, hyp.shape[0], chunk)
-        ]
-    )
-    best = int(np.argmax(scores))
+    parts = [
+        _score(hyp[i : i + chunk], feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
+        for i in range(0, hyp.shape[0], chunk)
+    ]
+    scores = np.concatenate([points for points, _ in parts])
+    residuals = np.concatenate([residual for _, residual in parts])
+    best = int(np.lexsort((residuals, -scores))[0])  # most points; between equals, the smallest residuals
     pose = hyp[best]
     refined = _refine(pose, feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
     if refined is None:
@@ -735,13 +735,13 @@ def _score(
     angle_tolerance: float,
     distance_tolerance: float,
     margin: float,
-) -> FloatArray:
-    """Scan points of the features that lie on some wall, per pose, less a small penalty for the residuals."""
+) -> tuple[FloatArray, FloatArray]:
+    """Per pose: the scan points of the features that lie on some wall, and the sum of the features' distance
+    residuals (the tolerance for a feature on no wall), m."""
     on, residual = _feature_matches(pose, feats, wall_map, walls, angle_tolerance, distance_tolerance, margin)
-    matched = on.any(axis=2)
-    best = np.where(on, np.abs(residual), distance_tolerance).min(axis=2)
-    score: FloatArray = (matched * feats.points[None, :]).sum(axis=1) - (best / distance_tolerance).sum(axis=1)
-    return score
+    points: FloatArray = (on.any(axis=2) * feats.points[None, :]).sum(axis=1)
+    residuals: FloatArray = np.where(on, np.abs(residual), distance_tolerance).min(axis=2).sum(axis=1)
+    return points, residuals
 
 
 def _refine(
