@@ -10,7 +10,7 @@ import pytest
 
 from pluto.navigation.pose.map import WallMap
 from pluto.sim.raycast import segment_distance
-from pluto.sim.world import MapError, load_world, parse_world
+from pluto.sim.world import SCHEMA_PATH, MapError, load_world, parse_world
 
 
 def test_lines_of_walls_are_in_normal_form() -> None:
@@ -64,6 +64,8 @@ def test_wall_uncertainty_is_read_when_present_and_zero_otherwise(tmp_path: Path
     assert c[0, 1] == pytest.approx(2.0 * 1e-4)
     assert c[1, 1] == pytest.approx(4.0 * 1e-4 + 9e-4)
     assert np.all(walls.covariance[1] == 0.0)
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(SCHEMA_PATH)).validate(str(path))  # the schema knows the attributes too
     with pytest.raises(MapError, match="sigma_offset"):
         parse_world(
             '<world name="w" version="1"><walls><wall x1="0" y1="0" x2="1" y2="0" sigma_offset="-1"/></walls></world>'
