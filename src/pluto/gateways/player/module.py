@@ -263,7 +263,7 @@ class PlayerModule(Module[PlayerParams]):
         self.drive_out = self.create_publisher(names.DRIVE_COMMAND)
         self.base_out = self.create_publisher(names.BASE_DRIVE_COMMAND)
         self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
-        self._lock = threading.Lock()
+        self._state_lock = threading.Lock()  # the live modules, the held motion, the clients' settings
         self._live: set[str] = set()
         self.motion = MotionHold(p.resend_period)
         self.position_mode: dict[DeviceKey, bool] = {POSITION: False, POSITION3D: False}
@@ -272,7 +272,7 @@ class PlayerModule(Module[PlayerParams]):
         self._laser_version = 0
         self.odometry_frame = OdometryFrame()
         self._frame_version = 0
-        # The step's samples against a request that rebuilds one; taken before _lock, never inside it.
+        # The step's samples against a request that rebuilds one; taken before _state_lock, never inside it.
         self._samples_lock = threading.Lock()
         self._geometry: dict[str, Any] | None = None
         self.ignored_commands = 0
@@ -283,7 +283,7 @@ class PlayerModule(Module[PlayerParams]):
         self._goals = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="player-goto")
         self._watch = self.bus.watch_modules(self._on_module)
         alive = self.bus.live_modules()  # the watch reports them too, a little later: devices open from the start
-        with self._lock:
+        with self._state_lock:
             self._live.update(alive)
         if key:
             self.get_logger().info("player: clients must AUTH with the key from %s", source)
@@ -313,7 +313,7 @@ class PlayerModule(Module[PlayerParams]):
         server = getattr(self, "server", None)
         if server is None:
             return
-        server.stop()  # every connection closes: the last writer's release stops the robot
+        server.close()  # every connection closes: the last writer's release stops the robot
         self._apply(self._motion_step(self.clock.now()), self.clock.now())
         self._goals.shutdown(wait=True)
         self.bus.release(self._watch)
@@ -324,7 +324,7 @@ class PlayerModule(Module[PlayerParams]):
         return self.server.port
 
     def _on_module(self, name: str, alive: bool) -> None:
-        with self._lock:
+        with self._state_lock:
             if alive:
                 self._live.add(name)
             else:
@@ -332,17 +332,17 @@ class PlayerModule(Module[PlayerParams]):
                 if name == "base":
                     self._geometry = None
         if name == "base" and not alive:
-            self._forget_odometry_frame()  # a base that comes back starts a new odometry (after _lock: lock order)
+            self._forget_odometry_frame()  # a returning base starts a new odometry (lock order: after _state_lock)
 
     def _running(self, module: str) -> bool:
-        with self._lock:
+        with self._state_lock:
             return module in self._live
 
     # -- the step -------------------------------------------------------------------------------------------------
 
     def on_clock_jump(self, old: float, new: float) -> None:
         # On a bus thread (or another module's step): the held commands go at once, the data at the next step.
-        with self._lock:
+        with self._state_lock:
             self.motion.forget()
             self._geometry = None
             self._restarted = True
@@ -354,7 +354,7 @@ class PlayerModule(Module[PlayerParams]):
         )
 
     def step(self, now: float) -> None:
-        with self._lock:
+        with self._state_lock:
             restarted, self._restarted = self._restarted, False
         if restarted:
             # Only data that comes after the jump is served; the sources stay remembered, so the readers' values of
@@ -383,7 +383,7 @@ class PlayerModule(Module[PlayerParams]):
 
     def _motion_step(self, now: float) -> list[MotionAction]:
         drive = self._running("drive")
-        with self._lock:
+        with self._state_lock:
             return self.motion.step(now, drive)
 
     def _apply(self, actions: list[MotionAction], now: float) -> None:
@@ -441,7 +441,7 @@ class PlayerModule(Module[PlayerParams]):
         if pose is not None and self._fresh(POSITION3D, pose, stall):
             self._samples[POSITION3D] = Sample(pose.stamp, position3d_data(pose, odometry, stall).pack())
         scan = self.scan_in.read()
-        with self._lock:
+        with self._state_lock:
             config, version = self.laser_config, self._laser_version
         if scan is not None and self._fresh(LASER, scan, version):
             self._samples[LASER] = Sample(scan.stamp, laser_data(scan, config).pack())
@@ -468,7 +468,7 @@ class PlayerModule(Module[PlayerParams]):
             else:
                 self._velocity(position_velocity(command))
         elif isinstance(command, Position3dCommand):
-            with self._lock:
+            with self._state_lock:
                 position_mode = self.position_mode[POSITION3D]
             if position_mode:
                 self._goal(self._checked_goal("position3d command", position3d_goal(command)))
@@ -483,7 +483,7 @@ class PlayerModule(Module[PlayerParams]):
                 limits.check(interface, command)
         except limits.LimitError as err:
             raise CommandRefused(f"velocity command refused: {err}") from err
-        with self._lock:
+        with self._state_lock:
             self.motion.set_velocity(velocity)
 
     @staticmethod
@@ -510,7 +510,7 @@ class PlayerModule(Module[PlayerParams]):
                 why = "no localization pose to place the goal" if goal is None else "the avoid module is not running"
                 self.get_logger().warning("ignored position commands (%d so far): %s", self.ignored_commands, why)
             return
-        with self._lock:
+        with self._state_lock:
             self.motion.set_goal(goal)
 
     def _odometry_goal(self, goal: Goal) -> Goal | None:
@@ -528,7 +528,7 @@ class PlayerModule(Module[PlayerParams]):
     def released(self, device: DeviceKey) -> None:
         """The last client with write access to a device closed it (on the server's thread)."""
         if device in _MOTION_DEVICES and not any(self.server.writers(d) for d in _MOTION_DEVICES):
-            with self._lock:
+            with self._state_lock:
                 self.motion.stop()
 
     def configure(self, device: DeviceKey, request: ConfigStruct) -> bytes:
@@ -555,11 +555,11 @@ class PlayerModule(Module[PlayerParams]):
         return self.bus.call(f"base/{service}", request, reply_type, timeout=p.service_timeout)
 
     def _base_geometry(self) -> dict[str, Any]:
-        with self._lock:
+        with self._state_lock:
             cached = self._geometry
         if cached is None:
             cached = self._call("geometry", None, dict)
-            with self._lock:
+            with self._state_lock:
                 self._geometry = cached
         return cached
 
@@ -646,7 +646,7 @@ class PlayerModule(Module[PlayerParams]):
         position = request.state != 0
         if position and not self._running("avoid"):
             raise ConfigRefused("position mode needs the avoid module (`pluto start avoid`)")
-        with self._lock:
+        with self._state_lock:
             self.position_mode[device] = position
         return b""
 
@@ -661,11 +661,11 @@ class PlayerModule(Module[PlayerParams]):
                     config = laser_settings(request, native)
                 except ValueError as err:
                     raise ConfigRefused(f"laser configuration refused: {err}") from err
-                with self._lock:
+                with self._state_lock:
                     self.laser_config = config
                     self._laser_version += 1
                 return replace(config, subtype=request.subtype).pack()
-            with self._lock:
+            with self._state_lock:
                 current = self.laser_config
             return replace(current or native, subtype=request.subtype).pack()
         raise ConfigRefused(f"no {type(request).__name__} for the laser")

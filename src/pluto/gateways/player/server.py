@@ -3,7 +3,7 @@
     server = PlayerServer(backend, port=6665)
     server.start()                          # listening when it returns; server.port is the bound port
     server.tick(now, samples)               # from any thread, at the module's rate: pushes the rounds that are due
-    server.stop()
+    server.close()
 
 The backend (the module, or a fake in tests) says which devices can be opened, answers configuration requests
 (on worker threads: it may block on the bus) and takes commands (on the server's thread: it must not block).
@@ -27,19 +27,20 @@ and one kind of event (refused, evicted, idle, failed authentication, garbage, r
 the first at once, then one line per ``log_interval`` s with the count.
 """
 
-# Strategy: one event loop on a thread of its own does all socket I/O; each connection is a PlayerConnection
-# (framing) and a ClientSession (protocol state), so the server adds only transport and scheduling. Requests of one
-# client are handled in order: while the backend answers a configuration request, that connection stops reading
-# (pause_reading) and its next messages wait, so its replies cannot overtake each other; other clients and the
-# rounds go on. Garbage in a client's stream is skipped and counted by its PlayerConnection (as the 1.5 server
-# resynchronises on the stx); a client that stops reading its data (more than ``write_limit`` bytes queued) or
-# makes the server fail is disconnected alone, counted and logged; nothing it sends can stop the loop. A command
-# the backend refuses (CommandRefused: a value out of range) is dropped and counted, and the session goes on. Data
-# arrives with each tick as a mapping of ready-made payloads, built once for every client by the caller (never in a
-# bus callback), and handed to the loop with call_soon_threadsafe. The rounds follow the time of the ticks (the
-# module's clock, simulated or not); the header times are on the clock the data is stamped with, which the caller
-# gives as an offset from the tick's time (0 when the module runs on that clock). Idle timeouts, back-off and log
-# intervals are about sockets and people, so they run on the wall clock (``monotonic``, injectable for tests).
+# Strategy: one event loop on a thread of its own (pluto.gateways.serving.ServerRunner) does all socket I/O; each
+# connection is a PlayerConnection (framing) and a ClientSession (protocol state), so the server adds only transport
+# and scheduling. Requests of one client are handled in order: while the backend answers a configuration request,
+# that connection stops reading (pause_reading) and its next messages wait, so its replies cannot overtake each
+# other; other clients and the rounds go on. Garbage in a client's stream is skipped and counted by its
+# PlayerConnection (as the 1.5 server resynchronises on the stx); a client that stops reading its data (more than
+# ``write_limit`` bytes queued) or makes the server fail is disconnected alone, counted and logged; nothing it sends
+# can stop the loop. A command the backend refuses (CommandRefused: a value out of range) is dropped and counted,
+# and the session goes on. Data arrives with each tick as a mapping of ready-made payloads, built once for every
+# client by the caller (never in a bus callback), and handed to the loop with the runner's call_soon. The rounds
+# follow the time of the ticks (the module's clock, simulated or not); the header times are on the clock the data is
+# stamped with, which the caller gives as an offset from the tick's time (0 when the module runs on that clock).
+# Idle timeouts, back-off and log intervals are about sockets and people, so they run on the wall clock
+# (``monotonic``, injectable for tests).
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ from pluto.gateways.player.session import (
     SessionStatistics,
 )
 from pluto.gateways.player.structs import CommandStruct, ConfigStruct
+from pluto.gateways.serving import ProtocolListener, ServerRunner
 
 __all__ = ["CommandRefused", "ConfigRefused", "PlayerBackend", "PlayerServer", "RateLimitedLog", "ServerStatistics"]
 
@@ -485,9 +487,12 @@ class PlayerServer:
         self.samples: Mapping[DeviceKey, Sample] = {}
         self.note = RateLimitedLog(log, log_interval, monotonic)
         self._workers = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="player-config")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stop: asyncio.Event | None = None
+        listener = ProtocolListener(
+            lambda: _Client(self, next(self._ids)), host, port, backlog=max(128, self.max_clients)
+        )
+        self._runner = ServerRunner(
+            listener, name="player-server", logger=log, on_open=self._opened, on_close=self._closing
+        )
         self._clients: dict[int, _Client] = {}
         self._clients_lock = threading.Lock()  # statistics() reads the clients from other threads
         self._writers: dict[DeviceKey, set[int]] = {}
@@ -512,70 +517,42 @@ class PlayerServer:
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 5.0) -> None:
-        """Start listening on a thread of its own; returns once it listens.
+        """Start listening on a thread of its own; returns once it listens (starting twice does nothing).
 
         Raises:
             OSError: the address cannot be bound (the port is taken, say).
         """
-        if self._thread is not None:
+        if self._runner.running:
             return
-        started: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._run, args=(started,), name="player-server", daemon=True)
-        self._thread.start()
-        try:
-            self.port = started.result(timeout)
-        except BaseException:
-            self._thread.join(timeout)
-            self._thread = None
-            raise
+        self._runner.start(timeout)
+        self.port = self._runner.address[1]
         log.info("Player 1.5 server listening on %s:%d", self.host, self.port)
 
-    def _run(self, started: concurrent.futures.Future[int]) -> None:
-        try:
-            asyncio.run(self._serve(started))
-        except BaseException as err:
-            if not started.done():
-                started.set_exception(err)
-            else:
-                log.exception("the Player server stopped on an error")
+    def _opened(self, runner: ServerRunner) -> None:
+        self.port = runner.address[1]  # before the first connection's session is made
+        runner.spawn(self._housekeeping(), name="player-housekeeping")
 
-    async def _serve(self, started: concurrent.futures.Future[int]) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._stop = asyncio.Event()
-        server = await loop.create_server(
-            lambda: _Client(self, next(self._ids)), self.host, self.port, backlog=max(128, self.max_clients)
-        )
-        started.set_result(int(server.sockets[0].getsockname()[1]))
-        housekeeping = asyncio.create_task(self._housekeeping())
-        try:
-            await self._stop.wait()
-        finally:
-            housekeeping.cancel()
-            server.close()
-            for client in list(self._clients.values()):
-                client.close("the server stops", abort=True)
-            await server.wait_closed()
-            self.note.flush()
+    def _closing(self) -> None:
+        for client in list(self._clients.values()):
+            client.close("the server stops", abort=True)
+        self.note.flush()
 
-    def stop(self) -> None:
-        """Close every connection and stop listening (idempotent)."""
-        thread, loop, stop = self._thread, self._loop, self._stop
-        if thread is None:
-            return
-        if loop is not None and stop is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=10)
-        self._thread = None
+    def close(self) -> None:
+        """Close every connection and stop listening (idempotent; safe from any thread)."""
+        self._runner.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def errors(self) -> int:
+        """Exceptions raised on the server's loop outside a client's handling (counted and logged; it goes on)."""
+        return self._runner.errors
 
     def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     # -- from other threads ---------------------------------------------------------------------------------------
 
@@ -589,27 +566,18 @@ class PlayerServer:
             stamp_offset: the clock the data is stamped with, less ``now``, s: the header times (time and
                 timestamp alike) are on the data's clock. 0 when the module runs on that clock.
         """
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._tick, now, samples, stamp_offset)
+        self._runner.call_soon(self._tick, now, samples, stamp_offset)
 
     def update_samples(self, samples: Mapping[DeviceKey, Sample]) -> None:
         """Replace the newest data without a round (a reading changed by a request: its reply must not overtake
         it). Thread-safe; does not block; handled before anything handed to the loop later (a reply among them)."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._set_samples, samples)
+        self._runner.call_soon(self._set_samples, samples)
 
     def restart(self, now: float) -> None:
         """The clock went back to ``now`` (s): forget the data of the old run, and let every client's rounds start
         again at the next tick rather than when the new run reaches the old run's due times. Thread-safe; call it
         before the first :meth:`tick` of the new run."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._restart, now)
+        self._runner.call_soon(self._restart, now)
 
     def statistics(self) -> ServerStatistics:
         """A snapshot of the counters."""
@@ -740,8 +708,8 @@ class PlayerServer:
                 del self._auth[address]
 
     def run_in_worker(self, request: Configure) -> asyncio.Future[bytes]:
-        assert self._loop is not None
-        return self._loop.run_in_executor(self._workers, self.backend.configure, request.device, request.request)
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._workers, self.backend.configure, request.device, request.request)
 
     def count_protocol_error(self) -> None:
         self._counts["protocol_errors"] += 1
