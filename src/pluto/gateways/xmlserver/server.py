@@ -1,8 +1,9 @@
 """The XML server: TCP connections speaking the protocol of :mod:`.codec`, in front of the bus.
 
-One asyncio loop on a thread of its own serves every connection. Each connection has a codec, a bounded queue of
-replies and, per subscription, one slot holding the newest update not yet sent; a sender task per connection
-writes them out and waits for the socket, so a client that reads slowly (or not at all) only ever delays itself.
+One asyncio loop on a thread of its own (:class:`pluto.gateways.serving.ServerRunner`) serves every connection.
+Each connection has a codec, a bounded queue of replies and, per subscription, one slot holding the newest update
+not yet sent; a sender task per connection writes them out and waits for the socket, so a client that reads slowly
+(or not at all) only ever delays itself.
 
 Defences (each limit is a :class:`ServerSettings` field):
 
@@ -73,6 +74,7 @@ import msgspec
 from pluto import limits, msgs, names
 from pluto.bus import Bus, StateReader, StateWriter, Subscription
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
+from pluto.gateways.serving import ServerRunner, StreamListener
 from pluto.runtime.clock import Clock, WallClock
 
 from .codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT, XmlCodec, encode_event
@@ -342,8 +344,7 @@ class _Topic:
             if self._scheduled:
                 return
             self._scheduled = True
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
-            self.server._loop.call_soon_threadsafe(self._take)
+        self.server._runner.call_soon(self._take)  # dropped if the server has stopped
 
     def _take(self) -> None:
         with self._lock:
@@ -546,8 +547,15 @@ class XmlServer:
         self._auth_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, 1)
         self._client_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, CLIENT_LOG_BURST)
         self._per_address: dict[str, int] = {}
-        self._loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
+        s = self.settings
+        listener = StreamListener(
+            self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True, backlog=BACKLOG
+        )
+        # Not a daemon thread: the worker threads it starts inherit that, and so do the threads Zenoh starts for the
+        # callbacks of what they declare (readers, subscriptions). The interpreter then waits for those threads at
+        # exit, after the bus has closed, instead of tearing them down in the middle of a callback, which aborts
+        # the process. A server its owner forgot to close is closed at exit, before those waits.
+        self._runner = ServerRunner(listener, name="xmlserver", logger=self.log, on_open=self._opened, daemon=False)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="xmlserver-bus")
         self._clients: dict[_Client, asyncio.Task[Any]] = {}
         self._topics: dict[str, _Topic] = {}
@@ -559,7 +567,6 @@ class XmlServer:
         self._counter = itertools.count()
         self._create_lock: asyncio.Lock | None = None
         self._pace_wake: asyncio.Event | None = None
-        self._stopping: asyncio.Event | None = None
         self._address: tuple[str, int] | None = None
         self._connections = 0
         self._refused = 0
@@ -583,50 +590,29 @@ class XmlServer:
         return self._address
 
     def start(self) -> None:
-        """Bind the port and start serving on a thread of the server's own.
+        """Bind the port and start serving on a thread of the server's own (starting twice does nothing).
 
         Raises:
             OSError: the address cannot be bound (a port in use, say).
+            RuntimeError: the server was closed.
         """
-        if self._thread is not None:
+        if self._address is not None:
             return
-        bound: concurrent.futures.Future[tuple[str, int]] = concurrent.futures.Future()
-        # Not a daemon: the worker threads it starts inherit that, and so do the threads Zenoh starts for the
-        # callbacks of what they declare (readers, subscriptions). The interpreter then waits for those threads
-        # at exit, after the bus has closed, instead of tearing them down in the middle of a callback, which
-        # aborts the process. A server its owner forgot to close is closed at exit, before those waits.
-        self._thread = threading.Thread(target=self._thread_main, args=(bound,), name="xmlserver", daemon=False)
-        self._thread.start()
+        if self._closed:
+            raise RuntimeError("the XML server is closed")
         _close_at_exit(self)
         try:
-            self._address = bound.result()
+            self._runner.start()
         except BaseException:
-            self._thread.join(timeout=5)
             self._release_all()
             raise
+        self._address = self._runner.address
 
-    def _thread_main(self, bound: concurrent.futures.Future[tuple[str, int]]) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._serve(bound))
-        except BaseException as err:  # a failure before binding goes to start(); after it, to the log
-            if not bound.done():
-                bound.set_exception(err)
-            else:
-                self.log.exception("the XML server failed")
-        finally:
-            self._loop.close()
-
-    async def _serve(self, bound: concurrent.futures.Future[tuple[str, int]]) -> None:
+    def _opened(self, runner: ServerRunner) -> None:
         self._create_lock = asyncio.Lock()
         self._pace_wake = asyncio.Event()
-        self._stopping = asyncio.Event()
         s = self.settings
-        server = await asyncio.start_server(
-            self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True, backlog=BACKLOG
-        )
-        host, port = server.sockets[0].getsockname()[:2]
-        bound.set_result((str(host), int(port)))
+        host, port = runner.address
         self.log.info(
             "XML server listening on %s:%d (token %s; at most %d clients, %d from one address; idle timeout %g s)",
             host,
@@ -636,34 +622,21 @@ class XmlServer:
             s.max_clients_per_address,
             s.idle_timeout,
         )
-        background = [asyncio.create_task(self._pace()), asyncio.create_task(self._housekeep())]
-        try:
-            await self._stopping.wait()
-        finally:
-            server.close()
-            for task in background:
-                task.cancel()
-            tasks = list(self._clients.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*background, *tasks, return_exceptions=True)
-            await server.wait_closed()
+        runner.spawn(self._pace(), name="xmlserver-pacing")
+        runner.spawn(self._housekeep(), name="xmlserver-housekeeping")
 
     def close(self) -> None:
-        """Close every connection and stop serving (idempotent)."""
+        """Close every connection and stop serving (idempotent; safe from any thread)."""
         if self._closed:
             return
         self._closed = True
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            stopping = self._stopping
-            if stopping is not None:
-                with contextlib.suppress(RuntimeError):  # the loop has just ended
-                    self._loop.call_soon_threadsafe(stopping.set)
-            thread.join(timeout=10)
-        elif thread is None:
-            self._loop.close()
+        self._runner.close()
         self._release_all()
+
+    @property
+    def errors(self) -> int:
+        """Exceptions raised on the server's loop outside a request's handling (counted and logged; it goes on)."""
+        return self._runner.errors
 
     def _release_all(self) -> None:
         things: list[Any] = [t.subscription for t in self._topics.values() if t.subscription is not None]
@@ -689,10 +662,7 @@ class XmlServer:
         Raises:
             RuntimeError: the server is not running.
         """
-        if self._thread is None or not self._thread.is_alive():
-            raise RuntimeError("the server is not running")
-        future = asyncio.run_coroutine_threadsafe(self._stats(), self._loop)
-        return future.result(timeout)
+        return self._runner.run(self._stats(), timeout)
 
     async def _stats(self) -> ServerStats:
         host, port = self.address
@@ -782,13 +752,23 @@ class XmlServer:
         for sub in list(client.subs.values()):
             self._detach(sub)
         client.subs.clear()
-        stopping = self._stopping is not None and self._stopping.is_set()
-        if not stopping and not client.dead:
-            with contextlib.suppress(TimeoutError):  # let the last replies (an error saying why) go out
-                await asyncio.wait_for(client.idle.wait(), 1.0)
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
-        await self._close_writer(client.writer, 0.0 if stopping else 1.0)
+        stopping = self._runner.closing
+        try:
+            if not stopping and not client.dead:
+                with contextlib.suppress(TimeoutError):  # let the last replies (an error saying why) go out
+                    await asyncio.wait_for(client.idle.wait(), 1.0)
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+            await self._close_writer(client.writer, 0.0 if stopping else 1.0)
+        except asyncio.CancelledError:  # the server stops meanwhile: cut the connection off, and still account for it
+            sender.cancel()
+            client.writer.transport.abort()
+            self._forget(client, reason)
+            raise
+        self._forget(client, reason)
+
+    def _forget(self, client: _Client, reason: str) -> None:
+        """Count a connection that has closed as gone, and log its summary."""
         if self._clients.pop(client, None) is not None:
             left = self._per_address.get(client.host, 1) - 1
             if left > 0:
@@ -960,16 +940,18 @@ class XmlServer:
         return known
 
     async def _blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self._loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def _list(self, _client: _Client, request: ListRequest) -> ServerReply:
         # Asking the bus takes up to a second of a worker thread: clients that list at once share one answer.
         cached = self._listing
-        if cached is None or self._loop.time() - cached[0] > LISTING_MAX_AGE:
+        now = asyncio.get_running_loop().time()
+        if cached is None or now - cached[0] > LISTING_MAX_AGE:
             found = await asyncio.gather(
                 self._blocking(self.bus.live_modules, 0.5), self._blocking(self.bus.interface_keys, 0.5)
             )
-            cached = self._listing = (self._loop.time(), found[0], found[1])
+            cached = self._listing = (now, found[0], found[1])
         _, modules, live = cached
         entries = []
         for name in sorted(set(names.INTERFACES) | set(live) | set(self.settings.writable)):
@@ -1161,10 +1143,8 @@ class XmlServer:
         Every subscription's pacing restarts, so the new run's values go out at once instead of when the new run
         reaches the old run's due times. Thread-safe (a clock's jump callback); the reset runs on the server's loop.
         """
-        if self._closed or self._loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop has just closed: the server is stopping
-            self._loop.call_soon_threadsafe(self._restart_pacing, old, new)
+        if not self._closed:
+            self._runner.call_soon(self._restart_pacing, old, new)
 
     def _restart_pacing(self, old: float, new: float) -> None:
         for _, _, sub in self._heap:
