@@ -398,7 +398,10 @@ class UdpNetMotionServer:
 
         Raises:
             OSError: the address is in use or cannot be bound.
+            RuntimeError: the server was closed (a server serves once).
         """
+        if self._runner.running:
+            return
         self._runner.start()
         self.address = self._runner.address
         granted = self._listener.granted_receive_buffer

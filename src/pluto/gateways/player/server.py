@@ -521,6 +521,7 @@ class PlayerServer:
 
         Raises:
             OSError: the address cannot be bound (the port is taken, say).
+            RuntimeError: the server was closed (a server serves once).
         """
         if self._runner.running:
             return
