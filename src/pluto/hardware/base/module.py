@@ -8,6 +8,10 @@ How the services are carried out here: geometry's model is ``sim``; with the mot
 True), every command is taken as zero speed; velocity_mode changes nothing (the body moves the same in both);
 speed_pid and position_pid are kept in ``pid_gains`` (the body has no controller to tune); speed_profile sets the
 body's limits (it has one acceleration limit each way: a deceleration sets it when no acceleration is given).
+
+One service of the simulated base only: ``base/place`` [x, y, theta] -> True puts the body there at once (in the
+world frame; the odometry does not see it), as when someone carries the robot elsewhere (a kidnapped robot). A
+place inside a wall or an obstacle is refused.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
         self._target = (0.0, 0.0)
         self.motors_on = True
         self.pid_gains: dict[str, dict[str, float]] = {"speed": {}, "position": {}}
+        self.create_service("place", self._srv_place, list[float])
 
     def initial_state(self, now: float) -> BaseState:
         return self._state_of(now, self.body.state())
@@ -110,6 +115,17 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
         r = self.body.params.radius
         poses = tuple((r * math.cos(a), r * math.sin(a), a) for a in self.body.sonar_angles.tolist())
         return BaseGeometry(model="sim", radius=r, sonar_poses=poses)
+
+    def _srv_place(self, pose: list[float]) -> bool:
+        if len(pose) != 3 or not all(math.isfinite(v) and abs(v) <= 1e6 for v in pose):
+            raise ValueError(f"place takes [x m, y m, theta rad], finite, got {pose}")
+        x, y, theta = pose
+        with self._body_lock:
+            if self.body.clearance(x, y, self.world.mover_circles(self._last or 0.0)) <= self.body.params.radius:
+                raise ValueError(f"({x}, {y}) is inside a wall or an obstacle")
+            self.body.x, self.body.y, self.body.theta = float(x), float(y), float(theta)
+        self.get_logger().info("placed by hand at (%.2f, %.2f, %.1f°)", x, y, math.degrees(theta))
+        return True
 
     def set_motor_power(self, on: bool) -> bool:
         self.motors_on = on

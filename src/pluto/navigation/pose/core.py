@@ -41,7 +41,7 @@ Nothing here reads a clock, the bus or a file.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -51,6 +51,7 @@ import numpy.typing as npt
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.pose.map import WallMap
+from pluto.sim.raycast import RayCaster
 
 __all__ = [
     "FilterStatus",
@@ -60,6 +61,7 @@ __all__ = [
     "Relocalization",
     "UpdateResult",
     "relocalize",
+    "scan_agreement",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -562,6 +564,8 @@ def relocalize(
     distance_tolerance: float = 0.15,
     overlap_margin: float = 0.3,
     chunk: int = 2048,
+    check: Callable[[FloatArray], FloatArray] | None = None,
+    checked: int = 200,
 ) -> Relocalization | None:
     """Search the map for the laser pose that best explains a scan's lines (a kidnapped robot).
 
@@ -577,6 +581,10 @@ def relocalize(
         distance_tolerance: how far a feature's line may be from its wall's, m.
         overlap_margin: how far beyond its wall's ends a feature may reach, m.
         chunk: hypotheses scored at once (bounds memory).
+        check: a second opinion on whole poses: given ``(N, 3)`` laser poses it returns the share (0..1) of the
+            scan that agrees with the map seen from each (:func:`scan_agreement`). Lines alone cannot tell apart
+            places where the same walls are seen (sliding along a corridor); the free space along the beams can.
+            The ``checked`` best hypotheses by lines are then ranked by line points times that share.
 
     Returns:
         The best pose, or None if no two non-parallel features could be assigned to walls.
@@ -613,6 +621,9 @@ def relocalize(
     ]
     scores = np.concatenate([points for points, _ in parts])
     residuals = np.concatenate([residual for _, residual in parts])
+    if check is not None:
+        top = np.lexsort((residuals, -scores))[:checked]
+        hyp, scores, residuals = hyp[top], scores[top] * check(hyp[top]), residuals[top]
     best = int(np.lexsort((residuals, -scores))[0])  # most points; between equals, the smallest residuals
     pose = hyp[best]
     refined = _refine(pose, feats, wall_map, walls, angle_tolerance, distance_tolerance, overlap_margin)
@@ -622,6 +633,8 @@ def relocalize(
     far = (np.hypot(hyp[:, 0] - pose_r[0], hyp[:, 1] - pose_r[1]) > 0.5) | (np.abs(_wrap(hyp[:, 2] - pose_r[2])) > 0.2)
     runner_up = float(scores[far].max()) if far.any() else 0.0
     score = float(feats.points[matched].sum())
+    if check is not None:
+        score *= float(check(np.asarray([pose_r], dtype=float))[0])
     return Relocalization(
         (float(pose_r[0]), float(pose_r[1]), float(_wrap(np.array(pose_r[2])))),
         cov,
@@ -788,3 +801,40 @@ def _refine(
         if float(np.abs(step).max()) < 1e-6:
             break
     return x, 0.5 * (cov + cov.T), matched
+
+
+def scan_agreement(
+    caster: RayCaster,
+    ranges: npt.ArrayLike,
+    angles: npt.ArrayLike,
+    poses: npt.ArrayLike,
+    *,
+    max_range: float,
+    beams: int = 45,
+    tolerance: float = 0.3,
+    unexplained: float = 0.3,
+) -> FloatArray:
+    """The share of a scan that the map explains, seen from each of ``poses`` (laser poses, ``(N, 3)``).
+
+    A beam agrees (1) when its range is within ``tolerance`` of the map's (ray cast from the pose); one that is
+    shorter may have met something that is not in the map (a person, a chair), but as often it says the place is
+    wrong: it counts ``unexplained``; one that reaches farther than the map allows went through a wall (0). Invalid
+    readings (-1, max range) are left out. ``beams`` of the scan are used, evenly.
+
+    Returns:
+        ``(N,)`` shares in [0, 1] (1 for a scan with no valid beam).
+    """
+    r = np.asarray(ranges, dtype=float)
+    a = np.asarray(angles, dtype=float)
+    valid = np.flatnonzero((r > 0.0) & (r < max_range - 0.05) & np.isfinite(r))
+    if valid.size == 0:
+        return np.ones(len(np.atleast_2d(poses)))
+    pick = valid[np.linspace(0, valid.size - 1, min(beams, valid.size)).astype(int)]
+    r, a = r[pick], a[pick]
+    out = []
+    for x, y, theta in np.atleast_2d(np.asarray(poses, dtype=float)):
+        expected = caster.cast((x, y), a + theta, max_range)
+        near = np.abs(r - expected) <= tolerance
+        short = r < expected - tolerance
+        out.append(float(np.mean(near + unexplained * short)))
+    return np.array(out)

@@ -34,11 +34,12 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
-from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, relocalize
+from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, relocalize, scan_agreement
 from pluto.navigation.pose.features import LineFeature, extract_lines
 from pluto.navigation.pose.findwall import find_wall
 from pluto.navigation.pose.map import WallMap
 from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.raycast import RayCaster
 
 __all__ = ["FIND_WALL", "SETTER", "PoseModule", "PoseModuleParams"]
 
@@ -78,7 +79,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     initial_heading_std: float = math.radians(2.0)
     relocalize_every: int = 5
     relocalize_min_fraction: float = 0.6
-    relocalize_margin: float = 1.5
+    relocalize_margin: float = 1.25
     filter: PoseFilterParams = PoseFilterParams()
 
     def __post_init__(self) -> None:
@@ -103,6 +104,7 @@ class PoseModule(Module[PoseModuleParams]):
     def on_configure(self) -> None:
         p = self.params
         self.wall_map = self._load_map(p.map)
+        self._caster = RayCaster(self.wall_map.segments)
         self.filter: PoseFilter | None = None
         self.features: list[LineFeature] = []  # the last scan's lines (laser frame)
         self.matched: list[int] = []  # indices of the last scan's lines that matched a wall
@@ -113,6 +115,7 @@ class PoseModule(Module[PoseModuleParams]):
         self._wall_data: list[float] = []
         self._find_requested = False
         self._lost_scans = 0
+        self._candidate: tuple[tuple[float, float, float], tuple[float, ...]] | None = None
         self._lock_q = threading.Lock()
         self._scans: dict[float, msgs.LaserScan] = {}
         self._dr: dict[float, msgs.PoseEstimate] = {}
@@ -222,7 +225,7 @@ class PoseModule(Module[PoseModuleParams]):
         if result.lost:
             self._lost_scans += 1
             if p.relocalize_every and self._lost_scans % p.relocalize_every == 1 % p.relocalize_every:
-                self._try_relocalize(t, features, dr)
+                self._try_relocalize(t, features, dr, scan)
         else:
             self._lost_scans = 0
         cov = self.filter.covariance
@@ -236,13 +239,25 @@ class PoseModule(Module[PoseModuleParams]):
         )
         self.posts += 1
 
-    def _try_relocalize(self, t: float, features: list[LineFeature], dr: msgs.PoseEstimate) -> None:
+    def _try_relocalize(
+        self, t: float, features: list[LineFeature], dr: msgs.PoseEstimate, scan: msgs.LaserScan
+    ) -> None:
         p = self.params
         assert self.filter is not None
-        found = relocalize(features, self.wall_map, max_range=p.filter.max_range)
+
+        def agreement(poses: Any) -> Any:
+            return scan_agreement(self._caster, scan.ranges, scan.angles, poses, max_range=scan.max_range)
+
+        found = relocalize(features, self.wall_map, max_range=p.filter.max_range, check=agreement)
         if found is None:
             return
-        clear = found.fraction >= p.relocalize_min_fraction and found.score >= p.relocalize_margin * found.runner_up
+        enough = found.fraction >= p.relocalize_min_fraction
+        clear = enough and found.score >= p.relocalize_margin * found.runner_up
+        # A place that wins twice in a row where the dead reckoning says the robot went in between is taken too:
+        # a look-alike place does not keep winning as the view changes.
+        previous, self._candidate = self._candidate, (found.pose, tuple(dr.pose[:4]))
+        if enough and not clear and previous is not None:
+            clear = _agrees(previous, found.pose, dr.pose)
         if not clear:
             self.get_logger().info(
                 "lost at %.1f s: the best place (%.2f, %.2f) explains %.0f%% of the scan, the next %.0f points "
@@ -262,6 +277,7 @@ class PoseModule(Module[PoseModuleParams]):
         self.filter.reset((found.pose[0], found.pose[1], theta), found.covariance + floor, reference=dr.pose)
         self.relocalizations += 1
         self._lost_scans = 0
+        self._candidate = None
         self.get_logger().warning(
             "lost, then found again at %.1f s: laser at (%.2f, %.2f, %.1f°), %.2f m from where the filter was "
             "(%d of the scan's lines match; relocalization %d)",
@@ -293,3 +309,21 @@ class PoseModule(Module[PoseModuleParams]):
             f"last scan: {s.last_matches} walls matched; position σ {s.position_std:.3f} m, heading σ "
             f"{math.degrees(s.heading_std):.2f}°{'; LOST' if s.lost else ''}; relocalizations {self.relocalizations}",
         ]
+
+
+def _agrees(
+    previous: tuple[tuple[float, float, float], tuple[float, ...]],
+    found: tuple[float, float, float],
+    dr_now: Any,
+    distance: float = 0.3,
+    angle: float = 0.15,
+) -> bool:
+    """``found`` is where the earlier candidate went by the dead reckoning's laser motion since (m, rad limits)."""
+    (px, py, pt), (dx0, dy0, _dz0, dt0) = previous
+    dx1, dy1, dt1 = float(dr_now[0]), float(dr_now[1]), float(dr_now[3])
+    c, s = math.cos(dt0), math.sin(dt0)
+    ux, uy = c * (dx1 - dx0) + s * (dy1 - dy0), -s * (dx1 - dx0) + c * (dy1 - dy0)  # in the earlier laser frame
+    cp, sp = math.cos(pt), math.sin(pt)
+    x, y, theta = px + cp * ux - sp * uy, py + sp * ux + cp * uy, pt + (dt1 - dt0)
+    turn = (found[2] - theta + math.pi) % (2 * math.pi) - math.pi
+    return math.hypot(found[0] - x, found[1] - y) <= distance and abs(turn) <= angle
