@@ -33,6 +33,7 @@ from pluto.bus import Bus, BusTimeout
 from pluto.errors import LaunchError, PlutoError
 from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
 from pluto.movement.avoid.proxy import AvoidProxy, describe_status
+from pluto.navigation.pose.features import extract_lines
 from pluto.record.recorder import Recorder, RecordStatus
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
@@ -69,6 +70,7 @@ class MissionLog:
 
     truth: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
     estimate: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
+    dead_reckoning: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_truth(self, pose: msgs.Odometry) -> None:
@@ -78,6 +80,16 @@ class MissionLog:
     def on_pose(self, pose: msgs.PoseEstimate) -> None:
         with self.lock:
             self.estimate.append((pose.stamp, pose.pose[0], pose.pose[1], pose.pose[3]))
+
+    def on_dead_reckoning(self, pose: msgs.PoseEstimate) -> None:
+        with self.lock:
+            self.dead_reckoning.append((pose.stamp, pose.pose[0], pose.pose[1], pose.pose[3]))
+
+    def dead_reckoning_until(self, end: float) -> np.ndarray:
+        """Dead reckoning alone (``Localization/Dead-Reckoning``) up to ``end``, rows (stamp, x, y, θ)."""
+        with self.lock:
+            rows = sorted(d for d in self.dead_reckoning if d[0] <= end)
+        return np.array(rows, dtype=float).reshape(-1, 4)
 
     def until(self, end: float) -> tuple[np.ndarray, np.ndarray]:
         """(truth, estimate) up to simulated time ``end`` as arrays of rows (stamp, x, y, θ), in stamp order."""
@@ -378,6 +390,7 @@ def run_demo(
             print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
             bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)
             bus.create_subscription(names.LOCALIZATION_POSE, log.on_pose, msgs.PoseEstimate, depth=1024)
+            bus.create_subscription(names.LOCALIZATION_DEAD_RECKONING, log.on_dead_reckoning, depth=1024)
             with Recorder(
                 record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
             ) as rec:
@@ -457,6 +470,12 @@ def _summary(
         print(f"localization heading error: max {degrees.max():.2f}°, mean {degrees.mean():.2f}°")
     else:
         print("localization error: no pose to compare with the truth")
+    dr_errors, dr_headings = localization_errors(truth, log.dead_reckoning_until(end))
+    if len(dr_errors):
+        print(
+            f"dead reckoning alone: max {dr_errors.max():.3f} m, {np.degrees(np.abs(dr_headings)).max():.2f}° "
+            "(without the pose module's walls)"
+        )
     wall_end = time.monotonic()
     line = f"wall time {wall_end - wall_start:.1f} s"
     if mission is not None and mission.start_time is not None and wall_run is not None:
@@ -483,12 +502,21 @@ def _draw(
 ) -> Path | None:
     if not len(truth):
         return None
-    points = None
+    points = lines = None
     if scan is not None:
         # Where the robot was when the scan was taken (the wrist stays straight ahead in this mission).
         _, x, y, theta = truth[int(np.argmin(np.abs(truth[:, 0] - scan.stamp)))]
         lx, ly, heading = laser_pose(x, y, theta, 0.0, LaserParams().mount_x)
         points = scan_points((lx, ly, heading), scan.ranges, scan.angles, max_range=scan.max_range)
+        # the wall lines the pose module finds in it, drawn where the laser was
+        c, s = math.cos(heading), math.sin(heading)
+        lines = np.array(
+            [
+                [lx + c * px - s * py, ly + s * px + c * py, lx + c * qx - s * qy, ly + s * qx + c * qy]
+                for f in extract_lines(scan.ranges, scan.angles, max_range=scan.max_range)
+                for (px, py), (qx, qy) in [(f.start, f.end)]
+            ]
+        ).reshape(-1, 4)
     return plot_run(
         world,
         path,
@@ -497,4 +525,5 @@ def _draw(
         points,
         title=f"Pluto demo: office world, route {outcome}",
         estimate_label="localization",
+        lines=lines,
     )

@@ -61,6 +61,7 @@ def plot_run(
     scan: FloatArray | None = None,
     title: str = "",
     estimate_label: str = "odometry",
+    lines: FloatArray | None = None,
 ) -> Path:
     """Draw a run and save it as a PNG; return the path.
 
@@ -68,6 +69,7 @@ def plot_run(
         truth: true positions (N, 2), m.  odometry: odometry positions in the world frame (M, 2), m.
         scan: laser points in the world frame (K, 2), m.
         estimate_label: the legend of the second path (odometry, or the localization estimate).
+        lines: wall lines found in the last scan, world frame, rows (x1, y1, x2, y2), m.
     """
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")
@@ -93,6 +95,16 @@ def plot_run(
         ax.plot(odometry[:, 0], odometry[:, 1], "--", color="tab:orange", linewidth=1.2, label=estimate_label)
     if scan is not None and len(scan):
         ax.plot(scan[:, 0], scan[:, 1], ".", color="tab:red", markersize=2.5, label="last scan")
+    if lines is not None and len(lines):
+        ax.add_collection(
+            LineCollection(
+                list(np.asarray(lines).reshape(-1, 2, 2)),
+                colors="tab:green",
+                linewidths=3.0,
+                alpha=0.7,
+                label="wall lines of the last scan",
+            )
+        )
     ax.set_xlim(xmin - 1, xmax + 1)
     ax.set_ylim(ymin - 1, ymax + 1)
     ax.set_aspect("equal")
