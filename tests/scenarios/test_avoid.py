@@ -270,7 +270,7 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
         assert module.active and module.command_in_force is None
 
         parser = argparse.ArgumentParser()
-        avoid_cmd.add_command(parser.add_subparsers(), [])
+        avoid_cmd.register(parser.add_subparsers())
         assert avoid_cmd.run(parser.parse_args(["avoid", "velocity", "0.2", "0.1", "--avoid", "1"])) == 0
         command = drive_commands.wait_for_update(timeout=10)
         while command.cmd_flags != 10:

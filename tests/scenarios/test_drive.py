@@ -197,7 +197,7 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
 
         parser = argparse.ArgumentParser()
         sub = parser.add_subparsers(dest="command")
-        drive_cmd.add_command(sub, [])
+        drive_cmd.register(sub)
 
         def sent(argv: list[str]) -> msgs.ActuatorState:
             """Run ``pluto drive ...`` and return the command it wrote."""

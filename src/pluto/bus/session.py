@@ -22,7 +22,6 @@ import secrets
 import struct
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Self, TypeVar, overload
@@ -34,6 +33,7 @@ from pluto import msgs, names
 from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
 from pluto.bus.executor import Executor, Strand, on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
+from pluto.closing import close_at_exit
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.names import Topic
 
@@ -851,7 +851,7 @@ class Bus:
         self._module_watch = self.session.liveliness().declare_subscriber(
             f"{self.prefix}/@module/**", on_zenoh_thread(self._on_module_token), history=True
         )
-        _close_at_exit(self)
+        close_at_exit(self)
 
     def _open_error(self, err: Exception) -> BusError:
         where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
@@ -1378,27 +1378,6 @@ class Bus:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _close_at_exit(bus: Bus) -> None:
-    """Close ``bus`` when the program ends even if its owner forgot to (an uncaught exception, say).
-
-    Zenoh runs callbacks on threads that end only when the session closes, and the interpreter waits for such
-    threads *before* ordinary ``atexit`` handlers run, so the hook must run earlier: where concurrent.futures
-    registers its own (``threading._register_atexit``).
-    """
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        return
-    ref = weakref.ref(bus)
-
-    def close() -> None:
-        alive = ref()
-        if alive is not None:
-            alive.close()
-
-    with contextlib.suppress(RuntimeError):  # registering while the interpreter already shuts down
-        register(close)
 
 
 def _close_entity(thing: Any) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
@@ -12,7 +11,7 @@ from pluto.errors import ConfigError
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "register", "run"]
+__all__ = ["register", "run"]
 
 HELP = "command the drive module: velocity, heading, stop, status"
 
@@ -54,15 +53,6 @@ def register(subparsers: Subparsers) -> None:
         )
     actions.add_parser("stop", help="stop the robot")
     actions.add_parser("status", help="print the drive's status")
-
-
-def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
-    """The same as :func:`register`, for callers that build a parser of their own.
-
-    Args:
-        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
-    """
-    register(subparsers)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
@@ -18,7 +17,7 @@ from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 # or SIGTERM also raises _Interrupted in the main thread, which serves: the step in progress is abandoned (the
 # robot is thrown away with the process), and the link is still closed on the way out.
 
-__all__ = ["DEFAULT_PORT", "add_command", "register", "run"]
+__all__ = ["DEFAULT_PORT", "register", "run"]
 
 DEFAULT_PORT = 8101
 """The TCP port served by default (as MobileSim's; the same as :data:`.emulator.DEFAULT_PORT`)."""
@@ -88,15 +87,6 @@ def register(subparsers: Subparsers) -> None:
         metavar="MS",
         help="stop and disable the motors after this many ms without a command; 0 = never (default 2000)",
     )
-
-
-def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
-    """The same as :func:`register`, for callers that build a parser of their own.
-
-    Args:
-        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
-    """
-    register(subparsers)
 
 
 class _Interrupted(BaseException):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from pluto.errors import ConfigError
 
 # The bus and the module are imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["add_command", "module_params", "register", "run"]
+__all__ = ["module_params", "register", "run"]
 
 HELP = "run the Player 1.5 server (TCP, port 6665) in the foreground"
 
@@ -64,15 +63,6 @@ def register(subparsers: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="set another parameter of the module, NAME=VALUE (TOML value); repeatable",
     )
-
-
-def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
-    """The same as :func:`register`, for callers that build a parser of their own.
-
-    Args:
-        parents: not used: every command takes the common options (:func:`pluto.cli.command.common_options`).
-    """
-    register(subparsers)
 
 
 def module_params(args: argparse.Namespace) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tests.helpers import free_tcp_port
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    player_cmd.add_command(parser.add_subparsers(dest="command"), [])
+    player_cmd.register(parser.add_subparsers(dest="command"))
     return parser.parse_args(["player", *argv])
 
 

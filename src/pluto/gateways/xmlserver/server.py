@@ -63,7 +63,6 @@ import math
 import socket
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +72,7 @@ import msgspec
 
 from pluto import limits, msgs, names
 from pluto.bus import Bus, StateReader, StateWriter, Subscription
+from pluto.closing import close_at_exit
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.gateways.serving import ServerRunner, StreamListener
 from pluto.runtime.clock import Clock, WallClock
@@ -600,7 +600,7 @@ class XmlServer:
             return
         if self._closed:
             raise RuntimeError("the XML server is closed")
-        _close_at_exit(self)
+        close_at_exit(self)
         try:
             self._runner.start()
         except BaseException:
@@ -1222,20 +1222,3 @@ def _check_call_value(service: str, value: Any, where: str) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_call_value(service, item, f"{where}[{key}]")
-
-
-def _close_at_exit(server: XmlServer) -> None:
-    """Close ``server`` when the program ends, before the interpreter waits for the threads that are not daemons
-    (where the bus closes its own: ``threading._register_atexit``, whose hooks run last registered first)."""
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        return
-    ref = weakref.ref(server)
-
-    def close() -> None:
-        alive = ref()
-        if alive is not None:
-            alive.close()
-
-    with contextlib.suppress(RuntimeError):  # registering while the interpreter already shuts down
-        register(close)

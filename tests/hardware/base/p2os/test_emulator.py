@@ -462,7 +462,7 @@ def _parse(*argv: str) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(prog="pluto")
     sub = parser.add_subparsers(dest="command", required=True)
-    p2os_sim.add_command(sub, [])
+    p2os_sim.register(sub)
     return parser.parse_args(["p2os-sim", *argv])
 
 
@@ -507,7 +507,7 @@ def test_command_serves_until_interrupted() -> None:
         "from pluto.cli import p2os_sim\n"
         "parser = argparse.ArgumentParser(prog='pluto')\n"
         "sub = parser.add_subparsers(dest='command', required=True)\n"
-        "p2os_sim.add_command(sub, [])\n"
+        "p2os_sim.register(sub)\n"
         "args = parser.parse_args(sys.argv[1:])\n"
         "sys.exit(args.func(args))\n"
     )
