@@ -1,17 +1,18 @@
 """``pluto demo``: the most complete mission Pluto can run so far, on the simulated robot, ending by itself.
 
-It brings up the simulated robot with its localization service and movement chain (the ``mission`` profile: world
-and clock, base, wrist, laser, inertial unit, GPS, localization, drive and avoid, each in its own process or all in
-the demo's, started in dependency order), records every interface to an MCAP log, then sends the avoid module one
-goto after another through the office world (laser obstacle avoidance, the drive module's bumper stop and command
-timeout underneath), prints its progress, and finally draws the map, the true and the localization paths and the
-last laser scan to a PNG. The log replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
+It brings up the simulated robot with its localization service, the pose module and the movement chain (the
+``mission`` profile: world and clock, base, wrist, laser, inertial unit, GPS, localization, pose, drive and avoid,
+each in its own process or all in the demo's, started in dependency order), records every interface to an MCAP log,
+then sends the avoid module one goto after another through the office world (laser obstacle avoidance, the drive
+module's bumper stop and command timeout underneath), prints its progress, and finally draws the map, the true and
+the localization paths and the last laser scan with the wall lines the pose module finds in it to a PNG. The log
+replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
 
 The route is driven by a module of its own, :class:`MissionModule`, which follows the simulated time: by default the
-simulator runs in lock-step, as fast as the modules go, and the mission takes part in it, so each goto goes out at an
-exact simulated time and the same seed gives the same run, to the last digit, on any machine and however busy it is.
-The run ends with a summary that scripts can read: the final true pose, the localization error against the truth,
-the wall time and the real-time factor achieved.
+simulator runs in lock-step, as fast as the modules go, and the mission takes part in it, so each goto goes out at
+an exact simulated time and the same seed gives the same run, to the last digit, on any machine and however busy it
+is. The run ends with a summary that scripts can read: the final true pose, the localization error against the truth
+(and that of dead reckoning alone, which the pose module corrects), the wall time and the real-time factor achieved.
 """
 
 from __future__ import annotations
