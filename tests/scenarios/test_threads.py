@@ -49,6 +49,6 @@ def test_a_module_process_runs_a_dozen_threads_at_most(bus: Bus) -> None:
         sim.add(script)
         sim.resume()
         script.wait()
-    assert set(counts) >= {"sim", "base", "sick", "localization", "drive", "avoid"}
+    assert set(counts) >= {"sim", "base", "sick", "localization", "drive", "avoid", "pose"}
     too_many = {name: threads for name, threads in counts.items() if sum(threads.values()) > MOST_THREADS}
     assert not too_many, f"more than {MOST_THREADS} threads: {too_many}"
