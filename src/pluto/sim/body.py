@@ -7,7 +7,8 @@ sub-step is bisected so the robot stops touching the obstacle, which then presse
 stalls the motors. Turning in place is always possible for a disc.
 
 Odometry is the ideal one of the original robot's dummies unless the noise profile says otherwise: then the wheels
-have a scale error and slip, and keep turning (so odometry keeps counting) while the body is stalled.
+have a scale error (and, if set, an exact error of the distances alone) and slip, and keep turning (so odometry keeps
+counting) while the body is stalled.
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ class SimBody:
         scale = self._scale
         if self.noise.odometry_slip:
             scale *= 1.0 + float(self.rng.normal(0.0, self.noise.odometry_slip))
-        forward, left, turn = forward * scale, left * scale, turn * scale
+        distance_scale = scale * (1.0 + self.noise.odometry_distance_error)
+        forward, left, turn = forward * distance_scale, left * distance_scale, turn * scale
         ox, oy, oth = self.odom
         co, so = math.cos(oth), math.sin(oth)
         self.odom = [ox + co * forward - so * left, oy + so * forward + co * left, oth + turn]

@@ -18,6 +18,18 @@ what one asks answers with an error that says why:
     speed_pid, position_pid: {kp, ki, kv} (any subset, finite) -> True.
     speed_profile: {max_speed, max_accel, max_decel, max_turn_rate, max_turn_accel, max_turn_decel} (SI, any subset,
         each finite and > 0) -> True.
+    calibration: -> {file, distance_scale, heading_gain, heading_bias}: the odometry calibration in force.
+
+Odometry calibration: ``calibration_file`` names a TOML file (``pluto pose calibrate`` writes it) read at start::
+
+    distance_scale = 1.012     # true metres per metre the wheels count
+    heading_gain = 0.995       # true radians per radian the wheels count
+    heading_bias = 0.0004      # rad the heading turns per metre driven forward that the wheels miss (back: -)
+
+(each optional; ``*_std``, ``samples``, ``rho_rms``, ``gamma_rms`` and ``date`` may come along as notes). The base
+then writes corrected odometry on ``Base/Drive/State``: each step's distance scaled, its turn multiplied by the gain
+plus the bias times the distance, the velocities likewise. ``set_odometry`` and ``reset_odometry`` declare the
+corrected pose.
 
 A base is a subclass that fills the hooks (:meth:`BaseServer.apply_command`, :meth:`BaseServer.read_state`,
 :meth:`BaseServer.geometry`, :meth:`BaseServer.set_motor_power`, ...): module.py, the simulated base, and
@@ -33,19 +45,27 @@ entry-point group (see :mod:`pluto.runtime.registry`); ``pluto run base --driver
 # one keeps it as its target between steps. Requests are checked here before any hook sees them, so every base
 # refuses the same bad requests with the same words; the hooks get SI floats only. Services run on bus threads,
 # the step on the control thread: a base whose hooks share state guards it itself (the shell holds no lock
-# around hooks, so a slow robot reply never blocks the step).
+# around hooks, so a slow robot reply never blocks the step). The odometry calibration is applied here too, once for
+# every base, to the increments between two readings of the base's own odometry (the base keeps counting as its
+# wheels say); a set_odometry that runs while a reading is taken makes the shell skip that reading and start again
+# from the next one, so a jump of the base's frame is never taken for motion.
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import datetime
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Final, TypeVar
 
 from pluto import msgs, names
+from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
 
 VELOCITY_MODES: Final = ("direct", "separate")
@@ -62,6 +82,23 @@ SPEED_PROFILE_FIELDS: Final = (
 )
 """The limits ``speed_profile`` takes: m/s, m/s², m/s², rad/s, rad/s², rad/s²."""
 
+CALIBRATION_FACTORS: Final = ("distance_scale", "heading_gain", "heading_bias")
+"""The values of a calibration file the base applies."""
+CALIBRATION_NOTES: Final = (
+    "distance_scale_std",
+    "heading_gain_std",
+    "heading_bias_std",
+    "samples",
+    "rho_rms",
+    "gamma_rms",
+    "date",
+)
+"""What else a calibration file may hold: how the values were measured (read, checked, not applied)."""
+SCALE_RANGE: Final = (0.5, 2.0)
+"""The range of distance_scale and heading_gain."""
+MAX_HEADING_BIAS: Final = 0.2
+"""rad/m: the largest heading_bias (11°/m: more is a broken wheel, not a calibration)."""
+
 _LOG_EVERY = 5.0
 """s: a fault that repeats is logged at most this often."""
 
@@ -71,9 +108,12 @@ class BaseServerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
     Attributes:
         command_timeout: s without a new command after which the base stops.
+        calibration_file: TOML file of the odometry calibration (see the module's docstring), read at start; "" for
+            none (the base's odometry as it is).
     """
 
     command_timeout: float = 1.0
+    calibration_file: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -111,6 +151,130 @@ class BaseState:
     contact: msgs.Contact
     power: msgs.Power
     sonar: msgs.SonarScan | None = None
+
+
+# -- the odometry calibration --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OdometryCorrection:
+    """The corrections the base applies to its odometry (identity by default).
+
+    Attributes:
+        distance_scale: true distance per metre the wheels count.
+        heading_gain: true rotation per radian the wheels count.
+        heading_bias: rotation the wheels miss per metre driven forward (negative per metre backward), rad/m.
+
+    Raises:
+        ValueError: a value is not finite, a scale or gain is outside :data:`SCALE_RANGE`, or the bias is larger than
+            :data:`MAX_HEADING_BIAS`.
+    """
+
+    distance_scale: float = 1.0
+    heading_gain: float = 1.0
+    heading_bias: float = 0.0
+
+    def __post_init__(self) -> None:
+        low, high = SCALE_RANGE
+        for name in ("distance_scale", "heading_gain"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"{name} must be in [{low:g}, {high:g}], got {value}")
+        if not (math.isfinite(self.heading_bias) and abs(self.heading_bias) <= MAX_HEADING_BIAS):
+            raise ValueError(f"heading_bias must be within ±{MAX_HEADING_BIAS:g} rad/m, got {self.heading_bias}")
+
+    @property
+    def identity(self) -> bool:
+        """True if it changes nothing."""
+        return self == OdometryCorrection()
+
+
+def load_odometry_correction(path: str | Path) -> OdometryCorrection:
+    """Read an odometry calibration file (``~`` expanded).
+
+    Raises:
+        ConfigError: the file cannot be read or is not TOML, has a key that is neither a factor
+            (:data:`CALIBRATION_FACTORS`) nor a note (:data:`CALIBRATION_NOTES`), or a value of the wrong kind or out
+            of range; the message names the file.
+    """
+    file = Path(path).expanduser()
+    where = f"odometry calibration {file}"
+    try:
+        with open(file, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+    unknown = sorted(set(data) - set(CALIBRATION_FACTORS) - set(CALIBRATION_NOTES))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(CALIBRATION_FACTORS + CALIBRATION_NOTES)}"
+        )
+    for name, value in data.items():
+        if name == "date":
+            if not isinstance(value, datetime.date | datetime.time | str):
+                raise ConfigError(f"{where}: date must be a date or a string, got {value!r}")
+        elif name == "samples":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{where}: samples must be a whole number >= 0, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
+    try:
+        return OdometryCorrection(**{name: float(data[name]) for name in CALIBRATION_FACTORS if name in data})
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+class OdometryCorrector:
+    """Applies an :class:`OdometryCorrection` to a base's odometry, reading after reading.
+
+    Between two readings of the base's odometry (x, y, θ continuous), the step's chord in the frame of the first
+    reading gives the distance driven (its length, its forward part for the bias) and θ's change the turn. The
+    corrected turn is ``gain · turn + bias · forward``; the chord, scaled, is laid along the corrected heading (its
+    angle to the heading shifted by half the change of the turn, as an arc's chord lies half-way through the turn).
+    The first reading, one after :meth:`anchor` and one stamped before the last (a new run) are taken as they are.
+
+    Args:
+        correction: what to apply.
+    """
+
+    def __init__(self, correction: OdometryCorrection) -> None:
+        self.correction = correction
+        self._last: msgs.Odometry | None = None
+        self._pose = (0.0, 0.0, 0.0)
+
+    def anchor(self) -> None:
+        """Take the next reading as it is (the base's frame was declared anew): the corrected pose goes on from it."""
+        self._last = None
+
+    def correct(self, raw: msgs.Odometry) -> msgs.Odometry:
+        """The corrected odometry for the base's reading ``raw``."""
+        c = self.correction
+        last = self._last
+        if last is None or raw.stamp < last.stamp:
+            x, y, theta = raw.x, raw.y, raw.theta
+        else:
+            x, y, theta = self._pose
+            dx, dy = raw.x - last.x, raw.y - last.y
+            cos0, sin0 = math.cos(last.theta), math.sin(last.theta)
+            forward, left = cos0 * dx + sin0 * dy, -sin0 * dx + cos0 * dy
+            turn = raw.theta - last.theta
+            true_turn = c.heading_gain * turn + c.heading_bias * forward
+            chord = math.hypot(forward, left)
+            if chord > 0.0:
+                direction = theta + math.atan2(left, forward) + 0.5 * (true_turn - turn)
+                x += c.distance_scale * chord * math.cos(direction)
+                y += c.distance_scale * chord * math.sin(direction)
+            theta += true_turn
+        self._last = raw
+        self._pose = (x, y, theta)
+        return msgs.Odometry(
+            stamp=raw.stamp,
+            x=x,
+            y=y,
+            theta=theta,
+            v=c.distance_scale * raw.v,
+            omega=c.heading_gain * raw.omega + c.heading_bias * raw.v,
+        )
 
 
 # -- the checks of the service requests ---------------------------------------------------------------------------
@@ -265,6 +429,7 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
     # -- configuration --------------------------------------------------------------------------------------------
 
     def on_configure(self) -> None:
+        self._load_calibration()  # first: a bad file leaves nothing open
         try:
             self.open_base()
             self._create_interfaces()
@@ -274,6 +439,22 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
             raise
         if state is not None:
             self.publish_state(state)
+
+    def _load_calibration(self) -> None:
+        path = self.params.calibration_file
+        self.correction = load_odometry_correction(path) if path else OdometryCorrection()
+        self._corrector = None if self.correction.identity else OdometryCorrector(self.correction)
+        self._odometry_lock = threading.Lock()
+        self._odometry_sets = 0  # set_odometry and reset_odometry begun plus ended: odd while one runs
+        if path:
+            c = self.correction
+            self.get_logger().info(
+                "odometry calibration from %s: distance_scale %g, heading_gain %g, heading_bias %g rad/m",
+                path,
+                c.distance_scale,
+                c.heading_gain,
+                c.heading_bias,
+            )
 
     def _create_interfaces(self) -> None:
         self.velocity_mode = "separate"
@@ -296,6 +477,7 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
         self.create_service("speed_pid", lambda gains: self._srv_pid("speed", gains), dict[str, float])
         self.create_service("position_pid", lambda gains: self._srv_pid("position", gains), dict[str, float])
         self.create_service("speed_profile", self._srv_speed_profile, dict[str, float])
+        self.create_service("calibration", self._srv_calibration)
 
     def on_shutdown(self) -> None:
         self.close_base()
@@ -306,9 +488,10 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
         command = self._take_command()
         if command is not None:
             self.apply_command(command[0], command[1], now)
+        sets = self._odometry_sets  # before the reading: did a set_odometry run while it was taken?
         state = self.read_state(now)
         if state is not None:
-            self.publish_state(state)
+            self._publish(state, sets)
 
     def _take_command(self) -> tuple[float, float] | None:
         """What to hand to :meth:`apply_command` at this step, if anything changed: the newest command when it is
@@ -347,12 +530,43 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
             self._reapply = True
 
     def publish_state(self, state: BaseState) -> None:
-        """Write ``state`` on the base's interfaces."""
-        self.odometry.write(state.odometry)
+        """Write ``state`` on the base's interfaces (the odometry corrected by the calibration)."""
+        self._publish(state, self._odometry_sets)
+
+    def _publish(self, state: BaseState, sets: int) -> None:
+        """Write ``state``, read when the count of odometry declarations was ``sets``."""
+        odometry = self._corrected(state.odometry, sets)
+        if odometry is not None:
+            self.odometry.write(odometry)
         self.contact.write(state.contact)
         self.power.write(state.power)
         if state.sonar is not None:
             self.sonar_out.write(state.sonar)
+
+    def _corrected(self, odometry: msgs.Odometry, sets: int) -> msgs.Odometry | None:
+        """The odometry to write for a reading taken when the count of declarations was ``sets``: the reading itself
+        without a calibration; corrected with one; None when a declaration ran meanwhile (the reading may be in the
+        old frame or the new one: the next one is taken as it is)."""
+        if self._corrector is None:
+            return odometry
+        with self._odometry_lock:
+            if sets % 2 or sets != self._odometry_sets:
+                self._corrector.anchor()
+                return None
+            return self._corrector.correct(odometry)
+
+    @contextlib.contextmanager
+    def _declaring_odometry(self) -> Iterator[None]:
+        """Around a set_odometry or reset_odometry hook: readings taken meanwhile are not corrected as motion."""
+        with self._odometry_lock:
+            self._odometry_sets += 1
+        try:
+            yield
+        finally:
+            with self._odometry_lock:
+                self._odometry_sets += 1
+                if self._corrector is not None:
+                    self._corrector.anchor()
 
     # -- services -------------------------------------------------------------------------------------------------
 
@@ -371,11 +585,14 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
         return self.velocity_mode
 
     def _srv_reset_odometry(self, _request: Any) -> bool:
-        self.reset_odometry()
+        with self._declaring_odometry():
+            self.reset_odometry()
         return True
 
     def _srv_set_odometry(self, pose: list[float]) -> bool:
-        self.set_odometry(*check_pose(pose))
+        x, y, theta = check_pose(pose)
+        with self._declaring_odometry():
+            self.set_odometry(x, y, theta)
         return True
 
     def _srv_pid(self, which: str, gains: dict[str, float]) -> bool:
@@ -385,3 +602,12 @@ class BaseServer(Module[P], metaclass=abc.ABCMeta):
     def _srv_speed_profile(self, profile: dict[str, float]) -> bool:
         self.set_speed_profile(check_speed_profile(profile))
         return True
+
+    def _srv_calibration(self, _request: Any) -> dict[str, Any]:
+        c = self.correction
+        return {
+            "file": self.params.calibration_file,
+            "distance_scale": c.distance_scale,
+            "heading_gain": c.heading_gain,
+            "heading_bias": c.heading_bias,
+        }
