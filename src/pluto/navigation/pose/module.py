@@ -67,6 +67,8 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_every: scans between two searches of the map while lost (0: never search).
     relocalize_min_fraction: a search's answer is taken if this share of the scan's line points matches it...
     relocalize_margin: ...and its score is at least this many times the best other place's.
+    max_tilt: a scan taken with the wrist tilted more than this (rad) does not cut the walls level: it only moves
+        the filter with the dead reckoning.
     filter: settings of the filter (gate, lost rules, ...).
     """
 
@@ -80,6 +82,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_every: int = 5
     relocalize_min_fraction: float = 0.6
     relocalize_margin: float = 1.25
+    max_tilt: float = math.radians(3.0)
     filter: PoseFilterParams = PoseFilterParams()
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ class PoseModule(Module[PoseModuleParams]):
         self.posts = 0
         self.relocalizations = 0
         self.scans_used = 0
+        self.tilted = 0  # scans not matched because the wrist was tilted
         self._find_wall = 0  # element[1] of the status
         self._wall_data: list[float] = []
         self._find_requested = False
@@ -220,6 +224,9 @@ class PoseModule(Module[PoseModuleParams]):
             self.filter = PoseFilter(corrected.pose, cov + floor, reference=dr.pose, params=p.filter)
         else:
             self.filter.predict(dr.pose, dr.covariance)
+        if len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt:
+            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
+            return
         result = self.filter.update(features, self.wall_map)
         self.matched = [m.feature for m in result.matches]
         if result.lost:

@@ -1,0 +1,86 @@
+"""The pose module's shell, driven by hand: scans and laser poses in, posts and status out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pluto import msgs, names
+from pluto.bus import Bus
+from pluto.navigation.pose.module import FIND_WALL, PoseModule, PoseModuleParams
+from pluto.sim.raycast import RayCaster
+from tests.helpers import wait_until
+from tests.navigation.pose.scenes import L_ROOM_WALLS, MAX_RANGE, angles, laser_of, scan
+
+ROOM = "".join(f'<wall x1="{a}" y1="{b}" x2="{c}" y2="{d}"/>' for a, b, c, d in L_ROOM_WALLS)
+
+
+@pytest.fixture
+def module(bus: Bus, tmp_path: Path) -> Iterator[PoseModule]:
+    path = tmp_path / "l-room.xml"
+    path.write_text(f'<world name="l-room" version="1"><walls>{ROOM}</walls></world>')
+    pose = PoseModule(bus, PoseModuleParams(map=str(path), autostart=False, use_sim_time=False))
+    pose.start()
+    yield pose
+    pose.stop()
+
+
+def laser_scan(robot: tuple[float, float, float], t: float) -> msgs.LaserScan:
+    bearings = angles()
+    ranges = scan(RayCaster(np.array(L_ROOM_WALLS)), laser_of(robot), bearings)
+    return msgs.LaserScan(
+        stamp=t, ranges=ranges.tolist(), angles=bearings.tolist(), count=len(bearings), max_range=MAX_RANGE
+    )
+
+
+def laser_pose(robot: tuple[float, float, float], t: float, tilt: float = 0.0) -> msgs.PoseEstimate:
+    x, y, theta = laser_of(robot)
+    return msgs.PoseEstimate(stamp=t, pose=[x, y, 0.9, theta, 0.0, 0.0, 0.0, tilt], covariance=[0.0] * 9)
+
+
+def test_a_scan_is_matched_and_posted_with_setter_1(bus: Bus, module: PoseModule) -> None:
+    posts = bus.create_subscription(names.LOCALIZATION_POST_POSE, lambda _m: None, depth=16)
+    robot = (3.0, 2.0, 0.2)
+    module._process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
+    assert module.filter is not None and len(module.matched) >= 3
+    assert module.posts == 1 and module.post.count >= 1
+    x, y, theta = module.filter.pose
+    assert math.hypot(x - laser_of(robot)[0], y - laser_of(robot)[1]) < 0.02 and abs(theta - 0.2) < 0.01
+    posts.close()
+
+
+def test_a_tilted_scan_moves_the_filter_but_is_not_matched(module: PoseModule) -> None:
+    robot = (3.0, 2.0, 0.0)
+    module._process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
+    matched = list(module.matched)
+    moved = (3.3, 2.0, 0.0)
+    module._process(1.2, laser_scan(moved, 1.2), laser_pose(moved, 1.2, tilt=math.radians(10)), None)
+    assert module.tilted == 1
+    assert module.posts == 1  # nothing posted for the tilted scan
+    assert module.matched == matched  # the last match is the level scan's
+    assert module.filter is not None and module.filter.pose[0] == pytest.approx(laser_of(moved)[0], abs=1e-9)
+
+
+def test_find_wall_answers_on_the_status(bus: Bus, module: PoseModule) -> None:
+    module._on_status(msgs.FVectorState(element=[1, FIND_WALL]))
+    robot = (3.0, 2.0, 0.0)  # facing the east wall (x = 12), squarely
+    module._scans[1.0] = laser_scan(robot, 1.0)
+    module._dr[1.0] = module._corrected[1.0] = laser_pose(robot, 1.0)
+    module.step(1.0)
+    status = bus.create_reader(names.POSE_STATUS).wait_for_value(timeout=5.0)
+    assert status.element[1] > 50  # scan points on the wall in front
+    assert status.data[1] == pytest.approx(12.0 - laser_of(robot)[0], abs=0.02)
+    assert abs(status.data[0]) < 0.01
+
+
+def test_stopping_the_thread_hands_the_setter_back(bus: Bus, module: PoseModule) -> None:
+    seen: list[msgs.PoseEstimate] = []
+    posts = bus.create_subscription(names.LOCALIZATION_POST_POSE, seen.append, depth=16, current=False)
+    module.start_activity()
+    module.stop_activity()
+    wait_until(lambda: any(p.cmd_flags == 0 and not p.pose for p in seen), timeout=5.0, message="no setter 0 post")
+    posts.close()
