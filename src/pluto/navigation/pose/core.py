@@ -89,6 +89,13 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         laser_mount: (x, y) of the laser's pan centre in the robot frame, m (as the localization service's).
         extra_alpha_std: std dev added to every feature's angle, rad (walls that are not quite flat).
         extra_r_std: std dev added to every feature's distance, m.
+        distance_scale_std: odometry's error of scale (a fraction of the distance driven), added to the dead
+            reckoning's own increment covariance along the motion: the localization service models it as random
+            noise, but a scale error or a worn wheel adds up over a long corridor where no wall fixes the position
+            along it, and the filter must know it is that uncertain when the robot turns.
+        heading_drift_std: heading error per metre driven, rad/m (gyro bias, wheel slip), added the same way.
+        turn_scale_std: heading error as a fraction of the turn, added the same way.
+        correlation_length: distance over which such an error keeps its sign, m.
     """
 
     gate: float = 9.21
@@ -100,13 +107,25 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     laser_mount: tuple[float, float] = (LocalizationParams().laser_mount[0], LocalizationParams().laser_mount[1])
     extra_alpha_std: float = 0.0
     extra_r_std: float = 0.0
+    distance_scale_std: float = 0.02
+    heading_drift_std: float = 0.005
+    turn_scale_std: float = 0.02
+    correlation_length: float = 20.0
 
     def __post_init__(self) -> None:
         for name in ("gate", "max_range", "lost_position_std"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in ("overlap_margin", "extra_alpha_std", "extra_r_std"):
+        for name in (
+            "overlap_margin",
+            "extra_alpha_std",
+            "extra_r_std",
+            "distance_scale_std",
+            "heading_drift_std",
+            "turn_scale_std",
+            "correlation_length",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
@@ -430,6 +449,17 @@ class PoseFilter:
         rot = np.array([[ct, -st, 0.0], [st, ct, 0.0], [0.0, 0.0, 1.0]])
         g = rot @ t
         q = g @ sigma @ g.T
+        # what the dead reckoning's random-noise model leaves out: errors that grow with the distance and the turn
+        prm = self.params
+        step = math.hypot(dx, dy)
+        # A bias adds up over the distance it lasts: spread as a random walk over ``correlation_length`` metres,
+        # the variance grows by k²·L per metre (σ = k·√(L·D) after D metres, k·D while D < L).
+        length = prm.correlation_length
+        if step > 0.0:
+            ex, ey = dx / step, dy / step
+            along = prm.distance_scale_std**2 * length * step
+            q[:2, :2] += along * np.array([[ex * ex, ex * ey], [ex * ey, ey * ey]])
+        q[2, 2] += prm.heading_drift_std**2 * length * step + prm.turn_scale_std**2 * abs(dtheta) * math.pi
         self._x = self._x + np.array([dx, dy, dtheta])
         p = f @ self._p @ f.T + q
         self._p = 0.5 * (p + p.T)

@@ -69,6 +69,10 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_margin: ...and its score is at least this many times the best other place's.
     max_tilt: a scan taken with the wrist tilted more than this (rad) does not cut the walls level: it only moves
         the filter with the dead reckoning.
+    obstacles: the edges of the map's polygonal obstacles (buildings on a campus, boxes) are walls too.
+    search_radius: a lost filter first searches this far (m) around where it thinks it is, widened by three of its
+        standard deviations...
+    global_after: ...and the whole map only after this many lost scans (a robot carried far away).
     filter: settings of the filter (gate, lost rules, ...).
     """
 
@@ -83,6 +87,9 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_min_fraction: float = 0.6
     relocalize_margin: float = 1.25
     max_tilt: float = math.radians(3.0)
+    obstacles: bool = True
+    search_radius: float = 3.0
+    global_after: int = 50
     filter: PoseFilterParams = PoseFilterParams()
 
     def __post_init__(self) -> None:
@@ -145,7 +152,7 @@ class PoseModule(Module[PoseModuleParams]):
                     f"pose: no map given (map = ...) and no simulator to ask for its world: {err}"
                 ) from err
         try:
-            wall_map = WallMap.from_file(source)
+            wall_map = WallMap.from_file(source, include_obstacles=self.params.obstacles)
         except (OSError, ValueError) as err:
             raise ConfigError(f"pose: cannot read the map {source!r}: {err}") from err
         self.get_logger().info("map %s: %d walls", source, len(wall_map))
@@ -255,7 +262,18 @@ class PoseModule(Module[PoseModuleParams]):
         def agreement(poses: Any) -> Any:
             return scan_agreement(self._caster, scan.ranges, scan.angles, poses, max_range=scan.max_range)
 
-        found = relocalize(features, self.wall_map, max_range=p.filter.max_range, check=agreement)
+        # Near where the filter thinks it is first (it is lost, but most often by a metre, not across the map);
+        # the whole map once it has been lost for long.
+        near = self._lost_scans <= p.global_after
+        radius = p.search_radius + 3.0 * self.filter.status.position_std
+        found = relocalize(
+            features,
+            self.wall_map,
+            self.filter.pose if near else None,
+            radius=radius if near else None,
+            max_range=p.filter.max_range,
+            check=agreement,
+        )
         if found is None:
             return
         enough = found.fraction >= p.relocalize_min_fraction
