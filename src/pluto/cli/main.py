@@ -24,6 +24,7 @@ from pluto.cli import (
     netmotion_cmd,
     p2os_sim,
     player_cmd,
+    pose_cmd,
     record_cmd,
     replay_cmd,
     router_cmd,
@@ -70,6 +71,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     p2os_sim.register,  # p2os-sim
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
+    pose_cmd.register,  # pose
     record_cmd.register,  # record
     replay_cmd.register,  # replay
     log_cmd.register,  # log
