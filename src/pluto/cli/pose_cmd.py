@@ -210,7 +210,9 @@ class _Statuses:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.queue: queue.SimpleQueue[msgs.FVectorState] = queue.SimpleQueue()
-        self.sub: Any = bus.create_subscription(names.POSE_STATUS, self.queue.put, msgs.FVectorState, depth=256)
+        self.sub: Any = bus.create_subscription(
+            names.POSE_STATUS, self.queue.put, msgs.FVectorState, depth=256, current=False
+        )
 
     def next(self, timeout: float) -> msgs.FVectorState | None:
         try:
@@ -231,8 +233,8 @@ class _Statuses:
 
 
 def ask_wall(bus: Bus, pose: PoseProxy, timeout: float = ANSWER_TIMEOUT) -> WallReading:
-    """Ask the pose module for the wall in front and wait for its answer (asking again when the answer cannot be
-    told from the previous one, see :class:`~pluto.navigation.pose.calibrate.WallQuery`).
+    """Ask the pose module for the wall in front and wait for its answer (asking again when none can be told from
+    the previous answer, see :class:`~pluto.navigation.pose.calibrate.WallQuery`).
 
     Raises:
         BusTimeout: no answer within ``timeout`` s.
@@ -242,7 +244,7 @@ def ask_wall(bus: Bus, pose: PoseProxy, timeout: float = ANSWER_TIMEOUT) -> Wall
     statuses = _Statuses(bus)
     try:
         query = WallQuery()
-        pose.write(names.POSE_STATUS, query.request())
+        pose.write(names.POSE_STATUS, query.request(pose.get(0)))
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             status = statuses.next(min(left, POLL))

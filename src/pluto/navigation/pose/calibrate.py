@@ -16,8 +16,11 @@ service says which); the factors measured on it are composed with that one, so t
 correction from the wheels' own counts.
 
 "Find wall" on ``pose/status``: a client writes element[1] = 2; the module writes -1 while it searches, then the
-answer. When the request reaches the module in a step that also has a scan to process, the answer comes at once with
-no -1 before it, and cannot be told from the previous answer: :class:`WallQuery` then asks again.
+answer. When the request reaches the module in a step that also has a scan to process (every step, for a module that
+runs late), the answer comes at once with no -1 before it: :class:`WallQuery` then takes an answer that differs from
+the one shown before the request (a new scan's line is never exactly the old one's, unless nothing moved in an ideal
+simulation), and asks again when neither comes (a request can also be lost: the module keeps only the newest value
+of ``pose/status``, its own included).
 
 Nothing here touches the bus or a clock: :class:`CalibrationRun` is stepped with the time, the odometry and the
 statuses received, and says what to command; ``pluto pose calibrate`` and the scenario tests both drive it.
@@ -102,25 +105,33 @@ def wall_of(status: msgs.FVectorState) -> WallReading:
 class WallQuery:
     """One "find wall" exchange, fed with every ``pose/status`` value received after the request.
 
-    After :meth:`request` the caller writes :data:`FIND_WALL_REQUEST`; :meth:`feed` returns the answer once the
-    module has said it searches (-1) and then answered. :attr:`unanswered` turns True when ``retry_after`` statuses
-    of the module came without a -1: the request met a scan in the same step (see the module docstring); ask again.
+    After :meth:`request` the caller writes :data:`FIND_WALL_REQUEST`; :meth:`feed` returns the answer: the first
+    after the module said it searches (-1), or the first that differs from the status shown before the request.
+    :attr:`unanswered` turns True when ``retry_after`` statuses of the module came with neither: ask again.
 
     Args:
-        retry_after: statuses of the module (it writes one per step) to wait for its -1.
+        retry_after: statuses of the module (it writes one per step) to wait for its -1 or a new answer.
     """
 
     def __init__(self, retry_after: int = 4) -> None:
         self.retry_after = retry_after
         self.attempts = 0
+        self._before: tuple[int, tuple[float, ...]] | None = None
         self._searching = False
         self._seen = 0
 
-    def request(self) -> msgs.FVectorState:
-        """Start (or start again) the exchange; returns what to write on ``pose/status``."""
+    def request(self, shown: msgs.FVectorState | None = None) -> msgs.FVectorState:
+        """Start (or start again) the exchange; returns what to write on ``pose/status``.
+
+        Args:
+            shown: the newest ``pose/status`` before the (first) request: an answer equal to it is not taken for
+                the new one unless the module said it searched in between.
+        """
         self.attempts += 1
         self._searching = False
         self._seen = 0
+        if self._before is None and shown is not None and len(shown.element) > 1:
+            self._before = _answer(shown)
         return FIND_WALL_REQUEST
 
     def feed(self, status: msgs.FVectorState) -> WallReading | None:
@@ -130,15 +141,19 @@ class WallQuery:
         if status.element[1] == SEARCHING:
             self._searching = True
             return None
-        if self._searching:
+        if self._searching or (self._before is not None and _answer(status) != self._before):
             return wall_of(status)
         self._seen += 1
         return None
 
     @property
     def unanswered(self) -> bool:
-        """The module wrote ``retry_after`` statuses and none said it searches: ask again."""
+        """The module wrote ``retry_after`` statuses with neither a -1 nor a new answer: ask again."""
         return not self._searching and self._seen >= self.retry_after
+
+
+def _answer(status: msgs.FVectorState) -> tuple[int, tuple[float, ...]]:
+    return int(status.element[1]), tuple(status.data)
 
 
 @dataclass(frozen=True)
@@ -278,6 +293,7 @@ class CalibrationRun:
         self._last: msgs.Odometry | None = None
         self._travel = 0.0
         self._query = WallQuery()
+        self._shown: msgs.FVectorState | None = None  # the newest pose/status that is not a request
 
     @property
     def phase(self) -> str:
@@ -290,15 +306,22 @@ class CalibrationRun:
             return Decision(done=True)
         if self._phase_start is None:
             self._phase_start = now
+        if self._phase != "sight":
+            for status in statuses:
+                self._note(status)
         if odometry is None:
             self._check_time(now, self.params.settle_timeout, "no odometry on Base/Drive/State (is the base running?)")
             return Decision()
         self._count_travel(odometry)
-        if self._phase == "settle":
-            return self._settle(now, odometry)
         if self._phase == "sight":
             return self._sight(now, odometry, statuses)
+        if self._phase == "settle":
+            return self._settle(now, odometry)
         return self._move(now, odometry)
+
+    def _note(self, status: msgs.FVectorState) -> None:
+        if len(status.element) > 1 and status.element[1] != FIND_WALL:
+            self._shown = status
 
     # -- phases -------------------------------------------------------------------------------------------------
 
@@ -320,7 +343,7 @@ class CalibrationRun:
             if now - self._still_since >= p.settle:
                 self._enter("sight", now)
                 self._query = WallQuery()
-                self._query.request()
+                self._query.request(self._shown)
                 return Decision(ask_wall=True)
         else:
             self._still_since = None
@@ -330,6 +353,7 @@ class CalibrationRun:
     def _sight(self, now: float, odometry: msgs.Odometry, statuses: Iterable[msgs.FVectorState]) -> Decision:
         p = self.params
         for status in statuses:
+            self._note(status)
             wall = self._query.feed(status)
             if wall is not None:
                 return self._sighted(now, odometry, wall)
@@ -341,8 +365,11 @@ class CalibrationRun:
         )
         if self._query.unanswered:
             if self._query.attempts >= p.attempts:
-                raise CalibrationError(f"the pose module did not answer find wall ({p.attempts} requests)")
-            self._query.request()
+                raise CalibrationError(
+                    f"the pose module gave no new answer to find wall ({p.attempts} requests): is a wall in front "
+                    "of the laser, and are the laser and localization running?"
+                )
+            self._query.request(self._shown)
             return Decision(ask_wall=True)
         return Decision()
 
