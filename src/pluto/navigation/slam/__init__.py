@@ -1,0 +1,21 @@
+"""The slam module's pure core (the original's slamModule): a map of walls built while the same filter corrects the
+laser's pose.
+
+``ekf`` is the full extended Kalman filter over the pose and the walls (with the wall measurement model, new walls
+and the odometry shared with the pose module), ``compressed`` the compressed filter of Guivant and Nebot that gives
+the same estimate at the cost of the local area. Lines come from the pose module's
+:func:`~pluto.navigation.pose.extract_lines`. Nothing here touches the bus, a thread or a clock.
+"""
+
+from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
+from pluto.navigation.slam.ekf import Odometry, WallEKF, WallObservation, new_wall, observe_wall
+
+__all__ = [
+    "AreaParams",
+    "CompressedWallEKF",
+    "Odometry",
+    "WallEKF",
+    "WallObservation",
+    "new_wall",
+    "observe_wall",
+]
