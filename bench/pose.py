@@ -40,9 +40,9 @@ the administration block passes along the same streets, 1.5 m to the side).
 
 Methods, each fed every scan of the run in order:
 
-1. ``Pluto pose``: the pose module's own per-scan code (``PoseModule._process``, run on the state its
-   ``on_configure`` sets up, without a bus: :class:`PoseModuleSteps`) with its default parameters and the map it
-   loads (:meth:`~pluto.navigation.pose.map.WallMap.from_file` of the world: its walls, not its obstacles), given
+1. ``Pluto pose``: the pose module's own per-scan code (its
+   :class:`~pluto.navigation.pose.tracker.PoseTracker`, without a bus) with its default parameters and the map it
+   loads (:meth:`~pluto.navigation.pose.map.WallMap.from_file` of the world: its walls and obstacle outlines), given
    each scan with its ``Localization/Laser_Dead-Reckoning`` and ``Localization/Laser_Pose`` messages: the lines of
    the scan (:func:`~pluto.navigation.pose.features.extract_lines`); at the first scan a
    :class:`~pluto.navigation.pose.core.PoseFilter` at the corrected laser pose, then a predict with the
@@ -87,10 +87,9 @@ from pluto import msgs
 from pluto.geometry import wrap_angle
 from pluto.navigation.localization.core import DeadReckoning, PoseAdjustment, flat, robot_of_laser
 from pluto.navigation.localization.module import LocalizationModuleParams
-from pluto.navigation.pose.core import PoseFilter
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.map import WallMap
-from pluto.navigation.pose.module import PoseModule, PoseModuleParams
+from pluto.navigation.pose.tracker import PoseModuleParams, PoseTracker
 from pluto.sim.body import BodyParams, SimBody
 from pluto.sim.inertial import SimDmu
 from pluto.sim.laser import LaserParams, SimLaser
@@ -369,65 +368,21 @@ def initial_covariance(record: ScanRecord, params: PoseModuleParams) -> FloatArr
     return cov
 
 
-class _LastPost:
-    """Stands in for the module's ``Localization/Post_Pose`` publisher: keeps what was written."""
-
-    def __init__(self) -> None:
-        self.message: msgs.PoseEstimate | None = None
-
-    def write(self, message: msgs.PoseEstimate) -> None:
-        self.message = message
-
-
-class PoseModuleSteps:
-    """The pose module's own per-scan code, :meth:`PoseModule._process` and what it calls, on the state the module
-    sets up in ``on_configure``, without a bus: each scan goes through exactly the module's steps (lines, filter,
-    relocalization while lost, the post), and a change to them shows here.
-
-    Args:
-        wall_map: the map, as the module loads it.
-        params: the module's parameters.
-    """
-
-    _process = PoseModule._process
-    _try_relocalize = PoseModule._try_relocalize
-
-    def __init__(self, wall_map: WallMap, params: PoseModuleParams) -> None:
-        self.params = params
-        self.wall_map = wall_map
-        self._caster = RayCaster(wall_map.segments)
-        self.filter: PoseFilter | None = None
-        self.features: list[Any] = []
-        self.matched: list[int] = []
-        self.posts = 0
-        self.relocalizations = 0
-        self.scans_used = 0
-        self._find_wall = 0
-        self._wall_data: list[float] = []
-        self._find_requested = False
-        self._lost_scans = 0
-        self._candidate: Any = None
-        self.post = _LastPost()
-        self._logger = logging.getLogger("bench.pose")
-        self._logger.addHandler(logging.NullHandler())
-        self._logger.propagate = False
-
-    def get_logger(self) -> logging.Logger:
-        return self._logger
-
-
 def run_pluto(run: Run) -> MethodResult:
-    """The pose module on every scan, as its shell feeds it (:class:`PoseModuleSteps`)."""
+    """The pose module on every scan, as its shell feeds it (its :class:`PoseTracker`, with the map it loads)."""
     params = PoseModuleParams()
-    module = PoseModuleSteps(WallMap.from_file(run.world.name), params)
+    quiet = logging.getLogger("bench.pose")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    module = PoseTracker(WallMap.from_file(run.world.name, include_obstacles=params.obstacles), params, quiet)
     estimates: list[Pose3] = []
     cpu: list[float] = []
     lost = 0
+    post: msgs.PoseEstimate | None = None
     for record in run.records:
         start = time.process_time()
-        module._process(record.stamp, record.scan, record.dr, record.corrected)
+        post = module.process(record.stamp, record.scan, record.dr, record.corrected) or post
         cpu.append(time.process_time() - start)
-        post = module.post.message
         assert post is not None and module.filter is not None
         estimates.append(_robot(post.pose, run.mount))
         lost += int(module.filter.lost)

@@ -88,7 +88,7 @@ def test_the_pose_stays_on_the_map_where_dead_reckoning_drifts(bus: Bus, sim: Lo
     assert len(pos) > 200 and len(dr_pos) > 200
     module = sim.modules[0]
     assert isinstance(module, PoseModule)
-    assert module.posts > 150  # a post per scan (5 Hz)
+    assert module.tracker.posts > 150  # a post per scan (5 Hz)
     assert pose.snapshot()[-1].cmd_flags == 1  # the pose module sets the pose
     print(
         f"pose error max {pos.max():.3f} m {math.degrees(head.max()):.2f}°; dead reckoning max {dr_pos.max():.3f} m "

@@ -180,13 +180,17 @@ def test_consistency_and_bounded_error_over_simulated_drives() -> None:
 # -- lost and relocalized ----------------------------------------------------------------------------------------
 
 
-def test_too_few_matches_for_too_long_is_lost_and_a_match_ends_it() -> None:
+def test_walls_that_fit_nothing_for_too_long_are_lost_and_a_match_ends_it() -> None:
     walls = WallMap.from_world(L_ROOM)
     truth = (2.0, 2.0, 0.3)
     f = PoseFilter(truth, np.diag([0.01, 0.01, 0.001]), params=PoseFilterParams(lost_after=5))
+    for _ in range(10):
+        f.update([], walls)  # nothing in view (an open square): no evidence either way
+    assert f.status.poor_scans == 0 and not f.lost
+    elsewhere = seen(walls, (10.0, 3.0, 2.5))  # the walls of another place: nothing fits where the filter is
     for k in range(5):
         assert not f.lost
-        result = f.update([], walls)
+        result = f.update(elsewhere, walls)
         assert result.matches == () and result.lost == (k == 4)
     assert f.status.poor_scans == 5 and f.status.lost
     result = f.update(seen(walls, truth), walls)

@@ -43,26 +43,26 @@ def laser_pose(robot: tuple[float, float, float], t: float, tilt: float = 0.0) -
 
 
 def test_a_scan_is_matched_and_posted_with_setter_1(bus: Bus, module: PoseModule) -> None:
-    posts = bus.create_subscription(names.LOCALIZATION_POST_POSE, lambda _m: None, depth=16)
     robot = (3.0, 2.0, 0.2)
-    module._process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
-    assert module.filter is not None and len(module.matched) >= 3
-    assert module.posts == 1 and module.post.count >= 1
-    x, y, theta = module.filter.pose
+    tracker = module.tracker
+    post = tracker.process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
+    assert tracker.filter is not None and len(tracker.matched) >= 3
+    assert post is not None and post.cmd_flags == 1 and post.stamp == 1.0 and len(post.pose) == 8
+    x, y, theta = tracker.filter.pose
     assert math.hypot(x - laser_of(robot)[0], y - laser_of(robot)[1]) < 0.02 and abs(theta - 0.2) < 0.01
-    posts.close()
+    assert post.pose[0] == x and post.pose[1] == y and post.pose[3] == theta
 
 
 def test_a_tilted_scan_moves_the_filter_but_is_not_matched(module: PoseModule) -> None:
     robot = (3.0, 2.0, 0.0)
-    module._process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
-    matched = list(module.matched)
+    tracker = module.tracker
+    assert tracker.process(1.0, laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
+    matched = list(tracker.matched)
     moved = (3.3, 2.0, 0.0)
-    module._process(1.2, laser_scan(moved, 1.2), laser_pose(moved, 1.2, tilt=math.radians(10)), None)
-    assert module.tilted == 1
-    assert module.posts == 1  # nothing posted for the tilted scan
-    assert module.matched == matched  # the last match is the level scan's
-    assert module.filter is not None and module.filter.pose[0] == pytest.approx(laser_of(moved)[0], abs=1e-9)
+    post = tracker.process(1.2, laser_scan(moved, 1.2), laser_pose(moved, 1.2, tilt=math.radians(10)), None)
+    assert post is None and tracker.tilted == 1  # nothing posted for the tilted scan
+    assert tracker.matched == matched  # the last match is the level scan's
+    assert tracker.filter is not None and tracker.filter.pose[0] == pytest.approx(laser_of(moved)[0], abs=1e-9)
 
 
 def test_find_wall_answers_on_the_status(bus: Bus, module: PoseModule) -> None:

@@ -96,6 +96,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         heading_drift_std: heading error per metre driven, rad/m (gyro bias, wheel slip), added the same way.
         turn_scale_std: heading error as a fraction of the turn, added the same way.
         correlation_length: distance over which such an error keeps its sign, m.
+        informative_length: a scan counts as poor only if it has a line at least this long that matched nothing.
     """
 
     gate: float = 9.21
@@ -111,6 +112,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     heading_drift_std: float = 0.005
     turn_scale_std: float = 0.02
     correlation_length: float = 20.0
+    informative_length: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("gate", "max_range", "lost_position_std"):
@@ -125,6 +127,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             "heading_drift_std",
             "turn_scale_std",
             "correlation_length",
+            "informative_length",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -502,8 +505,9 @@ class PoseFilter:
         if len(matches) >= prm.min_matches:
             self._poor = 0
             self._lost = False
-        else:
-            self._poor += 1
+        elif any(f.length >= prm.informative_length for f in features):
+            self._poor += 1  # walls in view that fit no wall of the map: evidence of being lost
+        # (a scan with no wall worth the name, an open square, says nothing either way)
         self._check_lost()
         return UpdateResult(self.pose, self.covariance, tuple(matches), nis, int(walls.shape[0]), self._lost)
 
