@@ -5,6 +5,7 @@ localization and the pose module (status, set)."""
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,9 +211,12 @@ def test_set_the_pose_on_the_simulated_robot(bus: Bus, room: Path, capsys: pytes
         poses = Collector(bus, names.LOCALIZATION_POSE, msgs.PoseEstimate)
         try:
             sim.resume()
-            wait_until(lambda: module.posts > 0, timeout=20, message="the pose module posts")
+            poses.wait_for(lambda p: p.cmd_flags == 1, timeout=20)  # the pose module corrects the pose
             assert main(["pose", "status"]) == 0
-            assert capsys.readouterr().out.startswith("thread running, tracking, ")
+            out = capsys.readouterr().out
+            assert re.fullmatch(
+                r"thread running, (tracking|LOST), \d+ walls matched in the last scan, \d+ relocalizations\n", out
+            )
 
             assert main(["pose", "set", "5.1", "4.9", "0.05"]) == 0
             assert capsys.readouterr().out == "pose set to (5.1 m, 4.9 m, 2.9°); the pose thread goes on from it\n"

@@ -270,7 +270,7 @@ def _calibrate(bus: Bus, pose: PoseProxy, params: CalibrationParams, path: str |
         write_calibration,
     )
 
-    output = Path(path).expanduser() if path else default_calibration_path(bus.robot)
+    output = Path(path).expanduser().absolute() if path else default_calibration_path(bus.robot)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
