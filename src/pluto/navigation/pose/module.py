@@ -66,7 +66,8 @@ class PoseModule(Module[PoseModuleParams]):
         self.create_subscription(p.scan, self._keep(self._scans), msgs.LaserScan, depth=_KEEP)
         self.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, self._keep(self._dr), depth=_KEEP)
         self.create_subscription(names.LOCALIZATION_LASER_POSE, self._keep(self._corrected), depth=_KEEP)
-        self.create_subscription(names.POSE_STATUS, self._on_status)
+        # every value, not only the newest: the module's own status writes must not hide a client's request
+        self.create_subscription(names.POSE_STATUS, self._on_status, depth=16)
         self._write_status(0.0)
 
     def _load_map(self, source: str) -> WallMap:
@@ -136,6 +137,7 @@ class PoseModule(Module[PoseModuleParams]):
             find, self._find_requested = self._find_requested, False
         if find:
             self.tracker.request_find_wall()
+            self._write_status(now)  # -1 (searching) is seen before the answer, even one of this very step
         for t, scan, dr, corrected in pairs:
             post = self.tracker.process(t, scan, dr, corrected)
             if post is not None:
