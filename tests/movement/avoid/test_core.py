@@ -18,9 +18,11 @@ from pluto.movement.avoid.core import (
     AvoidParams,
     Mode,
     centring,
+    free_space_offset,
     front_clearance,
     goal_in_robot_frame,
     laser_points,
+    lookahead_distance,
     nearest_per_sector,
     parse_command,
     repulsion,
@@ -283,9 +285,82 @@ def drive_goto(ctrl: AvoidController, goal: tuple[float, float], seconds: float 
 
 
 def test_a_goal_off_the_middle_of_a_corridor_is_reached() -> None:
-    # The push to the middle of the corridor fades near the goal; without that the robot circles 0.3 m from it.
+    # The shift to the middle of the corridor fades near the goal, and it is gentle: the goal wins near it.
     state, pose = drive_goto(AvoidController(), (6.0, -0.35))
     assert state == GOTO_REACHED, pose
     assert math.hypot(pose[0] - 6.0, pose[1] + 0.35) < 0.3
-    state, pose = drive_goto(AvoidController(AvoidParams(centring_fade=0.0)), (6.0, -0.35))
-    assert state != GOTO_REACHED, pose
+    # 0.6 m from the wall: 0.2 m between the body and the wall at the goal
+    for goal in ((6.0, -0.4), (3.0, 0.4)):
+        state, pose = drive_goto(AvoidController(), goal)
+        assert state == GOTO_REACHED, (goal, pose)
+        assert math.hypot(pose[0] - goal[0], pose[1] - goal[1]) < 0.3
+
+
+def test_free_space_offset_points_to_the_middle_of_the_way() -> None:
+    xs = np.arange(-1.0, 3.0, 0.1)
+    walls = np.concatenate([np.column_stack((xs, np.full_like(xs, y))) for y in (1.3, -0.7)])
+    assert free_space_offset(walls, 0.0, 0.4, 1.2, 2.0) == pytest.approx(0.25)  # middle 0.3 m left, left capped
+    assert free_space_offset(walls[walls[:, 1] > 0], 0.0, 0.4, 1.2, 2.0) == pytest.approx(0.0)  # beyond reach
+    assert free_space_offset(walls[walls[:, 1] < 0], 0.0, 0.4, 1.2, 2.0) == pytest.approx(0.25)  # one wall
+    # the same corridor seen along the other way: left and right swap
+    assert free_space_offset(walls, math.pi, 0.4, 1.2, 2.0) == pytest.approx(-0.25)
+    # only what is beside the way from the robot's back to ``ahead`` counts; what is in the way does not
+    box = np.array([[1.0, 0.2], [-2.0, 0.5], [3.0, -0.5]])
+    assert free_space_offset(box, 0.0, 0.4, 1.2, 2.0) == 0.0
+    assert free_space_offset(np.zeros((0, 2)), 0.0, 0.4, 1.2, 2.0) == 0.0
+
+
+def test_the_look_ahead_grows_with_the_speed() -> None:
+    assert lookahead_distance(0.6, 1.5, 1.0) == pytest.approx(1.6)
+    assert lookahead_distance(0.2, 1.5, 1.0) == 1.0
+    assert lookahead_distance(-0.6, 1.5, 1.0) == pytest.approx(1.6)
+    assert lookahead_distance(0.6, 0.0, 1.0) == 1.0
+
+
+def heading_oscillation(ctrl: AvoidController, start: tuple[float, float, float], goal: tuple[float, float]) -> float:
+    """Degrees turned per metre travelled by a laser goto down the corridor (unicycle kinematics), for 4 < x < 16."""
+    pose, dt = start, 0.1
+    ctrl.command(parse_command(22, list(goal), [0.6, 1.0], [1.0]), 0.0)  # the demo's speed
+    out = ctrl.step(AvoidInputs(pose=pose, laser=corridor_points(pose)), 0.0)
+    turned = travelled = 0.0
+    for k in range(600):
+        v, w = out.drive_velocity
+        x, y, theta = pose
+        pose = (x + v * math.cos(theta) * dt, y + v * math.sin(theta) * dt, theta + w * dt)
+        if 4.0 < pose[0] < 16.0:
+            turned += abs(w) * dt
+            travelled += abs(v) * dt
+        out = ctrl.step(AvoidInputs(pose=pose, laser=corridor_points(pose)), dt * (k + 1))
+        if out.element[1] in (GOTO_REACHED, GOTO_STUCK):
+            break
+    assert out.element[1] == GOTO_REACHED and travelled > 11.0, (out, pose)
+    return math.degrees(turned) / travelled
+
+
+def test_a_goto_down_a_corridor_does_not_weave() -> None:
+    # Walls on both sides used to push the robot from one to the other, ±20° every 2 m (some 45°/m here).
+    assert heading_oscillation(AvoidController(), (0.0, 0.3, 0.0), (20.0, 0.0)) < 5.0
+    assert heading_oscillation(AvoidController(), (0.0, -0.3, 0.2), (20.0, 0.0)) < 5.0
+
+
+def test_a_goal_before_a_wall_is_approached_straight() -> None:
+    # what lies beyond a goal the robot can drive straight to does not push it aside
+    xs = np.arange(-2.0, 2.0, 0.05)
+    wall = np.column_stack((np.full_like(xs, 6.6), xs))
+    ctrl = AvoidController()
+    _goto(ctrl, 22, (6.0, 0.0))
+    pose, dt = (0.0, 0.1, 0.0), 0.1
+    out = ctrl.step(AvoidInputs(pose=pose, laser=np.zeros((0, 2))), 0.0)
+    for k in range(300):
+        v, w = out.drive_velocity
+        x, y, theta = pose
+        pose = (x + v * math.cos(theta) * dt, y + v * math.sin(theta) * dt, theta + w * dt)
+        c, s = math.cos(theta), math.sin(theta)
+        local = np.column_stack(
+            (c * (wall[:, 0] - x) + s * (wall[:, 1] - y), -s * (wall[:, 0] - x) + c * (wall[:, 1] - y))
+        )
+        out = ctrl.step(AvoidInputs(pose=pose, laser=local[local[:, 0] > 0]), dt * (k + 1))
+        if out.element[1] != GOTO_RUNNING:
+            break
+    assert out.element[1] == GOTO_REACHED, pose
+    assert abs(pose[2]) < 0.2 and abs(pose[1]) < 0.15, pose

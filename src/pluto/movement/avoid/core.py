@@ -4,10 +4,21 @@ protection and the status codes of ``avoidance/status``.
 Strategy: every step gets the newest pose, scans and drive status and returns the drive command and the status;
 no I/O, no clock (``now`` is passed in). Obstacles are points in the robot frame (x forward, y left, m). To make
 the vector sum independent of the scanner's beam density, the points are first reduced to the nearest one per
-angular sector. The goto adds an attraction towards the goal (length ``force[0]``) to a repulsion from every
-sector's nearest point within ``influence`` (3 m), weighted by how much the point lies ahead of the robot, and
-steers along the sum (pluto-software.txt §6.2: "reacts to near (<3 m) obstacles ... using a vector summation
-rule"). The speed is scaled down by the free distance ahead (laser slow/stop, element[0] = 6).
+angular sector. The goto adds an attraction (length ``force[0]``) to a repulsion from every sector's nearest point
+within ``influence`` (3 m) that lies in or near the robot's way, weighted by how much the point lies ahead of the
+robot, and steers along the sum (pluto-software.txt §6.2: "reacts to near (<3 m) obstacles ... using a vector
+summation rule"). The speed is scaled down by the free distance ahead (laser slow/stop, element[0] = 6).
+
+The attraction does not point at the goal itself but at a look-ahead point on the way to it, shifted across that
+way to the middle of the free space beside the robot ("down the middle of the street"): walls beside the way set
+where the robot drives, they do not push it from one side to the other. With the heading loop
+ω = turn_gain·(heading error) and a look-ahead L, the robot's offset δ from the middle follows
+δ'' + turn_gain·δ' + turn_gain·v/L·δ = 0, critically damped for L = 4·v/turn_gain: the look-ahead grows with the
+speed (never shorter than ``lookahead``), so the robot settles in the middle without overshoot at any speed. A
+repulsion that summed the pushes of both walls point by point was a stiff spring (tens of degrees per centimetre
+off the middle) which, through the lag of the heading loop, made the robot weave from wall to wall. On the final
+approach (nearer the goal than ``centring_fade``) the shift to the middle fades out, and so does the repulsion
+while the robot's way to the goal is free: a goal near a wall, or off the middle of a corridor, is reached.
 
 Commands (``avoidance/command`` cmd_flags = 10·A + T; -1 releases the robot):
 
@@ -48,9 +59,11 @@ __all__ = [
     "AvoidParams",
     "Mode",
     "centring",
+    "free_space_offset",
     "front_clearance",
     "goal_in_robot_frame",
     "laser_points",
+    "lookahead_distance",
     "nearest_per_sector",
     "parse_command",
     "repulsion",
@@ -95,6 +108,8 @@ class AvoidParams:
         laser_mount_x: forward offset of the wrist axis (and the laser) from the robot centre, m.
         influence: obstacles nearer than this to the robot centre repel the goto, m.
         repulsion_gain: strength of the repulsion, (unit vector)·m.
+        repulsion_band: obstacles farther than this beyond the robot's radius from the line along its way do not
+            repel the goto (the walls of a corridor set the middle it drives down instead), m.
         sectors: angular sectors the obstacle points are reduced to (nearest point per sector).
         stop_distance: free distance ahead of the body at which the robot stops, m.
         slow_distance: free distance ahead of the body below which the robot slows down, m.
@@ -105,9 +120,12 @@ class AvoidParams:
         progress_distance, progress_time: a goto that has not come ``progress_distance`` m nearer its goal within
             ``progress_time`` s is stuck.
         turn_gain: angular velocity per heading error, 1/s.
-        side_clearance: obstacles beside the robot nearer than this to its body push it sideways, m.
-        centring_gain: strength of that push, (unit vector) per obstacle point.
-        centring_fade: distance to the goal below which that push fades out (linearly to 0 at the goal), m.
+        side_clearance: obstacles beside the robot's way nearer than this to its body move the way to the middle
+            of the free space, m (a side free farther than this counts as free this far).
+        lookahead: shortest distance ahead at which the goto aims at the middle of the free space, m (at speed v
+            it aims 4·v/turn_gain ahead when that is farther).
+        centring_fade: distance to the goal below which the shift to the middle fades out (linearly to 0 at the
+            goal), and the repulsion too while the way to the goal is free, m.
         direction_smoothing: weight of the previous direction in the goto's low-pass filter of its direction (0..1).
         default_speed, default_turn_rate: goto limits when the command gives none, m/s, rad/s.
         wall_distance: default distance from the robot centre to the wall on its left, m.
@@ -123,6 +141,7 @@ class AvoidParams:
     laser_mount_x: float = 0.25
     influence: float = 3.0
     repulsion_gain: float = 0.5
+    repulsion_band: float = 0.3
     sectors: int = 72
     stop_distance: float = 0.25
     slow_distance: float = 1.2
@@ -135,7 +154,7 @@ class AvoidParams:
     turn_gain: float = 1.5
     direction_smoothing: float = 0.8
     side_clearance: float = 0.8
-    centring_gain: float = 0.5
+    lookahead: float = 1.0
     centring_fade: float = 1.5
     default_speed: float = 0.5
     default_turn_rate: float = 1.0
@@ -301,8 +320,48 @@ def repulsion(
     return np.array([along * cos_d - sideways * sin_d, along * sin_d + sideways * cos_d])
 
 
+def free_space_offset(points: FloatArray, direction: float, radius: float, reach: float, ahead: float) -> float:
+    """How far across the line through the robot along ``direction`` the middle of the free space lies, m (left of
+    the line positive).
+
+    The free space is bounded on each side by the nearest obstacle point beside the line, among those from
+    ``radius`` m behind the robot to ``ahead`` m ahead of it; a side with nothing nearer than ``reach`` m counts as
+    free to ``reach`` (a single wall moves the robot to ``reach`` from it, not to the middle of a room). Points
+    within ``radius`` of the line are in the robot's way, not beside it: the repulsion steers around them, and
+    they are left out here. Points farther behind do not count: what the robot has passed does not steer it.
+
+    Args:
+        points: (N, 2) obstacle points in the robot frame, m.
+        direction: bearing of the line in the robot frame, rad.
+        radius: the robot's radius, m.
+        reach: largest free width counted on a side, from the line, m.
+        ahead: the stretch ahead that counts, m.
+    """
+    if len(points) == 0:
+        return 0.0
+    cos_d, sin_d = math.cos(direction), math.sin(direction)
+    along = points[:, 0] * cos_d + points[:, 1] * sin_d
+    lateral = -points[:, 0] * sin_d + points[:, 1] * cos_d
+    beside = (along > -radius) & (along < ahead) & (np.abs(lateral) >= radius)
+    left = lateral[beside & (lateral > 0.0)]
+    right = -lateral[beside & (lateral < 0.0)]
+    free_left = min(reach, float(left.min())) if len(left) else reach
+    free_right = min(reach, float(right.min())) if len(right) else reach
+    return 0.5 * (free_left - free_right)
+
+
+def lookahead_distance(speed: float, turn_gain: float, shortest: float) -> float:
+    """How far ahead (m) a goto at ``speed`` m/s with heading gain ``turn_gain`` 1/s aims: 4·speed/turn_gain, the
+    look-ahead that makes its approach to a line critically damped, but at least ``shortest`` m."""
+    return max(shortest, 4.0 * abs(speed) / turn_gain) if turn_gain > 0 else shortest
+
+
 def centring(points: FloatArray, radius: float, clearance: float, gain: float) -> float:
-    """Sideways push (robot y, left positive) away from obstacles beside the robot, to pass doorways in the middle.
+    """Sideways push (robot y, left positive) away from obstacles beside the robot, one push per point.
+
+    The goto does not use it: summed point by point over a corridor's walls it is a stiff spring (tens of degrees of
+    steering per centimetre off the middle) that makes the robot weave; the goto steers to the middle of the free
+    space (:func:`free_space_offset`) instead.
 
     Points beside the body (|x| < radius + 0.2 m) with a free distance c = |y| - radius below ``clearance`` m push
     away from their side with gain·(clearance - c)/clearance each.
@@ -518,12 +577,25 @@ class AvoidController:
         if g.direction is not None:
             dx, dy = g.direction
             heading = math.atan2(-s * dx + c * dy, c * dx + s * dy)
-        total = weight * np.array([gx, gy]) / distance + repulsion(
-            sectors, p.influence, p.robot_radius, p.repulsion_gain, heading, side=g.turn_sign
-        )
-        # the push to the middle of a passage fades out near the goal, or a goal off the middle is never reached
+        # the final approach: near the goal it, not the middle of the way, is where the robot heads; and while
+        # nothing stands between them the repulsion fades out too (a goal near a wall)
         fade = min(1.0, distance / p.centring_fade) if p.centring_fade > 0 else 1.0
-        total[1] += fade * centring(sectors, p.robot_radius, p.side_clearance, p.centring_gain)
+        goal_dir = np.array([gx, gy]) / distance
+        way = sectors @ np.array([[goal_dir[0], -goal_dir[1]], [goal_dir[1], goal_dir[0]]])  # goal along x
+        way_free = front_clearance(way, p.robot_radius, 0.0) > distance - p.robot_radius
+        # aim at a look-ahead point on the way to the goal, moved across it to the middle of the free space
+        lookahead = lookahead_distance(vmax, p.turn_gain, p.lookahead)
+        reach = p.robot_radius + p.side_clearance
+        shift = fade * free_space_offset(sectors, heading, p.robot_radius, reach, lookahead)
+        aim = min(lookahead, distance) * goal_dir + shift * np.array([-math.sin(heading), math.cos(heading)])
+        # what lies beyond a goal the robot can drive straight to does not repel it (a goal before a wall)
+        repelling = sectors[way[:, 0] < distance + p.robot_radius] if way_free else sectors
+        push = repulsion(
+            repelling, p.influence, p.robot_radius, p.repulsion_gain, heading, p.repulsion_band, side=g.turn_sign
+        )
+        length = float(np.hypot(aim[0], aim[1]))
+        attraction = aim / length if length > 1e-6 else goal_dir
+        total = weight * attraction + (fade if way_free else 1.0) * push
         # smooth the direction in the pose frame: sensor noise and beams coming into view as the robot turns must
         # not make it flip-flop
         world = (c * float(total[0]) - s * float(total[1]), s * float(total[0]) + c * float(total[1]))
