@@ -134,8 +134,8 @@ def test_update_touches_only_the_area(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_update_cost_follows_the_area_not_the_map() -> None:
     """Times the last updates of a long corridor for both filters (printed, never asserted)."""
     rng = np.random.default_rng(9)
-    world = corridor_world(150.0)
-    path = corridor_path(150.0)
+    world = corridor_world(80.0)
+    path = corridor_path(80.0)
     full = WallEKF(path[0], START_COV)
     comp = CompressedWallEKF(path[0], START_COV, area=AreaParams(radius=8.0, switch_distance=4.0))
     a, b = Mapper(comp), Mapper(full)
@@ -167,3 +167,25 @@ def test_observation_of_unknown_wall_is_refused() -> None:
         comp.full_update([3])
     with pytest.raises(ValueError):
         AreaParams(radius=0.0)
+
+
+def test_marginal_of_area_and_b_walls_equals_the_full_filter() -> None:
+    rng = np.random.default_rng(13)
+    world = track_world(rng, walls=40)
+    path = track_path(laps=0.7)
+    full = WallEKF(path[0], START_COV)
+    comp = CompressedWallEKF(path[0], START_COV, area=AreaParams(radius=8.0, switch_distance=6.0))
+    a, b = Mapper(comp), Mapper(full)
+    for scan in drive(world, path, rng):
+        a.step(scan)
+        b.step(scan)
+    inside = list(comp.area_walls)[:3]
+    outside = [i for i in range(len(comp)) if i not in comp.area_walls][:4]
+    assert len(inside) == 3 and len(outside) == 4
+    before = comp.full_updates
+    walls = [outside[0], inside[0], outside[1], inside[1], outside[2], outside[3], inside[2]]
+    xc, pc = comp.marginal(walls)
+    xf, pf = full.marginal(walls)
+    assert comp.full_updates == before
+    assert xc.shape == (3 + 2 * len(walls),) and pc.shape == (xc.size, xc.size)
+    assert np.abs(xc - xf).max() < 1e-9 and np.abs(pc - pf).max() < 1e-9

@@ -3,19 +3,33 @@ laser's pose.
 
 ``ekf`` is the full extended Kalman filter over the pose and the walls (with the wall measurement model, new walls
 and the odometry shared with the pose module), ``compressed`` the compressed filter of Guivant and Nebot that gives
-the same estimate at the cost of the local area. Lines come from the pose module's
-:func:`~pluto.navigation.pose.extract_lines`. Nothing here touches the bus, a thread or a clock.
+the same estimate at the cost of the local area, ``wall`` the walls' ends kept on the filter's lines (M-space
+features), ``association`` the pairing of a scan's lines with walls and the tentative list of new ones, and ``core``
+one scan's step. Lines come from the pose module's :func:`~pluto.navigation.pose.extract_lines`. Nothing here touches
+the bus, a thread or a clock.
 """
 
+from pluto.navigation.slam.association import Association, AssociationParams, Pair, TentativeWalls, associate
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
+from pluto.navigation.slam.core import SlamFilter, SlamStep, WallSlam
 from pluto.navigation.slam.ekf import Odometry, WallEKF, WallObservation, new_wall, observe_wall
+from pluto.navigation.slam.wall import WallSegments
 
 __all__ = [
     "AreaParams",
+    "Association",
+    "AssociationParams",
     "CompressedWallEKF",
     "Odometry",
+    "Pair",
+    "SlamFilter",
+    "SlamStep",
+    "TentativeWalls",
     "WallEKF",
     "WallObservation",
+    "WallSegments",
+    "WallSlam",
+    "associate",
     "new_wall",
     "observe_wall",
 ]

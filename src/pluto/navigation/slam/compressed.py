@@ -1,9 +1,10 @@
 """The slam module's compressed extended Kalman filter: the cost of a scan depends on the walls near the robot only.
 
 Strategy (Guivant and Nebot 2001, as summarised in reference/estimation.md): the state X = [X_A; X_B] is split into
-the local area A, the laser's pose and the walls anchored within ``radius`` of the area's centre, and B, the rest.
-At the start of an area the filter saves X_B(0), P_AB(0) and P_BB(0) and sets φ = I, ψ = 0, θ = 0; while the robot
-stays in the area, predict, update and new walls touch only X_A, P_AA and the accumulators:
+the local area A, the laser's pose and the walls within ``radius`` of the area's centre (by their ends when the
+caller says where they are, else by the point where each was first seen), and B, the rest. At the start of an area
+the filter saves X_B(0), P_AB(0) and P_BB(0) and sets φ = I, ψ = 0, θ = 0; while the robot stays in the area,
+predict, update and new walls touch only X_A, P_AA and the accumulators:
 
 - predict: X_A ← f(X_A, u); P_AA ← J·P_AA·Jᵀ + Q; φ ← J·φ (J differs from I in the pose rows only);
 - update (using the prior P_AA and φ): S = H·P_AA·Hᵀ + R; ψ ← ψ + φᵀ·Hᵀ·S⁻¹·H·φ; θ ← θ + φᵀ·Hᵀ·S⁻¹·ν;
@@ -24,7 +25,7 @@ Nothing here reads a clock, the bus or a file.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,6 +118,8 @@ class CompressedWallEKF:
         covariance: its 3x3 covariance.
         area: how the local area is chosen.
         params: the pose filter's settings, for the odometry noise of :meth:`predict`.
+        locate: the walls within a distance of a point, ``locate(x, y, radius)`` (m), to choose the area by the walls'
+            whole extent (:attr:`locate` may also be set later); None: by the point where each wall was first seen.
 
     Raises:
         ValueError: a pose or covariance of the wrong shape or not finite.
@@ -129,8 +132,10 @@ class CompressedWallEKF:
         *,
         area: AreaParams | None = None,
         params: PoseFilterParams | None = None,
+        locate: Callable[[float, float, float], Iterable[int]] | None = None,
     ) -> None:
         self.area = area or AreaParams()
+        self.locate = locate
         x = np.array(pose, dtype=np.float64)
         if x.shape != (POSE_SIZE,) or not np.all(np.isfinite(x)):
             raise ValueError(f"the pose must be 3 finite values, got {pose!r}")
@@ -150,7 +155,9 @@ class CompressedWallEKF:
         """Choose A around the laser (plus the walls ``extra``) from the whole state, and reset the accumulators."""
         centre = self._x[:2].copy()
         near = set(extra)
-        if self._anchors:
+        if self.locate is not None:
+            near.update(w for w in self.locate(float(centre[0]), float(centre[1]), self.area.radius) if w < self._walls)
+        elif self._anchors:
             anchors = np.array(self._anchors)
             close = np.hypot(anchors[:, 0] - centre[0], anchors[:, 1] - centre[1]) <= self.area.radius
             near.update(np.flatnonzero(close).tolist())
@@ -274,6 +281,40 @@ class CompressedWallEKF:
             self.full_update()
         return self._x.copy(), self._p.copy()
 
+    def marginal(self, walls: Sequence[int]) -> tuple[FloatArray, FloatArray]:
+        """The pose and the given walls, [x, y, θ, α_1, ρ_1, ...], and their joint covariance, exactly, without a
+        full update (walls of B cost O(N_A²) each: P_vB = φ_v·P_AB(0), P_BB from ψ).
+
+        Raises:
+            IndexError: a wall index out of range.
+        """
+        local: list[int] = list(range(POSE_SIZE))
+        outside: list[int] = []
+        order: list[tuple[bool, int]] = [(True, i) for i in range(POSE_SIZE)]
+        for w in walls:
+            if not 0 <= w < self._walls:
+                raise IndexError(f"no wall {w} (the map has {self._walls})")
+            slot = self._slot.get(w)
+            for k in range(WALL_SIZE):
+                if slot is not None:
+                    order.append((True, len(local)))
+                    local.append(slot + k)
+                else:
+                    order.append((False, len(outside)))
+                    outside.append(int(self._b_slot[POSE_SIZE + WALL_SIZE * w + k]))
+        la, ob = np.array(local, dtype=np.intp), np.array(outside, dtype=np.intp)
+        p_ab0 = self._pab0[:, ob]
+        x = np.concatenate((self._xa[la], self._xb0[ob] + p_ab0.T @ self._theta))
+        cross = self._phi[la] @ p_ab0
+        p = np.block(
+            [
+                [self._paa[np.ix_(la, la)], cross],
+                [cross.T, self._pbb0[np.ix_(ob, ob)] - p_ab0.T @ self._psi @ p_ab0],
+            ]
+        )
+        perm = np.array([i if inside else la.size + i for inside, i in order], dtype=np.intp)
+        return x[perm], p[np.ix_(perm, perm)]
+
     # -- predict -------------------------------------------------------------------------------------------------
 
     def predict(self, dr_pose: PoseLike, increment: npt.ArrayLike) -> None:
@@ -320,9 +361,8 @@ class CompressedWallEKF:
         for index, _ in observations:
             if not 0 <= index < self._walls:
                 raise IndexError(f"no wall {index} (the map has {self._walls})")
-        outside = [index for index, _ in observations if index not in self._slot]
-        if outside:
-            self.full_update(outside)
+        if any(index not in self._slot for index, _ in observations):
+            self.full_update(index for index, _ in observations)
         self._mark()
         cols = [self._slot[i] for i, _ in observations]
         walls = [self._xa[c : c + WALL_SIZE] for c in cols]

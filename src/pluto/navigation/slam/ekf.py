@@ -284,6 +284,21 @@ class WallEKF:
         """Copies of the whole state vector and its covariance."""
         return self._x.copy(), self._p.copy()
 
+    def marginal(self, walls: Sequence[int]) -> tuple[FloatArray, FloatArray]:
+        """The pose and the given walls, [x, y, θ, α_1, ρ_1, ...], and their joint covariance.
+
+        Raises:
+            IndexError: a wall index out of range.
+        """
+        n = len(self)
+        for w in walls:
+            if not 0 <= w < n:
+                raise IndexError(f"no wall {w} (the map has {n})")
+        idx = np.concatenate(
+            [np.arange(POSE_SIZE)] + [POSE_SIZE + WALL_SIZE * w + np.arange(WALL_SIZE) for w in walls]
+        ).astype(np.intp)
+        return self._x[idx].copy(), self._p[np.ix_(idx, idx)].copy()
+
     # -- predict -------------------------------------------------------------------------------------------------
 
     def predict(self, dr_pose: PoseLike, increment: npt.ArrayLike) -> None:

@@ -1,0 +1,313 @@
+"""The slam module's data association: which line of a scan is which mapped wall, and when a new line is a wall.
+
+Strategy: a scan's line (α_f, r_f) and a mapped wall are a candidate pair when the innovation ν = (α_f - γ, r_f - ρ_r)
+passes the pose module's Mahalanobis gate (chi-square, 2 dof, :attr:`PoseFilterParams.gate`) with the full
+innovation covariance S = J·P·Jᵀ + C_f, where J = [H_v, H_w] and P is the joint covariance of the pose and that wall
+(the filter's :meth:`marginal`, exact also for the compressed filter's walls outside the area), and when the line's
+segment, carried into the map frame, overlaps the wall's ends with a margin. Pairs are then chosen one to one,
+nearest first, by the pose module's own assignment.
+
+A line that matches no wall is not a wall yet: it may be a person, a door left open or a spurious fit. It goes to a
+tentative list in the map frame, and becomes a wall when it has been seen ``confirm`` times (in different scans,
+each sighting gated against the tentative line with the pose's uncertainty) without being missed ``max_missed``
+scans in a row; only then does the filter get it, from the confirming sighting.
+
+Nothing here reads a clock, the bus or a file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from pluto.geometry import wrap_angle
+from pluto.navigation.pose.core import PoseFilterParams, _associate
+from pluto.navigation.pose.features import LineFeature
+from pluto.navigation.slam.ekf import POSE_SIZE, WALL_SIZE, new_wall, observe_wall
+from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
+from pluto.sim.raycast import segment_distance
+
+__all__ = ["Association", "AssociationParams", "Confirmed", "Pair", "TentativeWalls", "associate", "candidate_walls"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class AssociationParams:
+    """Settings of the data association and of new walls.
+
+    Attributes:
+        gate: Mahalanobis gate of a line-wall pair (chi-square, 2 dof), the pose module's by default.
+        overlap_margin: a line must overlap its wall's ends widened by this, m.
+        join_gap: a line on a mapped wall's line (within the gate) less than this beyond its ends is more of that wall
+            (seen past a door or an obstacle), not a new one, m; so are two such pieces of a new line in one scan.
+        max_range: walls farther than this from the laser are not considered, m.
+        confirm: sightings of a new line before it becomes a wall.
+        max_missed: scans in a row a tentative wall may go unseen before it is forgotten.
+        min_length: shorter lines do not start new walls, m.
+    """
+
+    gate: float = PoseFilterParams().gate
+    overlap_margin: float = 0.5
+    join_gap: float = 2.5
+    max_range: float = 30.0
+    confirm: int = 3
+    max_missed: int = 3
+    min_length: float = 0.6
+
+    def __post_init__(self) -> None:
+        for name in ("gate", "max_range"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0 and finite, got {value}")
+        for name in ("overlap_margin", "join_gap", "min_length"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+        if self.confirm < 1 or self.max_missed < 0:
+            raise ValueError("confirm must be >= 1 and max_missed >= 0")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A scan's line matched to a mapped wall.
+
+    Attributes:
+        feature: index of the line in the scan's features.
+        wall: index of the wall.
+        nis: νᵀ·S⁻¹·ν of the pair (2 dof).
+    """
+
+    feature: int
+    wall: int
+    nis: float
+
+
+@dataclass(frozen=True)
+class Association:
+    """A scan's lines against the map.
+
+    Attributes:
+        pairs: lines matched one to one with walls, to correct the filter, nearest first.
+        on_walls: every other line that lies on a mapped wall (a second piece of a matched wall, or one seen beyond
+            its ends by less than ``join_gap``): line index -> wall index. Not a new wall; it extends that wall.
+    """
+
+    pairs: tuple[Pair, ...]
+    on_walls: dict[int, int]
+
+
+def candidate_walls(segments: WallSegments, pose: Sequence[float] | FloatArray, max_range: float) -> IntArray:
+    """The walls with some part within ``max_range`` (m) of the laser at ``pose``, sorted."""
+    if len(segments) == 0:
+        return np.zeros(0, dtype=np.intp)
+    near: IntArray = np.flatnonzero(segment_distance((float(pose[0]), float(pose[1])), segments.segments) <= max_range)
+    return near.astype(np.intp)
+
+
+def associate(
+    features: Sequence[LineFeature],
+    walls: Sequence[int],
+    state: FloatArray,
+    covariance: FloatArray,
+    segments: WallSegments,
+    params: AssociationParams | None = None,
+) -> Association:
+    """Pair a scan's lines with mapped walls, one to one, and find the other lines that lie on mapped walls.
+
+    Args:
+        features: the scan's lines, laser frame.
+        walls: the candidate walls (:func:`candidate_walls`).
+        state: [x, y, θ, α_1, ρ_1, ...] of the pose and the candidates, in the order of ``walls`` (the filter's
+            :meth:`marginal`).
+        covariance: their joint covariance.
+        segments: the walls' ends.
+        params: settings.
+
+    Returns:
+        The pairs and the other lines on walls.
+    """
+    prm = params or AssociationParams()
+    nf, nw = len(features), len(walls)
+    if nf == 0 or nw == 0:
+        return Association((), {})
+    pose = state[:POSE_SIZE]
+    d2 = np.full((nf, nw), np.inf)
+    overlap = np.full((nf, nw), -np.inf)
+    seen = [feature_segment(pose, f) for f in features]
+    for k, w in enumerate(walls):
+        col = POSE_SIZE + WALL_SIZE * k
+        line = state[col : col + WALL_SIZE]
+        z, h_v, h_w = observe_wall(pose, line)
+        j = np.zeros((2, covariance.shape[0]))
+        j[:, :POSE_SIZE] = h_v
+        j[:, col : col + WALL_SIZE] = h_w
+        jpj = j @ covariance @ j.T
+        alpha, rho = float(line[0]), float(line[1])
+        d = np.array([-math.sin(alpha), math.cos(alpha)])
+        lo, hi = segments.extent(w)
+        for i, f in enumerate(features):
+            s = jpj + f.covariance
+            nu = np.array([wrap_angle(f.alpha - float(z[0])), f.r - float(z[1])])
+            d2[i, k] = float(nu @ np.linalg.solve(s, nu))
+            t = project_onto_line(seen[i], alpha, rho) @ d
+            overlap[i, k] = min(float(t.max()), hi + prm.overlap_margin) - max(float(t.min()), lo - prm.overlap_margin)
+    chosen = _associate(d2, overlap, prm.gate)
+    pairs = tuple(Pair(i, int(walls[k]), float(d2[i, k])) for i, k in chosen)
+    matched = {i for i, _ in chosen}
+    near = (d2 < prm.gate) & (overlap > prm.overlap_margin - prm.join_gap)
+    on_walls = {
+        i: int(walls[int(np.argmin(np.where(near[i], d2[i], np.inf)))])
+        for i in range(nf)
+        if i not in matched and near[i].any()
+    }
+    return Association(pairs, on_walls)
+
+
+@dataclass
+class _Tentative:
+    line: FloatArray  # (α, ρ), map frame
+    covariance: FloatArray
+    ends: FloatArray  # (2, 2) the union of the segments seen, map frame
+    sightings: int
+    missed: int = 0
+    seen_this_scan: bool = field(default=False)
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A line seen often enough to become a wall.
+
+    Attributes:
+        feature: index of the confirming line in this scan's features.
+        ends: ``(2, 2)`` map-frame ends of all that was seen of it, m.
+    """
+
+    feature: int
+    ends: FloatArray
+
+
+class TentativeWalls:
+    """Lines seen but not yet mapped, in the map frame, until they are confirmed or forgotten.
+
+    Args:
+        params: settings (``confirm``, ``max_missed``, ``min_length``, ``gate``, ``overlap_margin``).
+    """
+
+    def __init__(self, params: AssociationParams | None = None) -> None:
+        self.params = params or AssociationParams()
+        self._items: list[_Tentative] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def observe(
+        self,
+        features: Sequence[LineFeature],
+        unmatched: Sequence[int],
+        pose: Sequence[float] | FloatArray,
+        pose_covariance: FloatArray,
+    ) -> list[Confirmed]:
+        """Count one scan's unmatched lines and return those now confirmed (removed from the list).
+
+        Args:
+            features: the scan's lines, laser frame.
+            unmatched: indices of the lines that matched no mapped wall.
+            pose: the laser's (x, y, θ) estimate, m and rad.
+            pose_covariance: its 3x3 covariance.
+        """
+        prm = self.params
+        p = np.asarray(pose, dtype=np.float64)
+        fresh = [i for i in unmatched if features[i].length >= prm.min_length]
+        lines = []
+        for i in fresh:
+            f = features[i]
+            wall, g_v, g_z = new_wall(p, f.alpha, f.r)
+            cov = g_v @ pose_covariance @ g_v.T + g_z @ f.covariance @ g_z.T
+            lines.append((i, wall, cov, feature_segment(p, f)))
+        lines = self._merge_pieces(lines)
+        chosen: list[tuple[int, int]] = []
+        if lines and self._items:
+            d2 = np.full((len(lines), len(self._items)), np.inf)
+            overlap = np.full(d2.shape, -np.inf)
+            for a, (_, wall, cov, ends) in enumerate(lines):
+                for b, item in enumerate(self._items):
+                    nu = np.array([wrap_angle(float(wall[0] - item.line[0])), float(wall[1] - item.line[1])])
+                    d2[a, b] = float(nu @ np.linalg.solve(cov + item.covariance, nu))
+                    alpha, rho = float(item.line[0]), float(item.line[1])
+                    d = np.array([-math.sin(alpha), math.cos(alpha)])
+                    t_new = project_onto_line(ends, alpha, rho) @ d
+                    t_old = item.ends @ d
+                    overlap[a, b] = _overlap(t_new, t_old, prm.overlap_margin)
+            chosen = _associate(d2, overlap, prm.gate)
+        confirmed: list[Confirmed] = []
+        matched_lines = set()
+        done: set[int] = set()
+        for a, b in chosen:
+            matched_lines.add(a)
+            i, wall, cov, ends = lines[a]
+            item = self._items[b]
+            item.sightings += 1
+            item.missed = 0
+            item.seen_this_scan = True
+            alpha, rho = float(wall[0]), float(wall[1])
+            d = np.array([-math.sin(alpha), math.cos(alpha)])
+            both = project_onto_line(np.vstack((item.ends, ends)), alpha, rho)
+            t = both @ d
+            item.ends = both[[int(np.argmin(t)), int(np.argmax(t))]]
+            item.line, item.covariance = wall, cov
+            if item.sightings >= prm.confirm:
+                confirmed.append(Confirmed(i, item.ends.copy()))
+                done.add(b)
+        kept: list[_Tentative] = []
+        for b, item in enumerate(self._items):
+            if b in done:
+                continue
+            if not item.seen_this_scan:
+                item.missed += 1
+            item.seen_this_scan = False
+            if item.missed <= prm.max_missed:
+                kept.append(item)
+        for a, (i, wall, cov, ends) in enumerate(lines):
+            if a not in matched_lines:
+                if prm.confirm <= 1:
+                    confirmed.append(Confirmed(i, ends))
+                else:
+                    kept.append(_Tentative(wall, cov, ends, 1))
+        self._items = kept
+        return confirmed
+
+    def _merge_pieces(
+        self, lines: list[tuple[int, FloatArray, FloatArray, FloatArray]]
+    ) -> list[tuple[int, FloatArray, FloatArray, FloatArray]]:
+        """Pieces of one line in one scan (less than ``join_gap`` apart) as one, kept with the longest's sighting."""
+        prm = self.params
+        out: list[tuple[int, FloatArray, FloatArray, FloatArray]] = []
+        for i, wall, cov, ends in sorted(lines, key=lambda line: -float(np.hypot(*(line[3][1] - line[3][0])))):
+            for k, (j, kept, kept_cov, kept_ends) in enumerate(out):
+                nu = np.array([wrap_angle(float(wall[0] - kept[0])), float(wall[1] - kept[1])])
+                alpha, rho = float(kept[0]), float(kept[1])
+                d = np.array([-math.sin(alpha), math.cos(alpha)])
+                t_new = project_onto_line(ends, alpha, rho) @ d
+                t_old = project_onto_line(kept_ends, alpha, rho) @ d
+                if (
+                    float(nu @ np.linalg.solve(cov + kept_cov, nu)) < prm.gate
+                    and _overlap(t_new, t_old, prm.join_gap) > 0.0
+                ):
+                    both = project_onto_line(np.vstack((kept_ends, ends)), alpha, rho)
+                    t = both @ d
+                    out[k] = (j, kept, kept_cov, both[[int(np.argmin(t)), int(np.argmax(t))]])
+                    break
+            else:
+                out.append((i, wall, cov, ends))
+        return out
+
+
+def _overlap(t_a: FloatArray, t_b: FloatArray, margin: float) -> float:
+    """Overlap of two spans along a line, the second widened by ``margin`` at both ends (negative: the gap), m."""
+    return float(min(t_a.max(), t_b.max() + margin) - max(t_a.min(), t_b.min() - margin))

@@ -1,0 +1,71 @@
+"""Walls as segments on the filter's lines: projection, growing ends, realignment."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pluto.navigation.pose.features import LineFeature
+from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
+
+
+def _on_line(points: np.ndarray, alpha: float, rho: float) -> float:
+    p = np.asarray(points).reshape(-1, 2)
+    return float(np.abs(p @ np.array([math.cos(alpha), math.sin(alpha)]) - rho).max())
+
+
+def test_project_onto_line() -> None:
+    feet = project_onto_line([[1.0, 5.0], [-2.0, 0.0]], math.pi / 2, 3.0)
+    np.testing.assert_allclose(feet, [[1.0, 3.0], [-2.0, 3.0]], atol=1e-12)
+    assert _on_line(project_onto_line([[4.0, -1.0]], 0.7, 2.0), 0.7, 2.0) < 1e-12
+
+
+def test_feature_segment_in_the_map_frame() -> None:
+    feature = LineFeature(0.0, 2.0, 1e-4, 0.0, 1e-4, (2.0, -1.0), (2.0, 1.0), 30, 0, 29)
+    ends = feature_segment((1.0, 1.0, math.pi / 2), feature)
+    np.testing.assert_allclose(ends, [[2.0, 3.0], [0.0, 3.0]], atol=1e-12)
+
+
+def test_add_puts_the_ends_on_the_line_in_order() -> None:
+    walls = WallSegments()
+    index = walls.add(math.pi / 2, 3.0, [[4.0, 3.1], [1.0, 2.9]])
+    assert index == 0 and len(walls) == 1
+    # along d = (-sin α, cos α) = (-1, 0): the end at x = 4 comes first
+    np.testing.assert_allclose(walls.segments[0], [4.0, 3.0, 1.0, 3.0], atol=1e-12)
+    np.testing.assert_allclose(walls.extent(0), (-4.0, -1.0), atol=1e-12)
+
+
+def test_extend_only_grows() -> None:
+    walls = WallSegments()
+    walls.add(0.0, 2.0, [[2.0, 0.0], [2.0, 1.0]])
+    assert not walls.extend(0, [[2.05, 0.2], [1.95, 0.8]])  # inside: nothing moves
+    np.testing.assert_allclose(walls.segments[0], [2.0, 0.0, 2.0, 1.0], atol=1e-12)
+    assert walls.extend(0, [[2.1, 0.5], [1.9, 3.0]])  # seen farther along one way
+    np.testing.assert_allclose(walls.segments[0], [2.0, 0.0, 2.0, 3.0], atol=1e-12)
+    assert walls.extend(0, [[2.0, -1.5], [2.0, -1.0]])  # and the other, past a gap
+    np.testing.assert_allclose(walls.segments[0], [2.0, -1.5, 2.0, 3.0], atol=1e-12)
+
+
+def test_realign_keeps_the_wall_straight_on_its_corrected_line() -> None:
+    walls = WallSegments()
+    walls.add(0.0, 2.0, [[2.0, -1.0], [2.0, 3.0]])
+    walls.add(math.pi / 2, 5.0, [[0.0, 5.0], [1.0, 5.0]])
+    walls.realign([(0, (0.02, 2.1))])
+    seg = walls.segments
+    assert _on_line(seg[0], 0.02, 2.1) < 1e-12
+    np.testing.assert_allclose(walls.lines[0], [0.02, 2.1])
+    # the ends moved across the line only: each is the foot of the old one
+    np.testing.assert_allclose(seg[0].reshape(2, 2), project_onto_line([[2.0, -1.0], [2.0, 3.0]], 0.02, 2.1))
+    np.testing.assert_allclose(seg[1], [1.0, 5.0, 0.0, 5.0])  # not named: untouched
+    # a pure offset keeps the length
+    walls.realign([(1, (math.pi / 2, 5.3))])
+    np.testing.assert_allclose(walls.segments[1], [1.0, 5.3, 0.0, 5.3], atol=1e-12)
+
+
+def test_to_wall_map_for_the_pose_module() -> None:
+    walls = WallSegments()
+    walls.add(0.0, 2.0, [[2.0, -1.0], [2.0, 3.0]])
+    wall_map = walls.to_wall_map()
+    assert len(wall_map) == 1
+    assert abs(wall_map.rho[0] - 2.0) < 1e-12 and abs(wall_map.alpha[0]) < 1e-12
