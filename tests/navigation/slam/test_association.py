@@ -9,7 +9,13 @@ import pytest
 
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam import WallEKF
-from pluto.navigation.slam.association import AssociationParams, TentativeWalls, associate, candidate_walls
+from pluto.navigation.slam.association import (
+    AssociationParams,
+    TentativeWalls,
+    associate,
+    candidate_walls,
+    duplicate,
+)
 from pluto.navigation.slam.ekf import WallObservation
 from pluto.navigation.slam.wall import WallSegments
 
@@ -115,3 +121,17 @@ def test_params_are_checked() -> None:
         AssociationParams(confirm=0)
     with pytest.raises(ValueError):
         AssociationParams(join_gap=-1.0)
+
+
+def test_duplicate_walls_are_found_on_one_line_only() -> None:
+    # the same wall seen as two pieces 1 m apart, a parallel wall 0.3 m behind, and a piece 6 m farther along
+    slam, segments = _mapped([(0.0, 4.0, -3.0, -1.0), (0.0, 4.0, 0.0, 2.0), (0.0, 4.3, 0.0, 2.0), (0.0, 4.0, 8.0, 9.0)])
+    x, p = slam.marginal([0, 1])
+    assert duplicate(0, 1, x, p, segments) is not None
+    x, p = slam.marginal([1, 2])
+    assert duplicate(1, 2, x, p, segments) is None
+    x, p = slam.marginal([1, 3])
+    assert duplicate(1, 3, x, p, segments) is None
+    # after the merge the two are one line in the filter
+    slam.merge(0, 1)
+    np.testing.assert_allclose(slam.wall(0), slam.wall(1), atol=1e-6)

@@ -189,3 +189,29 @@ def test_marginal_of_area_and_b_walls_equals_the_full_filter() -> None:
     assert comp.full_updates == before
     assert xc.shape == (3 + 2 * len(walls),) and pc.shape == (xc.size, xc.size)
     assert np.abs(xc - xf).max() < 1e-9 and np.abs(pc - pf).max() < 1e-9
+
+
+def test_merging_two_walls_is_the_same_in_both_filters() -> None:
+    rng = np.random.default_rng(17)
+    world = track_world(rng, walls=30)
+    path = track_path(laps=0.5)
+    full = WallEKF(path[0], START_COV)
+    comp = CompressedWallEKF(path[0], START_COV, area=AreaParams(radius=8.0, switch_distance=3.0))
+    a, b = Mapper(comp), Mapper(full)
+    for scan in drive(world, path, rng):
+        a.step(scan)
+        b.step(scan)
+    # the first wall (long out of the area) and the last one facing the same way: a merge pulls the first into A
+    keep = 0
+    drop = max(i for i in range(1, len(full)) if abs(np.angle(np.exp(1j * (full.wall(i)[0] - full.wall(0)[0])))) < 1)
+    assert keep not in comp.area_walls
+    nis_full = full.merge(keep, drop)
+    nis_comp = comp.merge(keep, drop)
+    assert nis_comp == pytest.approx(nis_full, rel=1e-6)
+    np.testing.assert_allclose(full.wall(keep), full.wall(drop), atol=1e-4)
+    dx, dp = _max_diff(comp, full)
+    assert dx < 1e-9 and dp < 1e-9
+    with pytest.raises(ValueError):
+        comp.merge(1, 1)
+    with pytest.raises(IndexError):
+        full.merge(0, len(full))

@@ -12,6 +12,10 @@ tentative list in the map frame, and becomes a wall when it has been seen ``conf
 each sighting gated against the tentative line with the pose's uncertainty) without being missed ``max_missed``
 scans in a row; only then does the filter get it, from the confirming sighting.
 
+Two mapped walls can still turn out to be one (two pieces first seen apart that grew towards each other): when
+their lines agree within the gate, with the covariance of their difference, and their ends overlap or nearly
+touch, :func:`duplicate` says so and the caller merges them.
+
 Nothing here reads a clock, the bus or a file.
 """
 
@@ -27,11 +31,20 @@ import numpy.typing as npt
 from pluto.geometry import wrap_angle
 from pluto.navigation.pose.core import PoseFilterParams, _associate
 from pluto.navigation.pose.features import LineFeature
-from pluto.navigation.slam.ekf import POSE_SIZE, WALL_SIZE, new_wall, observe_wall
+from pluto.navigation.slam.ekf import MERGE_VARIANCE, POSE_SIZE, WALL_SIZE, new_wall, observe_wall, same_line
 from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
 from pluto.sim.raycast import segment_distance
 
-__all__ = ["Association", "AssociationParams", "Confirmed", "Pair", "TentativeWalls", "associate", "candidate_walls"]
+__all__ = [
+    "Association",
+    "AssociationParams",
+    "Confirmed",
+    "Pair",
+    "TentativeWalls",
+    "associate",
+    "candidate_walls",
+    "duplicate",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -103,10 +116,11 @@ class Association:
 
 
 def candidate_walls(segments: WallSegments, pose: Sequence[float] | FloatArray, max_range: float) -> IntArray:
-    """The walls with some part within ``max_range`` (m) of the laser at ``pose``, sorted."""
+    """The active walls with some part within ``max_range`` (m) of the laser at ``pose``, sorted."""
     if len(segments) == 0:
         return np.zeros(0, dtype=np.intp)
-    near: IntArray = np.flatnonzero(segment_distance((float(pose[0]), float(pose[1])), segments.segments) <= max_range)
+    distance = segment_distance((float(pose[0]), float(pose[1])), segments.segments)
+    near: IntArray = np.flatnonzero((distance <= max_range) & segments.active)
     return near.astype(np.intp)
 
 
@@ -167,6 +181,47 @@ def associate(
         if i not in matched and near[i].any()
     }
     return Association(pairs, on_walls)
+
+
+def duplicate(
+    keep: int,
+    drop: int,
+    state: FloatArray,
+    covariance: FloatArray,
+    segments: WallSegments,
+    params: AssociationParams | None = None,
+) -> float | None:
+    """Whether two mapped walls are one: their lines agree within the gate (the difference's covariance from their
+    joint covariance) and their ends overlap or leave a gap shorter than ``join_gap``.
+
+    Args:
+        keep: the first wall.
+        drop: the second.
+        state: [x, y, θ, α_keep, ρ_keep, α_drop, ρ_drop] (the filter's :meth:`marginal` of ``[keep, drop]``).
+        covariance: its covariance.
+        segments: the walls' ends.
+        params: settings.
+
+    Returns:
+        The Mahalanobis distance² of the difference when they are one wall, else None.
+    """
+    prm = params or AssociationParams()
+    k, d = POSE_SIZE, POSE_SIZE + WALL_SIZE
+    nu, h_k, h_d = same_line(state[k : k + WALL_SIZE], state[d : d + WALL_SIZE])
+    j = np.zeros((WALL_SIZE, state.size))
+    j[:, k : k + WALL_SIZE] = h_k
+    j[:, d : d + WALL_SIZE] = h_d
+    s = j @ covariance @ j.T + MERGE_VARIANCE * np.eye(WALL_SIZE)
+    d2 = float(nu @ np.linalg.solve(s, nu))
+    if d2 >= prm.gate:
+        return None
+    alpha, rho = float(state[k]), float(state[k + 1])
+    direction = np.array([-math.sin(alpha), math.cos(alpha)])
+    t_drop = project_onto_line(segments.segments[drop].reshape(2, 2), alpha, rho) @ direction
+    t_keep = np.array(segments.extent(keep))
+    if _overlap(t_drop, t_keep, prm.join_gap) <= 0.0:
+        return None
+    return d2
 
 
 @dataclass

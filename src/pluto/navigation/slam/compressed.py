@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from pluto.navigation.pose.core import PoseFilterParams, PoseLike
 from pluto.navigation.slam.ekf import (
+    MERGE_VARIANCE,
     POSE_SIZE,
     WALL_SIZE,
     Odometry,
@@ -42,6 +43,7 @@ from pluto.navigation.slam.ekf import (
     check_increment,
     kalman_update,
     new_wall,
+    same_line,
     stack_observations,
 )
 
@@ -369,6 +371,31 @@ class CompressedWallEKF:
         h, r, nu = stack_observations(self._xa[:POSE_SIZE], walls, cols, [o for _, o in observations], self._xa.size)
         self._xa, self._paa, self._phi, self._psi, self._theta, nis = compressed_update(
             self._xa, self._paa, self._phi, self._psi, self._theta, h, r, nu
+        )
+        return nis
+
+    def merge(self, keep: int, drop: int) -> float:
+        """As :meth:`WallEKF.merge <pluto.navigation.slam.ekf.WallEKF.merge>`, on the local area (walls of B join it
+        through a full update first).
+
+        Raises:
+            IndexError: a wall index out of range; ValueError: the same wall twice.
+        """
+        for w in (keep, drop):
+            if not 0 <= w < self._walls:
+                raise IndexError(f"no wall {w} (the map has {self._walls})")
+        if keep == drop:
+            raise ValueError("a wall cannot be merged with itself")
+        if keep not in self._slot or drop not in self._slot:
+            self.full_update((keep, drop))
+        self._mark()
+        ck, cd = self._slot[keep], self._slot[drop]
+        nu, h_k, h_d = same_line(self._xa[ck : ck + WALL_SIZE], self._xa[cd : cd + WALL_SIZE])
+        h = np.zeros((WALL_SIZE, self._xa.size))
+        h[:, ck : ck + WALL_SIZE] = h_k
+        h[:, cd : cd + WALL_SIZE] = h_d
+        self._xa, self._paa, self._phi, self._psi, self._theta, nis = compressed_update(
+            self._xa, self._paa, self._phi, self._psi, self._theta, h, MERGE_VARIANCE * np.eye(WALL_SIZE), nu
         )
         return nis
 

@@ -9,7 +9,9 @@ estimated with the pose instead of read from a map. For every scan:
    (:func:`~pluto.navigation.slam.association.associate`);
 3. correct the filter with the pairs, put the ends of the walls in range on their corrected lines, and move the ends
    of the matched walls out to what this scan saw of them;
-4. count the lines that matched nothing in the tentative list; those confirmed become walls.
+4. count the lines that matched nothing in the tentative list; those confirmed become walls;
+5. merge a wall that grew (or is new) with a wall nearby on the same line (:func:`duplicate`): the filter is told
+   they are equal, the kept one takes the other's ends and the other leaves the map.
 
 The filter is either the full EKF or the compressed one (the same estimate; the compressed one's cost follows the
 walls near the robot). Walls out of range keep their ends until :meth:`WallSlam.realign` (before a map is saved).
@@ -35,6 +37,7 @@ from pluto.navigation.slam.association import (
     TentativeWalls,
     associate,
     candidate_walls,
+    duplicate,
 )
 from pluto.navigation.slam.compressed import CompressedWallEKF
 from pluto.navigation.slam.ekf import WallObservation
@@ -66,6 +69,8 @@ class SlamFilter(Protocol):
 
     def add_wall(self, observation: WallObservation) -> int: ...
 
+    def merge(self, keep: int, drop: int) -> float: ...
+
 
 @dataclass(frozen=True)
 class SlamStep:
@@ -77,6 +82,7 @@ class SlamStep:
         pairs: the lines matched to mapped walls (those that corrected the filter).
         nis: their normalised innovation squared together (2 dof each); 0 without pairs.
         added: the walls added by this scan.
+        merged: (kept, dropped) walls found to be one by this scan.
         candidates: mapped walls within range.
         tentative: lines waiting to be confirmed as walls.
     """
@@ -86,6 +92,7 @@ class SlamStep:
     pairs: tuple[Pair, ...]
     nis: float
     added: tuple[int, ...]
+    merged: tuple[tuple[int, int], ...]
     candidates: int
     tentative: int
 
@@ -136,8 +143,7 @@ class WallSlam:
         self.segments.realign((w, slam.wall(w)) for w in walls)
         pose = slam.pose
         seen = [(p.feature, p.wall) for p in found.pairs] + list(found.on_walls.items())
-        for feature, wall in seen:
-            self.segments.extend(wall, feature_segment(pose, features[feature]))
+        grown = {wall for feature, wall in seen if self.segments.extend(wall, feature_segment(pose, features[feature]))}
         matched = {feature for feature, _ in seen}
         unmatched = [i for i in range(len(features)) if i not in matched]
         added: list[int] = []
@@ -146,6 +152,7 @@ class WallSlam:
             line = slam.wall(index)
             self.segments.add(float(line[0]), float(line[1]), confirmed.ends)
             added.append(index)
+        merged = self._merge_duplicates(grown | set(added), set(walls) | set(added))
         x, y, theta = (float(v) for v in slam.pose)
         return SlamStep(
             (x, y, theta),
@@ -153,9 +160,31 @@ class WallSlam:
             found.pairs,
             nis,
             tuple(added),
+            tuple(merged),
             len(walls),
             len(self._tentative),
         )
+
+    def _merge_duplicates(self, changed: set[int], near: set[int]) -> list[tuple[int, int]]:
+        """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line."""
+        merged: list[tuple[int, int]] = []
+        active = self.segments.active
+        for w in sorted(changed):
+            for v in sorted(near):
+                if v == w or not (active[v] and active[w]):
+                    continue
+                keep, drop = min(v, w), max(v, w)
+                state, covariance = self.filter.marginal([keep, drop])
+                if duplicate(keep, drop, state, covariance, self.segments, self.params) is None:
+                    continue
+                self.filter.merge(keep, drop)
+                self.segments.extend(keep, self.segments.segments[drop].reshape(2, 2))
+                self.segments.retire(drop)
+                active[drop] = False
+                merged.append((keep, drop))
+        if merged:
+            self.segments.realign((w, self.filter.wall(w)) for w in sorted(near) if active[w])
+        return merged
 
     def realign(self) -> None:
         """Put the ends of every wall on its current line."""

@@ -39,6 +39,7 @@ from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, PoseLike
 from pluto.navigation.pose.features import LineFeature
 
 __all__ = [
+    "MERGE_VARIANCE",
     "POSE_SIZE",
     "WALL_SIZE",
     "Odometry",
@@ -50,6 +51,7 @@ __all__ = [
     "kalman_update",
     "new_wall",
     "observe_wall",
+    "same_line",
     "stack_observations",
 ]
 
@@ -189,6 +191,25 @@ def stack_observations(
         nu[2 * k] = wrap_angle(obs.gamma - float(z[0]))
         nu[2 * k + 1] = obs.rho - float(z[1])
     return h, r, nu
+
+
+MERGE_VARIANCE = 1e-10
+"""Variance of the pseudo-observation that two walls are one line (rad², m²): small enough to make them equal, large
+enough to keep S well conditioned."""
+
+
+def same_line(keep: FloatArray, drop: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The pseudo-observation that two walls are one line: ν (2), ∂/∂keep (2x2) and ∂/∂drop (2x2).
+
+    The difference (α_k - α_d, ρ_k - ρ_d) is observed to be zero; a line through the origin may carry the opposite
+    normal in the other wall, (α_d + π, -ρ_d), and is compared that way.
+    """
+    flip = abs(wrap_angle(float(keep[0] - drop[0]))) > math.pi / 2
+    s = -1.0 if flip else 1.0
+    diff = np.array(
+        [wrap_angle(float(keep[0] - drop[0]) - (math.pi if flip else 0.0)), float(keep[1]) - s * float(drop[1])]
+    )
+    return -diff, np.eye(2), np.diag([-1.0, -s])
 
 
 def anchor_of(pose: FloatArray, observation: WallObservation) -> FloatArray:
@@ -352,6 +373,30 @@ class WallEKF:
         walls = [self._x[c : c + WALL_SIZE] for c in cols]
         h, r, nu = stack_observations(self._x[:POSE_SIZE], walls, cols, [o for _, o in observations], self._x.size)
         self._x, self._p, nis = kalman_update(self._x, self._p, h, r, nu)
+        return nis
+
+    def merge(self, keep: int, drop: int) -> float:
+        """Make two walls found to be one line equal (a pseudo-observation of their difference with
+        :data:`MERGE_VARIANCE`); ``drop`` stays in the state, equal to ``keep``, and should no longer be observed.
+
+        Returns:
+            The NIS of the difference (2 dof).
+
+        Raises:
+            IndexError: a wall index out of range; ValueError: the same wall twice.
+        """
+        n = len(self)
+        for w in (keep, drop):
+            if not 0 <= w < n:
+                raise IndexError(f"no wall {w} (the map has {n})")
+        if keep == drop:
+            raise ValueError("a wall cannot be merged with itself")
+        ck, cd = POSE_SIZE + WALL_SIZE * keep, POSE_SIZE + WALL_SIZE * drop
+        nu, h_k, h_d = same_line(self._x[ck : ck + WALL_SIZE], self._x[cd : cd + WALL_SIZE])
+        h = np.zeros((WALL_SIZE, self._x.size))
+        h[:, ck : ck + WALL_SIZE] = h_k
+        h[:, cd : cd + WALL_SIZE] = h_d
+        self._x, self._p, nis = kalman_update(self._x, self._p, h, MERGE_VARIANCE * np.eye(WALL_SIZE), nu)
         return nis
 
     def add_wall(self, observation: WallObservation) -> int:

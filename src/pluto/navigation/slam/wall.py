@@ -57,6 +57,7 @@ class WallSegments:
     def __init__(self) -> None:
         self._ends = np.zeros((0, 4))
         self._lines = np.zeros((0, 2))
+        self._active = np.zeros(0, dtype=bool)
 
     def __len__(self) -> int:
         return int(self._ends.shape[0])
@@ -65,6 +66,15 @@ class WallSegments:
     def segments(self) -> FloatArray:
         """``(n, 4)`` ``[x1, y1, x2, y2]`` of every wall, m, map frame (a copy)."""
         return self._ends.copy()
+
+    @property
+    def active(self) -> npt.NDArray[np.bool_]:
+        """``(n,)`` whether each wall is still a wall of the map (False once merged into another), a copy."""
+        return self._active.copy()
+
+    def retire(self, index: int) -> None:
+        """Take wall ``index`` off the map (it was merged into another); its row stays so indices do not move."""
+        self._active[index] = False
 
     @property
     def lines(self) -> FloatArray:
@@ -84,6 +94,7 @@ class WallSegments:
         feet = self._ordered(alpha, project_onto_line(ends, alpha, rho))
         self._ends = np.vstack((self._ends, feet.reshape(1, 4)))
         self._lines = np.vstack((self._lines, [alpha, rho]))
+        self._active = np.append(self._active, True)
         return len(self) - 1
 
     def extend(self, index: int, ends: npt.ArrayLike) -> bool:
@@ -109,8 +120,8 @@ class WallSegments:
             self._lines[index] = (alpha, rho)
 
     def to_wall_map(self, cell: float = 2.0) -> WallMap:
-        """The walls as the pose module's map (to localize on what was mapped)."""
-        return WallMap.from_segments(self._ends, cell=cell)
+        """The active walls as the pose module's map (to localize on what was mapped)."""
+        return WallMap.from_segments(self._ends[self._active], cell=cell)
 
     @staticmethod
     def _ordered(alpha: float, feet: FloatArray) -> FloatArray:
