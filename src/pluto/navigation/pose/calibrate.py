@@ -438,29 +438,18 @@ class CalibrationRun:
 
 
 @dataclass(frozen=True)
-class CalibrationResult:
-    """The whole odometry correction from the wheels' own counts, as the calibration file holds it.
+class CalibrationResult(OdometryCalibration):
+    """The whole odometry correction from the wheels' own counts, as the calibration file holds it: the fields of
+    :class:`~pluto.navigation.pose.calibration.OdometryCalibration` (distance_scale, heading_gain, heading_bias as
+    :class:`~pluto.hardware.base.server.OdometryCorrection` applies them, the previous value where a term was not
+    measured; their standard deviations, NaN where not measured; samples; rms residuals), and:
 
     Attributes:
-        distance_scale, heading_gain, heading_bias: see :class:`~pluto.hardware.base.server.OdometryCorrection`
-            (no unit, no unit, rad/m); the previous value where a term was not measured.
-        distance_scale_std, heading_gain_std, heading_bias_std: their standard deviations; NaN: not measured.
-        samples: sightings used.
-        rho_rms: rms residual of the distance fit, m.  gamma_rms: of the heading fit, rad.
         measured: the factors measured on the odometry as the robot reported it (before composing with
             ``previous``).
         previous: the correction the base applied while measuring.
     """
 
-    distance_scale: float
-    distance_scale_std: float
-    heading_gain: float
-    heading_gain_std: float
-    heading_bias: float
-    heading_bias_std: float
-    samples: int
-    rho_rms: float
-    gamma_rms: float
     measured: OdometryCalibration
     previous: dict[str, float] = field(default_factory=dict)
 
