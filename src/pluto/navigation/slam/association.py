@@ -217,7 +217,7 @@ def duplicate(
         return None
     alpha, rho = float(state[k]), float(state[k + 1])
     direction = np.array([-math.sin(alpha), math.cos(alpha)])
-    t_drop = project_onto_line(segments.segments[drop].reshape(2, 2), alpha, rho) @ direction
+    t_drop = project_onto_line(segments.segment(drop), alpha, rho) @ direction
     t_keep = np.array(segments.extent(keep))
     if _overlap(t_drop, t_keep, prm.join_gap) <= 0.0:
         return None

@@ -21,6 +21,7 @@ Nothing here reads a clock, the bus or a file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +29,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pluto.geometry import wrap_angle
 from pluto.navigation.pose.core import PoseLike
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam.association import (
@@ -46,6 +48,9 @@ from pluto.navigation.slam.wall import WallSegments, feature_segment
 __all__ = ["SlamFilter", "SlamStep", "WallSlam"]
 
 FloatArray = npt.NDArray[np.float64]
+
+_PARALLEL = 0.3
+"""Walls whose normals differ by more than this (rad, either sense) are never tested as one line."""
 
 
 class SlamFilter(Protocol):
@@ -169,16 +174,20 @@ class WallSlam:
         """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line."""
         merged: list[tuple[int, int]] = []
         active = self.segments.active
+        lines = self.segments.lines
         for w in sorted(changed):
             for v in sorted(near):
                 if v == w or not (active[v] and active[w]):
                     continue
+                turn = abs(wrap_angle(float(lines[v, 0] - lines[w, 0])))
+                if min(turn, math.pi - turn) > _PARALLEL:
+                    continue  # not nearly parallel (either way): not one line, whatever the covariance
                 keep, drop = min(v, w), max(v, w)
                 state, covariance = self.filter.marginal([keep, drop])
                 if duplicate(keep, drop, state, covariance, self.segments, self.params) is None:
                     continue
                 self.filter.merge(keep, drop)
-                self.segments.extend(keep, self.segments.segments[drop].reshape(2, 2))
+                self.segments.extend(keep, self.segments.segment(drop))
                 self.segments.retire(drop)
                 active[drop] = False
                 merged.append((keep, drop))

@@ -67,6 +67,11 @@ class WallSegments:
         """``(n, 4)`` ``[x1, y1, x2, y2]`` of every wall, m, map frame (a copy)."""
         return self._ends.copy()
 
+    def segment(self, index: int) -> FloatArray:
+        """``(2, 2)`` the two ends of wall ``index``, m, map frame (a copy)."""
+        out: FloatArray = self._ends[index].reshape(2, 2).copy()
+        return out
+
     @property
     def active(self) -> npt.NDArray[np.bool_]:
         """``(n,)`` whether each wall is still a wall of the map (False once merged into another), a copy."""
