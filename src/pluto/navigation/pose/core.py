@@ -60,6 +60,7 @@ __all__ = [
     "PoseFilterParams",
     "Relocalization",
     "UpdateResult",
+    "associate",
     "relocalize",
     "scan_agreement",
 ]
@@ -316,7 +317,7 @@ def _pairs(
     return _Pairs(_wrap(gamma), rho_r, nu_a, nu_r, s_aa, s_ar, s_rr, d2, hi - lo, sign, ca, sa, r_aa, r_ar, r_rr)
 
 
-def _associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[int, int]]:
+def associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[int, int]]:
     """One-to-one pairs (feature, candidate column) within the gate and overlapping, nearest first."""
     fi, ci = np.nonzero((d2 < gate) & (overlap > 0.0))
     if fi.shape[0] == 0:
@@ -487,7 +488,7 @@ class PoseFilter:
         if features and walls.shape[0]:
             feats = _Features(features, prm.extra_alpha_std, prm.extra_r_std)
             pairs = _pairs(self._x, self._p, feats, wall_map, walls, prm.overlap_margin)
-            chosen = _associate(pairs.d2, pairs.overlap, prm.gate)
+            chosen = associate(pairs.d2, pairs.overlap, prm.gate)
             if chosen:
                 nis = self._correct(pairs, chosen)
                 matches = [
