@@ -29,7 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pluto.geometry import wrap_angle
-from pluto.navigation.pose.core import PoseFilterParams, associate
+from pluto.navigation.pose.core import PoseFilterParams
+from pluto.navigation.pose.core import associate as one_to_one
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam.ekf import MERGE_VARIANCE, POSE_SIZE, WALL_SIZE, new_wall, observe_wall, same_line
 from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
@@ -171,7 +172,7 @@ def associate(
             d2[i, k] = float(nu @ np.linalg.solve(s, nu))
             t = project_onto_line(seen[i], alpha, rho) @ d
             overlap[i, k] = min(float(t.max()), hi + prm.overlap_margin) - max(float(t.min()), lo - prm.overlap_margin)
-    chosen = associate(d2, overlap, prm.gate)
+    chosen = one_to_one(d2, overlap, prm.gate)
     pairs = tuple(Pair(i, int(walls[k]), float(d2[i, k])) for i, k in chosen)
     matched = {i for i, _ in chosen}
     near = (d2 < prm.gate) & (overlap > prm.overlap_margin - prm.join_gap)
@@ -299,7 +300,7 @@ class TentativeWalls:
                     t_new = project_onto_line(ends, alpha, rho) @ d
                     t_old = item.ends @ d
                     overlap[a, b] = _overlap(t_new, t_old, prm.overlap_margin)
-            chosen = associate(d2, overlap, prm.gate)
+            chosen = one_to_one(d2, overlap, prm.gate)
         confirmed: list[Confirmed] = []
         matched_lines = set()
         done: set[int] = set()
