@@ -9,6 +9,7 @@ until the service shows it, start the thread again.
 from __future__ import annotations
 
 import math
+import queue
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,28 +96,34 @@ class PoseProxy(Proxy):
     def find_wall(self, timeout: float = 5.0) -> WallInFront:
         """Ask for the longest wall in front and wait for the answer (wall-clock ``timeout`` s).
 
+        Every status the module writes is seen (a subscription, not the newest value), so its -1 and its answer are
+        both seen even when they come in one step.
+
         Raises:
             BusTimeout: no answer in time (is the pose module running and the laser scanning?).
         """
-        self.write(names.POSE_STATUS, msgs.FVectorState(element=[1, FIND_WALL]))
-        deadline = time.monotonic() + timeout
-        searching = False
-        while True:
-            value = self.get(0)
-            if isinstance(value, msgs.FVectorState) and len(value.element) > 1:
+        seen: queue.SimpleQueue[msgs.FVectorState] = queue.SimpleQueue()
+        watch = self.bus.create_subscription(names.POSE_STATUS, seen.put, depth=64, current=False)
+        try:
+            self.write(names.POSE_STATUS, msgs.FVectorState(element=[1, FIND_WALL]))
+            deadline = time.monotonic() + timeout
+            searching = False
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    value = seen.get(timeout=max(left, 0.0))
+                except queue.Empty:
+                    raise BusTimeout(f"the pose module did not answer find wall within {timeout} s") from None
+                if len(value.element) < 2:
+                    continue
                 code = value.element[1]
                 if code == SEARCHING:
                     searching = True
                 elif searching and code >= 0:
                     d = [*value.data, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan][:6]
                     return WallInFront(int(code), d[0], d[1], (d[2], d[3], d[4], d[5]))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise BusTimeout(f"the pose module did not answer find wall within {timeout} s")
-            try:
-                self.wait(0, min(left, 0.2))
-            except BusTimeout:
-                continue
+        finally:
+            self.bus.release(watch)
 
     def set_pose(self, x: float, y: float, theta: float, *, timeout: float = 5.0, restart: bool = True) -> None:
         """Set the robot's pose the seed's way: stop the pose thread, post (x, y, θ) to localization with setter -1,
