@@ -17,7 +17,7 @@ demo: $(STAMP)
 
 # Two workers: most tests wait on the bus or on processes, so two keep both cores busy.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

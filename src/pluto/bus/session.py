@@ -1204,9 +1204,14 @@ class Bus:
         return self._own(self.session.liveliness().declare_token(self.module_key(name)))
 
     def _on_module_token(self, sample: zenoh.Sample) -> None:
-        name = str(sample.key_expr).removeprefix(f"{self.prefix}/@module/")
+        self._note_module(
+            str(sample.key_expr).removeprefix(f"{self.prefix}/@module/"), sample.kind == zenoh.SampleKind.PUT
+        )
+
+    def _note_module(self, name: str, alive: bool) -> None:
+        """What :meth:`live_modules` knows of module ``name`` (from any watcher of this bus: whichever hears first)."""
         with self._lock:
-            if sample.kind == zenoh.SampleKind.PUT:
+            if alive:
                 self._modules.add(name)
                 self._gone.discard(name)
             else:
@@ -1282,6 +1287,7 @@ class Bus:
 
         def seen(module: str, is_alive: bool) -> None:
             if module == name and is_alive == alive:
+                self._note_module(module, is_alive)  # so that live_modules() agrees at once
                 event.set()
 
         sub = self.watch_modules(seen)
