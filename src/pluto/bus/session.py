@@ -361,17 +361,26 @@ class _Receiver(Generic[M]):
 
     def _admit(self, values: list[M], mark: tuple[float, int, int, int]) -> None:
         """Values of one sample (one, or a batching writer's, oldest first), already decoded."""
-        if not values:
-            return
+        if len(values) == 1:
+            self._admit_one(values[0], mark)
+        elif values:
+            self._admit_batch(values, mark)
+
+    def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
+        """The value of one sample, already decoded (the hot path: kept short)."""
         written, seq, wid, flags = mark
         now = time.time()
         self.last_write_time = written or now
+        self.meter.tick(now)
         gate = self._bus.gate
-        if len(values) == 1:
-            self.meter.tick(now)
-            if gate is None or gate.admit(self, values[0], wid, seq, bool(flags & LOCKSTEPPED)):
-                self._take(values[0])
-            return
+        if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
+            self._take(value)
+
+    def _admit_batch(self, values: list[M], mark: tuple[float, int, int, int]) -> None:
+        written, seq, wid, _flags = mark
+        now = time.time()
+        self.last_write_time = written or now
+        gate = self._bus.gate
         # A batching writer sends each value alone while the lock-step runs: a batch is never lock-stepped.
         self.meter.tick_many(now, len(values))
         if gate is None or gate.admit(self, values[-1], wid, seq, False):
@@ -462,14 +471,20 @@ class _Tap:
             return
         mark = write_mark(sample.attachment)
         try:
-            values = _decode(sample.payload.to_bytes(), mark[3], self.type)
+            if mark[3] & BATCH:
+                values = msgs.decode_many(sample.payload.to_bytes(), self.type)
+                for receiver in receivers:
+                    if not receiver.closed:
+                        receiver._admit(values, mark)
+                return
+            value = msgs.decode(sample.payload.to_bytes(), self.type)
         except DecodeError as err:
             for receiver in receivers:
                 receiver._reject(err)
             return
         for receiver in receivers:
             if not receiver.closed:
-                receiver._admit(values, mark)
+                receiver._admit_one(value, mark)
 
     def undeclare(self) -> None:
         with contextlib.suppress(Exception):
