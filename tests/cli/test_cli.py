@@ -449,7 +449,13 @@ def test_demo_runs_and_says_where_the_logs_are(bus_env: dict[str, str]) -> None:
 
 def test_demo_and_sim_take_a_number_or_max_as_rate() -> None:
     demo = build_parser().parse_args(["demo"])
-    assert (demo.rate, demo.seed, demo.noise, demo.no_lockstep, demo.one_process) == ("max", 1, "realistic", False, False)
+    assert (demo.rate, demo.seed, demo.noise, demo.no_lockstep, demo.one_process) == (
+        "max",
+        1,
+        "realistic",
+        False,
+        False,
+    )
     assert build_parser().parse_args(["demo", "--rate", "5", "--no-lockstep"]).rate == 5.0
     assert build_parser().parse_args(["sim", "--rate", "MAX"]).rate == "max"
     for command in ("demo", "sim"):

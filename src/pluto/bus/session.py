@@ -97,13 +97,6 @@ def write_time(attachment: zenoh.ZBytes | None) -> float:
     return write_stamp(attachment)[0]
 
 
-def _decode(payload: bytes, flags: int, cls: type[M]) -> list[M]:
-    """The values of one sample: a batch's, or the one value."""
-    if flags & BATCH:
-        return msgs.decode_many(payload, cls)
-    return [msgs.decode(payload, cls)]
-
-
 def _start_zenoh_log() -> None:
     global _zenoh_log_started
     if not _zenoh_log_started:
@@ -344,16 +337,6 @@ class _Receiver(Generic[M]):
         self.meter = _Meter()
         self.seen: dict[int, int] = {}  # writer id -> newest sequence number received (for lock-step)
         self.closed = False
-
-    def _accept(self, payload: bytes, attachment: zenoh.ZBytes | None) -> None:
-        """Decode a sample that arrived and deliver it, now or when the lock-step lets it through."""
-        mark = write_mark(attachment)
-        try:
-            values = _decode(payload, mark[3], self.type)
-        except DecodeError as err:
-            self._reject(err)
-            return
-        self._admit(values, mark)
 
     def _reject(self, err: DecodeError) -> None:
         self.dropped += 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pluto import msgs, names
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.errors import BusTimeout, ConfigError, LaunchError
+from pluto.errors import ConfigError, LaunchError
 
 # The proxies and the procedure are imported by run(), not here: `pluto` imports this module for every command.
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "find-wall":
             _require(bus, ("localization",), "find wall")
             _require_thread(pose)
-            wall = ask_wall(bus, pose)
+            wall = pose.find_wall(ANSWER_TIMEOUT)
             if wall.points <= 0:
                 print("no wall in front of the laser (find wall looks within 30° of straight ahead)", flush=True)
                 return 1
@@ -230,34 +230,6 @@ class _Statuses:
 
     def close(self) -> None:
         self.bus.release(self.sub)
-
-
-def ask_wall(bus: Bus, pose: PoseProxy, timeout: float = ANSWER_TIMEOUT) -> WallReading:
-    """Ask the pose module for the wall in front and wait for its answer (asking again when none can be told from
-    the previous answer, see :class:`~pluto.navigation.pose.calibrate.WallQuery`).
-
-    Raises:
-        BusTimeout: no answer within ``timeout`` s.
-    """
-    from pluto.navigation.pose.calibrate import WallQuery
-
-    statuses = _Statuses(bus)
-    try:
-        query = WallQuery()
-        pose.write(names.POSE_STATUS, query.request(pose.get(0)))
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            status = statuses.next(min(left, POLL))
-            if status is not None and (wall := query.feed(status)) is not None:
-                return wall
-            if query.unanswered:
-                pose.write(names.POSE_STATUS, query.request())
-        raise BusTimeout(
-            f"the pose module did not answer find wall within {timeout:g} s (is the laser scanning, and "
-            "localization writing Localization/Laser_Dead-Reckoning?)"
-        )
-    finally:
-        statuses.close()
 
 
 def _calibrate(bus: Bus, pose: PoseProxy, params: CalibrationParams, path: str | None) -> int:

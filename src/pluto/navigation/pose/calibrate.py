@@ -40,6 +40,7 @@ from typing import Final
 from pluto import msgs
 from pluto.errors import PlutoError
 from pluto.navigation.pose.calibration import OdometryCalibration, WallSighting, fit_distance_scale, fit_heading
+from pluto.navigation.pose.findwall import WallReading, wall_of
 from pluto.navigation.pose.module import FIND_WALL, SEARCHING
 
 __all__ = [
@@ -65,41 +66,6 @@ FIND_WALL_REQUEST: Final = msgs.FVectorState(element=[1, FIND_WALL])
 
 class CalibrationError(PlutoError):
     """The calibration cannot go on: no wall in front, the robot blocked or not standing still, no answer."""
-
-
-@dataclass(frozen=True)
-class WallReading:
-    """An answer of "find wall" (see :mod:`pluto.navigation.pose.findwall`).
-
-    Attributes:
-        points: scan points on the wall (0: no wall in front).
-        gamma: angle of the wall's normal in the laser frame, rad.
-        rho: distance from the laser to the wall's line, m.
-        covariance: (γ, ρ) covariance, row-major 2x2: rad², m·rad, m·rad, m².
-    """
-
-    points: int
-    gamma: float
-    rho: float
-    covariance: tuple[float, float, float, float]
-
-    @property
-    def gamma_std(self) -> float:
-        """Standard deviation of γ, rad."""
-        return math.sqrt(max(self.covariance[0], 0.0))
-
-    @property
-    def rho_std(self) -> float:
-        """Standard deviation of ρ, m."""
-        return math.sqrt(max(self.covariance[3], 0.0))
-
-
-def wall_of(status: msgs.FVectorState) -> WallReading:
-    """The answer a ``pose/status`` carries (element[1] points, data γ, ρ and the covariance); NaN for what is
-    missing."""
-    points = int(status.element[1]) if len(status.element) > 1 else 0
-    d = [*(float(v) for v in status.data), *([math.nan] * 6)][:6]
-    return WallReading(max(points, 0), d[0], d[1], (d[2], d[3], d[4], d[5]))
 
 
 class WallQuery:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pluto import msgs
 from pluto.navigation.pose.features import LineFeature
 
-__all__ = ["FoundWall", "find_wall"]
+__all__ = ["FoundWall", "WallReading", "find_wall", "wall_of"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,38 @@ def find_wall(features: Sequence[LineFeature], *, sector: float = math.radians(3
         return None
     gamma = (best.alpha + math.pi) % (2.0 * math.pi) - math.pi
     return FoundWall(best.points, gamma, best.r, best.covariance, best)
+
+
+@dataclass(frozen=True)
+class WallReading:
+    """An answer of "find wall" as a client reads it from ``pose/status`` (what :meth:`FoundWall.data` wrote).
+
+    Attributes:
+        points: scan points on the wall (0: no wall in front).
+        gamma: angle of the wall's normal in the laser frame, rad.
+        rho: distance from the laser to the wall's line, m.
+        covariance: (γ, ρ) covariance, row-major 2x2: rad², m·rad, m·rad, m².
+    """
+
+    points: int
+    gamma: float
+    rho: float
+    covariance: tuple[float, float, float, float]
+
+    @property
+    def gamma_std(self) -> float:
+        """Standard deviation of γ, rad."""
+        return math.sqrt(max(self.covariance[0], 0.0))
+
+    @property
+    def rho_std(self) -> float:
+        """Standard deviation of ρ, m."""
+        return math.sqrt(max(self.covariance[3], 0.0))
+
+
+def wall_of(status: msgs.FVectorState) -> WallReading:
+    """The answer a ``pose/status`` carries (element[1] points, data γ, ρ and the covariance); NaN for what is
+    missing."""
+    points = int(status.element[1]) if len(status.element) > 1 else 0
+    d = [*(float(v) for v in status.data), *([math.nan] * 6)][:6]
+    return WallReading(max(points, 0), d[0], d[1], (d[2], d[3], d[4], d[5]))

@@ -18,27 +18,11 @@ from typing import ClassVar
 from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
 from pluto.navigation.localization.proxy import LocProxy
-from pluto.navigation.pose.module import FIND_WALL, SEARCHING
+from pluto.navigation.pose.calibrate import WallQuery
+from pluto.navigation.pose.findwall import WallReading
 from pluto.runtime.proxy import Proxy
 
-__all__ = ["PoseProxy", "PoseStatus", "WallInFront"]
-
-
-@dataclass(frozen=True)
-class WallInFront:
-    """The answer of "find wall": the longest wall in front of the laser.
-
-    Attributes:
-        points: scan points on it (0: none found).
-        gamma: angle of its normal in the laser frame, rad.
-        rho: distance from the laser to its line, m.
-        covariance: (γ, ρ) covariance, row-major 2x2.
-    """
-
-    points: int
-    gamma: float
-    rho: float
-    covariance: tuple[float, float, float, float]
+__all__ = ["PoseProxy", "PoseStatus", "WallReading"]
 
 
 @dataclass(frozen=True)
@@ -93,35 +77,35 @@ class PoseProxy(Proxy):
         """Stop the pose thread; localization's setter goes back to 0."""
         return self.stop_activity()
 
-    def find_wall(self, timeout: float = 5.0) -> WallInFront:
+    def find_wall(self, timeout: float = 5.0) -> WallReading:
         """Ask for the longest wall in front and wait for the answer (wall-clock ``timeout`` s).
 
-        Every status the module writes is seen (a subscription, not the newest value), so its -1 and its answer are
-        both seen even when they come in one step.
+        Every status the module writes is seen (a subscription, not the newest value), and the exchange follows
+        :class:`~pluto.navigation.pose.calibrate.WallQuery` (its -1, then the answer; asked again when neither
+        comes).
 
         Raises:
             BusTimeout: no answer in time (is the pose module running and the laser scanning?).
         """
         seen: queue.SimpleQueue[msgs.FVectorState] = queue.SimpleQueue()
-        watch = self.bus.create_subscription(names.POSE_STATUS, seen.put, depth=64, current=False)
+        watch = self.bus.create_subscription(names.POSE_STATUS, seen.put, depth=256, current=False)
         try:
-            self.write(names.POSE_STATUS, msgs.FVectorState(element=[1, FIND_WALL]))
+            query = WallQuery()
+            self.write(names.POSE_STATUS, query.request(self.get(0)))
             deadline = time.monotonic() + timeout
-            searching = False
-            while True:
-                left = deadline - time.monotonic()
+            while (left := deadline - time.monotonic()) > 0:
                 try:
-                    value = seen.get(timeout=max(left, 0.0))
+                    status = seen.get(timeout=min(left, 0.2))
                 except queue.Empty:
-                    raise BusTimeout(f"the pose module did not answer find wall within {timeout} s") from None
-                if len(value.element) < 2:
-                    continue
-                code = value.element[1]
-                if code == SEARCHING:
-                    searching = True
-                elif searching and code >= 0:
-                    d = [*value.data, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan][:6]
-                    return WallInFront(int(code), d[0], d[1], (d[2], d[3], d[4], d[5]))
+                    status = None
+                if status is not None and (wall := query.feed(status)) is not None:
+                    return wall
+                if query.unanswered:
+                    self.write(names.POSE_STATUS, query.request())
+            raise BusTimeout(
+                f"the pose module did not answer find wall within {timeout:g} s (is the laser scanning, and "
+                "localization writing Localization/Laser_Dead-Reckoning?)"
+            )
         finally:
             self.bus.release(watch)
 
