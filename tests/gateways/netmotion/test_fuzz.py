@@ -190,7 +190,6 @@ GOOD_MOTIONS = {
     "grip.pos": "#POS\nGripper 10\n#END\n",
 }
 FILES = [*HOSTILE_MOTIONS, *GOOD_MOTIONS, "../x.mot", "/etc/passwd", "nothing.mot", "a" * 300, "x\x01.mot"]
-RATE = 4.0  # module seconds per wall second
 
 
 def hostile_datagram(rng: random.Random) -> tuple[str, bytes]:
@@ -218,20 +217,6 @@ def hostile_datagram(rng: random.Random) -> tuple[str, bytes]:
         cut = rng.randint(0, len(good))
         return kind, good[:cut].encode() + bytes([rng.choice([0, 7, 9, 11, 27, 127, 200, 255])]) + good[cut:].encode()
     return kind, b"PING " + b"x" * rng.randint(600, 4000)
-
-
-@pytest.fixture
-def clock() -> ScaledClock:
-    return ScaledClock(RATE)
-
-
-@pytest.fixture
-def arm(bus: Bus, clock: ScaledClock) -> Iterator[ArmModule]:
-    """The simulated arm module, on the netmotion module's clock."""
-    module = ArmModule(bus, clock=clock)
-    module.start()
-    yield module
-    module.stop()
 
 
 @pytest.fixture

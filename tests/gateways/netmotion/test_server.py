@@ -25,8 +25,6 @@ from pluto.runtime import launcher
 from tests.gateways.netmotion.udp import Client, ScaledClock
 from tests.helpers import wait_until
 
-RATE = 4.0  # module seconds per wall second
-
 FK3_AT_ZERO = (
     "FK 3 ROW 0 : 1.000000E+00 0.000000E+00 0.000000E+00 1.250000E+02\n"
     "FK 3 ROW 1 : 0.000000E+00 6.123234E-17 -1.000000E+00 5.616536E-15\n"
@@ -48,20 +46,6 @@ def motions(tmp_path: Path) -> Path:
     (tmp_path / "outside.mot").write_text("#MSq\n#END\n")
     os.symlink(tmp_path / "outside.mot", root / "escape.mot")
     return root
-
-
-@pytest.fixture
-def clock() -> ScaledClock:
-    return ScaledClock(RATE)
-
-
-@pytest.fixture
-def arm(bus: Bus, clock: ScaledClock) -> Iterator[ArmModule]:
-    """The simulated arm module, on the netmotion module's clock."""
-    module = ArmModule(bus, clock=clock)
-    module.start()
-    yield module
-    module.stop()
 
 
 @pytest.fixture
