@@ -12,23 +12,14 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.errors import RemoteError
 from pluto.hardware.base.module import SimBase
-from pluto.sim.module import SimModule, SimParams
-from tests.scenarios.stack import ROOM, Collector, Commander
+from tests.hardware.base.simbase import sim_base_in_room
+from tests.scenarios.stack import Collector, Commander
 
 
 @pytest.fixture
 def sim_base(bus: Bus, tmp_path: Path) -> Iterator[SimBase]:
-    room = tmp_path / "room.xml"
-    room.write_text(ROOM)
-    sim = SimModule(bus, SimParams(world=str(room), rate=5.0))
-    sim.start()
-    base = SimBase(bus)
-    try:
-        base.start()
+    with sim_base_in_room(bus, tmp_path) as base:
         yield base
-    finally:
-        base.stop()
-        sim.stop()
 
 
 def test_geometry(bus: Bus, sim_base: SimBase) -> None:

@@ -19,7 +19,6 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus, StateWriter
 from pluto.errors import RemoteError
-from pluto.hardware.base.module import SimBase
 from pluto.hardware.base.p2os.emulator import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
@@ -34,9 +33,8 @@ from pluto.hardware.base.server import (
     check_velocity_mode,
 )
 from pluto.runtime.clock import JumpCallback
-from pluto.sim.module import SimModule, SimParams
+from tests.hardware.base.simbase import sim_base_in_room
 from tests.helpers import wait_until
-from tests.scenarios.stack import ROOM
 
 TIMEOUT = 0.5  # s: the fake base's command_timeout
 
@@ -342,17 +340,8 @@ def any_base(request: pytest.FixtureRequest, bus: Bus, tmp_path: Path) -> Iterat
         yield fake
         fake.stop()
     elif kind == "sim":
-        room = tmp_path / "room.xml"
-        room.write_text(ROOM)
-        sim = SimModule(bus, SimParams(world=str(room), rate=5.0))
-        sim.start()
-        base = SimBase(bus)
-        try:
-            base.start()
+        with sim_base_in_room(bus, tmp_path) as base:
             yield base
-        finally:
-            base.stop()
-            sim.stop()
     else:
         with P2osEmulator(P2osRobot("p3dx")) as emulator:
             p2os = P2osBase(bus, P2osBaseParams(port=emulator.url))
