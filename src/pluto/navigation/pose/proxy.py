@@ -11,12 +11,11 @@ from __future__ import annotations
 import math
 import queue
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pluto import msgs, names
-from pluto.bus import Bus, BusTimeout
+from pluto.bus import BusTimeout
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.navigation.pose.calibrate import WallQuery
 from pluto.navigation.pose.findwall import WallReading
@@ -60,9 +59,6 @@ class PoseProxy(Proxy):
 
     module: ClassVar[str] = "pose"
     interfaces: ClassVar[tuple[str, ...]] = (names.POSE_STATUS,)
-
-    def __init__(self, bus: Bus, mask: int | None = None, *, start: bool = True, timeout: float = 15.0) -> None:
-        super().__init__(bus, mask, start=start, timeout=timeout)
 
     def status(self) -> PoseStatus | None:
         """The module's status in words, or None before it wrote one."""
@@ -126,8 +122,3 @@ class PoseProxy(Proxy):
             loc.wait_for_setter(-1, timeout)
         if restart:
             self.start()
-
-
-def status_words(status: Sequence[int]) -> str:
-    """``pose/status`` elements in words (for the CLI)."""
-    return PoseStatus.of(msgs.FVectorState(element=list(status))).describe()
