@@ -11,7 +11,7 @@ from tests.helpers import wait_until
 
 def drive(bus: Bus, module: LocalizationModule, stamps: list[float], speed: float, now: float) -> msgs.PoseEstimate:
     """Write odometry of a robot driving along x at ``speed`` (m/s), step the module at ``now``, return the pose."""
-    odometry = bus.create_publisher("Base/Drive/State", msgs.Odometry)
+    odometry = bus.create_publisher("Base/Drive/State", msgs.Odometry, reliable=True)  # a burst: none dropped
     pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)
     for t in stamps:
         odometry.write(msgs.Odometry(stamp=t, x=speed * t, v=speed))
