@@ -8,7 +8,18 @@ from pluto.movement.avoid.proxy import AvoidProxy
 from pluto.movement.drive.proxy import DriveProxy
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.navigation.pose.proxy import PoseProxy
+from pluto.navigation.slam.proxy import SlamProxy
 from pluto.runtime.heartbeat import HeartbeatProxy
 from pluto.runtime.proxy import Proxy, interface_mask
 
-__all__ = ["ArmProxy", "AvoidProxy", "DriveProxy", "HeartbeatProxy", "LocProxy", "PoseProxy", "Proxy", "interface_mask"]
+__all__ = [
+    "ArmProxy",
+    "AvoidProxy",
+    "DriveProxy",
+    "HeartbeatProxy",
+    "LocProxy",
+    "PoseProxy",
+    "Proxy",
+    "SlamProxy",
+    "interface_mask",
+]

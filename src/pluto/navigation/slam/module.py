@@ -1,0 +1,387 @@
+"""The slam module (the original's slamModule): a map of walls built from the laser while the same filter corrects
+the pose, saved as a map file.
+
+Reads what the pose module reads: ``Sick/Scan_mm`` and, for each scan, the localization service's
+``Localization/Laser_Dead-Reckoning`` (the laser and wrist pose at the scan's time and the covariance of the
+odometry since the previous scan) and, for the first scan, ``Localization/Laser_Pose`` (where the map starts). Each
+scan's lines go through :meth:`WallSlam.step <pluto.navigation.slam.core.WallSlam.step>` (the compressed filter by
+default), and the corrected laser pose is posted on ``Localization/Post_Pose`` with setter (cmd_flags) 2; the
+localization service treats setters 2 and 3 like the pose module's 1.
+
+As in the seed (spec §7.2), the thread does not start by itself (``autostart = false``): start it when the robot is
+ready (``pluto slam start``, :meth:`SlamProxy.start <pluto.navigation.slam.proxy.SlamProxy.start>`), and make sure
+the pose module's thread is stopped, since both would set the pose. The first scan after the start takes the pose
+from localization; that pose is the map's frame. Stopping the thread saves the map and hands the setter back (0);
+starting it again goes on with the same map, from where the dead reckoning says the robot went meanwhile. When the
+simulated time jumps back (a new run), the map starts again, unsaved.
+
+``slam/status`` (FVectorState, command and status, as the seed):
+    element[0]: the thread, 1 running, 0 stopped.
+    element[1]: a client writes 2 to save the map; the module writes -1 while saving (the setter is 3 meanwhile),
+        then 0 once saved, or 1 if the save failed (the reason is logged; the old file is intact).
+    element[2]: walls in the map.  element[3]: walls matched in the last scan.  element[4]: maps saved so far.
+    data: the laser pose (x m, y m, θ rad) of the last scan, empty before the first.
+
+The map file: ``map_file``, by default ``slam-map.xml`` in the runtime folder of the robot (beside the modules' logs,
+:func:`pluto.runtime.launcher.runtime_dir`); the service ``slam/map`` tells where it is and how many walls it has.
+It is a world file (:mod:`pluto.navigation.slam.mapfile`): the pose module and the simulator load it unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pluto import msgs, names
+from pluto.navigation.pose.core import PoseFilterParams
+from pluto.navigation.pose.features import extract_lines
+from pluto.navigation.slam.association import AssociationParams
+from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
+from pluto.navigation.slam.core import SlamFilter, WallSlam
+from pluto.navigation.slam.ekf import WallEKF
+from pluto.navigation.slam.mapfile import save_map
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = [
+    "DEFAULT_MAP_NAME",
+    "SAVE",
+    "SAVE_FAILED",
+    "SAVING",
+    "SETTER",
+    "SETTER_SAVING",
+    "SlamModule",
+    "SlamModuleParams",
+]
+
+SETTER = 2
+"""The slam module's setter on ``Localization/Post_Pose``."""
+
+SETTER_SAVING = 3
+"""The setter while the map is being saved."""
+
+SAVE = 2
+"""element[1] of a client's ``slam/status`` that asks for the map to be saved."""
+
+SAVING = -1
+"""element[1] while the map is being saved."""
+
+SAVE_FAILED = 1
+"""element[1] after a save that failed (0 after one that succeeded)."""
+
+DEFAULT_MAP_NAME = "slam-map.xml"
+"""The map file's name in the runtime folder when ``map_file`` is not given."""
+
+_KEEP = 64
+"""Scans and laser poses kept while waiting for their partner (a few seconds of them)."""
+
+
+class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    map_file: where the map is saved; empty: ``slam-map.xml`` in the robot's runtime folder.
+    map_name: the name of the saved world.
+    scan: the laser interface to read.
+    range_sigma: std dev of a range reading, m (line fits and their covariances).
+    initial_std: std dev (m) added to the position taken from localization at the first scan: it sets how
+        uncertain the map's frame is, and so the walls' uncertainty in the saved map.
+    initial_heading_std: the same for the heading, rad.
+    max_tilt: a scan taken with the wrist tilted more than this (rad) does not cut the walls level: it only moves
+        the filter with the dead reckoning.
+    compressed: use the compressed filter (its cost follows the walls near the robot; the same estimate as the
+        full one, which is kept for checks).
+    area_radius: walls within this distance of the local area's centre are in the area, m (compressed filter).
+    area_switch: the area is chosen again when the laser is farther than this from its centre, m.
+    confirm: sightings of a new line before it becomes a wall.
+    min_wall_length: shorter lines do not start new walls, m.
+    max_range: walls farther than this from the laser are not matched, m.
+    filter: the pose filter's settings used for the odometry's noise and the gate.
+    """
+
+    rate_hz: float = 20.0
+    use_sim_time: bool = True
+    autostart: bool = False
+    map_file: str = ""
+    map_name: str = "slam"
+    scan: str = names.SICK_SCAN_MM
+    range_sigma: float = 0.01
+    initial_std: float = 0.01
+    initial_heading_std: float = math.radians(0.2)
+    max_tilt: float = math.radians(3.0)
+    compressed: bool = True
+    area_radius: float = 12.0
+    area_switch: float = 4.0
+    confirm: int = 3
+    min_wall_length: float = 0.6
+    max_range: float = 30.0
+    filter: PoseFilterParams = PoseFilterParams()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("range_sigma", "initial_std", "initial_heading_std", "max_range"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0 and finite, got {value}")
+        if not self.map_name.strip():
+            raise ValueError("map_name must not be empty")
+        self.area()  # checks the area's settings
+        self.association()  # and the association's
+
+    def area(self) -> AreaParams:
+        """The compressed filter's local area."""
+        return AreaParams(radius=self.area_radius, switch_distance=self.area_switch)
+
+    def association(self) -> AssociationParams:
+        """The data association's settings (the gate is the pose filter's)."""
+        return AssociationParams(
+            gate=self.filter.gate,
+            max_range=self.max_range,
+            confirm=self.confirm,
+            min_length=self.min_wall_length,
+        )
+
+
+class SlamModule(Module[SlamModuleParams]):
+    """A map of walls built with a filter that corrects the laser pose; posts it to localization with setter 2."""
+
+    name = "slam"
+    description = "slam module: a map of walls from the laser while the pose is corrected; saves the map file"
+    provides = (names.SLAM_STATUS,)
+    requires = ("localization", "sick")
+    Params = SlamModuleParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        self.map_path = self._map_path()
+        self.slam: WallSlam | None = None
+        self.scans_used = 0
+        self.posts = 0
+        self.saves = 0
+        self.tilted = 0
+        self.matched = 0
+        self.save_code = 0
+        self.saved_walls: int | None = None
+        self._work = threading.Lock()  # the map: the step, a save and the services
+        self._lock_q = threading.Lock()  # the queues and the requests
+        self._save_requested = False
+        self._scans: dict[float, msgs.LaserScan] = {}
+        self._dr: dict[float, msgs.PoseEstimate] = {}
+        self._corrected: dict[float, msgs.PoseEstimate] = {}
+        self._done_until = -math.inf
+        self._restart = False
+        self.post = self.create_publisher(names.LOCALIZATION_POST_POSE)
+        self.status = self.create_publisher(names.SLAM_STATUS)
+        self.create_subscription(p.scan, self._keep(self._scans), msgs.LaserScan, depth=_KEEP)
+        self.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, self._keep(self._dr), depth=_KEEP)
+        self.create_subscription(names.LOCALIZATION_LASER_POSE, self._keep(self._corrected), depth=_KEEP)
+        # every value, not only the newest: the module's own status writes must not hide a client's request
+        self.create_subscription(names.SLAM_STATUS, self._on_status, depth=16)
+        self.create_service("map", self._srv_map)
+        self.get_logger().info("the map will be saved to %s", self.map_path)
+        self._write_status(0.0)
+
+    def _map_path(self) -> Path:
+        if self.params.map_file:
+            return Path(self.params.map_file).expanduser().absolute()
+        from pluto.runtime.launcher import runtime_dir
+
+        return runtime_dir(self.bus.robot) / DEFAULT_MAP_NAME
+
+    def _new_filter(self, pose: tuple[float, float, float], covariance: np.ndarray) -> SlamFilter:
+        p = self.params
+        if p.compressed:
+            return CompressedWallEKF(pose, covariance, area=p.area(), params=p.filter)
+        return WallEKF(pose, covariance, params=p.filter)
+
+    def _keep(self, store: dict[float, Any]) -> Any:
+        def keep(message: Any) -> None:
+            with self._lock_q:
+                if message.stamp > self._done_until:
+                    store[message.stamp] = message
+                    while len(store) > _KEEP:
+                        del store[min(store)]
+
+        return keep
+
+    def _on_status(self, status: msgs.FVectorState) -> None:
+        if len(status.element) > 1 and status.element[1] == SAVE:
+            if self.active:
+                with self._lock_q:
+                    self._save_requested = True  # the step saves, between two scans
+            else:
+                self.save(self.clock.now())  # no step to do it: at once
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    def on_activate(self) -> None:
+        with self._lock_q:
+            # what came while stopped is not used: the dead reckoning carries the pose over the gap
+            self._scans.clear()
+            self._dr.clear()
+            self._corrected.clear()
+        self._write_status(self.clock.now(), running=True)
+
+    def on_deactivate(self) -> None:
+        # the setter goes 3 while saving, then 0: nobody improves the pose any more, the service keeps its last
+        # correction
+        self.save(self.clock.now(), setter=0)
+
+    def on_clock_jump(self, old: float, new: float) -> None:
+        with self._lock_q:
+            self._restart = True
+
+    # -- saving ------------------------------------------------------------------------------------------------
+
+    def save(self, now: float, *, setter: int | None = None) -> bool:
+        """Save the map to :attr:`map_path`, element[1] = -1 meanwhile; returns whether it was saved.
+
+        Args:
+            now: the time of the status, s.
+            setter: while the thread sets the pose, the setter to show once saved (2 while running, 0 when
+                stopping): it is 3 while saving. None: the thread is stopped, the setter is someone else's.
+
+        A module that has no map yet (no scan used) writes none: an empty map would replace a good one.
+        """
+        with self._work:
+            slam = self.slam
+            self.save_code = SAVING
+            self._write_status(now)
+            if setter is not None:
+                self.post.write(msgs.PoseEstimate(stamp=0.0, pose=[], cmd_flags=SETTER_SAVING))
+            ok = False
+            if slam is None:
+                self.get_logger().info("no map yet (no scan used): nothing saved to %s", self.map_path)
+                ok = True
+            else:
+                try:
+                    stamp = datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
+                    path, walls = save_map(
+                        slam,
+                        self.map_path,
+                        name=self.params.map_name,
+                        description=f"Made by the slam module of robot {self.bus.robot} on {stamp}.",
+                    )
+                except (OSError, ValueError) as err:
+                    self.get_logger().error("the map could not be saved to %s: %s", self.map_path, err)
+                else:
+                    ok = True
+                    self.saves += 1
+                    self.saved_walls = walls
+                    self.get_logger().info("map saved to %s: %d walls", path, walls)
+            self.save_code = 0 if ok else SAVE_FAILED
+            if setter is not None:  # an empty pose: only the setter changes
+                self.post.write(msgs.PoseEstimate(stamp=0.0, pose=[], cmd_flags=setter))
+            self._write_status(now)
+            return ok
+
+    def _srv_map(self, _request: Any) -> dict[str, Any]:
+        with self._work:
+            walls = 0 if self.slam is None else int(self.slam.segments.active.sum())
+        return {"path": str(self.map_path), "walls": walls, "saved_walls": self.saved_walls, "saves": self.saves}
+
+    # -- the step ----------------------------------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        with self._lock_q:
+            restart, self._restart = self._restart, False
+            if restart:
+                self._scans.clear()
+                self._dr.clear()
+                self._corrected.clear()
+                self._done_until = -math.inf
+            ready = sorted(t for t in self._scans if t in self._dr)
+            pairs = [(t, self._scans.pop(t), self._dr.pop(t), self._corrected.get(t)) for t in ready]
+            if ready:
+                self._done_until = ready[-1]
+                for store in (self._scans, self._dr, self._corrected):
+                    for t in [t for t in store if t <= self._done_until]:
+                        del store[t]
+            save, self._save_requested = self._save_requested, False
+        if restart and self.slam is not None:
+            self.get_logger().warning("a new run (the time went back): the map starts again, unsaved")
+            with self._work:
+                self.slam = None
+        with self._work:
+            for t, scan, dr, corrected in pairs:
+                post = self._process(t, scan, dr, corrected)
+                if post is not None:
+                    self.post.write(post)
+                    self.posts += 1
+        if save:
+            self.save(now, setter=SETTER)
+        self._write_status(now)
+
+    def _process(
+        self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None
+    ) -> msgs.PoseEstimate | None:
+        """One scan: the post for ``Localization/Post_Pose``, or None (no map yet and no corrected pose)."""
+        p = self.params
+        if len(dr.pose) not in (6, 8):
+            return None  # not a laser pose
+        if self.slam is None:
+            if corrected is None or len(corrected.pose) not in (6, 8):
+                return None  # wait for a scan whose corrected laser pose came too: it places the map
+            cov = (
+                np.array(corrected.covariance, dtype=float).reshape(3, 3)
+                if len(corrected.covariance) == 9
+                else np.zeros((3, 3))
+            )
+            floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
+            start = (float(corrected.pose[0]), float(corrected.pose[1]), float(corrected.pose[3]))
+            self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
+            self.get_logger().info(
+                "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
+            )
+        tilted = len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt
+        if tilted:
+            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
+            features = []
+        else:
+            features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
+        step = self.slam.step(dr.pose, dr.covariance, features)
+        self.scans_used += 1
+        self.matched = len(step.pairs)
+        out = [float(v) for v in dr.pose]
+        out[0], out[1], out[3] = step.pose
+        return msgs.PoseEstimate(
+            stamp=t,
+            pose=out,
+            covariance=[float(v) for v in step.covariance.ravel()],
+            cmd_flags=SETTER,
+        )
+
+    def _write_status(self, now: float, running: bool | None = None) -> None:
+        slam = self.slam
+        walls = 0 if slam is None else int(slam.segments.active.sum())
+        pose = [] if slam is None or self.scans_used == 0 else [float(v) for v in slam.filter.pose]
+        self.status.write(
+            msgs.FVectorState(
+                stamp=now,
+                data=pose,
+                element=[
+                    int(self.active if running is None else running),
+                    self.save_code,
+                    walls,
+                    self.matched,
+                    self.saves,
+                ],
+            )
+        )
+
+    def notes(self) -> list[str]:
+        slam = self.slam
+        saved = (
+            "not saved yet" if self.saved_walls is None else f"saved {self.saves}x, last with {self.saved_walls} walls"
+        )
+        if slam is None:
+            return [f"map file {self.map_path} ({saved}); no scan used yet"]
+        walls = int(slam.segments.active.sum())
+        sx, sy = (math.sqrt(max(v, 0.0)) for v in np.diag(slam.filter.pose_covariance)[:2])
+        return [
+            f"map file {self.map_path} ({saved})",
+            f"{walls} walls; scans used {self.scans_used}, posts {self.posts}, tilted {self.tilted}; last scan: "
+            f"{self.matched} walls matched; position σ ({sx:.3f}, {sy:.3f}) m",
+        ]
