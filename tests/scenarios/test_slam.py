@@ -1,0 +1,150 @@
+"""The slam module on the simulated robot (realistic noise, in lock-step, one process): it maps a room while it sets
+the pose, saves the map on request and when its thread stops, and the saved map is the room's walls, in a file the
+simulator and the pose module load."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pluto import msgs, names
+from pluto.bus import Bus
+from pluto.navigation.pose.map import WallMap
+from pluto.navigation.slam.module import SAVE, SAVING, SlamModule, SlamModuleParams
+from pluto.runtime.profiles import load_profile, with_params
+from pluto.sim.world import load_world
+from tests.scenarios.stack import DriveCommand, Lockstep, Script
+
+pytestmark = pytest.mark.scenario
+
+SEED = 7
+START = (4.5, 4.0, 0.0)
+SAVE_AT = 12.0
+"""Simulated s at which a client asks for the map to be saved."""
+STOP_AT = 32.0
+"""Simulated s at which the slam thread is stopped (about one circle)."""
+
+# A 10 m x 10 m room with three short inner walls; the robot starts at (4.5, 4) facing +x and drives a circle of 2 m
+# radius around (4.5, 6), clear of all of them.
+ROOM = f"""<?xml version="1.0" encoding="UTF-8"?>
+<world name="slam-room" version="1">
+  <start x="{START[0]}" y="{START[1]}" theta="{START[2]}"/>
+  <walls>
+    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
+    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
+    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
+    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
+    <wall x1="8" y1="0" x2="8" y2="3" name="east-inner"/>
+    <wall x1="0" y1="2" x2="2" y2="2" name="west-inner"/>
+    <wall x1="7" y1="9" x2="7" y2="10" name="north-stub"/>
+  </walls>
+</world>
+"""
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    path = tmp_path / "slam-room.xml"
+    path.write_text(ROOM)
+    (tmp_path / "start.toml").write_text(f"x = {START[0]}\ny = {START[1]}\ntheta = {START[2]}\n")
+    return path
+
+
+@pytest.fixture
+def sim(bus: Bus, world: Path) -> Iterator[Lockstep]:
+    """The sim profile (realistic noise, localization starting at the world's start) in lock-step, and the slam
+    module in this process (``sim.modules[0]``) with its thread started, the time held at 0."""
+    profile = with_params(load_profile("sim"), "localization", start_pose_file=str(world.parent / "start.toml"))
+    with Lockstep(bus) as stack:
+        stack.start(profile, world=str(world), noise="realistic", seed=SEED)
+        slam = stack.add(SlamModule(bus, SlamModuleParams(map_file=str(world.parent / "saved" / "map.xml"))))
+        slam.start_activity()  # at time 0: it takes part in the lock-step from the first tick
+        yield stack
+
+
+def wall_match(saved: np.ndarray, wall: np.ndarray) -> tuple[float, float, float]:
+    """How well a saved wall fits a true one: (angle between them, deg; farthest saved end from the true wall's line,
+    m; the share of the saved wall that lies along the true one)."""
+    a, b = wall[:2], wall[2:]
+    d = (b - a) / np.linalg.norm(b - a)
+    n = np.array([-d[1], d[0]])
+    ends = saved.reshape(2, 2)
+    e = ends[1] - ends[0]
+    turn = abs(math.degrees(math.atan2(d[0] * e[1] - d[1] * e[0], float(d @ e))))
+    turn = min(turn, 180.0 - turn)
+    off = float(np.abs((ends - a) @ n).max())
+    t = np.sort((ends - a) @ d)
+    length = float(np.linalg.norm(b - a))
+    overlap = max(0.0, min(t[1], length) - max(t[0], 0.0)) / max(t[1] - t[0], 1e-9)
+    return turn, off, overlap
+
+
+def test_the_saved_map_is_the_rooms_walls(bus: Bus, sim: Lockstep, world: Path) -> None:
+    slam = sim.modules[0]
+    assert isinstance(slam, SlamModule)
+    statuses = sim.collect(names.SLAM_STATUS, msgs.FVectorState)
+    posts = sim.collect(names.LOCALIZATION_POST_POSE, msgs.PoseEstimate)
+    pose = sim.collect(names.LOCALIZATION_POSE, msgs.PoseEstimate)
+    drive = sim.add(DriveCommand(bus, 0.4, 0.2, until=STOP_AT + 1.0))
+
+    def run(now: float) -> Generator[None, float, None]:
+        while now < SAVE_AT:
+            now = yield
+        request.write(msgs.FVectorState(stamp=now, element=[1, SAVE]))  # a client asks for a save
+        while now < STOP_AT:
+            now = yield
+        slam.stop_activity()  # saves the map, at this simulated time: the same map on every run
+
+    script = sim.add(Script(bus, run=run))
+    request = script.publisher(names.SLAM_STATUS, msgs.FVectorState)
+    sim.resume()
+    script.wait()
+    drive.finish()
+
+    # a save on request, then one at the stop; the setter 2 while mapping, 3 while saving, 0 after
+    assert slam.saves == 2 and not slam.active
+    codes = [int(s.element[1]) for s in statuses.snapshot() if len(s.element) > 1]
+    assert codes.count(SAVING) >= 2 and codes[-1] == 0
+    flags = [p.cmd_flags for p in posts.snapshot()]
+    assert flags.count(2) > 100  # a post per scan (5 Hz)
+    ours = posts.snapshot()[flags.index(2) :]  # localization's own "nobody sets the pose" comes first
+    assert [p.cmd_flags for p in ours if not p.pose] == [3, 2, 3, 0]
+    assert 2 in [p.cmd_flags for p in pose.snapshot()]  # localization showed the slam module as the setter
+
+    # the saved map: every wall seen lies on a wall of the room, and the room's walls are in it
+    path = slam.map_path
+    saved = load_world(path)
+    truth = load_world(world)
+    assert saved.walls.shape[0] == slam.saved_walls
+    assert np.all(saved.wall_sigmas > 0)  # the walls carry their uncertainty
+    found: dict[str, tuple[float, float]] = {}
+    covered = {name: np.zeros(200) for name in truth.wall_names if name is not None}  # of each wall's length
+    strays = 0
+    for segment in saved.walls:
+        fits = [(wall_match(segment, wall), name) for wall, name in zip(truth.walls, truth.wall_names, strict=True)]
+        (turn, off, overlap), name = min(fits, key=lambda f: f[0][1] + (0 if f[0][2] > 0.5 else 1e3))
+        if overlap < 0.5 or off > 0.05 or turn > 2.0:
+            strays += 1
+            continue
+        assert name is not None
+        worst = found.get(name, (0.0, 0.0))
+        found[name] = (max(worst[0], turn), max(worst[1], off))
+        wall = truth.walls[truth.wall_names.index(name)]
+        d = (wall[2:] - wall[:2]) / np.linalg.norm(wall[2:] - wall[:2])
+        t = np.clip((segment.reshape(2, 2) - wall[:2]) @ d / np.linalg.norm(wall[2:] - wall[:2]), 0.0, 1.0)
+        covered[name][int(t.min() * 200) : math.ceil(t.max() * 200)] = 1
+    print(
+        f"saved {saved.walls.shape[0]} walls to {path}; room walls found (worst angle, offset; length covered): "
+        + ", ".join(f"{n} ({t:.2f}°, {o * 100:.1f} cm; {covered[n].mean():.0%})" for n, (t, o) in sorted(found.items()))
+        + f"; {strays} not on a room wall"
+    )
+    assert {"south", "east", "north", "west"} <= set(found)
+    assert len(found) >= 6
+    assert strays <= 1
+    assert all(covered[n].mean() > 0.6 for n in ("south", "east", "north", "west"))
+    # and the pose module loads it as its map
+    assert len(WallMap.from_file(path)) == saved.walls.shape[0]
