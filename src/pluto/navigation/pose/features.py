@@ -1,19 +1,19 @@
 """Walls in a laser scan: lines extracted by split-and-merge, each with its (α, r) covariance.
 
 Strategy: split-and-merge is the fastest established line extractor and works in scan order (Nguyen et al.,
-reference/estimation.md), which is what a laser gives. In four steps, each one numpy pass over the whole scan rather
-than a Python loop over points:
+reference/estimation.md), which is what a laser gives. In four steps, all of them in one function compiled with
+numba (:func:`_extract`): a scan is processed every 200 ms beside everything else the robot does, and in numpy the
+recursion of split-and-merge costs a few dozen array calls per level, each on a handful of points, so the calls' own
+overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed:
 
 1. **Runs.** Readings of -1 (a scanner error) and at ``max_range`` (no echo; within 3σ of it) are dropped. Consecutive
    valid points stay in one run unless an invalid reading lies between them or they are farther apart than the
    adaptive breakpoint distance ``r·sin Δφ / sin(λ - Δφ) + 3σ`` (Borges and Aldon): a wall at incidence up to
    90° - λ keeps its points together at any range, a step in range (a door, an object in front of a wall) breaks.
-2. **Split.** Every segment is tested at once: the point farthest from its chord (the line through its first and
-   last point) splits it in two if it is farther than ``split_distance``; the halves, without that point (nearest
-   a corner, it may lie on either wall), are tested in the next round.
-   The per-segment maximum and its first position come from ``maximum.reduceat`` and ``minimum.reduceat`` over the
-   points laid out segment after segment.
-3. **Fit.** A weighted total-least-squares line per segment, from its weighted moments (``add.reduceat``): with
+2. **Split.** A segment's point farthest from its chord (the line through its first and last point; the first
+   such point between equals) splits it in two if it is farther than ``split_distance``; the halves, without that
+   point (nearest a corner, it may lie on either wall), are tested in turn (a stack, not recursion).
+3. **Fit.** A weighted total-least-squares line per segment, from its weighted moments: with
    w_i = 1/σ_i², σ_i the range noise projected on the normal of the segment's chord (a range error moves a point
    along its beam, so only σ·cos(φ_i - α) of it moves the point off the line), centroid (x̄, ȳ) and central scatter
    S_xx, S_yy, S_xy give α = ½·atan2(-2·S_xy, S_yy - S_xx), r = x̄·cos α + ȳ·sin α (r < 0: negate r, add π to α).
@@ -34,9 +34,9 @@ Everything is in the laser frame: x forward, y left, angles counter-clockwise, m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -97,8 +97,8 @@ class LineFeature:
 
 
 def _check(ranges: npt.ArrayLike, angles: npt.ArrayLike, max_range: float) -> tuple[FloatArray, FloatArray]:
-    r = np.asarray(ranges, dtype=np.float64)
-    a = np.asarray(angles, dtype=np.float64)
+    r = np.ascontiguousarray(ranges, dtype=np.float64)  # one layout: one compiled version of the kernel
+    a = np.ascontiguousarray(angles, dtype=np.float64)
     if r.ndim != 1 or r.shape != a.shape:
         raise ValueError(f"ranges and angles must be 1-D of the same length, got {r.shape} and {a.shape}")
     if not (math.isfinite(max_range) and max_range > 0):
@@ -150,271 +150,286 @@ def extract_lines(
             ``max_range`` is not positive.
     """
     r, a = _check(ranges, angles, max_range)
-    sigma2 = range_sigma * range_sigma
-    valid = (r > min_range) & (r < max_range - 3.0 * range_sigma)  # NaN compares False
-    index = np.flatnonzero(valid)
-    n = index.shape[0]
-    min_points = max(int(min_points), 2)
-    if n < min_points:
-        return []
-    rv = r[index]
-    av = a[index]
-    x = rv * np.cos(av)
-    y = rv * np.sin(av)
-
-    # 1. runs of valid points
-    dx = np.diff(x)
-    dy = np.diff(y)
-    dphi = np.abs(np.diff(av))
-    gap = rv[:-1] * np.sin(dphi) / np.sin(np.maximum(breakpoint_angle - dphi, 1e-3)) + 3.0 * range_sigma
-    cut = np.flatnonzero((np.diff(index) > 1) | (dx * dx + dy * dy > gap * gap)) + 1
-    starts = np.concatenate(([0], cut))
-    stops = np.concatenate((cut, [n]))
-    long_enough = stops - starts >= min_points
-    starts, stops = starts[long_enough], stops[long_enough]
-
-    # 2. split
-    done_starts: list[IntArray] = []
-    done_stops: list[IntArray] = []
-    while starts.shape[0]:
-        counts = stops - starts
-        offsets = np.cumsum(counts) - counts
-        seg = np.repeat(np.arange(counts.shape[0]), counts)
-        pos = np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
-        x0, y0 = x[starts], y[starts]
-        ex = x[stops - 1] - x0
-        ey = y[stops - 1] - y0
-        length = np.hypot(ex, ey)
-        length[length == 0.0] = 1.0
-        nx, ny = -ey / length, ex / length
-        distance = np.abs((x[pos] - x0[seg]) * nx[seg] + (y[pos] - y0[seg]) * ny[seg])
-        farthest = np.maximum.reduceat(distance, offsets)
-        split = farthest > split_distance
-        if not split.any():
-            done_starts.append(starts)
-            done_stops.append(stops)
-            break
-        done_starts.append(starts[~split])
-        done_stops.append(stops[~split])
-        at = np.minimum.reduceat(np.where(distance == farthest[seg], pos, n), offsets)[split]
-        s0, s1 = starts[split], stops[split]
-        # the split point goes to neither half: it is the one nearest a corner, where it may belong to either wall
-        # (or, on a straight wall, an outlier); halves too short to hold a line are dropped
-        starts = np.concatenate((s0, at + 1))
-        stops = np.concatenate((at, s1))
-        keep = stops - starts >= min_points
-        starts, stops = starts[keep], stops[keep]
-    if not done_starts:
-        return []
-    starts = np.concatenate(done_starts)
-    stops = np.concatenate(done_stops)
-    if starts.shape[0] == 0:
-        return []
-    order = np.argsort(starts, kind="stable")
-    starts, stops = starts[order], stops[order]
-
-    # 3. fit: weights from the chord's normal, then weighted moments per segment
-    counts = stops - starts
-    offsets = np.cumsum(counts) - counts
-    seg = np.repeat(np.arange(counts.shape[0]), counts)
-    pos = np.arange(int(counts.sum())) + np.repeat(starts - offsets, counts)
-    chord = np.arctan2(x[stops - 1] - x[starts], -(y[stops - 1] - y[starts]))  # normal of the chord
-    incidence = np.maximum(np.abs(np.cos(av[pos] - chord[seg])), _MIN_COS)
-    w = 1.0 / (sigma2 * incidence * incidence)
-    xs, ys = x[pos], y[pos]
-    sw = np.add.reduceat(w, offsets)
-    xm = np.add.reduceat(w * xs, offsets) / sw
-    ym = np.add.reduceat(w * ys, offsets) / sw
-    cx = xs - xm[seg]
-    cy = ys - ym[seg]
-    wcx = w * cx
-    moments = np.stack(
-        (
-            sw,
-            xm,
-            ym,
-            np.add.reduceat(wcx * cx, offsets),
-            np.add.reduceat(w * cy * cy, offsets),
-            np.add.reduceat(wcx * cy, offsets),
-        )
+    values, counts = _extract(
+        r,
+        a,
+        float(max_range),
+        float(range_sigma),
+        float(min_range),
+        float(split_distance),
+        float(breakpoint_angle),
+        max(int(min_points), 2),
+        float(min_length),
+        float(merge_chi2),
+        float(merge_gap),
     )
-    lines = _Lines(moments, counts, starts, stops - 1, x, y)
-
-    # 4. merge neighbours, drop what is too short, merge again across what was dropped
-    if merge_chi2 > 0:
-        lines = lines.merged(merge_chi2, merge_gap)
-    keep = (lines.n >= min_points) & (lines.length >= min_length)
-    if not keep.all():
-        lines = lines.select(keep)
-        if merge_chi2 > 0:
-            lines = lines.merged(merge_chi2, merge_gap)
-    return lines.features(index)
-
-
-class _Lines:
-    """Lines as arrays: their weighted moments (the state that merging adds up) and what follows from them.
-
-    ``moments`` is ``(6, m)``: Σw, x̄, ȳ, S_xx, S_yy, S_xy (central); ``n`` the number of points, ``first`` and
-    ``last`` the positions of the first and last point among the valid points.
-    """
-
-    _DERIVED = ("alpha", "r", "var_alpha", "cov_alpha_r", "var_r", "start_x", "start_y", "end_x", "end_y", "length")
-
-    def __init__(
-        self, moments: FloatArray, n: IntArray, first: IntArray, last: IntArray, x: FloatArray, y: FloatArray
-    ) -> None:
-        self.moments, self.n, self.first, self.last, self.x, self.y = moments, n, first, last, x, y
-        if moments.shape[1] == 0:
-            for name in self._DERIVED:
-                setattr(self, name, np.zeros(0))
-            return
-        sw, xm, ym, sxx, syy, sxy = moments
-        half = 0.5 * np.arctan2(-2.0 * sxy, syy - sxx)
-        ca, sa = np.cos(half), np.sin(half)
-        r = xm * ca + ym * sa
-        sign = np.where(r < 0.0, -1.0, 1.0)  # the normal points away from the laser
-        ca *= sign
-        sa *= sign
-        self.r = r * sign
-        self.alpha = np.arctan2(sa, ca)
-        st = np.maximum(sa * sa * sxx - 2.0 * sa * ca * sxy + ca * ca * syy, 1e-300)
-        tc = ym * ca - xm * sa
-        self.var_alpha = 1.0 / st
-        self.cov_alpha_r = tc * self.var_alpha
-        self.var_r = 1.0 / sw + tc * self.cov_alpha_r
-        # end points: the first and last point projected on the line
-        fx, fy = x[first], y[first]
-        lx, ly = x[last], y[last]
-        o0 = fx * ca + fy * sa - self.r
-        o1 = lx * ca + ly * sa - self.r
-        self.start_x, self.start_y = fx - o0 * ca, fy - o0 * sa
-        self.end_x, self.end_y = lx - o1 * ca, ly - o1 * sa
-        self.length = np.hypot(self.end_x - self.start_x, self.end_y - self.start_y)
-
-    def select(self, keep: npt.NDArray[np.bool_]) -> _Lines:
-        """The lines where ``keep``."""
-        out = object.__new__(_Lines)
-        out.moments, out.n, out.first, out.last = self.moments[:, keep], self.n[keep], self.first[keep], self.last[keep]
-        out.x, out.y = self.x, self.y
-        for name in self._DERIVED:
-            setattr(out, name, getattr(self, name)[keep])
-        return out
-
-    def merged(self, merge_chi2: float, merge_gap: float) -> _Lines:
-        """Neighbours merged while their difference passes the chi-square test and their gap is small, until no
-        two neighbours left would pass (a merged line is tested again against both of its new neighbours)."""
-        m = self.alpha.shape[0]
-        if m < 2:
-            return self
-        x, y = self.x, self.y
-        near = np.hypot(x[self.first[1:]] - x[self.last[:-1]], y[self.first[1:]] - y[self.last[:-1]]) <= merge_gap
-        if not near.any():
-            return self
-        da = np.mod(self.alpha[1:] - self.alpha[:-1] + math.pi, 2.0 * math.pi) - math.pi
-        dr = self.r[1:] - self.r[:-1]
-        saa = self.var_alpha[1:] + self.var_alpha[:-1]
-        sar = self.cov_alpha_r[1:] + self.cov_alpha_r[:-1]
-        srr = self.var_r[1:] + self.var_r[:-1]
-        det = saa * srr - sar * sar
-        with np.errstate(divide="ignore", invalid="ignore"):
-            chi2 = (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det
-        flags = near & (det > 0.0) & (chi2 < merge_chi2)
-        if not flags.any():
-            return self
-        columns = [
-            [*values, n, first, last]
-            for values, n, first, last in zip(
-                self.moments.T.tolist(), self.n.tolist(), self.first.tolist(), self.last.tolist(), strict=True
-            )
-        ]
-        # a stack of merged lines: each new line absorbs the top while they pass, so no two neighbours left on it
-        # would pass; flags[k] stands for the test of the original lines k and k + 1 while both are untouched
-        out: list[list[float]] = []
-        grown: list[bool] = []
-        index: list[int] = []
-        for k in range(m):
-            current, is_grown = columns[k], False
-            while out:
-                if not (is_grown or grown[-1]) and index[-1] == k - 1:
-                    join = bool(flags[k - 1])
-                else:
-                    top = out[-1]
-                    i, j = int(top[8]), int(current[7])
-                    join = (
-                        math.hypot(float(x[j] - x[i]), float(y[j] - y[i])) <= merge_gap
-                        and _chi2(_line_of(top), _line_of(current)) < merge_chi2
-                    )
-                if not join:
-                    break
-                current, is_grown = _add(out.pop(), current), True
-                grown.pop()
-                index.pop()
-            out.append(current)
-            grown.append(is_grown)
-            index.append(k)
-        table = np.array(out).T
-        ints = table[6:].astype(np.intp)
-        return _Lines(table[:6].copy(), ints[0], ints[1], ints[2], x, y)
-
-    def features(self, index: IntArray) -> list[LineFeature]:
-        return [
-            LineFeature(a, r, va, car, vr, (sx, sy), (ex, ey), n, first, last)
-            for a, r, va, car, vr, sx, sy, ex, ey, n, first, last in zip(
-                self.alpha.tolist(),
-                self.r.tolist(),
-                self.var_alpha.tolist(),
-                self.cov_alpha_r.tolist(),
-                self.var_r.tolist(),
-                self.start_x.tolist(),
-                self.start_y.tolist(),
-                self.end_x.tolist(),
-                self.end_y.tolist(),
-                self.n.tolist(),
-                index[self.first].tolist(),
-                index[self.last].tolist(),
-                strict=True,
-            )
-        ]
-
-
-def _line_of(m: Sequence[float]) -> tuple[float, float, float, float, float]:
-    """(α, r, Var α, Cov(α, r), Var r) of one line's moments (the scalar twin of :class:`_Lines`)."""
-    w, xm, ym, sxx, syy, sxy = m[:6]
-    alpha = 0.5 * math.atan2(-2.0 * sxy, syy - sxx)
-    ca, sa = math.cos(alpha), math.sin(alpha)
-    r = xm * ca + ym * sa
-    if r < 0.0:
-        r, alpha, ca, sa = -r, alpha + math.pi, -ca, -sa
-    st = max(sa * sa * sxx - 2.0 * sa * ca * sxy + ca * ca * syy, 1e-300)
-    tc = -xm * sa + ym * ca
-    return alpha, r, 1.0 / st, tc / st, 1.0 / w + tc * tc / st
-
-
-def _add(a: Sequence[float], b: Sequence[float]) -> list[float]:
-    """The moments of the points of ``a`` and ``b`` together (``b`` follows ``a`` in the scan)."""
-    wa, wb = a[0], b[0]
-    w = wa + wb
-    dx, dy = a[1] - b[1], a[2] - b[2]
-    f = wa * wb / w
     return [
-        w,
-        (wa * a[1] + wb * b[1]) / w,
-        (wa * a[2] + wb * b[2]) / w,
-        a[3] + b[3] + f * dx * dx,
-        a[4] + b[4] + f * dy * dy,
-        a[5] + b[5] + f * dx * dy,
-        a[6] + b[6],
-        a[7],
-        b[8],
+        LineFeature(alpha, r_, va, car, vr, (sx, sy), (ex, ey), n, first, last)
+        for (alpha, r_, va, car, vr, sx, sy, ex, ey), (n, first, last) in zip(
+            values.tolist(), counts.tolist(), strict=True
+        )
     ]
 
 
-def _chi2(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """Chi-square of the difference of two lines (α, r, Var α, Cov, Var r) with independent errors."""
-    da = (a[0] - b[0] + math.pi) % (2.0 * math.pi) - math.pi
-    dr = a[1] - b[1]
-    saa, sar, srr = a[2] + b[2], a[3] + b[3], a[4] + b[4]
-    det = saa * srr - sar * sar
-    if det <= 0.0:
-        return math.inf
-    return (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det
+# -- the compiled kernel -------------------------------------------------------------------------------------------
+# Plain loops over scalars only: numba compiles these in a few seconds, and its cache (``cache=True``, beside the
+# module) spares that to every later process. Lines travel between the steps as rows of moments ``(m, 6)``: Σw, x̄,
+# ȳ, S_xx, S_yy, S_xy (central), the state that merging adds up, with their number of points and the positions of
+# their first and last point among the valid points; everything a line is follows from those (:func:`_line`).
+
+
+@numba.njit(cache=True)
+def _extract(
+    ranges: FloatArray,
+    angles: FloatArray,
+    max_range: float,
+    range_sigma: float,
+    min_range: float,
+    split_distance: float,
+    breakpoint_angle: float,
+    min_points: int,
+    min_length: float,
+    merge_chi2: float,
+    merge_gap: float,
+) -> tuple[FloatArray, IntArray]:
+    """The lines of a scan: ``(m, 9)`` α, r, Var α, Cov(α, r), Var r, start x, y, end x, y and ``(m, 3)`` points,
+    first beam, last beam (see :func:`extract_lines` for the arguments)."""
+    k = ranges.shape[0]
+    index = np.empty(k, dtype=np.int64)
+    x = np.empty(k)
+    y = np.empty(k)
+    av = np.empty(k)
+    n = 0
+    top = max_range - 3.0 * range_sigma
+    for i in range(k):
+        if ranges[i] > min_range and ranges[i] < top:  # NaN compares False
+            index[n] = i
+            av[n] = angles[i]
+            x[n] = ranges[i] * math.cos(angles[i])
+            y[n] = ranges[i] * math.sin(angles[i])
+            n += 1
+
+    # 1. runs of valid points, cut at a reading left out or a step beyond the adaptive breakpoint distance; pushed
+    # last first on the stack of step 2, which then gives its segments in scan order
+    stack = np.empty((n + 1, 2), dtype=np.int64)  # segments on it never overlap and hold >= 2 points each
+    depth = 0
+    stop = n
+    for i in range(n - 1, -1, -1):
+        if i > 0:
+            dx = x[i] - x[i - 1]
+            dy = y[i] - y[i - 1]
+            dphi = abs(av[i] - av[i - 1])
+            r = ranges[index[i - 1]]
+            gap = r * math.sin(dphi) / math.sin(max(breakpoint_angle - dphi, 1e-3)) + 3.0 * range_sigma
+            if index[i] - index[i - 1] <= 1 and dx * dx + dy * dy <= gap * gap:
+                continue
+        if stop - i >= min_points:
+            stack[depth, 0] = i
+            stack[depth, 1] = stop
+            depth += 1
+        stop = i
+
+    # 2. split at the point farthest from the chord (the first of equals), 3. fit each segment left
+    moments = np.empty((n + 1, 6))
+    points = np.empty(n + 1, dtype=np.int64)
+    first = np.empty(n + 1, dtype=np.int64)
+    last = np.empty(n + 1, dtype=np.int64)
+    m = 0
+    sigma2 = range_sigma * range_sigma
+    while depth:
+        depth -= 1
+        s0 = stack[depth, 0]
+        s1 = stack[depth, 1]
+        x0 = x[s0]
+        y0 = y[s0]
+        ex = x[s1 - 1] - x0
+        ey = y[s1 - 1] - y0
+        length = math.hypot(ex, ey)
+        if length == 0.0:
+            length = 1.0
+        nx = -ey / length
+        ny = ex / length
+        farthest = -1.0
+        at = s0
+        for i in range(s0, s1):
+            d = abs((x[i] - x0) * nx + (y[i] - y0) * ny)
+            if d > farthest:
+                farthest = d
+                at = i
+        if farthest > split_distance:
+            # the split point goes to neither half: it is the one nearest a corner, where it may belong to either
+            # wall (or, on a straight wall, an outlier); halves too short to hold a line are dropped
+            if s1 - at - 1 >= min_points:
+                stack[depth, 0] = at + 1
+                stack[depth, 1] = s1
+                depth += 1
+            if at - s0 >= min_points:
+                stack[depth, 0] = s0
+                stack[depth, 1] = at
+                depth += 1
+            continue
+        # the weights: 1/σ² of the range noise across the chord
+        chord = math.atan2(ex, -ey)
+        sw = 0.0
+        sx = 0.0
+        sy = 0.0
+        for i in range(s0, s1):
+            c = max(abs(math.cos(av[i] - chord)), _MIN_COS)
+            w = 1.0 / (sigma2 * c * c)
+            sw += w
+            sx += w * x[i]
+            sy += w * y[i]
+        xm = sx / sw
+        ym = sy / sw
+        sxx = 0.0
+        syy = 0.0
+        sxy = 0.0
+        for i in range(s0, s1):
+            c = max(abs(math.cos(av[i] - chord)), _MIN_COS)
+            w = 1.0 / (sigma2 * c * c)
+            cx = x[i] - xm
+            cy = y[i] - ym
+            sxx += w * cx * cx
+            syy += w * cy * cy
+            sxy += w * cx * cy
+        moments[m, 0] = sw
+        moments[m, 1] = xm
+        moments[m, 2] = ym
+        moments[m, 3] = sxx
+        moments[m, 4] = syy
+        moments[m, 5] = sxy
+        points[m] = s1 - s0
+        first[m] = s0
+        last[m] = s1 - 1
+        m += 1
+
+    # 4. merge, drop what is too short, merge again across what was dropped
+    if merge_chi2 > 0:
+        m = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap)
+    lines = np.empty((m, 9))
+    kept = 0
+    dropped = False
+    for j in range(m):
+        _describe(moments[j], x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[kept])
+        if points[j] < min_points or math.hypot(lines[kept, 7] - lines[kept, 5], lines[kept, 8] - lines[kept, 6]) < (
+            min_length
+        ):
+            dropped = True
+            continue
+        moments[kept] = moments[j]
+        points[kept] = points[j]
+        first[kept] = first[j]
+        last[kept] = last[j]
+        kept += 1
+    m = kept
+    if dropped and merge_chi2 > 0:
+        merged = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap)
+        if merged < m:
+            m = merged
+            for j in range(m):
+                _describe(moments[j], x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[j])
+    counts = np.empty((m, 3), dtype=np.int64)
+    for j in range(m):
+        counts[j, 0] = points[j]
+        counts[j, 1] = index[first[j]]
+        counts[j, 2] = index[last[j]]
+    return lines[:m].copy(), counts
+
+
+@numba.njit(cache=True)
+def _line(m: FloatArray) -> tuple[float, float, float, float, float, float, float]:
+    """α, r, Var α, Cov(α, r), Var r, cos α, sin α of the line of one row of moments."""
+    half = 0.5 * math.atan2(-2.0 * m[5], m[4] - m[3])
+    ca = math.cos(half)
+    sa = math.sin(half)
+    r = m[1] * ca + m[2] * sa
+    if r < 0.0:  # the normal points away from the laser
+        r, ca, sa = -r, -ca, -sa
+    st = max(sa * sa * m[3] - 2.0 * sa * ca * m[5] + ca * ca * m[4], 1e-300)
+    tc = m[2] * ca - m[1] * sa
+    var_alpha = 1.0 / st
+    cov = tc * var_alpha
+    return math.atan2(sa, ca), r, var_alpha, cov, 1.0 / m[0] + tc * cov, ca, sa
+
+
+@numba.njit(cache=True)
+def _describe(moments: FloatArray, fx: float, fy: float, lx: float, ly: float, out: FloatArray) -> None:
+    """Into ``out`` (9): α, r, Var α, Cov(α, r), Var r and the first and last point (fx, fy), (lx, ly) projected on
+    the line."""
+    alpha, r, va, car, vr, ca, sa = _line(moments)
+    o0 = fx * ca + fy * sa - r
+    o1 = lx * ca + ly * sa - r
+    out[0] = alpha
+    out[1] = r
+    out[2] = va
+    out[3] = car
+    out[4] = vr
+    out[5] = fx - o0 * ca
+    out[6] = fy - o0 * sa
+    out[7] = lx - o1 * ca
+    out[8] = ly - o1 * sa
+
+
+@numba.njit(cache=True)
+def _merge(
+    moments: FloatArray,
+    points: IntArray,
+    first: IntArray,
+    last: IntArray,
+    m: int,
+    x: FloatArray,
+    y: FloatArray,
+    merge_chi2: float,
+    merge_gap: float,
+) -> int:
+    """Neighbours among the first ``m`` lines merged in place while their difference d = (α₁ - α₂, r₁ - r₂) passes
+    dᵀ(C₁ + C₂)⁻¹d < ``merge_chi2`` and their gap is small, until no two neighbours left would pass: the lines kept
+    form a stack, and each next line absorbs its top while they pass (a merged line is so tested again against both
+    of its new neighbours). Returns the number of lines left."""
+    lines = np.empty((m, 5))  # α, r, Var α, Cov(α, r), Var r of each line on the stack
+    depth = 0
+    for k in range(m):
+        current = moments[k].copy()
+        count = points[k]
+        start = first[k]
+        end = last[k]
+        alpha, r, va, car, vr, _, _ = _line(current)
+        while depth:
+            j = depth - 1
+            if math.hypot(x[start] - x[last[j]], y[start] - y[last[j]]) > merge_gap:
+                break
+            da = (lines[j, 0] - alpha + math.pi) % (2.0 * math.pi) - math.pi
+            dr = lines[j, 1] - r
+            saa = lines[j, 2] + va
+            sar = lines[j, 3] + car
+            srr = lines[j, 4] + vr
+            det = saa * srr - sar * sar
+            if not (det > 0.0 and (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det < merge_chi2):
+                break
+            # the moments of both lines' points together (the parallel-axis rule)
+            a = moments[j]
+            wa, wb = a[0], current[0]
+            w = wa + wb
+            dx, dy = a[1] - current[1], a[2] - current[2]
+            f = wa * wb / w
+            current[1] = (wa * a[1] + wb * current[1]) / w
+            current[2] = (wa * a[2] + wb * current[2]) / w
+            current[0] = w
+            current[3] += a[3] + f * dx * dx
+            current[4] += a[4] + f * dy * dy
+            current[5] += a[5] + f * dx * dy
+            count += points[j]
+            start = first[j]
+            alpha, r, va, car, vr, _, _ = _line(current)
+            depth = j
+        moments[depth] = current
+        points[depth] = count
+        first[depth] = start
+        last[depth] = end
+        lines[depth, 0] = alpha
+        lines[depth, 1] = r
+        lines[depth, 2] = va
+        lines[depth, 3] = car
+        lines[depth, 4] = vr
+        depth += 1
+    return depth
