@@ -14,6 +14,7 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.navigation.pose.map import WallMap
+from pluto.navigation.pose.module import PoseModule, PoseModuleParams
 from pluto.navigation.slam.module import SAVE, SAVING, SlamModule, SlamModuleParams
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.sim.world import load_world
@@ -148,3 +149,9 @@ def test_the_saved_map_is_the_rooms_walls(bus: Bus, sim: Lockstep, world: Path) 
     assert all(covered[n].mean() > 0.6 for n in ("south", "east", "north", "west"))
     # and the pose module loads it as its map
     assert len(WallMap.from_file(path)) == saved.walls.shape[0]
+    pose_module = PoseModule(bus, PoseModuleParams(map=str(path), autostart=False, use_sim_time=False))
+    pose_module.start()
+    try:
+        assert len(pose_module.tracker.wall_map) == saved.walls.shape[0]
+    finally:
+        pose_module.stop()
