@@ -30,6 +30,7 @@ from pluto.cli import (
     router_cmd,
     run_cmd,
     sim_cmd,
+    slam_cmd,
     up_cmd,
     xmlserver_cmd,
 )
@@ -72,6 +73,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
     pose_cmd.register,  # pose
+    slam_cmd.register,  # slam
     record_cmd.register,  # record
     replay_cmd.register,  # replay
     log_cmd.register,  # log
