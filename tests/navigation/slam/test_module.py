@@ -181,3 +181,17 @@ def test_parameters_are_checked() -> None:
     with pytest.raises(ValueError):
         SlamModuleParams(map_name=" ")
     assert SlamModuleParams().autostart is False
+
+
+def test_a_restart_goes_on_with_the_map_and_a_new_run_starts_a_new_one(module: SlamModule) -> None:
+    module.start_activity()
+    feed(module, [(3.0 + 0.1 * k, 2.0, 0.0) for k in range(5)])
+    module.stop_activity()
+    first = module.slam
+    assert first is not None and module.saves == 1
+    module.start_activity()
+    feed(module, [(3.5 + 0.1 * k, 2.0, 0.0) for k in range(3)], t0=3.0)
+    assert module.slam is first  # the same map, grown
+    module.on_clock_jump(10.0, 0.0)
+    wait_until(lambda: module.slam is None, timeout=5.0, message="the map did not start again")
+    module.stop_activity()

@@ -5,8 +5,12 @@ laser's pose.
 and the odometry shared with the pose module), ``compressed`` the compressed filter of Guivant and Nebot that gives
 the same estimate at the cost of the local area, ``wall`` the walls' ends kept on the filter's lines (M-space
 features), ``association`` the pairing of a scan's lines with walls and the tentative list of new ones, and ``core``
-one scan's step. Lines come from the pose module's :func:`~pluto.navigation.pose.extract_lines`. Nothing here touches
-the bus, a thread or a clock.
+one scan's step. Lines come from the pose module's :func:`~pluto.navigation.pose.extract_lines`. Nothing of these
+touches the bus, a thread or a clock.
+
+``mapfile`` writes the map as a world file (atomically); ``module`` is the shell on the bus (the thread, the posts to
+localization, saving on request and at the stop) and ``proxy`` its client, :class:`SlamProxy`. They are imported
+from their own modules, not from here, so that using the core does not pull in the bus.
 """
 
 from pluto.navigation.slam.association import Association, AssociationParams, Pair, TentativeWalls, associate
