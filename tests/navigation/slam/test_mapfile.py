@@ -14,7 +14,7 @@ from pluto.navigation.slam import WallEKF, WallObservation
 from pluto.navigation.slam.core import WallSlam
 from pluto.navigation.slam.mapfile import MappedWall, line_sigmas, map_walls, save_map, world_xml, write_map
 from pluto.sim.raycast import segment_distance
-from pluto.sim.world import MapError, load_world, parse_world
+from pluto.sim.world import SCHEMA_PATH, MapError, load_world, parse_world
 from tests.navigation.pose.scenes import L_ROOM_WALLS, drive
 
 
@@ -82,6 +82,8 @@ def test_a_drive_round_trips_through_the_simulator_and_the_pose_module(tmp_path:
         for end in ((x1, y1), (x2, y2)):
             assert float(segment_distance(end, truth).min()) < 0.1
     assert len(WallMap.from_file(path)) == len(walls)
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(SCHEMA_PATH)).validate(str(path))  # and the format's schema accepts it
 
 
 def test_a_failed_write_leaves_the_old_map_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
