@@ -10,7 +10,7 @@ import pytest
 
 from pluto.geometry import compose, relative, wrap_angle
 from pluto.navigation.localization.core import LocalizationParams
-from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, relocalize
+from pluto.navigation.pose.core import Match, PoseFilter, PoseFilterParams, associate, relocalize
 from pluto.navigation.pose.features import LineFeature, extract_lines
 from pluto.navigation.pose.map import WallMap
 from pluto.sim.raycast import RayCaster
@@ -137,6 +137,71 @@ def test_collinear_walls_are_told_apart_by_overlap_one_to_one() -> None:
         px, py = result.pose[0] + c * mx - s * my, result.pose[1] + s * mx + c * my
         assert min(x1, x2) - 0.1 <= px <= max(x1, x2) + 0.1 and min(y1, y2) - 0.1 <= py <= max(y1, y2) + 0.1
     assert math.hypot(result.pose[0] - truth[0], result.pose[1] - truth[1]) < 0.02
+
+
+def joint_update(
+    pose: tuple[float, float, float], p: np.ndarray, features: list[LineFeature], walls: WallMap, matches: list[Match]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The textbook update with all the pairs at once (S = H P Hᵀ + R, K = P Hᵀ S⁻¹, Joseph form), from the pairs'
+    innovations: the reference for the filter's pair-by-pair update."""
+    x, y, _ = pose
+    h_rows, r_blocks, nu = [], [], []
+    for m in matches:
+        a = float(walls.alpha[m.wall])
+        ca, sa = math.cos(a), math.sin(a)
+        sgn = -1.0 if walls.rho[m.wall] - x * ca - y * sa < 0 else 1.0
+        h_rows += [[0.0, 0.0, -1.0], [-sgn * ca, -sgn * sa, 0.0]]
+        jw = np.array([[1.0, 0.0], [sgn * (x * sa - y * ca), sgn]])
+        r_blocks.append(features[m.feature].covariance + jw @ walls.covariance[m.wall] @ jw.T)
+        nu += list(m.innovation)
+    h, v = np.array(h_rows), np.array(nu)
+    r = np.zeros((2 * len(matches), 2 * len(matches)))
+    for k, block in enumerate(r_blocks):
+        r[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = block
+    s = h @ p @ h.T + r
+    gain = p @ h.T @ np.linalg.inv(s)
+    a_ = np.eye(3) - gain @ h
+    return np.array(pose) + gain @ v, a_ @ p @ a_.T + gain @ r @ gain.T, float(v @ np.linalg.solve(s, v))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_pairs_one_by_one_are_the_joint_update(seed: int) -> None:
+    """Independent pairs applied in turn (the innovation moved by the state's change so far) give what one joint
+    update gives: the same pose, covariance and NIS. Walls with uncertainty, so R has their part too."""
+    rng = np.random.default_rng(seed)
+    world = load_world("office")
+    sigmas = np.column_stack((rng.uniform(0, 0.01, len(world.walls)), rng.uniform(0, 0.05, len(world.walls))))
+    office = WallMap.from_segments(world.walls, sigmas=sigmas)
+    truth = (14.0, 10.0, 0.0)
+    bearings = angles(361)
+    ranges = scan(RayCaster(world.segments(), world.circles), truth, bearings, rng)
+    features = extract_lines(ranges, bearings, max_range=MAX_RANGE)
+    prior = (14.0 + rng.normal(0, 0.05), 10.0 + rng.normal(0, 0.05), rng.normal(0, 0.01))
+    q = rng.normal(size=(3, 3))
+    p0 = np.diag([0.1**2, 0.1**2, 0.02**2]) + 1e-4 * q @ q.T  # correlated
+    f = PoseFilter(prior, p0)
+    result = f.update(features, office)
+    assert len(result.matches) >= 3
+    pose, p, nis = joint_update(prior, p0, features, office, list(result.matches))
+    np.testing.assert_allclose(result.pose, pose, atol=1e-12)
+    np.testing.assert_allclose(result.covariance, p, atol=1e-14)
+    assert result.nis == pytest.approx(nis, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_associate_takes_the_pairs_as_going_down_the_sorted_list(seed: int) -> None:
+    """Nearest first, the larger overlap first between equal distances, then scan order; each row and column once."""
+    rng = np.random.default_rng(seed)
+    d2 = rng.choice([0.5, 1.0, 2.0, 5.0, 20.0, math.nan], size=(6, 9))  # ties on purpose
+    overlap = rng.choice([-1.0, 0.5, 1.0, 2.0], size=(6, 9))
+    fi, ci = np.nonzero((d2 < 9.21) & (overlap > 0))
+    order = np.lexsort((np.arange(fi.size), -overlap[fi, ci], d2[fi, ci]))
+    expected: list[tuple[int, int]] = []
+    for f, c in zip(fi[order].tolist(), ci[order].tolist(), strict=True):
+        if all(f != g and c != h for g, h in expected):
+            expected.append((f, c))
+    assert associate(d2, overlap, 9.21) == expected
+    assert associate(np.zeros((0, 3)), np.zeros((0, 3)), 9.21) == []
 
 
 def test_consistency_and_bounded_error_over_simulated_drives() -> None:

@@ -97,8 +97,15 @@ def test_index_queries_agree_with_brute_force(cell: float) -> None:
         for _ in range(200):
             x, y = rng.uniform(x0 - 5, x1 + 5), rng.uniform(y0 - 5, y1 + 5)
             radius = float(rng.choice([0.0, 0.5, 3.0, 12.0, 80.0, math.inf]))
-            expected = np.flatnonzero(segment_distance((x, y), wm.segments) <= radius)
-            np.testing.assert_array_equal(wm.near(x, y, radius), expected)
+            near = segment_distance((x, y), wm.segments) <= radius
+            np.testing.assert_array_equal(wm.near(x, y, radius), np.flatnonzero(near))
+            # visible: those of them with an end point not behind the laser
+            theta = float(rng.uniform(-math.pi, math.pi))
+            c, s = math.cos(theta), math.sin(theta)
+            seg = wm.segments
+            ahead = np.maximum((seg[:, 0] - x) * c + (seg[:, 1] - y) * s, (seg[:, 2] - x) * c + (seg[:, 3] - y) * s)
+            expected = np.flatnonzero(near & (ahead > -1e-9))
+            np.testing.assert_array_equal(wm.visible((x, y, theta), radius), expected)
 
 
 def test_visible_walls_are_in_range_and_in_front() -> None:

@@ -22,8 +22,11 @@ gated by its Mahalanobis distance νᵀS⁻¹ν < ``gate`` (chi-square, 2 dof) a
 points, carried into the map frame, must overlap the wall's extent with a margin (``overlap_margin`` plus three
 standard deviations of the pose along the wall). Pairs are then taken greedily, nearest first (the larger overlap
 first between equal distances, which settles collinear walls), one feature per wall and one wall per feature, and
-all of them update the state at once; the covariance in Joseph form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays
-symmetric and positive.
+all of them update the state together: as their noises are independent, one pair after the other, H kept at the
+prior and each innovation moved by the state's change so far, which is the joint update with 2x2 inverses only;
+the covariance in Joseph form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays symmetric and positive. The gating,
+pairing and update are plain loops compiled by numba: on a few features and walls, numpy's per-call overhead
+would cost more than the arithmetic, on every scan.
 
 **Lost.** A scan with fewer than ``min_matches`` pairs is poor; after ``lost_after`` poor scans in a row, or when the
 position's standard deviation passes ``lost_position_std``, the filter says it is lost, until a scan matches again.
@@ -45,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -230,6 +234,12 @@ def _covariance(value: npt.ArrayLike, what: str) -> FloatArray:
     return 0.5 * (c + c.T)
 
 
+def _largest_position_variance(p: FloatArray) -> float:
+    """The larger eigenvalue of the position block of ``p``, m² (in closed form: a 2x2 symmetric matrix)."""
+    a, b, c = float(p[0, 0]), float(p[0, 1]), float(p[1, 1])
+    return 0.5 * (a + c) + math.hypot(0.5 * (a - c), b)
+
+
 class _Features:
     """The features of one scan as arrays."""
 
@@ -246,92 +256,209 @@ class _Features:
         self.distance = np.hypot(mid[:, 0], mid[:, 1])
 
 
-@dataclass(frozen=True)
-class _Pairs:
-    """Every (feature, wall) pair of a scan: innovation, innovation covariance, Jacobian rows, gate and overlap."""
-
-    gamma: FloatArray  # (C,) predicted line of each wall, laser frame
-    rho: FloatArray
-    nu_a: FloatArray  # (F, C)
-    nu_r: FloatArray
-    s_aa: FloatArray
-    s_ar: FloatArray
-    s_rr: FloatArray
-    d2: FloatArray
-    overlap: FloatArray
-    sign: FloatArray  # (C,)
-    ca: FloatArray
-    sa: FloatArray
-    r_aa: FloatArray  # (F, C) measurement noise: feature + wall
-    r_ar: FloatArray
-    r_rr: FloatArray
-
-
-def _pairs(
-    state: FloatArray, p: FloatArray, feats: _Features, wall_map: WallMap, walls: IntArray, margin: float
-) -> _Pairs:
-    x, y, theta = (float(v) for v in state)
-    alpha = wall_map.alpha[walls]
-    rho = wall_map.rho[walls]
-    ca, sa = np.cos(alpha), np.sin(alpha)
-    rho_r = rho - x * ca - y * sa
-    sign = np.where(rho_r < 0.0, -1.0, 1.0)
-    gamma = alpha - theta + np.where(sign < 0.0, math.pi, 0.0)
-    rho_r = sign * rho_r
-    # H P Hᵀ with H = [[0, 0, -1], [-s c, -s s, 0]]
-    hp_aa = np.full(alpha.shape, p[2, 2])
-    hp_ar = sign * (ca * p[2, 0] + sa * p[2, 1])
-    hp_rr = ca * ca * p[0, 0] + 2.0 * ca * sa * p[0, 1] + sa * sa * p[1, 1]
-    # the wall's own covariance through J_w = [[1, 0], [s (x sin α - y cos α), s]]
-    cw = wall_map.covariance[walls]
-    j = sign * (x * sa - y * ca)
-    w_aa = cw[:, 0, 0]
-    w_ar = j * cw[:, 0, 0] + sign * cw[:, 0, 1]
-    w_rr = j * j * cw[:, 0, 0] + 2.0 * j * sign * cw[:, 0, 1] + cw[:, 1, 1]
-    r_aa = feats.caa[:, None] + w_aa[None, :]
-    r_ar = feats.car[:, None] + w_ar[None, :]
-    r_rr = feats.crr[:, None] + w_rr[None, :]
-    s_aa = r_aa + hp_aa[None, :]
-    s_ar = r_ar + hp_ar[None, :]
-    s_rr = r_rr + hp_rr[None, :]
-    nu_a = _wrap(feats.alpha[:, None] - gamma[None, :])
-    nu_r = feats.r[:, None] - rho_r[None, :]
-    det = s_aa * s_rr - s_ar * s_ar
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d2 = (s_rr * nu_a * nu_a - 2.0 * s_ar * nu_a * nu_r + s_aa * nu_r * nu_r) / det
-    d2 = np.where(det > 0.0, d2, np.inf)
-    # overlap of the feature's segment, in the map frame, with the wall's extent along its line
-    c, s = math.cos(theta), math.sin(theta)
-    e = feats.ends
-    wx1, wy1 = x + c * e[:, 0] - s * e[:, 1], y + s * e[:, 0] + c * e[:, 1]
-    wx2, wy2 = x + c * e[:, 2] - s * e[:, 3], y + s * e[:, 2] + c * e[:, 3]
-    t1 = -wx1[:, None] * sa[None, :] + wy1[:, None] * ca[None, :]
-    t2 = -wx2[:, None] * sa[None, :] + wy2[:, None] * ca[None, :]
-    along = sa * sa * p[0, 0] - 2.0 * sa * ca * p[0, 1] + ca * ca * p[1, 1]
-    slack = margin + 3.0 * (
-        np.sqrt(np.maximum(along, 0.0))[None, :] + feats.distance[:, None] * math.sqrt(max(p[2, 2], 0.0))
-    )
-    extent = wall_map.extent[walls]
-    lo = np.maximum(np.minimum(t1, t2), extent[None, :, 0] - slack)
-    hi = np.minimum(np.maximum(t1, t2), extent[None, :, 1] + slack)
-    return _Pairs(_wrap(gamma), rho_r, nu_a, nu_r, s_aa, s_ar, s_rr, d2, hi - lo, sign, ca, sa, r_aa, r_ar, r_rr)
-
-
 def associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[int, int]]:
-    """One-to-one pairs (feature, candidate column) within the gate and overlapping, nearest first."""
-    fi, ci = np.nonzero((d2 < gate) & (overlap > 0.0))
-    if fi.shape[0] == 0:
-        return []
-    order = np.lexsort((-overlap[fi, ci], d2[fi, ci]))
-    used_f: set[int] = set()
-    used_c: set[int] = set()
-    chosen: list[tuple[int, int]] = []
-    for f, c in zip(fi[order].tolist(), ci[order].tolist(), strict=True):
-        if f not in used_f and c not in used_c:
-            used_f.add(f)
-            used_c.add(c)
-            chosen.append((f, c))
-    return chosen
+    """One-to-one pairs (feature, candidate column) within the gate and overlapping, nearest first (the larger
+    overlap first between equal distances)."""
+    d2 = np.ascontiguousarray(d2, dtype=np.float64)
+    overlap = np.ascontiguousarray(overlap, dtype=np.float64)
+    if d2.ndim != 2 or d2.shape != overlap.shape:
+        raise ValueError(f"d2 and overlap must be 2-D of the same shape, got {d2.shape} and {overlap.shape}")
+    return [(f, c) for f, c in _greedy(d2, overlap, float(gate)).tolist()]
+
+
+# -- compiled kernels ------------------------------------------------------------------------------------------------
+# The update runs on every scan; in numpy its dozens of array calls on a few features and walls cost more in call
+# overhead than in arithmetic. These are plain loops over scalars, compiled by numba (cached beside the module).
+
+
+@numba.njit(cache=True)
+def _greedy(d2: FloatArray, overlap: FloatArray, gate: float) -> IntArray:
+    """``(K, 2)`` pairs (row, column) with ``d2 < gate`` and ``overlap > 0``, one per row and column, in the order
+    taken: the smallest ``d2`` of the pairs whose row and column are both free, then the largest ``overlap``, then
+    the first in row-major order (the same pairs and order as going down the pairs sorted by those keys)."""
+    rows, cols = d2.shape
+    candidates = np.empty((rows * cols, 2), dtype=np.int64)
+    k = 0
+    for f in range(rows):
+        for c in range(cols):
+            if d2[f, c] < gate and overlap[f, c] > 0.0:  # NaN passes neither
+                candidates[k, 0] = f
+                candidates[k, 1] = c
+                k += 1
+    free_row = np.ones(rows, dtype=np.bool_)
+    free_col = np.ones(cols, dtype=np.bool_)
+    chosen = np.empty((min(rows, cols), 2), dtype=np.int64)
+    m = 0
+    while True:
+        best = -1
+        best_d2 = 0.0
+        best_overlap = 0.0
+        for i in range(k):
+            f = candidates[i, 0]
+            c = candidates[i, 1]
+            if not (free_row[f] and free_col[c]):
+                continue
+            if best < 0 or d2[f, c] < best_d2 or (d2[f, c] == best_d2 and overlap[f, c] > best_overlap):
+                best = i
+                best_d2 = d2[f, c]
+                best_overlap = overlap[f, c]
+        if best < 0:
+            break
+        f = candidates[best, 0]
+        c = candidates[best, 1]
+        free_row[f] = False
+        free_col[c] = False
+        chosen[m, 0] = f
+        chosen[m, 1] = c
+        m += 1
+    return chosen[:m].copy()
+
+
+@numba.njit(cache=True)
+def _update(
+    state: FloatArray,
+    p: FloatArray,
+    feats: FloatArray,
+    extra_var_alpha: float,
+    extra_var_r: float,
+    wall_alpha: FloatArray,
+    wall_rho: FloatArray,
+    wall_extent: FloatArray,
+    wall_cov: FloatArray,
+    walls: IntArray,
+    gate: float,
+    margin: float,
+) -> tuple[IntArray, FloatArray, FloatArray, FloatArray, float]:
+    """Gate, pair and correct (see the module docstring) the features ``(F, 9)`` (α, r, Var α, Cov(α, r), Var r,
+    start x, y, end x, y in the laser frame) against the map walls ``walls`` (indices into the map's arrays).
+
+    Returns:
+        The pairs ``(K, 2)`` (feature, column of ``walls``) in the order taken; per pair ``(K, 5)`` the predicted
+        (γ, ρ), the innovation (Δα, Δr) and its NIS; the new state and covariance; the NIS of all pairs together.
+    """
+    n_f = feats.shape[0]
+    n_c = walls.shape[0]
+    x, y, theta = state[0], state[1], state[2]
+    cos_t, sin_t = math.cos(theta), math.sin(theta)
+    heading_std = math.sqrt(max(p[2, 2], 0.0))
+    gamma = np.empty(n_c)
+    rho_r = np.empty(n_c)
+    sign = np.empty(n_c)
+    d2 = np.empty((n_f, n_c))
+    overlap = np.empty((n_f, n_c))
+    nu_a = np.empty((n_f, n_c))
+    nu_r = np.empty((n_f, n_c))
+    for c in range(n_c):
+        w = walls[c]
+        ca, sa = math.cos(wall_alpha[w]), math.sin(wall_alpha[w])
+        rho = wall_rho[w] - x * ca - y * sa
+        s = -1.0 if rho < 0.0 else 1.0
+        sign[c] = s
+        gamma[c] = wall_alpha[w] - theta + (math.pi if s < 0.0 else 0.0)
+        rho_r[c] = s * rho
+        # H P Hᵀ with H = [[0, 0, -1], [-s c, -s s, 0]]
+        hp_aa = p[2, 2]
+        hp_ar = s * (ca * p[2, 0] + sa * p[2, 1])
+        hp_rr = ca * ca * p[0, 0] + 2.0 * ca * sa * p[0, 1] + sa * sa * p[1, 1]
+        # the wall's own covariance through J_w = [[1, 0], [s (x sin α - y cos α), s]]
+        j = s * (x * sa - y * ca)
+        cw = wall_cov[w]
+        w_aa = cw[0, 0]
+        w_ar = j * cw[0, 0] + s * cw[0, 1]
+        w_rr = j * j * cw[0, 0] + 2.0 * j * s * cw[0, 1] + cw[1, 1]
+        along = math.sqrt(max(sa * sa * p[0, 0] - 2.0 * sa * ca * p[0, 1] + ca * ca * p[1, 1], 0.0))
+        for f in range(n_f):
+            s_aa = feats[f, 2] + extra_var_alpha + w_aa + hp_aa
+            s_ar = feats[f, 3] + w_ar + hp_ar
+            s_rr = feats[f, 4] + extra_var_r + w_rr + hp_rr
+            da = (feats[f, 0] - gamma[c] + math.pi) % (2.0 * math.pi) - math.pi
+            dr = feats[f, 1] - rho_r[c]
+            nu_a[f, c] = da
+            nu_r[f, c] = dr
+            det = s_aa * s_rr - s_ar * s_ar
+            d2[f, c] = (s_rr * da * da - 2.0 * s_ar * da * dr + s_aa * dr * dr) / det if det > 0.0 else math.inf
+            # overlap of the feature's segment, in the map frame, with the wall's extent along its line
+            t1 = (
+                -(x + cos_t * feats[f, 5] - sin_t * feats[f, 6]) * sa
+                + (y + sin_t * feats[f, 5] + cos_t * feats[f, 6]) * ca
+            )
+            t2 = (
+                -(x + cos_t * feats[f, 7] - sin_t * feats[f, 8]) * sa
+                + (y + sin_t * feats[f, 7] + cos_t * feats[f, 8]) * ca
+            )
+            distance = math.hypot(0.5 * (feats[f, 5] + feats[f, 7]), 0.5 * (feats[f, 6] + feats[f, 8]))
+            slack = margin + 3.0 * (along + distance * heading_std)
+            lo = max(min(t1, t2), wall_extent[w, 0] - slack)
+            hi = min(max(t1, t2), wall_extent[w, 1] + slack)
+            overlap[f, c] = hi - lo
+    chosen = _greedy(d2, overlap, gate)
+    table = np.empty((chosen.shape[0], 5))
+    # The pairs' noises are independent (R is block-diagonal), so one joint update equals the pairs applied one
+    # after the other with H kept at the prior and each innovation moved by the state's change so far: the same
+    # estimate and covariance, and the NIS of all pairs is the sum of the successive ones (the chain rule of the
+    # joint likelihood), with 2x2 inverses only. The covariance in Joseph form stays symmetric and positive.
+    xs = state.copy()
+    ps = p.copy()
+    nis = 0.0
+    ph = np.empty((3, 2))
+    gain = np.empty((3, 2))
+    a = np.empty((3, 3))
+    ap = np.empty((3, 3))
+    new = np.empty((3, 3))
+    for k in range(chosen.shape[0]):
+        f = chosen[k, 0]
+        c = chosen[k, 1]
+        w = walls[c]
+        table[k, 0] = (gamma[c] + math.pi) % (2.0 * math.pi) - math.pi
+        table[k, 1] = rho_r[c]
+        table[k, 2] = nu_a[f, c]
+        table[k, 3] = nu_r[f, c]
+        table[k, 4] = d2[f, c]
+        h0 = -sign[c] * math.cos(wall_alpha[w])  # H = [[0, 0, -1], [h0, h1, 0]]
+        h1 = -sign[c] * math.sin(wall_alpha[w])
+        ca, sa = -h0 * sign[c], -h1 * sign[c]
+        j = sign[c] * (x * sa - y * ca)
+        cw = wall_cov[w]
+        r_aa = feats[f, 2] + extra_var_alpha + cw[0, 0]
+        r_ar = feats[f, 3] + j * cw[0, 0] + sign[c] * cw[0, 1]
+        r_rr = feats[f, 4] + extra_var_r + j * j * cw[0, 0] + 2.0 * j * sign[c] * cw[0, 1] + cw[1, 1]
+        v_a = nu_a[f, c] + (xs[2] - state[2])
+        v_r = nu_r[f, c] - h0 * (xs[0] - state[0]) - h1 * (xs[1] - state[1])
+        # P Hᵀ, S = H P Hᵀ + R and its inverse, the gain K = P Hᵀ S⁻¹
+        for i in range(3):
+            ph[i, 0] = -ps[i, 2]
+            ph[i, 1] = h0 * ps[i, 0] + h1 * ps[i, 1]
+        s_aa = -ph[2, 0] + r_aa
+        s_ar = h0 * ph[0, 0] + h1 * ph[1, 0] + r_ar
+        s_rr = h0 * ph[0, 1] + h1 * ph[1, 1] + r_rr
+        det = s_aa * s_rr - s_ar * s_ar
+        i_aa, i_ar, i_rr = s_rr / det, -s_ar / det, s_aa / det
+        nis += v_a * (i_aa * v_a + i_ar * v_r) + v_r * (i_ar * v_a + i_rr * v_r)
+        for i in range(3):
+            gain[i, 0] = ph[i, 0] * i_aa + ph[i, 1] * i_ar
+            gain[i, 1] = ph[i, 0] * i_ar + ph[i, 1] * i_rr
+            xs[i] += gain[i, 0] * v_a + gain[i, 1] * v_r
+            # A = I - K H
+            a[i, 0] = (1.0 if i == 0 else 0.0) - gain[i, 1] * h0
+            a[i, 1] = (1.0 if i == 1 else 0.0) - gain[i, 1] * h1
+            a[i, 2] = (1.0 if i == 2 else 0.0) + gain[i, 0]
+        # P ← A P Aᵀ + K R Kᵀ
+        for i in range(3):
+            for m in range(3):
+                ap[i, m] = a[i, 0] * ps[0, m] + a[i, 1] * ps[1, m] + a[i, 2] * ps[2, m]
+        for i in range(3):
+            for m in range(3):
+                new[i, m] = (
+                    ap[i, 0] * a[m, 0]
+                    + ap[i, 1] * a[m, 1]
+                    + ap[i, 2] * a[m, 2]
+                    + gain[i, 0] * (r_aa * gain[m, 0] + r_ar * gain[m, 1])
+                    + gain[i, 1] * (r_ar * gain[m, 0] + r_rr * gain[m, 1])
+                )
+        for i in range(3):
+            for m in range(3):
+                ps[i, m] = 0.5 * (new[i, m] + new[m, i])
+    return chosen, table, xs, ps, nis
 
 
 class PoseFilter:
@@ -381,7 +508,7 @@ class PoseFilter:
     @property
     def status(self) -> FilterStatus:
         """The filter's health (see :class:`FilterStatus`)."""
-        position = float(np.sqrt(max(float(np.linalg.eigvalsh(self._p[:2, :2])[-1]), 0.0)))
+        position = math.sqrt(max(_largest_position_variance(self._p), 0.0))
         return FilterStatus(
             self._lost,
             self._poor,
@@ -450,8 +577,7 @@ class PoseFilter:
         t = np.array([[1.0, 0.0, -oy], [0.0, 1.0, ox], [0.0, 0.0, 1.0]])
         turn = ft - pt
         ct, st = math.cos(turn), math.sin(turn)
-        rot = np.array([[ct, -st, 0.0], [st, ct, 0.0], [0.0, 0.0, 1.0]])
-        g = rot @ t
+        g = np.array([[ct, -st, 0.0], [st, ct, 0.0], [0.0, 0.0, 1.0]]) @ t
         q = g @ sigma @ g.T
         # what the dead reckoning's random-noise model leaves out: errors that grow with the distance and the turn
         prm = self.params
@@ -462,7 +588,10 @@ class PoseFilter:
         if step > 0.0:
             ex, ey = dx / step, dy / step
             along = prm.distance_scale_std**2 * length * step
-            q[:2, :2] += along * np.array([[ex * ex, ex * ey], [ex * ey, ey * ey]])
+            q[0, 0] += along * ex * ex
+            q[0, 1] += along * ex * ey
+            q[1, 0] += along * ex * ey
+            q[1, 1] += along * ey * ey
         q[2, 2] += prm.heading_drift_std**2 * length * step + prm.turn_scale_std**2 * abs(dtheta) * math.pi
         self._x = self._x + np.array([dx, dy, dtheta])
         p = f @ self._p @ f.T + q
@@ -486,20 +615,27 @@ class PoseFilter:
         matches: list[Match] = []
         nis = 0.0
         if features and walls.shape[0]:
-            feats = _Features(features, prm.extra_alpha_std, prm.extra_r_std)
-            pairs = _pairs(self._x, self._p, feats, wall_map, walls, prm.overlap_margin)
-            chosen = associate(pairs.d2, pairs.overlap, prm.gate)
-            if chosen:
-                nis = self._correct(pairs, chosen)
+            feats = np.array([(f.alpha, f.r, f.var_alpha, f.cov_alpha_r, f.var_r, *f.start, *f.end) for f in features])
+            chosen, table, x, p, nis = _update(
+                self._x,
+                self._p,
+                feats,
+                prm.extra_alpha_std**2,
+                prm.extra_r_std**2,
+                wall_map.alpha,
+                wall_map.rho,
+                wall_map.extent,
+                wall_map.covariance,
+                walls,
+                prm.gate,
+                prm.overlap_margin,
+            )
+            if chosen.shape[0]:
+                self._x, self._p = x, p
+                ids = walls.tolist()
                 matches = [
-                    Match(
-                        f,
-                        int(walls[c]),
-                        (float(pairs.gamma[c]), float(pairs.rho[c])),
-                        (float(pairs.nu_a[f, c]), float(pairs.nu_r[f, c])),
-                        float(pairs.d2[f, c]),
-                    )
-                    for f, c in chosen
+                    Match(f, ids[c], (gamma, rho), (nu_a, nu_r), d2)
+                    for (f, c), (gamma, rho, nu_a, nu_r, d2) in zip(chosen.tolist(), table.tolist(), strict=True)
                 ]
         self._updates += 1
         self._last_matches = len(matches)
@@ -512,34 +648,9 @@ class PoseFilter:
         self._check_lost()
         return UpdateResult(self.pose, self.covariance, tuple(matches), nis, int(walls.shape[0]), self._lost)
 
-    def _correct(self, pairs: _Pairs, chosen: list[tuple[int, int]]) -> float:
-        """Joint EKF update with the chosen pairs; returns their NIS."""
-        m = len(chosen)
-        h = np.zeros((2 * m, 3))
-        r = np.zeros((2 * m, 2 * m))
-        nu = np.zeros(2 * m)
-        for k, (f, c) in enumerate(chosen):
-            sgn = float(pairs.sign[c])
-            h[2 * k, 2] = -1.0
-            h[2 * k + 1, 0] = -sgn * float(pairs.ca[c])
-            h[2 * k + 1, 1] = -sgn * float(pairs.sa[c])
-            r[2 * k, 2 * k] = pairs.r_aa[f, c]
-            r[2 * k, 2 * k + 1] = r[2 * k + 1, 2 * k] = pairs.r_ar[f, c]
-            r[2 * k + 1, 2 * k + 1] = pairs.r_rr[f, c]
-            nu[2 * k] = pairs.nu_a[f, c]
-            nu[2 * k + 1] = pairs.nu_r[f, c]
-        p = self._p
-        s = h @ p @ h.T + r
-        gain = np.linalg.solve(s, h @ p).T  # P Hᵀ S⁻¹ (S and P symmetric)
-        self._x = self._x + gain @ nu
-        a = np.eye(3) - gain @ h
-        p = a @ p @ a.T + gain @ r @ gain.T
-        self._p = 0.5 * (p + p.T)
-        return float(nu @ np.linalg.solve(s, nu))
-
     def _check_lost(self) -> None:
         prm = self.params
-        position = float(np.linalg.eigvalsh(self._p[:2, :2])[-1])
+        position = _largest_position_variance(self._p)
         if self._poor >= prm.lost_after or position > prm.lost_position_std**2:
             self._lost = True
 

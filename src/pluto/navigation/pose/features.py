@@ -316,7 +316,8 @@ def _extract(
         ):
             dropped = True
             continue
-        moments[kept] = moments[j]
+        for q in range(6):
+            moments[kept, q] = moments[j, q]
         points[kept] = points[j]
         first[kept] = first[j]
         last[kept] = last[j]
@@ -422,7 +423,8 @@ def _merge(
             start = first[j]
             alpha, r, va, car, vr, _, _ = _line(current)
             depth = j
-        moments[depth] = current
+        for q in range(6):  # element by element: numba compiles a row assignment slowly
+            moments[depth, q] = current[q]
         points[depth] = count
         first[depth] = start
         last[depth] = end

@@ -18,10 +18,10 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
-from pluto.sim.raycast import segment_distance
 from pluto.sim.world import World, load_world
 
 __all__ = ["WallMap"]
@@ -215,6 +215,15 @@ class WallMap:
 
     def near(self, x: float, y: float, radius: float) -> IntArray:
         """Indices (sorted) of the walls with some point within ``radius`` (m) of (x, y) (m)."""
+        return self._within(float(x), float(y), radius, None)
+
+    def visible(self, pose: tuple[float, float, float], max_range: float, fov: float = math.pi) -> IntArray:
+        """Walls a laser at ``pose`` (x, y, θ; m, rad) could see: within ``max_range`` (m) and, for a field of view
+        of at most π (rad), with some part in front of the laser (occlusion is not considered)."""
+        return self._within(float(pose[0]), float(pose[1]), max_range, None if fov > math.pi else float(pose[2]))
+
+    def _within(self, x: float, y: float, radius: float, heading: float | None) -> IntArray:
+        """The walls within ``radius`` of (x, y), and with some part ahead of ``heading`` unless it is None."""
         if len(self) == 0 or not radius >= 0:
             return np.zeros(0, dtype=np.intp)
         radius = min(radius, 1e12)  # an infinite radius: everything
@@ -227,27 +236,19 @@ class WallMap:
         iy1 = min(math.floor((y + radius - y0) / c), ny - 1)
         if ix0 > ix1 or iy0 > iy1:
             return np.zeros(0, dtype=np.intp)
-        starts = self._row_start
-        parts = [self._cell_walls[starts[row * nx + ix0] : starts[row * nx + ix1 + 1]] for row in range(iy0, iy1 + 1)]
-        found = np.unique(np.concatenate(parts))
-        if found.shape[0] == 0:
-            return found
-        keep = segment_distance((x, y), self.segments[found]) <= radius
-        result: IntArray = found[keep]
-        return result
-
-    def visible(self, pose: tuple[float, float, float], max_range: float, fov: float = math.pi) -> IntArray:
-        """Walls a laser at ``pose`` (x, y, θ; m, rad) could see: within ``max_range`` (m) and, for a field of view
-        of at most π (rad), with some part in front of the laser (occlusion is not considered)."""
-        found = self.near(pose[0], pose[1], max_range)
-        if fov > math.pi or found.shape[0] == 0:
-            return found
-        c, s = math.cos(pose[2]), math.sin(pose[2])
-        seg = self.segments[found]
-        ahead1 = (seg[:, 0] - pose[0]) * c + (seg[:, 1] - pose[1]) * s
-        ahead2 = (seg[:, 2] - pose[0]) * c + (seg[:, 3] - pose[1]) * s
-        result: IntArray = found[np.maximum(ahead1, ahead2) > -1e-9]
-        return result
+        ahead = heading is not None
+        theta = heading if heading is not None else 0.0
+        found: IntArray = _query(
+            self._row_start,
+            self._cell_walls,
+            self.segments,
+            nx,
+            (ix0, ix1, iy0, iy1),
+            (x, y, radius),
+            ahead,
+            (math.cos(theta), math.sin(theta)),
+        )
+        return found
 
     def bounds(self) -> tuple[float, float, float, float]:
         """``(xmin, ymin, xmax, ymax)`` of the walls, m (zeros for an empty map)."""
@@ -255,3 +256,45 @@ class WallMap:
             return 0.0, 0.0, 0.0, 0.0
         p = np.vstack((self.segments[:, :2], self.segments[:, 2:]))
         return float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max())
+
+
+@numba.njit(cache=True)
+def _query(
+    row_start: IntArray,
+    cell_walls: IntArray,
+    segments: FloatArray,
+    nx: int,
+    cells: tuple[int, int, int, int],
+    circle: tuple[float, float, float],
+    ahead: bool,
+    direction: tuple[float, float],
+) -> IntArray:
+    """Indices (sorted) of the walls listed in the grid's cells ``(ix0, ix1, iy0, iy1)`` (inclusive) whose segment
+    comes within the ``circle`` (x, y, radius) and, if ``ahead``, has an end point not behind the line through its
+    centre across ``direction`` (cos θ, sin θ).
+
+    Compiled: a query of the grid runs for every scan, and in numpy it is a dozen array calls per row of cells."""
+    ix0, ix1, iy0, iy1 = cells
+    x, y, radius = circle
+    c, s = direction
+    hit = np.zeros(segments.shape[0], dtype=np.bool_)
+    seen = np.zeros(segments.shape[0], dtype=np.bool_)
+    for row in range(iy0, iy1 + 1):
+        for k in range(row_start[row * nx + ix0], row_start[row * nx + ix1 + 1]):
+            w = cell_walls[k]
+            if seen[w]:
+                continue
+            seen[w] = True
+            rx = segments[w, 0] - x
+            ry = segments[w, 1] - y
+            ex = segments[w, 2] - segments[w, 0]
+            ey = segments[w, 3] - segments[w, 1]
+            length2 = ex * ex + ey * ey
+            u = -(rx * ex + ry * ey) / length2 if length2 > 0.0 else 0.0
+            u = min(max(u, 0.0), 1.0)
+            if math.hypot(rx + u * ex, ry + u * ey) > radius:
+                continue
+            if ahead and max(rx * c + ry * s, (segments[w, 2] - x) * c + (segments[w, 3] - y) * s) <= -1e-9:
+                continue
+            hit[w] = True
+    return np.flatnonzero(hit)
