@@ -1,0 +1,1006 @@
+"""The motion module's pure logic: moveto by ray following, explore, investigate, the rectangle, active scanning
+with the wrist, and the status codes of ``motion/status``.
+
+Every step gets the newest pose, laser scan, wrist state and ``avoidance/status`` and returns the command for the
+avoid module (or nothing), the wrist target and the status; no I/O, no clock (``now`` is passed in).
+
+Moveto (ray following, pluto-software.txt §6.3): the robot stops and scans (element[3] = 1): it looks straight
+ahead, then pans the wrist to the side it is about to turn to and tilts it to look at the ground there. From the
+scans it weighs two kinds of ways: free rays (strips as wide as the robot plus a margin, every 5° of the directions
+seen, cut at the rectangle) and openings (doorways: the edges where the range jumps up and down again). Each way is
+scored by the length to its best point plus the straight distance from there to the goal, doubled when the scans
+show a wall between them. It then follows the best way (element[3] = 3): a ray by an avoid goto to its best point
+(avoid drives down the middle of the street), a narrow doorway by lining up in front of it and driving through it
+along the line the laser measures between its jambs. While following it checks both sides for new openings; one
+that promises a shorter way stops the robot to scan and decide again. Once the goal is near and nothing stands in
+between, the simple avoid goto takes over (element[2] = -2) until the goal is reached (element[2] = 1).
+
+Explore: the rectangle is covered by the laser on a grid of 0.25 m cells; the robot goes (by the same ray
+following) to the nearest safe place next to unseen cells, scanning at each decision, until none is left, then
+returns home by moveto (element[2] = -1, -2, 1) and turns to the home heading.
+
+Investigate: the robot goes to the closest object the laser sees (element[3] = 11), asks for the arm to be
+unfolded if there is one, and circles the object once (element[3] = 12); then element[2] = 2.
+
+Commands (``motion/command``):
+
+* cmd_flags < 40 (and >= 0): passed through to avoid unchanged; a motion in progress stops and can be resumed.
+* -1: released: passed to avoid (which stops too) and the motion thread stops.
+* 42 moveto: position[0..1] = (x, y) in the ``Localization/Pose`` frame (kept inside the rectangle).
+* 43 investigate the closest object.
+* 44 explore: rectangle (b, h) = velocity[0..1], home = the current pose; then explore. Sent while a stopped motion
+  waits (with no rectangle, or the one in force), it resumes that motion instead.
+* 45 start/resume: resumes the stopped motion, else starts exploring the rectangle set by 46.
+* 46 just set the rectangle: (b, h) = velocity[0..1], home (x, y) = position[0..1], θ = force[0]. b = 0 removes it.
+
+Status (``motion/status``): data and element[0..1] are avoid's status; element[2] is the moveto status
+(-1 moveto point set, -2 nearing it with the simple goto, 1 at the goal, 2 investigate done, 0 otherwise);
+element[3] is the motion status (-10 motion thread stopped, -1 not in motion with the rectangle set, 0 not in motion
+and no rectangle, 11 investigate moving towards the object, 12 investigate circling it, 1 scanning for new paths,
+3 following a path).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pluto.geometry import wrap_angle
+from pluto.movement.motion.geometry import CoverageGrid, Gap, Rectangle, find_gaps, free_length, segment_blocked
+
+__all__ = [
+    "AT_GOAL",
+    "CIRCLING",
+    "EXPLORE",
+    "FOLLOWING",
+    "IDLE",
+    "IDLE_RECTANGLE",
+    "INVESTIGATE",
+    "INVESTIGATE_DONE",
+    "MOVETO",
+    "MOVETO_IDLE",
+    "MOVETO_SET",
+    "NEARING",
+    "PASS_LIMIT",
+    "RELEASE",
+    "RESUME",
+    "SCANNING",
+    "SET_RECTANGLE",
+    "THREAD_STOPPED",
+    "TOWARDS_OBJECT",
+    "AvoidOrder",
+    "Candidate",
+    "MotionController",
+    "MotionInputs",
+    "MotionOutput",
+    "MotionParams",
+    "Scan",
+    "choose_way",
+    "closest_object",
+]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+WorldScan = tuple[tuple[float, float], FloatArray, FloatArray, BoolArray]
+"""A scan in the pose frame: (laser origin m, world bearings rad, ranges m, echo mask)."""
+
+# -- command flags ---------------------------------------------------------------------------------------------------
+RELEASE = -1
+PASS_LIMIT = 40
+"""cmd_flags below this (and >= 0) are passed through to avoid."""
+MOVETO, INVESTIGATE, EXPLORE, RESUME, SET_RECTANGLE = 42, 43, 44, 45, 46
+
+# -- element[2]: moveto status ---------------------------------------------------------------------------------------
+MOVETO_IDLE = 0
+MOVETO_SET = -1
+NEARING = -2
+AT_GOAL = 1
+INVESTIGATE_DONE = 2
+
+# -- element[3]: motion status ---------------------------------------------------------------------------------------
+THREAD_STOPPED = -10
+IDLE_RECTANGLE = -1
+IDLE = 0
+SCANNING = 1
+FOLLOWING = 3
+TOWARDS_OBJECT = 11
+CIRCLING = 12
+
+_LASER_GOTO = 22  # avoid goto with laser avoidance
+_LASER_VELOCITY = 20  # avoid velocity with laser protection
+_PLAIN_VELOCITY = 0  # avoid velocity, no protection (through a doorway the jambs are closer than its stop strip)
+
+
+@dataclass(frozen=True)
+class MotionParams:
+    """Tuning of the motion controller.
+
+    Attributes:
+        robot_radius: m.
+        ray_margin: a ray is free if a strip of half-width robot_radius + ray_margin is, m.
+        ray_max: longest ray followed at once, m.
+        ray_step: angle between the rays weighed, rad.
+        stop_short: a ray's usable length stops this far before what ends it, m.
+        door_max: openings narrower than this are passed as doorways (lined up and driven through), m.
+        gap_jump: range step that marks the edge of an opening, m.
+        handover: the avoid goto takes over when the goal is nearer than this and in plain view, m.
+        goal_tolerance: a moveto or a waypoint is reached within this distance, m.
+        speed, turn_rate: limits given to the avoid goto, m/s, rad/s.
+        door_speed: speed through a doorway, m/s.
+        look_pan: largest pan when looking to a side, rad.
+        ground_tilt: tilt when looking at the ground (positive down), rad.
+        laser_height: height of the scan plane, m (the ground is seen at laser_height / sin(tilt)).
+        look_time: time spent looking at each view once the wrist is there, s.
+        wrist_tolerance: the wrist is there within this, rad.
+        blocked_penalty: extra cost of a way whose end the scans show a wall between it and the goal, m.
+        max_decisions: a moveto gives up after this many scans without reaching its goal.
+        progress_time: a way on which the robot came no nearer its end for this long is given up, s.
+        explore_cell: cell of the coverage grid, m.
+        explore_reach: a place to go to must be this near the unseen cells it would show, m.
+        explore_min_cells: ... and there must be at least this many of them.
+        explore_max_targets: an exploration returns home after this many places.
+        investigate_range: objects farther than this are not investigated, m.
+        circle_clearance: distance between the robot's body and the object while circling, m.
+        circle_speed: m/s.
+    """
+
+    robot_radius: float = 0.4
+    ray_margin: float = 0.2
+    ray_max: float = 8.0
+    ray_step: float = math.radians(5.0)
+    stop_short: float = 0.6
+    door_max: float = 1.4
+    gap_jump: float = 0.6
+    handover: float = 6.0
+    goal_tolerance: float = 0.3
+    speed: float = 0.6
+    turn_rate: float = 1.0
+    door_speed: float = 0.2
+    look_pan: float = 1.4
+    ground_tilt: float = 0.35
+    laser_height: float = 0.9
+    look_time: float = 0.4
+    wrist_tolerance: float = 0.05
+    blocked_penalty: float = 2.0
+    max_decisions: int = 40
+    progress_time: float = 15.0
+    explore_cell: float = 0.25
+    explore_reach: float = 1.5
+    explore_min_cells: int = 4
+    explore_max_targets: int = 30
+    investigate_range: float = 5.0
+    circle_clearance: float = 0.5
+    circle_speed: float = 0.3
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A laser scan as the controller needs it.
+
+    Attributes:
+        stamp: s.
+        ranges: (N,) m (-1 fault, >= max_range no echo).
+        angles: (N,) bearings in the laser frame, rad, increasing.
+        max_range: m.
+        pan, tilt: the wrist when it was taken, rad (tilt positive down).
+        mount_x: forward offset of the wrist axis from the robot centre, m.
+        pose: the robot's pose when it was taken, (x m, y m, θ rad), if known (else the step's pose is used).
+    """
+
+    stamp: float
+    ranges: FloatArray
+    angles: FloatArray
+    max_range: float
+    pan: float = 0.0
+    tilt: float = 0.0
+    mount_x: float = 0.25
+    pose: tuple[float, float, float] | None = None
+
+    def world(self, pose: tuple[float, float, float]) -> WorldScan:
+        """(laser origin, world bearings (N,), ranges (N,), echo mask (N,)) of the scan, taken at its own pose if it
+        has one, else at ``pose``."""
+        x, y, th = self.pose if self.pose is not None else pose
+        origin = (x + self.mount_x * math.cos(th), y + self.mount_x * math.sin(th))
+        bearings = th + self.pan + self.angles
+        r = self.ranges
+        ok = (r > 0.0) & (r < self.max_range - 1e-6)
+        return origin, bearings, r, ok
+
+
+@dataclass(frozen=True)
+class MotionInputs:
+    """What the controller sees in one step.
+
+    Attributes:
+        pose: (x m, y m, θ rad) from ``Localization/Pose``, or None before the first.
+        scan: the newest laser scan, or None.
+        wrist: (pan, tilt) of ``Wrist/State``, rad, or None.
+        avoid_data: data of ``avoidance/status``.
+        avoid_element: element[0..1] of ``avoidance/status`` (element[1] -10 when the avoid thread is stopped).
+        has_arm: an arm is present (investigate asks for it to unfold).
+    """
+
+    pose: tuple[float, float, float] | None = None
+    scan: Scan | None = None
+    wrist: tuple[float, float] | None = None
+    avoid_data: tuple[float, float] = (0.0, 0.0)
+    avoid_element: tuple[int, int] = (0, 0)
+    has_arm: bool = False
+
+
+@dataclass(frozen=True)
+class AvoidOrder:
+    """A command for ``avoidance/command``."""
+
+    cmd_flags: int
+    position: tuple[float, ...] = ()
+    velocity: tuple[float, ...] = ()
+    force: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MotionOutput:
+    """The result of a step.
+
+    Attributes:
+        avoid: the commands to write to avoid, in order (none: write nothing).
+        wrist: the (pan, tilt) to command, rad, or None to leave the wrist.
+        data, element: the status.
+        start_avoid: the avoid thread is stopped and a motion needs it: start it.
+        unfold_arm: ask the arm to unfold (investigate, once).
+    """
+
+    avoid: tuple[AvoidOrder, ...]
+    wrist: tuple[float, float] | None
+    data: tuple[float, float]
+    element: tuple[int, int, int, int]
+    start_avoid: bool = False
+    unfold_arm: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A way the robot may take.
+
+    Attributes:
+        kind: "ray" or "door".
+        target: where it leads, m (for a door: a point beyond it).
+        cost: estimated length of the whole way to the goal, m.
+        bearing: its direction from the robot, rad (pose frame).
+        gap: the opening, for a door.
+    """
+
+    kind: str
+    target: tuple[float, float]
+    cost: float
+    bearing: float
+    gap: Gap | None = None
+
+
+def choose_way(
+    points: FloatArray,
+    scans: list[tuple[tuple[float, float], FloatArray, FloatArray]],
+    pose: tuple[float, float, float],
+    goal: tuple[float, float],
+    seen: NDArray[np.bool_],
+    rect: Rectangle,
+    params: MotionParams,
+    avoid: Sequence[tuple[float, float]] = (),
+) -> Candidate | None:
+    """The best way towards ``goal`` from the scans of one decision.
+
+    Args:
+        points: (N, 2) echoes of the scans, m (pose frame).
+        scans: per scan (origin, echo points (M, 2) in beam order, their ranges (M,)), for openings.
+        pose: the robot, (x m, y m, θ rad).
+        goal: m.
+        seen: (K,) which of K equal sectors of world bearing (from -π) the scans covered.
+        rect: bounds the way ends.
+        params: tuning.
+        avoid: places already reached or passed: ways ending within 1 m of one cost more (no going back and forth).
+
+    Returns:
+        The cheapest candidate, or None if no way makes progress.
+    """
+    p = params
+    x, y, th = pose
+    here = math.hypot(goal[0] - x, goal[1] - y)
+    clearance = p.robot_radius + 0.1
+    best: Candidate | None = None
+    k = len(seen)
+
+    def cost_of(target: tuple[float, float], travel: float, turn: float) -> float:
+        rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
+        blocked = rest > 0.3 and segment_blocked(points, target, goal, clearance)
+        c = travel + rest * (2.0 if blocked else 1.0) + (p.blocked_penalty if blocked else 0.0) + 0.3 * abs(turn)
+        if any(math.hypot(target[0] - a, target[1] - b) < 1.0 for a, b in avoid):
+            c += 3.0
+        return c
+
+    n_rays = round(2 * math.pi / p.ray_step)
+    for i in range(n_rays):
+        phi = -math.pi + (i + 0.5) * 2 * math.pi / n_rays
+        if not seen[int((phi + math.pi) / (2 * math.pi) * k) % k]:
+            continue
+        length = free_length(points, (x, y), phi, p.robot_radius + p.ray_margin, p.ray_max)
+        if rect.set:
+            length = min(length, rect.exit_distance(x, y, phi) - p.robot_radius)
+        usable = length - p.stop_short
+        if usable < 0.5:
+            continue
+        u = (math.cos(phi), math.sin(phi))
+        t = min(max((goal[0] - x) * u[0] + (goal[1] - y) * u[1], 0.0), usable)
+        if t < 0.5:
+            continue
+        target = (x + t * u[0], y + t * u[1])
+        c = cost_of(target, t, wrap_angle(phi - th))
+        if math.hypot(goal[0] - target[0], goal[1] - target[1]) > here - 0.3:
+            continue
+        if best is None or c < best.cost:
+            best = Candidate("ray", target, c, phi)
+    for origin, echo, ranges in scans:
+        for gap in find_gaps(echo, ranges, origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump):
+            target = gap.point(1.0)
+            if not rect.contains(*target, margin=p.robot_radius):
+                continue
+            mx, my = gap.middle
+            travel = math.hypot(mx - x, my - y) + 1.0
+            bearing = math.atan2(my - y, mx - x)
+            c = cost_of(target, travel, wrap_angle(bearing - th)) + 0.3
+            if math.hypot(goal[0] - target[0], goal[1] - target[1]) > here - 0.3:
+                continue
+            if best is None or c < best.cost:
+                best = Candidate("door", target, c, bearing, gap)
+    return best
+
+
+def closest_object(
+    points: FloatArray, origin: tuple[float, float], max_range: float
+) -> tuple[float, float, float] | None:
+    """The object nearest to ``origin`` among the echoes (m): the points within 0.4 m of one another around the
+    nearest echo; a cluster longer than 2 m is a wall and skipped. Returns (centre x, centre y, radius), m."""
+    if len(points) == 0:
+        return None
+    d = np.hypot(points[:, 0] - origin[0], points[:, 1] - origin[1])
+    order = np.argsort(d)
+    used = np.zeros(len(points), dtype=bool)
+    for start in order:
+        if d[start] > max_range:
+            return None
+        if used[start]:
+            continue
+        member = np.zeros(len(points), dtype=bool)
+        member[start] = True
+        frontier = [int(start)]
+        while frontier:
+            i = frontier.pop()
+            near = (~member) & (np.hypot(points[:, 0] - points[i, 0], points[:, 1] - points[i, 1]) < 0.4)
+            member |= near
+            frontier.extend(int(j) for j in np.flatnonzero(near))
+        used |= member
+        cluster = points[member]
+        extent = float(np.max(np.hypot(cluster[:, 0] - cluster[0, 0], cluster[:, 1] - cluster[0, 1])))
+        if extent > 2.0 or len(cluster) < 3:
+            continue
+        cx, cy = float(cluster[:, 0].mean()), float(cluster[:, 1].mean())
+        radius = max(0.1, 0.5 * extent)
+        dx, dy = cx - origin[0], cy - origin[1]
+        dist = math.hypot(dx, dy)
+        # the echoes are on the near side: the centre lies farther by about the radius
+        return cx + dx / dist * 0.5 * radius, cy + dy / dist * 0.5 * radius, radius
+    return None
+
+
+# -- the controller --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Nav:
+    """Ray following towards a goal (a moveto's, or an exploration's next place)."""
+
+    goal: tuple[float, float]
+    report: bool  # a moveto: element[2] shows its progress
+    phase: str = "scan"  # scan, follow, door-approach, door-align, door-pass, near, done, failed
+    phase_since: float = 0.0
+    view: int = 0  # scan: 0 ahead, 1 to the side, 2 at the ground, 3 back
+    view_since: float | None = None
+    points: list[FloatArray] = field(default_factory=list)
+    scans: list[tuple[tuple[float, float], FloatArray, FloatArray]] = field(default_factory=list)
+    seen: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(72, dtype=bool))
+    choice: Candidate | None = None
+    target: tuple[float, float] | None = None
+    sent: float = -math.inf  # when the current avoid goto was sent
+    best_distance: float = math.inf
+    best_time: float = 0.0
+    decisions: int = 0
+    visited: list[tuple[float, float]] = field(default_factory=list)
+    known_gaps: list[tuple[float, float]] = field(default_factory=list)
+    last_scan: float = -math.inf
+
+
+@dataclass
+class _Job:
+    """The behaviour in progress (or stopped, waiting to be resumed)."""
+
+    kind: str  # moveto, explore, home, investigate
+    nav: _Nav | None = None
+    grid: CoverageGrid | None = None
+    tried: list[tuple[float, float]] = field(default_factory=list)
+    targets: int = 0
+    phase: str = ""
+    object: tuple[float, float, float] | None = None
+    swept: float = 0.0
+    last_angle: float | None = None
+    arm_asked: bool = False
+
+
+@dataclass
+class MotionController:
+    """The motion module's behaviours: call :meth:`command` on each command, :meth:`step` every period."""
+
+    params: MotionParams = field(default_factory=MotionParams)
+    rect: Rectangle = field(default_factory=lambda: Rectangle(0.0, 0.0, 0.0, 0.0, 0.0))
+    job: _Job | None = None
+    stopped: _Job | None = None
+    moveto_status: int = MOVETO_IDLE
+    _pending: list[AvoidOrder] = field(default_factory=list)
+    _wrist: tuple[float, float] = (0.0, 0.0)
+    _last_scan_stamp: float = -math.inf
+
+    # -- commands ------------------------------------------------------------------------------------------------
+
+    def command(
+        self,
+        cmd_flags: int,
+        position: tuple[float, ...],
+        velocity: tuple[float, ...],
+        force: tuple[float, ...],
+        pose: tuple[float, float, float] | None,
+        now: float,
+    ) -> None:
+        """Take a command (see the module docstring).
+
+        Raises:
+            ValueError: cmd_flags is not -1, 0..39 or 42..46, or a value it needs is missing.
+        """
+        if cmd_flags == RELEASE:
+            self.job = self.stopped = None
+            self._pending.append(AvoidOrder(RELEASE))
+            return
+        if 0 <= cmd_flags < PASS_LIMIT:
+            if self.job is not None:
+                self.stopped = self.job
+                self.job = None
+            self._pending.append(AvoidOrder(cmd_flags, position, velocity, force))
+            return
+        if cmd_flags == MOVETO:
+            if len(position) < 2:
+                raise ValueError("moveto (42) needs position[0..1] = x, y")
+            goal = self.rect.clip(position[0], position[1], self.params.robot_radius)
+            self.job = _Job("moveto", _Nav(goal, True, phase_since=now, best_time=now))
+            self.stopped = None
+            self.moveto_status = MOVETO_SET
+        elif cmd_flags == INVESTIGATE:
+            self.job = _Job("investigate", phase="find")
+            self.stopped = None
+            self.moveto_status = MOVETO_IDLE
+        elif cmd_flags == EXPLORE:
+            b, h = _get(velocity, 0), _get(velocity, 1)
+            same = (b == 0.0 and h == 0.0) or (b == self.rect.b and h == self.rect.h)
+            if self.stopped is not None and same:
+                self._resume(now)
+                return
+            if pose is None:
+                raise ValueError("explore (44) needs a pose (none yet)")
+            if b <= 0.0 or h <= 0.0:
+                raise ValueError("explore (44) needs a rectangle: velocity[0..1] = b, h > 0")
+            self.rect = Rectangle(pose[0], pose[1], pose[2], b, h)
+            self._start_explore(now)
+        elif cmd_flags == RESUME:
+            if self.stopped is not None:
+                self._resume(now)
+            elif self.rect.set:
+                self._start_explore(now)
+            else:
+                raise ValueError("resume (45): nothing to resume and no rectangle to explore")
+        elif cmd_flags == SET_RECTANGLE:
+            b, h = _get(velocity, 0), _get(velocity, 1)
+            if b < 0.0 or h < 0.0:
+                raise ValueError("the rectangle's b, h must be >= 0")
+            self.rect = Rectangle(_get(position, 0), _get(position, 1), _get(force, 0), b, h if b > 0 else 0.0)
+        else:
+            raise ValueError(f"motion cmd_flags must be -1, 0..39 or 42..46, got {cmd_flags}")
+
+    def _start_explore(self, now: float) -> None:
+        self.job = _Job("explore", grid=CoverageGrid(self.rect, self.params.explore_cell), phase="pick")
+        self.stopped = None
+        self.moveto_status = MOVETO_IDLE
+
+    def _resume(self, now: float) -> None:
+        job, self.stopped = self.stopped, None
+        assert job is not None
+        if job.nav is not None and job.nav.phase not in ("done", "failed"):
+            # the situation may have changed: decide again from a new scan
+            job.nav.phase, job.nav.phase_since, job.nav.view, job.nav.view_since = "scan", now, 0, None
+            job.nav.points, job.nav.scans = [], []
+            job.nav.seen = np.zeros(72, dtype=bool)
+            job.nav.best_time, job.nav.best_distance = now, math.inf
+        if job.kind == "investigate" and job.phase == "circle":
+            job.phase = "find"
+        self.job = job
+
+    # -- the step ------------------------------------------------------------------------------------------------
+
+    def step(self, inputs: MotionInputs, now: float) -> MotionOutput:
+        """One control step at time ``now`` (s)."""
+        orders, self._pending = self._pending, []
+        job = self.job
+        wrist: tuple[float, float] | None = None
+        code = IDLE_RECTANGLE if self.rect.set else IDLE
+        unfold = False
+        if job is not None and inputs.pose is not None:
+            scan = inputs.scan if inputs.scan is not None and inputs.scan.stamp > self._last_scan_stamp else None
+            if scan is not None:
+                self._last_scan_stamp = scan.stamp
+            order, wrist_target, code, unfold = self._job_step(job, inputs, scan, now)
+            if order is not None:
+                orders.append(order)
+            wrist = wrist_target
+        elif job is not None:
+            code = SCANNING
+        if self.job is None and self._wrist != (0.0, 0.0):
+            wrist = (0.0, 0.0)
+        if wrist is not None:
+            if wrist == self._wrist:
+                wrist = None
+            else:
+                self._wrist = wrist
+        start_avoid = self.job is not None and inputs.avoid_element[1] == THREAD_STOPPED
+        element = (inputs.avoid_element[0], inputs.avoid_element[1], self.moveto_status, code)
+        return MotionOutput(tuple(orders), wrist, inputs.avoid_data, element, start_avoid, unfold)
+
+    def _finish(self, status: int) -> None:
+        self.job = None
+        self.moveto_status = status
+
+    def _job_step(
+        self, job: _Job, inputs: MotionInputs, scan: Scan | None, now: float
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int, bool]:
+        pose = inputs.pose
+        assert pose is not None
+        if job.kind in ("moveto", "home"):
+            assert job.nav is not None
+            order, wrist, code = self._nav_step(job.nav, inputs, scan, now)
+            if job.nav.phase == "done":
+                if job.kind == "home" and abs(wrap_angle(self.rect.theta - pose[2])) > 0.1:
+                    err = wrap_angle(self.rect.theta - pose[2])
+                    w = max(-0.6, min(0.6, 1.5 * err))
+                    return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, w)), (0.0, 0.0), FOLLOWING, False
+                self._finish(AT_GOAL)
+                return _stop(), (0.0, 0.0), self._idle_code(), False
+            if job.nav.phase == "failed":
+                self._finish(MOVETO_IDLE)
+                return _stop(), (0.0, 0.0), self._idle_code(), False
+            if job.nav.report:
+                self.moveto_status = NEARING if job.nav.phase == "near" else MOVETO_SET
+            return order, wrist, code, False
+        if job.kind == "explore":
+            return self._explore_step(job, inputs, scan, now)
+        return self._investigate_step(job, inputs, scan, now)
+
+    def _idle_code(self) -> int:
+        return IDLE_RECTANGLE if self.rect.set else IDLE
+
+    # -- ray following -------------------------------------------------------------------------------------------
+
+    def _nav_step(
+        self, nav: _Nav, inputs: MotionInputs, scan: Scan | None, now: float
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None
+        x, y, th = pose
+        distance = math.hypot(nav.goal[0] - x, nav.goal[1] - y)
+        if distance < p.goal_tolerance:
+            nav.phase = "done"
+            return _stop(), (0.0, 0.0), SCANNING
+        level = scan is not None and abs(scan.tilt) < 0.05
+        world = scan.world(pose) if scan is not None else None
+        if nav.phase == "scan":
+            return self._scan_step(nav, inputs, scan, world, now)
+        # following a way: the goal in plain view and near hands over to the simple goto
+        if nav.phase not in ("near", "door-align", "door-pass") and level and world is not None:
+            origin, bearings, ranges, ok = world
+            pts = _points(origin, bearings, ranges, ok)
+            rel = wrap_angle(math.atan2(nav.goal[1] - origin[1], nav.goal[0] - origin[0]) - th - scan.pan)  # type: ignore[union-attr]
+            if (
+                distance < p.handover
+                and abs(rel) < math.radians(80)
+                and not segment_blocked(_before(pts, (x, y), nav.goal), (x, y), nav.goal, p.robot_radius + 0.15)
+            ):
+                return self._enter(nav, "near", now, nav.goal)
+            if nav.phase == "follow" and self._new_opening(nav, world, pose, now):
+                return _stop(), None, SCANNING
+        if nav.phase == "near":
+            return self._goto_step(nav, inputs, now, nav.goal, on_stuck="scan"), (0.0, 0.0), FOLLOWING
+        if nav.phase == "follow":
+            assert nav.target is not None
+            return self._goto_step(nav, inputs, now, nav.target, on_stuck="scan"), (0.0, 0.0), FOLLOWING
+        if nav.phase == "door-approach":
+            assert nav.choice is not None and nav.choice.gap is not None
+            before = nav.choice.gap.point(-1.1)
+            order = self._goto_step(nav, inputs, now, before, on_stuck="scan", reached_phase="door-align")
+            return order, (0.0, 0.0), FOLLOWING
+        return self._door_step(nav, pose, world if level else None, now), (0.0, 0.0), FOLLOWING
+
+    def _enter(
+        self, nav: _Nav, phase: str, now: float, target: tuple[float, float] | None
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
+        nav.phase, nav.phase_since = phase, now
+        nav.best_distance, nav.best_time = math.inf, now
+        p = self.params
+        if phase in ("follow", "near", "door-approach") and target is not None:
+            nav.target = target
+            nav.sent = now
+            return AvoidOrder(_LASER_GOTO, target, (p.speed, p.turn_rate), (1.0,)), (0.0, 0.0), FOLLOWING
+        if phase == "scan":
+            nav.view, nav.view_since = 0, None
+            nav.points, nav.scans = [], []
+            nav.seen = np.zeros(72, dtype=bool)
+            return _stop(), (0.0, 0.0), SCANNING
+        return None, (0.0, 0.0), FOLLOWING
+
+    def _goto_step(
+        self,
+        nav: _Nav,
+        inputs: MotionInputs,
+        now: float,
+        target: tuple[float, float],
+        on_stuck: str,
+        reached_phase: str = "scan",
+    ) -> AvoidOrder | None:
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None
+        d = math.hypot(target[0] - pose[0], target[1] - pose[1])
+        settled = now - nav.sent > 0.5  # avoid's status may still be about the previous goto
+        reached = d < p.goal_tolerance + 0.1 or (settled and inputs.avoid_element[1] == 1)
+        if reached:
+            if nav.phase == "near":
+                nav.phase = "done"
+                return _stop()
+            nav.visited.append(target)
+            self._enter(nav, reached_phase, now, None)
+            return _stop()
+        if d < nav.best_distance - 0.3:
+            nav.best_distance, nav.best_time = d, now
+        if (settled and inputs.avoid_element[1] == 2) or now - nav.best_time > p.progress_time:
+            nav.visited.append((pose[0], pose[1]))
+            self._enter(nav, on_stuck, now, None)
+            return _stop()
+        return None
+
+    def _new_opening(
+        self,
+        nav: _Nav,
+        world: WorldScan,
+        pose: tuple[float, float, float],
+        now: float,
+    ) -> bool:
+        """Check both sides for openings: a new one that promises a shorter way than the one followed stops the
+        robot to decide again (True)."""
+        p = self.params
+        if now - nav.phase_since < 1.0 or nav.choice is None:
+            return False
+        origin, bearings, ranges, ok = world
+        pts = _points(origin, bearings, ranges, ok)
+        gaps = find_gaps(pts, ranges[ok], origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump)
+        found = False
+        for gap in gaps:
+            m = gap.middle
+            if any(math.hypot(m[0] - a, m[1] - b) < 1.0 for a, b in nav.known_gaps):
+                continue
+            nav.known_gaps.append(m)
+            target = gap.point(1.0)
+            rest = math.hypot(nav.goal[0] - target[0], nav.goal[1] - target[1])
+            blocked = segment_blocked(pts, target, nav.goal, p.robot_radius + 0.1)
+            cost = math.hypot(m[0] - pose[0], m[1] - pose[1]) + 1.0 + rest * (2.0 if blocked else 1.0)
+            assert nav.target is not None
+            cur_rest = math.hypot(nav.goal[0] - nav.target[0], nav.goal[1] - nav.target[1])
+            current = math.hypot(nav.target[0] - pose[0], nav.target[1] - pose[1]) + cur_rest
+            if not blocked and cost < current - 0.5 and self.rect.contains(*target, margin=p.robot_radius):
+                found = True
+        if found:
+            self._enter(nav, "scan", now, None)
+        return found
+
+    def _scan_step(
+        self,
+        nav: _Nav,
+        inputs: MotionInputs,
+        scan: Scan | None,
+        world: WorldScan | None,
+        now: float,
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
+        """Stop, look ahead, to the side of the best way and at the ground there, then decide."""
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None
+        order = None
+        views = self._views(nav, pose)
+        pan, tilt = views[min(nav.view, len(views) - 1)]
+        at = inputs.wrist is not None and (
+            abs(inputs.wrist[0] - pan) < p.wrist_tolerance and abs(inputs.wrist[1] - tilt) < p.wrist_tolerance
+        )
+        if inputs.wrist is None:
+            at = True
+        if at and nav.view_since is None:
+            nav.view_since = now
+        if (
+            scan is not None
+            and world is not None
+            and at
+            and nav.view_since is not None
+            and scan.stamp >= nav.view_since
+        ):
+            origin, bearings, ranges, ok = world
+            if abs(scan.tilt) < 0.05:
+                pts = _points(origin, bearings, ranges, ok)
+                nav.points.append(pts)
+                nav.scans.append((origin, pts, ranges[ok]))
+                k = len(nav.seen)
+                idx = ((bearings + math.pi) % (2 * math.pi) / (2 * math.pi) * k).astype(int) % k
+                nav.seen[idx] = True
+            elif nav.choice is not None:
+                self._check_ground(nav, scan, ranges)
+        ready = nav.view_since is not None and now - nav.view_since >= p.look_time and nav.points
+        if ready:
+            if nav.view == 0:
+                nav.choice = self._decide(nav, pose)
+            nav.view += 1
+            nav.view_since = None
+            if nav.view >= len(self._views(nav, pose)):
+                return self._decided(nav, pose, now)
+            pan, tilt = self._views(nav, pose)[nav.view]
+        return order, (pan, tilt), SCANNING
+
+    def _views(self, nav: _Nav, pose: tuple[float, float, float]) -> list[tuple[float, float]]:
+        """The wrist's views of a scan: ahead; to the side of the way chosen (if it lies aside) and at the ground in
+        its direction."""
+        p = self.params
+        if nav.choice is None:
+            if nav.view == 0:
+                return [(0.0, 0.0)]
+            # nothing seen ahead leads anywhere: look to both sides
+            return [(0.0, 0.0), (p.look_pan, 0.0), (-p.look_pan, 0.0), (0.0, 0.0)]
+        rel = wrap_angle(nav.choice.bearing - pose[2])
+        pan = max(-p.look_pan, min(p.look_pan, rel))
+        views = [(0.0, 0.0)]
+        if abs(rel) > 0.6:
+            views.append((pan, 0.0))
+        views.append((pan, p.ground_tilt))
+        return views
+
+    def _check_ground(self, nav: _Nav, scan: Scan, ranges: FloatArray) -> None:
+        """Looking down at the ground along the way chosen: where the floor is missing (the middle beams reach much
+        farther than the floor would be), the way is cut short before it."""
+        p = self.params
+        floor = p.laser_height / math.sin(scan.tilt)
+        middle = np.abs(scan.angles) < 0.15
+        r = ranges[middle]
+        r = r[r > 0]
+        if len(r) and float(np.median(r)) > floor + 0.5 and nav.choice is not None:
+            # a drop-off: forbid the way (its end counts as visited: another is chosen)
+            nav.visited.append(nav.choice.target)
+            nav.choice = None
+
+    def _decide(self, nav: _Nav, pose: tuple[float, float, float]) -> Candidate | None:
+        points = np.concatenate(nav.points) if nav.points else np.zeros((0, 2))
+        return choose_way(points, nav.scans, pose, nav.goal, nav.seen, self.rect, self.params, nav.visited)
+
+    def _decided(
+        self, nav: _Nav, pose: tuple[float, float, float], now: float
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
+        nav.decisions += 1
+        choice = self._decide(nav, pose) if nav.choice is None or len(nav.points) > 1 else nav.choice
+        if choice is None:
+            if nav.decisions >= self.params.max_decisions:
+                nav.phase = "failed"
+                return _stop(), (0.0, 0.0), SCANNING
+            # look again, around (the views of a failed choice cover both sides)
+            self._enter(nav, "scan", now, None)
+            nav.choice = None
+            nav.view = 1
+            return _stop(), (self.params.look_pan, 0.0), SCANNING
+        if nav.decisions > self.params.max_decisions:
+            nav.phase = "failed"
+            return _stop(), (0.0, 0.0), SCANNING
+        nav.choice = choice
+        p = self.params
+        for origin, pts, ranges in nav.scans:  # the openings seen now are weighed already
+            nav.known_gaps.extend(
+                g.middle for g in find_gaps(pts, ranges, origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump)
+            )
+        if choice.kind == "door" and choice.gap is not None and choice.gap.width < self.params.door_max:
+            return self._enter(nav, "door-approach", now, choice.gap.point(-1.1))
+        return self._enter(nav, "follow", now, choice.target)
+
+    def _door_step(
+        self,
+        nav: _Nav,
+        pose: tuple[float, float, float],
+        world: WorldScan | None,
+        now: float,
+    ) -> AvoidOrder:
+        """Line up in front of a narrow doorway, then drive through it along the line between its jambs."""
+        p = self.params
+        assert nav.choice is not None and nav.choice.gap is not None
+        gap = nav.choice.gap
+        if world is not None:
+            gap = _refine_gap(gap, world, pose)
+            nav.choice = Candidate(nav.choice.kind, gap.point(1.0), nav.choice.cost, nav.choice.bearing, gap)
+        mx, my = gap.middle
+        nx, ny = gap.normal
+        x, y, th = pose
+        heading_error = wrap_angle(math.atan2(ny, nx) - th)
+        offset = -ny * (x - mx) + nx * (y - my)  # left of the line through the door
+        along = nx * (x - mx) + ny * (y - my)
+        if nav.phase == "door-align":
+            if abs(heading_error) < 0.05 or now - nav.phase_since > 10.0:
+                nav.phase, nav.phase_since = "door-pass", now
+            else:
+                return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, max(-0.6, min(0.6, 1.5 * heading_error))))
+        if along > p.robot_radius + 0.4:
+            nav.visited.append((mx, my))
+            nav.visited.append(gap.point(1.0))
+            self._enter(nav, "scan", now, None)
+            return _stop()
+        if now - nav.phase_since > 30.0:
+            nav.visited.append((mx, my))
+            self._enter(nav, "scan", now, None)
+            return _stop()
+        w = 2.0 * heading_error - 3.0 * offset
+        w = max(-0.5, min(0.5, w))
+        v = p.door_speed if abs(heading_error) < 0.3 else 0.0
+        return AvoidOrder(_PLAIN_VELOCITY, (), (v, w))
+
+    # -- explore ---------------------------------------------------------------------------------------------------
+
+    def _explore_step(
+        self, job: _Job, inputs: MotionInputs, scan: Scan | None, now: float
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int, bool]:
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None and job.grid is not None
+        if scan is not None and abs(scan.tilt) < 0.05:
+            origin, bearings, ranges, _ = scan.world(pose)
+            job.grid.add_scan(origin, bearings, ranges, scan.max_range)
+        if job.nav is not None:
+            order, wrist, code = self._nav_step(job.nav, inputs, scan, now)
+            if job.nav.phase not in ("done", "failed"):
+                return order, wrist, code, False
+            job.tried.append(job.nav.goal)
+            job.nav = None
+        targets = [
+            t
+            for t in job.grid.frontier_targets(p.robot_radius, p.explore_reach, p.explore_min_cells)
+            if all(math.hypot(t[0] - a, t[1] - b) > p.explore_reach for a, b in job.tried)
+        ]
+        if not targets or job.targets >= p.explore_max_targets:
+            home = (self.rect.x, self.rect.y)
+            self.job = _Job("home", _Nav(home, True, phase_since=now, best_time=now))
+            self.moveto_status = MOVETO_SET
+            return _stop(), (0.0, 0.0), SCANNING, False
+        best = min(targets, key=lambda t: math.hypot(t[0] - pose[0], t[1] - pose[1]) - 0.05 * t[2])
+        job.targets += 1
+        job.nav = _Nav((best[0], best[1]), False, phase_since=now, best_time=now)
+        return _stop(), (0.0, 0.0), SCANNING, False
+
+    # -- investigate -----------------------------------------------------------------------------------------------
+
+    def _investigate_step(
+        self, job: _Job, inputs: MotionInputs, scan: Scan | None, now: float
+    ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int, bool]:
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None
+        x, y, th = pose
+        if job.phase == "find":
+            if scan is None or abs(scan.tilt) > 0.05:
+                return _stop(), (0.0, 0.0), TOWARDS_OBJECT, False
+            origin, bearings, ranges, ok = scan.world(pose)
+            obj = closest_object(_points(origin, bearings, ranges, ok), (x, y), p.investigate_range)
+            if obj is None:
+                self._finish(MOVETO_IDLE)
+                return _stop(), (0.0, 0.0), self._idle_code(), False
+            job.object = obj
+            cx, cy, r = obj
+            radius = r + p.robot_radius + p.circle_clearance
+            d = math.hypot(x - cx, y - cy)
+            stand = (cx + (x - cx) / d * radius, cy + (y - cy) / d * radius)
+            job.phase = "approach"
+            job.nav = _Nav(stand, False, phase="follow", phase_since=now, best_time=now, target=stand, sent=now)
+            return AvoidOrder(_LASER_GOTO, stand, (0.4, p.turn_rate), (1.0,)), (0.0, 0.0), TOWARDS_OBJECT, False
+        assert job.object is not None
+        cx, cy, r = job.object
+        radius = r + p.robot_radius + p.circle_clearance
+        if job.phase == "approach":
+            assert job.nav is not None and job.nav.target is not None
+            order = self._goto_step(job.nav, inputs, now, job.nav.target, on_stuck="scan")
+            if job.nav.phase == "follow":
+                return order, (0.0, 0.0), TOWARDS_OBJECT, False
+            job.phase = "circle"
+            job.last_angle = None
+            job.swept = 0.0
+            unfold = inputs.has_arm and not job.arm_asked
+            job.arm_asked = True
+            return _stop(), (0.0, 0.0), CIRCLING, unfold
+        # circle counter-clockwise, the object on the left
+        angle = math.atan2(y - cy, x - cx)
+        if job.last_angle is not None:
+            job.swept += wrap_angle(angle - job.last_angle)
+        job.last_angle = angle
+        if job.swept >= 2 * math.pi:
+            self._finish(INVESTIGATE_DONE)
+            return _stop(), (0.0, 0.0), self._idle_code(), False
+        d = math.hypot(x - cx, y - cy)
+        heading = angle + math.pi / 2 + max(-0.6, min(0.6, 1.2 * (d - radius)))
+        err = wrap_angle(heading - th)
+        v = p.circle_speed * max(0.0, math.cos(err))
+        w = max(-0.8, min(0.8, 1.5 * err + v / radius))
+        return AvoidOrder(_LASER_VELOCITY, (), (v, w)), (0.0, 0.0), CIRCLING, False
+
+
+def _refine_gap(gap: Gap, world: WorldScan, pose: tuple[float, float, float]) -> Gap:
+    """The doorway's jambs measured again in a new scan: each the echo nearest the door's middle among those within
+    0.3 m of the jamb as known."""
+    origin, bearings, ranges, ok = world
+    pts = _points(origin, bearings, ranges, ok)
+    if len(pts) == 0:
+        return gap
+    mx, my = gap.middle
+    found = []
+    for jamb in (gap.a, gap.b):
+        near = pts[np.hypot(pts[:, 0] - jamb[0], pts[:, 1] - jamb[1]) < 0.3]
+        if len(near) == 0:
+            return gap
+        found.append(near[np.argmin(np.hypot(near[:, 0] - mx, near[:, 1] - my))])
+    a, b = found
+    width = float(np.hypot(*(b - a)))
+    if not 0.7 < width < 1.6:
+        return gap
+    tx, ty = (b[0] - a[0]) / width, (b[1] - a[1]) / width
+    nx, ny = -ty, tx
+    if nx * gap.normal[0] + ny * gap.normal[1] < 0:
+        nx, ny = -nx, -ny
+    blend = 0.5
+    na = (blend * a[0] + (1 - blend) * gap.a[0], blend * a[1] + (1 - blend) * gap.a[1])
+    nb = (blend * b[0] + (1 - blend) * gap.b[0], blend * b[1] + (1 - blend) * gap.b[1])
+    nnx, nny = blend * nx + (1 - blend) * gap.normal[0], blend * ny + (1 - blend) * gap.normal[1]
+    length = math.hypot(nnx, nny)
+    return Gap((float(na[0]), float(na[1])), (float(nb[0]), float(nb[1])), (nnx / length, nny / length))
+
+
+def _points(origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, ok: NDArray[np.bool_]) -> FloatArray:
+    b, r = bearings[ok], ranges[ok]
+    return np.column_stack((origin[0] + r * np.cos(b), origin[1] + r * np.sin(b)))
+
+
+def _before(points: FloatArray, origin: tuple[float, float], goal: tuple[float, float]) -> FloatArray:
+    """The points no farther from ``origin`` than the goal (what lies beyond it does not block the way)."""
+    d = math.hypot(goal[0] - origin[0], goal[1] - origin[1])
+    keep = np.hypot(points[:, 0] - origin[0], points[:, 1] - origin[1]) < d + 0.2
+    result: FloatArray = points[keep]
+    return result
+
+
+def _stop() -> AvoidOrder:
+    return AvoidOrder(_LASER_VELOCITY, (), (0.0, 0.0))
+
+
+def _get(values: tuple[float, ...], i: int) -> float:
+    return float(values[i]) if len(values) > i else 0.0

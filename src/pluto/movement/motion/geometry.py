@@ -1,0 +1,303 @@
+"""Geometry of the motion module's decisions: free rays, openings (gaps) in a scan, blocked segments, the rectangle
+and the coverage grid of an exploration. Pure functions and small value classes; points are (N, 2) arrays in the
+``Localization/Pose`` frame, m.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "CoverageGrid",
+    "Gap",
+    "Rectangle",
+    "find_gaps",
+    "free_length",
+    "segment_blocked",
+]
+
+FloatArray = NDArray[np.float64]
+
+
+def free_length(
+    points: FloatArray, origin: tuple[float, float], direction: float, half_width: float, limit: float
+) -> float:
+    """How far (m) a strip of half-width ``half_width`` m from ``origin`` along ``direction`` (rad) is free of
+    ``points``, at most ``limit`` m."""
+    if len(points) == 0:
+        return limit
+    c, s = math.cos(direction), math.sin(direction)
+    dx, dy = points[:, 0] - origin[0], points[:, 1] - origin[1]
+    along = c * dx + s * dy
+    across = -s * dx + c * dy
+    inside = (along > 0.0) & (np.abs(across) < half_width)
+    if not inside.any():
+        return limit
+    return min(limit, float(along[inside].min()))
+
+
+def segment_blocked(points: FloatArray, a: tuple[float, float], b: tuple[float, float], clearance: float) -> bool:
+    """True if a point lies within ``clearance`` m of the segment from ``a`` to ``b`` (both m)."""
+    if len(points) == 0:
+        return False
+    ax, ay = a
+    dx, dy = b[0] - ax, b[1] - ay
+    length2 = dx * dx + dy * dy
+    px, py = points[:, 0] - ax, points[:, 1] - ay
+    t = np.clip((px * dx + py * dy) / length2, 0.0, 1.0) if length2 > 1e-12 else np.zeros(len(points))
+    d = np.hypot(px - t * dx, py - t * dy)
+    return bool((d < clearance).any())
+
+
+@dataclass(frozen=True)
+class Gap:
+    """An opening between two edge points of a scan (a doorway, the end of a wall), m.
+
+    Attributes:
+        a, b: the edge points (the jambs).
+        normal: unit vector across the opening, pointing away from where it was seen from.
+    """
+
+    a: tuple[float, float]
+    b: tuple[float, float]
+    normal: tuple[float, float]
+
+    @property
+    def middle(self) -> tuple[float, float]:
+        return 0.5 * (self.a[0] + self.b[0]), 0.5 * (self.a[1] + self.b[1])
+
+    @property
+    def width(self) -> float:
+        return math.hypot(self.b[0] - self.a[0], self.b[1] - self.a[1])
+
+    def point(self, depth: float) -> tuple[float, float]:
+        """The point ``depth`` m beyond the middle of the opening (negative: before it)."""
+        mx, my = self.middle
+        return mx + depth * self.normal[0], my + depth * self.normal[1]
+
+
+def find_gaps(
+    points: FloatArray, ranges: FloatArray, origin: tuple[float, float], min_width: float, max_width: float, jump: float
+) -> list[Gap]:
+    """Openings in one scan: an edge where the range jumps up by more than ``jump`` m from one beam to the next,
+    followed by the first edge where it jumps down again, the two edge points ``min_width`` to ``max_width`` m apart
+    and the beams between them reaching beyond the line through them.
+
+    Args:
+        points: (N, 2) the scan's echoes in beam order (bearing increasing), m.
+        ranges: (N,) their ranges, m.
+        origin: where the scan was taken, m.
+        min_width, max_width: widths of the openings kept, m.
+        jump: range step that marks an edge, m.
+    """
+    n = len(points)
+    if n < 3:
+        return []
+    step = np.diff(ranges)
+    rising = np.flatnonzero(step > jump)
+    falling = np.flatnonzero(step < -jump)
+    gaps: list[Gap] = []
+    for i in rising:
+        later = falling[falling > i]
+        if not len(later):
+            break
+        j = int(later[0]) + 1
+        a, b = points[i], points[j]
+        width = float(math.hypot(b[0] - a[0], b[1] - a[1]))
+        if not min_width <= width <= max_width:
+            continue
+        tx, ty = (b[0] - a[0]) / width, (b[1] - a[1]) / width
+        nx, ny = -ty, tx
+        mx, my = 0.5 * (a[0] + b[0]), 0.5 * (a[1] + b[1])
+        if nx * (mx - origin[0]) + ny * (my - origin[1]) < 0.0:
+            nx, ny = -nx, -ny
+        between = points[i + 1 : j]
+        if len(between):
+            depth = (between[:, 0] - mx) * nx + (between[:, 1] - my) * ny
+            if float(np.median(depth)) < 0.3:
+                continue
+        gaps.append(Gap((float(a[0]), float(a[1])), (float(b[0]), float(b[1])), (float(nx), float(ny))))
+    return gaps
+
+
+@dataclass(frozen=True)
+class Rectangle:
+    """The region that bounds every motion: a home point at the middle of its base, a heading into it, a half-width
+    ``b`` and a height ``h`` (m, rad). ``b`` = 0 means no rectangle."""
+
+    x: float
+    y: float
+    theta: float
+    b: float
+    h: float
+
+    @property
+    def set(self) -> bool:
+        return self.b > 0.0 and self.h > 0.0
+
+    def to_local(self, x: float, y: float) -> tuple[float, float]:
+        """(u into the rectangle, w to its left) of a point, m."""
+        c, s = math.cos(self.theta), math.sin(self.theta)
+        dx, dy = x - self.x, y - self.y
+        return c * dx + s * dy, -s * dx + c * dy
+
+    def to_world(self, u: float, w: float) -> tuple[float, float]:
+        c, s = math.cos(self.theta), math.sin(self.theta)
+        return self.x + c * u - s * w, self.y + s * u + c * w
+
+    def contains(self, x: float, y: float, margin: float = 0.0) -> bool:
+        """True if the point is inside (by ``margin`` m), or if there is no rectangle."""
+        if not self.set:
+            return True
+        u, w = self.to_local(x, y)
+        return margin <= u <= self.h - margin and abs(w) <= self.b - margin
+
+    def clip(self, x: float, y: float, margin: float = 0.0) -> tuple[float, float]:
+        """The nearest point inside (by ``margin`` m, as far as the rectangle allows)."""
+        if not self.set:
+            return x, y
+        u, w = self.to_local(x, y)
+        mu, mw = min(margin, 0.5 * self.h), min(margin, self.b)
+        return self.to_world(min(max(u, mu), self.h - mu), min(max(w, -self.b + mw), self.b - mw))
+
+    def exit_distance(self, x: float, y: float, direction: float) -> float:
+        """How far (m) from a point inside along ``direction`` (rad) the rectangle ends (inf without one)."""
+        if not self.set:
+            return math.inf
+        u, w = self.to_local(x, y)
+        du, dw = math.cos(direction - self.theta), math.sin(direction - self.theta)
+        best = math.inf
+        for pos, d, low, high in ((u, du, 0.0, self.h), (w, dw, -self.b, self.b)):
+            if d > 1e-9:
+                best = min(best, (high - pos) / d)
+            elif d < -1e-9:
+                best = min(best, (low - pos) / d)
+        return max(0.0, best)
+
+
+UNKNOWN, FREE, OCCUPIED = 0, 1, 2
+
+
+class CoverageGrid:
+    """What an exploration has seen of its rectangle: cells unknown, free (a beam passed) or occupied (a beam
+    ended there).
+
+    Args:
+        rect: the rectangle (must be set).
+        cell: cell size, m.
+    """
+
+    def __init__(self, rect: Rectangle, cell: float = 0.25) -> None:
+        if not rect.set:
+            raise ValueError("a coverage grid needs a rectangle (b > 0, h > 0)")
+        self.rect = rect
+        self.cell = cell
+        self.nu = max(1, math.ceil(rect.h / cell))
+        self.nw = max(1, math.ceil(2 * rect.b / cell))
+        self.cells = np.zeros((self.nu, self.nw), dtype=np.int8)
+
+    def index(self, x: FloatArray, y: FloatArray) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """Cell indices (iu, iw) of world points and whether each is inside the grid."""
+        r = self.rect
+        c, s = math.cos(r.theta), math.sin(r.theta)
+        dx, dy = x - r.x, y - r.y
+        u = c * dx + s * dy
+        w = -s * dx + c * dy + r.b
+        iu = np.floor(u / self.cell).astype(np.int64)
+        iw = np.floor(w / self.cell).astype(np.int64)
+        inside = (iu >= 0) & (iu < self.nu) & (iw >= 0) & (iw < self.nw)
+        return iu, iw, inside
+
+    def centre(self, iu: int, iw: int) -> tuple[float, float]:
+        """World point at the centre of a cell, m."""
+        return self.rect.to_world((iu + 0.5) * self.cell, (iw + 0.5) * self.cell - self.rect.b)
+
+    def add_scan(self, origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, max_range: float) -> None:
+        """Mark the cells a scan's beams crossed (free) and ended in (occupied).
+
+        Args:
+            origin: the laser's position, m.
+            bearings: (N,) world bearings of the beams, rad.
+            ranges: (N,) ranges, m; beams without an echo (>= max_range, or < 0) are skipped.
+        """
+        ok = (ranges > 0.0) & (ranges < max_range - 1e-6)
+        if not ok.any():
+            return
+        b, r = bearings[ok], ranges[ok]
+        step = 0.5 * self.cell
+        reach = float(r.max())
+        t = np.arange(step, reach, step)
+        along = t[None, :] < (r[:, None] - step)
+        xs = origin[0] + np.cos(b)[:, None] * t[None, :]
+        ys = origin[1] + np.sin(b)[:, None] * t[None, :]
+        iu, iw, inside = self.index(xs[along], ys[along])
+        free = self.cells[iu[inside], iw[inside]]
+        self.cells[iu[inside], iw[inside]] = np.where(free == OCCUPIED, OCCUPIED, FREE)
+        hu, hw, hit = self.index(origin[0] + r * np.cos(b), origin[1] + r * np.sin(b))
+        self.cells[hu[hit], hw[hit]] = OCCUPIED
+
+    def seen_fraction(self, free_mask: NDArray[np.bool_] | None = None) -> float:
+        """Fraction of the cells (of ``free_mask``, or of those not occupied) that were seen."""
+        mask = free_mask if free_mask is not None else self.cells != OCCUPIED
+        total = int(mask.sum())
+        return float((self.cells[mask] != UNKNOWN).sum()) / total if total else 1.0
+
+    def frontier_targets(self, robot_radius: float, reach: float, min_cells: int) -> list[tuple[float, float, int]]:
+        """Places to go to see more: free cells at least ``robot_radius`` + a cell from anything occupied or unknown
+        outside the grid's free part, within ``reach`` m of at least ``min_cells`` frontier cells (free cells next to
+        unknown ones). Returns (x, y, frontier cells in reach) per candidate cell."""
+        cells = self.cells
+        free = cells == FREE
+        unknown = cells == UNKNOWN
+        near_unknown = np.zeros_like(unknown)
+        near_unknown[1:, :] |= unknown[:-1, :]
+        near_unknown[:-1, :] |= unknown[1:, :]
+        near_unknown[:, 1:] |= unknown[:, :-1]
+        near_unknown[:, :-1] |= unknown[:, 1:]
+        frontier = free & near_unknown
+        if not frontier.any():
+            return []
+        k = math.ceil((robot_radius + 0.5 * self.cell) / self.cell)
+        blocked = _dilate(cells == OCCUPIED, k)
+        margin = math.ceil(robot_radius / self.cell)
+        safe = free & ~blocked
+        safe[:margin, :] = False
+        safe[-margin:, :] = False
+        safe[:, :margin] = False
+        safe[:, -margin:] = False
+        r = math.ceil(reach / self.cell)
+        counts = _box_count(frontier, r)
+        result = []
+        for iu, iw in zip(*np.nonzero(safe & (counts >= min_cells)), strict=True):
+            x, y = self.centre(int(iu), int(iw))
+            result.append((x, y, int(counts[iu, iw])))
+        return result
+
+
+def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
+    out = mask.copy()
+    nu, nw = mask.shape
+    for du in range(-k, k + 1):
+        for dw in range(-k, k + 1):
+            if du * du + dw * dw > k * k:
+                continue
+            src = mask[max(0, -du) : nu - max(0, du), max(0, -dw) : nw - max(0, dw)]
+            out[max(0, du) : nu - max(0, -du), max(0, dw) : nw - max(0, -dw)] |= src
+    return out
+
+
+def _box_count(mask: NDArray[np.bool_], r: int) -> NDArray[np.int64]:
+    """Number of set cells within a (2r+1)² box around each cell."""
+    padded = np.pad(mask.astype(np.int64), r)
+    integral = padded.cumsum(0).cumsum(1)
+    integral = np.pad(integral, ((1, 0), (1, 0)))
+    nu, nw = mask.shape
+    s = 2 * r + 1
+    total: NDArray[np.int64] = (
+        integral[s : s + nu, s : s + nw] - integral[:nu, s : s + nw] - integral[s : s + nu, :nw] + integral[:nu, :nw]
+    )
+    return total

@@ -1,0 +1,273 @@
+"""The motion module (the original's motionModule + motion_control): moveto by ray following, explore, investigate
+and the rectangle, on top of the avoid module; active scanning with the wrist.
+
+Reads ``motion/command`` (every command, in order), ``avoidance/status``, ``Localization/Pose``, ``Sick/Scan_mm``
+and ``Wrist/State``; writes ``avoidance/command`` (the commands passed through, and those of its behaviours),
+``Wrist/Command`` (to look to the side it is about to turn to and at the ground) and ``motion/status`` every step.
+The status codes are listed in :mod:`pluto.movement.motion.core`.
+
+Starting the motion thread (``start_activity``) also starts the avoid thread; stopping it does not stop avoid.
+cmd_flags -1 releases the robot: passed to avoid (which stops), and the motion thread stops (element[3] = -10).
+
+Each scan is placed by the pose and the wrist at its own stamp (kept for the last few seconds), so a scan taken
+while the robot turned or the wrist moved lands where it was taken, and scans taken while looking at the ground are
+not mistaken for obstacles.
+
+When the simulated time jumps back (a new run) the module drops what it was doing and the commands not taken yet,
+and tells avoid to stop if it had a behaviour going.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import deque
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from pluto import msgs, names
+from pluto.errors import PlutoError
+from pluto.movement.motion.core import (
+    RELEASE,
+    THREAD_STOPPED,
+    MotionController,
+    MotionInputs,
+    MotionParams,
+    Scan,
+)
+from pluto.runtime.clock import OldRun
+from pluto.runtime.module import Module, ModuleParams
+
+__all__ = ["MotionModule", "MotionModuleParams"]
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
+
+_HISTORY = 4.0
+"""s of poses and wrist states kept to place scans."""
+
+
+class MotionModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Parameters of the motion module.
+
+    Attributes:
+        robot_radius: radius of the robot's footprint, m.
+        laser_mount_x: forward offset of the wrist axis (and laser) from the robot centre, m.
+        speed, turn_rate: limits of the gotos the module gives avoid, m/s, rad/s.
+        handover: the simple avoid goto takes over when the goal is nearer than this and in plain view, m.
+        goal_tolerance: a moveto is done within this distance, m.
+        look_pan: largest pan when looking to a side, rad.
+        ground_tilt: tilt when looking at the ground, rad (positive down).
+        has_arm: an arm is mounted (investigate asks it to unfold on ``Arm/Command``).
+        wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
+    """
+
+    robot_radius: float = 0.4
+    laser_mount_x: float = 0.25
+    speed: float = 0.6
+    turn_rate: float = 1.0
+    handover: float = 6.0
+    goal_tolerance: float = 0.3
+    look_pan: float = 1.4
+    ground_tilt: float = 0.35
+    has_arm: bool = False
+    wrist_speed: float = 1.5
+    wrist_accel: float = 4.0
+
+    def controller_params(self) -> MotionParams:
+        """The core's parameters from these."""
+        return MotionParams(
+            robot_radius=self.robot_radius,
+            speed=self.speed,
+            turn_rate=self.turn_rate,
+            handover=self.handover,
+            goal_tolerance=self.goal_tolerance,
+            look_pan=self.look_pan,
+            ground_tilt=self.ground_tilt,
+        )
+
+
+class MotionModule(Module[MotionModuleParams]):
+    """Moveto, explore and investigate on top of avoid (``motion/...``)."""
+
+    name: ClassVar[str] = "motion"
+    description: ClassVar[str] = "moveto by ray following, explore a rectangle, investigate an object"
+    provides: ClassVar[tuple[str, ...]] = (names.MOTION_STATUS,)
+    requires: ClassVar[tuple[str, ...]] = ("avoid", "localization")
+    Params = MotionModuleParams
+
+    def on_configure(self) -> None:
+        self.core = MotionController(self.params.controller_params())
+        self.bad_commands = 0
+        self._pending: list[msgs.ActuatorState] = []
+        self._pending_lock = threading.Lock()
+        self._old_run = OldRun()
+        self._poses: deque[tuple[float, tuple[float, float, float]]] = deque()
+        self._wrists: deque[tuple[float, float, float]] = deque()
+        self._want_avoid = False
+        self._avoid_asked = -float("inf")
+        self.status_out = self.create_publisher(names.MOTION_STATUS)
+        self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
+        self.wrist_out = self.create_publisher(names.WRIST_COMMAND)
+        self.arm_out = self.create_publisher(names.ARM_COMMAND) if self.params.has_arm else None
+        self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
+        self.avoid_in = self.create_reader(names.AVOIDANCE_STATUS)
+        self.scan_in = self.create_reader(names.SICK_SCAN_MM)
+        self.wrist_in = self.create_reader(names.WRIST_STATE)
+        self.create_subscription(names.MOTION_COMMAND, self._on_command, msgs.ActuatorState, depth=64)
+
+    def _on_command(self, command: msgs.ActuatorState) -> None:
+        # On the bus's thread: only queue it; the control step takes it.
+        with self._pending_lock:
+            self._pending.append(command)
+
+    def on_activate(self) -> None:
+        with self._pending_lock:
+            self._pending.clear()
+        self._want_avoid = True  # starting motion starts avoid (at the first step that sees it stopped)
+
+    def on_clock_jump(self, old: float, new: float) -> None:
+        with self._pending_lock:
+            self._pending.clear()
+
+    def on_deactivate(self) -> None:
+        avoid = self.avoid_in.read()
+        data = list(avoid.data[:2]) if avoid is not None else [0.0, 0.0]
+        element = [*(avoid.element[:2] if avoid is not None else []), 0, 0][:2]
+        self.status_out.write(
+            msgs.FVectorState(
+                stamp=self.clock.now(), data=data, element=[*element, self.core.moveto_status, THREAD_STOPPED]
+            )
+        )
+
+    def step(self, now: float) -> None:
+        jumped_from = self.clock_jumped_back(now)
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if jumped_from is not None:
+            self._restart(now, jumped_from)
+        self._remember(now)
+        inputs = self._inputs(now)
+        for command in pending:
+            if self._old_run.holds(command.stamp, now):
+                continue
+            try:
+                self.core.command(
+                    command.cmd_flags,
+                    tuple(command.position),
+                    tuple(command.velocity),
+                    tuple(command.force),
+                    inputs.pose,
+                    now,
+                )
+            except ValueError as err:
+                self.bad_commands += 1
+                self.get_logger().warning("ignored command: %s", err)
+                continue
+            if command.cmd_flags == RELEASE:
+                self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=RELEASE))
+                self.wrist_out.write(self._wrist_command(0.0, 0.0))
+                self.stop_activity()
+                return
+        out = self.core.step(inputs, now)
+        for order in out.avoid:
+            self.avoid_out.write(
+                msgs.ActuatorState(
+                    stamp=now,
+                    cmd_flags=order.cmd_flags,
+                    position=[float(v) for v in order.position],
+                    velocity=[float(v) for v in order.velocity],
+                    force=[float(v) for v in order.force],
+                )
+            )
+        if out.wrist is not None:
+            self.wrist_out.write(self._wrist_command(*out.wrist))
+        if out.unfold_arm and self.arm_out is not None:
+            self.unfold_arm(now)
+        if out.start_avoid or (self._want_avoid and inputs.avoid_element[1] == THREAD_STOPPED):
+            self._start_avoid(now)
+        elif self.avoid_in.read() is not None:
+            self._want_avoid = False
+        self.status_out.write(msgs.FVectorState(stamp=now, data=[float(v) for v in out.data], element=[int(e) for e in out.element]))
+
+    def unfold_arm(self, now: float) -> None:
+        """The investigate's arm step: by default a no-op hook (override to drive a real arm's unfold motion)."""
+        self.get_logger().info("investigate: the arm would unfold now")
+
+    def _start_avoid(self, now: float) -> None:
+        if now - self._avoid_asked < 2.0:
+            return
+        self._avoid_asked = now
+        try:
+            self.bus.call("avoid/start_activity", None, timeout=1.0)
+        except PlutoError as err:
+            self.get_logger().warning("could not start the avoid thread: %s", err)
+
+    def _wrist_command(self, pan: float, tilt: float) -> msgs.ActuatorState:
+        p = self.params
+        return msgs.ActuatorState(
+            position=[float(pan), float(tilt)], velocity=[p.wrist_speed, p.wrist_speed], force=[p.wrist_accel, p.wrist_accel]
+        )
+
+    def _restart(self, now: float, old: float) -> None:
+        """The clock went back to ``now`` from ``old`` (s): drop the behaviour and the histories."""
+        busy = self.core.job is not None
+        self.core = MotionController(self.core.params)
+        self._old_run.jumped(old, now)
+        self._poses.clear()
+        self._wrists.clear()
+        if busy:
+            self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=20, velocity=[0.0, 0.0]))
+        self.get_logger().info("simulated time restarted (%.3f s -> %.3f s)", old, now)
+
+    def _remember(self, now: float) -> None:
+        pose = self.pose_in.read()
+        if pose is not None and (not self._poses or pose.stamp > self._poses[-1][0]):
+            self._poses.append((pose.stamp, (pose.pose[0], pose.pose[1], pose.pose[3])))
+        wrist = self.wrist_in.read()
+        if wrist is not None and len(wrist.position) >= 2 and (not self._wrists or wrist.stamp > self._wrists[-1][0]):
+            self._wrists.append((wrist.stamp, wrist.position[0], wrist.position[1]))
+        for history in (self._poses, self._wrists):
+            while len(history) > 2 and history[0][0] < now - _HISTORY:
+                history.popleft()
+
+    def _inputs(self, now: float) -> MotionInputs:
+        pose_msg = self.pose_in.read()
+        pose = (pose_msg.pose[0], pose_msg.pose[1], pose_msg.pose[3]) if pose_msg is not None else None
+        wrist_msg = self.wrist_in.read()
+        wrist = (
+            (wrist_msg.position[0], wrist_msg.position[1])
+            if wrist_msg is not None and len(wrist_msg.position) >= 2
+            else None
+        )
+        scan = None
+        scan_msg = self.scan_in.read()
+        if scan_msg is not None and now - scan_msg.stamp < 1.0 and not self._old_run.holds(scan_msg.stamp, now):
+            at = _at(self._wrists, scan_msg.stamp)
+            pan, tilt = (at[1], at[2]) if at is not None else (wrist if wrist is not None else (0.0, 0.0))
+            scan_pose = _at(self._poses, scan_msg.stamp)
+            scan = Scan(
+                stamp=scan_msg.stamp,
+                ranges=np.asarray(scan_msg.ranges, dtype=float),
+                angles=np.asarray(scan_msg.angles, dtype=float),
+                max_range=scan_msg.max_range,
+                pan=pan,
+                tilt=tilt,
+                mount_x=self.params.laser_mount_x,
+                pose=scan_pose[1] if scan_pose is not None else None,
+            )
+        avoid = self.avoid_in.read()
+        data = (avoid.data[0], avoid.data[1]) if avoid is not None and len(avoid.data) >= 2 else (0.0, 0.0)
+        element = (avoid.element[0], avoid.element[1]) if avoid is not None and len(avoid.element) >= 2 else (0, 0)
+        return MotionInputs(
+            pose=pose, scan=scan, wrist=wrist, avoid_data=data, avoid_element=element, has_arm=self.params.has_arm
+        )
+
+
+def _at(history: deque[_T], stamp: float) -> _T | None:
+    """The last entry stamped at or before ``stamp`` (the first if all are later), or None if empty."""
+    if not history:
+        return None
+    stamps = [h[0] for h in history]
+    i = bisect.bisect_right(stamps, stamp) - 1
+    return history[max(i, 0)]
