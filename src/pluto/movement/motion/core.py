@@ -81,6 +81,7 @@ __all__ = [
     "Scan",
     "choose_way",
     "closest_object",
+    "way_cost",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -137,6 +138,7 @@ class MotionParams:
         look_time: time spent looking at each view once the wrist is there, s.
         wrist_tolerance: the wrist is there within this, rad.
         blocked_penalty: extra cost of a way whose end the scans show a wall between it and the goal, m.
+        room_reach: a goal farther than this aside from a narrow doorway's axis is taken not to be behind it, m.
         max_decisions: a moveto gives up after this many scans without reaching its goal.
         progress_time: a way on which the robot came no nearer its end for this long is given up, s.
         explore_cell: cell of the coverage grid, m.
@@ -166,6 +168,7 @@ class MotionParams:
     look_time: float = 0.4
     wrist_tolerance: float = 0.05
     blocked_penalty: float = 2.0
+    room_reach: float = 2.5
     max_decisions: int = 40
     progress_time: float = 15.0
     explore_cell: float = 0.25
@@ -281,6 +284,32 @@ class Candidate:
     gap: Gap | None = None
 
 
+def way_cost(
+    target: tuple[float, float],
+    travel: float,
+    goal: tuple[float, float],
+    known: FloatArray,
+    params: MotionParams,
+    gap: Gap | None = None,
+) -> float:
+    """Estimated length (m) of the way to ``goal`` through ``target``: ``travel`` m to get there, then the straight
+    distance to the goal, plus ``blocked_penalty`` when the echoes ``known`` show a wall on that straight line (a wall
+    seen beside a street usually has openings further on). Beyond a narrow doorway (``gap`` narrower than
+    ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis is most likely not in
+    it, and the straight distance counts double."""
+    p = params
+    rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
+    cost = travel + rest
+    if rest > 0.3 and segment_blocked(known, target, goal, p.robot_radius + 0.1):
+        cost += p.blocked_penalty
+    if gap is not None and gap.width < p.door_max:
+        mx, my = gap.middle
+        aside = abs(-gap.normal[1] * (goal[0] - mx) + gap.normal[0] * (goal[1] - my))
+        if aside > p.room_reach:
+            cost += rest + p.blocked_penalty
+    return cost
+
+
 def choose_way(
     points: FloatArray,
     scans: list[tuple[tuple[float, float], FloatArray, FloatArray]],
@@ -290,6 +319,7 @@ def choose_way(
     rect: Rectangle,
     params: MotionParams,
     avoid: Sequence[tuple[float, float]] = (),
+    known: FloatArray | None = None,
 ) -> Candidate | None:
     """The best way towards ``goal`` from the scans of one decision.
 
@@ -301,25 +331,27 @@ def choose_way(
         seen: (K,) which of K equal sectors of world bearing (from -π) the scans covered.
         rect: bounds the way ends.
         params: tuning.
-        avoid: places already reached or passed: ways ending within 1 m of one cost more (no going back and forth).
+        avoid: places already reached or passed: ways ending within 1 m of one cost 3 m more (no going back and
+            forth).
+        known: every echo remembered (walls seen at earlier decisions too), for :func:`way_cost`; default ``points``.
 
     Returns:
-        The cheapest candidate, or None if no way makes progress.
+        The cheapest candidate that ends nearer the goal; if none does (a dead end), the cheapest of all; None if
+        there is no way at all.
     """
     p = params
     x, y, th = pose
     here = math.hypot(goal[0] - x, goal[1] - y)
-    clearance = p.robot_radius + 0.1
-    best: Candidate | None = None
+    walls = points if known is None else known
+    candidates: list[tuple[bool, Candidate]] = []
     k = len(seen)
 
-    def cost_of(target: tuple[float, float], travel: float, turn: float) -> float:
-        rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
-        blocked = rest > 0.3 and segment_blocked(points, target, goal, clearance)
-        c = travel + rest * (2.0 if blocked else 1.0) + (p.blocked_penalty if blocked else 0.0) + 0.3 * abs(turn)
+    def add(kind: str, target: tuple[float, float], travel: float, bearing: float, gap: Gap | None) -> None:
+        c = way_cost(target, travel, goal, walls, p, gap) + 0.3 * abs(wrap_angle(bearing - th))
         if any(math.hypot(target[0] - a, target[1] - b) < 1.0 for a, b in avoid):
             c += 3.0
-        return c
+        progress = math.hypot(goal[0] - target[0], goal[1] - target[1]) < here - 0.3
+        candidates.append((progress, Candidate(kind, target, c, bearing, gap)))
 
     n_rays = round(2 * math.pi / p.ray_step)
     for i in range(n_rays):
@@ -335,27 +367,19 @@ def choose_way(
         u = (math.cos(phi), math.sin(phi))
         t = min(max((goal[0] - x) * u[0] + (goal[1] - y) * u[1], 0.0), usable)
         if t < 0.5:
-            continue
-        target = (x + t * u[0], y + t * u[1])
-        c = cost_of(target, t, wrap_angle(phi - th))
-        if math.hypot(goal[0] - target[0], goal[1] - target[1]) > here - 0.3:
-            continue
-        if best is None or c < best.cost:
-            best = Candidate("ray", target, c, phi)
+            t = min(usable, 1.5)  # leads away from the goal: a way out of a dead end
+        add("ray", (x + t * u[0], y + t * u[1]), t, phi, None)
     for origin, echo, ranges in scans:
         for gap in find_gaps(echo, ranges, origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump):
             target = gap.point(1.0)
             if not rect.contains(*target, margin=p.robot_radius):
                 continue
             mx, my = gap.middle
-            travel = math.hypot(mx - x, my - y) + 1.0
-            bearing = math.atan2(my - y, mx - x)
-            c = cost_of(target, travel, wrap_angle(bearing - th)) + 0.3
-            if math.hypot(goal[0] - target[0], goal[1] - target[1]) > here - 0.3:
-                continue
-            if best is None or c < best.cost:
-                best = Candidate("door", target, c, bearing, gap)
-    return best
+            add("door", target, math.hypot(mx - x, my - y) + 1.0, math.atan2(my - y, mx - x), gap)
+    if not candidates:
+        return None
+    forward = [c for ok, c in candidates if ok]
+    return min(forward or [c for _, c in candidates], key=lambda c: c.cost)
 
 
 def closest_object(
@@ -419,6 +443,8 @@ class _Nav:
     decisions: int = 0
     visited: list[tuple[float, float]] = field(default_factory=list)
     known_gaps: list[tuple[float, float]] = field(default_factory=list)
+    memory: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
+    near_failed: tuple[float, float] | None = None  # where the simple goto last got stuck
     last_scan: float = -math.inf
 
 
@@ -617,10 +643,15 @@ class MotionController:
             origin, bearings, ranges, ok = world
             pts = _points(origin, bearings, ranges, ok)
             rel = wrap_angle(math.atan2(nav.goal[1] - origin[1], nav.goal[0] - origin[0]) - th - scan.pan)  # type: ignore[union-attr]
+            failed_here = (
+                nav.near_failed is not None and math.hypot(x - nav.near_failed[0], y - nav.near_failed[1]) < 1.0
+            )
+            known = _before(np.concatenate((nav.memory, pts)), (x, y), nav.goal)
             if (
                 distance < p.handover
+                and not failed_here
                 and abs(rel) < math.radians(80)
-                and not segment_blocked(_before(pts, (x, y), nav.goal), (x, y), nav.goal, p.robot_radius + 0.15)
+                and not segment_blocked(known, (x, y), nav.goal, p.robot_radius + 0.15)
             ):
                 return self._enter(nav, "near", now, nav.goal)
             if nav.phase == "follow" and self._new_opening(nav, world, pose, now):
@@ -680,6 +711,8 @@ class MotionController:
             nav.best_distance, nav.best_time = d, now
         if (settled and inputs.avoid_element[1] == 2) or now - nav.best_time > p.progress_time:
             nav.visited.append((pose[0], pose[1]))
+            if nav.phase == "near":
+                nav.near_failed = (pose[0], pose[1])
             self._enter(nav, on_stuck, now, None)
             return _stop()
         return None
@@ -706,13 +739,12 @@ class MotionController:
                 continue
             nav.known_gaps.append(m)
             target = gap.point(1.0)
-            rest = math.hypot(nav.goal[0] - target[0], nav.goal[1] - target[1])
-            blocked = segment_blocked(pts, target, nav.goal, p.robot_radius + 0.1)
-            cost = math.hypot(m[0] - pose[0], m[1] - pose[1]) + 1.0 + rest * (2.0 if blocked else 1.0)
+            known = np.concatenate((nav.memory, pts))
+            cost = way_cost(target, math.hypot(m[0] - pose[0], m[1] - pose[1]) + 1.0, nav.goal, known, p, gap)
             assert nav.target is not None
-            cur_rest = math.hypot(nav.goal[0] - nav.target[0], nav.goal[1] - nav.target[1])
-            current = math.hypot(nav.target[0] - pose[0], nav.target[1] - pose[1]) + cur_rest
-            if not blocked and cost < current - 0.5 and self.rect.contains(*target, margin=p.robot_radius):
+            travel = math.hypot(nav.target[0] - pose[0], nav.target[1] - pose[1])
+            current = way_cost(nav.target, travel, nav.goal, known, p)
+            if cost < current - 0.5 and self.rect.contains(*target, margin=p.robot_radius):
                 found = True
         if found:
             self._enter(nav, "scan", now, None)
@@ -800,7 +832,8 @@ class MotionController:
 
     def _decide(self, nav: _Nav, pose: tuple[float, float, float]) -> Candidate | None:
         points = np.concatenate(nav.points) if nav.points else np.zeros((0, 2))
-        return choose_way(points, nav.scans, pose, nav.goal, nav.seen, self.rect, self.params, nav.visited)
+        nav.memory = _remember(nav.memory, points)
+        return choose_way(points, nav.scans, pose, nav.goal, nav.seen, self.rect, self.params, nav.visited, nav.memory)
 
     def _decided(
         self, nav: _Nav, pose: tuple[float, float, float], now: float
@@ -983,6 +1016,17 @@ def _refine_gap(gap: Gap, world: WorldScan, pose: tuple[float, float, float]) ->
     nnx, nny = blend * nx + (1 - blend) * gap.normal[0], blend * ny + (1 - blend) * gap.normal[1]
     length = math.hypot(nnx, nny)
     return Gap((float(na[0]), float(na[1])), (float(nb[0]), float(nb[1])), (nnx / length, nny / length))
+
+
+def _remember(memory: FloatArray, points: FloatArray, cell: float = 0.1, most: int = 20000) -> FloatArray:
+    """``memory`` with ``points`` added, one point per ``cell`` m square, the oldest dropped beyond ``most``."""
+    if len(points) == 0:
+        return memory
+    both = np.concatenate((memory, points))
+    keys = np.floor(both / cell).astype(np.int64)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    kept: FloatArray = both[np.sort(first)]
+    return kept[-most:]
 
 
 def _points(origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, ok: NDArray[np.bool_]) -> FloatArray:
