@@ -6,6 +6,7 @@ A proxy finds its module (or starts it) and offers simple methods; see :class:`p
 from pluto.hardware.arm.proxy import ArmProxy
 from pluto.movement.avoid.proxy import AvoidProxy
 from pluto.movement.drive.proxy import DriveProxy
+from pluto.movement.motion.proxy import MotionProxy
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.navigation.pose.proxy import PoseProxy
 from pluto.navigation.slam.proxy import SlamProxy
@@ -18,6 +19,7 @@ __all__ = [
     "DriveProxy",
     "HeartbeatProxy",
     "LocProxy",
+    "MotionProxy",
     "PoseProxy",
     "Proxy",
     "SlamProxy",

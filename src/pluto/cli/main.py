@@ -21,6 +21,7 @@ from pluto.cli import (
     list_cmd,
     log_cmd,
     mom_cmd,
+    motion_cmd,
     netmotion_cmd,
     p2os_sim,
     player_cmd,
@@ -72,6 +73,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     p2os_sim.register,  # p2os-sim
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
+    motion_cmd.register,  # motion
     pose_cmd.register,  # pose
     slam_cmd.register,  # slam
     record_cmd.register,  # record

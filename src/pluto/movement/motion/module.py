@@ -188,7 +188,9 @@ class MotionModule(Module[MotionModuleParams]):
             self._start_avoid(now)
         elif self.avoid_in.read() is not None:
             self._want_avoid = False
-        self.status_out.write(msgs.FVectorState(stamp=now, data=[float(v) for v in out.data], element=[int(e) for e in out.element]))
+        self.status_out.write(
+            msgs.FVectorState(stamp=now, data=[float(v) for v in out.data], element=[int(e) for e in out.element])
+        )
 
     def unfold_arm(self, now: float) -> None:
         """The investigate's arm step: by default a no-op hook (override to drive a real arm's unfold motion)."""
@@ -206,7 +208,9 @@ class MotionModule(Module[MotionModuleParams]):
     def _wrist_command(self, pan: float, tilt: float) -> msgs.ActuatorState:
         p = self.params
         return msgs.ActuatorState(
-            position=[float(pan), float(tilt)], velocity=[p.wrist_speed, p.wrist_speed], force=[p.wrist_accel, p.wrist_accel]
+            position=[float(pan), float(tilt)],
+            velocity=[p.wrist_speed, p.wrist_speed],
+            force=[p.wrist_accel, p.wrist_accel],
         )
 
     def _restart(self, now: float, old: float) -> None:
