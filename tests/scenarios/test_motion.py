@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pluto import msgs
 from pluto.bus import Bus, StateReader, StateWriter
 from pluto.movement.avoid.module import AvoidModule, AvoidModuleParams
 from pluto.movement.drive.module import DriveModule, DriveModuleParams
+from pluto.movement.motion.core import Scan
+from pluto.movement.motion.geometry import CoverageGrid, Rectangle
 from pluto.movement.motion.module import MotionModule, MotionModuleParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
 from pluto.runtime.profiles import load_profile
@@ -109,3 +113,65 @@ def test_moveto_into_an_office_room_from_the_lobby(bus: Bus, tmp_path: Path, sim
     for t in truths[::30]:
         print(f"{t.stamp:.1f} {t.x:.2f} {t.y:.2f} {t.theta:.2f}")
     assert stack.status.until(end)[-1].element[2] == 1
+
+
+def inside_polygon(x: float, y: float, polygon: list[tuple[float, float]]) -> bool:
+    inside = False
+    for (x1, y1), (x2, y2) in zip(polygon, polygon[1:] + polygon[:1], strict=True):
+        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+            inside = not inside
+    return inside
+
+
+RECEPTION = [(1.5, 3.0), (4.5, 3.0), (4.5, 3.6), (2.1, 3.6), (2.1, 5.0), (1.5, 5.0)]
+
+
+def test_explore_covers_the_lobby_and_comes_home(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    home = (4.0, 1.5, math.pi / 2)
+    stack = start_stack(bus, sim, tmp_path, office_from_lobby(*home), home)
+    scans = sim.collect("Sick/Scan_mm", msgs.LaserScan)
+    wrists = sim.collect("Wrist/State", msgs.ActuatorState)
+    poses = sim.collect("Localization/Pose", msgs.PoseEstimate)
+    b, h = 3.3, 8.0
+
+    def go(now: float) -> Generator[None, float, None]:
+        stack.send(44, [], [b, h])
+        start = now
+        while (now - start < 1.0 or stack.element()[3] > 0) and now - start < 400.0:
+            now = yield
+
+    end = stack.run(go)
+    codes = [(s.stamp, s.element[2], s.element[3]) for s in stack.status.until(end)]
+    changes = [c for i, c in enumerate(codes) if i == 0 or c[1:] != codes[i - 1][1:]]
+    print(changes)
+    truths = stack.truth.until(end)
+    for t in truths[::50]:
+        print(f"{t.stamp:.1f} {t.x:.2f} {t.y:.2f} {t.theta:.2f}")
+    rect = Rectangle(*home, b, h)
+    grid = CoverageGrid(rect, 0.25)
+    truth_stamps = [t.stamp for t in truths]
+    wrist_values = wrists.until(end)
+    wrist_stamps = [w.stamp for w in wrist_values]
+    for scan in scans.until(end):
+        t = truths[max(0, bisect.bisect_right(truth_stamps, scan.stamp) - 1)]
+        w = wrist_values[max(0, bisect.bisect_right(wrist_stamps, scan.stamp) - 1)]
+        if abs(w.position[1]) > 0.02:
+            continue
+        s = Scan(scan.stamp, np.asarray(scan.ranges), np.asarray(scan.angles), scan.max_range, w.position[0], 0.0)
+        origin, bearings, ranges, _ = s.world((t.x, t.y, t.theta))
+        grid.add_scan(origin, bearings, ranges, scan.max_range)
+    free = np.zeros_like(grid.cells, dtype=bool)
+    for iu in range(grid.nu):
+        for iw in range(grid.nw):
+            x, y = grid.centre(iu, iw)
+            free[iu, iw] = (
+                rect.contains(x, y)
+                and not inside_polygon(x, y, RECEPTION)
+                and math.hypot(x - 4.5, y - 7.5) > 0.3
+            )
+    covered = grid.seen_fraction(free)
+    final = poses.until(end)[-1]
+    print(covered, final.pose[:4], truths[-1])
+    assert covered >= 0.9
+    assert math.hypot(final.pose[0] - home[0], final.pose[1] - home[1]) < 0.3
+    assert [c[1] for c in changes][-3:] == [-1, -2, 1]

@@ -462,6 +462,8 @@ class _Job:
     swept: float = 0.0
     last_angle: float | None = None
     arm_asked: bool = False
+    view: int = 0
+    view_since: float | None = None
 
 
 @dataclass
@@ -542,7 +544,7 @@ class MotionController:
             raise ValueError(f"motion cmd_flags must be -1, 0..39 or 42..46, got {cmd_flags}")
 
     def _start_explore(self, now: float) -> None:
-        self.job = _Job("explore", grid=CoverageGrid(self.rect, self.params.explore_cell), phase="pick")
+        self.job = _Job("explore", grid=CoverageGrid(self.rect, self.params.explore_cell), phase="look")
         self.stopped = None
         self.moveto_status = MOVETO_IDLE
 
@@ -918,6 +920,24 @@ class MotionController:
                 return order, wrist, code, False
             job.tried.append(job.nav.goal)
             job.nav = None
+            job.phase, job.view, job.view_since = "look", 0, None
+        if job.phase == "look":
+            # look around where the robot stands: left, right, ahead
+            views = [(p.look_pan, 0.0), (-p.look_pan, 0.0), (0.0, 0.0)]
+            pan, tilt = views[job.view]
+            at = inputs.wrist is None or (
+                abs(inputs.wrist[0] - pan) < p.wrist_tolerance and abs(inputs.wrist[1] - tilt) < p.wrist_tolerance
+            )
+            if at and job.view_since is None:
+                job.view_since = now
+            if job.view_since is not None and now - job.view_since >= p.look_time:
+                job.view, job.view_since = job.view + 1, None
+                if job.view >= len(views):
+                    job.phase = "pick"
+                else:
+                    pan, tilt = views[job.view]
+            if job.phase == "look":
+                return None, (pan, tilt), SCANNING, False
         targets = [
             t
             for t in job.grid.frontier_targets(p.robot_radius, p.explore_reach, p.explore_min_cells)
