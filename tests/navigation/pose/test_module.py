@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +86,17 @@ def test_stopping_the_thread_hands_the_setter_back(bus: Bus, module: PoseModule)
     module.stop_activity()
     wait_until(lambda: any(p.cmd_flags == 0 and not p.pose for p in seen), timeout=5.0, message="no setter 0 post")
     posts.close()
+
+
+def test_warm_up_leaves_the_kernels_of_a_scan_compiled() -> None:
+    """The module calls it while configuring: its first scan then finds every kernel of the per-scan path ready.
+    In a fresh interpreter, where nothing has called them yet."""
+    script = (
+        "from pluto.navigation.pose import core, features, map as wall_map, tracker\n"
+        "kernels = (features._extract, core._update, wall_map._query)\n"
+        "before = [len(k.signatures) for k in kernels]\n"
+        "tracker.warm_up()\n"
+        "print(before, [len(k.signatures) for k in kernels])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["[0,", "0,", "0]", "[1,", "1,", "1]"], out.stdout + out.stderr

@@ -21,7 +21,7 @@ from pluto.navigation.pose.map import WallMap
 from pluto.runtime.module import ModuleParams
 from pluto.sim.raycast import RayCaster
 
-__all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModuleParams", "PoseTracker"]
+__all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModuleParams", "PoseTracker", "warm_up"]
 
 SETTER = 1
 """The pose module's setter on ``Localization/Post_Pose``."""
@@ -252,3 +252,26 @@ def _agrees(
     x, y, theta = px + cp * ux - sp * uy, py + sp * ux + cp * uy, pt + (dt1 - dt0)
     turn = (found[2] - theta + math.pi) % (2 * math.pi) - math.pi
     return math.hypot(found[0] - x, found[1] - y) <= distance and abs(turn) <= angle
+
+
+def warm_up() -> None:
+    """Have numba load (or compile) the pose module's kernels now: one scan of a square room through a throwaway
+    tracker and its filter. Their first call in a process costs about half a second with numba's cache (seconds
+    without it); a module pays it while it configures, not at its first scan, with time running."""
+    half = 2.0  # m: the room is 4 x 4 m around the laser
+    segments = [
+        [-half, -half, half, -half],
+        [half, -half, half, half],
+        [half, half, -half, half],
+        [-half, half, -half, -half],
+    ]
+    angles = np.linspace(-math.pi / 2, math.pi / 2, 361)
+    with np.errstate(divide="ignore"):
+        ranges = np.minimum(half / np.abs(np.cos(angles)), half / np.abs(np.sin(angles)))
+    scan = msgs.LaserScan(stamp=0.0, ranges=ranges.tolist(), angles=angles.tolist(), count=361, max_range=80.0)
+    pose = msgs.PoseEstimate(stamp=0.0, pose=[0.0] * 8, covariance=[1e-4, 0, 0, 0, 1e-4, 0, 0, 0, 1e-4])
+    quiet = logging.getLogger("pluto.pose.warm_up")
+    quiet.disabled = True
+    tracker = PoseTracker(WallMap.from_segments(segments), PoseModuleParams(), quiet)
+    for stamp in (0.0, 0.2):
+        tracker.process(stamp, scan, pose, pose)
