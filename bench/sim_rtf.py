@@ -18,7 +18,7 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
 * ``Pluto mission profile, lock-step``: the ``mission`` profile (the 9 modules of ``pluto demo``: sim, base, wrist,
   sick, dmu, gps, localization, drive, avoid) with the simulated clock in lock-step as fast as it goes, once with
   each module in its own process and once with all of them in this process; the robot follows the demo's goto
-  route (laser avoidance). Here the devices run at their own rates (base 50 Hz with a 10 Hz sonar ring, laser scans
+  route (laser avoidance). Here the devices run at their own rates (base 20 Hz with a 10 Hz sonar ring, laser scans
   at 5 Hz, and the rest), so this is more work per simulated second than the two rows above. Each run has a bus
   of its own (robot name, rendezvous port and runtime folder).
 

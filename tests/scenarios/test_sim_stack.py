@@ -23,6 +23,7 @@ import pytest
 from pluto import msgs
 from pluto.bus import Bus
 from pluto.geometry import compose
+from pluto.hardware.base.module import SimBaseParams
 from pluto.runtime.config import Config
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.runtime.supervisor import Supervisor
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.scenario
 
 RATE = 10.0
 OFFICE_START = (10.0, 9.7, 0.0)
-BASE_PERIOD = 0.02  # s: the simulated base steps at 50 Hz
+BASE_PERIOD = 1.0 / SimBaseParams().rate_hz  # s: the simulated base's period (20 Hz)
+BASE_STEPS = round(10.0 / BASE_PERIOD) + 1  # the base's steps from 0 to 10 s, both included
 
 # Line 4 holds a wall without x2.
 BAD_MAP = """<?xml version="1.0" encoding="UTF-8"?>
@@ -232,13 +234,13 @@ def test_lockstep_runs_as_fast_as_the_modules_go(bus: Bus, sim: Lockstep, room: 
     drive.wait()
     wall = time.monotonic() - wall0
     assert wall < 10.0  # faster than real time (a second or two here)
-    # time moves in the steps the modules need: every 20 ms (the devices' period), none skipped
+    # time moves in the steps the modules need: every period of the devices, none skipped
     truths = truth.until(10.0)
-    assert [t.stamp for t in truths] == pytest.approx([0.02 * k for k in range(501)], abs=1e-9)
+    assert [t.stamp for t in truths] == pytest.approx([BASE_PERIOD * k for k in range(BASE_STEPS)], abs=1e-9)
     # Clock (for the modules that do not take part) says so, at least every 50 ms of simulated time
     ticks = [c for c in clock.snapshot() if 0.0 < c.stamp <= 10.0]
     assert ticks and all(c.lockstep and c.rate == 0.0 for c in ticks)
-    assert all(0.0 < b.stamp - a.stamp <= 0.05 + 0.02 + 1e-9 for a, b in itertools.pairwise(ticks))
+    assert all(0.0 < b.stamp - a.stamp <= 0.05 + BASE_PERIOD + 1e-9 for a, b in itertools.pairwise(ticks))
     assert drive.commands == 99  # 0.1 s to 9.9 s
 
 
@@ -281,7 +283,7 @@ def test_a_seed_gives_the_same_run_every_time(bus: Bus, room: Path) -> None:
     first = arc_run(bus, room, seed=7, seconds=10.0)
     again = arc_run(bus, room, seed=7, seconds=10.0)
     other = arc_run(bus, room, seed=8, seconds=10.0)
-    assert len(first["truth"]) == len(first["odometry"]) == 501  # every step of the base, from 0 to 10 s
+    assert len(first["truth"]) == len(first["odometry"]) == BASE_STEPS  # every step of the base
     assert first["truth"][-1].stamp == pytest.approx(10.0)
     assert math.hypot(first["truth"][-1].x - 5.0, first["truth"][-1].y - 5.0) > 2.0  # it drove
     assert again == first  # the same values, exactly

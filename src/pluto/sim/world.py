@@ -167,22 +167,31 @@ class Mover:
     loop: bool
     waypoints: FloatArray
 
+    _lap: FloatArray = field(init=False, repr=False)
+    _arc: FloatArray = field(init=False, repr=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "waypoints", _frozen_array(self.waypoints, 2, "waypoints"))
+        # the lap and the arc length at each of its vertices: the simulation asks for positions at every step
+        w = self.waypoints
+        lap = np.vstack((w, w[:1])) if self.loop else w
+        arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(lap, axis=0), axis=1))))
+        lap.setflags(write=False)
+        arc.setflags(write=False)
+        object.__setattr__(self, "_lap", lap)
+        object.__setattr__(self, "_arc", arc)
 
     def path(self) -> FloatArray:
-        """``(V, 2)`` the vertices walked in one lap: the waypoints, and the first again if ``loop``."""
-        w = self.waypoints
-        return np.vstack((w, w[:1])) if self.loop else w
+        """``(V, 2)`` the vertices walked in one lap: the waypoints, and the first again if ``loop`` (read-only)."""
+        return self._lap
 
     def path_length(self) -> float:
         """Length of one lap of :meth:`path` (one way when not looping), m."""
-        return float(np.sum(np.linalg.norm(np.diff(self.path(), axis=0), axis=1)))
+        return float(self._arc[-1])
 
     def position(self, t: float) -> FloatArray:
         """``(2,)`` position at time ``t`` (s): arc length ``speed * t`` along the path, wrapped or reflected."""
-        path = self.path()
-        arc = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))))
+        path, arc = self.path(), self._arc
         length = float(arc[-1])
         if length <= 0.0:
             return np.array(path[0], dtype=np.float64)

@@ -34,7 +34,7 @@ class SimBaseParams(SimDeviceParams, BaseServerParams, kw_only=True, forbid_unkn
     radius, max_speed, max_turn_rate, max_accel, max_turn_accel: the body (m, m/s, rad/s, m/s², rad/s²).
     """
 
-    rate_hz: float = 50.0
+    rate_hz: float = 20.0
     sonar_hz: float = 10.0
     radius: float = 0.4
     max_speed: float = 1.5

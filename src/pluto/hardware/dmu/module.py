@@ -16,7 +16,7 @@ class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     time_constant: of the state's low-pass filter, s (also the delay of its stamp).
     """
 
-    rate_hz: float = 50.0
+    rate_hz: float = 20.0
     time_constant: float = 0.1
 
 

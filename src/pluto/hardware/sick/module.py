@@ -28,7 +28,7 @@ class SimSickParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     reboot_time: s the scanner needs to recover.
     """
 
-    rate_hz: float = 50.0
+    rate_hz: float = 5.0
     fault_at: float = -1.0
     reboot_time: float = 20.0
 

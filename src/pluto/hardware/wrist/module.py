@@ -13,7 +13,7 @@ from pluto.sim.wrist import SimWrist
 
 
 class SimWristParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
-    rate_hz: float = 50.0
+    rate_hz: float = 20.0
 
 
 class SimWristModule(SimDevice[SimWristParams]):

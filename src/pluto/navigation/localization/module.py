@@ -45,7 +45,7 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
         inertial unit are integrated without it.
     """
 
-    rate_hz: float = 50.0
+    rate_hz: float = 20.0
     start_pose_file: str = ""
     model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
     scan_wait: float = 1.0
