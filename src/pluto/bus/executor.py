@@ -198,6 +198,16 @@ class Strand:
                 self._scheduled = self._again = False
                 self._idle.notify_all()
 
+    def run_here(self) -> None:
+        """Do the pending work now, on the calling thread, unless a run is already submitted or running (that run
+        then does it). For a caller that would only wait for the work anyway: it saves the hand-over to a worker."""
+        with self._lock:
+            if self._scheduled:
+                self._again = True
+                return
+            self._scheduled = True
+        self._run()
+
     def _run(self) -> None:
         self._runner = threading.current_thread()
         while True:
@@ -215,7 +225,7 @@ class Strand:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no run is submitted or running (True), or ``timeout`` s passed (False)."""
-        if self.in_strand:
+        if not self._scheduled or self.in_strand:
             return True
         with self._idle:
             return self._idle.wait_for(lambda: not self._scheduled, timeout)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import zenoh
 
-from pluto.bus.executor import on_zenoh_thread
+from pluto.bus.executor import Strand, on_zenoh_thread
 
 if TYPE_CHECKING:
     from pluto.bus.session import Bus, _Receiver
@@ -114,6 +114,7 @@ class LockstepGate:
         self._deliveries = 0  # ticks handled by this process
         self._dues: dict[str, float] = {}  # each local member's next step, s
         self._work = False  # the executor has a tick to handle
+        self._deferred: list[Strand] | None = None  # callbacks of released values, run by the executor itself
         self.late_values = 0
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
@@ -157,6 +158,14 @@ class LockstepGate:
             tick = self._deliveries
             self._held.setdefault(receiver, []).append((writer_id, seq, tick, value))
             return False
+
+    def defer(self, strand: Strand) -> bool:
+        """Whether the executor takes the run of ``strand`` (a callback of a value it is releasing) upon itself."""
+        deferred = self._deferred
+        if deferred is None or threading.current_thread() is not self._executor:
+            return False
+        deferred.append(strand)
+        return True
 
     def forget(self, receiver: _Receiver[Any]) -> None:
         """Drop what is held for a receiver that closes."""
@@ -224,8 +233,14 @@ class LockstepGate:
                 if seq > self._frontier.get(wid, 0):
                     self._frontier[wid] = seq
             released = self._release(everything=run_changed)
-        for receiver, value in released:
-            receiver._take(value)
+        self._deferred = []
+        try:
+            for receiver, value in released:
+                receiver._take(value)
+        finally:
+            deferred, self._deferred = self._deferred, None
+        for strand in dict.fromkeys(deferred):  # each callback once, in the order of release
+            strand.run_here()
         self._wait_frontier(frontier)
         self._ready = (tick.run, tick.number)
 

@@ -635,7 +635,7 @@ class Subscription(_Receiver[M]):
 
     def _deliver(self, value: M) -> None:
         self._pending.append((value, self.arrival))
-        self._strand.schedule()
+        self._run_soon()
 
     def _take_many(self, values: list[M]) -> None:
         if self.max_age is not None:
@@ -643,7 +643,14 @@ class Subscription(_Receiver[M]):
         self.received += len(values)
         arrival = self.arrival
         self._pending.extend([(value, arrival) for value in values])
-        self._strand.schedule()
+        self._run_soon()
+
+    def _run_soon(self) -> None:
+        """Have the callback called with what is pending: by the lock-step executor when it is the one releasing
+        values (it waits for the callbacks before the members step anyway), else on the bus's executor."""
+        gate = self._bus.gate
+        if gate is None or not gate.defer(self._strand):
+            self._strand.schedule()
 
     def wait_idle(self, timeout: float) -> bool:
         if self._closed:
