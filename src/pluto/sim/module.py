@@ -226,7 +226,8 @@ class LockstepCoordinator:
             return
         with self._cond:
             self.barrier.ack(ack)
-            self._cond.notify_all()
+            if self.barrier.complete():  # the loop wakes once per tick, not at every process's acknowledgement
+                self._cond.notify_all()
 
     def _on_member(self, sample: Any) -> None:
         name = str(sample.key_expr).rsplit("/", 1)[-1]
