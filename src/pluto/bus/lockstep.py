@@ -115,10 +115,6 @@ class LockstepGate:
         self._dues: dict[str, float] = {}  # each local member's next step, s
         self._work = False  # the executor has a tick to handle
         self._deferred: list[Strand] | None = None  # callbacks of released values, run by the executor itself
-        self._direct_run: int | None = None  # the run of a coordinator in this process: it hands its ticks over
-        self._handling: threading.Thread | None = None  # the thread handling a tick now
-        self._current: tuple[int, int] | None = None  # the tick handled last (run, number)
-        self._done: dict[str, float] = {}  # members that finished it -> next due
         self.late_values = 0
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
@@ -166,7 +162,7 @@ class LockstepGate:
     def defer(self, strand: Strand) -> bool:
         """Whether the executor takes the run of ``strand`` (a callback of a value it is releasing) upon itself."""
         deferred = self._deferred
-        if deferred is None or threading.current_thread() is not self._handling:
+        if deferred is None or threading.current_thread() is not self._executor:
             return False
         deferred.append(strand)
         return True
@@ -205,40 +201,21 @@ class LockstepGate:
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             self._bus.drops.drop(TICK_KEY, err)
             return
-        if tick.run == self._direct_run:
-            return  # the coordinator is in this process and hands its ticks over itself (handle_here)
         with self._ticks:
-            if self._note(tick):
+            latest = self._latest
+            if latest is not None and tick.run == latest.run and tick.number < latest.number:
+                return  # an old tick repeated
+            if latest is not None and tick.run != latest.run:
+                self._pending.clear()  # the old run's writes mean nothing to the new one
+                self._dues = dict.fromkeys(self._dues, -math.inf)
+            self._pending.extend(tick.frontier)  # seen at the next tick this process handles
+            self._latest = tick
+            # Wake the executor only if a member here has a step due (or the tick came again, or a new run): a
+            # process whose members are all waiting for a later time sleeps through the tick.
+            repeated = latest is not None and (latest.run, latest.number) == (tick.run, tick.number)
+            if repeated or any(due <= tick.stamp + DUE_SLACK for due in self._dues.values()):
                 self._work = True
                 self._ticks.notify_all()
-
-    def _note(self, tick: LockstepTick) -> bool:
-        """Take note of a tick that came (``_ticks`` held); whether a member here has work at it."""
-        latest = self._latest
-        if latest is not None and tick.run == latest.run and tick.number < latest.number:
-            return False  # an old tick repeated
-        if latest is not None and tick.run != latest.run:
-            self._pending.clear()  # the old run's writes mean nothing to the new one
-            self._dues = dict.fromkeys(self._dues, -math.inf)
-        self._pending.extend(tick.frontier)  # seen at the next tick this process handles
-        self._latest = tick
-        # Only if a member here has a step due (or the tick came again, or a new run): a process whose members are
-        # all waiting for a later time sleeps through the tick.
-        repeated = latest is not None and (latest.run, latest.number) == (tick.run, tick.number)
-        return repeated or any(due <= tick.stamp + DUE_SLACK for due in self._dues.values())
-
-    def handle_here(self, tick: LockstepTick) -> LockstepAck | None:
-        """Handle ``tick`` on the calling thread and return the acknowledgement (None: nothing was due here).
-
-        For the coordinator when it runs in this process (``--one-process``): the members step on its thread, with
-        no hand-over to the executor and back for each tick. From the first call on, the ticks of its run that come
-        over the network are left to it.
-        """
-        self._direct_run = tick.run
-        with self._ticks:
-            if not self._note(tick):
-                return None
-        return self._handle(tick)
 
     def _deliver(self, tick: LockstepTick) -> None:
         """Make visible here the writes of every tick up to this one (on the executor thread, before the members
@@ -314,8 +291,8 @@ class LockstepGate:
             self._ticks.notify_all()
 
     def on_executor(self) -> bool:
-        """The calling thread is handling a tick of this process's members (a member's step runs on it)."""
-        return threading.current_thread() is self._handling
+        """The calling thread is this process's lock-step executor (a member's step runs on it)."""
+        return threading.current_thread() is self._executor
 
     def unregister(self, name: str) -> None:
         """Leave the lock-step (the handler is not called again once this returns, unless from within it)."""
@@ -331,7 +308,10 @@ class LockstepGate:
             receiver._take(value)
 
     def _execute(self) -> None:
-        """The executor: for each tick at which a member here is due, :meth:`_handle` it and acknowledge."""
+        """The executor: for each tick at which a member here is due, deliver the writes made before it, step the
+        members that are due (in the order of their names), acknowledge them."""
+        done: dict[str, float] = {}  # members that finished the current tick -> next due
+        current: tuple[int, int] | None = None
         while True:
             with self._ticks:
                 while not self._work:
@@ -340,23 +320,13 @@ class LockstepGate:
                     self._ticks.wait(0.5)
                 self._work = False
                 tick = self._latest
-            if tick is None or tick.run == self._direct_run:
+            if tick is None:
                 continue
-            ack = self._handle(tick)
-            if ack is not None:
-                self._ack_pub.put(msgspec.msgpack.encode(ack))
-
-    def _handle(self, tick: LockstepTick) -> LockstepAck | None:
-        """Deliver the writes made before ``tick``, step the members that are due (in the order of their names);
-        the acknowledgement, or None if there is nothing to acknowledge."""
-        with self._round:
-            self._handling = threading.current_thread()
-            try:
+            with self._round:
                 key = (tick.run, tick.number)
-                repeated = key == self._current
+                repeated = key == current
                 if not repeated:
-                    self._current, self._done = key, {}
-                done = self._done
+                    current, done = key, {}
                 with self._cond:
                     handlers = sorted(self._handlers.items())
                 due = [
@@ -375,13 +345,11 @@ class LockstepGate:
                     with self._ticks:
                         if name in self._dues:
                             self._dues[name] = done[name]
-                if not (due or (repeated and done)):
-                    return None
-                # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
-                members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
-                return LockstepAck(tick.run, tick.number, members, self.take_writes())
-            finally:
-                self._handling = None
+                if due or (repeated and done):
+                    # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
+                    members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
+                    message = LockstepAck(tick.run, tick.number, members, self.take_writes())
+                    self._ack_pub.put(msgspec.msgpack.encode(message))
 
     def close(self) -> None:
         for entity in (self._tick_sub, self._ack_pub):

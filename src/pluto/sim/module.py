@@ -205,7 +205,6 @@ class LockstepCoordinator:
         self._cond = threading.Condition()
         self._changed = False  # membership changed: the current tick goes out again
         self._last = LockstepTick(self.barrier.run, 0, 0.0)
-        self._local: LockstepTick | None = None  # sent, not yet handled by this process's members
         self._next_clock = 0.0
         bus = sim.bus
         self._tick_pub = bus.session.declare_publisher(
@@ -286,25 +285,8 @@ class LockstepCoordinator:
                 msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
             )
             self._next_clock = tick.stamp + self.CLOCK_PERIOD
-        self._send(tick)
-        self._last = tick
-
-    def _send(self, tick: LockstepTick) -> None:
-        """Send ``tick`` to the members (lock held); this process's own members get it from :meth:`_step_local`."""
         self._tick_pub.put(msgspec.msgpack.encode(tick))
-        self._local = tick
-
-    def _step_local(self) -> None:
-        """Have the members in this process (``--one-process``) handle the tick just sent, on this thread (lock not
-        held: their steps may call the simulator's services)."""
-        tick, self._local = self._local, None
-        gate = self.sim.bus.gate
-        if tick is None or gate is None or not gate.active:
-            return
-        ack = gate.handle_here(tick)
-        if ack is not None:
-            with self._cond:
-                self.barrier.ack(ack)
+        self._last = tick
 
     def _report(self) -> None:
         """Log what happened to members (lock held)."""
@@ -322,9 +304,25 @@ class LockstepCoordinator:
             self._publish(self.barrier.first(time.monotonic()))
         origin: tuple[float, float] | None = None  # (wall, stamp) that paces the time at a finite speed
         while not stop.is_set():
-            if not self._wait_complete(stop):
-                break
             with self._cond:
+                # wait until every member has finished the current tick
+                while not stop.is_set():
+                    wall = time.monotonic()
+                    self._report()
+                    self.barrier.drop_late(wall)
+                    self._report()
+                    if self._changed:
+                        self._changed = False
+                        self.barrier.restart_wait(wall)
+                        self._tick_pub.put(msgspec.msgpack.encode(self._last))  # newcomers need it
+                        continue
+                    if self.barrier.complete():
+                        break
+                    if wall - self.barrier.sent_at >= self.REPEAT_AFTER:
+                        self._tick_pub.put(msgspec.msgpack.encode(self._last))
+                    self._cond.wait(0.1)
+                if stop.is_set():
+                    break
                 if self.paused:
                     origin = None
                     if not self.barrier.pending_writes():
@@ -345,28 +343,6 @@ class LockstepCoordinator:
                     break
             with self._cond:
                 self._publish(self.barrier.tick(stamp, time.monotonic()))
-
-    def _wait_complete(self, stop: threading.Event) -> bool:
-        """Wait until every member has finished the current tick (True), or ``stop`` is set (False)."""
-        while not stop.is_set():
-            self._step_local()
-            with self._cond:
-                wall = time.monotonic()
-                self._report()
-                self.barrier.drop_late(wall)
-                self._report()
-                if self._changed:
-                    self._changed = False
-                    self.barrier.restart_wait(wall)
-                    self._send(self._last)  # newcomers need it
-                    continue
-                if self.barrier.complete():
-                    return True
-                if wall - self.barrier.sent_at >= self.REPEAT_AFTER:
-                    self._send(self._last)
-                elif self._local is None:
-                    self._cond.wait(0.1)
-        return False
 
     def close(self) -> None:
         for entity in (self._member_sub, self._ack_sub, self._tick_pub):
