@@ -138,6 +138,7 @@ class MotionParams:
         look_time: time spent looking at each view once the wrist is there, s.
         wrist_tolerance: the wrist is there within this, rad.
         blocked_penalty: extra cost of a way whose end the scans show a wall between it and the goal, m.
+        unknown_weight: weight of the straight distance from a way's end to the goal in its cost.
         room_reach: a goal farther than this aside from a narrow doorway's axis is taken not to be behind it, m.
         max_decisions: a moveto gives up after this many scans without reaching its goal.
         progress_time: a way on which the robot came no nearer its end for this long is given up, s.
@@ -169,6 +170,7 @@ class MotionParams:
     wrist_tolerance: float = 0.05
     blocked_penalty: float = 2.0
     room_reach: float = 2.5
+    unknown_weight: float = 1.3
     max_decisions: int = 40
     progress_time: float = 15.0
     explore_cell: float = 0.25
@@ -293,13 +295,14 @@ def way_cost(
     gap: Gap | None = None,
 ) -> float:
     """Estimated length (m) of the way to ``goal`` through ``target``: ``travel`` m to get there, then the straight
-    distance to the goal, plus ``blocked_penalty`` when the echoes ``known`` show a wall on that straight line (a wall
-    seen beside a street usually has openings further on). Beyond a narrow doorway (``gap`` narrower than
-    ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis is most likely not in
-    it, and the straight distance counts double."""
+    distance to the goal times ``unknown_weight`` (what lies beyond is less sure: of two ways the one that goes
+    farther along what is known to be free wins), plus ``blocked_penalty`` when the echoes ``known`` show a wall on
+    that straight line (a wall seen beside a street usually has openings further on). Beyond a narrow doorway
+    (``gap`` narrower than ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis
+    is most likely not in it, and the straight distance counts double."""
     p = params
     rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
-    cost = travel + rest
+    cost = travel + p.unknown_weight * rest
     if rest > 0.3 and segment_blocked(known, target, goal, p.robot_radius + 0.1):
         cost += p.blocked_penalty
     if gap is not None and gap.width < p.door_max:
@@ -325,7 +328,8 @@ def choose_way(
 
     Args:
         points: (N, 2) echoes of the scans, m (pose frame).
-        scans: per scan (origin, echo points (M, 2) in beam order, their ranges (M,)), for openings.
+        scans: per scan (origin, beam ends (M, 2) in beam order, their ranges (M,); beams without an echo end far
+            away), for openings.
         pose: the robot, (x m, y m, θ rad).
         goal: m.
         seen: (K,) which of K equal sectors of world bearing (from -π) the scans covered.
@@ -733,7 +737,7 @@ class MotionController:
             return False
         origin, bearings, ranges, ok = world
         pts = _points(origin, bearings, ranges, ok)
-        gaps = find_gaps(pts, ranges[ok], origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump)
+        gaps = find_gaps(*_beams(origin, bearings, ranges), origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump)
         found = False
         for gap in gaps:
             m = gap.middle
@@ -785,7 +789,7 @@ class MotionController:
             if abs(scan.tilt) < 0.05:
                 pts = _points(origin, bearings, ranges, ok)
                 nav.points.append(pts)
-                nav.scans.append((origin, pts, ranges[ok]))
+                nav.scans.append((origin, *_beams(origin, bearings, ranges)))
                 k = len(nav.seen)
                 idx = ((bearings + math.pi) % (2 * math.pi) / (2 * math.pi) * k).astype(int) % k
                 nav.seen[idx] = True
@@ -1047,6 +1051,17 @@ def _remember(memory: FloatArray, points: FloatArray, cell: float = 0.1, most: i
     _, first = np.unique(keys, axis=0, return_index=True)
     kept: FloatArray = both[np.sort(first)]
     return kept[-most:]
+
+
+def _beams(
+    origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, cap: float = 30.0
+) -> tuple[FloatArray, FloatArray]:
+    """Every beam's end, in beam order, for openings: a beam without an echo ends ``cap`` m away (an opening onto
+    open space); failed beams are dropped. Returns (points (N, 2), ranges (N,))."""
+    keep = ranges > 0.0
+    r = np.minimum(ranges[keep], cap)
+    b = bearings[keep]
+    return np.column_stack((origin[0] + r * np.cos(b), origin[1] + r * np.sin(b))), r
 
 
 def _points(origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, ok: NDArray[np.bool_]) -> FloatArray:

@@ -1,0 +1,244 @@
+"""The motion module's pure logic: free rays, openings, the rectangle, the coverage grid, the choice of a way in
+synthetic scans, and the command handling and status codes of the controller."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pluto.movement.motion.core import (
+    AT_GOAL,
+    FOLLOWING,
+    IDLE,
+    IDLE_RECTANGLE,
+    MOVETO_IDLE,
+    MOVETO_SET,
+    SCANNING,
+    MotionController,
+    MotionInputs,
+    MotionParams,
+    Scan,
+    choose_way,
+    closest_object,
+)
+from pluto.movement.motion.geometry import (
+    FREE,
+    OCCUPIED,
+    UNKNOWN,
+    CoverageGrid,
+    Rectangle,
+    find_gaps,
+    free_length,
+    segment_blocked,
+)
+
+
+def wall(x0: float, y0: float, x1: float, y1: float, step: float = 0.05) -> np.ndarray:
+    n = max(2, int(math.hypot(x1 - x0, y1 - y0) / step))
+    t = np.linspace(0.0, 1.0, n)
+    return np.column_stack((x0 + t * (x1 - x0), y0 + t * (y1 - y0)))
+
+
+def scan_of(
+    segments: list[tuple[float, float, float, float]], origin: tuple[float, float] = (0.0, 0.0)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 720-beam scan over 360° of wall segments from ``origin``: (beam ends in beam order, ranges, bearings); a
+    beam without an echo ends 30 m away."""
+    bearings = np.linspace(-math.pi, math.pi, 721)[:-1]
+    ranges = np.full(len(bearings), 80.0)
+    ox, oy = origin
+    for x0, y0, x1, y1 in segments:
+        dx, dy = x1 - x0, y1 - y0
+        for i, b in enumerate(bearings):
+            c, s = math.cos(b), math.sin(b)
+            den = c * dy - s * dx
+            if abs(den) < 1e-12:
+                continue
+            t = ((x0 - ox) * dy - (y0 - oy) * dx) / den
+            u = ((x0 - ox) * s - (y0 - oy) * c) / den
+            if t > 0 and 0 <= u <= 1:
+                ranges[i] = min(ranges[i], t)
+    ranges = np.minimum(ranges, 30.0)
+    points = np.column_stack((ox + ranges * np.cos(bearings), oy + ranges * np.sin(bearings)))
+    return points, ranges, bearings
+
+
+# -- geometry ----------------------------------------------------------------------------------------------------
+
+
+def test_free_length_and_blocked_segment() -> None:
+    points = np.array([[3.0, 0.2], [5.0, 2.0]])
+    assert free_length(points, (0.0, 0.0), 0.0, 0.5, 10.0) == pytest.approx(3.0)
+    assert free_length(points, (0.0, 0.0), math.pi, 0.5, 10.0) == 10.0
+    assert segment_blocked(points, (0.0, 0.0), (6.0, 0.0), 0.5)
+    assert not segment_blocked(points, (0.0, 0.0), (0.0, 6.0), 0.5)
+
+
+def test_a_doorway_in_a_wall_is_an_opening() -> None:
+    # a wall 2 m to the right of the robot with a 0.9 m door from x = 1.6 to 2.5, a room behind it
+    points, ranges, _ = scan_of([(-5, -2, 1.6, -2), (2.5, -2, 8, -2), (-5, -7, 8, -7)])
+    gaps = find_gaps(points, ranges, (0.0, 0.0), 0.84, 2.5, 0.6)
+    assert len(gaps) == 1
+    gap = gaps[0]
+    assert gap.width == pytest.approx(0.9, abs=0.05)
+    assert gap.middle[0] == pytest.approx(2.05, abs=0.05) and gap.middle[1] == pytest.approx(-2.0, abs=0.02)
+    assert gap.normal[1] == pytest.approx(-1.0, abs=0.05)  # pointing away from the robot, into the room
+
+
+def test_rectangle() -> None:
+    rect = Rectangle(1.0, 2.0, math.pi / 2, 2.0, 5.0)  # x -1..3, y 2..7
+    assert rect.contains(1.0, 3.0) and not rect.contains(1.0, 1.0) and not rect.contains(3.5, 4.0)
+    assert rect.clip(10.0, 10.0, 0.5) == pytest.approx((2.5, 6.5))
+    assert rect.exit_distance(1.0, 3.0, math.pi / 2) == pytest.approx(4.0)
+    assert rect.exit_distance(1.0, 3.0, 0.0) == pytest.approx(2.0)
+    assert not Rectangle(0, 0, 0, 0, 0).set and Rectangle(0, 0, 0, 0, 0).contains(1e3, 1e3)
+
+
+def test_the_coverage_grid_marks_what_beams_crossed_and_hit() -> None:
+    grid = CoverageGrid(Rectangle(0.0, 0.0, 0.0, 2.0, 4.0), cell=0.25)  # x 0..4, y -2..2
+    grid.add_scan((0.1, 0.0), np.array([0.0]), np.array([3.0]), 80.0)
+    iu, iw, _ = grid.index(np.array([1.5, 3.1, 1.5]), np.array([0.1, 0.1, 1.5]))
+    assert grid.cells[iu[0], iw[0]] == FREE
+    assert grid.cells[iu[1], iw[1]] == OCCUPIED
+    assert grid.cells[iu[2], iw[2]] == UNKNOWN
+    assert 0.0 < grid.seen_fraction() < 0.2
+    assert grid.frontier_targets(0.4, 1.5, 1)  # places beside the beam show unseen cells
+
+
+def test_the_closest_object_is_not_a_wall() -> None:
+    a = np.linspace(-math.pi / 2, math.pi / 2, 20) + math.pi
+    pillar = np.column_stack((3.0 + 0.3 * np.cos(a), 0.3 * np.sin(a)))
+    points = np.concatenate((wall(-5, 1.5, 8, 1.5), pillar))
+    obj = closest_object(points, (0.0, 0.0), 5.0)
+    assert obj is not None
+    assert obj[0] == pytest.approx(3.0, abs=0.25) and obj[1] == pytest.approx(0.0, abs=0.1)
+    assert closest_object(wall(-5, 1.5, 8, 1.5), (0.0, 0.0), 5.0) is None
+
+
+# -- the choice of a way -------------------------------------------------------------------------------------------
+
+
+def test_down_a_corridor_the_ray_along_it_is_chosen() -> None:
+    points, ranges, _ = scan_of([(-2, 1, 20, 1), (-2, -1, 20, -1)])
+    seen = np.ones(72, dtype=bool)
+    way = choose_way(
+        points,
+        [((0.0, 0.0), points, ranges)],
+        (0.0, 0.0, 0.3),
+        (10.0, 0.0),
+        seen,
+        Rectangle(0, 0, 0, 0, 0),
+        MotionParams(),
+    )
+    assert way is not None and way.kind == "ray"
+    assert abs(way.bearing) < math.radians(5)
+    assert way.target[0] > 5.0
+
+
+def test_a_goal_behind_a_wall_is_reached_through_the_opening() -> None:
+    # a wall ahead across the robot's way with an opening on the left (from y = 2 to y = 4), the goal beyond it
+    points, ranges, _ = scan_of([(4, -6, 4, 2), (4, 4, 4, 10), (-3, -6, -3, 10)])
+    seen = np.ones(72, dtype=bool)
+    way = choose_way(
+        points,
+        [((0.0, 0.0), points, ranges)],
+        (0.0, 0.0, 0.0),
+        (8.0, 3.0),
+        seen,
+        Rectangle(0, 0, 0, 0, 0),
+        MotionParams(),
+    )
+    assert way is not None
+    assert 1.5 < way.target[1] < 4.5 if way.kind == "ray" else way.gap is not None and 2.0 < way.gap.middle[1] < 4.0
+
+
+def test_the_rectangle_bounds_the_rays() -> None:
+    points = np.zeros((0, 2))
+    seen = np.ones(72, dtype=bool)
+    rect = Rectangle(0.0, 0.0, 0.0, 2.0, 3.0)
+    way = choose_way(points, [], (0.5, 0.0, 0.0), (10.0, 0.0), seen, rect, MotionParams())
+    assert way is not None and way.target[0] <= 3.0 - 0.4
+
+
+def test_only_seen_directions_are_weighed() -> None:
+    seen = np.zeros(72, dtype=bool)
+    assert (
+        choose_way(np.zeros((0, 2)), [], (0.0, 0.0, 0.0), (5.0, 0.0), seen, Rectangle(0, 0, 0, 0, 0), MotionParams())
+        is None
+    )
+
+
+# -- the controller: commands and status codes ---------------------------------------------------------------------
+
+
+def level_scan(stamp: float, segments: list[tuple[float, float, float, float]]) -> Scan:
+    bearings = np.linspace(-math.pi / 2, math.pi / 2, 361)
+    ranges = np.full(361, 80.0)
+    for x0, y0, x1, y1 in segments:
+        dx, dy = x1 - x0, y1 - y0
+        for i, b in enumerate(bearings):
+            c, s = math.cos(b), math.sin(b)
+            den = c * dy - s * dx
+            if abs(den) > 1e-12:
+                t = ((x0 - 0.25) * dy - y0 * dx) / den
+                u = ((x0 - 0.25) * s - y0 * c) / den
+                if t > 0 and 0 <= u <= 1:
+                    ranges[i] = min(ranges[i], t)
+    return Scan(stamp, ranges, bearings, 80.0)
+
+
+def test_status_codes_of_commands() -> None:
+    core = MotionController()
+    pose = (0.0, 0.0, 0.0)
+    out = core.step(MotionInputs(pose=pose), 0.1)
+    assert out.element[2:] == (MOVETO_IDLE, IDLE) and out.avoid == ()
+    core.command(46, (0.0, 0.0), (3.0, 6.0), (0.0,), pose, 0.2)
+    assert core.step(MotionInputs(pose=pose), 0.2).element[3] == IDLE_RECTANGLE
+    # moveto: set, then scanning (the robot stops and looks)
+    core.command(42, (4.0, 20.0), (), (), pose, 0.3)
+    out = core.step(MotionInputs(pose=pose, wrist=(0.0, 0.0), avoid_element=(0, 0)), 0.3)
+    assert out.element[2] == MOVETO_SET and out.element[3] == SCANNING
+    assert core.job is not None and core.job.nav is not None
+    assert core.job.nav.goal[1] <= 6.0 - 0.4  # the goal is kept inside the rectangle
+    # a pass-through command stops the motion; element[3] back to -1 (rectangle set)
+    core.command(20, (), (0.0, 0.0), (), pose, 0.4)
+    out = core.step(MotionInputs(pose=pose), 0.4)
+    assert out.avoid[0].cmd_flags == 20 and out.element[3] == IDLE_RECTANGLE and core.stopped is not None
+    # 44 with no rectangle given resumes it
+    core.command(44, (), (), (), pose, 0.5)
+    assert core.job is not None and core.job.kind == "moveto" and core.stopped is None
+    # -1 is passed to avoid
+    core.command(-1, (), (), (), pose, 0.6)
+    out = core.step(MotionInputs(pose=pose), 0.6)
+    assert out.avoid[-1].cmd_flags == -1 and core.job is None
+    with pytest.raises(ValueError):
+        core.command(41, (), (), (), pose, 0.7)
+    with pytest.raises(ValueError):
+        core.command(42, (1.0,), (), (), pose, 0.7)
+    with pytest.raises(ValueError):
+        MotionController().command(44, (), (2.0, 3.0), (), None, 0.7)
+    with pytest.raises(ValueError):
+        MotionController().command(45, (), (), (), pose, 0.7)
+
+
+def test_a_moveto_in_the_open_scans_follows_and_arrives() -> None:
+    """In an empty field: scanning (1), then the goal in plain view: nearing (-2) with the simple goto, then at the
+    goal (1) and idle (0)."""
+    core = MotionController(MotionParams(look_time=0.2))
+    core.command(42, (4.0, 0.0), (), (), (0.0, 0.0, 0.0), 0.0)
+    codes: list[tuple[int, int]] = []
+    t = 0.0
+    x = 0.0
+    while t < 20.0 and (not codes or codes[-1] != (AT_GOAL, IDLE)):
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 5, 20, 5)])
+        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+        codes.append(out.element[2:])
+        if out.element[2] == -2 and any(o.cmd_flags == 22 for o in out.avoid):
+            assert out.avoid[-1].position == pytest.approx((4.0, 0.0))
+        if out.element[3] == FOLLOWING:
+            x += 0.05
+    assert (MOVETO_SET, SCANNING) in codes and (-2, FOLLOWING) in codes
+    assert codes[-1] == (AT_GOAL, IDLE)
