@@ -9,7 +9,7 @@ simulator's ``realistic`` noise profile. Run from the project root:
 
 Data: an offline simulation with the simulator's own pieces, not a recording of the stack. ``pluto demo`` drives
 only the office; one generator for both worlds keeps the two runs alike, costs seconds instead of a lock-stepped
-stack per world, and gives each method exactly what the bus would. Each 20 ms tick (the base's 50 Hz) does what the
+stack per world, and gives each method exactly what the bus would. Each 50 ms tick (the base's 20 Hz) does what the
 modules of the ``mission`` profile do in a tick:
 
 * ``base``: :class:`~pluto.sim.body.SimBody` steps under the route's command (collisions with the walls, obstacles
@@ -118,9 +118,9 @@ def _load_amcl() -> ModuleType:
 
 amcl: Any = _load_amcl()
 
-TICK = 0.02
-"""s: the base's step (50 Hz)."""
-SCAN_EVERY = 10
+TICK = 0.05
+"""s: the base's step (20 Hz, the simulated base's rate)."""
+SCAN_EVERY = 4
 """Ticks between two scans (200 ms, the SICK's period)."""
 DMU_TIME_CONSTANT = 0.1
 """s: the inertial unit's filter (the dmu module's default)."""
