@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from typing import ClassVar, TypeVar
 
@@ -51,6 +52,11 @@ class TruthHistory:
         self._poses.append(pose)
         while self._poses and self._poses[0].stamp < pose.stamp - self.seconds:
             self._poses.popleft()
+
+    @property
+    def newest(self) -> float:
+        """Stamp of the newest pose, s (-inf if none)."""
+        return self._poses[-1].stamp if self._poses else -math.inf
 
     def at(self, t: float) -> msgs.Odometry | None:
         """The pose at time ``t``, interpolated; the nearest known one outside the history; None if empty."""

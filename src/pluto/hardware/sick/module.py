@@ -21,6 +21,9 @@ from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
 from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.raycast import RayCaster
 
+_TRUTH_WAIT = 1.0
+"""s: how long after its time a scan waits for the true pose of that time (late poses on a busy machine)."""
+
 
 class SimSickParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
@@ -84,10 +87,12 @@ class SimSick(SimDevice[SimSickParams]):
             return
         if now < self._next_arrival - 1e-6:  # sums of periods round (0.6000000000000001): not a step late
             return
-        arrival, self._next_arrival = now, self._next_arrival + lp.period
+        arrival, centre = now, self._next_arrival - lp.latency
+        if self.history.newest < centre - 1e-6 and now - centre < _TRUTH_WAIT:
+            return  # the base's true pose has not reached the scan's time yet (a busy machine): the next step scans
+        self._next_arrival += lp.period
         if self._next_arrival < now:
             self._next_arrival = now + lp.period  # fell behind: skip rather than burst
-        centre = arrival - lp.latency
         pose = self.history.at(centre)
         if pose is None:
             return

@@ -1,0 +1,74 @@
+"""The simulated laser module's step: when it scans, and from which true pose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pluto import msgs
+from pluto.hardware.sick.module import SimSick, SimSickParams, _WristHistory
+from pluto.sim.device import TruthHistory
+from pluto.sim.laser import SimLaser
+from pluto.sim.raycast import RayCaster
+from tests.sim.test_laser import BOX, CENTRE
+
+
+class Written:
+    """A publisher that keeps what is written."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def write(self, value: Any) -> None:
+        self.values.append(value)
+
+
+def bare_sick() -> SimSick:
+    """The module's step state without a bus: the box world, an ideal laser, empty histories."""
+    sick = object.__new__(SimSick)
+    sick.params = SimSickParams()
+    sick.world = BOX
+    sick.laser = SimLaser(RayCaster(BOX.segments(), BOX.circles))
+    sick.history = TruthHistory()
+    sick.wrist_history = _WristHistory()
+    sick.scan_181, sick.scan_mm, sick.timing = Written(), Written(), Written()  # type: ignore[assignment]
+    sick._next_arrival = None
+    sick._fault_done = False
+    return sick
+
+
+def truth(t: float, x: float) -> msgs.Odometry:
+    """The robot on the box's middle line (y = 5 m), heading for its east wall (x = 10 m)."""
+    return msgs.Odometry(stamp=t, x=x, y=5.0, theta=0.0, v=1.0)
+
+
+def test_a_scan_waits_for_the_true_pose_of_its_time() -> None:
+    """On a busy machine the base's true poses come late: the scan is taken once the pose of its centre time is
+    known, never from an older pose stamped with the newer time."""
+    sick = bare_sick()
+    latency = sick.laser.params.latency
+    sick.history.add(truth(0.0, 0.0))
+    sick.step(1.0)  # the first step sets the schedule: a scan centred at 1 s arrives one latency later
+    sick.step(1.0 + latency)
+    assert sick.scan_mm.values == []  # type: ignore[attr-defined]  # no true pose after 0 s yet: it waits
+    sick.history.add(truth(1.4 + latency, 1.4 + latency))  # the base catches up (1 m/s along x)
+    sick.step(1.4 + latency)
+    (scan,) = sick.scan_mm.values  # type: ignore[attr-defined]
+    assert scan.stamp == pytest.approx(1.0)  # the centre time of the scan that was due
+    assert scan.arrival == pytest.approx(1.4 + latency)  # it came late
+    # taken from where the robot was at 1 s (x = 1 m): the wall ahead is at x = 10 m
+    ahead = scan.ranges[CENTRE]
+    assert ahead == pytest.approx(10.0 - 1.0 - sick.laser.params.mount_x, abs=0.02)
+
+
+def test_a_scan_gives_up_waiting_after_a_second() -> None:
+    sick = bare_sick()
+    latency = sick.laser.params.latency
+    sick.history.add(truth(0.0, 0.0))
+    sick.step(1.0)
+    sick.step(1.0 + latency)
+    assert sick.scan_mm.values == []  # type: ignore[attr-defined]
+    sick.step(2.5)  # no newer true pose for more than a second: the newest one known is used
+    (scan,) = sick.scan_mm.values  # type: ignore[attr-defined]
+    assert scan.ranges[CENTRE] == pytest.approx(10.0 - sick.laser.params.mount_x, abs=0.02)
