@@ -468,6 +468,7 @@ class _Job:
     arm_asked: bool = False
     view: int = 0
     view_since: float | None = None
+    view_seen: bool = False  # a scan was taken from the current view
 
 
 @dataclass
@@ -918,13 +919,15 @@ class MotionController:
         if scan is not None and abs(scan.tilt) < 0.05:
             origin, bearings, ranges, _ = scan.world(pose)
             job.grid.add_scan(origin, bearings, ranges, scan.max_range)
+            if job.view_since is not None and scan.stamp >= job.view_since:
+                job.view_seen = True
         if job.nav is not None:
             order, wrist, code = self._nav_step(job.nav, inputs, scan, now)
             if job.nav.phase not in ("done", "failed"):
                 return order, wrist, code, False
             job.tried.append(job.nav.goal)
             job.nav = None
-            job.phase, job.view, job.view_since = "look", 0, None
+            job.phase, job.view, job.view_since, job.view_seen = "look", 0, None, False
         if job.phase == "look":
             # look around where the robot stands: left, right, ahead
             views = [(p.look_pan, 0.0), (-p.look_pan, 0.0), (0.0, 0.0)]
@@ -934,8 +937,8 @@ class MotionController:
             )
             if at and job.view_since is None:
                 job.view_since = now
-            if job.view_since is not None and now - job.view_since >= p.look_time:
-                job.view, job.view_since = job.view + 1, None
+            if job.view_since is not None and job.view_seen and now - job.view_since >= p.look_time:
+                job.view, job.view_since, job.view_seen = job.view + 1, None, False
                 if job.view >= len(views):
                     job.phase = "pick"
                 else:

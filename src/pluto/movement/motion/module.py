@@ -9,6 +9,8 @@ The status codes are listed in :mod:`pluto.movement.motion.core`.
 Starting the motion thread (``start_activity``) also starts the avoid thread; stopping it does not stop avoid.
 cmd_flags -1 releases the robot: passed to avoid (which stops), and the motion thread stops (element[3] = -10).
 
+An explore command (44) that arrives before the first pose (its home) waits for it, up to 4 s.
+
 Each scan is placed by the pose and the wrist at its own stamp (kept for the last few seconds), so a scan taken
 while the robot turned or the wrist moved lands where it was taken, and scans taken while looking at the ground are
 not mistaken for obstacles.
@@ -29,6 +31,7 @@ import numpy as np
 from pluto import msgs, names
 from pluto.errors import PlutoError
 from pluto.movement.motion.core import (
+    EXPLORE,
     RELEASE,
     THREAD_STOPPED,
     MotionController,
@@ -42,6 +45,9 @@ from pluto.runtime.module import Module, ModuleParams
 __all__ = ["MotionModule", "MotionModuleParams"]
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
+
+_POSE_WAIT = 4.0
+"""s an explore command waits for the first pose (its home) before it is refused."""
 
 _HISTORY = 4.0
 """s of poses and wrist states kept to place scans."""
@@ -105,6 +111,7 @@ class MotionModule(Module[MotionModuleParams]):
         self._poses: deque[tuple[float, tuple[float, float, float]]] = deque()
         self._wrists: deque[tuple[float, float, float]] = deque()
         self._want_avoid = False
+        self._waited = 0
         self._avoid_asked = -float("inf")
         self.status_out = self.create_publisher(names.MOTION_STATUS)
         self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
@@ -148,8 +155,12 @@ class MotionModule(Module[MotionModuleParams]):
             self._restart(now, jumped_from)
         self._remember(now)
         inputs = self._inputs(now)
+        waiting: list[msgs.ActuatorState] = []
         for command in pending:
             if self._old_run.holds(command.stamp, now):
+                continue
+            if inputs.pose is None and command.cmd_flags == EXPLORE and self._waited < _POSE_WAIT * self.params.rate_hz:
+                waiting.append(command)  # its home is the pose: wait for the first one
                 continue
             try:
                 self.core.command(
@@ -169,6 +180,10 @@ class MotionModule(Module[MotionModuleParams]):
                 self.wrist_out.write(self._wrist_command(0.0, 0.0))
                 self.stop_activity()
                 return
+        self._waited = self._waited + 1 if waiting else 0
+        if waiting:
+            with self._pending_lock:
+                self._pending[:0] = waiting
         out = self.core.step(inputs, now)
         for order in out.avoid:
             self.avoid_out.write(
