@@ -15,8 +15,8 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   world, stepped in a plain loop at the same rates, without a bus. Noise is off on both sides, the laser sits
   0.25 m ahead of the robot's centre on both, and both check the robot against collisions at every step (ir-sim
   with ``collision_mode: stop``; it draws round obstacles as 64-sided polygons, Pluto keeps them round).
-* ``Pluto mission profile, lock-step``: the ``mission`` profile (the 9 modules of ``pluto demo``: sim, base, wrist,
-  sick, dmu, gps, localization, drive, avoid) with the simulated clock in lock-step as fast as it goes, once with
+* ``Pluto mission profile, lock-step``: the ``mission`` profile (the 11 modules of ``pluto demo``: sim, base, wrist,
+  sick, dmu, gps, localization, pose, drive, avoid, motion) with the simulated clock in lock-step as fast as it goes, once with
   each module in its own process and once with all of them in this process; the robot follows the demo's goto
   route (laser avoidance). Here the devices run at their own rates (base 20 Hz with a 10 Hz sonar ring, laser scans
   at 5 Hz, and the rest), so this is more work per simulated second than the two rows above. Each run has a bus
