@@ -70,8 +70,7 @@ def test_a_tilted_scan_moves_the_filter_but_is_not_matched(module: PoseModule) -
 def test_find_wall_answers_on_the_status(bus: Bus, module: PoseModule) -> None:
     module._on_status(msgs.FVectorState(element=[1, FIND_WALL]))
     robot = (3.0, 2.0, 0.0)  # facing the east wall (x = 12), squarely
-    module._scans[1.0] = laser_scan(robot, 1.0)
-    module._dr[1.0] = module._corrected[1.0] = laser_pose(robot, 1.0)
+    module.inputs.add(laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
     module.step(1.0)
     status = bus.create_reader(names.POSE_STATUS).wait_for_value(timeout=5.0)
     assert status.element[1] > 50  # scan points on the wall in front

@@ -26,20 +26,16 @@ worlds and the SLAM module's saved maps; empty: the simulator's world (asked fro
 
 from __future__ import annotations
 
-import math
 import threading
-from typing import Any
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
+from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import FIND_WALL, SEARCHING, SETTER, PoseModuleParams, PoseTracker, warm_up
 from pluto.runtime.module import Module
 
 __all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModule", "PoseModuleParams"]
-
-_KEEP = 64
-"""Scans and laser poses kept while waiting for their partner (a few seconds of them)."""
 
 
 class PoseModule(Module[PoseModuleParams]):
@@ -57,16 +53,10 @@ class PoseModule(Module[PoseModuleParams]):
         self.tracker = PoseTracker(self._load_map(p.map), p, self.get_logger())
         self._find_requested = False
         self._lock_q = threading.Lock()
-        self._scans: dict[float, msgs.LaserScan] = {}
-        self._dr: dict[float, msgs.PoseEstimate] = {}
-        self._corrected: dict[float, msgs.PoseEstimate] = {}
-        self._done_until = -math.inf
         self._restart = False
         self.post = self.create_publisher(names.LOCALIZATION_POST_POSE)
         self.status = self.create_publisher(names.POSE_STATUS)
-        self.create_subscription(p.scan, self._keep(self._scans), msgs.LaserScan, depth=_KEEP)
-        self.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, self._keep(self._dr), depth=_KEEP)
-        self.create_subscription(names.LOCALIZATION_LASER_POSE, self._keep(self._corrected), depth=_KEEP)
+        self.inputs = ScanInputs(self, p.scan)
         # every value, not only the newest: the module's own status writes must not hide a client's request
         self.create_subscription(names.POSE_STATUS, self._on_status, depth=16)
         self._write_status(0.0)
@@ -87,16 +77,6 @@ class PoseModule(Module[PoseModuleParams]):
             raise ConfigError(f"pose: cannot read the map {source!r}: {err}") from err
         self.get_logger().info("map %s: %d walls", source, len(wall_map))
         return wall_map
-
-    def _keep(self, store: dict[float, Any]) -> Any:
-        def keep(message: Any) -> None:
-            with self._lock_q:
-                if message.stamp > self._done_until:
-                    store[message.stamp] = message
-                    while len(store) > _KEEP:
-                        del store[min(store)]
-
-        return keep
 
     def _on_status(self, status: msgs.FVectorState) -> None:
         if len(status.element) > 1 and status.element[1] == FIND_WALL:
@@ -121,21 +101,12 @@ class PoseModule(Module[PoseModuleParams]):
 
     def step(self, now: float) -> None:
         with self._lock_q:
-            if self._restart:
-                self._restart = False
-                self._scans.clear()
-                self._dr.clear()
-                self._corrected.clear()
-                self._done_until = -math.inf
-                self.tracker.restart()
-            ready = sorted(t for t in self._scans if t in self._dr)
-            pairs = [(t, self._scans.pop(t), self._dr.pop(t), self._corrected.get(t)) for t in ready]
-            if ready:
-                self._done_until = ready[-1]
-                for store in (self._scans, self._dr, self._corrected):
-                    for t in [t for t in store if t <= self._done_until]:
-                        del store[t]
+            restart, self._restart = self._restart, False
             find, self._find_requested = self._find_requested, False
+        if restart:
+            self.inputs.clear(new_run=True)
+            self.tracker.restart()
+        pairs = self.inputs.take()
         if find:
             self.tracker.request_find_wall()
             self._write_status(now)  # -1 (searching) is seen before the answer, even one of this very step

@@ -40,6 +40,7 @@ import numpy as np
 from pluto import msgs, names
 from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.features import extract_lines
+from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.slam.association import AssociationParams
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import SlamFilter, WallSlam
@@ -75,9 +76,6 @@ SAVE_FAILED = 1
 
 DEFAULT_MAP_NAME = "slam-map.xml"
 """The map file's name in the runtime folder when ``map_file`` is not given."""
-
-_KEEP = 64
-"""Scans and laser poses kept while waiting for their partner (a few seconds of them)."""
 
 
 class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -167,16 +165,10 @@ class SlamModule(Module[SlamModuleParams]):
         self._work = threading.Lock()  # the map: the step, a save and the services
         self._lock_q = threading.Lock()  # the queues and the requests
         self._save_requested = False
-        self._scans: dict[float, msgs.LaserScan] = {}
-        self._dr: dict[float, msgs.PoseEstimate] = {}
-        self._corrected: dict[float, msgs.PoseEstimate] = {}
-        self._done_until = -math.inf
         self._restart = False
         self.post = self.create_publisher(names.LOCALIZATION_POST_POSE)
         self.status = self.create_publisher(names.SLAM_STATUS)
-        self.create_subscription(p.scan, self._keep(self._scans), msgs.LaserScan, depth=_KEEP)
-        self.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, self._keep(self._dr), depth=_KEEP)
-        self.create_subscription(names.LOCALIZATION_LASER_POSE, self._keep(self._corrected), depth=_KEEP)
+        self.inputs = ScanInputs(self, p.scan)
         # every value, not only the newest: the module's own status writes must not hide a client's request
         self.create_subscription(names.SLAM_STATUS, self._on_status, depth=16)
         self.create_service("map", self._srv_map)
@@ -196,16 +188,6 @@ class SlamModule(Module[SlamModuleParams]):
             return CompressedWallEKF(pose, covariance, area=p.area(), params=p.filter)
         return WallEKF(pose, covariance, params=p.filter)
 
-    def _keep(self, store: dict[float, Any]) -> Any:
-        def keep(message: Any) -> None:
-            with self._lock_q:
-                if message.stamp > self._done_until:
-                    store[message.stamp] = message
-                    while len(store) > _KEEP:
-                        del store[min(store)]
-
-        return keep
-
     def _on_status(self, status: msgs.FVectorState) -> None:
         if len(status.element) > 1 and status.element[1] == SAVE:
             if self.active:
@@ -217,11 +199,8 @@ class SlamModule(Module[SlamModuleParams]):
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def on_activate(self) -> None:
-        with self._lock_q:
-            # what came while stopped is not used: the dead reckoning carries the pose over the gap
-            self._scans.clear()
-            self._dr.clear()
-            self._corrected.clear()
+        # what came while stopped is not used: the dead reckoning carries the pose over the gap
+        self.inputs.clear()
         self._write_status(self.clock.now(), running=True)
 
     def on_deactivate(self) -> None:
@@ -287,19 +266,10 @@ class SlamModule(Module[SlamModuleParams]):
     def step(self, now: float) -> None:
         with self._lock_q:
             restart, self._restart = self._restart, False
-            if restart:
-                self._scans.clear()
-                self._dr.clear()
-                self._corrected.clear()
-                self._done_until = -math.inf
-            ready = sorted(t for t in self._scans if t in self._dr)
-            pairs = [(t, self._scans.pop(t), self._dr.pop(t), self._corrected.get(t)) for t in ready]
-            if ready:
-                self._done_until = ready[-1]
-                for store in (self._scans, self._dr, self._corrected):
-                    for t in [t for t in store if t <= self._done_until]:
-                        del store[t]
             save, self._save_requested = self._save_requested, False
+        if restart:
+            self.inputs.clear(new_run=True)
+        pairs = self.inputs.take()
         if restart and self.slam is not None:
             self.get_logger().warning("a new run (the time went back): the map starts again, unsaved")
             with self._work:
