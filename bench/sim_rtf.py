@@ -16,11 +16,11 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   0.25 m ahead of the robot's centre on both, and both check the robot against collisions at every step (ir-sim
   with ``collision_mode: stop``; it draws round obstacles as 64-sided polygons, Pluto keeps them round).
 * ``Pluto mission profile, lock-step``: the ``mission`` profile (the 11 modules of ``pluto demo``: sim, base, wrist,
-  sick, dmu, gps, localization, pose, drive, avoid, motion) with the simulated clock in lock-step as fast as it goes, once with
-  each module in its own process and once with all of them in this process; the robot follows the demo's goto
-  route (laser avoidance). Here the devices run at their own rates (base 20 Hz with a 10 Hz sonar ring, laser scans
-  at 5 Hz, and the rest), so this is more work per simulated second than the two rows above. Each run has a bus
-  of its own (robot name, rendezvous port and runtime folder).
+  sick, dmu, gps, localization, pose, drive, avoid, motion) with the simulated clock in lock-step as fast as it
+  goes, once with each module in its own process and once with all of them in this process; the robot follows the
+  demo's goto route (laser avoidance). Here the devices run at their own rates (base 20 Hz with a 10 Hz sonar
+  ring, laser scans at 5 Hz, and the rest), so this is more work per simulated second than the two rows above.
+  Each run has a bus of its own (robot name, rendezvous port and runtime folder).
 
 Both simple rows drive the same open-loop pattern: 0.5 m/s with a gentle left turn (1/3 rad/s), a 1.5 m circle
 in the lobby between the two pillars, which touches nothing however long it runs. CPU seconds are those of this
