@@ -27,6 +27,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pluto import msgs
@@ -49,6 +50,38 @@ ROOM = """<?xml version="1.0" encoding="UTF-8"?>
   </walls>
 </world>
 """
+
+INNER_START = (4.5, 4.0, 0.0)
+"""Where the robot starts in :data:`INNER_ROOM` (x m, y m, θ rad)."""
+
+# A 10 m x 10 m room with three short inner walls, so that no place looks like another (a kidnapped robot can be
+# found, a map has more than a box); the robot starts at (4.5, 4) facing +x, and circles of 2 m radius around
+# (4.5, 6) stay clear of every wall.
+INNER_ROOM = f"""<?xml version="1.0" encoding="UTF-8"?>
+<world name="inner-walls-room" version="1">
+  <start x="{INNER_START[0]}" y="{INNER_START[1]}" theta="{INNER_START[2]}"/>
+  <walls>
+    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
+    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
+    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
+    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
+    <wall x1="8" y1="0" x2="8" y2="3" name="east-inner"/>
+    <wall x1="0" y1="2" x2="2" y2="2" name="west-inner"/>
+    <wall x1="7" y1="9" x2="7" y2="10" name="north-stub"/>
+  </walls>
+</world>
+"""
+
+
+def write_inner_room(folder: Path) -> Path:
+    """Write :data:`INNER_ROOM` and, beside it, ``start.toml`` (a start-pose file for localization at
+    :data:`INNER_START`); return the room's path."""
+    path = folder / "inner-walls-room.xml"
+    path.write_text(INNER_ROOM)
+    x, y, theta = INNER_START
+    (folder / "start.toml").write_text(f"x = {x}\ny = {y}\ntheta = {theta}\n")
+    return path
+
 
 HANG = 120.0
 """Wall seconds after which a wait gives up: only a hang takes that long (a scenario takes a few seconds)."""

@@ -16,38 +16,17 @@ from pluto.bus import Bus
 from pluto.navigation.pose.module import PoseModule, PoseModuleParams
 from pluto.navigation.pose.proxy import PoseProxy
 from pluto.runtime.profiles import load_profile, with_params
-from tests.scenarios.stack import Collector, DriveCommand, Lockstep, Script
+from tests.scenarios.stack import INNER_START, Collector, DriveCommand, Lockstep, Script, write_inner_room
 
 pytestmark = pytest.mark.scenario
 
 SEED = 5
-START = (4.5, 4.0, 0.0)
-
-# A 10 m x 10 m room with two short inner walls, so that no place looks like another (a kidnapped robot can be
-# found); the robot starts at (4.5, 4) facing +x and drives circles of 2 m radius around (4.5, 6), clear of all.
-ROOM = f"""<?xml version="1.0" encoding="UTF-8"?>
-<world name="pose-room" version="1">
-  <start x="{START[0]}" y="{START[1]}" theta="{START[2]}"/>
-  <walls>
-    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
-    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
-    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
-    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
-    <wall x1="8" y1="0" x2="8" y2="3" name="east-inner"/>
-    <wall x1="0" y1="2" x2="2" y2="2" name="west-inner"/>
-    <wall x1="7" y1="9" x2="7" y2="10" name="north-stub"/>
-  </walls>
-</world>
-"""
+START = INNER_START
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
-    path = tmp_path / "pose-room.xml"
-    path.write_text(ROOM)
-    start = tmp_path / "start.toml"
-    start.write_text(f"x = {START[0]}\ny = {START[1]}\ntheta = {START[2]}\n")
-    return path
+    return write_inner_room(tmp_path)
 
 
 @pytest.fixture

@@ -18,41 +18,21 @@ from pluto.navigation.pose.module import PoseModule, PoseModuleParams
 from pluto.navigation.slam.module import SAVE, SAVING, SlamModule, SlamModuleParams
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.sim.world import load_world
-from tests.scenarios.stack import DriveCommand, Lockstep, Script
+from tests.scenarios.stack import INNER_START, DriveCommand, Lockstep, Script, write_inner_room
 
 pytestmark = pytest.mark.scenario
 
 SEED = 7
-START = (4.5, 4.0, 0.0)
+START = INNER_START
 SAVE_AT = 12.0
 """Simulated s at which a client asks for the map to be saved."""
 STOP_AT = 32.0
 """Simulated s at which the slam thread is stopped (about one circle)."""
 
-# A 10 m x 10 m room with three short inner walls; the robot starts at (4.5, 4) facing +x and drives a circle of 2 m
-# radius around (4.5, 6), clear of all of them.
-ROOM = f"""<?xml version="1.0" encoding="UTF-8"?>
-<world name="slam-room" version="1">
-  <start x="{START[0]}" y="{START[1]}" theta="{START[2]}"/>
-  <walls>
-    <wall x1="0" y1="0" x2="10" y2="0" name="south"/>
-    <wall x1="10" y1="0" x2="10" y2="10" name="east"/>
-    <wall x1="10" y1="10" x2="0" y2="10" name="north"/>
-    <wall x1="0" y1="10" x2="0" y2="0" name="west"/>
-    <wall x1="8" y1="0" x2="8" y2="3" name="east-inner"/>
-    <wall x1="0" y1="2" x2="2" y2="2" name="west-inner"/>
-    <wall x1="7" y1="9" x2="7" y2="10" name="north-stub"/>
-  </walls>
-</world>
-"""
-
 
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
-    path = tmp_path / "slam-room.xml"
-    path.write_text(ROOM)
-    (tmp_path / "start.toml").write_text(f"x = {START[0]}\ny = {START[1]}\ntheta = {START[2]}\n")
-    return path
+    return write_inner_room(tmp_path)
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ sonar scans and commands stamped in the old run's future are not used.
 
 from __future__ import annotations
 
-import threading
 from typing import ClassVar
 
 import numpy as np
@@ -38,6 +37,7 @@ from pluto.movement.avoid.core import (
     parse_command,
     sonar_points,
 )
+from pluto.movement.commands import CommandQueue
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
 
@@ -105,8 +105,7 @@ class AvoidModule(Module[AvoidModuleParams]):
         p = self.params
         self.core = AvoidController(p.controller_params())
         self.bad_commands = 0
-        self._pending: list[msgs.ActuatorState] = []
-        self._pending_lock = threading.Lock()
+        self.commands = CommandQueue()
         self._pan_written: float | None = None
         self._old_run = OldRun()
         self.status_out = self.create_publisher(names.AVOIDANCE_STATUS)
@@ -118,22 +117,15 @@ class AvoidModule(Module[AvoidModuleParams]):
         self.scan_in = self.create_reader(names.SICK_SCAN_MM)
         self.sonar_in = self.create_reader(names.BASE_SONAR)
         self.wrist_in = self.create_reader(names.WRIST_STATE)
-        self.create_subscription(names.AVOIDANCE_COMMAND, self._on_command, msgs.ActuatorState, depth=64)
-
-    def _on_command(self, command: msgs.ActuatorState) -> None:
-        # On the bus's thread: only queue it; the control step takes it.
-        with self._pending_lock:
-            self._pending.append(command)
+        self.create_subscription(names.AVOIDANCE_COMMAND, self.commands.put, msgs.ActuatorState, depth=64)
 
     def on_activate(self) -> None:
-        with self._pending_lock:
-            self._pending.clear()
+        self.commands.clear()
         self.core.current = None
 
     def on_clock_jump(self, old: float, new: float) -> None:
         # On a bus thread, or another module's: the commands not taken yet go now, the rest at the next step.
-        with self._pending_lock:
-            self._pending.clear()
+        self.commands.clear()
 
     def _restart(self, now: float, old: float) -> None:
         """The clock went back to ``now`` from ``old`` (s): release the command in force, stay idle."""
@@ -162,8 +154,7 @@ class AvoidModule(Module[AvoidModuleParams]):
 
     def step(self, now: float) -> None:
         jumped_from = self.clock_jumped_back(now)
-        with self._pending_lock:
-            pending, self._pending = self._pending, []
+        pending = self.commands.take()
         if jumped_from is not None:
             self._restart(now, jumped_from)
         for command in pending:

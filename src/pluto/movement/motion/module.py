@@ -22,7 +22,6 @@ and tells avoid to stop if it had a behaviour going.
 from __future__ import annotations
 
 import bisect
-import threading
 from collections import deque
 from typing import Any, ClassVar, TypeVar
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.errors import PlutoError
+from pluto.movement.commands import CommandQueue
 from pluto.movement.motion.core import (
     EXPLORE,
     RELEASE,
@@ -105,8 +105,7 @@ class MotionModule(Module[MotionModuleParams]):
     def on_configure(self) -> None:
         self.core = MotionController(self.params.controller_params())
         self.bad_commands = 0
-        self._pending: list[msgs.ActuatorState] = []
-        self._pending_lock = threading.Lock()
+        self.commands = CommandQueue()
         self._old_run = OldRun()
         self._poses: deque[tuple[float, tuple[float, float, float]]] = deque()
         self._wrists: deque[tuple[float, float, float]] = deque()
@@ -121,21 +120,14 @@ class MotionModule(Module[MotionModuleParams]):
         self.avoid_in = self.create_reader(names.AVOIDANCE_STATUS)
         self.scan_in = self.create_reader(names.SICK_SCAN_MM)
         self.wrist_in = self.create_reader(names.WRIST_STATE)
-        self.create_subscription(names.MOTION_COMMAND, self._on_command, msgs.ActuatorState, depth=64)
-
-    def _on_command(self, command: msgs.ActuatorState) -> None:
-        # On the bus's thread: only queue it; the control step takes it.
-        with self._pending_lock:
-            self._pending.append(command)
+        self.create_subscription(names.MOTION_COMMAND, self.commands.put, msgs.ActuatorState, depth=64)
 
     def on_activate(self) -> None:
-        with self._pending_lock:
-            self._pending.clear()
+        self.commands.clear()
         self._want_avoid = True  # starting motion starts avoid (at the first step that sees it stopped)
 
     def on_clock_jump(self, old: float, new: float) -> None:
-        with self._pending_lock:
-            self._pending.clear()
+        self.commands.clear()
 
     def on_deactivate(self) -> None:
         avoid = self.avoid_in.read()
@@ -149,8 +141,7 @@ class MotionModule(Module[MotionModuleParams]):
 
     def step(self, now: float) -> None:
         jumped_from = self.clock_jumped_back(now)
-        with self._pending_lock:
-            pending, self._pending = self._pending, []
+        pending = self.commands.take()
         if jumped_from is not None:
             self._restart(now, jumped_from)
         self._remember(now)
@@ -182,8 +173,7 @@ class MotionModule(Module[MotionModuleParams]):
                 return
         self._waited = self._waited + 1 if waiting else 0
         if waiting:
-            with self._pending_lock:
-                self._pending[:0] = waiting
+            self.commands.put_back(waiting)
         out = self.core.step(inputs, now)
         for order in out.avoid:
             self.avoid_out.write(
