@@ -174,6 +174,8 @@ def test_restarts_off_leaves_a_crashed_module_stopped(bus: Bus, running: Running
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: supervisor.status()["heartbeat"] == "stopped", timeout=30.0)
+    # The killed process's token lingers until the bus notices its link closed; then it must not come back.
+    bus.wait_for_module("heartbeat", timeout=10.0, alive=False)
     with pytest.raises(BusTimeout):
         bus.wait_for_module("heartbeat", timeout=0.5)
     assert supervisor.children["heartbeat"].restarts == 0

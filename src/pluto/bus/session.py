@@ -1291,7 +1291,9 @@ class Bus:
         event = threading.Event()
 
         def seen(module: str, is_alive: bool) -> None:
-            if module == name and is_alive == alive:
+            # Once only: a token declared as the watch starts can be reported twice (history and live), and the
+            # second report may be drained after the module went; noting it again would bring the module back.
+            if module == name and is_alive == alive and not event.is_set():
                 self._note_module(module, is_alive)  # so that live_modules() agrees at once
                 event.set()
 
@@ -1303,6 +1305,7 @@ class Bus:
                 state = "alive" if alive else "gone"
                 raise BusTimeout(f"module {name!r} was not {state} within {timeout} s")
         finally:
+            event.set()  # reports drained after the wait no longer touch what live_modules() knows
             self.release(sub)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
