@@ -196,6 +196,22 @@ def test_velocity_mode_laser_slows_then_stops() -> None:
     assert back.drive_velocity[0] == -0.3
 
 
+def test_a_velocity_command_can_narrow_the_laser_strip_for_a_doorway() -> None:
+    jambs = np.array([[x, y] for x in np.linspace(0.3, 0.9, 7) for y in (-0.45, 0.45)])  # a 0.9 m doorway
+    person = np.array([[0.6, 0.05]])  # 0.2 m from the body
+    for force, obstacles, moves in (
+        ((), jambs, False),  # the full strip (robot radius + margin) holds the jambs: stopped
+        ((0.3,), jambs, True),  # narrowed: the jambs pass beside
+        ((0.3,), np.vstack((jambs, person)), False),  # but what stands in the doorway still stops it
+        ((0.01,), np.array([[0.5, 0.12]]), False),  # never narrower than the minimum strip
+    ):
+        ctrl = AvoidController()
+        ctrl.command(parse_command(20, [], [0.2, 0.0], list(force)), 0.0)
+        out = ctrl.step(AvoidInputs(laser=obstacles), 0.1)
+        assert (out.drive_velocity[0] > 0.0) == moves, (force, out)
+        assert out.drive_velocity[0] <= 0.2
+
+
 def test_laser_fault_stops_the_robot() -> None:
     ctrl = AvoidController()
     ctrl.command(parse_command(20, [], [0.5, 0.0], []), 0.0)

@@ -24,8 +24,11 @@ Commands (``avoidance/command`` cmd_flags = 10·A + T; -1 releases the robot):
 
 * A: 0 no avoidance, 1 sonar only, 2 laser only, 3 both. Sonar avoidance also turns on the drive's sonar
   protection (drive cmd_flags + 10).
-* T: 0 velocity (velocity[0..1] = v m/s, ω rad/s); 1 heading (position[1] rad in the ``Localization/Pose`` frame,
-  velocity[0] m/s); 2 goto (position[0..1] m, velocity[0..1] = maximum v m/s, ω rad/s, force[0] goal weight);
+* T: 0 velocity (velocity[0..1] = v m/s, ω rad/s; with laser avoidance, force[0] > 0 narrows the strip ahead that
+  is checked to that half-width, m, at least :data:`MIN_STRIP` (through a doorway barely wider than the robot the
+  jambs are beside the robot, not ahead of it, yet inside the full strip); 1 heading (position[1] rad in the
+  ``Localization/Pose`` frame, velocity[0] m/s); 2 goto (position[0..1] m, velocity[0..1] = maximum v m/s,
+  ω rad/s, force[0] goal weight);
   3 wall follow (position[0] = distance from the robot centre to the wall on its left, m, 0 for the default;
   velocity[0] = speed, m/s, 0 for the default).
 """
@@ -167,6 +170,10 @@ class AvoidParams:
     scan_timeout: float = 1.0
 
 
+MIN_STRIP = 0.15
+"""Narrowest half-width of the strip ahead a velocity command may ask to be checked, m."""
+
+
 @dataclass(frozen=True)
 class AvoidCommand:
     """A decoded ``avoidance/command``.
@@ -190,6 +197,13 @@ class AvoidCommand:
     @property
     def laser(self) -> bool:
         return self.avoidance in (AVOID_LASER, AVOID_BOTH)
+
+    def strip(self, full: float) -> float:
+        """Half-width of the strip ahead that the laser protection checks, m: ``full`` unless a velocity command
+        narrows it (force[0] > 0), never below :data:`MIN_STRIP`."""
+        if self.mode == Mode.VELOCITY and self.force and self.force[0] > 0.0:
+            return max(MIN_STRIP, min(full, self.force[0]))
+        return full
 
 
 def parse_command(cmd_flags: int, position: list[float], velocity: list[float], force: list[float]) -> AvoidCommand:
@@ -513,7 +527,8 @@ class AvoidController:
         if cmd.laser and (inputs.laser_fault or inputs.laser is None):
             v, w, code, slowed = 0.0, 0.0, LASER_FAULT, True
         elif cmd.laser and inputs.laser is not None and v != 0.0:
-            clear = front_clearance(inputs.laser, p.robot_radius, p.corridor_margin, 1.0 if v > 0 else -1.0)
+            margin = cmd.strip(p.robot_radius + p.corridor_margin) - p.robot_radius
+            clear = front_clearance(inputs.laser, p.robot_radius, margin, 1.0 if v > 0 else -1.0)
             scale = _speed_scale(clear, p.stop_distance, p.slow_distance)
             if scale < 1.0:
                 v, code, slowed = v * scale, LASER_SLOW, True

@@ -113,7 +113,7 @@ CIRCLING = 12
 
 _LASER_GOTO = 22  # avoid goto with laser avoidance
 _LASER_VELOCITY = 20  # avoid velocity with laser protection
-_PLAIN_VELOCITY = 0  # avoid velocity, no protection (through a doorway the jambs are closer than its stop strip)
+_PLAIN_VELOCITY = 0  # avoid velocity, no protection: only for turning on the spot
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,8 @@ class MotionParams:
         goal_tolerance: a moveto or a waypoint is reached within this distance, m.
         speed, turn_rate: limits given to the avoid goto, m/s, rad/s.
         door_speed: speed through a doorway, m/s.
+        door_strip: half-width of the strip ahead the laser protection checks while driving through a doorway, m
+            (narrower than the robot: the jambs pass beside it, a person or a box in the doorway stops it).
         look_pan: largest pan when looking to a side, rad.
         ground_tilt: tilt when looking at the ground (positive down), rad.
         laser_height: height of the scan plane, m (the ground is seen at laser_height / sin(tilt)).
@@ -163,6 +165,7 @@ class MotionParams:
     speed: float = 0.6
     turn_rate: float = 1.0
     door_speed: float = 0.2
+    door_strip: float = 0.3
     look_pan: float = 1.4
     ground_tilt: float = 0.35
     laser_height: float = 0.9
@@ -906,7 +909,7 @@ class MotionController:
         w = 2.0 * heading_error - 3.0 * offset
         w = max(-0.5, min(0.5, w))
         v = p.door_speed if abs(heading_error) < 0.3 else 0.0
-        return AvoidOrder(_PLAIN_VELOCITY, (), (v, w))
+        return AvoidOrder(_LASER_VELOCITY, (), (v, w), (p.door_strip,))
 
     # -- explore ---------------------------------------------------------------------------------------------------
 
