@@ -96,6 +96,8 @@ AVOIDANCE_COMMAND: Final = Topic("avoidance/command", msgs.ActuatorState)
 AVOIDANCE_STATUS: Final = Topic("avoidance/status", msgs.FVectorState)
 MOTION_COMMAND: Final = Topic("motion/command", msgs.ActuatorState)
 MOTION_STATUS: Final = Topic("motion/status", msgs.FVectorState)
+FOLLOW_COMMAND: Final = Topic("follow/command", msgs.ActuatorState)
+FOLLOW_STATUS: Final = Topic("follow/status", msgs.FVectorState)
 POSE_STATUS: Final = Topic("pose/status", msgs.FVectorState)
 SLAM_STATUS: Final = Topic("slam/status", msgs.FVectorState)
 ARM_COMMAND: Final = Topic("Arm/Command", msgs.ActuatorState)
@@ -268,6 +270,19 @@ INTERFACES: dict[str, Interface] = _table(
         "motion",
         "clients",
         "Motion status.",
+    ),
+    Interface(
+        FOLLOW_COMMAND,
+        "clients",
+        "follow",
+        "Follow command: cmd_flags 1 start (velocity[0] = distance m, optional), 0 stop, -1 release.",
+    ),
+    Interface(
+        FOLLOW_STATUS,
+        "follow",
+        "clients",
+        "element = [thread 0 / -10, code: 0 idle, 1 searching, 2 following, 3 too close, -1 lost, -2 no scan, "
+        "-3 no pose]; data = [target x, y m, distance m, bearing rad, v m/s, ω rad/s].",
     ),
     Interface(
         POSE_STATUS,

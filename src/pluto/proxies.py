@@ -6,6 +6,7 @@ A proxy finds its module (or starts it) and offers simple methods; see :class:`p
 from pluto.hardware.arm.proxy import ArmProxy
 from pluto.movement.avoid.proxy import AvoidProxy
 from pluto.movement.drive.proxy import DriveProxy
+from pluto.movement.follow.proxy import FollowProxy
 from pluto.movement.motion.proxy import MotionProxy
 from pluto.navigation.localization.proxy import LocProxy
 from pluto.navigation.pose.proxy import PoseProxy
@@ -17,6 +18,7 @@ __all__ = [
     "ArmProxy",
     "AvoidProxy",
     "DriveProxy",
+    "FollowProxy",
     "HeartbeatProxy",
     "LocProxy",
     "MotionProxy",

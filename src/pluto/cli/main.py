@@ -18,6 +18,7 @@ from pluto.cli import (
     demo_cmd,
     drive_cmd,
     echo_cmd,
+    follow_cmd,
     list_cmd,
     log_cmd,
     mom_cmd,
@@ -74,6 +75,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
     motion_cmd.register,  # motion
+    follow_cmd.register,  # follow
     pose_cmd.register,  # pose
     slam_cmd.register,  # slam
     record_cmd.register,  # record
