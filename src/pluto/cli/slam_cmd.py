@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
+from pluto.errors import ConfigError
 
 __all__ = ["add_command", "register", "run"]
 
-HELP = "the slam module: start, stop, save the map, status"
+HELP = "the slam module: start, stop, save the map, status; SLAM over a recorded log (offline)"
 
 DESCRIPTION = """\
 Works with the running slam module (start it with `pluto start slam`; its thread waits to be started). The slam
@@ -24,7 +27,32 @@ examples:
   pluto slam save                   save the map now; mapping goes on
   pluto slam stop                   stop mapping; the map is saved
   pluto slam status
+  pluto slam offline intel.log.gz -o intel.xml --plot intel.png
+                                    the same SLAM over a log, as fast as the processor allows (no bus)
 """
+
+OFFLINE_DESCRIPTION = """\
+Runs the slam module's estimator (the compressed filter over walls) over a recorded log, as fast as the processor
+allows, without the bus: a CARMEN log (.log or .log.gz, such as the Radish data sets) or a Pluto recording (MCAP
+with Sick/Scan_mm or Sick/Scan and Base/Drive/State or Localization/Dead-Reckoning). Each scan is paired with the
+odometry at its stamp. The map is written as a world file.
+
+The odometry's increments can be perturbed with seeded noise, so that logs whose odometry is already corrected (the
+"corrected" Radish logs) test the estimator: per increment of travel Δd and turn Δθ, the travel gets noise of std dev
+a1·|Δd| + a2·|Δθ| (m) and the turn a3·|Δθ| + a4·|Δd| (rad); the default is 0.05,0.01,0.05,0.01745 (5 % of the travel
+and of the turn, 1 cm per radian, 1° per metre). Where the log has a reference trajectory (a CARMEN log's laser
+poses; a simulated recording's Sim/Truth), the relative pose error of the SLAM trajectory and of the odometry is
+printed: over consecutive scans and over pairs of scans 5 m of travel apart, translation (m) and rotation (deg),
+mean ± std.
+
+examples:
+  pluto slam offline intel-corrected.log.gz -o intel.xml
+  pluto slam offline run.mcap -o map.xml --odometry-noise none --plot map.png
+  pluto slam offline fr079.log.gz -o fr079.xml --odometry-noise 0.1,0.02,0.1,0.035 --seed 7 --max-scans 500
+"""
+
+RPE_DISTANCE = 5.0
+"""m of travel between the poses of the longer pairs of the relative pose error."""
 
 SAVE_TIMEOUT = 30.0
 """s (wall clock) the slam module gets to save the map."""
@@ -38,6 +66,20 @@ def register(subparsers: Subparsers) -> None:
     actions.add_parser("stop", help="stop the slam thread and save the map (localization's setter goes back to 0)")
     actions.add_parser("save", help="save the map now; the slam thread goes on")
     actions.add_parser("status", help="print the slam module's status and where its map is saved")
+    offline = add_parser(
+        actions, "offline", run_offline_command, "SLAM over a recorded log, without the bus", OFFLINE_DESCRIPTION
+    )
+    offline.add_argument("log", type=Path, metavar="LOG", help="a CARMEN log (.log, .log.gz) or a recording (.mcap)")
+    offline.add_argument("-o", "--output", type=Path, required=True, metavar="MAP.xml", help="the map file to write")
+    offline.add_argument(
+        "--odometry-noise",
+        default="default",
+        metavar="MODEL",
+        help="default, none, or a1,a2,a3,a4 (see above; default: default)",
+    )
+    offline.add_argument("--seed", type=int, default=1, help="seed of the odometry noise (default 1)")
+    offline.add_argument("--plot", type=Path, metavar="PNG", help="draw the map and the trajectories (matplotlib)")
+    offline.add_argument("--max-scans", type=int, metavar="N", help="use the first N scans only")
 
 
 def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -60,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no status, or the map was not saved, in time.
         SaveFailed: the module could not write the map file.
     """
+    if args.action == "offline":
+        return run_offline_command(args)
     from pluto.navigation.slam.proxy import SlamProxy, SlamStatus
 
     with open_bus(args) as bus, SlamProxy(bus, start=False, timeout=5.0) as slam:
@@ -87,3 +131,62 @@ def _saved(path: str, walls: int | None) -> str:
     if walls is None:
         return f"no map yet (no scan used), nothing saved to {path}"
     return f"map saved to {path} ({walls} walls)"
+
+
+def run_offline_command(args: argparse.Namespace) -> int:
+    """``pluto slam offline``: the estimator over a log; prints the figures, writes the map (and the picture).
+
+    Returns:
+        0 on success.
+
+    Raises:
+        ConfigError: bad options.
+        LogError: the log cannot be read or has no usable scans.
+        OSError, MapError: the map cannot be written.
+    """
+    from pluto.navigation.slam.mapfile import save_map
+    from pluto.navigation.slam.metrics import relative_pose_error
+    from pluto.navigation.slam.offline import OdometryNoise, read_log, run_offline
+
+    try:
+        noise = OdometryNoise.parse(args.odometry_noise)
+    except ValueError as err:
+        raise ConfigError(f"--odometry-noise: {err}") from None
+    if args.max_scans is not None and args.max_scans < 2:
+        raise ConfigError(f"--max-scans must be >= 2, got {args.max_scans}")
+    log = read_log(args.log)
+    if args.max_scans is not None:
+        log = log.head(args.max_scans)
+    if log.skipped:
+        print(f"{len(log.skipped)} lines or messages left out of {args.log}, the first: {log.skipped[0]}")
+    result = run_offline(log, noise=noise, seed=args.seed)
+    n = len(log.scans)
+    model = "none" if noise is None else f"{noise.a1:g},{noise.a2:g},{noise.a3:g},{noise.a4:g} (seed {args.seed})"
+    print(
+        f"{n} scans over {log.duration:.1f} s of log in {result.cpu_time:.2f} s of processing "
+        f"({1000.0 * result.cpu_time / max(n, 1):.1f} ms a scan, {result.real_time_factor:.1f}x real time); "
+        f"odometry noise {model}"
+    )
+    if log.reference is None:
+        print("the log has no reference trajectory: no relative pose error")
+    else:
+        for label, distance in (("consecutive scans", None), (f"pairs {RPE_DISTANCE:g} m apart", RPE_DISTANCE)):
+            slam_error = relative_pose_error(result.estimate, log.reference, distance)
+            odometry_error = relative_pose_error(result.odometry, log.reference, distance)
+            print(
+                f"relative pose error over {label} ({slam_error.pairs} pairs): SLAM {slam_error.describe()}; "
+                f"odometry {odometry_error.describe()}"
+            )
+    path, walls = save_map(
+        result.slam, args.output, name=args.log.name, description=f"Made by pluto slam offline from {args.log.name}."
+    )
+    print(f"map saved to {path} ({walls} walls)")
+    if args.plot is not None:
+        try:
+            from pluto.navigation.slam.offline_plot import plot_offline
+        except ImportError:
+            print("no picture: matplotlib is not installed (pip install 'pluto[plot]')", file=sys.stderr)
+        else:
+            print(f"picture saved to {plot_offline(result, args.plot)}")
+    sys.stdout.flush()
+    return 0

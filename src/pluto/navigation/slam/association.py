@@ -154,24 +154,34 @@ def associate(
     pose = state[:POSE_SIZE]
     d2 = np.full((nf, nw), np.inf)
     overlap = np.full((nf, nw), -np.inf)
-    seen = [feature_segment(pose, f) for f in features]
+    # every line against one wall at a time: the 2x2 innovation covariances are solved in closed form
+    seen = np.array([feature_segment(pose, f) for f in features])  # (nf, 2, 2) map-frame ends
+    measured = np.array([(f.alpha, f.r) for f in features])
+    c_f = np.array([f.covariance for f in features])  # (nf, 2, 2)
+    p_vv = covariance[:POSE_SIZE, :POSE_SIZE]
     for k, w in enumerate(walls):
         col = POSE_SIZE + WALL_SIZE * k
         line = state[col : col + WALL_SIZE]
         z, h_v, h_w = observe_wall(pose, line)
-        j = np.zeros((2, covariance.shape[0]))
-        j[:, :POSE_SIZE] = h_v
-        j[:, col : col + WALL_SIZE] = h_w
-        jpj = j @ covariance @ j.T
-        alpha, rho = float(line[0]), float(line[1])
+        cross = h_v @ covariance[:POSE_SIZE, col : col + WALL_SIZE] @ h_w.T
+        jpj = (
+            h_v @ p_vv @ h_v.T
+            + cross
+            + cross.T
+            + h_w @ covariance[col : col + WALL_SIZE, col : col + WALL_SIZE] @ h_w.T
+        )
+        s = jpj + c_f
+        nu_a = np.mod(measured[:, 0] - float(z[0]) + math.pi, 2.0 * math.pi) - math.pi
+        nu_r = measured[:, 1] - float(z[1])
+        det = s[:, 0, 0] * s[:, 1, 1] - s[:, 0, 1] * s[:, 1, 0]
+        d2[:, k] = (s[:, 1, 1] * nu_a * nu_a - (s[:, 0, 1] + s[:, 1, 0]) * nu_a * nu_r + s[:, 0, 0] * nu_r * nu_r) / det
+        alpha = float(line[0])
         d = np.array([-math.sin(alpha), math.cos(alpha)])
+        t = seen @ d  # (nf, 2): the projection on the line along d is the dot product with d
         lo, hi = segments.extent(w)
-        for i, f in enumerate(features):
-            s = jpj + f.covariance
-            nu = np.array([wrap_angle(f.alpha - float(z[0])), f.r - float(z[1])])
-            d2[i, k] = float(nu @ np.linalg.solve(s, nu))
-            t = project_onto_line(seen[i], alpha, rho) @ d
-            overlap[i, k] = min(float(t.max()), hi + prm.overlap_margin) - max(float(t.min()), lo - prm.overlap_margin)
+        overlap[:, k] = np.minimum(t.max(axis=1), hi + prm.overlap_margin) - np.maximum(
+            t.min(axis=1), lo - prm.overlap_margin
+        )
     chosen = one_to_one(d2, overlap, prm.gate)
     pairs = tuple(Pair(i, int(walls[k]), float(d2[i, k])) for i, k in chosen)
     matched = {i for i, _ in chosen}

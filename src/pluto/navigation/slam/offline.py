@@ -1,0 +1,528 @@
+"""The slam core over a recorded log, as fast as the processor allows: no bus, no clock, no threads.
+
+Strategy: a log gives, for every scan, the scan and the odometry at its stamp (and, where the log has one, a
+reference trajectory to judge the estimate against). The runner feeds them to :class:`WallSlam` over the compressed
+filter, one scan after the other, exactly as the slam module does live, except that the dead-reckoned laser pose and
+the covariance of each increment come from the log's odometry and the noise model below instead of the localization
+service.
+
+Logs (:func:`read_log`):
+
+- a CARMEN log (``.log`` or ``.log.gz``, the Radish data sets): each ``FLASER`` line holds the scan, the laser's
+  pose and the odometry at the scan. The "corrected" Radish logs hold a trajectory corrected by a SLAM run in both;
+  that trajectory is the reference. Poses are taken as the laser's (the logs' laser offsets are 0 and 4 cm).
+- a Pluto recording (MCAP): ``Sick/Scan_mm`` (else ``Sick/Scan``), with the odometry of ``Base/Drive/State`` (else
+  ``Localization/Dead-Reckoning``) interpolated at each scan's stamp and carried to the laser by the localization
+  service's laser mount; the reference is ``Sim/Truth`` when the recording has it (a simulated run), else there is
+  none and no error can be computed.
+
+Odometry noise (:class:`OdometryNoise`): the "corrected" logs' odometry is the reference itself, so an estimator is
+tested by perturbing the odometry's increments with seeded noise (:func:`perturb_odometry`) and comparing its
+estimate with the reference (:mod:`pluto.navigation.slam.metrics`). An increment between two scans, in the first's
+frame, is a travel Δd in the direction φ and a turn Δθ. Its noisy version is a travel Δd + ε_d in the direction
+φ + ε_θ/2 (the heading error builds up over the step) and a turn Δθ + ε_θ, with ε_d ~ N(0, σ_d²) and
+ε_θ ~ N(0, σ_θ²) independent and
+
+    σ_d = a1·|Δd| + a2·|Δθ|,    σ_θ = a3·|Δθ| + a4·|Δd|
+
+(m and rad). The filter is told the same model (:meth:`OdometryNoise.covariance`: J·diag(σ_d², σ_θ²)·Jᵀ with J the
+Jacobian of the noisy increment) as the covariance of each increment, as the localization service tells the slam
+module its own. Without noise (``none``) the filter gets a small floor (:data:`NOISE_FLOOR`).
+
+Nothing here prints, reads a clock for anything but the processing time it reports, or writes a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import math
+import os
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import numpy.typing as npt
+
+from pluto import msgs, names
+from pluto.navigation.localization.core import LocalizationParams
+from pluto.navigation.pose.core import PoseFilterParams
+from pluto.navigation.pose.features import LineFeature, extract_lines
+from pluto.navigation.slam.association import AssociationParams
+from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
+from pluto.navigation.slam.core import WallSlam
+from pluto.record.carmen import CarmenLaser, CarmenLineError, CarmenParam, beam_angles, parse_line
+from pluto.record.format import LogError
+
+__all__ = [
+    "NOISE_FLOOR",
+    "OdometryNoise",
+    "OfflineLog",
+    "OfflineParams",
+    "OfflineResult",
+    "OfflineScan",
+    "perturb_odometry",
+    "read_carmen",
+    "read_log",
+    "read_recording",
+    "run_offline",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+NOISE_FLOOR = (1e-6, 1e-6)
+"""Variances (m², rad²) added to every increment's covariance, so that a filter told "no noise" is not told that
+the odometry is exact."""
+
+
+@dataclass(frozen=True)
+class OdometryNoise:
+    """The odometry's noise per increment: σ_d = a1·|Δd| + a2·|Δθ| (m), σ_θ = a3·|Δθ| + a4·|Δd| (rad).
+
+    Attributes:
+        a1: travel error per metre travelled, m/m.
+        a2: travel error per radian turned, m/rad.
+        a3: turn error per radian turned, rad/rad.
+        a4: turn error per metre travelled, rad/m.
+
+    The defaults (5 % of the travel, 5 % of the turn, 1 cm per radian and 1° per metre) are those of a wheeled
+    indoor robot's odometry that has not been calibrated.
+    """
+
+    a1: float = 0.05
+    a2: float = 0.01
+    a3: float = 0.05
+    a4: float = math.radians(1.0)
+
+    def __post_init__(self) -> None:
+        for name in ("a1", "a2", "a3", "a4"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+
+    @classmethod
+    def parse(cls, text: str) -> OdometryNoise | None:
+        """``default``, ``none`` (None: the odometry as logged) or ``a1,a2,a3,a4``.
+
+        Raises:
+            ValueError: anything else, with the reason.
+        """
+        word = text.strip().lower()
+        if word == "default":
+            return cls()
+        if word == "none":
+            return None
+        parts = [p.strip() for p in word.split(",")]
+        if len(parts) != 4:
+            raise ValueError(f"odometry noise is 'default', 'none' or a1,a2,a3,a4 (4 numbers), got {text!r}")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"odometry noise: not a number in {text!r}") from None
+        return cls(*values)
+
+    def sigmas(self, travel: float, turn: float) -> tuple[float, float]:
+        """(σ_d m, σ_θ rad) of an increment of ``travel`` m and ``turn`` rad."""
+        d, t = abs(travel), abs(turn)
+        return self.a1 * d + self.a2 * t, self.a3 * t + self.a4 * d
+
+    def covariance(self, increment: Sequence[float]) -> FloatArray:
+        """3x3 covariance of an increment (Δx, Δy, Δθ) in the frame of its first pose (m, rad), plus the floor."""
+        ux, uy, turn = (float(v) for v in increment)
+        travel = math.hypot(ux, uy)
+        sd, st = self.sigmas(travel, turn)
+        phi = math.atan2(uy, ux) if travel > 0.0 else 0.0
+        c, s = math.cos(phi), math.sin(phi)
+        j = np.array([[c, -0.5 * travel * s], [s, 0.5 * travel * c], [0.0, 1.0]])
+        q: FloatArray = j @ np.diag([sd * sd, st * st]) @ j.T
+        q += np.diag([NOISE_FLOOR[0], NOISE_FLOOR[0], NOISE_FLOOR[1]])
+        return q
+
+
+def _increments(poses: FloatArray) -> FloatArray:
+    """``(n - 1, 3)`` the motion between consecutive poses in the first one's frame."""
+    d = np.diff(poses, axis=0)
+    c, s = np.cos(poses[:-1, 2]), np.sin(poses[:-1, 2])
+    return np.column_stack((c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1], d[:, 2]))
+
+
+def perturb_odometry(poses: npt.ArrayLike, noise: OdometryNoise, rng: np.random.Generator) -> FloatArray:
+    """The odometry with noisy increments (see the module docstring), from the same first pose.
+
+    Args:
+        poses: ``(n, 3)`` the odometry at the scans, (x m, y m, θ rad; θ continuous).
+        noise: the model.
+        rng: the source of the noise (seeded by the caller).
+
+    Returns:
+        ``(n, 3)`` the noisy odometry, θ continuous.
+
+    Raises:
+        ValueError: poses that are not ``(n, 3)`` and finite.
+    """
+    p = np.asarray(poses, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] != 3 or not np.all(np.isfinite(p)):
+        raise ValueError(f"poses must be an (n, 3) array of finite values, got shape {p.shape}")
+    out = p.copy()
+    if p.shape[0] < 2:
+        return out
+    inc = _increments(p)
+    travel = np.hypot(inc[:, 0], inc[:, 1])
+    direction = np.arctan2(inc[:, 1], inc[:, 0])
+    sd = noise.a1 * travel + noise.a2 * np.abs(inc[:, 2])
+    st = noise.a3 * np.abs(inc[:, 2]) + noise.a4 * travel
+    eps = rng.standard_normal((inc.shape[0], 2))
+    noisy_travel = travel + sd * eps[:, 0]
+    noisy_direction = direction + 0.5 * st * eps[:, 1]
+    noisy_turn = inc[:, 2] + st * eps[:, 1]
+    x, y, theta = out[0]
+    for k in range(inc.shape[0]):
+        heading = theta + noisy_direction[k]
+        x += noisy_travel[k] * math.cos(heading)
+        y += noisy_travel[k] * math.sin(heading)
+        theta += noisy_turn[k]
+        out[k + 1] = (x, y, theta)
+    return out
+
+
+@dataclass(frozen=True)
+class OfflineScan:
+    """A scan of a log.
+
+    Attributes:
+        t: its stamp, s.
+        ranges: range per beam, m (-1 an error).
+        angles: bearing per beam, laser frame, rad.
+        max_range: the scanner's largest range, m (no echo).
+    """
+
+    t: float
+    ranges: FloatArray = field(repr=False)
+    angles: FloatArray = field(repr=False)
+    max_range: float
+
+
+@dataclass
+class OfflineLog:
+    """The scans of a log with the odometry (and the reference, if any) at each.
+
+    Attributes:
+        path: where it was read.
+        scans: the scans, in time order.
+        odometry: ``(n, 3)`` the laser's odometry pose at each scan (x, y, θ continuous), m and rad.
+        reference: ``(n, 3)`` the reference laser pose at each scan, or None.
+        skipped: lines or messages left out, with the reason (malformed, no odometry at the stamp...).
+    """
+
+    path: Path
+    scans: list[OfflineScan]
+    odometry: FloatArray
+    reference: FloatArray | None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        """Time from the first scan to the last, s."""
+        return self.scans[-1].t - self.scans[0].t if len(self.scans) > 1 else 0.0
+
+    def head(self, count: int) -> OfflineLog:
+        """The first ``count`` scans only."""
+        ref = None if self.reference is None else self.reference[:count]
+        return OfflineLog(self.path, self.scans[:count], self.odometry[:count], ref, self.skipped)
+
+
+def _unwrap(poses: FloatArray) -> FloatArray:
+    out = poses.copy()
+    if out.shape[0]:
+        out[:, 2] = np.unwrap(out[:, 2])
+    return out
+
+
+def _open_text(path: Path) -> IO[str]:
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def read_carmen(path: str | os.PathLike[str], *, max_range: float | None = None) -> OfflineLog:
+    """The front laser's scans of a CARMEN log (plain or gzipped), with their odometry and laser poses.
+
+    Args:
+        path: the log.
+        max_range: the scanner's largest range, m (no echo); None: the log's ``robot_front_laser_max``, else 80.
+
+    Returns:
+        The log; lines that do not parse, and scans without a timestamp or out of time order, are in ``skipped``.
+
+    Raises:
+        LogError: the file cannot be read, or holds no scan.
+    """
+    source = Path(path)
+    lasers: list[CarmenLaser] = []
+    skipped: list[str] = []
+    params: dict[str, str] = {}
+    try:
+        with _open_text(source) as text:
+            for number, line in enumerate(text, 1):
+                try:
+                    item = parse_line(line, number)
+                except CarmenLineError as err:
+                    skipped.append(f"line {number}: {err}")
+                    continue
+                if isinstance(item, CarmenLaser) and not item.rear:
+                    if item.t <= 0.0 or (lasers and item.t < lasers[-1].t):
+                        skipped.append(f"line {number}: a scan stamped {item.t:g} s, out of time order")
+                        continue
+                    lasers.append(item)
+                elif isinstance(item, CarmenParam):
+                    params[item.name] = item.value
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        raise LogError(f"cannot read {source}: {getattr(err, 'strerror', None) or err}") from None
+    if not lasers:
+        raise LogError(f"{source} holds no front laser scan (FLASER)")
+    if max_range is None:
+        try:
+            max_range = float(params.get("robot_front_laser_max", "80"))
+        except ValueError:
+            max_range = 80.0
+    scans = []
+    for item in lasers:
+        n = len(item.ranges)
+        scans.append(OfflineScan(item.t, np.array(item.ranges), np.array(beam_angles(n)), max_range))
+    odometry = _unwrap(np.array([item.odometry for item in lasers], dtype=np.float64))
+    reference = _unwrap(np.array([item.pose for item in lasers], dtype=np.float64))
+    return OfflineLog(source, scans, odometry, reference, skipped)
+
+
+def _laser_of(robot: FloatArray, mount: tuple[float, float]) -> FloatArray:
+    """Laser poses ``(n, 3)`` of robot poses, the laser at ``mount`` (x, y) in the robot frame (no pan)."""
+    c, s = np.cos(robot[:, 2]), np.sin(robot[:, 2])
+    return np.column_stack(
+        (robot[:, 0] + c * mount[0] - s * mount[1], robot[:, 1] + s * mount[0] + c * mount[1], robot[:, 2])
+    )
+
+
+def _interpolate(times: FloatArray, poses: FloatArray, at: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Poses at the times ``at`` (linear between the neighbours, θ continuous) and which lay within the series."""
+    inside = (at >= times[0]) & (at <= times[-1])
+    out = np.column_stack([np.interp(at, times, poses[:, k]) for k in range(3)])
+    return out, inside
+
+
+def read_recording(path: str | os.PathLike[str]) -> OfflineLog:
+    """The scans of a Pluto recording (MCAP) with the odometry at their stamps (see the module docstring).
+
+    Raises:
+        LogError: the file cannot be read, or has no scans or no odometry.
+    """
+    from pluto.record.logfile import LogFile
+
+    log = LogFile(path)
+    scan_name = next((n for n in (names.SICK_SCAN_MM, names.SICK_SCAN) if log.series(n)), None)
+    if scan_name is None:
+        raise LogError(f"{log.path} has no laser scans ({names.SICK_SCAN_MM} or {names.SICK_SCAN})")
+    skipped: list[str] = []
+    raw: list[msgs.LaserScan] = []
+    for entry in log.series(scan_name):
+        message = entry.message
+        if isinstance(message, msgs.LaserScan) and len(message.ranges) == len(message.angles) and message.ranges:
+            raw.append(message)
+        else:
+            skipped.append(f"{scan_name} at {entry.log_time:.3f} s: not a laser scan with one angle per range")
+    raw.sort(key=lambda m: m.stamp)
+
+    def series(name: str, pose: Callable[[msgs.Message], tuple[float, float, float] | None]) -> FloatArray | None:
+        rows = []
+        for entry in log.series(name):
+            p = pose(entry.message)
+            if p is not None and all(math.isfinite(v) for v in p):
+                rows.append((entry.message.stamp if hasattr(entry.message, "stamp") else entry.log_time, *p))
+        if len(rows) < 2:
+            return None
+        table = np.array(sorted(rows), dtype=np.float64)
+        table[:, 3] = np.unwrap(table[:, 3])
+        return table
+
+    def of_odometry(m: msgs.Message) -> tuple[float, float, float] | None:
+        return (m.x, m.y, m.theta) if isinstance(m, msgs.Odometry) else None
+
+    def of_estimate(m: msgs.Message) -> tuple[float, float, float] | None:
+        if isinstance(m, msgs.PoseEstimate) and len(m.pose) >= 4:
+            return (m.pose[0], m.pose[1], m.pose[3])
+        return None
+
+    odometry = series(names.BASE_DRIVE_STATE, of_odometry)
+    if odometry is None:
+        odometry = series(names.LOCALIZATION_DEAD_RECKONING, of_estimate)
+    if odometry is None:
+        raise LogError(f"{log.path} has no odometry ({names.BASE_DRIVE_STATE} or {names.LOCALIZATION_DEAD_RECKONING})")
+    truth = series(names.SIM_TRUTH, of_odometry)
+    stamps = np.array([m.stamp for m in raw], dtype=np.float64)
+    odom, inside = _interpolate(odometry[:, 0], odometry[:, 1:], stamps)
+    keep = inside
+    reference = None
+    if truth is not None:
+        ref, ref_inside = _interpolate(truth[:, 0], truth[:, 1:], stamps)
+        keep = keep & ref_inside
+        reference = ref
+    for k in np.flatnonzero(~keep).tolist():
+        skipped.append(f"the scan at {stamps[k]:.3f} s: no odometry (or reference) around its stamp")
+    mount = LocalizationParams().laser_mount
+    lever = (float(mount[0]), float(mount[1]))
+    idx = np.flatnonzero(keep)
+    if idx.size == 0:
+        raise LogError(f"{log.path}: no scan has odometry around its stamp")
+    scans = [
+        OfflineScan(float(stamps[k]), np.array(raw[k].ranges), np.array(raw[k].angles), float(raw[k].max_range))
+        for k in idx.tolist()
+    ]
+    ref_out = None if reference is None else _laser_of(reference[idx], lever)
+    return OfflineLog(Path(path), scans, _laser_of(odom[idx], lever), ref_out, skipped)
+
+
+def read_log(path: str | os.PathLike[str]) -> OfflineLog:
+    """A CARMEN log or a Pluto recording, told apart by the file's first bytes (MCAP's magic).
+
+    Raises:
+        LogError: the file cannot be read or holds no usable scans.
+    """
+    source = Path(path)
+    try:
+        with open(source, "rb") as file:
+            magic = file.read(8)
+    except OSError as err:
+        raise LogError(f"cannot read {source}: {err.strerror or err}") from None
+    if magic.startswith(b"\x89MCAP"):
+        return read_recording(source)
+    return read_carmen(source)
+
+
+@dataclass(frozen=True)
+class OfflineParams:
+    """Settings of an offline run.
+
+    Attributes:
+        range_sigma: std dev of a range reading, m (line fits).
+        usable_range: readings beyond this are left out of the line fits, m (far walls are seen with few points).
+        extra_alpha_std: std dev added to every line's angle, rad: a fit's own covariance counts the range noise
+            only, not walls that are not flat or clutter along them.
+        extra_r_std: the same for its distance, m.
+        initial_std: std dev of the map frame's position (the first pose), m.
+        initial_heading_std: the same for its heading, rad.
+        association: the data association and new walls (walls within 12 m: farther ones are seen with few
+            points at a grazing angle, and matching them costs time and brings wrong pairs).
+        area: the compressed filter's local area.
+        filter: the pose filter's settings (the gate, the extra odometry noise; the laser mount is not used: the
+            log's poses are the laser's).
+    """
+
+    range_sigma: float = 0.02
+    usable_range: float = 40.0
+    extra_alpha_std: float = 0.01
+    extra_r_std: float = 0.02
+    initial_std: float = 0.01
+    initial_heading_std: float = math.radians(0.2)
+    association: AssociationParams = field(default_factory=lambda: AssociationParams(max_range=12.0))
+    area: AreaParams = field(default_factory=AreaParams)
+    filter: PoseFilterParams = field(
+        default_factory=lambda: PoseFilterParams(
+            laser_mount=(0.0, 0.0), distance_scale_std=0.0, heading_drift_std=0.0, turn_scale_std=0.0
+        )
+    )
+
+
+@dataclass
+class OfflineResult:
+    """What an offline run gives.
+
+    Attributes:
+        log: the log (its reference, if any, is ``log.reference``).
+        estimate: ``(n, 3)`` the slam laser pose after each scan, m and rad (θ continuous).
+        odometry: ``(n, 3)`` the odometry the filter was given (noisy when noise was asked for).
+        slam: the map (the filter and the walls' ends).
+        cpu_time: processing time of the scans (line extraction and the filter), s of the process's CPU time.
+        scan_times: ``(n,)`` processing time of each scan, s.
+        noise: the noise model used, or None.
+        seed: the noise's seed.
+    """
+
+    log: OfflineLog
+    estimate: FloatArray
+    odometry: FloatArray
+    slam: WallSlam
+    cpu_time: float
+    scan_times: FloatArray
+    noise: OdometryNoise | None
+    seed: int
+
+    @property
+    def real_time_factor(self) -> float:
+        """Log time per processing time (inf for a run too short to time)."""
+        return self.log.duration / self.cpu_time if self.cpu_time > 0 else math.inf
+
+
+def run_offline(
+    log: OfflineLog,
+    *,
+    noise: OdometryNoise | None = None,
+    seed: int = 1,
+    params: OfflineParams | None = None,
+    features: Callable[[OfflineScan], list[LineFeature]] | None = None,
+) -> OfflineResult:
+    """The compressed wall SLAM over every scan of ``log``.
+
+    Args:
+        log: the scans and their odometry.
+        noise: perturb the odometry's increments with this model (None: as logged).
+        seed: the noise's seed.
+        params: settings.
+        features: the lines of a scan (default :func:`extract_lines` with ``params``); for tests.
+
+    Returns:
+        The trajectory, the odometry used, the map and the processing time.
+    """
+    prm = params or OfflineParams()
+    odometry = log.odometry if noise is None else perturb_odometry(log.odometry, noise, np.random.default_rng(seed))
+    model = noise or OdometryNoise(0.0, 0.0, 0.0, 0.0)
+
+    def lines(scan: OfflineScan) -> list[LineFeature]:
+        top = min(scan.max_range, prm.usable_range)
+        ranges = np.where(scan.ranges >= scan.max_range, top, scan.ranges)
+        found = extract_lines(ranges, scan.angles, max_range=top, range_sigma=prm.range_sigma)
+        if prm.extra_alpha_std > 0.0 or prm.extra_r_std > 0.0:
+            va, vr = prm.extra_alpha_std**2, prm.extra_r_std**2
+            found = [dataclasses.replace(f, var_alpha=f.var_alpha + va, var_r=f.var_r + vr) for f in found]
+        return found
+
+    extract = features or lines
+    start = odometry[0]
+    floor = np.diag([prm.initial_std**2, prm.initial_std**2, prm.initial_heading_std**2])
+    slam_filter = CompressedWallEKF(tuple(float(v) for v in start), floor, area=prm.area, params=prm.filter)
+    slam = WallSlam(slam_filter, prm.association)
+    n = len(log.scans)
+    estimate = np.zeros((n, 3))
+    times = np.zeros(n)
+    increments = _increments(odometry)
+    total_start = time.process_time()
+    for k, scan in enumerate(log.scans):
+        begin = time.process_time()
+        if k == 0:
+            covariance = np.zeros((3, 3))
+        else:
+            local = model.covariance(increments[k - 1])
+            c, s = math.cos(odometry[k - 1, 2]), math.sin(odometry[k - 1, 2])
+            rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+            covariance = rot @ local @ rot.T  # the dead-reckoning frame, as the localization service gives it
+        step = slam.step(odometry[k], covariance, extract(scan))
+        estimate[k] = step.pose
+        times[k] = time.process_time() - begin
+    cpu = time.process_time() - total_start
+    if n:
+        estimate[:, 2] = np.unwrap(estimate[:, 2])
+    return OfflineResult(log, estimate, odometry, slam, cpu, times, noise, seed)
