@@ -81,8 +81,9 @@ log = logging.getLogger("pluto.wrist.can")
 
 REOPEN_BACKOFF = 1.0
 """s between attempts to open a bus that failed."""
-POLLED = (PARAM_ACT_POS, PARAM_ACT_VEL, PARAM_CUBE_STATE)
-"""What each poll asks each module."""
+POLLED = (PARAM_ACT_VEL, PARAM_CUBE_STATE, PARAM_ACT_POS)
+"""What each poll asks each module, the position last: a reading is made when it arrives, with the velocity and
+state word of the same poll."""
 
 
 class CanWristError(PlutoError):
@@ -209,6 +210,7 @@ class CanWristDriver:
         self._link_up = False
         self._ever_up = False
         self._last_command = -math.inf
+        self._last_halt = -math.inf
         self._reading: WristReading | None = None
         self._seq = 0
         self._position_limits = self._configured_limits()
@@ -395,6 +397,7 @@ class CanWristDriver:
         """Send HALT to both modules (the lock is held)."""
         log.info("wrist: HALT (%s)", why)
         self._halts += 1
+        self._last_halt = self._clock()
         for module in self._modules:
             self._send(Halt(module.address))
             module.state |= STATE_HALTED
@@ -489,6 +492,7 @@ class CanWristDriver:
         if (
             self._link_up
             and now - self._last_command > self.command_timeout
+            and now - self._last_halt > self.link_timeout  # a state word sent before the HALT may still come
             and any(m.state & STATE_MOTION and not m.state & STATE_HALTED for m in self._modules)
         ):
             with contextlib.suppress(CanWristLinkError):

@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import can
+import numpy as np
 
 from pluto.codec import NEED_DATA
 from pluto.sim.wrist import SimWrist, WristParams
@@ -317,7 +318,7 @@ class PowerCubeEmulator:
             return  # refused: the module does not move until reset (and homed)
         speed, accel = self._targets[0][axis], self._targets[1][axis]
         if event.mode in (FRAMP_MODE, FRAMP_ACK):
-            low, high = self.wrist.limits()
+            low, high = self._float32_limits()
             if not low[axis] <= event.value <= high[axis]:
                 self._flags[axis] |= STATE_ERROR | STATE_BEYOND_SOFT
                 self._stop_axis(axis)
@@ -329,12 +330,21 @@ class PowerCubeEmulator:
             self._goal(axis, event.value, speed, accel)
         elif event.mode in (FVEL_MODE, FVEL_ACK):
             self._ramp[axis] = False
-            low, high = self.wrist.limits()
+            low, high = self._float32_limits()
             if event.value == 0.0:
                 self._goal(axis, None, 0.0, 0.0)  # brakes with the unit's deceleration
             else:
                 bound = high[axis] if event.value > 0 else low[axis]
                 self._goal(axis, float(bound), min(abs(event.value), self.wrist.params.max_speed[axis]), accel)
+
+    def _float32_limits(self) -> tuple[list[float], list[float]]:
+        """The position limits as a module holds them: float32 (so a target equal to MIN_POS or MAX_POS as read
+        back is within them)."""
+        low, high = self.wrist.limits()
+        return (
+            [float(v) for v in low.astype(np.float32)],
+            [float(v) for v in high.astype(np.float32)],
+        )
 
     def _parameter(self, axis: int, param: int) -> float | int:
         w, p = self.wrist, self.wrist.params
