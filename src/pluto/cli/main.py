@@ -16,6 +16,7 @@ from pluto.cli import (
     avoid_cmd,
     catalog_cmd,
     demo_cmd,
+    dmu_sim,
     drive_cmd,
     echo_cmd,
     follow_cmd,
@@ -72,6 +73,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     catalog_cmd.register,  # modules, profiles
     router_cmd.register,  # router
     p2os_sim.register,  # p2os-sim
+    dmu_sim.register,  # dmu-sim
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
     motion_cmd.register,  # motion

@@ -4,21 +4,19 @@ Raw data has z up, x forward, y left: pitch φ and roll ψ (filtered in the sens
 ground plus noise), the angular rates and the accelerations (specific force: +g on z at rest). The state low-pass
 filters rates and accelerations, and gives the heading θ integrated from the vertical rate as it was one filter delay
 (the time constant) before the measurement, stamped with that earlier time, as the original's filtered output was.
-The heading is interpolated at exactly that time, so the stamp stays true whatever the time between samples (a unit
-sampled late on a busy computer does not give a turn's heading a wrong time).
+The filtering is :class:`pluto.hardware.dmu.filter.DmuFilter`, shared with the Crossbow driver.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
+from pluto.hardware.dmu.filter import GRAVITY, DmuFilter
 from pluto.sim.noise import IDEAL, NoiseProfile
 
-GRAVITY = 9.81
+__all__ = ["GRAVITY", "DmuSample", "SimDmu"]
 
 
 @dataclass(frozen=True)
@@ -52,29 +50,8 @@ class SimDmu:
         self.tau = time_constant
         self.bias = noise.gyro_bias
         self.theta = 0.0
-        self._heading = 0.0  # the unfiltered integrated heading
-        self.rates_f = np.zeros(3)
-        self.acc_f = np.array([0.0, 0.0, GRAVITY])
+        self.filter = DmuFilter(time_constant)
         self._last_v: float | None = None
-        self._history: deque[tuple[float, float]] = deque()  # (t, integrated heading) over the last filter delay
-
-    def _delayed_heading(self, t: float) -> float:
-        """The integrated heading at ``t - tau`` (interpolated; the oldest known before the history covers it)."""
-        history = self._history
-        if history and t < history[-1][0]:
-            history.clear()  # time went back: a new run
-        history.append((t, self._heading))
-        target = t - self.tau
-        while len(history) > 2 and history[1][0] <= target:
-            history.popleft()
-        times = [h[0] for h in history]
-        i = bisect.bisect_right(times, target)
-        if i == 0:
-            return history[0][1]
-        if i >= len(history):
-            return history[-1][1]
-        (t0, h0), (t1, h1) = history[i - 1], history[i]
-        return h0 + (h1 - h0) * (target - t0) / (t1 - t0) if t1 > t0 else h1
 
     def step(self, t: float, dt: float, v: float, omega: float, turned: float | None = None) -> DmuSample:
         """Measure at time ``t``, ``dt`` after the previous sample, with the body at (v m/s, ω rad/s).
@@ -96,20 +73,17 @@ class SimDmu:
         if n.accel_noise_std:
             acc = acc + self.rng.normal(0.0, n.accel_noise_std, 3)
         phi, psi = self.rng.normal(0.0, n.tilt_noise_std, 2) if n.tilt_noise_std else (0.0, 0.0)
-        alpha = dt / (self.tau + dt) if dt > 0 else 1.0
-        self.rates_f += alpha * (rates - self.rates_f)
-        self.acc_f += alpha * (acc - self.acc_f)
         gyro_error = float(rates[2]) - omega  # bias and white noise
-        self._heading += (omega * dt if turned is None else turned) + gyro_error * dt
-        self.theta = self._delayed_heading(t)
+        state = self.filter.update(t, dt, rates, acc, (omega * dt if turned is None else turned) + gyro_error * dt)
+        self.theta = state.theta
         return DmuSample(
             stamp=t,
             phi=float(phi),
             psi=float(psi),
             rates=(float(rates[0]), float(rates[1]), float(rates[2])),
             accelerations=(float(acc[0]), float(acc[1]), float(acc[2])),
-            state_stamp=t - self.tau,
-            theta=self.theta,
-            filtered_rates=(float(self.rates_f[0]), float(self.rates_f[1]), float(self.rates_f[2])),
-            filtered_accelerations=(float(self.acc_f[0]), float(self.acc_f[1]), float(self.acc_f[2])),
+            state_stamp=state.stamp,
+            theta=state.theta,
+            filtered_rates=state.rates,
+            filtered_accelerations=state.accelerations,
         )

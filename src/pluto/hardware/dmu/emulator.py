@@ -1,0 +1,428 @@
+"""An emulated Crossbow DMU/VG unit that real host programs talk to, over TCP or a pseudo-terminal.
+
+    with DeviceEmulator(CrossbowDevice(SyntheticMotion())) as unit:      # TCP on 127.0.0.1, a free port
+        port = serial.serial_for_url(unit.url)                           # socket://127.0.0.1:PORT
+        port.write(b"R")                                                 # answered b"H"
+
+:class:`CrossbowDevice` is the unit (sans-I/O: commands in, packets out, stepped with a time); it measures an
+:class:`InertialSource`: :class:`SyntheticMotion` (a robot driving circles on a gentle swell) or
+:class:`SimTruthSource` (the simulator's inertial model of the simulated robot, from ``Sim/Truth`` on the bus).
+:class:`DeviceEmulator` serves any such device core (the NMEA receiver's too) in a background thread.
+"""
+
+# Strategy: the device core knows the protocol and time, nothing of ports (principle 2); the emulator moves bytes
+# and steps the core every tick with time.monotonic. The links (a TCP listener serving one client at a time, a pty
+# whose slave end stays open) and the link noise are the P2OS emulator's, so every emulated device behaves alike
+# on the wire. The unit starts as a real one does: polled, angle mode. In continuous mode it sends one packet every
+# 1/rate s of its time; a late step sends the packets it owes (at most a few, then it skips), each measured at its
+# own time. Sources give readings in Pluto's frame (z up, y left); the device turns them into its own (z down, y
+# right): vectors (x, y, z) -> (x, -y, -z), roll unchanged, pitch negated.
+
+from __future__ import annotations
+
+import math
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Protocol, Self
+
+import numpy as np
+
+from pluto import msgs, names
+from pluto.bus import Bus
+from pluto.codec import NEED_DATA
+from pluto.geometry import wrap_angle
+from pluto.hardware.base.p2os.emulator import EmulatorError, LinkNoise, _PtyLink, _TcpLink
+from pluto.sim.inertial import SimDmu
+from pluto.sim.noise import IDEAL, NoiseProfile
+
+from .codec import (
+    MODE_REPLY,
+    AngleData,
+    Command,
+    CrossbowDecoder,
+    DmuScale,
+    Mode,
+    Reply,
+    ScaledData,
+    VoltageData,
+    encode,
+)
+from .filter import GRAVITY
+
+__all__ = [
+    "CrossbowDevice",
+    "DeviceCore",
+    "DeviceEmulator",
+    "EmulatorError",
+    "InertialReading",
+    "InertialSource",
+    "LinkNoise",
+    "SimTruthSource",
+    "SyntheticMotion",
+]
+
+MAX_OWED = 5
+"""Packets a late step of the unit sends at most (the rest of the backlog is skipped)."""
+
+
+# ------------------------------------------------------------------------------------------------ sources
+
+
+@dataclass(frozen=True, slots=True)
+class InertialReading:
+    """What an inertial unit measures, in Pluto's frame (x forward, y left, z up).
+
+    Attributes:
+        phi: pitch about y, rad.  psi: roll about x, rad.
+        rates: about x, y, z, rad/s.  accelerations: specific force along x, y, z, m/s² (+g on z at rest).
+    """
+
+    phi: float = 0.0
+    psi: float = 0.0
+    rates: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    accelerations: tuple[float, float, float] = (0.0, 0.0, GRAVITY)
+
+
+class InertialSource(Protocol):
+    """What the emulated unit measures: ``reading(t)`` at time ``t`` (s, the emulator's clock)."""
+
+    def reading(self, t: float) -> InertialReading: ...
+
+
+class SyntheticMotion:
+    """A robot driving a circle at ``v`` m/s and ``omega`` rad/s on a gentle swell (pitch and roll sinusoids).
+
+    Args:
+        v: speed, m/s.  omega: turn rate, rad/s.  tilt: amplitude of the pitch and roll, rad.  period: of the
+        swell, s.
+    """
+
+    def __init__(self, v: float = 0.5, omega: float = 0.3, tilt: float = 0.02, period: float = 4.0) -> None:
+        self.v, self.omega, self.tilt, self.period = v, omega, tilt, period
+
+    def reading(self, t: float) -> InertialReading:
+        w = 2.0 * math.pi / self.period
+        phi = self.tilt * math.sin(w * t)
+        psi = self.tilt * math.cos(w * t)
+        return InertialReading(
+            phi=phi,
+            psi=psi,
+            rates=(-self.tilt * w * math.sin(w * t), self.tilt * w * math.cos(w * t), self.omega),
+            accelerations=(-GRAVITY * math.sin(phi), self.v * self.omega, GRAVITY),
+        )
+
+
+class SimTruthSource:
+    """The simulated robot's inertial data: its true motion on ``Sim/Truth`` turned into readings by the
+    simulator's inertial model (:class:`pluto.sim.inertial.SimDmu`). Before the first pose: a unit at rest.
+
+    Args:
+        bus: an open bus of the running simulation's robot.
+        noise: the inertial model's errors.  rng: its random generator.
+    """
+
+    def __init__(self, bus: Bus, noise: NoiseProfile = IDEAL, rng: np.random.Generator | None = None) -> None:
+        self._dmu = SimDmu(noise, rng or np.random.default_rng(0))
+        self._lock = threading.Lock()
+        self._newest = InertialReading()
+        self._last: msgs.Odometry | None = None
+        self._subscription = bus.create_subscription(names.SIM_TRUTH, self._on_truth, msgs.Odometry, depth=256)
+
+    def _on_truth(self, truth: msgs.Odometry) -> None:
+        with self._lock:
+            last, self._last = self._last, truth
+            if last is not None and truth.stamp < last.stamp - 1.0:
+                last = None  # the simulation started again
+            if last is not None and truth.stamp <= last.stamp:
+                return
+            dt = 0.0 if last is None else truth.stamp - last.stamp
+            turned = None if last is None else wrap_angle(truth.theta - last.theta)
+            s = self._dmu.step(truth.stamp, dt, truth.v, truth.omega, turned)
+            self._newest = InertialReading(s.phi, s.psi, s.rates, s.accelerations)
+
+    def reading(self, t: float) -> InertialReading:
+        with self._lock:
+            return self._newest
+
+    def close(self) -> None:
+        """Stop listening to the simulation."""
+        self._subscription.close()
+
+
+# ------------------------------------------------------------------------------------------------ the unit
+
+
+class CrossbowDevice:
+    """The unit's side of the protocol: decodes the host's commands, answers them and sends packets.
+
+    Args:
+        source: what the unit measures.
+        rate_hz: packets per second in continuous mode.
+        scale: the unit's ranges.
+        temperature: of the unit, °C.
+
+    Raises:
+        ValueError: a rate that is not positive.
+    """
+
+    def __init__(
+        self,
+        source: InertialSource | None = None,
+        *,
+        rate_hz: float = 100.0,
+        scale: DmuScale | None = None,
+        temperature: float = 30.0,
+    ) -> None:
+        if not (math.isfinite(rate_hz) and rate_hz > 0.0):
+            raise ValueError(f"rate_hz must be > 0, got {rate_hz!r}")
+        self.source: InertialSource = source if source is not None else SyntheticMotion()
+        self.period = 1.0 / rate_hz
+        self.scale = scale or DmuScale()
+        self.temperature = temperature
+        self.mode: Mode = "angle"
+        self.continuous = False
+        self.packets_sent = 0
+        self.commands = 0
+        self._decoder = CrossbowDecoder("device")
+        self._out = bytearray()
+        self._now: float | None = None
+        self._next: float | None = None  # time of the next continuous packet
+
+    def receive_data(self, data: bytes) -> None:
+        """Take the host's bytes (commands; anything else is ignored)."""
+        if not data:
+            return
+        self._decoder.receive_data(data)
+        while (event := self._decoder.next_event()) is not NEED_DATA:
+            if isinstance(event, Command):
+                self.commands += 1
+                self._command(event.code)
+
+    def _command(self, code: str) -> None:
+        if code == "R":
+            self.continuous = False
+            self._out += encode(Reply("H"))
+        elif code == "P":
+            self.continuous = False
+        elif code == "C":
+            self.continuous = True
+            self._next = None
+        elif code == "G":
+            self._packet(self._now if self._now is not None else time.monotonic())
+        else:
+            self.mode = {"a": "angle", "c": "scaled", "r": "voltage"}[code]  # type: ignore[assignment]
+            self._out += MODE_REPLY[self.mode]
+
+    def _packet(self, t: float) -> None:
+        r = self.source.reading(t)
+        rates = (r.rates[0], -r.rates[1], -r.rates[2])
+        acc = (r.accelerations[0], -r.accelerations[1], -r.accelerations[2])
+        counter = int(t * 1e6 / 0.79) & 0xFFFF  # a free-running counter
+        packet: AngleData | ScaledData | VoltageData
+        if self.mode == "angle":
+            packet = AngleData(r.psi, -r.phi, rates, acc, self.temperature, counter)
+        elif self.mode == "scaled":
+            packet = ScaledData(rates, acc, self.temperature, counter)
+        else:
+            s = self.scale
+            counts = [2048 + round(w / s.rate_per_count / 16.0) for w in rates]
+            counts += [2048 + round(a / s.accel_per_count / 16.0) for a in acc]
+            counts.append(round((self.temperature / 44.4 + 1.375) * 4096.0 / 5.0))
+            c = [max(0, min(4095, x)) for x in counts]
+            packet = VoltageData((c[0], c[1], c[2], c[3], c[4], c[5], c[6]), counter)
+        self._out += encode(packet, self.scale)
+        self.packets_sent += 1
+
+    def step(self, now: float) -> None:
+        """Advance the unit to ``now`` (s): in continuous mode, send the packets due."""
+        self._now = now
+        if not self.continuous:
+            return
+        if self._next is None:
+            self._next = now
+        owed = 0
+        while self._next <= now + 1e-9:
+            if owed < MAX_OWED:
+                self._packet(self._next)
+            owed += 1
+            self._next += self.period
+        if owed > MAX_OWED:
+            self._next = now + self.period
+
+    def data_to_send(self) -> bytes:
+        """What the unit has to send now."""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+
+# ------------------------------------------------------------------------------------------------ serving
+
+
+class DeviceCore(Protocol):
+    """A sans-I/O device an emulator can serve: bytes in, a time step, bytes out."""
+
+    def receive_data(self, data: bytes) -> None: ...
+
+    def step(self, now: float) -> None: ...
+
+    def data_to_send(self) -> bytes: ...
+
+
+Transport = Literal["tcp", "pty"]
+
+
+class DeviceEmulator:
+    """Serves a device core in a background thread over TCP or a pseudo-terminal; a context manager.
+
+    Args:
+        device: the device core.
+        transport: ``"tcp"`` or ``"pty"``.
+        host: TCP address to listen on (the loopback by default).
+        port: TCP port; 0 picks a free one.
+        tick: s between steps of the device.
+        link_noise: drops and corrupts bytes in both directions (settable while running), or None.
+        clock: the device's time, s (monotonic).
+
+    Raises:
+        ValueError: an unknown transport or a tick that is not positive.
+    """
+
+    def __init__(
+        self,
+        device: DeviceCore,
+        *,
+        transport: Transport = "tcp",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tick: float = 0.005,
+        link_noise: LinkNoise | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if transport not in ("tcp", "pty"):
+            raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
+        if not tick > 0.0:
+            raise ValueError(f"tick must be > 0 s, got {tick!r}")
+        self.device = device
+        self.transport: Transport = transport
+        self.link_noise = link_noise
+        self.lock = threading.RLock()
+        """Held whenever the loop calls the device."""
+        self._host, self._port, self._tick, self._clock = host, port, tick, clock
+        self._link: _TcpLink | _PtyLink | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self) -> Self:
+        """Open the transport and serve in a background thread.
+
+        Raises:
+            EmulatorError: the port cannot be listened on, no pty, or already running.
+        """
+        if self._thread is not None:
+            raise EmulatorError("the emulator is already running")
+        self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"device-emulator-{self._link.url}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the transport; safe to call twice.
+
+        Raises:
+            EmulatorError: the serving loop had failed (the cause is chained).
+        """
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise EmulatorError(f"the emulator's loop failed: {error!r}") from error
+
+    def serve(self, stop: threading.Event) -> None:
+        """Serve in this thread until ``stop`` is set (the transport must be open: see :meth:`start`'s link)."""
+        link = self._link
+        assert link is not None
+        next_tick = self._clock()
+        while not stop.is_set():
+            try:
+                readable, _, _ = select.select(link.handles(), [], [], max(0.0, next_tick - self._clock()))
+            except InterruptedError:
+                continue
+            for handle in readable:
+                data = link.on_readable(handle)
+                if not data:
+                    continue
+                noise = self.link_noise
+                if noise is not None:
+                    data = noise.apply(data)
+                with self.lock:
+                    self.device.receive_data(data)
+                self._send(link)
+            now = self._clock()
+            if now >= next_tick:
+                with self.lock:
+                    self.device.step(now)
+                self._send(link)
+                next_tick = max(next_tick + self._tick, now)
+
+    def _send(self, link: _TcpLink | _PtyLink) -> None:
+        with self.lock:
+            data = self.device.data_to_send()
+        if data and link.connected:
+            noise = self.link_noise
+            if noise is not None:
+                data = noise.apply(data)
+            link.write(data)
+
+    def _run(self) -> None:
+        try:
+            self.serve(self._stop)
+        except BaseException as err:  # reported by stop(), never lost in a thread
+            self._error = err
+
+    def open_link(self) -> str:
+        """Open the transport without serving (for :meth:`serve` in the caller's thread); returns the URL."""
+        if self._link is None:
+            self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
+        return self._link.url
+
+    def close_link(self) -> None:
+        """Close a transport opened by :meth:`open_link`."""
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """The loop is serving."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def url(self) -> str:
+        """What a host opens with ``serial.serial_for_url``: ``socket://127.0.0.1:PORT`` or the pty's path.
+
+        Raises:
+            EmulatorError: not started.
+        """
+        if self._link is None:
+            raise EmulatorError("the emulator is not started (use start() or a with block)")
+        return self._link.url
