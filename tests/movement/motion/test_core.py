@@ -22,12 +22,15 @@ from pluto.movement.motion.core import (
     Scan,
     choose_way,
     closest_object,
+    free_area,
+    way_cost,
 )
 from pluto.movement.motion.geometry import (
     FREE,
     OCCUPIED,
     UNKNOWN,
     CoverageGrid,
+    Gap,
     Rectangle,
     find_gaps,
     free_length,
@@ -242,3 +245,30 @@ def test_a_moveto_in_the_open_scans_follows_and_arrives() -> None:
             x += 0.05
     assert (MOVETO_SET, SCANNING) in codes and (-2, FOLLOWING) in codes
     assert codes[-1] == (AT_GOAL, IDLE)
+
+
+def _box_scan(cx: float, cy: float, half_x: float, half_y: float) -> tuple[tuple[float, float], np.ndarray, np.ndarray]:
+    """A full turn of beams from (cx, cy) ending on the walls of a box of half-sizes half_x, half_y around it."""
+    bearings = np.linspace(-math.pi, math.pi, 720, endpoint=False)
+    c, s = np.cos(bearings), np.sin(bearings)
+    with np.errstate(divide="ignore"):
+        r = np.minimum(np.abs(half_x / c), np.abs(half_y / s))
+    ends = np.column_stack((cx + r * c, cy + r * s))
+    return (cx, cy), ends, r
+
+
+def test_free_area_tells_a_room_from_a_corridor() -> None:
+    room = free_area([_box_scan(2.0, 2.5, 2.0, 2.5)], (2.0, 2.5))
+    assert room == pytest.approx(20.0, rel=0.05)  # a 4 m x 5 m room
+    corridor = free_area([_box_scan(0.0, 0.0, 40.0, 1.0)], (0.0, 0.0))  # 2 m wide, clipped at 10 m each way
+    assert corridor > 30.0 > room
+    assert free_area([], (0.0, 0.0)) == math.inf
+
+
+def test_a_doorway_out_of_a_room_is_not_taken_for_a_room() -> None:
+    door = Gap((-0.45, 0.0), (0.45, 0.0), (0.0, -1.0))  # in the room's south wall, leading south
+    goal = (-7.0, -4.0)  # far aside of the doorway's axis
+    p = MotionParams()
+    outside = way_cost(door.point(1.0), 2.0, goal, np.zeros((0, 2)), p, door)
+    inside = way_cost(door.point(1.0), 2.0, goal, np.zeros((0, 2)), p, door, in_room=True)
+    assert inside < outside

@@ -12,6 +12,7 @@ error": every range is -1 while the scanner reboots (about 20 s).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -88,8 +89,12 @@ class SimSick(SimDevice[SimSickParams]):
         if now < self._next_arrival - 1e-6:  # sums of periods round (0.6000000000000001): not a step late
             return
         arrival, centre = now, self._next_arrival - lp.latency
-        if self.history.newest < centre - 1e-6 and now - centre < _TRUTH_WAIT:
-            return  # the base's true pose has not reached the scan's time yet (a busy machine): the next step scans
+        wrist = self.wrist_history.newest  # -inf: no wrist on this robot, the laser looks straight ahead
+        behind = self.history.newest < centre - 1e-6 or -math.inf < wrist < centre - 1e-6
+        if behind and now - centre < _TRUTH_WAIT:
+            # the base's true pose or the wrist's state has not reached the scan's time yet (they come from other
+            # modules, later on a busy machine): the next step scans, rather than with a stale pose or pan
+            return
         self._next_arrival += lp.period
         if self._next_arrival < now:
             self._next_arrival = now + lp.period  # fell behind: skip rather than burst
@@ -133,6 +138,11 @@ class _WristHistory:
         self._states.append(state)
         if len(self._states) > 256:
             del self._states[:128]
+
+    @property
+    def newest(self) -> float:
+        """Stamp of the newest state, s (-inf before the first)."""
+        return self._states[-1].stamp if self._states else -math.inf
 
     def at(self, t: float) -> tuple[float, float]:
         """(pan, tilt) in force at time ``t`` (the last state stamped at or before it), rad."""

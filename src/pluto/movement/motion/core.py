@@ -114,6 +114,8 @@ CIRCLING = 12
 _LASER_GOTO = 22  # avoid goto with laser avoidance
 _LASER_VELOCITY = 20  # avoid velocity with laser protection
 _PLAIN_VELOCITY = 0  # avoid velocity, no protection: only for turning on the spot
+_FRONT_BUMPER = 1  # element[0] of avoid's status passed on from the drive: the front bumper is pressed
+_BACK_OFF_TIME = 2.0  # s a robot that touched a jamb backs off before lining up again
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,12 @@ class MotionParams:
         door_max: openings narrower than this are passed as doorways (lined up and driven through), m.
         gap_jump: range step that marks the edge of an opening, m.
         handover: the avoid goto takes over when the goal is nearer than this and in plain view, m.
+        near_reach: ... and, after a look around, when it is nearer than this and was seen free whichever way the
+            robot faces, m.
         goal_tolerance: a moveto or a waypoint is reached within this distance, m.
         speed, turn_rate: limits given to the avoid goto, m/s, rad/s.
         door_speed: speed through a doorway, m/s.
+        door_offset: the robot lines up on a doorway's axis before driving through when farther than this off it, m.
         door_strip: half-width of the strip ahead the laser protection checks while driving through a doorway, m
             (narrower than the robot: the jambs pass beside it, a person or a box in the doorway stops it).
         look_pan: largest pan when looking to a side, rad.
@@ -142,6 +147,8 @@ class MotionParams:
         blocked_penalty: extra cost of a way whose end the scans show a wall between it and the goal, m.
         unknown_weight: weight of the straight distance from a way's end to the goal in its cost.
         room_reach: a goal farther than this aside from a narrow doorway's axis is taken not to be behind it, m.
+        room_area: a robot whose scans show less free area around it than this is in a room, whose doorways lead
+            out, m².
         max_decisions: a moveto gives up after this many scans without reaching its goal.
         progress_time: a way on which the robot came no nearer its end for this long is given up, s.
         explore_cell: cell of the coverage grid, m.
@@ -161,10 +168,12 @@ class MotionParams:
     door_max: float = 1.4
     gap_jump: float = 0.6
     handover: float = 6.0
+    near_reach: float = 2.0
     goal_tolerance: float = 0.3
     speed: float = 0.6
     turn_rate: float = 1.0
     door_speed: float = 0.2
+    door_offset: float = 0.04
     door_strip: float = 0.3
     look_pan: float = 1.4
     ground_tilt: float = 0.35
@@ -173,6 +182,7 @@ class MotionParams:
     wrist_tolerance: float = 0.05
     blocked_penalty: float = 2.0
     room_reach: float = 2.5
+    room_area: float = 30.0
     unknown_weight: float = 1.3
     max_decisions: int = 40
     progress_time: float = 15.0
@@ -296,19 +306,21 @@ def way_cost(
     known: FloatArray,
     params: MotionParams,
     gap: Gap | None = None,
+    in_room: bool = False,
 ) -> float:
     """Estimated length (m) of the way to ``goal`` through ``target``: ``travel`` m to get there, then the straight
     distance to the goal times ``unknown_weight`` (what lies beyond is less sure: of two ways the one that goes
     farther along what is known to be free wins), plus ``blocked_penalty`` when the echoes ``known`` show a wall on
     that straight line (a wall seen beside a street usually has openings further on). Beyond a narrow doorway
     (``gap`` narrower than ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis
-    is most likely not in it, and the straight distance counts double."""
+    is most likely not in it, and the straight distance counts double; unless the robot is ``in_room`` itself: then
+    the doorway is the way out."""
     p = params
     rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
     cost = travel + p.unknown_weight * rest
     if rest > 0.3 and segment_blocked(known, target, goal, p.robot_radius + 0.1):
         cost += p.blocked_penalty
-    if gap is not None and gap.width < p.door_max:
+    if gap is not None and gap.width < p.door_max and not in_room:
         mx, my = gap.middle
         aside = abs(-gap.normal[1] * (goal[0] - mx) + gap.normal[0] * (goal[1] - my))
         if aside > p.room_reach:
@@ -352,9 +364,10 @@ def choose_way(
     walls = points if known is None else known
     candidates: list[tuple[bool, Candidate]] = []
     k = len(seen)
+    in_room = free_area(scans, (x, y)) < p.room_area
 
     def add(kind: str, target: tuple[float, float], travel: float, bearing: float, gap: Gap | None) -> None:
-        c = way_cost(target, travel, goal, walls, p, gap) + 0.3 * abs(wrap_angle(bearing - th))
+        c = way_cost(target, travel, goal, walls, p, gap, in_room) + 0.3 * abs(wrap_angle(bearing - th))
         if any(math.hypot(target[0] - a, target[1] - b) < 1.0 for a, b in avoid):
             c += 3.0
         progress = math.hypot(goal[0] - target[0], goal[1] - target[1]) < here - 0.3
@@ -387,6 +400,32 @@ def choose_way(
         return None
     forward = [c for ok, c in candidates if ok]
     return min(forward or [c for _, c in candidates], key=lambda c: c.cost)
+
+
+def free_area(
+    scans: Sequence[tuple[tuple[float, float], FloatArray, FloatArray]],
+    centre: tuple[float, float],
+    sectors: int = 72,
+    clip: float = 10.0,
+) -> float:
+    """Area of the free space around ``centre`` that the scans show, m²: per sector of bearing (from ``centre``)
+    the mean range of the beam ends in it (clipped at ``clip`` m), summed as circular sectors, and scaled up to the
+    whole circle from the sectors seen. A room gives about its floor area; a corridor or a hall much more."""
+    total = np.zeros(sectors)
+    count = np.zeros(sectors)
+    for _, ends, _ in scans:
+        if len(ends) == 0:
+            continue
+        dx, dy = ends[:, 0] - centre[0], ends[:, 1] - centre[1]
+        r = np.minimum(np.hypot(dx, dy), clip)
+        k = ((np.arctan2(dy, dx) + math.pi) / (2 * math.pi) * sectors).astype(int) % sectors
+        np.add.at(total, k, r)
+        np.add.at(count, k, 1.0)
+    seen = count > 0
+    if not seen.any():
+        return math.inf
+    mean = total[seen] / count[seen]
+    return float(np.sum(0.5 * mean**2 * (2 * math.pi / sectors)) * sectors / np.count_nonzero(seen))
 
 
 def closest_object(
@@ -435,7 +474,7 @@ class _Nav:
 
     goal: tuple[float, float]
     report: bool  # a moveto: element[2] shows its progress
-    phase: str = "scan"  # scan, follow, door-approach, door-align, door-pass, near, done, failed
+    phase: str = "scan"  # scan, follow, door-approach, door-align, door-pass, door-back, near, done, failed
     phase_since: float = 0.0
     view: int = 0  # scan: 0 ahead, 1 to the side, 2 at the ground, 3 back
     view_since: float | None = None
@@ -649,7 +688,7 @@ class MotionController:
         if nav.phase == "scan":
             return self._scan_step(nav, inputs, scan, world, now)
         # following a way: the goal in plain view and near hands over to the simple goto
-        if nav.phase not in ("near", "door-align", "door-pass") and level and world is not None:
+        if nav.phase not in ("near", "door-align", "door-pass", "door-back") and level and world is not None:
             origin, bearings, ranges, ok = world
             pts = _points(origin, bearings, ranges, ok)
             rel = wrap_angle(math.atan2(nav.goal[1] - origin[1], nav.goal[0] - origin[0]) - th - scan.pan)  # type: ignore[union-attr]
@@ -676,7 +715,8 @@ class MotionController:
             before = nav.choice.gap.point(-1.1)
             order = self._goto_step(nav, inputs, now, before, on_stuck="scan", reached_phase="door-align")
             return order, (0.0, 0.0), FOLLOWING
-        return self._door_step(nav, pose, world if level else None, now), (0.0, 0.0), FOLLOWING
+        bumped = inputs.avoid_element[0] == _FRONT_BUMPER
+        return self._door_step(nav, pose, world if level else None, now, bumped), (0.0, 0.0), FOLLOWING
 
     def _enter(
         self, nav: _Nav, phase: str, now: float, target: tuple[float, float] | None
@@ -810,6 +850,21 @@ class MotionController:
             pan, tilt = self._views(nav, pose)[nav.view]
         return order, (pan, tilt), SCANNING
 
+    def _goal_in_reach(self, nav: _Nav, pose: tuple[float, float, float]) -> bool:
+        """After a look around: the goal is within ``near_reach``, its bearing was seen and no remembered echo
+        stands between it and the robot (whichever way the robot faces)."""
+        p = self.params
+        x, y, _ = pose
+        gx, gy = nav.goal
+        if math.hypot(gx - x, gy - y) > p.near_reach or len(nav.memory) == 0:
+            return False
+        if nav.near_failed is not None and math.hypot(x - nav.near_failed[0], y - nav.near_failed[1]) < 1.0:
+            return False
+        k = len(nav.seen)
+        if not nav.seen[int((math.atan2(gy - y, gx - x) + math.pi) / (2 * math.pi) * k) % k]:
+            return False
+        return not segment_blocked(_before(nav.memory, (x, y), nav.goal), (x, y), nav.goal, p.robot_radius + 0.15)
+
     def _views(self, nav: _Nav, pose: tuple[float, float, float]) -> list[tuple[float, float]]:
         """The wrist's views of a scan: ahead; to the side of the way chosen (if it lies aside) and at the ground in
         its direction."""
@@ -850,6 +905,8 @@ class MotionController:
     ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
         nav.decisions += 1
         choice = self._decide(nav, pose) if nav.choice is None or len(nav.points) > 1 else nav.choice
+        if self._goal_in_reach(nav, pose):  # the goal is near and was seen free: the simple goto takes over
+            return self._enter(nav, "near", now, nav.goal)
         if choice is None:
             if nav.decisions >= self.params.max_decisions:
                 nav.phase = "failed"
@@ -878,8 +935,10 @@ class MotionController:
         pose: tuple[float, float, float],
         world: WorldScan | None,
         now: float,
+        bumped: bool = False,
     ) -> AvoidOrder:
-        """Line up in front of a narrow doorway, then drive through it along the line between its jambs."""
+        """Line up in front of a narrow doorway (on its axis, then facing it), then drive through it along the line
+        between its jambs; a jamb touched on the way (the front bumper) backs the robot off to line up again."""
         p = self.params
         assert nav.choice is not None and nav.choice.gap is not None
         gap = nav.choice.gap
@@ -892,8 +951,23 @@ class MotionController:
         heading_error = wrap_angle(math.atan2(ny, nx) - th)
         offset = -ny * (x - mx) + nx * (y - my)  # left of the line through the door
         along = nx * (x - mx) + ny * (y - my)
+        if nav.phase == "door-pass" and bumped:
+            nav.phase, nav.phase_since = "door-back", now
+        if nav.phase == "door-back":
+            if now - nav.phase_since < _BACK_OFF_TIME:
+                return AvoidOrder(_LASER_VELOCITY, (), (-p.door_speed, 0.0))
+            nav.phase, nav.phase_since = "door-align", now
         if nav.phase == "door-align":
-            if abs(heading_error) < 0.05 or now - nav.phase_since > 10.0:
+            if now - nav.phase_since > 20.0:
+                nav.phase, nav.phase_since = "door-pass", now
+            elif abs(offset) > p.door_offset and along < -p.robot_radius:
+                # onto the doorway's axis first: to the point of it as far before the door as the robot is
+                tx, ty = mx + nx * along, my + ny * along
+                error = wrap_angle(math.atan2(ty - y, tx - x) - th)
+                if abs(error) > 0.1:
+                    return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, max(-0.6, min(0.6, 1.5 * error))))
+                return AvoidOrder(_LASER_VELOCITY, (), (p.door_speed, 1.5 * error), (p.door_strip,))
+            elif abs(heading_error) < 0.05:
                 nav.phase, nav.phase_since = "door-pass", now
             else:
                 return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, max(-0.6, min(0.6, 1.5 * heading_error))))
