@@ -63,22 +63,23 @@ def wrap(angle: float) -> float:
 
 # About 35-40 s on two idle cores.
 def test_demo_in_lockstep_runs_the_route_and_sums_it_up(tmp_path: Path) -> None:
-    """The whole route with realistic noise: the pose module keeps the localization on the map (0.10 m, 2°) where
-    dead reckoning alone drifts further."""
+    """The whole route with realistic noise (to the lobby, explore it and come home, then into a room through its
+    door): the pose module keeps the localization on the map (0.10 m; the heading within 0.5° on average, and 6° at
+    worst while the robot spins looking around) where dead reckoning alone drifts further."""
     out = tmp_path / "out"
     text = run_demo(["--rate", "max", "--noise", "realistic", "--one-process", "--output", str(out)], tmp_path)
-    assert "mission done: 5/5 waypoints" in text, text
+    assert "mission done: 3/3 goals" in text, text
     picture = path_after("map, true and localization paths and the last scan", text)
     assert picture.parent == out.resolve()
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = path_after("log of every interface", text)
     assert log.suffix == ".mcap" and log.stat().st_size > 0
     pose = line(FINAL_POSE, text)
-    assert math.hypot(float(pose[1]) - 3.0, float(pose[2]) - 2.0) < 0.5, pose[0]  # at the last waypoint
+    assert math.hypot(float(pose[1]) - 10.0, float(pose[2]) - 6.5) < 0.5, pose[0]  # at the last goal, in room S1
     error = line(LOCALIZATION, text)
     assert float(error[2]) <= float(error[1]) <= 0.10, error[0]
     heading = line(HEADING, text)
-    assert float(heading[2]) <= float(heading[1]) <= 2.0, heading[0]
+    assert float(heading[2]) <= 0.5 and float(heading[1]) <= 6.0, heading[0]
     dead = line(DEAD_RECKONING, text)
     assert float(dead[1]) > 2 * float(error[1]) and float(dead[2]) > float(heading[1]), dead[0]
     wall = line(WALL, text)
@@ -120,7 +121,7 @@ def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    assert "mission done: 5/5 waypoints" in text, text
+    assert "mission done: 3/3 goals" in text, text
     # the heading of Localization/Pose against the truth at the same stamps, over the mission
     found = re.search(r"localization heading error: max ([0-9.]+)°, mean ([0-9.]+)°", text)
     assert found is not None, text

@@ -1,12 +1,14 @@
 """``pluto demo``: the most complete mission Pluto can run so far, on the simulated robot, ending by itself.
 
 It brings up the simulated robot with its localization service, the pose module and the movement chain (the
-``mission`` profile: world and clock, base, wrist, laser, inertial unit, GPS, localization, pose, drive and avoid,
-each in its own process or all in the demo's, started in dependency order), records every interface to an MCAP log,
-then sends the avoid module one goto after another through the office world (laser obstacle avoidance, the drive
-module's bumper stop and command timeout underneath), prints its progress, and finally draws the map, the true and
-the localization paths and the last laser scan with the wall lines the pose module finds in it to a PNG. The log
-replays through the stack (``pluto replay``) and opens in standard MCAP viewers.
+``mission`` profile: world and clock, base, wrist, laser, inertial unit, GPS, localization, pose, drive, avoid and
+motion, each in its own process or all in the demo's, started in dependency order), records every interface to an
+MCAP log, then gives the motion module one goal after another through the office world: movetos (ray following,
+through the rooms' 0.9 m doors) into two rooms and back to the lobby, then an exploration of the lobby that ends
+back home (the avoid module's laser protection, the drive module's bumper stop and command timeout underneath). It
+prints its progress, and finally draws the map, the true and the localization paths and the last laser scan with the
+wall lines the pose module finds in it to a PNG. The log replays through the stack (``pluto replay``) and opens in
+standard MCAP viewers.
 
 The route is driven by a module of its own, :class:`MissionModule`, which follows the simulated time: by default the
 simulator runs in lock-step, as fast as the modules go, and the mission takes part in it, so each goto goes out at
@@ -32,8 +34,8 @@ import numpy as np
 from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
 from pluto.errors import LaunchError, PlutoError
-from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
-from pluto.movement.avoid.proxy import AvoidProxy, describe_status
+from pluto.movement.motion.core import AT_GOAL, MOVETO_SET, THREAD_STOPPED
+from pluto.movement.motion.proxy import MotionProxy, describe_status
 from pluto.navigation.pose.features import extract_lines
 from pluto.record.recorder import Recorder, RecordStatus
 from pluto.runtime import launcher, mom
@@ -46,16 +48,39 @@ from pluto.sim.laser import LaserParams, laser_pose
 from pluto.sim.plot import plot_run, scan_points
 from pluto.sim.world import World, load_world
 
-# Through the office, in the world frame (m): east down the corridor, back west, into the lobby, past the reception.
-OFFICE_ROUTE = [(34.0, 10.0), (10.0, 10.0), (6.0, 10.0), (6.0, 2.5), (3.0, 2.0)]
-SPEED = 0.6
-"""Top speed of the gotos, m/s."""
-TURN_RATE = 1.0
-"""Top turn rate of the gotos, rad/s."""
+
+@dataclass(frozen=True)
+class Leg:
+    """One goal of the mission: ``moveto`` (x, y) m, or ``explore`` the rectangle of half-width ``b`` and height
+    ``h`` m whose home is (x, y) m facing ``theta`` rad (all in the ``Localization/Pose`` frame)."""
+
+    kind: Literal["moveto", "explore"]
+    x: float
+    y: float
+    b: float = 0.0
+    h: float = 0.0
+    theta: float = 0.0
+
+    def describe(self) -> str:
+        if self.kind == "moveto":
+            return f"moveto ({self.x:.1f}, {self.y:.1f}) m"
+        return f"explore {2 * self.b:.1f} m x {self.h:.1f} m from home ({self.x:.1f}, {self.y:.1f}) m, then come home"
+
+
+# Through the office, in the world frame (m): from the corridor to the lobby, explore the lobby (3.3 m either side
+# of its middle, 8 m north of home: the reception counter and a pillar inside) and come home, then into the south
+# room S1 through its 0.9 m door.
+LOBBY_HOME = (4.0, 1.5, math.pi / 2)
+OFFICE_ROUTE = [
+    Leg("moveto", LOBBY_HOME[0], LOBBY_HOME[1]),
+    Leg("explore", *LOBBY_HOME[:2], b=3.3, h=8.0, theta=LOBBY_HOME[2]),
+    Leg("moveto", 10.0, 6.5),
+]
 FRESH_AFTER = 0.5
-"""Simulated seconds after a goto before a status counts as describing it (earlier ones may describe the previous)."""
+"""Simulated seconds after a command before a status counts as describing it (earlier ones may describe the
+previous goal)."""
 STATUS_TIMEOUT = 5.0
-"""Simulated seconds without a new status from the avoid module after which the mission stops."""
+"""Simulated seconds without a new status from the motion module after which the mission stops."""
 REPORT_EVERY = 5.0
 """Simulated seconds between two progress lines."""
 SETTLE = 1.0
@@ -146,7 +171,7 @@ class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
     rate_hz: float = 10.0
     use_sim_time: bool = True
-    duration: float = 400.0
+    duration: float = 900.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,22 +180,24 @@ class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
 
 class MissionModule(Module[MissionParams]):
-    """Drives a route: one goto after the other through the avoid module, each when the previous one is reached.
+    """Drives a route: one goal after the other through the motion module, each when the previous one is done.
 
-    Its step follows the simulated time (in a lock-stepped simulation it is a member like the others), so each goto
-    goes out at an exact simulated time. It reads ``avoidance/status`` each step: a status newer than the goto by
-    :data:`FRESH_AFTER` that says the goal is reached sends the next goto; one that says stuck, no status for
+    Its step follows the simulated time (in a lock-stepped simulation it is a member like the others), so each
+    command goes out at an exact simulated time. It reads ``motion/status`` each step. A goal has started once a
+    status newer than its command by :data:`FRESH_AFTER` shows the motion under way (element[3] > 0, or element[2]
+    = -1 for a moveto); it is done when, after that, the motion is over (element[3] <= 0): reached if element[2] is
+    1 (at the goal: an exploration ends with the moveto home), failed otherwise. A failed goal, no status for
     :data:`STATUS_TIMEOUT` or the route taking longer than ``duration`` ends the mission. It prints its progress and
     sets :attr:`done` :data:`SETTLE` after the end, with :attr:`outcome`, :attr:`reached`, :attr:`end_time` and the
     last laser scan it saw.
 
     Args:
-        route: waypoints in the ``Localization/Pose`` frame, m.
+        route: the goals, in the ``Localization/Pose`` frame.
     """
 
     name = "mission"
-    description = "the demo's route: one goto after the other through the avoid module"
-    requires = ("avoid",)
+    description = "the demo's route: one moveto or exploration after the other through the motion module"
+    requires = ("motion",)
     Params = MissionParams
 
     def __init__(
@@ -178,7 +205,7 @@ class MissionModule(Module[MissionParams]):
         bus: Bus,
         params: MissionParams | None = None,
         *,
-        route: Sequence[tuple[float, float]] = OFFICE_ROUTE,
+        route: Sequence[Leg] = OFFICE_ROUTE,
         name: str | None = None,
     ) -> None:
         super().__init__(bus, params, name=name)
@@ -195,14 +222,15 @@ class MissionModule(Module[MissionParams]):
         self.end_wall = math.nan
         """Wall-clock time (``time.monotonic``) of that step."""
         self.final_scan: msgs.LaserScan | None = None
-        self._number = 0  # the waypoint under way, from 1; 0 before the first goto
+        self._number = 0  # the goal under way, from 1; 0 before the first
         self._sent = 0.0
+        self._started = False  # the motion module has taken up the goal under way
         self._next_report = 0.0
 
     def on_configure(self) -> None:
         # The proxy's writes are a put on a publisher, never a wait; mask 0: the status is read below.
-        self.avoid = AvoidProxy(self.bus, mask=0, start=False)
-        self.status_in = self.create_reader(names.AVOIDANCE_STATUS)
+        self.motion = MotionProxy(self.bus, mask=0, start=False)
+        self.status_in = self.create_reader(names.MOTION_STATUS)
         self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
         self.truth_in = self.create_reader(names.SIM_TRUTH)
         self.scan_in = self.create_reader(names.SICK_SCAN_MM)
@@ -218,30 +246,35 @@ class MissionModule(Module[MissionParams]):
             self.start_time = now
         elapsed = now - self.start_time
         if self._number == 0:
-            self._goto(1, now)
+            self._send(1, now)
             return
         status = self.status_in.read()
         if status is None or status.stamp < now - STATUS_TIMEOUT:
-            print(f"  no status from the avoid module for {STATUS_TIMEOUT:g} s; stopping the mission", flush=True)
+            print(f"  no status from the motion module for {STATUS_TIMEOUT:g} s; stopping the mission", flush=True)
             self._finish("NOT done", now)
             return
-        state = status.element[1] if len(status.element) > 1 else 0
+        moveto, motion = [*status.element, 0, 0, 0, 0][2:4]
         fresh = status.stamp > self._sent + FRESH_AFTER
-        finished = fresh and state in (GOTO_REACHED, GOTO_STUCK)
+        leg = self.route[self._number - 1]
+        if fresh and not self._started:
+            self._started = motion > 0 or (leg.kind == "moveto" and moveto == MOVETO_SET)
+        finished = fresh and self._started and motion <= 0
         if elapsed >= self._next_report or finished:
             self._next_report = elapsed + REPORT_EVERY
             _report(
                 elapsed, self.pose_in.read(), self.truth_in.read(), self.scan_in.read(), self.power_in.read(), status
             )
-        if fresh and state == GOTO_REACHED:
-            print(f"  reached waypoint {self._number} after {elapsed:.1f} s", flush=True)
+        if finished and moveto == AT_GOAL:
+            print(f"  goal {self._number} done after {elapsed:.1f} s", flush=True)
             self.reached = self._number
             if self._number == len(self.route):
                 self._finish("done", now)
             else:
-                self._goto(self._number + 1, now)
-        elif fresh and state == GOTO_STUCK:
-            print(f"  stuck on the way to waypoint {self._number}; stopping the mission", flush=True)
+                self._send(self._number + 1, now)
+        elif finished or (fresh and motion == THREAD_STOPPED):
+            print(
+                f"  the motion module gave up goal {self._number} ({leg.describe()}); stopping the mission", flush=True
+            )
             self._finish("NOT done", now)
         elif elapsed > self.duration:
             print(f"  the route took longer than {self.duration:g} s; giving up", flush=True)
@@ -252,22 +285,28 @@ class MissionModule(Module[MissionParams]):
         p = self.params
         return p.duration if isinstance(p, MissionParams) else MissionParams().duration
 
-    def _goto(self, number: int, now: float) -> None:
-        x, y = self.route[number - 1]
-        self.avoid.goto(x, y, max_speed=SPEED, max_turn_rate=TURN_RATE, avoidance=AVOID_LASER)
-        self._number, self._sent = number, now
-        print(f"  goto waypoint {number}/{len(self.route)}: ({x:.1f}, {y:.1f}) m", flush=True)
+    def _send(self, number: int, now: float) -> None:
+        leg = self.route[number - 1]
+        if leg.kind == "moveto":
+            # no rectangle: one left by an exploration would bound the moveto (and hold a goal outside it back)
+            self.motion.set_rectangle(0.0, 0.0, leg.x, leg.y, 0.0)
+            self.motion.moveto(leg.x, leg.y)
+        else:  # the rectangle with its home, then start exploring it
+            self.motion.set_rectangle(leg.b, leg.h, leg.x, leg.y, leg.theta)
+            self.motion.resume()
+        self._number, self._sent, self._started = number, now, False
+        print(f"  goal {number}/{len(self.route)}: {leg.describe()}", flush=True)
 
     def _finish(self, outcome: str, now: float) -> None:
-        self.avoid.set_velocity(0.0, 0.0)
+        self.motion.stop()
         self.outcome = outcome
         self.end_time, self.end_wall = now, time.monotonic()
         self.final_scan = self.scan_in.read()
 
     def on_shutdown(self) -> None:
         if self.end_time is None:  # interrupted: stop the robot
-            self.avoid.set_velocity(0.0, 0.0)
-        self.avoid.close()
+            self.motion.stop()
+        self.motion.close()
 
 
 def _report(
@@ -331,7 +370,7 @@ def demo_profile(
 
 def run_demo(
     config: Config,
-    duration: float = 400.0,
+    duration: float = 900.0,
     rate: Rate = "max",
     output: Path | None = None,
     *,
@@ -458,8 +497,7 @@ def _summary(
         picture = f"not drawn: {err}"
     travelled = float(np.sum(np.hypot(*np.diff(truth[:, 1:3], axis=0).T))) if len(truth) > 1 else 0.0
     print(
-        f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} waypoints, travelled {travelled:.1f} m; "
-        "all modules stopped."
+        f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} goals, travelled {travelled:.1f} m; all modules stopped."
     )
     if len(truth):
         _, x, y, theta = truth[-1]

@@ -17,9 +17,10 @@ HELP = "run the demonstration mission on the simulated robot, then stop"
 
 DESCRIPTION = (
     "Starts the simulated robot in the office world with localization, the pose module (laser walls matched\n"
-    "to the map) and the movement chain, sends it from waypoint to waypoint with obstacle avoidance, prints\n"
-    "its progress, records every interface to an MCAP log and draws the map, the true and localized paths and\n"
-    "the last laser scan with its wall lines to a PNG. Ctrl-C stops it early and cleanly.\n\n"
+    "to the map) and the movement chain, sends the motion module into two rooms (through their doors) and\n"
+    "back to the lobby, has it explore the lobby and come home, prints its progress, records every interface\n"
+    "to an MCAP log and draws the map, the true and localized paths and the last laser scan with its wall\n"
+    "lines to a PNG. Ctrl-C stops it early and cleanly.\n\n"
     "By default the simulated time runs in lock-step, as fast as the modules go: it advances one tick only\n"
     "after every module has finished its step, so the same seed gives the same run, to the last digit, on\n"
     "any machine however busy. The summary ends with lines scripts can read:\n"
@@ -57,7 +58,7 @@ def register(subparsers: Subparsers) -> None:
         help="let the simulated time run freely at --rate (a number) instead of waiting for every module's step",
     )
     p.add_argument("--one-process", action="store_true", help="run the modules in this process (default: one each)")
-    p.add_argument("--duration", type=float, default=400.0, help="simulated seconds before giving up (default 400)")
+    p.add_argument("--duration", type=float, default=900.0, help="simulated seconds before giving up (default 900)")
     p.add_argument("--output", type=Path, help="folder for the picture and the log (default ./demo-output)")
 
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the mission.
 
     Returns:
-        0 if the robot reached every waypoint (or was interrupted), else 1.
+        0 if the robot reached every goal (or was interrupted), else 1.
 
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.

@@ -680,8 +680,10 @@ class MotionController:
         assert pose is not None
         x, y, th = pose
         distance = math.hypot(nav.goal[0] - x, nav.goal[1] - y)
-        if distance < p.goal_tolerance:
-            nav.phase = "done"
+        if distance < p.goal_tolerance or nav.phase in ("done", "failed"):
+            # over (the way home stays here while the robot turns to the home heading; the simple goto may have
+            # ended it a little farther than the tolerance)
+            nav.phase = "done" if nav.phase != "failed" else "failed"
             return _stop(), (0.0, 0.0), SCANNING
         level = scan is not None and abs(scan.tilt) < 0.05
         world = scan.world(pose) if scan is not None else None
