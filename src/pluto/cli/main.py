@@ -20,6 +20,7 @@ from pluto.cli import (
     drive_cmd,
     echo_cmd,
     follow_cmd,
+    gps_sim,
     list_cmd,
     log_cmd,
     mom_cmd,
@@ -74,6 +75,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     router_cmd.register,  # router
     p2os_sim.register,  # p2os-sim
     dmu_sim.register,  # dmu-sim
+    gps_sim.register,  # gps-sim
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
     motion_cmd.register,  # motion

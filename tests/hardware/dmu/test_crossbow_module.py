@@ -41,7 +41,7 @@ def test_raw_state_and_status_through_an_outage(bus: Bus) -> None:
         later = states.wait_for(lambda s: s.stamp > first.stamp + 0.5)
         assert later.theta - first.theta == pytest.approx(0.3 * (later.stamp - first.stamp), rel=0.1)
         unit.stop()
-        down = status.wait_for(lambda s: s.element[0] == 0)
+        down = status.wait_for(lambda s: s.element[0] == 0 and s.stamp > up.stamp)
         n = len(states.snapshot())
         status.wait_for(lambda s: s.stamp > down.stamp + 0.2)
         assert len(states.snapshot()) == n  # nothing stale published while the link is down

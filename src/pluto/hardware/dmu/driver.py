@@ -362,11 +362,11 @@ class CrossbowDriver:
         now = self._clock()
         asked = now
         with self._changed:
-            self._connected = True
             self._failure = None
             self._sessions += 1
             if self._sessions > 1:
                 self._reconnects += 1
+            self._connected = True  # after the count: a reader that sees it up sees the count
             self._changed.notify_all()
         last_packet = now
         pending = polled  # a G is out, not answered yet

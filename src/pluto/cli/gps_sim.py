@@ -1,0 +1,137 @@
+"""``pluto gps-sim``: an emulated NMEA 0183 GPS receiver, for testing a GPS host program without a receiver."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import threading
+
+from pluto.cli.command import Subparsers, add_parser
+from pluto.errors import ConfigError
+
+# The emulator, pyproj and the bus are imported by run(): `pluto` imports this module for every command.
+
+__all__ = ["DEFAULT_PORT", "register", "run"]
+
+DEFAULT_PORT = 8103
+"""The TCP port served by default."""
+
+HELP = "serve an emulated NMEA 0183 GPS receiver (for testing GPS hosts and drivers)"
+
+DESCRIPTION = """\
+Pretends to be a GPS receiver at the other end of a serial line: it sends GGA, GSA and RMC sentences once a second.
+The antenna drives a 20 m circle about the origin; with --sim it follows the simulated robot of a running simulation
+(`pluto sim` on the same robot) through the origin's local grid; with --replay it sends a recorded NMEA file again,
+one epoch (GGA to GGA) a second, in a loop.
+
+Connect a host to the URL printed at start: socket://127.0.0.1:8103 over TCP, or with --pty a pseudo-terminal path.
+Pluto's own driver: `pluto run gps --driver nmea --port socket://127.0.0.1:8103`.
+
+examples:
+  pluto gps-sim                                    a receiver on socket://127.0.0.1:8103
+  pluto gps-sim --pty --origin 48.1173,11.5167     on a pseudo-terminal, about another origin
+  pluto gps-sim --replay drive.nmea                a recorded drive again
+  pluto gps-sim --sim --robot me                   following the simulated robot of `pluto sim --robot me`
+"""
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
+    return value
+
+
+def _origin(text: str) -> tuple[float, float]:
+    try:
+        lat, lon = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an origin is LAT,LON in degrees, got {text!r}") from None
+    if not (-90.0 < lat < 90.0 and -180.0 <= lon <= 180.0):
+        raise argparse.ArgumentTypeError(f"an origin is a latitude in (-90, 90) and a longitude in [-180, 180]: {text}")
+    return lat, lon
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``gps-sim`` subcommand."""
+    p = add_parser(subparsers, "gps-sim", run, HELP, DESCRIPTION)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--replay", metavar="FILE", help="send the sentences of this NMEA file again")
+    what.add_argument("--sim", action="store_true", help="follow the simulated robot of a running simulation")
+    p.add_argument(
+        "--origin",
+        type=_origin,
+        default=(59.3498, 18.0707),
+        metavar="LAT,LON",
+        help="origin of the local grid, degrees (default 59.3498,18.0707, the simulated worlds')",
+    )
+    p.add_argument(
+        "--link-noise",
+        type=_rate,
+        default=0.0,
+        metavar="RATE",
+        help="drop and corrupt bytes, each at this per-byte rate (default 0)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the receiver until SIGINT or SIGTERM.
+
+    Raises:
+        ConfigError: a bad port or replay file.
+        EmulatorError: the port is in use (or no pseudo-terminal could be made).
+    """
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
+    import numpy as np
+
+    from pluto.cli.common import open_bus
+    from pluto.hardware.gps.emulator import (
+        CircleTrack,
+        DeviceEmulator,
+        LinkNoise,
+        NmeaReceiver,
+        NmeaReplay,
+        SimTruthTrack,
+    )
+    from pluto.hardware.gps.grid import LocalGrid
+    from pluto.runtime.runner import stop_on_signals
+
+    grid = LocalGrid(*args.origin)
+    rate = float(args.link_noise)
+    noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0.0 else None
+    with contextlib.ExitStack() as stack:
+        device: NmeaReceiver | NmeaReplay
+        if args.replay:
+            try:
+                device = NmeaReplay(args.replay)
+            except (OSError, ValueError) as err:
+                raise ConfigError(f"--replay: {err}") from err
+            what = f"replaying {args.replay} ({len(device.epochs)} epochs)"
+        elif args.sim:
+            bus = stack.enter_context(open_bus(args))
+            track = SimTruthTrack(bus, grid)
+            stack.callback(track.close)
+            device, what = NmeaReceiver(track), "following the simulated robot"
+        else:
+            device, what = NmeaReceiver(CircleTrack(grid)), "driving a 20 m circle"
+        emulator = DeviceEmulator(
+            device, transport="pty" if args.pty else "tcp", host=args.host, port=args.port, link_noise=noise
+        )
+        url = emulator.open_link()
+        stack.callback(emulator.close_link)
+        print(f"NMEA GPS receiver {what}, origin {args.origin[0]:.6f},{args.origin[1]:.6f}.", flush=True)
+        print(f"connect a host to: {url}", flush=True)
+        print("Ctrl-C stops it.", flush=True)
+        stop: threading.Event
+        with stop_on_signals() as stop:
+            emulator.serve(stop)
+    print("stopped", flush=True)
+    return 0

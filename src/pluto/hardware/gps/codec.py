@@ -1,0 +1,392 @@
+"""NMEA 0183 as a pure codec (no I/O, no clock): GGA, RMC and GSA sentences in, typed fixes out, and back.
+
+    decoder = NmeaDecoder()
+    decoder.receive_data(port.read(256))
+    while (event := decoder.next_event()) is not NEED_DATA:
+        handle(event)                     # Gga, Rmc, Gsa, OtherSentence
+
+A sentence is ``$<talker><type>,<fields>*<hh>\\r\\n``: at most 82 characters, ``hh`` the XOR of every character
+between ``$`` and ``*`` in hexadecimal (NMEA 0183 v2/v3). Parsing and checksums are pynmea2's; this module frames the
+byte stream, counts what it drops, and turns pynmea2's sentences into small typed events in degrees, metres and m/s.
+"""
+
+# Strategy: the receiver's stream is lines; the decoder splits it on "\n" (bytes.find), takes what follows the last
+# "$" of a line (a sentence cut by noise is followed by the next one's "$" on the same line) and hands the text to
+# pynmea2 with strict checksums: a sentence without a checksum or with a wrong one is counted and dropped, never
+# guessed at. Anything before the "$" is garbage, counted. A line longer than MAX_LINE with no end is dropped as
+# garbage (the buffer is capped); an unknown sentence type is handed out as OtherSentence, counted. Empty fields
+# (a receiver without a fix sends "$GPGGA,,,,,,0,00,99.99,,,,,,*48") become None, never 0: "no position" must not
+# read as a position at the equator.
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import pynmea2  # type: ignore[import-untyped]
+
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
+from pluto.errors import PlutoError
+
+__all__ = [
+    "MAX_LINE",
+    "NEED_DATA",
+    "ConnectionClosed",
+    "DecoderStatistics",
+    "Event",
+    "Gga",
+    "Gsa",
+    "LocalProtocolError",
+    "NeedData",
+    "NmeaDecoder",
+    "OtherSentence",
+    "Rmc",
+    "encode",
+]
+
+MAX_LINE: Final = 128
+"""Longest line kept, bytes (a sentence is at most 82; some receivers exceed it a little)."""
+KNOT: Final = 1852.0 / 3600.0
+"""m/s per knot."""
+
+
+class LocalProtocolError(PlutoError, ValueError):
+    """The codec was misused (data after the end, a value that cannot be written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gga:
+    """A GGA sentence: the fix.
+
+    Attributes:
+        time: UTC time of the fix, or None.  latitude, longitude: degrees (north, east positive), None without a fix.
+        quality: 0 no fix, 1 GPS, 2 differential, 4/5 RTK, 6 estimated.  satellites: used in the fix.
+        hdop: horizontal dilution of precision, or None.  altitude: above mean sea level, m, or None.
+        talker: ``GP``, ``GN``, ...
+    """
+
+    time: datetime.time | None
+    latitude: float | None
+    longitude: float | None
+    quality: int
+    satellites: int
+    hdop: float | None
+    altitude: float | None
+    talker: str = "GP"
+
+
+@dataclass(frozen=True, slots=True)
+class Rmc:
+    """An RMC sentence: the recommended minimum (position, speed, course, date).
+
+    Attributes:
+        valid: status A (True) or V (void).  speed: over ground, m/s, or None.  course: true, degrees, or None.
+    """
+
+    time: datetime.time | None
+    valid: bool
+    latitude: float | None
+    longitude: float | None
+    speed: float | None
+    course: float | None
+    date: datetime.date | None
+    talker: str = "GP"
+
+
+@dataclass(frozen=True, slots=True)
+class Gsa:
+    """A GSA sentence: the satellites used and the dilutions of precision.
+
+    Attributes:
+        fix_type: 1 no fix, 2 2-D, 3 3-D.  satellites: the PRNs used.  pdop, hdop, vdop: or None.
+    """
+
+    fix_type: int
+    satellites: tuple[int, ...]
+    pdop: float | None
+    hdop: float | None
+    vdop: float | None
+    automatic: bool = True
+    talker: str = "GP"
+
+
+@dataclass(frozen=True, slots=True)
+class OtherSentence:
+    """A well-formed sentence of a type the codec does not decode (GSV, VTG, ...)."""
+
+    talker: str
+    sentence_type: str
+
+
+Event = Gga | Rmc | Gsa | OtherSentence | ConnectionClosed
+"""What :meth:`NmeaDecoder.next_event` returns besides NEED_DATA."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderStatistics:
+    """What the decoder has seen: sentences decoded, dropped for a bad or missing checksum, malformed (a good
+    checksum but fields that do not parse), of unknown types, garbage bytes, bytes received."""
+
+    sentences: int = 0
+    bad_checksum: int = 0
+    malformed: int = 0
+    unknown: int = 0
+    garbage_bytes: int = 0
+    bytes: int = 0
+
+
+def _float(field: str | float | None) -> float | None:
+    """A field's value: pynmea2 gives some as text, some already as numbers; empty is None."""
+    if field is None or field == "":
+        return None
+    value = float(field)
+    return value if math.isfinite(value) else None
+
+
+def _int(text: str | int | None) -> int:
+    if text is None or text == "":
+        return 0
+    return int(text)
+
+
+def _position(sentence: pynmea2.TalkerSentence) -> tuple[float | None, float | None]:
+    if not sentence.lat or not sentence.lon:
+        return None, None
+    lat, lon = float(sentence.latitude), float(sentence.longitude)
+    if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
+        raise ValueError(f"position out of range: {lat}, {lon}")
+    return lat, lon
+
+
+def _event(sentence: pynmea2.NMEASentence) -> Gga | Rmc | Gsa | OtherSentence:
+    talker = getattr(sentence, "talker", "")
+    if isinstance(sentence, pynmea2.GGA):
+        lat, lon = _position(sentence)
+        return Gga(
+            time=sentence.timestamp or None,
+            latitude=lat,
+            longitude=lon,
+            quality=_int(sentence.gps_qual),
+            satellites=_int(sentence.num_sats),
+            hdop=_float(sentence.horizontal_dil),
+            altitude=_float(sentence.altitude),
+            talker=talker,
+        )
+    if isinstance(sentence, pynmea2.RMC):
+        lat, lon = _position(sentence)
+        speed, course = _float(sentence.spd_over_grnd), _float(sentence.true_course)
+        return Rmc(
+            time=sentence.timestamp or None,
+            valid=sentence.status == "A",
+            latitude=lat,
+            longitude=lon,
+            speed=None if speed is None else speed * KNOT,
+            course=course,
+            date=sentence.datestamp or None,
+            talker=talker,
+        )
+    if isinstance(sentence, pynmea2.GSA):
+        prns = tuple(int(p) for p in (getattr(sentence, f"sv_id{i:02d}") for i in range(1, 13)) if p)
+        return Gsa(
+            fix_type=_int(sentence.mode_fix_type),
+            satellites=prns,
+            pdop=_float(sentence.pdop),
+            hdop=_float(sentence.hdop),
+            vdop=_float(sentence.vdop),
+            automatic=sentence.mode != "M",
+            talker=talker,
+        )
+    return OtherSentence(talker, getattr(sentence, "sentence_type", type(sentence).__name__))
+
+
+class NmeaDecoder:
+    """Streaming decoder of NMEA 0183 sentences (sans-I/O)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._events: deque[Event] = deque()
+        self._closed = False
+        self._sentences = 0
+        self._bad_checksum = 0
+        self._malformed = 0
+        self._unknown = 0
+        self._garbage = 0
+        self._bytes = 0
+        self.last_error: str | None = None
+        """Why the last sentence was dropped (for a log line), or None."""
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete line held (at most :data:`MAX_LINE`)."""
+        return len(self._buffer)
+
+    def statistics(self) -> DecoderStatistics:
+        """A snapshot of the counters."""
+        return DecoderStatistics(
+            self._sentences, self._bad_checksum, self._malformed, self._unknown, self._garbage, self._bytes
+        )
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes; ``b""`` means the end of the stream.
+
+        Raises:
+            LocalProtocolError: data after the end of the stream.
+        """
+        if self._closed:
+            if data:
+                raise LocalProtocolError("receive_data after the end of the stream (receive_data(b''))")
+            return
+        if not data:
+            self._closed = True
+            truncated = len(self._buffer)
+            self._garbage += truncated
+            self._buffer.clear()
+            self._events.append(ConnectionClosed(truncated))
+            return
+        self._bytes += len(data)
+        buffer = self._buffer
+        buffer += data
+        pos = 0
+        while (end := buffer.find(b"\n", pos)) >= 0:
+            self._line(bytes(buffer[pos:end]))
+            pos = end + 1
+        del buffer[:pos]
+        if len(buffer) > MAX_LINE:  # no end of line in sight: keep only what may start a sentence
+            start = buffer.rfind(b"$")
+            drop = start if start > 0 else len(buffer)
+            if len(buffer) - drop > MAX_LINE:
+                drop = len(buffer)
+            self._garbage += drop
+            del buffer[:drop]
+
+    def _line(self, line: bytes) -> None:
+        start = line.rfind(b"$")
+        if start < 0:
+            self._garbage += len(line) + 1
+            return
+        self._garbage += start
+        text = line[start:].rstrip(b"\r")
+        try:
+            sentence = pynmea2.parse(text.decode("ascii"), check=True)
+        except pynmea2.ChecksumError as err:
+            self._bad_checksum += 1
+            self._garbage += len(text)
+            self.last_error = f"checksum: {err.args[0] if err.args else err}"
+            return
+        except (pynmea2.ParseError, UnicodeDecodeError, ValueError) as err:
+            self._malformed += 1
+            self._garbage += len(text)
+            self.last_error = f"malformed sentence: {err}"
+            return
+        try:
+            event = _event(sentence)
+        except (ValueError, TypeError, AttributeError) as err:
+            self._malformed += 1
+            self.last_error = f"bad fields in {text[:12]!r}: {err}"
+            return
+        self._sentences += 1
+        if isinstance(event, OtherSentence):
+            self._unknown += 1
+        self._events.append(event)
+
+    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
+        """The next event, :class:`ConnectionClosed` (again and again) after the end, or NEED_DATA."""
+        if self._events:
+            event = self._events.popleft()
+            if isinstance(event, ConnectionClosed):
+                self._events.append(event)
+            return event
+        return NEED_DATA
+
+    def events(self) -> Iterator[Event]:
+        """Every event waiting now (ConnectionClosed once); stops at NEED_DATA."""
+        while (event := self.next_event()) is not NEED_DATA:
+            yield event
+            if isinstance(event, ConnectionClosed):
+                return
+
+
+def _time(t: datetime.time | None) -> str:
+    if t is None:
+        return ""
+    return f"{t.hour:02d}{t.minute:02d}{t.second:02d}.{t.microsecond // 10000:02d}"
+
+
+def _lat(lat: float | None) -> tuple[str, str]:
+    if lat is None:
+        return "", ""
+    a = abs(lat)
+    d = int(a)
+    return f"{d:02d}{(a - d) * 60.0:08.5f}", "N" if lat >= 0 else "S"
+
+
+def _lon(lon: float | None) -> tuple[str, str]:
+    if lon is None:
+        return "", ""
+    a = abs(lon)
+    d = int(a)
+    return f"{d:03d}{(a - d) * 60.0:08.5f}", "E" if lon >= 0 else "W"
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def encode(event: Gga | Rmc | Gsa) -> bytes:
+    """The sentence of ``event`` with its checksum and CR LF (for an emulated receiver).
+
+    Raises:
+        LocalProtocolError: a value that is not finite, or more than 12 satellites in a GSA.
+    """
+    for name in ("latitude", "longitude", "hdop", "altitude", "speed", "course", "pdop", "vdop"):
+        value = getattr(event, name, None)
+        if value is not None and not math.isfinite(value):
+            raise LocalProtocolError(f"cannot write {name}={value!r}")
+    fields: tuple[str, ...]
+    if isinstance(event, Gga):
+        fields = (
+            _time(event.time),
+            *_lat(event.latitude),
+            *_lon(event.longitude),
+            str(event.quality),
+            f"{event.satellites:02d}",
+            _num(event.hdop, 2),
+            _num(event.altitude, 1),
+            "M" if event.altitude is not None else "",
+            "",
+            "",
+            "",
+            "",
+        )
+        sentence = pynmea2.GGA(event.talker, "GGA", fields)
+    elif isinstance(event, Rmc):
+        fields = (
+            _time(event.time),
+            "A" if event.valid else "V",
+            *_lat(event.latitude),
+            *_lon(event.longitude),
+            _num(None if event.speed is None else event.speed / KNOT, 2),
+            _num(event.course, 1),
+            "" if event.date is None else event.date.strftime("%d%m%y"),
+            "",
+            "",
+        )
+        sentence = pynmea2.RMC(event.talker, "RMC", fields)
+    else:
+        if len(event.satellites) > 12:
+            raise LocalProtocolError(f"a GSA lists at most 12 satellites, not {len(event.satellites)}")
+        prns = [f"{p:02d}" for p in event.satellites] + [""] * (12 - len(event.satellites))
+        fields = (
+            "A" if event.automatic else "M",
+            str(event.fix_type),
+            *prns,
+            _num(event.pdop, 1),
+            _num(event.hdop, 2),
+            _num(event.vdop, 1),
+        )
+        sentence = pynmea2.GSA(event.talker, "GSA", fields)
+    return (str(sentence) + "\r\n").encode("ascii")

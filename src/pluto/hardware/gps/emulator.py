@@ -1,0 +1,225 @@
+"""An emulated NMEA 0183 GPS receiver that real host programs read, over TCP or a pseudo-terminal.
+
+    with DeviceEmulator(NmeaReceiver(CircleTrack(LocalGrid(59.35, 18.07)))) as gps:
+        port = serial.serial_for_url(gps.url)        # socket://127.0.0.1:PORT: GGA, GSA, RMC once a second
+
+:class:`NmeaReceiver` synthesises GGA, GSA and RMC each epoch from a :class:`Track`: :class:`CircleTrack` (an
+antenna driving a circle about the origin) or :class:`SimTruthTrack` (the simulated robot's true position on
+``Sim/Truth`` taken through the origin's grid); :class:`NmeaReplay` sends the sentences of a recorded NMEA file
+again, one epoch (from one GGA to the next) per period. Both are device cores for
+:class:`pluto.hardware.dmu.emulator.DeviceEmulator`, which serves any such core.
+"""
+
+# Strategy: the receivers are sans-I/O cores stepped with a time, as the inertial unit's emulator is; serving, the
+# links and the link noise are shared with it. A receiver ignores what a host sends (configuration sentences of real
+# receivers are out of scope). A track answers None for "no fix now": the receiver then sends what a real one does
+# without a fix: GGA quality 0 with empty position fields, GSA fix type 1, RMC void.
+
+from __future__ import annotations
+
+import datetime
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pluto import msgs, names
+from pluto.bus import Bus
+from pluto.hardware.dmu.emulator import DeviceEmulator, EmulatorError, LinkNoise
+
+from .codec import Gga, Gsa, Rmc, encode
+from .grid import LocalGrid
+
+__all__ = [
+    "CircleTrack",
+    "DeviceEmulator",
+    "EmulatorError",
+    "LinkNoise",
+    "NmeaReceiver",
+    "NmeaReplay",
+    "SimTruthTrack",
+    "Track",
+    "TrackPoint",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackPoint:
+    """Where the antenna is: degrees, m above sea level, m/s over ground, course in degrees from north."""
+
+    latitude: float
+    longitude: float
+    altitude: float = 10.0
+    speed: float = 0.0
+    course: float = 0.0
+    quality: int = 2
+    satellites: int = 9
+    hdop: float = 0.8
+
+
+class Track(Protocol):
+    """Where the antenna is at time ``t`` (s), or None when the receiver has no fix."""
+
+    def point(self, t: float) -> TrackPoint | None: ...
+
+
+class CircleTrack:
+    """An antenna driving a circle of ``radius`` m about the grid's origin, once per ``period`` s.
+
+    Args:
+        grid: the local grid.  radius: m.  period: s per lap.  outage: (start, end) s of each lap without a fix.
+    """
+
+    def __init__(
+        self, grid: LocalGrid, radius: float = 20.0, period: float = 120.0, outage: tuple[float, float] | None = None
+    ) -> None:
+        self.grid, self.radius, self.period, self.outage = grid, radius, period, outage
+
+    def point(self, t: float) -> TrackPoint | None:
+        phase = t % self.period
+        if self.outage is not None and self.outage[0] <= phase < self.outage[1]:
+            return None
+        a = 2.0 * math.pi * phase / self.period
+        lat, lon = self.grid.to_geodetic(self.radius * math.cos(a), self.radius * math.sin(a))
+        speed = 2.0 * math.pi * self.radius / self.period
+        heading = a + math.pi / 2.0  # counter-clockwise, mathematical
+        course = math.degrees(math.pi / 2.0 - heading) % 360.0  # from north, clockwise
+        return TrackPoint(lat, lon, speed=speed, course=course)
+
+
+class SimTruthTrack:
+    """The simulated robot's true position (``Sim/Truth``) through the origin's grid; no fix before the first pose.
+
+    Args:
+        bus: an open bus of the running simulation's robot.  grid: the grid of the world's GPS origin.
+    """
+
+    def __init__(self, bus: Bus, grid: LocalGrid) -> None:
+        self.grid = grid
+        self._lock = threading.Lock()
+        self._truth: msgs.Odometry | None = None
+        self._subscription = bus.create_subscription(names.SIM_TRUTH, self._on_truth, msgs.Odometry)
+
+    def _on_truth(self, truth: msgs.Odometry) -> None:
+        with self._lock:
+            self._truth = truth
+
+    def point(self, t: float) -> TrackPoint | None:
+        with self._lock:
+            truth = self._truth
+        if truth is None:
+            return None
+        lat, lon = self.grid.to_geodetic(truth.x, truth.y)
+        course = math.degrees(math.pi / 2.0 - truth.theta) % 360.0
+        return TrackPoint(lat, lon, speed=abs(truth.v), course=course)
+
+    def close(self) -> None:
+        """Stop listening to the simulation."""
+        self._subscription.close()
+
+
+def _utc(wall: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(wall, tz=datetime.UTC)
+
+
+class NmeaReceiver:
+    """A receiver sending GGA, GSA and RMC each ``period`` s from a track.
+
+    Args:
+        track: where the antenna is.  period: s between epochs.  wall: the UTC time source (s since the epoch).
+    """
+
+    def __init__(self, track: Track, period: float = 1.0, wall: Callable[[], float] = time.time) -> None:
+        if not (math.isfinite(period) and period > 0.0):
+            raise ValueError(f"period must be > 0, got {period!r}")
+        self.track, self.period, self._wall = track, period, wall
+        self._next: float | None = None
+        self._out = bytearray()
+        self.epochs = 0
+
+    def receive_data(self, data: bytes) -> None:
+        """What a host sends is ignored."""
+
+    def step(self, now: float) -> None:
+        """Send the epoch due at ``now`` (s), if one is."""
+        if self._next is not None and now < self._next:
+            return
+        self._next = (
+            now + self.period if self._next is None or now - self._next > self.period else self._next + self.period
+        )
+        self._out += self.epoch(now)
+
+    def epoch(self, now: float) -> bytes:
+        """The sentences of one epoch at ``now``: GGA, GSA, RMC."""
+        self.epochs += 1
+        utc = _utc(self._wall())
+        p = self.track.point(now)
+        if p is None:
+            gga = Gga(utc.time(), None, None, 0, 0, None, None)
+            gsa = Gsa(1, (), None, None, None)
+            rmc = Rmc(utc.time(), False, None, None, None, None, utc.date())
+        else:
+            gga = Gga(utc.time(), p.latitude, p.longitude, p.quality, p.satellites, p.hdop, p.altitude)
+            prns = (2, 5, 7, 9, 13, 16, 20, 23, 27, 29, 30, 31)[: min(12, p.satellites)]
+            gsa = Gsa(3, prns, p.hdop * 1.6, p.hdop, p.hdop * 1.3)
+            rmc = Rmc(utc.time(), True, p.latitude, p.longitude, p.speed, p.course, utc.date())
+        return encode(gga) + encode(gsa) + encode(rmc)
+
+    def data_to_send(self) -> bytes:
+        """What the receiver has to send now."""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+
+class NmeaReplay:
+    """Sends a recorded NMEA file again, one epoch (from a GGA up to the next GGA) per ``period`` s, in a loop.
+
+    Args:
+        path: the file (one sentence a line; other lines are sent as they are).  period: s between epochs.
+
+    Raises:
+        OSError: the file cannot be read.  ValueError: it holds no line.
+    """
+
+    def __init__(self, path: str | Path, period: float = 1.0) -> None:
+        lines = [line.rstrip(b"\r\n") + b"\r\n" for line in Path(path).read_bytes().splitlines() if line.strip()]
+        if not lines:
+            raise ValueError(f"{path}: no NMEA sentence to replay")
+        epochs: list[bytes] = []
+        current = bytearray()
+        for line in lines:
+            if line[3:6] == b"GGA" and current:
+                epochs.append(bytes(current))
+                current.clear()
+            current += line
+        epochs.append(bytes(current))
+        self.epochs = epochs
+        self.period = period
+        self._index = 0
+        self._next: float | None = None
+        self._out = bytearray()
+        self.laps = 0
+
+    def receive_data(self, data: bytes) -> None:
+        """What a host sends is ignored."""
+
+    def step(self, now: float) -> None:
+        """Send the epoch due at ``now``, if one is."""
+        if self._next is not None and now < self._next:
+            return
+        self._next = now + self.period
+        self._out += self.epochs[self._index]
+        self._index += 1
+        if self._index == len(self.epochs):
+            self._index = 0
+            self.laps += 1
+
+    def data_to_send(self) -> bytes:
+        """What the receiver has to send now."""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
