@@ -33,6 +33,7 @@ from pluto.cli import (
     replay_cmd,
     router_cmd,
     run_cmd,
+    sick_sim,
     sim_cmd,
     slam_cmd,
     up_cmd,
@@ -74,6 +75,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     catalog_cmd.register,  # modules, profiles
     router_cmd.register,  # router
     p2os_sim.register,  # p2os-sim
+    sick_sim.register,  # sick-sim
     dmu_sim.register,  # dmu-sim
     gps_sim.register,  # gps-sim
     drive_cmd.register,  # drive

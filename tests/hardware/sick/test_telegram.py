@@ -203,8 +203,8 @@ def test_one_percent_corruption_keeps_every_intact_telegram() -> None:
             intact.append(frame[7:-3])
         pos += len(frame)
     decoder = LmsDecoder("host")
-    for i in range(0, len(stream), 333):
-        decoder.receive_data(bytes(stream[i : i + 333]))
+    for start in range(0, len(stream), 333):
+        decoder.receive_data(bytes(stream[start : start + 333]))
     got = [e.words.astype("<u2").tobytes() for e in decoder.events() if isinstance(e, MeasuredValues)]
     assert len(intact) > 100
     assert got == intact

@@ -1,0 +1,159 @@
+"""``pluto sick-sim``: an emulated SICK LMS 200/291 laser that speaks its telegrams, for testing without a scanner."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from pluto.cli.command import Subparsers, add_parser
+from pluto.errors import ConfigError
+
+# The emulator, numpy, the world and the bus are imported by run(), not here: `pluto` imports this module for every
+# command and should start fast.
+
+__all__ = ["DEFAULT_PORT", "register", "run"]
+
+DEFAULT_PORT = 8102
+"""The TCP port served by default (the same as :data:`pluto.hardware.sick.emulator.DEFAULT_PORT`)."""
+
+HELP = "serve an emulated SICK LMS laser over its RS-232 telegrams (for testing LMS drivers)"
+
+DESCRIPTION = """\
+Pretends to be a SICK LMS 200/291 laser scanner at the other end of a serial line. It speaks the LMS 2xx telegram
+protocol (CRC-16, ACK/NAK) that Pluto's lms driver, sicktoolbox and the ROS sicklms drivers speak: status,
+installation mode, variant (180° at 0.5° or 1°), configuration (cm or mm), baud rates 9600 to 500 k, and the
+continuous output of measured values, paced as the configured baud rate allows (a 361-point scan every ~213 ms at
+38400 baud; on TCP and a pty the rate is nominal, the pacing is kept). It starts at 9600 baud, as a scanner does.
+
+The ranges come from a square room around the scanner, or with --world from the simulator's laser in that world:
+at --pose, or following the robot's true pose (Sim/Truth) of a simulation running on the bus with --follow-sim.
+
+Connect a host to the URL printed at start: socket://127.0.0.1:8102 over TCP, or with --pty a pseudo-terminal.
+
+examples:
+  pluto sick-sim                                 a scanner in a 8 m square room on socket://127.0.0.1:8102
+  pluto sick-sim --world office --pose 2,3,0     in the office world
+  pluto sick-sim --follow-sim --robot me         following the robot of a running simulation
+  pluto sick-sim --fault-at 10                   a fatal error after 10 s (the host resets it; 20 s reboot)
+  pluto sick-sim --link-noise 0.001              drop and corrupt 0.1 % of the bytes
+"""
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
+    return value
+
+
+def _pose(text: str) -> tuple[float, float, float]:
+    try:
+        x, y, theta = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a pose is x,y,theta (m, m, rad), not {text!r}") from None
+    if not all(math.isfinite(v) for v in (x, y, theta)):
+        raise argparse.ArgumentTypeError(f"a pose of finite numbers, not {text!r}")
+    return x, y, theta
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``sick-sim`` subcommand."""
+    p = add_parser(subparsers, "sick-sim", run, HELP, DESCRIPTION)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
+    p.add_argument("--world", default=None, help="world: office, campus, clutter or a map file (default: a room)")
+    p.add_argument("--pose", type=_pose, default=None, help="x,y,theta of the robot in --world (default: its start)")
+    p.add_argument("--follow-sim", action="store_true", help="follow Sim/Truth of a simulation on the bus")
+    p.add_argument("--baud", type=int, default=9600, help="the rate it starts at, as set in its flash (default 9600)")
+    p.add_argument("--resolution", type=float, default=1.0, help="resolution it starts at, ° (0.5 or 1; default 1)")
+    p.add_argument("--units", choices=("cm", "mm"), default="cm", help="units it starts with (default cm)")
+    p.add_argument("--fault-at", type=float, default=None, metavar="S", help="a fatal error S s after start")
+    p.add_argument("--reboot-time", type=float, default=20.0, metavar="S", help="s to reboot after a fault")
+    p.add_argument(
+        "--link-noise", type=_rate, default=0.0, metavar="RATE", help="drop and corrupt bytes at this per-byte rate"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the scanner until SIGINT or SIGTERM.
+
+    Raises:
+        ConfigError: a bad option, world or map file.
+        EmulatorError: the port is in use (or no pseudo-terminal could be made).
+    """
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
+    if args.baud not in (9600, 19200, 38400, 500000):
+        raise ConfigError(f"--baud must be 9600, 19200, 38400 or 500000, got {args.baud}")
+    if args.resolution not in (0.5, 1.0):
+        raise ConfigError(f"--resolution must be 0.5 or 1, got {args.resolution}")
+    if args.fault_at is not None and not (math.isfinite(args.fault_at) and args.fault_at >= 0):
+        raise ConfigError(f"--fault-at must be >= 0 s, got {args.fault_at}")
+    if not (math.isfinite(args.reboot_time) and args.reboot_time >= 0):
+        raise ConfigError(f"--reboot-time must be >= 0 s, got {args.reboot_time}")
+    import contextlib
+
+    import numpy as np
+
+    from pluto.hardware.sick.device import LmsDevice, ScanSource
+    from pluto.hardware.sick.emulator import LinkNoise, LmsEmulator, SyntheticRoom, WorldScan, follow_truth
+    from pluto.hardware.sick.telegram import RANGE_MODES, LmsConfig
+    from pluto.runtime.runner import stop_on_signals
+
+    with contextlib.ExitStack() as stack:
+        source: ScanSource = SyntheticRoom()
+        where = "in a square room of 8 m"
+        if args.world is not None or args.follow_sim:
+            from pluto.sim.world import load_world
+
+            fixed: list[tuple[float, float, float]] = [args.pose] if args.pose is not None else []
+
+            def at_fixed_pose() -> tuple[float, float, float]:
+                return fixed[0]
+
+            pose = at_fixed_pose
+            world = None
+            if args.follow_sim:
+                from pluto.bus import Bus
+
+                bus = stack.enter_context(Bus())
+                pose = follow_truth(bus)
+                if args.world is None:
+                    from pluto.sim.module import fetch_settings
+
+                    world = fetch_settings(bus).load_world()
+            if world is None:
+                world = load_world(args.world)
+            if not fixed:
+                fixed.append(world.start)
+            source = WorldScan(world, pose)
+            where = f"in world {world.name}" + (" following Sim/Truth" if args.follow_sim else f" at {fixed[0]}")
+        device = LmsDevice(source, reboot_time=args.reboot_time, baud=args.baud)
+        device.resolution = round(args.resolution * 100)
+        mode = RANGE_MODES[("cm", 80)] if args.units == "cm" else RANGE_MODES[("mm", 8)]
+        device.config = LmsConfig(measuring_mode=mode.measuring_mode, units=mode.units)
+        rate = float(args.link_noise)
+        noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0 else None
+        emulator = LmsEmulator(
+            device,
+            transport="pty" if args.pty else "tcp",
+            host=args.host,
+            port=args.port,
+            link_noise=noise,
+            fault_at=args.fault_at,
+        )
+
+        def ready(url: str) -> None:
+            extra = f", link noise {rate:g} per byte" if noise is not None else ""
+            print(f"SICK LMS emulator {where}, starting at {args.baud} baud{extra}.", flush=True)
+            print(f"connect a host to: {url}", flush=True)
+            print("Ctrl-C stops it.", flush=True)
+
+        with stop_on_signals() as stop:
+            emulator.run(stop, on_ready=ready)
+    print("stopped", flush=True)
+    return 0

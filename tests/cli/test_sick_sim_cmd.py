@@ -1,0 +1,66 @@
+"""``pluto sick-sim``: its options, bad ones refused with a clear message, and a run serving a host."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import pytest
+
+from pluto.cli import sick_sim
+from pluto.cli.main import build_parser
+from pluto.errors import ConfigError
+
+
+def test_sick_sim_options() -> None:
+    argv = "sick-sim --pty --world office --pose 1,2,0.5 --baud 38400 --resolution 0.5 --units mm --fault-at 3"
+    args = build_parser().parse_args([*argv.split(), "--link-noise", "0.01"])
+    assert args.pty and args.world == "office" and args.pose == (1.0, 2.0, 0.5) and args.baud == 38400
+    assert args.resolution == 0.5 and args.units == "mm" and args.fault_at == 3.0 and args.link_noise == 0.01
+
+
+@pytest.mark.parametrize(
+    "argv", [["sick-sim", "--link-noise", "1.5"], ["sick-sim", "--pose", "1,2"], ["sick-sim", "--units", "inch"]]
+)
+def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["--baud", "115200"], ["--resolution", "0.25"], ["--fault-at", "-1"]])
+def test_bad_values_are_config_errors(option: list[str]) -> None:
+    args = build_parser().parse_args(["sick-sim", *option])
+    with pytest.raises(ConfigError):
+        sick_sim.run(args)
+
+
+def test_a_driver_reads_scans_from_the_served_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pluto.hardware.sick.driver import LmsDriver, LmsSettings
+    from pluto.hardware.sick.emulator import LmsEmulator
+
+    urls: list[str] = []
+    ready = threading.Event()
+    stop = threading.Event()
+    original = LmsEmulator.run
+
+    def run(self: LmsEmulator, _stop: threading.Event, on_ready: object = None) -> None:
+        def noted(url: str) -> None:
+            urls.append(url)
+            ready.set()
+
+        original(self, stop, on_ready=noted)
+
+    monkeypatch.setattr(LmsEmulator, "run", run)
+    args: argparse.Namespace = build_parser().parse_args(["sick-sim", "--port", "0", "--world", "office"])
+    server = threading.Thread(target=sick_sim.run, args=(args,), daemon=True)
+    server.start()
+    try:
+        assert ready.wait(10.0)
+        with LmsDriver(urls[0], LmsSettings(baud=500000, resolution=100, probe_timeout=0.1)) as driver:
+            scan = driver.wait_for_scan(5.0)
+            assert scan is not None and scan.ranges.size == 181 and 0.0 < scan.ranges.min() < 80.0
+    finally:
+        stop.set()
+        server.join(5.0)
