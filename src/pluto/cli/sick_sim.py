@@ -13,7 +13,7 @@ from pluto.errors import ConfigError
 
 __all__ = ["DEFAULT_PORT", "register", "run"]
 
-DEFAULT_PORT = 8102
+DEFAULT_PORT = 8104
 """The TCP port served by default (the same as :data:`pluto.hardware.sick.emulator.DEFAULT_PORT`)."""
 
 HELP = "serve an emulated SICK LMS laser over its RS-232 telegrams (for testing LMS drivers)"
@@ -28,10 +28,10 @@ continuous output of measured values, paced as the configured baud rate allows (
 The ranges come from a square room around the scanner, or with --world from the simulator's laser in that world:
 at --pose, or following the robot's true pose (Sim/Truth) of a simulation running on the bus with --follow-sim.
 
-Connect a host to the URL printed at start: socket://127.0.0.1:8102 over TCP, or with --pty a pseudo-terminal.
+Connect a host to the URL printed at start: socket://127.0.0.1:8104 over TCP, or with --pty a pseudo-terminal.
 
 examples:
-  pluto sick-sim                                 a scanner in a 8 m square room on socket://127.0.0.1:8102
+  pluto sick-sim                                 a scanner in a 8 m square room on socket://127.0.0.1:8104
   pluto sick-sim --world office --pose 2,3,0     in the office world
   pluto sick-sim --follow-sim --robot me         following the robot of a running simulation
   pluto sick-sim --fault-at 10                   a fatal error after 10 s (the host resets it; 20 s reboot)

@@ -1,6 +1,6 @@
 """The LMS 200/291 driver: a scanner (or an emulator of one) behind a serial port, a TCP socket or a pty.
 
-    with LmsDriver("socket://127.0.0.1:8102", LmsSettings(baud=38400)) as lms:   # opens the port, starts up
+    with LmsDriver("socket://127.0.0.1:8104", LmsSettings(baud=38400)) as lms:   # opens the port, starts up
         scan = lms.wait_for_scan(2.0)             # ranges in m, arrival and centre time (driver clock)
     # leaving the block stops the continuous output and closes the port
 

@@ -40,7 +40,7 @@ from .device import LmsDevice
 
 __all__ = ["DEFAULT_PORT", "EmulatorError", "FixedScan", "LinkNoise", "LmsEmulator", "SyntheticRoom", "WorldScan"]
 
-DEFAULT_PORT = 8102
+DEFAULT_PORT = 8104
 """The TCP port of ``pluto sick-sim`` (the P2OS emulator's is 8101)."""
 TICK = 0.002
 

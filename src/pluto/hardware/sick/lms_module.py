@@ -10,7 +10,7 @@ and ``sick/status`` at every step: data = [s since the scanner last answered], e
 bytes dropped by the decoder, faults]. The settings (port, baud, resolution, units, range) are parameters.
 
 Run it with ``pluto run sick --driver lms --port /dev/ttyUSB0`` (``pluto sick-sim`` serves an emulated scanner on
-``socket://127.0.0.1:8102``), or in a profile with ``driver = "lms"`` under ``[modules.sick]``.
+``socket://127.0.0.1:8104``), or in a profile with ``driver = "lms"`` under ``[modules.sick]``.
 """
 
 # Strategy: a thin shell around LmsDriver, which owns the port, the start-up sequence and the timing of each scan.
@@ -49,7 +49,7 @@ class LmsSickParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """
 
     rate_hz: float = 20.0
-    port: str = "socket://127.0.0.1:8102"
+    port: str = "socket://127.0.0.1:8104"
     baud: int = 38400
     resolution: float = 0.5
     units: str = "cm"
