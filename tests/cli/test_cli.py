@@ -433,20 +433,6 @@ def test_up_in_the_foreground_until_ctrl_c(bus: Bus, bus_env: dict[str, str]) ->
     wait_until(lambda: not bus.live_modules(), timeout=2.0)
 
 
-def test_demo_runs_and_says_where_the_logs_are(bus_env: dict[str, str]) -> None:
-    result = pluto("demo", "--duration", "1", timeout=60)
-    assert "Traceback" not in result.stdout + result.stderr
-    # A demo cut short by --duration may report that the mission did not finish; anything else must be success.
-    assert result.returncode == 0 or (result.returncode == 1 and "not done" in result.stdout.lower()), (
-        result.stdout + result.stderr
-    )
-    assert re.search(rf"logs of each module: {re.escape(str(runtime_folder(bus_env)))}/", result.stdout, re.I), (
-        result.stdout
-    )
-    assert list(runtime_folder(bus_env).glob("*.log"))  # the logs are there
-    assert list(runtime_folder(bus_env).glob("*.pid")) == []  # every module stopped
-
-
 def test_demo_and_sim_take_a_number_or_max_as_rate() -> None:
     demo = build_parser().parse_args(["demo"])
     assert (demo.rate, demo.seed, demo.noise, demo.no_lockstep, demo.one_process) == (

@@ -150,7 +150,7 @@ def test_a_newcomer_sees_the_running_modules_at_once(newcomer_setup: str) -> Non
     with Bus() as first:
         launcher.start_daemon(first, "heartbeat", timeout=15)
         wait_until(lambda: [row.name for row in mom.snapshot(first)] == ["heartbeat"], timeout=5.0)
-        for attempt in range(40):  # the miss is a race: try often (it stops at the first miss)
+        for attempt in range(15):  # the miss is a race: try often (it stops at the first miss)
             with Bus() as newcomer:
                 assert not newcomer.owner
                 seen = [row.name for row in mom.snapshot(newcomer)]

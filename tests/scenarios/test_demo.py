@@ -87,13 +87,18 @@ def test_demo_in_lockstep_runs_the_route_and_sums_it_up(tmp_path: Path) -> None:
 
 
 # About 30 s on two idle cores (the separate processes are the slow part).
-def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path) -> None:
+def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path, bus_env: dict[str, str]) -> None:
     """Part of the route with realistic noise, once with the modules in one process and once each in its own: the
-    same seed gives the same run to the last digit (the mission gives up at --duration, exit status 1)."""
+    same seed gives the same run to the last digit (the mission gives up at --duration, exit status 1). Run in
+    processes, the demo says where each module's log is, and stops every module it started."""
     common = ["--rate", "max", "--noise", "realistic", "--seed", "3", "--duration", "30"]
     one = run_demo([*common, "--one-process", "--output", str(tmp_path / "one")], tmp_path, status=1)
     many = run_demo([*common, "--output", str(tmp_path / "many")], tmp_path, status=1)
     assert "the route took longer than 30 s" in one, one
+    runtime = Path(bus_env["PLUTO_RUNTIME_DIR"]) / bus_env["PLUTO_ROBOT"]
+    assert re.search(rf"logs of each module: {re.escape(str(runtime))}/", many, re.I), many
+    assert list(runtime.glob("*.log"))  # the logs are there
+    assert list(runtime.glob("*.pid")) == []  # every module stopped
     assert line(FINAL_POSE, one)[0] == line(FINAL_POSE, many)[0], one + many
     assert line(LOCALIZATION, one)[0] == line(LOCALIZATION, many)[0], one + many
     progress = [[text for text in out.splitlines() if text.startswith("  t=")] for out in (one, many)]

@@ -241,7 +241,7 @@ def test_square_on_a_noisy_link(emulators: Callable[..., P2osEmulator], drivers:
     emulator = emulators(transport="pty", link_noise=noise, sip_cycle=0.025, limits=BRISK)
     driver = drivers(emulator.url, link_timeout=5.0)
     driver.connect()
-    samples = drive_square(driver, emulator, gain=6.0, tolerance=(0.01, 0.015))
+    samples = drive_square(driver, emulator, side=0.5, gain=6.0, tolerance=(0.01, 0.015))
     assert_agree(samples, distance=0.01, angle_deg=1.0)  # what got through is decoded exactly
     _, end_truth = samples[-1]
     assert math.hypot(end_truth[0], end_truth[1]) < 0.05
