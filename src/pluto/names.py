@@ -78,12 +78,16 @@ BASE_STATUS: Final = Topic("base/status", msgs.FVectorState)
 SICK_SCAN: Final = Topic("Sick/Scan", msgs.LaserScan)
 SICK_SCAN_MM: Final = Topic("Sick/Scan_mm", msgs.LaserScan)
 SICK_TIMING: Final = Topic("Sick/Timing", msgs.ScanTiming)
+SICK_STATUS: Final = Topic("sick/status", msgs.FVectorState)
 SICK_REAR_SCAN_MM: Final = Topic("Sick/Rear/Scan_mm", msgs.LaserScan)
 DMU_RAW: Final = Topic("DMU/Raw", msgs.DmuRaw)
 DMU_STATE: Final = Topic("DMU/State", msgs.DmuState)
+DMU_STATUS: Final = Topic("dmu/status", msgs.FVectorState)
 WRIST_COMMAND: Final = Topic("Wrist/Command", msgs.ActuatorState)
 WRIST_STATE: Final = Topic("Wrist/State", msgs.ActuatorState)
+WRIST_STATUS: Final = Topic("wrist/status", msgs.FVectorState)
 GPS_STATE: Final = Topic("GPS/State", msgs.GpsFix)
+GPS_STATUS: Final = Topic("gps/status", msgs.FVectorState)
 LOCALIZATION_DEAD_RECKONING: Final = Topic("Localization/Dead-Reckoning", msgs.PoseEstimate)
 LOCALIZATION_LASER_DEAD_RECKONING: Final = Topic("Localization/Laser_Dead-Reckoning", msgs.PoseEstimate)
 LOCALIZATION_POST_POSE: Final = Topic("Localization/Post_Pose", msgs.PoseEstimate)
@@ -164,6 +168,13 @@ INTERFACES: dict[str, Interface] = _table(
         "Time the scan was taken, number of points.",
     ),
     Interface(
+        SICK_STATUS,
+        "sick",
+        "clients",
+        "A real scanner's link: data = [s since it last answered]; element = [link up 1/0, reconnects, bytes "
+        "dropped, faults].",
+    ),
+    Interface(
         SICK_REAR_SCAN_MM,
         "replay",
         "all",
@@ -182,6 +193,13 @@ INTERFACES: dict[str, Interface] = _table(
         "Integrated heading, pitch, roll, filtered rates.",
     ),
     Interface(
+        DMU_STATUS,
+        "dmu",
+        "clients",
+        "A real inertial unit's link: data = [s since it last answered]; element = [link up 1/0, reconnects, bytes "
+        "dropped].",
+    ),
+    Interface(
         WRIST_COMMAND,
         "clients",
         "wrist",
@@ -194,10 +212,24 @@ INTERFACES: dict[str, Interface] = _table(
         "Pan/tilt state, as the command.",
     ),
     Interface(
+        WRIST_STATUS,
+        "wrist",
+        "clients",
+        "A real pan/tilt unit's link: data = [s since it last answered]; element = [link up 1/0, reconnects, "
+        "malformed frames].",
+    ),
+    Interface(
         GPS_STATE,
         "gps",
         "all",
         "GPS fix on a local metric grid.",
+    ),
+    Interface(
+        GPS_STATUS,
+        "gps",
+        "clients",
+        "A real receiver's link: data = [s since its last good sentence]; element = [link up 1/0, reconnects, "
+        "sentences with a bad checksum].",
     ),
     Interface(
         LOCALIZATION_DEAD_RECKONING,

@@ -31,7 +31,7 @@ from .driver import CrossbowDriver
 
 __all__ = ["DMU_STATUS", "CrossbowDmu", "CrossbowDmuParams"]
 
-DMU_STATUS = "dmu/status"
+DMU_STATUS = names.DMU_STATUS
 """The link to the unit (FVectorState): data = [s since it last answered], element = [up 1/0, reconnects,
 bytes dropped]."""
 
@@ -96,7 +96,7 @@ class CrossbowDmu(Module[CrossbowDmuParams]):
             raise
         self.raw = self.create_publisher(names.DMU_RAW)
         self.state_out = self.create_publisher(names.DMU_STATE)
-        self.status = self.create_publisher(DMU_STATUS, msgs.FVectorState)
+        self.status = self.create_publisher(DMU_STATUS)
         self._last = 0
 
     def on_shutdown(self) -> None:

@@ -27,7 +27,7 @@ from .grid import LocalGrid
 
 __all__ = ["GPS_STATUS", "NmeaGps", "NmeaGpsParams"]
 
-GPS_STATUS = "gps/status"
+GPS_STATUS = names.GPS_STATUS
 """The link to the receiver (FVectorState): data = [s since it last sent a good sentence], element = [up 1/0,
 reconnects, sentences dropped for a bad checksum]."""
 
@@ -76,7 +76,7 @@ class NmeaGps(Module[NmeaGpsParams]):
             self.driver.close()
             raise
         self.out = self.create_publisher(names.GPS_STATE)
-        self.status = self.create_publisher(GPS_STATUS, msgs.FVectorState)
+        self.status = self.create_publisher(GPS_STATUS)
         self._last = 0
 
     def on_shutdown(self) -> None:

@@ -35,7 +35,7 @@ from .driver import LmsDriver
 
 __all__ = ["LmsSick", "LmsSickParams"]
 
-SICK_STATUS = "sick/status"
+SICK_STATUS = names.SICK_STATUS
 
 
 class LmsSickParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -98,7 +98,7 @@ class LmsSick(Module[LmsSickParams]):
         self.scan_181 = self.create_publisher(names.SICK_SCAN)
         self.scan_mm = self.create_publisher(names.SICK_SCAN_MM)
         self.timing = self.create_publisher(names.SICK_TIMING)
-        self.status = self.create_publisher(SICK_STATUS, msgs.FVectorState)
+        self.status = self.create_publisher(SICK_STATUS)
         self._last_failed_write = -math.inf
         self.driver = LmsDriver(p.port, self.lms_settings, clock=time.monotonic)
         self.driver.start()

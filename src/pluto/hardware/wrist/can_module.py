@@ -29,7 +29,6 @@ import math
 import time
 
 from pluto import msgs, names
-from pluto.names import Topic
 from pluto.runtime.module import Module, ModuleParams
 from pluto.sim.wrist import WristParams
 
@@ -40,7 +39,7 @@ __all__ = ["WRIST_STATUS", "CanWristModule", "CanWristParams"]
 
 log = logging.getLogger("pluto.wrist.can")
 
-WRIST_STATUS = Topic("wrist/status", msgs.FVectorState)
+WRIST_STATUS = names.WRIST_STATUS
 """The link to the unit: data = [s since it last answered]; element = [link up 1/0, reconnects, malformed frames]."""
 
 _DEFAULT = WristParams()
