@@ -26,7 +26,8 @@ def test_defaults_without_table_or_environment() -> None:
     assert cfg.connect == []
     assert cfg.listen == ["tcp/127.0.0.1:0"]
     assert cfg.rendezvous == DEFAULT_RENDEZVOUS
-    assert cfg.mode == "peer"
+    assert cfg.mode == "auto"
+    assert cfg.zenoh_mode == "peer"
     assert cfg.multicast is False
 
 
@@ -139,8 +140,43 @@ def test_client_mode_needs_connect() -> None:
 
 def test_unknown_mode() -> None:
     with pytest.raises(ConfigError) as info:
-        bus_config({"mode": "router"}, env={})
-    assert "router" in str(info.value)
+        bus_config({"mode": "bridge"}, env={})
+    assert "bridge" in str(info.value)
+    assert "client" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "env", "mode"),
+    [
+        ({}, {}, "peer"),
+        ({}, {"PLUTO_CONNECT": "tcp/10.0.0.1:7447"}, "client"),
+        ({"connect": ["tcp/10.0.0.1:7447"]}, {}, "client"),
+        ({"connect": ["tcp/10.0.0.1:7447"], "mode": "peer"}, {}, "peer"),
+        ({"mode": "peer"}, {"PLUTO_CONNECT": "tcp/10.0.0.1:7447", "PLUTO_MODE": "Client"}, "client"),
+        ({}, {"PLUTO_CONNECT": "tcp/10.0.0.1:7447", "PLUTO_MODE": "peer"}, "peer"),
+        ({}, {"PLUTO_MODE": "router"}, "router"),
+    ],
+    ids=["nothing", "connect-env", "connect-table", "peer-asked", "env-over-table", "peer-env", "router"],
+)
+def test_mode_is_client_with_connect_unless_asked(table: dict[str, Any], env: dict[str, str], mode: str) -> None:
+    assert bus_config(table, env=env).zenoh_mode == mode
+
+
+def test_bad_mode_in_the_environment() -> None:
+    with pytest.raises(ConfigError) as info:
+        bus_config(env={"PLUTO_MODE": "server"})
+    assert "server" in str(info.value)
+
+
+def test_every_variable_read_is_documented() -> None:
+    import inspect
+    import re
+
+    from pluto.bus import config
+
+    read = set(re.findall(r"env(?:\.get\(|\[)\"(PLUTO_[A-Z_]+)\"", inspect.getsource(config.bus_config)))
+    assert "PLUTO_MODE" in read
+    assert read == set(config.ENVIRONMENT)
 
 
 def test_unknown_key_in_the_table() -> None:
@@ -198,12 +234,30 @@ def test_connect_endpoints_replace_the_rendezvous(owner: bool) -> None:
         robot="r", rendezvous=RENDEZVOUS, connect=["tcp/10.0.0.1:7447", "tcp/10.0.0.2:7447"], connect_timeout=0.5
     )
     entries = zenoh_config_json(cfg, owner=owner)
-    assert entries["mode"] == "peer"
+    assert entries["mode"] == "client"
     assert entries["connect/endpoints"] == ["tcp/10.0.0.1:7447", "tcp/10.0.0.2:7447"]
     assert entries["connect/exit_on_failure"] is True
     assert entries["connect/timeout_ms"] == 500
+    assert entries["listen/endpoints"] == []
+
+
+def test_peer_asked_with_connect_listens_too() -> None:
+    cfg = BusConfig(robot="r", rendezvous=RENDEZVOUS, connect=["tcp/10.0.0.1:7447"], mode="peer")
+    entries = zenoh_config_json(cfg)
+    assert entries["mode"] == "peer"
+    assert entries["connect/endpoints"] == ["tcp/10.0.0.1:7447"]
     assert RENDEZVOUS not in entries["listen/endpoints"]
     assert entries["listen/endpoints"] == ["tcp/127.0.0.1:0"]
+
+
+@pytest.mark.parametrize("owner", [False, True])
+def test_router_mode_listens_where_told_and_skips_the_rendezvous(owner: bool) -> None:
+    cfg = BusConfig(robot="r", rendezvous=RENDEZVOUS, listen=["tcp/127.0.0.1:7600"], mode="router")
+    entries = zenoh_config_json(cfg, owner=owner)
+    assert entries["mode"] == "router"
+    assert entries["listen/endpoints"] == ["tcp/127.0.0.1:7600"]
+    assert "connect/endpoints" not in entries
+    assert not rendezvous_free(cfg)
 
 
 def test_client_mode_listens_on_nothing() -> None:
@@ -231,9 +285,11 @@ def test_empty_rendezvous_is_a_plain_peer(owner: bool) -> None:
         (BusConfig(rendezvous=RENDEZVOUS), False),
         (BusConfig(connect=["tcp/10.0.0.1:7447"]), False),
         (BusConfig(mode="client", connect=["tcp/10.0.0.1:7447"]), False),
+        (BusConfig(mode="peer", connect=["tcp/10.0.0.1:7447"]), False),
+        (BusConfig(mode="router", listen=["tcp/127.0.0.1:7600"]), False),
         (BusConfig(rendezvous=""), False),
     ],
-    ids=["owner", "newcomer", "connect", "client", "no-rendezvous"],
+    ids=["owner", "newcomer", "connect", "client", "peer-connect", "router", "no-rendezvous"],
 )
 def test_zenoh_accepts_every_entry(cfg: BusConfig, owner: bool) -> None:
     conf = zenoh.Config()

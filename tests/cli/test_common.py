@@ -167,14 +167,17 @@ def test_the_bus_environment_gives_a_child_the_same_bus() -> None:
         BusConfig(robot="r1", rendezvous="tcp/127.0.0.1:7999"),
         BusConfig(robot="r2", connect=["tcp/10.0.0.1:7447", "tcp/10.0.0.2:7447"], multicast=True),
         BusConfig(robot="r3", rendezvous=""),
+        BusConfig(robot="r4", connect=["tcp/10.0.0.1:7447"], mode="peer"),
     ):
         child = bus_config({}, launcher.bus_environment(cfg))
-        assert (child.robot, child.connect, child.rendezvous, child.multicast) == (
+        assert (child.robot, child.connect, child.rendezvous, child.multicast, child.zenoh_mode) == (
             cfg.robot,
             cfg.connect,
             cfg.rendezvous,
             cfg.multicast,
+            cfg.zenoh_mode,
         )
+    assert bus_config({}, launcher.bus_environment(BusConfig(mode="router"))).zenoh_mode == "peer"
 
 
 def test_spawn_sets_the_variables_given_over_its_own(tmp_path: Path, bus_env: dict[str, str]) -> None:

@@ -8,7 +8,12 @@ takes the port over. No extra process, no multicast (which
 many networks and containers block), nothing reachable from outside the machine.
 
 Across machines a Zenoh router (``pluto router``) is the meeting point: set ``connect`` (``PLUTO_CONNECT``) to its
-endpoint on every machine and the same code runs unchanged.
+endpoint on every machine and the same code runs unchanged. With ``connect`` set, a process is a Zenoh *client* of
+that router unless told otherwise (``mode``, ``PLUTO_MODE``): a peer would also try to link to every other peer at
+the addresses they listen on, which other machines often cannot reach (a peer listens on the loopback by default),
+and a peer linked only to the router is not sent what the router's other peers write. ``mode = "peer"`` with a
+reachable ``listen`` address suits machines that all reach each other; ``mode = "router"`` makes the process a router
+itself (a robot's own router that links to another).
 """
 
 from __future__ import annotations
@@ -23,6 +28,18 @@ from pluto.errors import ConfigError
 
 DEFAULT_ROBOT = "pluto"
 DEFAULT_RENDEZVOUS = "tcp/127.0.0.1:7448"
+MODES = ("auto", "peer", "client", "router")
+"""Values of ``mode``: "auto" is "client" when ``connect`` is set and "peer" otherwise."""
+
+ENVIRONMENT = {
+    "PLUTO_ROBOT": "robot name; keys are pluto/<robot>/<interface> (default pluto)",
+    "PLUTO_CONNECT": "router endpoints to connect to, comma-separated, e.g. tcp/192.168.1.10:7447",
+    "PLUTO_MODE": "auto (default), peer, client or router; auto is client when PLUTO_CONNECT is set, else peer",
+    "PLUTO_LISTEN": "endpoints this process listens on, comma-separated (default tcp/127.0.0.1:0)",
+    "PLUTO_RENDEZVOUS": "loopback endpoint where local processes meet (default tcp/127.0.0.1:7448; empty: none)",
+    "PLUTO_MULTICAST": "1 to also discover peers by UDP multicast scouting (default 0)",
+}
+"""The bus's environment variables and what each sets (they override the ``[bus]`` table)."""
 
 
 class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -35,7 +52,8 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         listen: endpoints this process listens on.
         rendezvous: the loopback endpoint that local peers meet at when ``connect`` is empty; "" disables it.
         multicast: also discover peers by UDP multicast scouting.
-        mode: "peer" (default) or "client" (everything through the router in ``connect``).
+        mode: "auto" (default: "client" when ``connect`` is set, else "peer"), "peer" (links directly to the other
+            peers too), "client" (everything through the router in ``connect``) or "router" (routes for others).
         connect_timeout: seconds to wait for ``connect`` endpoints at start.
     """
 
@@ -44,7 +62,7 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     listen: list[str] = msgspec.field(default_factory=lambda: ["tcp/127.0.0.1:0"])
     rendezvous: str = DEFAULT_RENDEZVOUS
     multicast: bool = False
-    mode: str = "peer"
+    mode: str = "auto"
     connect_timeout: float = 2.0
 
     def __post_init__(self) -> None:
@@ -52,10 +70,17 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             raise ConfigError(
                 f"bus.robot {self.robot!r}: a robot name may not be empty or contain / * $ ? # @ or spaces"
             )
-        if self.mode not in ("peer", "client"):
-            raise ConfigError(f"bus.mode {self.mode!r}: expected 'peer' or 'client'")
+        if self.mode not in MODES:
+            raise ConfigError(f"bus.mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.mode == "client" and not self.connect:
             raise ConfigError("bus.mode 'client' needs bus.connect (the router's endpoint)")
+
+    @property
+    def zenoh_mode(self) -> str:
+        """The Zenoh mode this process runs in: ``mode``, with "auto" resolved."""
+        if self.mode == "auto":
+            return "client" if self.connect else "peer"
+        return self.mode
 
 
 def _split(value: str) -> list[str]:
@@ -65,8 +90,8 @@ def _split(value: str) -> list[str]:
 def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> BusConfig:
     """Build the bus settings from a ``[bus]`` table overridden by the environment.
 
-    Environment: ``PLUTO_ROBOT``, ``PLUTO_CONNECT`` (comma-separated), ``PLUTO_LISTEN`` (comma-separated),
-    ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0).
+    Environment: ``PLUTO_ROBOT``, ``PLUTO_CONNECT`` (comma-separated), ``PLUTO_MODE``, ``PLUTO_LISTEN``
+    (comma-separated), ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0); see :data:`ENVIRONMENT`.
 
     Raises:
         ConfigError: a value has the wrong type or is not allowed.
@@ -77,6 +102,8 @@ def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None
         merged["robot"] = env["PLUTO_ROBOT"]
     if env.get("PLUTO_CONNECT"):
         merged["connect"] = _split(env["PLUTO_CONNECT"])
+    if env.get("PLUTO_MODE"):
+        merged["mode"] = env["PLUTO_MODE"].strip().lower()
     if env.get("PLUTO_LISTEN"):
         merged["listen"] = _split(env["PLUTO_LISTEN"])
     if "PLUTO_RENDEZVOUS" in env:
@@ -103,7 +130,7 @@ def _tcp_port_free(endpoint: str) -> bool:
 
 def rendezvous_free(cfg: BusConfig) -> bool:
     """True if this process would own the local rendezvous (nothing listens on it yet)."""
-    return bool(cfg.rendezvous) and not cfg.connect and _tcp_port_free(cfg.rendezvous)
+    return bool(cfg.rendezvous) and not cfg.connect and cfg.zenoh_mode == "peer" and _tcp_port_free(cfg.rendezvous)
 
 
 def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
@@ -112,8 +139,9 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
     Args:
         owner: claim the local rendezvous endpoint (see :func:`rendezvous_free`) instead of connecting to it.
     """
+    mode = cfg.zenoh_mode
     entries: dict[str, Any] = {
-        "mode": cfg.mode,
+        "mode": mode,
         "scouting/multicast/enabled": cfg.multicast,
         # A killed process drops its TCP links at once; the lease only matters for a vanished machine.
         "transport/link/tx/lease": 3000,
@@ -126,7 +154,12 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
         entries["connect/endpoints"] = list(cfg.connect)
         entries["connect/timeout_ms"] = int(cfg.connect_timeout * 1000)
         entries["connect/exit_on_failure"] = True
-        entries["listen/endpoints"] = [] if cfg.mode == "client" else list(cfg.listen)
+        entries["listen/endpoints"] = [] if mode == "client" else list(cfg.listen)
+        entries["listen/exit_on_failure"] = True
+    elif mode == "router":
+        # A router of its own with nothing to connect to: it listens where told, and local peers may reach it
+        # only if one of those endpoints is the rendezvous.
+        entries["listen/endpoints"] = list(cfg.listen)
         entries["listen/exit_on_failure"] = True
     else:
         listen = list(cfg.listen)

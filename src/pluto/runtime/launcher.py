@@ -116,6 +116,8 @@ def bus_environment(cfg: BusConfig) -> dict[str, str]:
     return {
         "PLUTO_ROBOT": cfg.robot,
         "PLUTO_CONNECT": ",".join(cfg.connect),  # empty: none, or the file's
+        # A router's children are not routers themselves (they would want its endpoints): they choose as usual.
+        "PLUTO_MODE": "auto" if cfg.mode == "router" else cfg.mode,
         "PLUTO_RENDEZVOUS": cfg.rendezvous,  # empty: no local rendezvous
         "PLUTO_MULTICAST": "1" if cfg.multicast else "0",
     }
