@@ -20,6 +20,7 @@ from pluto.cli import (
     drive_cmd,
     echo_cmd,
     follow_cmd,
+    foxglove_cmd,
     gps_sim,
     list_cmd,
     log_cmd,
@@ -90,6 +91,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     player_cmd.register,  # player
     xmlserver_cmd.register,  # xmlserver
     netmotion_cmd.register,  # netmotion
+    foxglove_cmd.register,  # foxglove
 )
 """How each command module registers its commands, in the order of ``pluto --help``."""
 

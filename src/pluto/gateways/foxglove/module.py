@@ -1,0 +1,255 @@
+"""The ``foxglove`` module: the live robot served to Foxglove over its WebSocket protocol.
+
+``pluto foxglove`` (or ``pluto run foxglove``) starts a Foxglove WebSocket server (the ``foxglove-sdk`` package) on
+``host:port`` (127.0.0.1:8765 by default) and serves:
+
+- Foxglove's well-known schemas (protobuf), from :class:`.translate.FoxgloveTranslator`: ``/scan`` (LaserScan),
+  ``/tf`` (FrameTransform: map -> odom -> base_link -> laser), ``/pose`` and ``/truth`` (PoseInFrame), ``/path``
+  (PosesInFrame), ``/map`` (SceneUpdate: the world's walls, sent again every ``map_period`` s for viewers that
+  join later) and ``/log`` (Log: this gateway's own log and the modules that come and go);
+- Pluto's own interfaces as JSON with their JSON Schemas, under their names (``Base/Drive/State``, ...), as in
+  ``pluto record``'s logs, so a plot panel can show any field.
+
+A message is encoded only when a viewer subscribes to its channel; every message is logged at its own stamp.
+Connect from Foxglove with "Open connection" -> ``ws://127.0.0.1:8765``, and import the layout shipped beside
+this file (:data:`LAYOUT_PATH`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Final
+
+import foxglove
+import msgspec
+
+from pluto import msgs, names
+from pluto.errors import ConfigError
+from pluto.record.format import SCHEMA_ENCODING, encode_message, schema_bytes, schema_name, to_ns
+from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.world import World, load_world
+
+from .translate import (
+    FOXGLOVE_TOPICS,
+    INPUTS,
+    MAP_POSES,
+    TOPIC_LOG,
+    TOPIC_MAP,
+    FoxgloveTranslator,
+    Output,
+    log_message,
+    walls_scene,
+)
+
+__all__ = ["DEFAULT_JSON_INTERFACES", "DEFAULT_PORT", "LAYOUT_PATH", "FoxgloveModule", "FoxgloveParams", "layout_text"]
+
+DEFAULT_PORT: Final = 8765
+"""Foxglove's usual WebSocket port."""
+
+LAYOUT_PATH: Final = Path(str(files("pluto.gateways.foxglove").joinpath("pluto-layout.json")))
+"""The Foxglove layout shipped with Pluto: a 3-D panel with the map, the scan and the robot, and a plot of speed."""
+
+DEFAULT_JSON_INTERFACES: Final = (
+    names.BASE_DRIVE_STATE.name,
+    names.LOCALIZATION_POSE.name,
+    names.SIM_TRUTH.name,
+    "drive/status",
+    "motion/status",
+)
+"""Pluto interfaces served as JSON too by default (the speed plot of the layout reads ``Base/Drive/State.v``)."""
+
+
+def layout_text() -> str:
+    """The shipped Foxglove layout (JSON)."""
+    return LAYOUT_PATH.read_text(encoding="utf-8")
+
+
+class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    host: address to listen on (127.0.0.1: this computer only).
+    port: TCP port (0: any free one).
+    map: the world whose walls are drawn: a shipped world's name or a map file; "" asks the running ``sim`` module
+        for its world, and draws no walls if none answers.
+    map_period: s between two sendings of the walls (for viewers that join later).
+    json: Pluto interfaces also served as JSON under their own names.
+    laser_mount: the laser's pan/tilt centre in the robot frame (x forward, y left, z up), m.
+    map_pose: what places the robot in the map: ``localization`` (Localization/Pose; Sim/Truth until one comes) or
+        ``truth`` (Sim/Truth: the simulated world's frame, when the localization was not given the world's start
+        pose).
+    backlog: messages buffered per viewer before the oldest are dropped.
+    """
+
+    rate_hz: float = 2.0  # the step only sends the walls again
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    map: str = ""
+    map_period: float = 2.0
+    json: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_JSON_INTERFACES))
+    laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
+    map_pose: str = "localization"
+    backlog: int = 1024
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if not self.map_period > 0.0:
+            raise ValueError(f"map_period must be > 0 s, got {self.map_period}")
+        if self.map_pose not in MAP_POSES:
+            raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {self.map_pose!r}")
+        if self.backlog < 1:
+            raise ValueError(f"backlog must be >= 1, got {self.backlog}")
+
+
+class _LogToFoxglove(logging.Handler):
+    """Sends the records of a logger to the ``/log`` channel."""
+
+    def __init__(self, module: FoxgloveModule) -> None:
+        super().__init__(logging.INFO)
+        self._module = module
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._module.send_log(record.levelno, record.name, record.getMessage())
+        except Exception:  # a log line must never break what logged it
+            self.handleError(record)
+
+
+class FoxgloveModule(Module[FoxgloveParams]):
+    """The Foxglove gateway: Foxglove (or any client of its WebSocket protocol) sees the live robot."""
+
+    name = "foxglove"
+    description = "Foxglove WebSocket gateway: scans, poses, frames, walls and logs in Foxglove's schemas"
+    Params = FoxgloveParams
+
+    server: Any
+    """The running :class:`foxglove.WebSocketServer`."""
+
+    def on_configure(self) -> None:
+        p = self.params
+        log = self.get_logger()
+        self._lock = threading.Lock()
+        self._translator = FoxgloveTranslator(p.laser_mount, map_pose=p.map_pose)
+        self._latest_stamp = 0.0
+        self._next_map = 0.0
+        self.sent = 0
+        """Foxglove messages encoded and handed to the server (those nobody subscribed to are not counted)."""
+        self.world = self._load_world(p.map)
+        self._context = foxglove.Context()
+        try:
+            self.server = foxglove.start_server(
+                name=f"pluto {self.bus.robot}",
+                host=p.host,
+                port=p.port,
+                context=self._context,
+                message_backlog_size=p.backlog,
+            )
+        except Exception as err:  # the SDK raises its own error type for a port in use
+            raise ConfigError(f"foxglove cannot listen on {p.host}:{p.port}: {err}") from None
+        self._channels: dict[str, foxglove.Channel] = {
+            topic: foxglove.Channel(topic, schema=cls.get_schema(), message_encoding="protobuf", context=self._context)
+            for topic, cls in FOXGLOVE_TOPICS.items()
+        }
+        self._json: dict[str, foxglove.Channel] = {}
+        for name in p.json:
+            cls = names.message_type_of(name)
+            if cls is None:
+                raise ConfigError(f"foxglove: json names {name!r}, which is not an interface of the table")
+            schema = foxglove.Schema(name=schema_name(cls), encoding=SCHEMA_ENCODING, data=schema_bytes(cls))
+            self._json[name] = foxglove.Channel(name, schema=schema, message_encoding="json", context=self._context)
+        for name in sorted(set(INPUTS) | set(p.json)):
+            self.create_subscription(name, self._receiver(name), depth=8)
+        self._handler = _LogToFoxglove(self)
+        log.addHandler(self._handler)
+        self._module_watch = self.bus.watch_modules(self._on_module)
+        log.info("serving robot %s to Foxglove on ws://%s:%d", self.bus.robot, p.host, self.port)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        port: int = self.server.port
+        return port
+
+    def _load_world(self, source: str) -> World | None:
+        log = self.get_logger()
+        if source:
+            return load_world(source)  # a bad name or file is the user's to fix: ConfigError
+        from pluto.sim.module import fetch_settings
+
+        try:
+            world = fetch_settings(self.bus, timeout=1.0).load_world()
+        except Exception as err:  # no simulator, or its world file is gone: no walls to draw
+            log.info("no walls to draw (no map given and no simulator answers: %s)", type(err).__name__)
+            return None
+        log.info("drawing the walls of the simulator's world %s", world.name)
+        return world
+
+    # -- from the bus to the viewers --------------------------------------------------------------------------------
+
+    def _receiver(self, name: str) -> Any:
+        json_channel = self._json.get(name)
+        translated = name in INPUTS
+
+        def receive(msg: msgs.Message) -> None:
+            stamp = getattr(msg, "stamp", 0.0)
+            if json_channel is not None and json_channel.has_sinks():
+                json_channel.log(encode_message(msg), log_time=_ns(stamp))
+            if translated:
+                with self._lock:
+                    outputs = self._translator.feed(name, msg)
+                    if stamp > self._latest_stamp:
+                        self._latest_stamp = stamp
+                self._send(outputs)
+
+        return receive
+
+    def _send(self, outputs: list[Output]) -> None:
+        for out in outputs:
+            channel = self._channels[out.topic]
+            if channel.has_sinks():
+                channel.log(out.message.encode(), log_time=_ns(out.log_time))
+                self.sent += 1
+
+    def send_log(self, level: int, name: str, message: str) -> None:
+        """Send a log line on ``/log``, stamped with the newest stamp seen (the robot's time)."""
+        stamp = self._latest_stamp
+        self._send([Output(TOPIC_LOG, log_message(stamp, level, name, message), stamp)])
+
+    def _on_module(self, name: str, alive: bool) -> None:
+        self.send_log(logging.INFO, "mom", f"module {name} {'is up' if alive else 'is gone'}")
+
+    def step(self, now: float) -> None:
+        if self.world is None or now < self._next_map:
+            return
+        self._next_map = now + self.params.map_period
+        stamp = self._latest_stamp
+        self._send([Output(TOPIC_MAP, walls_scene(self.world, stamp), stamp)])
+
+    def on_clock_jump(self, old: float, new: float) -> None:
+        with self._lock:
+            self._translator.reset()
+            self._latest_stamp = new
+        self._next_map = 0.0
+
+    def on_shutdown(self) -> None:
+        handler = getattr(self, "_handler", None)
+        if handler is not None:
+            self.get_logger().removeHandler(handler)
+        watch = getattr(self, "_module_watch", None)
+        if watch is not None:
+            self.bus.release(watch)
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.stop()
+        for channel in [*getattr(self, "_channels", {}).values(), *getattr(self, "_json", {}).values()]:
+            channel.close()
+
+
+def _ns(stamp: float) -> int:
+    try:
+        return to_ns(stamp)
+    except Exception:  # a negative or non-finite stamp: log it at 0 rather than drop it
+        return 0
