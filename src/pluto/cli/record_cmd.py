@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import config_from_args
-from pluto.errors import ConfigError
+from pluto.errors import ConfigError, PlutoError
 from pluto.record.units import parse_duration, parse_size
 
 if TYPE_CHECKING:
@@ -36,11 +36,19 @@ tools and viewers open the file. Messages are stamped with the robot's time: the
 runs on it, else the wall clock (the Clock itself is the log's time axis, recorded only when named). Ctrl-C ends
 the recording; a recorder killed outright loses at most the last second (see `pluto log info`).
 
+With --foxglove (off by default) the file also carries Foxglove's well-known schemas (protobuf) on channels of
+their own: /scan (LaserScan), /tf (FrameTransform: map -> odom -> base_link -> laser), /pose and /truth
+(PoseInFrame), /path (PosesInFrame) and /map (SceneUpdate: the walls of --map, by default the running simulator's
+world), so Foxglove's 3-D panel draws the map, the scans and the robot (`pluto foxglove --layout` prints a layout).
+They come from the recorded interfaces (Sick/Scan_mm, Base/Drive/State, Localization/Pose, Sim/Truth,
+Wrist/State); `pluto replay` skips them.
+
 examples:
   pluto record -o run.mcap                          everything, until Ctrl-C
   pluto record 'Sick/*' Base/Drive/State -o run.mcap --duration 60
   pluto record --start sim -o sim.mcap              start the simulated sensors first, record them, stop them
   pluto record -o long.mcap --split-size 500M       long runs: long_000.mcap, long_001.mcap, ...
+  pluto record --foxglove -o run.mcap              also in Foxglove's schemas, for its 3-D panel
 """
 
 
@@ -72,6 +80,22 @@ def register(subparsers: Subparsers) -> None:
         default=1.0,
         metavar="SECONDS",
         help="write the chunk in progress at least this often: the most a crash loses (default 1)",
+    )
+    p.add_argument(
+        "--foxglove",
+        action="store_true",
+        help="also write Foxglove's schemas (scans, frames, poses, walls) on /scan, /tf, ... (off by default)",
+    )
+    p.add_argument(
+        "--map",
+        metavar="FILE|WORLD",
+        help="with --foxglove: the walls to draw (default: the running simulator's world, if any)",
+    )
+    p.add_argument(
+        "--map-pose",
+        choices=("localization", "truth"),
+        default="localization",
+        help="with --foxglove: what places the robot among the walls (Localization/Pose, or Sim/Truth)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no status line and no summary")
 
@@ -121,6 +145,12 @@ def _summary(status: RecordStatus, out: TextIO) -> None:
         )
     if status.undecodable:
         print(f"  {status.undecodable} samples were not valid Pluto messages and were left out", file=out)
+    if status.foreign:
+        total = sum(n for _, n in status.foreign)
+        topics = ", ".join(f"{t} {n:,}" for t, n in status.foreign)
+        print(f"  and {total:,} messages in Foxglove's schemas: {topics}", file=out)
+    if status.foreign_errors:
+        print(f"  {status.foreign_errors} values could not be put in Foxglove's schemas", file=out)
     if status.unstamped:
         print(f"  {status.unstamped} messages came before the first Clock value and could not be stamped", file=out)
 
@@ -165,6 +195,7 @@ def run_record(args: argparse.Namespace) -> int:
                     supervising.start()
                 else:
                     print(f"the modules of {args.start} that write them are running already", file=out)
+            translate = _foxglove(bus, args.map, args.map_pose, out) if args.foxglove else None
             recorder = Recorder(
                 bus,
                 args.output or _default_output(bus.robot),
@@ -176,6 +207,7 @@ def run_record(args: argparse.Namespace) -> int:
                 split_duration=parse_duration(args.split_duration) if args.split_duration else 0.0,
                 chunk_interval=args.chunk_interval,
                 compression=args.compression,
+                translate=translate,
             )
             recorder.start()
             status = _watch(recorder, stop, args.duration, args.quiet, out)
@@ -195,6 +227,23 @@ def run_record(args: argparse.Namespace) -> int:
         print(f"pluto record: {status.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _foxglove(bus: Any, source: str | None, map_pose: str, out: TextIO) -> Any:
+    """The translation to Foxglove's schemas, with the walls of ``source`` or of the running simulator's world."""
+    from pluto.gateways.foxglove.recording import FoxgloveRecording
+    from pluto.sim.world import load_world
+
+    if source:
+        return FoxgloveRecording(load_world(source), map_pose=map_pose)
+    from pluto.sim.module import fetch_settings
+
+    try:
+        world = fetch_settings(bus, timeout=1.0).load_world()
+    except PlutoError:
+        print("no simulator answers and no --map: the Foxglove channels have no walls", file=out)
+        world = None
+    return FoxgloveRecording(world, map_pose=map_pose)
 
 
 def _watch(recorder: Any, stop: threading.Event, duration: float | None, quiet: bool, out: TextIO) -> RecordStatus:

@@ -225,15 +225,20 @@ class LogFile:
         self._types: dict[int, type[msgs.Message] | None] = {}
         self.channels: dict[str, ChannelInfo] = {}
         unknown: list[str] = []
+        foxglove: list[str] = []  # `pluto record --foxglove`: for Foxglove's panels, not for replay
         for cid, channel in scan.channels.items():
             schema = scan.schemas.get(channel.schema_id)
             type_name = schema.name if schema else ""
             cls = type_of_schema(type_name) if channel.message_encoding == MESSAGE_ENCODING else None
             self._types[cid] = cls
-            if cls is None:
+            if cls is None and type_name.startswith("foxglove."):
+                foxglove.append(channel.topic)
+            elif cls is None:
                 unknown.append(channel.topic)
             if channel.topic not in self.channels:
                 self.channels[channel.topic] = ChannelInfo(channel.topic, type_name, cls, channel.message_encoding)
+        if foxglove:
+            self.notes.append(f"channels in Foxglove's schemas, for its viewers (not replayed): {', '.join(foxglove)}")
         if unknown:
             self.notes.append(f"channels not in Pluto's JSON form are listed but not decoded: {', '.join(unknown)}")
         orphans = 0

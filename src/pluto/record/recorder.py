@@ -26,7 +26,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +41,7 @@ from pluto.bus.session import write_stamp
 from pluto.errors import DecodeError, PlutoError
 from pluto.record.format import LogError, encode_message
 from pluto.record.logfile import match_names
-from pluto.record.writer import CHUNK_SIZE, SplitLogWriter
+from pluto.record.writer import CHUNK_SIZE, ForeignMessage, SplitLogWriter
 from pluto.runtime.profiles import Profile
 from pluto.runtime.registry import load_module_class
 
@@ -176,6 +176,8 @@ class RecordStatus:
         parts: the files written so far.
         time_base: ``sim`` or ``wall``.
         error: why the recording stopped early, if it did.
+        foreign: messages written in other tools' schemas (``--foxglove``), per topic, sorted by topic.
+        foreign_errors: values the translation to those schemas failed on (the bus message itself was recorded).
     """
 
     elapsed: float
@@ -190,6 +192,8 @@ class RecordStatus:
     parts: tuple[Path, ...]
     time_base: str
     error: str | None = None
+    foreign: tuple[tuple[str, int], ...] = ()
+    foreign_errors: int = 0
 
     @property
     def duration(self) -> float:
@@ -239,6 +243,8 @@ class Recorder:
         chunk_interval: wall seconds after which the chunk in progress is written out (the most a kill loses).
         compression: ``zstd``, ``lz4`` or ``none``.
         metadata: extra entries of the log's ``pluto`` metadata.
+        translate: also write, for each recorded value, the messages this gives (in other tools' schemas, on
+            topics of their own): called on the recorder's thread with the interface, the value and its log time.
 
     Raises:
         PlutoError: a bad pattern, time base or chunk interval (:meth:`start` raises
@@ -264,6 +270,7 @@ class Recorder:
         compression: str = "zstd",
         chunk_size: int = CHUNK_SIZE,
         metadata: Mapping[str, str] | None = None,
+        translate: Callable[[str, msgs.Message, float], Iterable[ForeignMessage]] | None = None,
     ) -> None:
         if time_base not in ("auto", "sim", "wall"):
             raise PlutoError(f"time base must be auto, sim or wall, not {time_base!r}")
@@ -282,6 +289,9 @@ class Recorder:
             "chunk_size": chunk_size,
         }
         self._extra_metadata = dict(metadata or {})
+        self._translate = translate
+        self._foreign: dict[str, int] = {}
+        self._foreign_errors = 0
         self._queue: queue.SimpleQueue[_Sample | None] = queue.SimpleQueue()
         self.overflowed = 0
         self._lock = threading.Lock()
@@ -465,6 +475,8 @@ class Recorder:
         t = self.time.at(wall)
         assert t is not None
         writer.add_encoded(name, type(value), encode_message(value), t, wall)
+        if self._translate is not None:
+            self._write_translated(writer, name, value, t, wall)
         with self._lock:
             counts = self._counts
             tally = counts.by_name.get(name)
@@ -482,6 +494,21 @@ class Recorder:
             elif t > counts.log_end:
                 counts.log_end = t
 
+    def _write_translated(self, writer: SplitLogWriter, name: str, value: msgs.Message, t: float, wall: float) -> None:
+        assert self._translate is not None
+        try:
+            translated = list(self._translate(name, value, t))
+        except Exception:  # a value the translation cannot take must not stop the recording of the bus
+            if self._foreign_errors == 0:
+                log.exception("cannot translate a value of %s; the bus message is recorded all the same", name)
+            with self._lock:
+                self._foreign_errors += 1
+            return
+        for message in translated:
+            writer.add_foreign(message, wall)
+            with self._lock:
+                self._foreign[message.topic] = self._foreign.get(message.topic, 0) + 1
+
     # -- status -------------------------------------------------------------------------------------------------
 
     def status(self) -> RecordStatus:
@@ -496,6 +523,8 @@ class Recorder:
             lost = sum(v for n, v in counts.lost.items() if n in counts.by_name)
             error = self._error
             messages, start, end = counts.messages, counts.log_start, counts.log_end
+            foreign = tuple(sorted(self._foreign.items()))
+            foreign_errors = self._foreign_errors
         try:
             size = writer.size if writer is not None else 0
         except (OSError, ValueError):
@@ -513,6 +542,8 @@ class Recorder:
             parts=tuple(writer.parts) if writer is not None else (),
             time_base="sim" if self.time.sim else "wall",
             error=error,
+            foreign=foreign,
+            foreign_errors=foreign_errors,
         )
 
 

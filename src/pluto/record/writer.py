@@ -32,7 +32,7 @@ from pluto.record.format import (
     to_ns,
 )
 
-__all__ = ["ChannelStats", "LogWriter", "SplitLogWriter", "part_path"]
+__all__ = ["ChannelStats", "ForeignMessage", "LogWriter", "SplitLogWriter", "part_path"]
 
 CHUNK_SIZE = 1024 * 1024
 """Bytes of (uncompressed) messages after which a chunk is closed even before the next :meth:`LogWriter.flush`."""
@@ -49,6 +49,29 @@ class ChannelStats:
     count: int = 0
     first: float = 0.0
     last: float = 0.0
+
+
+@dataclass(frozen=True)
+class ForeignMessage:
+    """A message in another schema than Pluto's, written beside the bus messages for other tools (Foxglove's
+    well-known schemas, for instance); Pluto's readers list its channel and skip its messages.
+
+    Attributes:
+        topic: the channel's topic.
+        schema_name, schema_encoding, schema_data: the channel's schema (``foxglove.LaserScan``, ``protobuf``, a
+            serialized FileDescriptorSet).
+        message_encoding: how ``data`` is encoded (``protobuf``).
+        data: the encoded message.
+        log_time: the robot's time of the message, s.
+    """
+
+    topic: str
+    schema_name: str
+    schema_encoding: str
+    schema_data: bytes
+    message_encoding: str
+    data: bytes
+    log_time: float
 
 
 def _describe(path: Path, err: OSError) -> str:
@@ -108,6 +131,10 @@ class LogWriter:
         self.closed = False
         self._ids: dict[tuple[str, type[msgs.Message]], int] = {}
         self._schemas: dict[type[msgs.Message], int] = {}
+        self._foreign_ids: dict[str, int] = {}
+        self._foreign_schemas: dict[tuple[str, str], int] = {}
+        self.foreign_count = 0
+        """Messages written by :meth:`add_foreign`."""
         self._sequence: dict[int, int] = {}
         self._unflushed = 0
         self._stream = _open_new(self.path, force)
@@ -201,6 +228,43 @@ class LogWriter:
         self.add_encoded(
             name, type(msg), encode_message(msg), log_time, log_time if publish_time is None else publish_time
         )
+
+    def add_foreign(self, msg: ForeignMessage, publish_time: float) -> None:
+        """Write a message in a schema of another tool (see :class:`ForeignMessage`).
+
+        Args:
+            msg: the message, its topic, schema and log time.
+            publish_time: the wall-clock time of the write, s since 1970.
+
+        Raises:
+            LogError: the file is closed, a time is negative, the topic is used by a bus interface already, or the
+                write failed.
+        """
+        if self.closed:
+            raise LogError(f"{self.path} is closed")
+        log_ns, publish_ns = to_ns(msg.log_time), to_ns(publish_time)
+        channel = self._foreign_ids.get(msg.topic)
+        if channel is None:
+            if any(name == msg.topic for name, _ in self._ids):
+                raise LogError(f"topic {msg.topic} is a bus interface's already")
+            key = (msg.schema_name, msg.schema_encoding)
+            schema = self._foreign_schemas.get(key)
+            if schema is None:
+                schema = self._foreign_schemas[key] = self._guard(
+                    lambda: self._writer.register_schema(msg.schema_name, msg.schema_encoding, msg.schema_data)
+                )
+            channel = self._foreign_ids[msg.topic] = self._guard(
+                lambda: self._writer.register_channel(msg.topic, msg.message_encoding, schema)
+            )
+            self._sequence[channel] = 0
+        sequence = self._sequence[channel] = self._sequence[channel] + 1
+        try:
+            self._writer.add_message(channel, log_ns, msg.data, publish_ns, sequence)
+        except OSError as err:
+            raise self._failed(err) from None
+        self.foreign_count += 1
+        self.message_count += 1
+        self._unflushed += 1
 
     def flush(self) -> None:
         """Close the chunk in progress (if it holds a message) and hand everything to the operating system.
@@ -327,6 +391,14 @@ class SplitLogWriter:
             if self._part_start is None:
                 self._part_start = log_time
         self.current.add_encoded(name, cls, data, log_time, publish_time)
+
+    def add_foreign(self, msg: ForeignMessage, publish_time: float) -> None:
+        """As :meth:`LogWriter.add_foreign`, in the current part (a new one if the current one is full)."""
+        if self.split:
+            self._rotate_if_due(msg.log_time)
+            if self._part_start is None:
+                self._part_start = msg.log_time
+        self.current.add_foreign(msg, publish_time)
 
     def add(self, name: str, msg: msgs.Message, log_time: float, publish_time: float | None = None) -> None:
         """As :meth:`LogWriter.add`, in the current part."""
