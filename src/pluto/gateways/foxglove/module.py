@@ -176,7 +176,9 @@ class FoxgloveModule(Module[FoxgloveParams]):
     def _load_world(self, source: str) -> World | None:
         log = self.get_logger()
         if source:
-            return load_world(source)  # a bad name or file is the user's to fix: ConfigError
+            given = load_world(source)  # a bad name or file is the user's to fix: ConfigError
+            log.info("drawing the walls of %s (%d segments)", given.name, len(given.segments()))
+            return given
         from pluto.sim.module import fetch_settings
 
         try:
@@ -184,7 +186,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
         except Exception as err:  # no simulator, or its world file is gone: no walls to draw
             log.info("no walls to draw (no map given and no simulator answers: %s)", type(err).__name__)
             return None
-        log.info("drawing the walls of the simulator's world %s", world.name)
+        log.info("drawing the walls of the simulator's world %s (%d segments)", world.name, len(world.segments()))
         return world
 
     # -- from the bus to the viewers --------------------------------------------------------------------------------
