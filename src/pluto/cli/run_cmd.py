@@ -31,9 +31,11 @@ def register(subparsers: Subparsers) -> None:
         "run",
         run,
         "run one module in the foreground (Ctrl-C stops it)",
-        "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`) or\n"
-        "package.module:Class. Its parameters can also be given as options, --name value.\n\n"
+        "Runs a module in this terminal, logging to it. MODULE is an installed module (`pluto modules`),\n"
+        "package.module:Class (the current directory is searched too) or path/to/file.py:Class. Its\n"
+        "parameters can also be given as options, --name value.\n\n"
         "example: pluto run heartbeat -p rate_hz=5\n"
+        "example: pluto run mypkg/counter.py:Counter --limit 20\n"
         "example: pluto run base --driver p2os --port socket://127.0.0.1:8101 --model p3dx",
     )
     p.add_argument("module", metavar="MODULE")
