@@ -1,15 +1,16 @@
 """The motion module on the simulated robot (realistic noise, in lock-step, one process): moveto from the office's
-lobby into its rooms (through 0.9 m doors), exploring a rectangle of the lobby and coming home, stopping, resuming
-and releasing, and investigating a pillar.
+lobby into its rooms (through 0.9 m doors), round a building on the campus, exploring a rectangle of the lobby
+and coming home, stopping, resuming and releasing, and investigating a pillar.
 
 The stack is the ``sim`` profile plus localization (given the start pose, so goals are in world coordinates),
-drive, avoid and motion, all in lock-step with the simulator; the commands come from a script in the lock-step, so
-every run of a test is the same run.
+drive, avoid and motion (and, for movetos, the pose module with the world as its map), all in lock-step with the
+simulator; the commands come from a script in the lock-step, so every run of a test is the same run.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable, Generator, Iterator
@@ -27,6 +28,8 @@ from pluto.movement.motion.core import Scan
 from pluto.movement.motion.geometry import CoverageGrid, Rectangle
 from pluto.movement.motion.module import MotionModule, MotionModuleParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
+from pluto.navigation.pose.module import PoseModule
+from pluto.navigation.pose.tracker import PoseModuleParams
 from pluto.runtime.profiles import load_profile
 from pluto.sim.world import WORLDS_DIR
 from tests.scenarios.stack import Collector, Lockstep, Script, without
@@ -127,6 +130,7 @@ def test_moveto_into_an_office_room_from_the_lobby(bus: Bus, tmp_path: Path, sim
     goal, (x0, x1, y0, y1) = ROOMS[room]
     start = (4.0, 10.0, 0.0)
     stack = start_stack(bus, sim, tmp_path, office_from_lobby(*start), start)
+    sim.add(PoseModule(bus, PoseModuleParams(use_sim_time=True, map=str(tmp_path / "world.xml"))))
     poses = sim.collect("Localization/Pose", msgs.PoseEstimate)
     end = moveto(stack, goal, 200.0)
     statuses = stack.status.until(end)
@@ -136,11 +140,32 @@ def test_moveto_into_an_office_room_from_the_lobby(bus: Bus, tmp_path: Path, sim
     assert {-1, -2, 1} <= moveto_codes and {1, 3, 0} <= motion_codes
     pose = poses.until(end)[-1]
     assert math.hypot(pose.pose[0] - goal[0], pose.pose[1] - goal[1]) < 0.45, pose.pose  # reached at 0.3 m, then braked
-    # and truly in the room: the goal is given in the frame of dead reckoning, which drifts (some 4 % of the way
-    # with realistic noise, more where the robot lines up in doorways), so the truth may be over a metre off
+    # and truly in the room, at the goal: the pose module keeps the localization on the map's walls
     end_truth = stack.truth.until(end)[-1]
     assert x0 + 0.4 <= end_truth.x <= x1 - 0.4 and y0 + 0.4 <= end_truth.y <= y1 - 0.4, end_truth
-    assert math.hypot(end_truth.x - goal[0], end_truth.y - goal[1]) < 1.6, end_truth
+    assert math.hypot(end_truth.x - goal[0], end_truth.y - goal[1]) < 0.6, end_truth
+
+
+def test_moveto_around_a_building_on_the_campus(bus: Bus, tmp_path: Path, sim: Lockstep) -> None:
+    """From the western street to the far side of the library (a 28 m x 33 m building in the way), with the pose
+    module matching the buildings' walls to the map: the robot goes round the building and ends at the goal."""
+    start, goal = (50.0, 30.0, math.pi / 2), (5.0, 28.0)
+    text = (WORLDS_DIR / "campus.xml").read_text()
+    text = re.sub(r"<start [^>]*/>", f'<start x="{start[0]}" y="{start[1]}" theta="{start[2]}"/>', text)
+    world_text = re.sub(r"<movers>.*</movers>", "", text, flags=re.S)
+    stack = start_stack(bus, sim, tmp_path, world_text, start)
+    sim.add(PoseModule(bus, PoseModuleParams(use_sim_time=True, map=str(tmp_path / "world.xml"))))
+    contacts = sim.collect("Base/Contact", msgs.Contact)
+    end = moveto(stack, goal, 400.0)
+    statuses = stack.status.until(end)
+    assert statuses[-1].element[2] == 1, statuses[-1]  # at the goal
+    assert {-1, -2, 1} <= {s.element[2] for s in statuses}
+    truths = stack.truth.until(end)
+    assert math.hypot(truths[-1].x - goal[0], truths[-1].y - goal[1]) < 0.6, truths[-1]
+    assert not any(10.0 < t.x < 38.0 and 12.0 < t.y < 45.0 for t in truths)  # round the library, never through it
+    assert not any(c.front or c.rear for c in contacts.until(end))  # and nothing touched on the way
+    travelled = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in itertools.pairwise(truths))
+    assert travelled < 2.0 * (45.0 + 33.0), travelled  # one way round, not a search of the campus
 
 
 def inside_polygon(x: float, y: float, polygon: list[tuple[float, float]]) -> bool:

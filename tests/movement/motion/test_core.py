@@ -90,6 +90,20 @@ def test_a_doorway_in_a_wall_is_an_opening() -> None:
     assert gap.normal[1] == pytest.approx(-1.0, abs=0.05)  # pointing away from the robot, into the room
 
 
+def test_a_beam_without_an_echo_in_a_wall_is_not_an_opening() -> None:
+    # 0.9 m beside a long wall, looking along it: consecutive beams hit it metres apart, and one of them is lost
+    points, ranges, bearings = scan_of([(-0.9, -30.0, -0.9, 30.0)])
+    front = np.flatnonzero(np.abs(bearings - math.pi / 2) < 1.2)
+    points, ranges, bearings = points[front], ranges[front].copy(), bearings[front]
+    assert find_gaps(points, ranges, (0.0, 0.0), 0.84, 2.5, 0.6) == []
+    lost = int(np.argmin(np.abs(ranges - 7.0)))  # a beam that meets the wall about 7 m away
+    ranges[lost] = 30.0
+    points[lost] = (30.0 * math.cos(bearings[lost]), 30.0 * math.sin(bearings[lost]))
+    edges = np.abs(np.diff(ranges)) > 0.6
+    assert edges[lost - 1] and edges[lost]  # the dropout makes both edges of an opening ...
+    assert find_gaps(points, ranges, (0.0, 0.0), 0.84, 2.5, 0.6) == []  # ... but one beam is not a door
+
+
 def test_rectangle() -> None:
     rect = Rectangle(1.0, 2.0, math.pi / 2, 2.0, 5.0)  # x -1..3, y 2..7
     assert rect.contains(1.0, 3.0) and not rect.contains(1.0, 1.0) and not rect.contains(3.5, 4.0)

@@ -85,7 +85,8 @@ def find_gaps(
 ) -> list[Gap]:
     """Openings in one scan: an edge where the range jumps up by more than ``jump`` m from one beam to the next,
     followed by the first edge where it jumps down again, the two edge points ``min_width`` to ``max_width`` m apart
-    and the beams between them reaching beyond the line through them.
+    and the beams between them reaching beyond the line through them. A single beam far beyond both its neighbours
+    (a lost echo in a wall seen at a grazing angle) is a dropout, not a door: it is left out first.
 
     Args:
         points: (N, 2) the scan's echoes in beam order (bearing increasing), m.
@@ -94,6 +95,10 @@ def find_gaps(
         min_width, max_width: widths of the openings kept, m.
         jump: range step that marks an edge, m.
     """
+    if len(points) >= 3:
+        spike = np.zeros(len(ranges), dtype=bool)
+        spike[1:-1] = (ranges[1:-1] - ranges[:-2] > jump) & (ranges[1:-1] - ranges[2:] > jump)
+        points, ranges = points[~spike], ranges[~spike]
     n = len(points)
     if n < 3:
         return []
