@@ -27,13 +27,18 @@ examples:
   pluto log export run.mcap --csv run-csv/
   pluto log plot run.mcap -o run.png
   pluto log import-carmen intel.log.gz -o intel.mcap
+  pluto log recover killed.mcap -o fixed.mcap    index and summary for a recording whose recorder was killed
 """
 
 
 def register(subparsers: Subparsers) -> None:
     """Register the ``log`` subcommand and its actions."""
     p = add_parser(
-        subparsers, "log", run_log, "look into logs: info, export to CSV, plot, import CARMEN logs", LOG_DESCRIPTION
+        subparsers,
+        "log",
+        run_log,
+        "look into logs: info, export to CSV, plot, import CARMEN logs, recover killed recordings",
+        LOG_DESCRIPTION,
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     info = actions.add_parser("info", help="channels, counts, rates, duration and time range of logs")
@@ -64,6 +69,12 @@ def register(subparsers: Subparsers) -> None:
     )
     carmen.add_argument("--max-range", type=float, default=80.0, help="the lasers' maximum range, m (default 80)")
     carmen.add_argument("--list-all", action="store_true", help="list every skipped line")
+    recover = actions.add_parser(
+        "recover", help="a killed recording as a complete file (index and summary) from its readable chunks"
+    )
+    recover.add_argument("file", metavar="BROKEN")
+    recover.add_argument("-o", "--output", type=Path, required=True, metavar="FIXED", help="the repaired MCAP file")
+    recover.add_argument("--force", action="store_true", help="overwrite the output if it exists")
 
 
 def _clock_text(t: float, base: str) -> str:
@@ -178,4 +189,31 @@ def run_log(args: argparse.Namespace) -> int:
         if report.ignored:
             print("other message types, not imported: " + ", ".join(f"{k} {v:,}" for k, v in report.ignored.items()))
         return 0
+    if args.action == "recover":
+        return _recover(args)
     raise PlutoError(f"unknown log action {args.action!r}")
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from pluto.record.recover import recover_log
+
+    report = recover_log(args.file, args.output, force=args.force)
+    if report.was_closed:
+        print(f"{report.source} was closed properly (it has its summary); written again all the same")
+    lost = (
+        f"; the last {report.truncated_bytes:,} bytes (an unfinished chunk) were left out"
+        if report.truncated_bytes
+        else ""
+    )
+    print(
+        f"recovered {report.source} -> {report.output}: {report.messages:,} messages on {report.channels} channels "
+        f"from {report.chunks} complete chunk{'s' if report.chunks != 1 else ''}{lost}"
+    )
+    if report.bad_chunks:
+        print(f"  {report.bad_chunks} damaged chunks were skipped")
+    if report.orphans:
+        print(f"  {report.orphans} messages on undeclared channels were left out")
+    for note in report.notes:
+        if "was not closed" not in note:
+            print(f"  {note}")
+    return 0
