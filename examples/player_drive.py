@@ -4,7 +4,7 @@ Start the simulated robot and the gateway first, in two terminals (or on the rea
 player`):
 
     pluto sim --world office
-    pluto player --sim-time
+    pluto player --use-sim-time
 
 then run ``python examples/player_drive.py [--port 6665]``. Any Player 1.5 client (libplayerc, the Java or Tcl
 clients) can do the same; this one is ``pluto.player.client.PlayerClient``.

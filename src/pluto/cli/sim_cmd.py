@@ -15,11 +15,12 @@ from pluto.cli.common import config_from_args
 
 __all__ = ["register", "run", "sim_rate"]
 
-HELP = "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS)"
+HELP = "run the simulated robot (world, clock, base, wrist, laser, inertial unit, GPS) and localization"
 
 DESCRIPTION = (
     "Runs the simulated robot until Ctrl-C: a world from a map file, simulated time at --rate times real\n"
-    "time, and the dummy hardware modules on their usual interfaces. Drive it by writing\n"
+    "time, and the dummy hardware modules on their usual interfaces, with the localization module on\n"
+    "top of them (the `sim` profile: `pluto profiles`). Drive it by writing\n"
     "Base/Drive/Command; watch it with `pluto mom`, `pluto echo Base/Drive/State`. The status line shows\n"
     "the simulated time and the real-time factor achieved.\n\n"
     "With --lockstep the time advances one tick only after every module following it has finished its\n"
