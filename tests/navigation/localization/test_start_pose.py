@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from pluto.errors import ConfigError
-from pluto.navigation.localization.module import read_start_pose
+from pluto.navigation.localization.module import LocalizationModuleParams, read_start_pose
 
 
 def test_no_file_is_the_origin() -> None:
@@ -40,3 +41,18 @@ def test_bad_files_are_config_errors(tmp_path: Path, name: str, text: str | None
         path.write_text(text)
     with pytest.raises(ConfigError, match=reason):
         read_start_pose(str(path))
+
+
+def test_a_start_pose_in_the_parameters(tmp_path: Path) -> None:
+    assert LocalizationModuleParams(start_pose=[10.0, 9.7, 0.5]).initial_pose() == (10.0, 9.7, 0.0, 0.5, 0.0, 0.0)
+    assert LocalizationModuleParams().initial_pose() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    toml = tmp_path / "start.toml"
+    toml.write_text("x = 1.0\ny = 2.0\ntheta = 0.25\n")
+    params = LocalizationModuleParams(start_pose=[10.0, 9.7, 0.5], start_pose_file=str(toml))
+    assert params.initial_pose() == (1.0, 2.0, 0.0, 0.25, 0.0, 0.0)  # the file wins
+
+
+@pytest.mark.parametrize("pose", [[1.0, 2.0], [1.0, 2.0, 3.0, 4.0], [1.0, math.nan, 0.0]])
+def test_a_bad_start_pose_parameter_is_refused(pose: list[float]) -> None:
+    with pytest.raises(ValueError, match="start_pose"):
+        LocalizationModuleParams(start_pose=pose)

@@ -26,9 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.hardware.dmu.emulator import DeviceEmulator, EmulatorError, LinkNoise
+from pluto.sim.gps import SimGps
+from pluto.sim.noise import IDEAL, NoiseProfile
 
 from .codec import Gga, Gsa, Rmc, encode
 from .grid import LocalGrid
@@ -93,12 +97,20 @@ class CircleTrack:
 class SimTruthTrack:
     """The simulated robot's true position (``Sim/Truth``) through the origin's grid; no fix before the first pose.
 
+    With ``noise``, the simulator's receiver model (:class:`pluto.sim.gps.SimGps`) adds its position error and
+    loses and regains the differential fix (quality 2 or 1, fewer satellites and a larger HDOP without it).
+
     Args:
         bus: an open bus of the running simulation's robot.  grid: the grid of the world's GPS origin.
+        noise: the receiver's errors (ideal by default).  rng: their random generator.
     """
 
-    def __init__(self, bus: Bus, grid: LocalGrid) -> None:
+    def __init__(
+        self, bus: Bus, grid: LocalGrid, noise: NoiseProfile = IDEAL, rng: np.random.Generator | None = None
+    ) -> None:
         self.grid = grid
+        self._receiver = SimGps(noise=noise, rng=rng or np.random.default_rng(0))
+        self._last_t: float | None = None
         self._lock = threading.Lock()
         self._truth: msgs.Odometry | None = None
         self._subscription = bus.create_subscription(names.SIM_TRUTH, self._on_truth, msgs.Odometry)
@@ -112,9 +124,14 @@ class SimTruthTrack:
             truth = self._truth
         if truth is None:
             return None
-        lat, lon = self.grid.to_geodetic(truth.x, truth.y)
+        dt = 0.0 if self._last_t is None else max(0.0, t - self._last_t)
+        self._last_t = t
+        fix = self._receiver.fix(dt, truth.x, truth.y)
+        lat, lon = self.grid.to_geodetic(fix.x, fix.y)
         course = math.degrees(math.pi / 2.0 - truth.theta) % 360.0
-        return TrackPoint(lat, lon, speed=abs(truth.v), course=course)
+        return TrackPoint(
+            lat, lon, speed=abs(truth.v), course=course, quality=fix.quality, satellites=fix.satellites, hdop=fix.hdop
+        )
 
     def close(self) -> None:
         """Stop listening to the simulation."""

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,6 +37,9 @@ from pluto.hardware.base.p2os.emulator import (
 )
 
 from .device import LmsDevice
+
+if TYPE_CHECKING:
+    from pluto.sim.noise import NoiseProfile
 
 __all__ = ["DEFAULT_PORT", "EmulatorError", "FixedScan", "LinkNoise", "LmsEmulator", "SyntheticRoom", "WorldScan"]
 
@@ -79,9 +82,18 @@ class WorldScan:
     Args:
         world: a :class:`pluto.sim.world.World`.
         pose: the robot's pose now (a fixed one, or the newest ``Sim/Truth`` of a running simulation).
+        noise: the simulator's laser errors (a :class:`pluto.sim.noise.NoiseProfile`: range noise and dropouts);
+            None for exact ranges.
+        rng: the random generator of the noise.
     """
 
-    def __init__(self, world: object, pose: Callable[[], tuple[float, float, float]]) -> None:
+    def __init__(
+        self,
+        world: object,
+        pose: Callable[[], tuple[float, float, float]],
+        noise: NoiseProfile | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         from pluto.sim.raycast import RayCaster
         from pluto.sim.world import World
 
@@ -90,15 +102,20 @@ class WorldScan:
         self.world = world
         self.caster = RayCaster(world.segments(), world.circles)
         self.pose = pose
+        self.noise = noise
+        self.rng = rng or np.random.default_rng(0)
         self._lasers: dict[int, object] = {}
 
     def scan(self, t: float, angles: NDArray[np.float64]) -> NDArray[np.float64]:
         from pluto.sim.laser import LaserParams, SimLaser
+        from pluto.sim.noise import IDEAL
 
         laser = self._lasers.get(angles.size)
         if not isinstance(laser, SimLaser):
             fov = float(angles[-1] - angles[0])
-            laser = SimLaser(self.caster, LaserParams(beams=angles.size, fov=fov, resolution=0.001))
+            noise = self.noise if self.noise is not None else IDEAL
+            params = LaserParams(beams=angles.size, fov=fov, resolution=0.001)
+            laser = SimLaser(self.caster, params, noise, self.rng)
             self._lasers[angles.size] = laser
         ranges = laser.scan(t, self.pose(), movers=self.world.mover_circles(t))
         return np.where(ranges >= laser.params.max_range, np.inf, ranges)

@@ -24,6 +24,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.limits import LimitError, check_number
@@ -36,7 +38,9 @@ STATUS = names.LOCALIZATION_STATUS
 class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     start_pose_file: TOML or JSON file with ``x``, ``y`` (m), ``theta`` (rad) and optionally ``z``, ``phi``,
-        ``psi``; empty: the origin.
+        ``psi``; empty: ``start_pose``.
+    start_pose: the starting pose in the profile itself, ``[x, y, theta]`` (m, m, rad), when there is no
+        ``start_pose_file``; empty: the origin (where a robot's odometry starts).
     model: the dead reckoning's noise model and laser mount. The service waits up to 2 s of stamps for a late
         inertial unit (``dmu_wait``; a busy computer delays its messages, and a heading extrapolated over a turn
         stays wrong), then goes on without it.
@@ -47,9 +51,26 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
 
     rate_hz: float = 20.0
     start_pose_file: str = ""
+    start_pose: list[float] = msgspec.field(default_factory=list)
     model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
     scan_wait: float = 1.0
     flush_wait: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.start_pose and (len(self.start_pose) != 3 or not all(math.isfinite(v) for v in self.start_pose)):
+            raise ValueError(f"start_pose must be [x, y, theta] of finite numbers, got {self.start_pose}")
+
+    def initial_pose(self) -> tuple[float, float, float, float, float, float]:
+        """The starting pose (x, y, z, θ, φ, ψ): from ``start_pose_file``, else ``start_pose``, else the origin.
+
+        Raises:
+            ConfigError: the file is missing or malformed.
+        """
+        if self.start_pose_file or not self.start_pose:
+            return read_start_pose(self.start_pose_file)
+        x, y, theta = self.start_pose
+        return (x, y, 0.0, theta, 0.0, 0.0)
 
 
 def read_start_pose(path: str) -> tuple[float, float, float, float, float, float]:
@@ -89,7 +110,7 @@ class LocalizationModule(Module[LocalizationModuleParams]):
 
     def on_configure(self) -> None:
         p = self.params
-        self.core = DeadReckoning(p.model, read_start_pose(p.start_pose_file))
+        self.core = DeadReckoning(p.model, p.initial_pose())
         self.adjustment = PoseAdjustment()
         self._queue: list[tuple[int, float, msgs.Message]] = []
         self._queue_lock = threading.Lock()
@@ -134,7 +155,7 @@ class LocalizationModule(Module[LocalizationModuleParams]):
     def _start_again(self) -> None:
         """Forget the old run: dead reckoning from the start pose, no posted correction, nothing queued."""
         p = self.params_()
-        self.core = DeadReckoning(p.model, read_start_pose(p.start_pose_file))
+        self.core = DeadReckoning(p.model, p.initial_pose())
         self.adjustment = PoseAdjustment()
         self._scans = []
         self._published_laser = False

@@ -1,0 +1,247 @@
+"""The device emulators as modules, so a profile can put every device of the robot behind its real protocol.
+
+``p2os-emulator`` serves a Pioneer (:class:`~pluto.hardware.base.p2os.robot.P2osRobot`) in a world over TCP and
+publishes its true pose as ``Sim/Truth``; ``sick-emulator``, ``dmu-emulator`` and ``gps-emulator`` serve a SICK
+LMS, a Crossbow DMU and an NMEA receiver that measure the robot of ``Sim/Truth`` (this one, or a simulator's). The
+real drivers (``base --driver p2os``, ``sick --driver lms``, ``dmu --driver crossbow``, ``gps --driver nmea``) then
+connect to ``socket://127.0.0.1:PORT``. The wrist needs no module here: its ``can`` driver runs its emulator itself
+(``emulate = true`` on a python-can ``virtual`` bus). Everything runs on the wall clock, as a real robot does.
+
+Each emulator adds the errors of a noise profile of the simulator (``noise = "realistic"``): the Pioneer's odometry
+(wheel scale, slip) and sonar, the laser's range noise and dropouts, the inertial unit's gyro bias, drift and noise
+and its tilt and acceleration noise, and the GPS position error with losses of the differential fix; ``seed`` makes
+the errors the same from run to run. ``link_noise`` drops and corrupts that fraction of the bytes on the line.
+"""
+
+# Strategy: the emulators already run in threads of their own (P2osEmulator, LmsEmulator, DeviceEmulator); a module
+# only starts one in on_configure, so the port is listening before the module announces itself and the supervisor
+# starts the driver after it, and stops it in on_shutdown. The modules' step does nothing but the Pioneer's, which
+# publishes the true pose (under the emulator's lock, so a pose is never read half-stepped).
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from pluto import msgs, names
+from pluto.hardware.base.p2os.emulator import LinkNoise, P2osEmulator
+from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
+
+__all__ = [
+    "DmuEmulatorModule",
+    "DmuEmulatorParams",
+    "EmulatorParams",
+    "GpsEmulatorModule",
+    "GpsEmulatorParams",
+    "P2osEmulatorModule",
+    "P2osEmulatorParams",
+    "SickEmulatorModule",
+    "SickEmulatorParams",
+]
+
+
+class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """What every emulator module has.
+
+    Attributes:
+        port: TCP port served on 127.0.0.1 (0 picks a free one; the driver must then be told it).
+        noise: the simulator's noise profile the device's errors come from: ``ideal`` or ``realistic``.
+        seed: seed of the errors (each device draws from its own generator).
+        link_noise: fraction of the bytes dropped and of those corrupted, in both directions, in [0, 1).
+    """
+
+    rate_hz: float = 1.0
+    port: int = 0
+    noise: Literal["ideal", "realistic"] = "ideal"
+    seed: int = 0
+    link_noise: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0 to 65535, got {self.port}")
+        if not 0.0 <= self.link_noise < 1.0:
+            raise ValueError(f"link_noise must be in [0, 1), got {self.link_noise}")
+
+    def profile(self) -> NoiseProfile:
+        """The device errors."""
+        return noise_profile(self.noise)
+
+    def rng(self, device: str) -> np.random.Generator:
+        """The random generator of ``device``'s errors."""
+        return device_rng(self.seed, device)
+
+    def line_noise(self, device: str) -> LinkNoise | None:
+        """The noise on the line, or None for a clean one."""
+        if not self.link_noise:
+            return None
+        return LinkNoise(self.link_noise, self.link_noise, device_rng(self.seed, f"{device}-link"))
+
+
+class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    rate_hz: rate of ``Sim/Truth``, Hz.
+    port: TCP port (8101 by default, as MobileSim's).
+    model: the Pioneer model (``p3dx``, ``p3at``, ...).
+    world: a shipped world (``office``, ``campus``, ``clutter``) or a map file.
+    watchdog: s without a command after which the robot stops by itself (as set in its flash).
+    """
+
+    rate_hz: float = 50.0
+    port: int = 8101
+    model: str = "p3dx"
+    world: str = "office"
+    watchdog: float = 2.0
+
+
+class P2osEmulatorModule(Module[P2osEmulatorParams]):
+    """A Pioneer in a world served over P2OS, its true pose on ``Sim/Truth``."""
+
+    name = "p2os-emulator"
+    description = "an emulated Pioneer robot in a world, served over P2OS on TCP; its true pose on Sim/Truth"
+    provides = (names.SIM_TRUTH,)
+    Params = P2osEmulatorParams
+
+    def on_configure(self) -> None:
+        from pluto.hardware.base.p2os.robot import P2osRobot
+        from pluto.sim.world import load_world
+
+        p = self.params
+        robot = P2osRobot(p.model, world=load_world(p.world), watchdog=p.watchdog, noise=p.profile(), rng=p.rng("base"))
+        self.emulator = P2osEmulator(robot, port=p.port, link_noise=p.line_noise("base")).start()
+        self.truth = self.create_publisher(names.SIM_TRUTH)
+        self.get_logger().info("Pioneer %s in world %s on %s", p.model, p.world, self.emulator.url)
+
+    def step(self, now: float) -> None:
+        emulator = self.emulator
+        with emulator.lock:
+            x, y, theta = emulator.robot.truth_pose
+            v, omega = emulator.robot.truth_velocity
+        self.truth.write(msgs.Odometry(stamp=now, x=x, y=y, theta=theta, v=v, omega=omega))
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+
+
+class SickEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8104 by default).
+    world: the world the laser sees (the Pioneer's: the same name or file).
+    baud: the rate the scanner starts at (9600, as set in its flash; the driver switches it).
+    """
+
+    port: int = 8104
+    world: str = "office"
+    baud: int = 9600
+
+
+class SickEmulatorModule(Module[SickEmulatorParams]):
+    """A SICK LMS 200 on the robot of ``Sim/Truth``, served over its telegrams."""
+
+    name = "sick-emulator"
+    description = "an emulated SICK LMS laser on the robot of Sim/Truth, served over its telegrams on TCP"
+    Params = SickEmulatorParams
+
+    def on_configure(self) -> None:
+        from pluto.hardware.sick.device import LmsDevice
+        from pluto.hardware.sick.emulator import LmsEmulator, WorldScan, follow_truth
+        from pluto.sim.world import load_world
+
+        p = self.params
+        source = WorldScan(load_world(p.world), follow_truth(self.bus), p.profile(), p.rng("sick"))
+        self.emulator = LmsEmulator(LmsDevice(source, baud=p.baud), port=p.port, link_noise=p.line_noise("sick"))
+        self.emulator.start()
+        self.get_logger().info("SICK LMS in world %s on %s", p.world, self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+
+
+class DmuEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8102 by default).
+    packet_hz: packets per second when the unit streams.
+    """
+
+    port: int = 8102
+    packet_hz: float = 100.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.packet_hz <= 1000.0:
+            raise ValueError(f"packet_hz must be in (0, 1000], got {self.packet_hz}")
+
+
+class DmuEmulatorModule(Module[DmuEmulatorParams]):
+    """A Crossbow DMU on the robot of ``Sim/Truth``, served over its serial protocol."""
+
+    name = "dmu-emulator"
+    description = "an emulated Crossbow DMU inertial unit on the robot of Sim/Truth, served on TCP"
+    Params = DmuEmulatorParams
+
+    def on_configure(self) -> None:
+        from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator, SimTruthSource
+
+        p = self.params
+        self.source = SimTruthSource(self.bus, p.profile(), p.rng("dmu"))
+        device = CrossbowDevice(self.source, rate_hz=p.packet_hz)
+        self.emulator: Any = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("dmu")).start()
+        self.get_logger().info("Crossbow DMU on %s", self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+        source = getattr(self, "source", None)
+        if source is not None:
+            source.close()
+
+
+class GpsEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8103 by default).
+    epoch_hz: fixes per second (1 to 10 on most receivers).
+    origin_lat, origin_lon: the world frame's origin, degrees (the simulated worlds' by default).
+    """
+
+    port: int = 8103
+    epoch_hz: float = 1.0
+    origin_lat: float = 59.3498
+    origin_lon: float = 18.0707
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.epoch_hz <= 50.0:
+            raise ValueError(f"epoch_hz must be in (0, 50], got {self.epoch_hz}")
+
+
+class GpsEmulatorModule(Module[GpsEmulatorParams]):
+    """An NMEA 0183 receiver on the robot of ``Sim/Truth``, served on TCP."""
+
+    name = "gps-emulator"
+    description = "an emulated NMEA 0183 GPS receiver on the robot of Sim/Truth, served on TCP"
+    Params = GpsEmulatorParams
+
+    def on_configure(self) -> None:
+        from pluto.hardware.gps.emulator import DeviceEmulator, NmeaReceiver, SimTruthTrack
+        from pluto.hardware.gps.grid import LocalGrid
+
+        p = self.params
+        self.track = SimTruthTrack(self.bus, LocalGrid(p.origin_lat, p.origin_lon), p.profile(), p.rng("gps"))
+        device = NmeaReceiver(self.track, period=1.0 / p.epoch_hz)
+        self.emulator: Any = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("gps")).start()
+        self.get_logger().info("NMEA receiver on %s", self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+        track = getattr(self, "track", None)
+        if track is not None:
+            track.close()
