@@ -1,0 +1,95 @@
+"""``pluto web``: serve the live web view of the robot (map, robot, scans, goals, MOM; teleop and moveto)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import config_from_args
+
+# The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
+
+__all__ = ["register", "run"]
+
+MODULE = "pluto.gateways.web.module:WebModule"
+
+HELP = "serve the live web view: the robot on its map in a browser, with teleop and click-to-moveto"
+
+DESCRIPTION = """\
+Serves a page that shows the robot live in any browser: the map (the walls of the world), the robot at its true
+pose (in simulation), the estimated pose (Localization/Pose) with its covariance ellipse, the path travelled, the
+latest laser scan and sonar echoes, the goals (moveto, goto) and a MOM table of the modules. Buttons (or the arrow
+keys) drive the robot while held and stop it when released; a click on the map sends it there (moveto on
+motion/command, which needs the motion module: `pluto up mission`). Several browsers may watch at once; each gets
+20 frames a second, and a slow one skips frames rather than falling behind.
+
+It listens on 127.0.0.1 only unless --bind says otherwise. Bound elsewhere, commands need a token (--token, or one
+made at start and printed in the address to open); watching needs none.
+
+The map: --map names a shipped world (office, campus, clutter) or a map file (a SLAM map saved as XML too);
+without it, the world of the running simulator, as soon as one answers.
+
+examples:
+  pluto up mission & pluto web             then open http://127.0.0.1:8080/
+  pluto demo --rate 1 & pluto web          watch the demonstration at real speed
+  pluto web --bind 0.0.0.0 --port 8081     from other computers; prints the address with its token
+  pluto web --map office.xml               the walls of a saved map
+"""
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``web`` subcommand."""
+    p = add_parser(subparsers, "web", run, HELP, DESCRIPTION)
+    p.add_argument("--port", type=int, metavar="N", help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument("--bind", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--token",
+        metavar="T",
+        help="secret a browser needs to command (default: made at start when bound to another address than 127.0.0.1)",
+    )
+    p.add_argument(
+        "--map",
+        metavar="FILE|WORLD",
+        help="the walls to draw: a map file or a shipped world (default: the running simulator's world)",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another parameter of the module, e.g. -p max_speed=0.3 (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C (or SIGTERM).
+
+    Returns:
+        0 when stopped.
+
+    Raises:
+        ConfigError: a bad parameter or map, or a port that cannot be bound.
+    """
+    from pluto.bus import Bus
+    from pluto.gateways.web.module import WebModule
+    from pluto.runtime.config import parse_override
+    from pluto.runtime.runner import ModuleSpec, instantiate, running, stop_on_signals
+
+    log = logging.getLogger("pluto.web")
+    if log.getEffectiveLevel() > logging.INFO:  # in the foreground, browsers coming and going are shown
+        log.setLevel(logging.INFO)
+    config = config_from_args(args)
+    params = dict(parse_override(pair) for pair in args.param)
+    for option, param in (("port", "port"), ("bind", "host"), ("token", "token"), ("map", "map")):
+        if getattr(args, option) is not None:
+            params[param] = getattr(args, option)
+    with stop_on_signals() as stop, Bus(config.bus) as bus:
+        module = instantiate(ModuleSpec(MODULE, params=params), bus, config)
+        assert isinstance(module, WebModule)
+        with running([module]):
+            commands = "commands need the token in this address" if module.token else "commands allowed"
+            print(f"web view of robot {bus.robot}: open {module.url}  ({commands}; Ctrl-C stops it)", flush=True)
+            stop.wait()
+    return 0

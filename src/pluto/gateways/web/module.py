@@ -1,0 +1,239 @@
+"""The ``web`` module: the live web view (:class:`.server.WebServer`) fed from the bus.
+
+``pluto web`` (or ``pluto run web``) serves a page at ``http://127.0.0.1:8080/`` that draws the map, the robot, its
+estimated pose with the covariance ellipse, the path, the laser scan and the sonar, the goals and a MOM table, with
+teleop buttons and click-on-map moveto. The module reads the interfaces of :data:`.frames.INPUTS` into a
+:class:`.frames.ViewState`; its step (at ``rate_hz``, on the wall clock whatever the simulated time does) builds a
+frame and hands it to the server; a thread of its own asks the modules for MOM's details every ``mom_period`` s and,
+while no map is known, asks the simulator for its world.
+
+Who may command: with ``host`` 127.0.0.1 (the default) every browser on this computer; bound elsewhere, only a
+browser that has the token (``token``, or a new one made at start and logged, as ``pluto web`` prints it in the
+address to open). Watching needs no token.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import threading
+import time
+from typing import Any
+
+import msgspec
+
+from pluto import msgs, names
+from pluto.errors import ConfigError
+from pluto.runtime import mom
+from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.world import World, load_world
+
+from .commands import CommandLimits
+from .frames import INPUTS, ViewState, map_message
+from .server import DEFAULT_PORT, WebServer, WebSettings
+
+__all__ = ["MAP_MARGIN", "WebModule", "WebParams", "command_token", "is_loopback", "mom_message"]
+
+MAP_MARGIN = 2.0
+"""m around the map's bounds where a moveto is still accepted."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address of this computer only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def command_token(host: str, token: str) -> str | None:
+    """The secret a browser needs to command: ``token`` if given; else a new random one when ``host`` is not a
+    loopback address; else None (every browser on this computer may command)."""
+    if token:
+        return token
+    return None if is_loopback(host) else secrets.token_urlsafe(12)
+
+
+def mom_message(rows: list[mom.MomRow], now: float) -> dict[str, Any]:
+    """``{"type": "mom", "modules": [...]}``: each module, whether it is active, and what it writes (interface,
+    type, rate Hz, age s or None if never written, count)."""
+    modules: list[dict[str, Any]] = []
+    for row in rows:
+        info = row.info
+        if info is None:
+            modules.append({"name": row.name, "answered": False, "interfaces": []})
+            continue
+        interfaces = [
+            {
+                "name": i.name,
+                "type": i.type,
+                "rate": round(i.rate_hz, 1),
+                "age": round(max(0.0, now - i.last_write), 3) if i.last_write else None,
+                "count": i.count,
+            }
+            for i in info.provides
+        ]
+        modules.append(
+            {"name": row.name, "answered": True, "active": info.active, "pid": info.pid, "interfaces": interfaces}
+        )
+    return {"type": "mom", "modules": modules}
+
+
+class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    rate_hz: frames a second sent to every browser (the step's rate, on the wall clock).
+    host: address to listen on (127.0.0.1: this computer only).
+    port: TCP port (0: any free one).
+    token: the secret a browser needs to command when ``host`` is not a loopback address ("" makes one at start);
+        given on 127.0.0.1, it is needed there too.
+    map: the world drawn: a shipped world's name or a map file (a SLAM map saved as XML too); "" asks the running
+        ``sim`` module for its world, again every ``mom_period`` s until one answers.
+    mom_period: s between two MOM tables.
+    path_period: s between two sendings of the path (when it changed).
+    laser_mount_x: forward offset of the wrist and laser axis from the robot's centre, m.
+    max_speed, max_turn_rate: teleop limits, m/s and rad/s.
+    max_clients: browsers served at once.
+    """
+
+    rate_hz: float = 20.0
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str = ""
+    map: str = ""
+    mom_period: float = 2.0
+    path_period: float = 0.5
+    laser_mount_x: float = 0.25
+    max_speed: float = 0.5
+    max_turn_rate: float = 1.0
+    max_clients: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if not (self.mom_period > 0.0 and self.path_period > 0.0):
+            raise ValueError("mom_period and path_period must be > 0 s")
+        if self.max_clients < 1:
+            raise ValueError(f"max_clients must be >= 1, got {self.max_clients}")
+        CommandLimits(self.max_speed, self.max_turn_rate)
+
+
+class WebModule(Module[WebParams]):
+    """The live web view: map, robot, scans, goals and MOM in a browser, with teleop and moveto."""
+
+    name = "web"
+    description = "live web view: map, robot, scans, goals, MOM; teleop and click-to-moveto (HTTP + WebSocket)"
+    Params = WebParams
+
+    server: WebServer
+    token: str | None
+    """The secret a browser needs to command; None when every browser on this computer may."""
+
+    def on_configure(self) -> None:
+        p = self.params
+        log = self.get_logger()
+        self._view_lock = threading.Lock()
+        self.view = ViewState(p.laser_mount_x)
+        self.world: World | None = load_world(p.map) if p.map else None
+        self.token = command_token(p.host, p.token)
+        self._commands = self.create_publisher(names.MOTION_COMMAND)
+        for name in INPUTS:
+            self.create_subscription(name, self._receiver(name), depth=4)
+        limits = CommandLimits(p.max_speed, p.max_turn_rate, self._area(self.world))
+        settings = WebSettings(host=p.host, port=p.port, token=self.token, limits=limits, max_clients=p.max_clients)
+        self.server = WebServer(settings, self._commands.write, self._robot_time, log)
+        try:
+            self.server.start()
+        except OSError as err:
+            raise ConfigError(f"web cannot listen on {p.host}:{p.port}: {err.strerror or err}") from None
+        if self.world is not None:
+            self._publish_map(self.world, p.map)
+        self._path_version = -1
+        self._next_path = 0.0
+        self._stop_poll = threading.Event()
+        self._poll = threading.Thread(target=self._poll_loop, name="web-poll", daemon=True)
+        self._poll.start()
+        log.info("web view of robot %s at %s", self.bus.robot, self.url)
+
+    @property
+    def url(self) -> str:
+        """The address to open in a browser (with the token, if commands need one)."""
+        host, port = self.server.address
+        shown = f"[{host}]" if ":" in host else host
+        query = f"?token={self.token}" if self.token else ""
+        return f"http://{shown}:{port}/{query}"
+
+    @staticmethod
+    def _area(world: World | None) -> tuple[float, float, float, float] | None:
+        if world is None:
+            return None
+        xmin, ymin, xmax, ymax = world.bounds()
+        return xmin - MAP_MARGIN, ymin - MAP_MARGIN, xmax + MAP_MARGIN, ymax + MAP_MARGIN
+
+    def _publish_map(self, world: World | None, source: str) -> None:
+        self.server.limits = CommandLimits(self.params.max_speed, self.params.max_turn_rate, self._area(world))
+        self.server.publish("map", msgspec.json.encode(map_message(world, source)).decode())
+
+    def _robot_time(self) -> float:
+        with self._view_lock:
+            clock = self.view.clock
+        return clock.stamp if clock is not None else time.time()
+
+    def _receiver(self, name: str) -> Any:
+        def receive(msg: msgs.Message) -> None:
+            with self._view_lock:
+                self.view.feed(name, msg)
+
+        return receive
+
+    def step(self, now: float) -> None:
+        stats = self.server.stats()
+        with self._view_lock:
+            frame = self.view.frame({"clients": stats.clients, "commands": stats.commands})
+            path = None
+            if self.view.path.version != self._path_version and now >= self._next_path:
+                self._path_version = self.view.path.version
+                self._next_path = now + self.params.path_period
+                path = self.view.path.message()
+        self.server.publish("frame", msgspec.json.encode(frame).decode())
+        if path is not None:
+            self.server.publish("path", msgspec.json.encode(path).decode())
+
+    def _poll_loop(self) -> None:
+        log = self.get_logger()
+        while not self._stop_poll.is_set():
+            if self.world is None and not self.params.map:
+                self._find_world()
+            try:
+                rows = mom.snapshot(self.bus, timeout=min(1.0, self.params.mom_period))
+                self.server.publish("mom", msgspec.json.encode(mom_message(rows, time.time())).decode())
+            except Exception as err:  # the bus is closing, or a module answered garbage: try again next time
+                log.debug("MOM snapshot failed: %s", err)
+            self._stop_poll.wait(self.params.mom_period)
+
+    def _find_world(self) -> None:
+        from pluto.sim.module import fetch_settings
+
+        try:
+            settings = fetch_settings(self.bus, timeout=1.0)
+            world = settings.load_world()
+        except Exception:  # no simulator yet, or its world file is gone: ask again later
+            return
+        self.world = world
+        self.get_logger().info("drawing the simulator's world %s", world.name)
+        self._publish_map(world, settings.world)
+
+    def on_clock_jump(self, old: float, new: float) -> None:
+        with self._view_lock:
+            self.view.reset()
+
+    def on_shutdown(self) -> None:
+        stop = getattr(self, "_stop_poll", None)
+        if stop is not None:
+            stop.set()
+            self._poll.join(timeout=5)
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.close()
