@@ -38,6 +38,7 @@ from pluto.cli import (
     sim_cmd,
     slam_cmd,
     up_cmd,
+    web_cmd,
     xmlserver_cmd,
 )
 from pluto.cli.command import Subparsers, common_options
@@ -56,6 +57,7 @@ Getting started:
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
   pluto up mission             the simulated robot with localization, drive and avoid; then `pluto avoid goto X Y`
+  pluto web                    watch the robot live in a browser (map, scans, goals, MOM), drive it, click to moveto
   pluto record -o run.mcap     record every interface; `pluto replay run.mcap`, `pluto log info run.mcap`
   pluto player, pluto xmlserver, pluto netmotion    gateways for Player clients, XML over TCP, the arm over UDP
 
@@ -92,6 +94,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     xmlserver_cmd.register,  # xmlserver
     netmotion_cmd.register,  # netmotion
     foxglove_cmd.register,  # foxglove
+    web_cmd.register,  # web
 )
 """How each command module registers its commands, in the order of ``pluto --help``."""
 
