@@ -47,14 +47,13 @@ def runnable_blocks(text: str) -> list[list[str]]:
     return blocks
 
 
-COMMANDS = [command for block in runnable_blocks(README.read_text()) for command in block]
+BLOCKS = runnable_blocks(README.read_text())
 
 
 def test_the_readme_has_runnable_blocks() -> None:
-    blocks = runnable_blocks(README.read_text())
-    assert len(blocks) >= 2
-    assert all(blocks)
-    assert "pluto --help" in [c.split("#")[0].strip() for c in COMMANDS]
+    assert len(BLOCKS) >= 2
+    assert all(BLOCKS)
+    assert "pluto --help" in [c.split("#")[0].strip() for block in BLOCKS for c in block]
 
 
 def test_a_marker_without_a_block_is_refused() -> None:
@@ -67,32 +66,27 @@ def test_a_marker_without_a_block_is_refused() -> None:
     ]
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder for all the README's commands (a later one may read what an earlier one wrote)."""
-    folder = tmp_path_factory.mktemp("readme")
+@pytest.mark.parametrize("block", BLOCKS, ids=[block[0].split("#")[0].strip() for block in BLOCKS])
+def test_a_runnable_block_of_the_readme(block: list[str], tmp_path: Path) -> None:
+    # A block's commands run in order in one folder: a later one may read what an earlier one wrote.
     for name in ("tests", "examples"):
-        (folder / name).symlink_to(ROOT / name, target_is_directory=True)
-    return folder
-
-
-@pytest.mark.parametrize("command", COMMANDS, ids=[c.split("#")[0].strip() for c in COMMANDS])
-def test_a_runnable_command_of_the_readme(command: str, scratch: Path) -> None:
+        (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=scratch,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode == 0, f"{command!r} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.strip(), f"{command!r} printed nothing"
+    for command in block:
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command!r} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.stdout.strip(), f"{command!r} printed nothing"
 
 
 def test_every_pluto_variable_is_in_the_readme_table() -> None:
