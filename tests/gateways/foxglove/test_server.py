@@ -177,6 +177,24 @@ def test_walls_and_json_interfaces(bus: Bus, client: FoxgloveClient) -> None:
     assert drive["type"] == "Odometry" and drive["v"] == pytest.approx(0.3) and drive["x"] == pytest.approx(ODOM[0])
 
 
+def test_a_fast_stream_is_thinned_out_for_viewers(bus: Bus) -> None:
+    module = FoxgloveModule(bus, FoxgloveParams(port=0, max_rate_hz=1.0))
+    module.start()
+    try:
+        with FoxgloveClient(f"ws://127.0.0.1:{module.port}") as client:
+            client.wait_for_channels(["/scan"], WAIT)
+            client.subscribe("/scan")
+            with FakeRobot(bus) as robot:
+                got = client.collect(WAIT, lambda got: got and module.thinned >= 5)
+                written = len(robot.stamps)
+        assert got and module.thinned >= 5
+        assert len(got) < written  # a scan every 50 ms, at most one a second sent
+    finally:
+        module.stop()
+    with pytest.raises(ValueError, match="max_rate_hz"):
+        FoxgloveParams(max_rate_hz=-1.0)
+
+
 def test_log_tells_modules_that_come_and_go(bus: Bus, client: FoxgloveClient) -> None:
     from pluto.runtime.module import Module
 

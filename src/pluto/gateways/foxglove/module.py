@@ -18,7 +18,9 @@ this file (:data:`LAYOUT_PATH`).
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Final
@@ -79,6 +81,9 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     map_pose: what places the robot in the map: ``localization`` (Localization/Pose; Sim/Truth until one comes) or
         ``truth`` (Sim/Truth: the simulated world's frame, when the localization was not given the world's start
         pose).
+    max_rate_hz: most messages a second (wall clock) sent on a topic about one thing (a scan; a transform of one
+        frame), the first of each 1/max_rate_hz s: a viewer draws a few tens of frames a second, and a simulation
+        run faster than real time would otherwise send every message to every viewer (0: send every message).
     backlog: messages buffered per viewer before the oldest are dropped.
     """
 
@@ -90,6 +95,7 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     json: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_JSON_INTERFACES))
     laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
     map_pose: str = "localization"
+    max_rate_hz: float = 30.0
     backlog: int = 1024
 
     def __post_init__(self) -> None:
@@ -100,6 +106,8 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"map_period must be > 0 s, got {self.map_period}")
         if self.map_pose not in MAP_POSES:
             raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {self.map_pose!r}")
+        if not self.max_rate_hz >= 0.0:
+            raise ValueError(f"max_rate_hz must be >= 0, got {self.max_rate_hz}")
         if self.backlog < 1:
             raise ValueError(f"backlog must be >= 1, got {self.backlog}")
 
@@ -135,6 +143,10 @@ class FoxgloveModule(Module[FoxgloveParams]):
         self._translator = FoxgloveTranslator(p.laser_mount, map_pose=p.map_pose)
         self._latest_stamp = 0.0
         self._next_map = 0.0
+        self._min_interval = 1.0 / p.max_rate_hz if p.max_rate_hz > 0 else 0.0
+        self._last_sent: dict[tuple[str, str], float] = {}
+        self.thinned = 0
+        """Messages not sent because one about the same thing went less than 1/max_rate_hz s before."""
         self.sent = 0
         """Foxglove messages encoded and handed to the server (those nobody subscribed to are not counted)."""
         self.world = self._load_world(p.map)
@@ -208,17 +220,25 @@ class FoxgloveModule(Module[FoxgloveParams]):
 
         return receive
 
-    def _send(self, outputs: list[Output]) -> None:
+    def _send(self, outputs: list[Output], thin: bool = True) -> None:
         for out in outputs:
             channel = self._channels[out.topic]
-            if channel.has_sinks():
-                channel.log(out.message.encode(), log_time=_ns(out.log_time))
-                self.sent += 1
+            if not channel.has_sinks():
+                continue
+            if thin and self._min_interval:
+                # Pacing what viewers are sent by the wall clock, not the robot's: a viewer's frames are real time.
+                now, key = time.monotonic(), (out.topic, out.about)
+                if now - self._last_sent.get(key, -math.inf) < self._min_interval:
+                    self.thinned += 1
+                    continue
+                self._last_sent[key] = now
+            channel.log(out.message.encode(), log_time=_ns(out.log_time))
+            self.sent += 1
 
     def send_log(self, level: int, name: str, message: str) -> None:
         """Send a log line on ``/log``, stamped with the newest stamp seen (the robot's time)."""
         stamp = self._latest_stamp
-        self._send([Output(TOPIC_LOG, log_message(stamp, level, name, message), stamp)])
+        self._send([Output(TOPIC_LOG, log_message(stamp, level, name, message), stamp)], thin=False)
 
     def _on_module(self, name: str, alive: bool) -> None:
         self.send_log(logging.INFO, "mom", f"module {name} {'is up' if alive else 'is gone'}")
@@ -228,7 +248,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
             return
         self._next_map = now + self.params.map_period
         stamp = self._latest_stamp
-        self._send([Output(TOPIC_MAP, walls_scene(self.world, stamp), stamp)])
+        self._send([Output(TOPIC_MAP, walls_scene(self.world, stamp), stamp)], thin=False)
 
     def on_clock_jump(self, old: float, new: float) -> None:
         with self._lock:

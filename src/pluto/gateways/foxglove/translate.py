@@ -120,11 +120,13 @@ _WALL_COLOR: Final = Color(r=0.55, g=0.6, b=0.7, a=0.8)
 
 @dataclass(frozen=True)
 class Output:
-    """A Foxglove message to log: its topic, the message, and its log time (s, the robot's clock)."""
+    """A Foxglove message to log: its topic, the message, its log time (s, the robot's clock), and what it is about
+    within its topic (the child frame of a transform; "" for the others), for a viewer that thins a stream out."""
 
     topic: str
     message: FoxgloveMessage
     log_time: float
+    about: str = ""
 
 
 def timestamp(t: float) -> Timestamp:
@@ -298,7 +300,7 @@ class FoxgloveTranslator:
         if name == names.WRIST_STATE.name and isinstance(msg, msgs.ActuatorState):
             pan = msg.position[0] if msg.position else 0.0
             tilt = msg.position[1] if len(msg.position) > 1 else 0.0
-            return [Output(TOPIC_TF, self._laser_transform(msg.stamp, pan, tilt), msg.stamp)]
+            return [Output(TOPIC_TF, self._laser_transform(msg.stamp, pan, tilt), msg.stamp, FRAME_LASER)]
         return []
 
     def _laser_transform(self, stamp: float, pan: float, tilt: float) -> FrameTransform:
@@ -330,7 +332,7 @@ class FoxgloveTranslator:
         )
         out = [Output(TOPIC_SCAN, fox, scan.stamp)]
         if not self._laser_sent:
-            out.insert(0, Output(TOPIC_TF, self._laser_transform(scan.stamp, 0.0, 0.0), scan.stamp))
+            out.insert(0, Output(TOPIC_TF, self._laser_transform(scan.stamp, 0.0, 0.0), scan.stamp, FRAME_LASER))
         return out
 
     def _odom(self, odom: msgs.Odometry) -> list[Output]:
@@ -341,9 +343,10 @@ class FoxgloveTranslator:
             self.reset()  # time went back: a new run
         self._odometry.append((odom.stamp, odom.x, odom.y, odom.theta))
         self._odometry_stamps.append(odom.stamp)
-        out = [Output(TOPIC_TF, _transform(odom.stamp, FRAME_ODOM, FRAME_BASE, odom.x, odom.y, odom.theta), odom.stamp)]
+        base = _transform(odom.stamp, FRAME_ODOM, FRAME_BASE, odom.x, odom.y, odom.theta)
+        out = [Output(TOPIC_TF, base, odom.stamp, FRAME_BASE)]
         if not self._laser_sent:
-            out.append(Output(TOPIC_TF, self._laser_transform(odom.stamp, 0.0, 0.0), odom.stamp))
+            out.append(Output(TOPIC_TF, self._laser_transform(odom.stamp, 0.0, 0.0), odom.stamp, FRAME_LASER))
         return out
 
     def _odometry_at(self, stamp: float) -> tuple[float, float, float] | None:
@@ -359,9 +362,10 @@ class FoxgloveTranslator:
             out.append(Output(topic, _pose_in_map(stamp, pose), stamp))
         odom = self._odometry_at(stamp)
         if odom is None:
-            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_BASE, *pose), stamp))
+            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_BASE, *pose), stamp, FRAME_BASE))
         else:
-            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_ODOM, *_compose_inverse(pose, odom)), stamp))
+            map_odom = _transform(stamp, FRAME_MAP, FRAME_ODOM, *_compose_inverse(pose, odom))
+            out.append(Output(TOPIC_TF, map_odom, stamp, FRAME_ODOM))
         end = self._path_end
         if end is None or math.hypot(pose[0] - end[0], pose[1] - end[1]) >= self.path_step:
             self._path_end = (pose[0], pose[1])
