@@ -33,6 +33,7 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
+from pluto.bus.config import DEFAULT_ROBOT
 from pluto.errors import LaunchError, PlutoError
 from pluto.movement.motion.core import AT_GOAL, MOVETO_SET, THREAD_STOPPED
 from pluto.movement.motion.proxy import MotionProxy, describe_status
@@ -334,6 +335,20 @@ def _report(
 # -- the run --------------------------------------------------------------------------------------------------------
 
 
+def watch_live_hint(robot: str, rate: Rate) -> str:
+    """How to watch the demo live in a browser (``pluto web``), and how to slow it down to real time."""
+    from pluto.gateways.web.server import DEFAULT_PORT
+
+    option = "" if robot == DEFAULT_ROBOT else f" --robot {robot}"
+    speed = (
+        "it runs faster than real time: `pluto demo --rate 1` to watch it at real speed"
+        if isinstance(rate, str) or rate > 1.0
+        else "it runs at real time or slower"
+    )
+    address = f"http://127.0.0.1:{DEFAULT_PORT}/"
+    return f"watch it live: run `pluto web{option}` in another terminal and open {address} ({speed})"
+
+
 def _check_rate(rate: Rate, lockstep: bool) -> None:
     if rate == "max" and not lockstep:
         raise PlutoError(
@@ -423,6 +438,7 @@ def run_demo(
             f"noise {noise}, seed {seed}"
         )
         print(f"starting {len(profile.entries)} modules {where}: {', '.join(e.name for e in profile.entries)}")
+        print(watch_live_hint(bus.robot, rate))
         print("", flush=True)
         try:
             supervisor.start(resume=False)
