@@ -22,37 +22,26 @@ behind instead, and the time skipped is counted (:attr:`P2osEmulator.skipped_tim
 # The core is stepped with its own time (_RobotClock): the wall clock's, except that one step advances it by at
 # most MAX_STEP; the rest of a longer gap is skipped, counted and logged (one line per _LATE_LOG_INTERVAL at most).
 # A restarted emulator resumes the robot's time where it stopped: the stopped time is neither simulated nor late.
-# The link behaves like a serial line: writes never block (bytes nobody reads are dropped beyond a cap), and a
-# second TCP client is refused while one is connected. Unlike a serial line, TCP tells when the client goes: the
-# disconnection ends the client's byte stream (receive_data(b"")), which ends the robot's session (it stops, the
-# motors are disabled), so a client program that dies never leaves the robot driving; the next client finds it
-# closed. Stopping the emulator is not a disconnection: the robot is not served meanwhile, and a restarted emulator
-# serves it as it was (still open, if it was).
+# The link (pluto.hardware.link, shared by every emulated device) behaves like a serial line, except that TCP tells
+# when the client goes: the disconnection ends the client's byte stream (receive_data(b"")), which ends the robot's
+# session (it stops, the motors are disabled), so a client program that dies never leaves the robot driving; the
+# next client finds it closed. Stopping the emulator is not a disconnection: the robot is not served meanwhile, and
+# a restarted emulator serves it as it was (still open, if it was).
 # Stopping is prompt whatever the world: the robot's step is asked, between its 10 ms physics steps, whether the
 # loop is being stopped, and ends there (the time it did not simulate is not counted as simulated).
-# The pty keeps its slave end open itself, so the master never sees a hang-up while no client has the port
-# open; pyserial flushes what accumulated when a client opens it. All calls into the core hold ``lock``, which
-# tests may take to read the robot consistently while the loop runs.
+# All calls into the core hold ``lock``, which tests may take to read the robot consistently while the loop runs.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import math
-import os
 import select
-import socket
 import threading
 import time
-import tty
 from collections.abc import Callable
-from types import TracebackType
-from typing import Final, Literal
+from typing import Final
 
-import numpy as np
-
-from pluto.errors import PlutoError
+from pluto.hardware.link import EmulatorError, Link, LinkNoise, LinkServer, PtyLink, TcpLink, Transport, open_link
 
 from .robot import P2osRobot
 
@@ -74,207 +63,10 @@ time than that has passed since the last step (the process was starved of CPU or
 robot's time slips behind the wall clock rather than the emulator bursting through the backlog, which would make
 every later step later still. The skipped time is counted (:attr:`P2osEmulator.skipped_time`) and logged."""
 _LATE_LOG_INTERVAL = 5.0  # s of wall-clock time between two log lines about skipped time, at least
-_MAX_PENDING = 64 * 1024  # bytes waiting for a slow client before older ones are dropped
-_READ_SIZE = 4096
 
 log = logging.getLogger("pluto.p2os")
 
-Transport = Literal["tcp", "pty"]
-
-
-class EmulatorError(PlutoError):
-    """The emulator could not open its transport (port in use, no pseudo-terminal) or its loop failed."""
-
-
-class LinkNoise:
-    """Drops and corrupts bytes at given per-byte rates, as a noisy serial or radio link does.
-
-    Args:
-        drop_rate: probability that a byte is lost, 0..1.
-        corrupt_rate: probability that a byte that gets through has its value changed (XOR with 1..255), 0..1.
-        rng: random generator; a fixed seed gives the same noise again.
-
-    Raises:
-        ValueError: a rate outside 0..1.
-    """
-
-    def __init__(self, drop_rate: float, corrupt_rate: float, rng: np.random.Generator | None = None) -> None:
-        for name, rate in (("drop_rate", drop_rate), ("corrupt_rate", corrupt_rate)):
-            if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"{name} must be in 0..1, got {rate!r}")
-        self.drop_rate = drop_rate
-        self.corrupt_rate = corrupt_rate
-        self._rng = rng if rng is not None else np.random.default_rng(0)
-        self.dropped = 0
-        self.corrupted = 0
-
-    def apply(self, data: bytes) -> bytes:
-        """The bytes as they come out of the link.
-
-        Args:
-            data: bytes put into the link.
-
-        Returns:
-            The bytes that got through, some of them changed.
-        """
-        if not data or (self.drop_rate == 0.0 and self.corrupt_rate == 0.0):
-            return data
-        values = np.frombuffer(data, dtype=np.uint8).copy()
-        keep = self._rng.random(values.size) >= self.drop_rate
-        corrupt = self._rng.random(values.size) < self.corrupt_rate
-        corrupt &= keep
-        flips = self._rng.integers(1, 256, size=values.size, dtype=np.uint8)
-        values[corrupt] ^= flips[corrupt]
-        self.dropped += int(values.size - np.count_nonzero(keep))
-        self.corrupted += int(np.count_nonzero(corrupt))
-        return values[keep].tobytes()
-
-
-# ------------------------------------------------------------------------------------------------ links
-
-
-class _TcpLink:
-    """A listening socket serving one client at a time; a second one is closed at once."""
-
-    def __init__(self, host: str, port: int) -> None:
-        server = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            server.bind((host, port))
-            server.listen(4)
-        except OSError as err:
-            server.close()
-            reason = err.strerror or str(err)
-            hint = (
-                " (another emulator or robot server on it? choose another port)"
-                if err.errno
-                in (
-                    errno.EADDRINUSE,
-                    errno.EACCES,
-                )
-                else ""
-            )
-            raise EmulatorError(f"cannot listen on {host}:{port}: {reason}{hint}") from None
-        server.setblocking(False)
-        self._server = server
-        self._client: socket.socket | None = None
-        self._pending = bytearray()
-        self.host = host
-        self.port = int(server.getsockname()[1])
-        self.url = f"socket://{host}:{self.port}" if ":" not in host else f"socket://[{host}]:{self.port}"
-        self.connections = 0
-        self.refused = 0
-
-    @property
-    def connected(self) -> bool:
-        return self._client is not None
-
-    def handles(self) -> list[int]:
-        handles = [self._server.fileno()]
-        if self._client is not None:
-            handles.append(self._client.fileno())
-        return handles
-
-    def on_readable(self, handle: int) -> bytes | None:
-        if handle == self._server.fileno():
-            try:
-                conn, _addr = self._server.accept()
-            except OSError:
-                return None
-            if self._client is not None:  # one client at a time, like a robot's serial port
-                self.refused += 1
-                conn.close()
-                return None
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._client = conn
-            self._pending.clear()
-            self.connections += 1
-            return None
-        if self._client is None:
-            return None
-        try:
-            data = self._client.recv(_READ_SIZE)
-        except BlockingIOError:
-            return None
-        except OSError:
-            data = b""
-        if not data:
-            self._drop_client()
-        return data
-
-    def _drop_client(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(OSError):
-                self._client.close()
-        self._client = None
-        self._pending.clear()
-
-    def write(self, data: bytes) -> bool:
-        """Send; return False if the client went away while writing."""
-        if self._client is None:
-            return True
-        self._pending += data
-        if len(self._pending) > _MAX_PENDING:
-            del self._pending[: len(self._pending) - _MAX_PENDING]
-        try:
-            sent = self._client.send(self._pending)
-        except BlockingIOError:
-            return True
-        except OSError:
-            self._drop_client()
-            return False
-        del self._pending[:sent]
-        return True
-
-    def close(self) -> None:
-        self._drop_client()
-        self._server.close()
-
-
-class _PtyLink:
-    """A pseudo-terminal: the robot on the master side, the client opens the slave like a serial port."""
-
-    def __init__(self) -> None:
-        try:
-            master, slave = os.openpty()
-        except OSError as err:
-            raise EmulatorError(f"cannot create a pseudo-terminal: {err.strerror or err}") from None
-        tty.setraw(slave)  # no echo, no line editing: bytes go through unchanged
-        os.set_blocking(master, False)
-        self._master = master
-        self._slave = slave  # kept open so the master never reads a hang-up while no client has the port
-        self.url = os.ttyname(slave)
-        self.connected = True
-
-    def handles(self) -> list[int]:
-        return [self._master]
-
-    def on_readable(self, handle: int) -> bytes | None:
-        try:
-            return os.read(self._master, _READ_SIZE) or None
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError:
-            return None
-
-    def write(self, data: bytes) -> bool:
-        view = memoryview(data)
-        while view:
-            try:
-                written = os.write(self._master, view)
-            except (BlockingIOError, InterruptedError):
-                return True  # nobody reads the port: the rest is lost, as on a serial line
-            except OSError:
-                return True
-            view = view[written:]
-        return True
-
-    def close(self) -> None:
-        for fd in (self._master, self._slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
+_TcpLink, _PtyLink = TcpLink, PtyLink  # the names they had here before they moved to pluto.hardware.link
 
 # ------------------------------------------------------------------------------------------------ the loop
 
@@ -345,7 +137,7 @@ class _Loop:
     def __init__(
         self,
         robot: P2osRobot,
-        link: _TcpLink | _PtyLink,
+        link: Link,
         tick: float,
         lock: threading.RLock,
         noise: LinkNoise | None,
@@ -412,14 +204,6 @@ class _Loop:
                     next_tick = now + self.tick
 
 
-def _open_link(transport: Transport, host: str, port: int) -> _TcpLink | _PtyLink:
-    if transport == "tcp":
-        return _TcpLink(host, port)
-    if transport == "pty":
-        return _PtyLink()
-    raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
-
-
 def _serve(
     transport: Transport,
     robot_factory: Callable[[], P2osRobot],
@@ -433,7 +217,7 @@ def _serve(
 ) -> None:
     _check_timing(tick, max_step)
     robot = robot_factory()
-    link = _open_link(transport, host, port)
+    link = open_link(transport, host, port)
     try:
         (on_ready or print)(link.url)
         loop = _Loop(robot, link, tick, threading.RLock(), link_noise, _RobotClock(max_step))
@@ -504,7 +288,7 @@ def serve_pty(
     _serve("pty", robot_factory, "", 0, tick, max_step, link_noise, stop, on_ready)
 
 
-class P2osEmulator:
+class P2osEmulator(LinkServer):
     """A robot served in a background thread over TCP or a pseudo-terminal; a context manager.
 
     Args:
@@ -534,135 +318,20 @@ class P2osEmulator:
         link_noise: LinkNoise | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if transport not in ("tcp", "pty"):
-            raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
         _check_timing(tick, max_step)
+        self._loop: _Loop | None = None
+        super().__init__(transport=transport, host=host, port=port, link_noise=link_noise, name="p2os-emulator")
         self.robot = robot if robot is not None else P2osRobot()
-        self.transport: Transport = transport
-        self.lock = threading.RLock()
-        """Held by the loop whenever it calls the robot; take it to read or change the robot consistently."""
-        self._host = host
-        self._requested_port = port
         self._tick = tick
-        self._noise = link_noise
         self._clock = clock
         self._robot_clock = _RobotClock(max_step)
-        self._link: _TcpLink | _PtyLink | None = None
-        self._loop: _Loop | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
 
-    # -- lifecycle
-
-    def start(self) -> P2osEmulator:
-        """Open the transport and start serving in a background thread.
-
-        Returns:
-            self.
-
-        Raises:
-            EmulatorError: the port cannot be listened on, no pty, or already started.
-        """
-        if self._thread is not None:
-            raise EmulatorError("the emulator is already running")
-        link = _open_link(self.transport, self._host, self._requested_port)
-        self._link = link
+    def _on_open(self, link: Link) -> None:
         self._loop = _Loop(self.robot, link, self._tick, self.lock, self._noise, self._robot_clock, self._clock)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"p2os-emulator-{link.url}", daemon=True)
-        self._thread.start()
-        return self
 
-    def _run(self) -> None:
+    def _serve(self, link: Link, stop: threading.Event) -> None:
         assert self._loop is not None
-        try:
-            self._loop.run(self._stop)
-        except BaseException as err:  # reported by stop(), never lost in a thread
-            self._error = err
-
-    def stop(self) -> None:
-        """Stop serving and close the transport; safe to call twice.
-
-        Raises:
-            EmulatorError: the serving loop had failed (the cause is chained).
-        """
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join()
-        if self._link is not None:
-            self._link.close()
-            self._link = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise EmulatorError(f"the emulator's loop failed: {error!r}") from error
-
-    def __enter__(self) -> P2osEmulator:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    # -- where to connect
-
-    @property
-    def running(self) -> bool:
-        """The loop is serving."""
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def url(self) -> str:
-        """What a client opens with ``serial.serial_for_url``: ``socket://127.0.0.1:PORT`` or the pty's path.
-
-        Raises:
-            EmulatorError: not started.
-        """
-        return self._started_link().url
-
-    @property
-    def port(self) -> int:
-        """The TCP port listened on.
-
-        Raises:
-            EmulatorError: not started, or serving a pty.
-        """
-        link = self._started_link()
-        if not isinstance(link, _TcpLink):
-            raise EmulatorError("a pty emulator has no TCP port; use pty_path")
-        return link.port
-
-    @property
-    def pty_path(self) -> str:
-        """The path of the pseudo-terminal's slave end (e.g. ``/dev/pts/5``).
-
-        Raises:
-            EmulatorError: not started, or serving TCP.
-        """
-        link = self._started_link()
-        if not isinstance(link, _PtyLink):
-            raise EmulatorError("a TCP emulator has no pty; use url or port")
-        return link.url
-
-    @property
-    def client_connected(self) -> bool:
-        """A TCP client is connected (always True for a pty, which cannot tell)."""
-        link = self._link
-        return link is not None and link.connected
-
-    @property
-    def connections(self) -> int:
-        """TCP clients accepted so far."""
-        link = self._link
-        return link.connections if isinstance(link, _TcpLink) else 0
-
-    @property
-    def refused_connections(self) -> int:
-        """TCP clients refused because another one was connected."""
-        link = self._link
-        return link.refused if isinstance(link, _TcpLink) else 0
+        self._loop.run(stop)
 
     @property
     def stepped_at(self) -> float | None:
@@ -693,8 +362,3 @@ class P2osEmulator:
         self._noise = noise
         if self._loop is not None:
             self._loop.noise = noise
-
-    def _started_link(self) -> _TcpLink | _PtyLink:
-        if self._link is None:
-            raise EmulatorError("the emulator is not started (use start() or a with block)")
-        return self._link
