@@ -12,7 +12,7 @@ from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import config_from_args
 from pluto.errors import LaunchError
 from pluto.runtime import launcher
-from pluto.runtime.profiles import load_profile
+from pluto.runtime.profiles import load_profile, parse_overrides
 from pluto.runtime.runner import stop_on_signals
 from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
@@ -28,7 +28,9 @@ def register(subparsers: Subparsers) -> None:
         "start a profile (a set of modules) in dependency order and supervise it",
         "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
         "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
-        "`pluto profiles` lists the profiles; a path to a .toml file works too.\n\nexample: pluto up sim",
+        "`pluto profiles` lists the profiles; a path to a .toml file works too. --set changes a module's\n"
+        "parameter for this run (the value is read as TOML, else taken as a string).\n\n"
+        "example: pluto up sim\nexample: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000",
     )
     p.add_argument("profile", metavar="PROFILE")
     p.add_argument(
@@ -38,6 +40,13 @@ def register(subparsers: Subparsers) -> None:
     )
     p.add_argument("--detach", action="store_true", help="run the supervisor in the background and return")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.PARAM=VALUE",
+        help="set a parameter of one of the profile's modules for this run (repeatable)",
+    )
 
     p = add_parser(
         subparsers,
@@ -63,7 +72,7 @@ def up(args: argparse.Namespace) -> int:
         LaunchError: an unknown profile, a profile already up, or a module that failed to start.
     """
     config = config_from_args(args)
-    profile = load_profile(args.profile)
+    profile = load_profile(args.profile, parse_overrides(args.set))
     robot = config.bus.robot
     if args.detach:
         cmd = [sys.executable, "-m", "pluto", "up", args.profile]
@@ -71,6 +80,8 @@ def up(args: argparse.Namespace) -> int:
             cmd += ["--config", str(config.path)]
         if args.one_process:
             cmd.append("--one-process")
+        for setting in args.set:
+            cmd += ["--set", setting]
         log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
         process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
         with Bus(config.bus) as bus:

@@ -18,6 +18,10 @@ A profile is a TOML file::
 
 Profiles ship in the package (``pluto/runtime/profiles``); ``./profiles/`` and ``~/.config/pluto/profiles/`` add
 or override them. The start order comes from what each module ``requires``, not from the order in the file.
+
+A run can change a profile's parameters without editing it (``pluto up robot --set sick.port=/dev/ttyUSB2``):
+:func:`parse_overrides` reads such settings, :func:`load_profile` applies them before the profile is built, so a
+changed ``driver`` changes the module's class and requirements too.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 import msgspec
 
 from pluto.errors import ConfigError, ModuleNotFound
-from pluto.runtime.registry import load_module_class
+from pluto.runtime.config import build_params
+from pluto.runtime.registry import load_module_class, without_driver
 from pluto.runtime.runner import ModuleSpec
 
 
@@ -115,11 +120,39 @@ def _description(text: str) -> str:
         return "(not valid TOML)"
 
 
-def load_profile(name_or_path: str) -> Profile:
-    """Load a profile by name (or from a ``.toml`` path) and order its modules.
+def parse_overrides(settings: list[str]) -> dict[str, dict[str, Any]]:
+    """Parameter settings of the form ``MODULE.PARAM=VALUE``, by module.
+
+    The value is read as a TOML value (``500000``, ``0.5``, ``true``, ``"text"``, ``[10.0, 9.7, 0.0]``); anything
+    that is not one is taken as a string, so ``base.port=/dev/ttyUSB0`` needs no quotes.
 
     Raises:
-        ModuleNotFound: no profile of that name, or it names an unknown module.
+        ConfigError: a setting not of that form.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for setting in settings:
+        key, equals, text = setting.partition("=")
+        module, dot, param = key.strip().rpartition(".")
+        if not equals or not dot or not module or not param:
+            raise ConfigError(f"a setting is MODULE.PARAM=VALUE (e.g. base.port=/dev/ttyUSB0), not {setting!r}")
+        try:
+            value: Any = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        found.setdefault(module, {})[param] = value
+    return found
+
+
+def load_profile(name_or_path: str, overrides: dict[str, dict[str, Any]] | None = None) -> Profile:
+    """Load a profile by name (or from a ``.toml`` path) and order its modules.
+
+    Args:
+        name_or_path: a profile's name or a ``.toml`` file.
+        overrides: parameters replaced or added, by module (see :func:`parse_overrides`).
+
+    Raises:
+        ModuleNotFound: no profile of that name, it names an unknown module, or an override names a module the
+            profile does not have.
         ConfigError: the file is not valid, or the modules' requirements form a cycle.
     """
     path = Path(name_or_path)
@@ -146,6 +179,17 @@ def load_profile(name_or_path: str) -> Profile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{label}: not valid TOML: {err}") from None
+    modules = data.get("modules")
+    for module, params in (overrides or {}).items():
+        if not isinstance(modules, dict) or not isinstance(modules.get(module), dict):
+            known = ", ".join(modules) if isinstance(modules, dict) else "none"
+            raise ModuleNotFound(f"{label} has no module {module!r} to set parameters of (its modules: {known})")
+        table = modules[module]
+        table.update(params)
+        # checked now, not when the module starts: a misspelt setting stops the run before anything moves
+        params_now = {k: v for k, v in table.items() if k not in ("module", "restart")}
+        cls = load_module_class(str(table.get("module", module)), params_now)
+        build_params(cls.Params, without_driver(params_now), where=f"{label}: parameters of {module}")
     return parse_profile(path.stem if where else name_or_path, data, label, where)
 
 
