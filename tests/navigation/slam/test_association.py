@@ -15,6 +15,7 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    walls_near_features,
 )
 from pluto.navigation.slam.ekf import WallObservation
 from pluto.navigation.slam.wall import WallSegments
@@ -135,3 +136,19 @@ def test_duplicate_walls_are_found_on_one_line_only() -> None:
     # after the merge the two are one line in the filter
     slam.merge(0, 1)
     np.testing.assert_allclose(slam.wall(0), slam.wall(1), atol=1e-6)
+
+
+def test_the_candidates_of_a_scan_are_the_walls_near_its_lines() -> None:
+    # walls ahead at 3 m and 6.5 m (x = 3, 6.5), one to the left (y = 4), one 20 m behind (x = -20): the scan sees
+    # only the wall at x = 3, from y = -1 to 1
+    _, segments = _mapped([(0.0, 3.0, -1.0, 1.0), (0.0, 6.5, -3.0, 3.0), (math.pi / 2, 4.0, -2.0, 2.0),
+                           (math.pi, 20.0, -1.0, 1.0)])  # fmt: skip
+    pose = (0.0, 0.0, 0.0)
+    seen = [_feature(0.0, 3.0, -1.0, 1.0)]
+    assert candidate_walls(segments, pose, 30.0).tolist() == [0, 1, 2, 3]  # in range: all of them
+    assert walls_near_features(segments, pose, seen, AssociationParams()).tolist() == [0]
+    assert walls_near_features(segments, pose, seen, AssociationParams(near_features=3.5)).tolist() == [0, 1, 2]
+    assert walls_near_features(segments, pose, seen, AssociationParams(near_features=0.0)).tolist() == [0, 1, 2, 3]
+    assert walls_near_features(segments, pose, [], AssociationParams()).tolist() == []
+    # a line at the end of a long wall still finds it: the wall at x = 6.5 seen from y = 2.5 to 3
+    assert walls_near_features(segments, pose, [_feature(0.0, 6.5, 2.5, 3.0)], AssociationParams()).tolist() == [1]

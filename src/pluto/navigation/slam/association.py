@@ -45,6 +45,7 @@ __all__ = [
     "associate",
     "candidate_walls",
     "duplicate",
+    "walls_near_features",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -61,6 +62,9 @@ class AssociationParams:
         join_gap: a line on a mapped wall's line (within the gate) less than this beyond its ends is more of that wall
             (seen past a door or an obstacle), not a new one, m; so are two such pieces of a new line in one scan.
         max_range: walls farther than this from the laser are not considered, m.
+        near_features: only walls within this of a line seen in the scan (map frame, at the predicted pose) are
+            candidates, so the work of a scan follows what it sees, not the size of the map, m (0: every wall in
+            range).
         confirm: sightings of a new line before it becomes a wall.
         max_missed: scans in a row a tentative wall may go unseen before it is forgotten.
         min_length: shorter lines do not start new walls, m.
@@ -70,6 +74,7 @@ class AssociationParams:
     overlap_margin: float = 0.5
     join_gap: float = 2.5
     max_range: float = 30.0
+    near_features: float = 2.0
     confirm: int = 3
     max_missed: int = 3
     min_length: float = 0.6
@@ -79,7 +84,7 @@ class AssociationParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in ("overlap_margin", "join_gap", "min_length"):
+        for name in ("overlap_margin", "join_gap", "min_length", "near_features"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
@@ -123,6 +128,41 @@ def candidate_walls(segments: WallSegments, pose: Sequence[float] | FloatArray, 
     distance = segment_distance((float(pose[0]), float(pose[1])), segments.segments)
     near: IntArray = np.flatnonzero((distance <= max_range) & segments.active)
     return near.astype(np.intp)
+
+
+def walls_near_features(
+    segments: WallSegments,
+    pose: Sequence[float] | FloatArray,
+    features: Sequence[LineFeature],
+    params: AssociationParams,
+) -> IntArray:
+    """The candidate walls of a scan: active, within ``max_range`` of the laser at ``pose``, and within
+    ``near_features`` of one of the scan's lines placed at ``pose`` (every wall in range when that is 0), sorted.
+
+    The distance of a wall to a line is the least distance from the wall to points spaced at most
+    ``near_features`` along the line (ends included), so a wall closer than that to the line is always kept."""
+    walls = candidate_walls(segments, pose, params.max_range)
+    margin = params.near_features
+    if margin <= 0.0 or len(walls) == 0:
+        return walls
+    if not features:
+        return walls[:0]
+    points = []
+    for f in features:
+        ends = feature_segment(pose, f)
+        n = max(2, math.ceil(float(np.hypot(*(ends[1] - ends[0]))) / margin) + 1)
+        t = np.linspace(0.0, 1.0, n)[:, None]
+        points.append(ends[0] + t * (ends[1] - ends[0]))
+    p = np.concatenate(points)  # (P, 2)
+    s = segments.segments[walls]  # (W, 4)
+    a, e = s[:, :2], s[:, 2:] - s[:, :2]
+    length2 = np.maximum((e * e).sum(axis=1), 1e-12)
+    rel = p[:, None, :] - a[None, :, :]  # (P, W, 2)
+    u = np.clip((rel * e[None, :, :]).sum(axis=2) / length2, 0.0, 1.0)
+    gap = rel - u[:, :, None] * e[None, :, :]
+    distance = np.sqrt((gap * gap).sum(axis=2)).min(axis=0)  # (W,)
+    near: IntArray = walls[distance <= margin * 1.5]
+    return near
 
 
 def associate(

@@ -40,6 +40,7 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    walls_near_features,
 )
 from pluto.navigation.slam.compressed import CompressedWallEKF
 from pluto.navigation.slam.ekf import WallObservation
@@ -138,7 +139,7 @@ class WallSlam:
         """
         slam = self.filter
         slam.predict(dr_pose, increment)
-        walls = candidate_walls(self.segments, slam.pose, self.params.max_range).tolist()
+        walls = walls_near_features(self.segments, slam.pose, features, self.params).tolist()
         found = Association((), {})
         nis = 0.0
         if walls and features:
