@@ -7,27 +7,26 @@
 :class:`CrossbowDevice` is the unit (sans-I/O: commands in, packets out, stepped with a time); it measures an
 :class:`InertialSource`: :class:`SyntheticMotion` (a robot driving circles on a gentle swell) or
 :class:`SimTruthSource` (the simulator's inertial model of the simulated robot, from ``Sim/Truth`` on the bus).
-:class:`DeviceEmulator` serves any such device core (the NMEA receiver's too) in a background thread.
+:class:`~pluto.hardware.link.DeviceEmulator` serves any such device core (the NMEA receiver's too) in a background
+thread; it, :class:`~pluto.hardware.link.LinkNoise` and :class:`~pluto.hardware.link.EmulatorError` are importable
+from here too.
 """
 
 # Strategy: the device core knows the protocol and time, nothing of ports (principle 2); the emulator moves bytes
 # and steps the core every tick with time.monotonic. The links (a TCP listener serving one client at a time, a pty
-# whose slave end stays open) and the link noise are the P2OS emulator's, so every emulated device behaves alike
-# on the wire. The unit starts as a real one does: polled, angle mode. In continuous mode it sends one packet every
-# 1/rate s of its time; a late step sends the packets it owes (at most a few, then it skips), each measured at its
-# own time. Sources give readings in Pluto's frame (z up, y left); the device turns them into its own (z down, y
-# right): vectors (x, y, z) -> (x, -y, -z), roll unchanged, pitch negated.
+# whose slave end stays open), the link noise and the serving loop are pluto.hardware.link's, so every emulated
+# device behaves alike on the wire. The unit starts as a real one does: polled, angle mode. In continuous mode it
+# sends one packet every 1/rate s of its time; a late step sends the packets it owes (at most a few, then it skips),
+# each measured at its own time. Sources give readings in Pluto's frame (z up, y left); the device turns them into
+# its own (z down, y right): vectors (x, y, z) -> (x, -y, -z), roll unchanged, pitch negated.
 
 from __future__ import annotations
 
 import math
-import select
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Literal, Protocol, Self
+from typing import Protocol
 
 import numpy as np
 
@@ -35,7 +34,7 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.codec import NEED_DATA
 from pluto.geometry import wrap_angle
-from pluto.hardware.base.p2os.emulator import EmulatorError, LinkNoise, _PtyLink, _TcpLink
+from pluto.hardware.link import DeviceCore, DeviceEmulator, EmulatorError, LinkNoise
 from pluto.sim.inertial import SimDmu
 from pluto.sim.noise import IDEAL, NoiseProfile
 
@@ -258,171 +257,3 @@ class CrossbowDevice:
         data = bytes(self._out)
         self._out.clear()
         return data
-
-
-# ------------------------------------------------------------------------------------------------ serving
-
-
-class DeviceCore(Protocol):
-    """A sans-I/O device an emulator can serve: bytes in, a time step, bytes out."""
-
-    def receive_data(self, data: bytes) -> None: ...
-
-    def step(self, now: float) -> None: ...
-
-    def data_to_send(self) -> bytes: ...
-
-
-Transport = Literal["tcp", "pty"]
-
-
-class DeviceEmulator:
-    """Serves a device core in a background thread over TCP or a pseudo-terminal; a context manager.
-
-    Args:
-        device: the device core.
-        transport: ``"tcp"`` or ``"pty"``.
-        host: TCP address to listen on (the loopback by default).
-        port: TCP port; 0 picks a free one.
-        tick: s between steps of the device.
-        link_noise: drops and corrupts bytes in both directions (settable while running), or None.
-        clock: the device's time, s (monotonic).
-
-    Raises:
-        ValueError: an unknown transport or a tick that is not positive.
-    """
-
-    def __init__(
-        self,
-        device: DeviceCore,
-        *,
-        transport: Transport = "tcp",
-        host: str = "127.0.0.1",
-        port: int = 0,
-        tick: float = 0.005,
-        link_noise: LinkNoise | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if transport not in ("tcp", "pty"):
-            raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
-        if not tick > 0.0:
-            raise ValueError(f"tick must be > 0 s, got {tick!r}")
-        self.device = device
-        self.transport: Transport = transport
-        self.link_noise = link_noise
-        self.lock = threading.RLock()
-        """Held whenever the loop calls the device."""
-        self._host, self._port, self._tick, self._clock = host, port, tick, clock
-        self._link: _TcpLink | _PtyLink | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-
-    def start(self) -> Self:
-        """Open the transport and serve in a background thread.
-
-        Raises:
-            EmulatorError: the port cannot be listened on, no pty, or already running.
-        """
-        if self._thread is not None:
-            raise EmulatorError("the emulator is already running")
-        self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"device-emulator-{self._link.url}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the transport; safe to call twice.
-
-        Raises:
-            EmulatorError: the serving loop had failed (the cause is chained).
-        """
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join()
-        if self._link is not None:
-            self._link.close()
-            self._link = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise EmulatorError(f"the emulator's loop failed: {error!r}") from error
-
-    def serve(self, stop: threading.Event) -> None:
-        """Serve in this thread until ``stop`` is set (the transport must be open: see :meth:`start`'s link)."""
-        link = self._link
-        assert link is not None
-        next_tick = self._clock()
-        while not stop.is_set():
-            try:
-                readable, _, _ = select.select(link.handles(), [], [], max(0.0, next_tick - self._clock()))
-            except InterruptedError:
-                continue
-            for handle in readable:
-                data = link.on_readable(handle)
-                if not data:
-                    continue
-                noise = self.link_noise
-                if noise is not None:
-                    data = noise.apply(data)
-                with self.lock:
-                    self.device.receive_data(data)
-                self._send(link)
-            now = self._clock()
-            if now >= next_tick:
-                with self.lock:
-                    self.device.step(now)
-                self._send(link)
-                next_tick = max(next_tick + self._tick, now)
-
-    def _send(self, link: _TcpLink | _PtyLink) -> None:
-        with self.lock:
-            data = self.device.data_to_send()
-        if data and link.connected:
-            noise = self.link_noise
-            if noise is not None:
-                data = noise.apply(data)
-            link.write(data)
-
-    def _run(self) -> None:
-        try:
-            self.serve(self._stop)
-        except BaseException as err:  # reported by stop(), never lost in a thread
-            self._error = err
-
-    def open_link(self) -> str:
-        """Open the transport without serving (for :meth:`serve` in the caller's thread); returns the URL."""
-        if self._link is None:
-            self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
-        return self._link.url
-
-    def close_link(self) -> None:
-        """Close a transport opened by :meth:`open_link`."""
-        if self._link is not None:
-            self._link.close()
-            self._link = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        """The loop is serving."""
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def url(self) -> str:
-        """What a host opens with ``serial.serial_for_url``: ``socket://127.0.0.1:PORT`` or the pty's path.
-
-        Raises:
-            EmulatorError: not started.
-        """
-        if self._link is None:
-            raise EmulatorError("the emulator is not started (use start() or a with block)")
-        return self._link.url
