@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import config_from_args
+from pluto.errors import ConfigError
 
 # The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
 
 __all__ = ["register", "run"]
 
 MODULE = "pluto.gateways.web.module:WebModule"
+
+TOKEN_ON_THE_COMMAND_LINE = (
+    "a token on the command line is shown to every user of this computer (ps): put it in a file readable only by "
+    "you and give --token-file FILE, or set the environment variable PLUTO_WEB_TOKEN"
+)
 
 HELP = "serve the live web view: the robot on its map in a browser, with teleop and click-to-moveto"
 
@@ -24,8 +31,10 @@ keys) drive the robot while held and stop it when released; a click on the map s
 motion/command, which needs the motion module: `pluto up mission`). Several browsers may watch at once; each gets
 20 frames a second, and a slow one skips frames rather than falling behind.
 
-It listens on 127.0.0.1 only unless --bind says otherwise. Bound elsewhere, commands need a token (--token, or one
-made at start and printed in the address to open); watching needs none.
+It listens on 127.0.0.1 only unless --bind says otherwise. Bound elsewhere, commands need a token: the first line of
+the file --token-file names, else the environment variable PLUTO_WEB_TOKEN, else one made at start; the address
+printed carries it (?token=...). Watching needs none. The token is never an option of its own: every user of the
+computer can read a command line.
 
 The map: --map names a shipped world (office, campus, clutter) or a map file (a SLAM map saved as XML too);
 without it, the world of the running simulator, as soon as one answers.
@@ -33,7 +42,8 @@ without it, the world of the running simulator, as soon as one answers.
 examples:
   pluto up mission & pluto web             then open http://127.0.0.1:8080/
   pluto demo --rate 1 & pluto web          watch the demonstration at real speed
-  pluto web --bind 0.0.0.0 --port 8081     from other computers; prints the address with its token
+  pluto web --bind 0.0.0.0 --port 8081     from other computers; prints the address with a new token
+  pluto web --bind 0.0.0.0 --token-file ~/.config/pluto/web-token       (chmod 600 the file)
   pluto web --map office.xml               the walls of a saved map
 """
 
@@ -44,10 +54,12 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--port", type=int, metavar="N", help="TCP port (default 8080; 0 picks a free one)")
     p.add_argument("--bind", metavar="ADDRESS", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
-        "--token",
-        metavar="T",
-        help="secret a browser needs to command (default: made at start when bound to another address than 127.0.0.1)",
+        "--token-file",
+        metavar="FILE",
+        help="file whose first line is the token browsers need to command (default: PLUTO_WEB_TOKEN, else one made "
+        "at start when bound beyond 127.0.0.1)",
     )
+    p.add_argument("--token", metavar="T", help="refused: use --token-file or PLUTO_WEB_TOKEN (ps shows arguments)")
     p.add_argument(
         "--map",
         metavar="FILE|WORLD",
@@ -70,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         0 when stopped.
 
     Raises:
-        ConfigError: a bad parameter or map, or a port that cannot be bound.
+        ConfigError: a bad parameter or map, a port that cannot be bound, or a token on the command line.
     """
     from pluto.bus import Bus
     from pluto.gateways.web.module import WebModule
@@ -80,11 +92,15 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("pluto.web")
     if log.getEffectiveLevel() > logging.INFO:  # in the foreground, browsers coming and going are shown
         log.setLevel(logging.INFO)
+    if args.token is not None or any(parse_override(pair)[0] == "token" for pair in args.param):
+        raise ConfigError(TOKEN_ON_THE_COMMAND_LINE)
     config = config_from_args(args)
     params = dict(parse_override(pair) for pair in args.param)
-    for option, param in (("port", "port"), ("bind", "host"), ("token", "token"), ("map", "map")):
+    for option, param in (("port", "port"), ("bind", "host"), ("map", "map")):
         if getattr(args, option) is not None:
             params[param] = getattr(args, option)
+    if args.token_file is not None:
+        params["token_file"] = str(Path(args.token_file).expanduser().absolute())
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         module = instantiate(ModuleSpec(MODULE, params=params), bus, config)
         assert isinstance(module, WebModule)

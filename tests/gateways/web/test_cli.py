@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import urllib.request
+
+import pytest
 
 from pluto.cli.demo import watch_live_hint
 
@@ -16,7 +19,8 @@ WAIT = 60.0
 
 def test_pluto_web_prints_the_address_serves_the_page_and_stops_on_ctrl_c() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "pluto", "web", "--port", "0", "--map", "office", "--token", "t0ken"],
+        [sys.executable, "-m", "pluto", "web", "--port", "0", "--map", "office"],
+        env={**os.environ, "PLUTO_WEB_TOKEN": "t0ken"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -36,15 +40,23 @@ def test_pluto_web_prints_the_address_serves_the_page_and_stops_on_ctrl_c() -> N
             process.wait()
 
 
-def test_pluto_web_refuses_a_map_that_does_not_exist() -> None:
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--map", "no-such-world"], "no-such-world"),
+        (["--token", "visible-in-ps"], "--token-file"),
+        (["-p", "token=visible-in-ps"], "PLUTO_WEB_TOKEN"),
+    ],
+)
+def test_pluto_web_refuses_a_missing_map_and_a_token_on_the_command_line(args: list[str], reason: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pluto", "web", "--port", "0", "--map", "no-such-world"],
+        [sys.executable, "-m", "pluto", "web", "--port", "0", *args],
         capture_output=True,
         text=True,
         timeout=WAIT,
     )
     assert done.returncode == 1
-    assert "pluto web:" in done.stderr and "no-such-world" in done.stderr
+    assert "pluto web:" in done.stderr and reason in done.stderr
 
 
 def test_the_demo_tells_how_to_watch_it_live() -> None:

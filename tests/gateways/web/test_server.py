@@ -8,6 +8,7 @@ import json
 import math
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -15,6 +16,7 @@ import pytest
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.errors import ConfigError
 from pluto.gateways.web.commands import CommandLimits
 from pluto.gateways.web.module import WebModule, WebParams, command_token, is_loopback
 from pluto.gateways.web.server import WebServer, WebSettings
@@ -210,9 +212,12 @@ def test_bad_input_gets_an_error_and_a_count_and_the_connection_goes_on(bus: Bus
     assert web.server.stats().bad_requests == 5
 
 
-def test_with_a_token_watching_is_open_and_commanding_needs_the_token(bus: Bus) -> None:
+def test_with_a_token_watching_is_open_and_commanding_needs_the_token(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
     commands = Commands(bus)
-    module = _start(bus, token="s3cret")
+    monkeypatch.setenv("PLUTO_WEB_TOKEN", "s3cret")
+    module = _start(bus)
     base = _base(module)
 
     async def scenario(session: aiohttp.ClientSession) -> tuple[dict[str, Any], ...]:
@@ -241,6 +246,23 @@ def test_with_a_token_watching_is_open_and_commanding_needs_the_token(bus: Bus) 
     assert "?token=s3cret" in module.url
     wait_until(lambda: commands.values, WAIT, message="the moveto")
     assert [(c.cmd_flags, c.position) for c in commands.values] == [(42, [1.0, 1.0])]
+
+
+def test_the_token_comes_from_a_file_before_the_environment(
+    bus: Bus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLUTO_WEB_TOKEN", "from-the-environment")
+    token_file = tmp_path / "token"
+    token_file.write_text("from-the-file\n")
+    token_file.chmod(0o600)
+    module = _start(bus, token_file=str(token_file))
+    try:
+        assert module.token == "from-the-file"
+    finally:
+        module.stop()
+    token_file.write_text("")
+    with pytest.raises(ConfigError, match="empty"):
+        _start(bus, token_file=str(token_file))
 
 
 def test_bound_elsewhere_a_token_is_made_and_on_loopback_none_is_needed() -> None:

@@ -8,13 +8,16 @@ frame and hands it to the server; a thread of its own asks the modules for MOM's
 while no map is known, asks the simulator for its world.
 
 Who may command: with ``host`` 127.0.0.1 (the default) every browser on this computer; bound elsewhere, only a
-browser that has the token (``token``, or a new one made at start and logged, as ``pluto web`` prints it in the
-address to open). Watching needs no token.
+browser that has the token: the first line of ``token_file``, else the environment variable ``PLUTO_WEB_TOKEN``, else
+a new one made at start (``pluto web`` prints the address to open with it). A given token is needed on 127.0.0.1 too.
+The token is never a parameter of its own (a command line can be read by every user of the computer). Watching needs
+no token.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
 import threading
 import time
@@ -32,8 +35,10 @@ from .commands import CommandLimits
 from .frames import INPUTS, ViewState, map_message
 from .server import DEFAULT_PORT, WebServer, WebSettings
 
-__all__ = ["MAP_MARGIN", "WebModule", "WebParams", "command_token", "is_loopback", "mom_message"]
+__all__ = ["MAP_MARGIN", "TOKEN_ENV", "WebModule", "WebParams", "command_token", "is_loopback", "mom_message"]
 
+TOKEN_ENV = "PLUTO_WEB_TOKEN"
+"""The environment variable holding the token when no ``token_file`` is given."""
 MAP_MARGIN = 2.0
 """m around the map's bounds where a moveto is still accepted."""
 
@@ -86,8 +91,8 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: frames a second sent to every browser (the step's rate, on the wall clock).
     host: address to listen on (127.0.0.1: this computer only).
     port: TCP port (0: any free one).
-    token: the secret a browser needs to command when ``host`` is not a loopback address ("" makes one at start);
-        given on 127.0.0.1, it is needed there too.
+    token_file: file whose first line is the token a browser needs to command; "" for the environment variable
+        PLUTO_WEB_TOKEN, else none on a loopback address and a new one at start on any other.
     map: the world drawn: a shipped world's name or a map file (a SLAM map saved as XML too); "" asks the running
         ``sim`` module for its world, again every ``mom_period`` s until one answers.
     mom_period: s between two MOM tables.
@@ -100,7 +105,7 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: float = 20.0
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    token: str = ""
+    token_file: str = ""
     map: str = ""
     mom_period: float = 2.0
     path_period: float = 0.5
@@ -137,7 +142,7 @@ class WebModule(Module[WebParams]):
         self._view_lock = threading.Lock()
         self.view = ViewState(p.laser_mount_x)
         self.world: World | None = load_world(p.map) if p.map else None
-        self.token = command_token(p.host, p.token)
+        self.token = command_token(p.host, self._given_token())
         self._commands = self.create_publisher(names.MOTION_COMMAND)
         for name in INPUTS:
             self.create_subscription(name, self._receiver(name), depth=4)
@@ -156,6 +161,21 @@ class WebModule(Module[WebParams]):
         self._poll = threading.Thread(target=self._poll_loop, name="web-poll", daemon=True)
         self._poll.start()
         log.info("web view of robot %s at %s", self.bus.robot, self.url)
+
+    def _given_token(self) -> str:
+        from pluto.gateways.xmlserver.module import MAX_TOKEN, read_token
+
+        if self.params.token_file:
+            token, shared = read_token(self.params.token_file)
+            if shared:
+                self.get_logger().warning(
+                    "token file %s can be read by other users (chmod 600 it)", self.params.token_file
+                )
+            return token
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        if "\n" in token or "\r" in token or len(token) > MAX_TOKEN:
+            raise ConfigError(f"{TOKEN_ENV}: the token must be one line of at most {MAX_TOKEN} characters")
+        return token
 
     @property
     def url(self) -> str:
