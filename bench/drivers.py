@@ -1,10 +1,17 @@
 """Device drivers' decoding cost: CPU per second of device data, at the devices' real rates.
 
-Run by hand: ``python bench/drivers.py [--seconds 20]``. Each row decodes ``seconds`` of a device's byte stream, as a
-serial port would hand it over (reads of at most READ bytes), and reports the CPU time it took as a share of one
-core for one second of data (the project's target: under 2 %). Each device has a baseline measured in the same run:
-the least a decoder can do (split the frames, convert the numbers with numpy; no checks), so the cost of the
-codec's checks and events shows. Prints a table; asserts nothing.
+Run by hand: ``python bench/drivers.py [--seconds 20]``. Each row decodes ``seconds`` of a device's data as the port
+would hand it over, and reports the CPU time it took as a share of one core for one second of data (the project's
+target: under 2 %). Each device has a baseline measured in the same run: the least a decoder can do (split the
+frames, convert the numbers; no checks), so the cost of the codec's checks and events shows. Prints a table; asserts
+nothing.
+
+- SICK LMS: scans at 38400 baud and at 500 kbaud (75 scans/s), in reads of at most READ bytes;
+- Crossbow DMU: 100 angle packets a second, a read per packet (the driver reads what is waiting, and at 38400 baud
+  a packet is all that has arrived between two reads);
+- NMEA GPS: 10 epochs of GGA, GSA and RMC a second, a read per epoch;
+- CAN wrist: 20 polls a second of two PowerCube modules (three parameters each: six requests and six replies), one
+  python-can message per frame.
 
 Adding a device: write a function returning a list of :class:`Row` and add it to MEASUREMENTS.
 """
@@ -32,10 +39,15 @@ class Row:
     items: int
 
 
-def _cpu(work: Callable[[], int]) -> tuple[float, int]:
-    start = time.process_time()
-    items = work()
-    return time.process_time() - start, items
+def _cpu(work: Callable[[], int], runs: int = 2) -> tuple[float, int]:
+    """The CPU time of ``work`` (the least of ``runs`` runs: the first pays for first calls and caches) and what it
+    counted."""
+    best, items = float("inf"), 0
+    for _ in range(runs):
+        start = time.process_time()
+        items = work()
+        best = min(best, time.process_time() - start)
+    return best, items
 
 
 def _chunks(stream: bytes) -> list[bytes]:
@@ -119,7 +131,233 @@ def lms_rows(seconds: float) -> list[Row]:
     return rows
 
 
-MEASUREMENTS: list[Callable[[float], list[Row]]] = [lms_rows]
+# ------------------------------------------------------------------------------------------------ Crossbow DMU
+
+
+def dmu_rows(seconds: float) -> list[Row]:
+    """The DMU/VG in angle mode, 100 packets/s; the driver's path adds the body frame and the DMU/State filter."""
+    import struct
+
+    from pluto.codec import NEED_DATA
+    from pluto.hardware.dmu.codec import HEADER, AngleData, CrossbowDecoder, DmuScale, encode
+    from pluto.hardware.dmu.driver import to_body_frame
+    from pluto.hardware.dmu.filter import DmuFilter
+
+    per_s = 100.0
+    scale = DmuScale()
+    rng = np.random.default_rng(1)
+    frames = [
+        encode(
+            AngleData(
+                roll=float(rng.normal(0, 0.05)),
+                pitch=float(rng.normal(0, 0.05)),
+                rates=(float(rng.normal(0, 0.1)), float(rng.normal(0, 0.1)), float(rng.normal(0, 0.3))),
+                accelerations=(float(rng.normal(0, 0.5)), float(rng.normal(0, 0.5)), -9.81),
+                time=i,
+            ),
+            scale,
+        )
+        for i in range(16)
+    ]
+    count = max(1, round(seconds * per_s))
+    chunks = [frames[i % 16] for i in range(count)]
+    size = len(frames[0])
+    words = struct.Struct(f">{(size - 2) // 2}h")
+    factors = np.array([scale.angle_per_count] * 2 + [scale.rate_per_count] * 3 + [scale.accel_per_count] * 3)
+
+    def raw() -> int:
+        n, buffer = 0, b""
+        for chunk in chunks:
+            buffer += chunk
+            pos = 0
+            while (start := buffer.find(HEADER, pos)) >= 0 and start + size <= len(buffer):
+                values = np.array(words.unpack_from(buffer, start + 1)[:8]) * factors
+                _ = values
+                n += 1
+                pos = start + size
+            buffer = buffer[pos:]
+        return n
+
+    def decoder() -> int:
+        d, n = CrossbowDecoder("host", "angle", scale), 0
+        for chunk in chunks:
+            d.receive_data(chunk)
+            while (event := d.next_event()) is not NEED_DATA:
+                n += isinstance(event, AngleData)
+        return n
+
+    def driver() -> int:
+        d, f, n = CrossbowDecoder("host", "angle", scale), DmuFilter(0.1), 0
+        stamp, last = 0.0, None
+        for chunk in chunks:
+            stamp += 1.0 / per_s
+            d.receive_data(chunk)
+            while (event := d.next_event()) is not NEED_DATA:
+                if isinstance(event, AngleData):
+                    reading = to_body_frame(event, stamp)
+                    f.update(stamp, 0.0 if last is None else stamp - last, reading.rates, reading.accelerations)
+                    last = stamp
+                    n += 1
+        return n
+
+    rows = []
+    for path, work in (
+        ("baseline: split + numpy", raw),
+        ("CrossbowDecoder (sums)", decoder),
+        ("+ body frame + filter", driver),
+    ):
+        cpu, items = _cpu(work)
+        rows.append(Row("Crossbow DMU, angle mode", f"{per_s:.0f} packets/s", path, cpu / (count / per_s), items))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ NMEA GPS
+
+
+def gps_rows(seconds: float) -> list[Row]:
+    """An NMEA receiver at 10 Hz (GGA, GSA, RMC an epoch); the driver's path adds the fix on the local grid."""
+    from pluto.codec import NEED_DATA
+    from pluto.hardware.gps.codec import NmeaDecoder
+    from pluto.hardware.gps.emulator import CircleTrack, NmeaReceiver
+    from pluto.hardware.gps.fix import FixAssembler
+    from pluto.hardware.gps.grid import LocalGrid
+
+    per_s = 10.0
+    grid = LocalGrid(59.3498, 18.0707)
+    count = max(1, round(seconds * per_s))
+    clock = iter(range(10**9))
+    receiver = NmeaReceiver(CircleTrack(grid), period=1.0 / per_s, wall=lambda: 1.7e9 + next(clock) / per_s)
+    chunks = [receiver.epoch(i / per_s) for i in range(count)]
+
+    def raw() -> int:
+        n, buffer = 0, b""
+        for chunk in chunks:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                fields = line.split(b",")
+                if fields[0].endswith(b"GGA") and fields[2]:
+                    lat = float(fields[2][:2]) + float(fields[2][2:]) / 60.0
+                    lon = float(fields[4][:3]) + float(fields[4][3:]) / 60.0
+                    _ = (lat, lon, int(fields[6]), int(fields[7]))
+                    n += 1
+        return n
+
+    def decoder() -> int:
+        d, n = NmeaDecoder(), 0
+        for chunk in chunks:
+            d.receive_data(chunk)
+            while (event := d.next_event()) is not NEED_DATA:
+                n += 1
+                _ = event
+        return n // 3
+
+    def driver() -> int:
+        d, fixes, n = NmeaDecoder(), FixAssembler(grid), 0
+        for i, chunk in enumerate(chunks):
+            d.receive_data(chunk)
+            while (event := d.next_event()) is not NEED_DATA:
+                n += fixes.update(event, i / per_s) is not None
+        return n
+
+    rows = []
+    for path, work in (
+        ("baseline: split + float", raw),
+        ("NmeaDecoder (pynmea2)", decoder),
+        ("+ fix on the grid", driver),
+    ):
+        cpu, items = _cpu(work)
+        rows.append(Row("NMEA GPS, GGA+GSA+RMC", f"{per_s:.0f} epochs/s", path, cpu / (count / per_s), items))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ CAN wrist
+
+
+def wrist_rows(seconds: float) -> list[Row]:
+    """The PowerCube wrist polled at 20 Hz: the replies as python-can hands them over (one ``can.Message`` a frame),
+    and the requests of each poll; the driver's path is its reader's work per frame (decode, the modules' state, a
+    reading per complete poll) and the encoding of its requests."""
+    import struct
+
+    import can
+
+    from pluto.hardware.wrist.can_driver import POLLED, CanWristDriver
+    from pluto.hardware.wrist.powercube import (
+        PARAM_CUBE_STATE,
+        GetParameter,
+        ParameterValue,
+        PowerCubeCodec,
+        encode_reply,
+        encode_request,
+    )
+
+    per_s = 20.0
+    count = max(1, round(seconds * per_s))
+    replies: list[list[can.Message]] = []
+    for i in range(count):
+        poll = []
+        for module in (1, 2):
+            for param in POLLED:
+                value: float | int = 0x1 if param == PARAM_CUBE_STATE else 0.01 * (i % 100) * module
+                frame = encode_reply(ParameterValue(module, param, value))
+                poll.append(can.Message(arbitration_id=frame.arbitration_id, data=frame.data, is_extended_id=False))
+        replies.append(poll)
+    unpack = struct.Struct("<f").unpack_from
+
+    def raw() -> int:
+        n = 0
+        for poll in replies:
+            for module in (1, 2):
+                for param in POLLED:
+                    _ = can.Message(arbitration_id=0x0E0 + module, data=bytes((0x0A, param)), is_extended_id=False)
+            for message in poll:
+                _ = unpack(message.data, 2)
+            n += 1
+        return n
+
+    def codec() -> int:
+        c, n = PowerCubeCodec("host", (1, 2)), 0
+        for poll in replies:
+            for module in (1, 2):
+                for param in POLLED:
+                    frame = encode_request(GetParameter(module, param))
+                    _ = can.Message(arbitration_id=frame.arbitration_id, data=frame.data, is_extended_id=False)
+            for message in poll:
+                c.receive_message(message)
+                n += sum(1 for _ in c.events())
+        return n // 6
+
+    def driver() -> int:
+        d = CanWristDriver("virtual", "bench", poll_period=1.0 / per_s)
+        now = 0.0
+        for poll in replies:
+            now += 1.0 / per_s
+            for module in (1, 2):
+                for param in POLLED:
+                    frame = encode_request(GetParameter(module, param))
+                    _ = can.Message(arbitration_id=frame.arbitration_id, data=frame.data, is_extended_id=False)
+            for message in poll:
+                with d._changed:
+                    d._codec.receive_message(message)
+                    for event in d._codec.events():
+                        d._apply(event, now)
+                    d._changed.notify_all()
+        reading = d.reading
+        return 0 if reading is None else reading.seq
+
+    rows = []
+    for path, work in (
+        ("baseline: python-can + unpack", raw),
+        ("PowerCubeCodec (checks)", codec),
+        ("+ the driver's state", driver),
+    ):
+        cpu, items = _cpu(work)
+        rows.append(Row("PowerCube wrist on CAN", f"{per_s:.0f} polls/s", path, cpu / (count / per_s), items))
+    return rows
+
+
+MEASUREMENTS: list[Callable[[float], list[Row]]] = [lms_rows, dmu_rows, gps_rows, wrist_rows]
 """One function per device: seconds of data -> rows."""
 
 
@@ -129,9 +367,10 @@ def main() -> None:
     args = parser.parse_args()
     rows = [row for measure in MEASUREMENTS for row in measure(args.seconds)]
     width = max(len(r.device) for r in rows)
-    print(f"{'device':<{width}}  {'rate':>13}  {'path':<26}  {'% of a core':>11}  {'items':>6}")
+    path = max(len(r.path) for r in rows)
+    print(f"{'device':<{width}}  {'rate':>14}  {'path':<{path}}  {'% of a core':>11}  {'items':>6}")
     for r in rows:
-        print(f"{r.device:<{width}}  {r.rate:>13}  {r.path:<26}  {100 * r.cpu_per_s:>10.3f}%  {r.items:>6}")
+        print(f"{r.device:<{width}}  {r.rate:>14}  {r.path:<{path}}  {100 * r.cpu_per_s:>10.3f}%  {r.items:>6}")
 
 
 if __name__ == "__main__":
