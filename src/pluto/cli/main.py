@@ -22,6 +22,7 @@ from pluto.cli import (
     follow_cmd,
     foxglove_cmd,
     gps_sim,
+    key_cmd,
     list_cmd,
     log_cmd,
     mom_cmd,
@@ -57,6 +58,7 @@ Getting started:
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
   pluto up mission             the simulated robot with localization, drive and avoid; then `pluto avoid goto X Y`
+  pluto key drive              steer it from the keyboard; a page per module (drive avoid motion wrist pose slam ...)
   pluto web                    watch the robot live in a browser (map, scans, goals, MOM), drive it, click to moveto
   pluto record -o run.mcap     record every interface; `pluto replay run.mcap`, `pluto log info run.mcap`
   pluto player, pluto xmlserver, pluto netmotion    gateways for Player clients, XML over TCP, the arm over UDP
@@ -87,6 +89,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     follow_cmd.register,  # follow
     pose_cmd.register,  # pose
     slam_cmd.register,  # slam
+    key_cmd.register,  # key
     record_cmd.register,  # record
     replay_cmd.register,  # replay
     log_cmd.register,  # log
