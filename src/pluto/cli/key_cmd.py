@@ -22,7 +22,8 @@ F1..F8 switch pages, q quits. Works in any terminal, over ssh too; no mouse. The
 (`pluto start drive`, or a profile); the page says so while it waits.
 
 Movement keys (arrows or WASD on the drive and avoid pages) move the robot only while held: the command is sent
-again while the terminal repeats the key, and a zero command follows when the repeats stop for --release seconds.
+again while the terminal repeats the key, and a zero command follows when the repeats stop for --release seconds
+(--first-repeat before the first repeat: a tap moves the robot that long).
 Space and Esc stop at once. The drive's own timeout (4 s) still stops the robot if this program dies.
 
 pages:
@@ -55,6 +56,13 @@ def register(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="a held key counts as released when its repeats stop for this long (default 0.4)",
     )
+    p.add_argument(
+        "--first-repeat",
+        type=float,
+        default=0.7,
+        metavar="SECONDS",
+        help="the same before a key's first repeat: the terminal's repeat delay (default 0.7)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
     from pluto.cli.key.teleop import TeleopParams
 
     try:
-        params = TeleopParams(speed=args.speed, turn_rate=args.turn_rate, release_after=args.release)
+        params = TeleopParams(
+            speed=args.speed,
+            turn_rate=args.turn_rate,
+            release_after=args.release,
+            first_repeat=args.first_repeat,
+        )
     except ValueError as err:
         raise ConfigError(str(err)) from None
     with open_bus(args) as bus:

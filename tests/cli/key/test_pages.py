@@ -118,7 +118,7 @@ def test_avoid_page(make_bus: Callable[[], Bus]) -> None:
         forward = await next_command(pilot, commands)
         assert forward.cmd_flags == 30 and forward.velocity[:2] == pytest.approx([0.2, 0.0])
         count = len(commands.snapshot())
-        clock.advance(0.5)  # no repeat came: released
+        clock.advance(0.8)  # no repeat came within the first repeat delay: released
         zero = await next_command(pilot, commands, after=count)
         assert zero.cmd_flags == 30 and zero.velocity[:2] == [0.0, 0.0]
 

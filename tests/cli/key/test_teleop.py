@@ -26,6 +26,19 @@ def test_a_held_key_moves_and_its_release_sends_one_zero() -> None:
     assert teleop.holding == ""
 
 
+def test_a_tap_waits_for_the_first_repeat_then_the_repeats_keep_it() -> None:
+    teleop = Teleop(TeleopParams(release_after=0.4, first_repeat=0.7, resend_every=0.1))
+    assert teleop.key("back", 0.0) == Movement(-0.2, 0.0)
+    assert teleop.tick(0.65) == Movement(-0.2, 0.0)  # the terminal's first repeat may take this long
+    assert teleop.tick(0.71) == ZERO  # no repeat came: it was a tap
+    assert teleop.key("back", 1.0) == Movement(-0.2, 0.0)
+    assert teleop.key("back", 1.6) == Movement(-0.2, 0.0)  # the first repeat, 0.6 s later
+    assert teleop.tick(1.95) == Movement(-0.2, 0.0)
+    assert teleop.tick(2.01) == ZERO  # repeats stopped 0.4 s ago
+    with pytest.raises(ValueError, match="first_repeat"):
+        TeleopParams(first_repeat=0.0)
+
+
 def test_a_new_direction_is_sent_at_once_and_stop_forgets_it() -> None:
     teleop = Teleop(PARAMS)
     assert teleop.key("left", 1.0) == Movement(0.0, 0.5)
@@ -59,7 +72,7 @@ def test_heading_mode_turns_the_held_heading_and_drives_along_it() -> None:
     teleop.key("right", 1.05)
     assert teleop.heading == pytest.approx(-2 * step)
     assert teleop.key("forward", 1.1) == Movement(0.2, 0.0, teleop.heading)
-    assert teleop.tick(1.6) == ZERO  # the dead-man rule holds in heading mode too
+    assert teleop.tick(1.9) == ZERO  # the dead-man rule holds in heading mode too
     teleop.set_heading_mode(None)
     assert teleop.key("forward", 2.0) == Movement(0.2, 0.0)
 

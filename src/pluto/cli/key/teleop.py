@@ -1,11 +1,13 @@
 """The movement keys of ``pluto key`` and their dead-man rule, on an injected clock.
 
-Strategy: a terminal does not report key releases, only the repeats of a held key (after a first delay of about
-a quarter to half a second, then some 30 a second). So a movement key counts as held while its repeats keep coming:
-:meth:`Teleop.key` starts or renews the movement, :meth:`Teleop.tick` (called about every 50 ms) re-sends it every
-``resend_every`` s while it is held, and once no repeat came for ``release_after`` s it forgets the movement and
-returns one zero command. Nothing here sends anything: the caller sends what these methods return. The module's own
-command timeout (the drive's 4 s) still stops the robot if this program dies or the link breaks.
+Strategy: a terminal does not report key releases, only the repeats of a held key (after a first delay of a
+quarter to two thirds of a second, then some 30 a second). So a movement key counts as held while its repeats keep
+coming: :meth:`Teleop.key` starts or renews the movement, :meth:`Teleop.tick` (called about every 50 ms) re-sends it
+every ``resend_every`` s while it is held, and once no repeat came for ``release_after`` s it forgets the movement
+and returns one zero command. Before the first repeat the wait is ``first_repeat`` instead, so a held key does not
+stutter through the terminal's first delay (a single tap moves the robot that long). Nothing here sends anything:
+the caller sends what these methods return. The module's own command timeout (the drive's 4 s) still stops the
+robot if this program dies or the link breaks.
 
 In heading mode (the drive's and avoid's "hold a heading"), left and right turn the heading to hold by a step per
 key event, and forward and back drive along it.
@@ -55,6 +57,8 @@ class TeleopParams:
         heading_step: rad the held heading turns per left/right key event in heading mode.
         release_after: s without a repeat of the held key after which it counts as released (0.3 to 0.5 suits the
             key repeat of most terminals).
+        first_repeat: the same after the first press of a key, before its repeats start (the terminal's repeat
+            delay, 0.25 to 0.66 s; at least ``release_after``).
         resend_every: s between two sends of a held movement.
     """
 
@@ -66,6 +70,7 @@ class TeleopParams:
     max_turn_rate: float = 2.0
     heading_step: float = math.radians(3.0)
     release_after: float = 0.4
+    first_repeat: float = 0.7
     resend_every: float = 0.1
 
     def __post_init__(self) -> None:
@@ -77,6 +82,8 @@ class TeleopParams:
             raise ValueError(
                 f"need 0 < resend_every <= release_after <= 5 s, got {self.resend_every} and {self.release_after}"
             )
+        if not math.isfinite(self.first_repeat) or not 0 < self.first_repeat <= 5:
+            raise ValueError(f"first_repeat must be in (0, 5] s, got {self.first_repeat}")
 
 
 class Teleop:
@@ -93,6 +100,7 @@ class Teleop:
         self.heading: float | None = None
         self.held: Movement | None = None
         self._held_action = ""
+        self._repeating = False
         self._last_key = -math.inf
         self._last_sent = -math.inf
 
@@ -148,6 +156,7 @@ class Teleop:
             }.get(action)
         if movement is None:
             raise ValueError(f"not a movement: {action!r}")
+        self._repeating = action == self._held_action and now - self._last_key < self._grace()
         self._last_key = now
         if movement == self.held and now - self._last_sent < self.params.resend_every:
             return None
@@ -161,9 +170,10 @@ class Teleop:
         its key stopped repeating ``release_after`` ago, else None."""
         if self.held is None:
             return None
-        if now - self._last_key >= self.params.release_after:
+        if now - self._last_key >= self._grace():
             self.held = None
             self._held_action = ""
+            self._repeating = False
             self._last_sent = now
             return ZERO
         if now - self._last_sent >= self.params.resend_every:
@@ -171,10 +181,17 @@ class Teleop:
             return self.held
         return None
 
+    def _grace(self) -> float:
+        """s without a key event after which the held key counts as released."""
+        if self._repeating:
+            return self.params.release_after
+        return max(self.params.first_repeat, self.params.release_after)
+
     def stop(self) -> Movement:
         """Forget any held movement and return :data:`ZERO` (the Space and Esc keys)."""
         self.held = None
         self._held_action = ""
+        self._repeating = False
         return ZERO
 
     @property
