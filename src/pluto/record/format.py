@@ -5,12 +5,19 @@ JSON Schema (schema encoding ``jsonschema``, from :func:`pluto.msgs.schema_of`) 
 encoding ``json``) with the message's fields and its ``type`` tag, the same fields as on the bus. One channel per
 interface, its topic the interface name (``Sick/Scan_mm``); the schema is named ``pluto.msgs.<Type>``.
 
-Times in the file are integer nanoseconds (MCAP's unit); inside Pluto they are float seconds:
+Times in the file are integer nanoseconds (MCAP's unit); inside Pluto they are float seconds. Each message has two:
+the *robot's time* when the value was written on the bus (the simulated ``Clock`` when the robot ran on simulated
+time, else the wall clock), which replay publishes as the ``Clock``, and the *wall-clock time* of the write (s since
+1970), so a log of a simulated run also keeps its real pace. In the file:
 
-- ``log_time``: the robot's time when the value was written on the bus (the simulated ``Clock`` when the robot ran
-  on simulated time, else the wall clock); replay publishes it as the ``Clock``.
-- ``publish_time``: the wall-clock time of the write (s since 1970), so a log of a simulated run also keeps its
-  real pace.
+- a recording (metadata ``log_time = "wall"``): MCAP's ``log_time`` is the wall-clock time, so viewers (Foxglove,
+  ``mcap cat``) show the real date of a simulated run rather than 1970, and ``publish_time`` is the robot's time;
+- a log without that entry (imports, and recordings of earlier versions): ``log_time`` is the robot's time and
+  ``publish_time`` the wall-clock time.
+
+Readers (:class:`~pluto.record.logfile.LogFile`) give both the same way whatever the file: ``log_time`` the robot's,
+``publish_time`` the wall clock's. On the wall clock the two are the same. The message keeps its own ``stamp`` (the
+robot's time of its data) as on the bus.
 
 A metadata record named ``pluto`` holds the robot's name, the Pluto version, the start time and the time base.
 JSON has no NaN or infinity: msgspec writes them as ``null``, and :func:`decode_message` reads a ``null`` number
@@ -33,6 +40,7 @@ __all__ = [
     "METADATA_NAME",
     "SCHEMA_ENCODING",
     "SCHEMA_PREFIX",
+    "WALL_LOG_TIME",
     "LogError",
     "decode_message",
     "encode_message",
@@ -41,6 +49,7 @@ __all__ = [
     "schema_name",
     "to_ns",
     "type_of_schema",
+    "wall_log_time",
 ]
 
 SCHEMA_ENCODING = "jsonschema"
@@ -48,6 +57,15 @@ MESSAGE_ENCODING = "json"
 SCHEMA_PREFIX = "pluto.msgs."
 METADATA_NAME = "pluto"
 """Name of the metadata record with the robot, Pluto version, start time and time base."""
+
+WALL_LOG_TIME = {"log_time": "wall", "publish_time": "robot"}
+"""Entries of the ``pluto`` metadata record of a file whose MCAP ``log_time`` is the wall clock and ``publish_time``
+the robot's time (see the module docstring)."""
+
+
+def wall_log_time(info: dict[str, str]) -> bool:
+    """True if a file with this ``pluto`` metadata record has the wall clock as MCAP ``log_time``."""
+    return info.get("log_time") == "wall"
 
 
 class LogError(PlutoError):

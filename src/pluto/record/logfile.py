@@ -35,6 +35,7 @@ from pluto.record.format import (
     decode_message,
     from_ns,
     type_of_schema,
+    wall_log_time,
 )
 
 __all__ = ["ChannelInfo", "LogFile", "LoggedMessage", "match_names"]
@@ -241,6 +242,9 @@ class LogFile:
             self.notes.append(f"channels in Foxglove's schemas, for its viewers (not replayed): {', '.join(foxglove)}")
         if unknown:
             self.notes.append(f"channels not in Pluto's JSON form are listed but not decoded: {', '.join(unknown)}")
+        if wall_log_time(self.info):  # MCAP's log_time is the wall clock here: the robot's time is publish_time
+            for entry in scan.entries:
+                entry.log_ns, entry.publish_ns = entry.publish_ns, entry.log_ns
         orphans = 0
         entries = []
         for entry in scan.entries:

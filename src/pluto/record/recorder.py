@@ -10,7 +10,9 @@ The robot's time: a robot on simulated time (a ``Clock`` interface is written) i
 that publishes the log's time as the ``Clock`` recreates what the modules saw; otherwise on the wall clock. A
 write's robot time comes from the newest ``Clock`` value written before it, advanced at that value's rate by the
 wall time between the two writes (both times from the writers' attachments, so queueing in between does not
-matter). ``Clock`` itself is the log's time axis: it is recorded as a channel only when named.
+matter). ``Clock`` itself is the log's time axis: it is recorded as a channel only when named. In the file, MCAP's
+``log_time`` is the wall-clock time of the write and ``publish_time`` the robot's (see :mod:`pluto.record.format`),
+so viewers show real dates.
 
 Writers drop values under congestion rather than stall (a state's newest value is what counts), so a recorder on a
 busy machine can miss some. Each sample's attachment carries its writer's sequence number; a jump in it is counted
@@ -39,7 +41,7 @@ from pluto.bus import Bus
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.session import write_stamp
 from pluto.errors import DecodeError, PlutoError
-from pluto.record.format import LogError, encode_message
+from pluto.record.format import WALL_LOG_TIME, LogError, encode_message
 from pluto.record.logfile import match_names
 from pluto.record.writer import CHUNK_SIZE, ForeignMessage, SplitLogWriter
 from pluto.runtime.profiles import Profile
@@ -331,6 +333,7 @@ class Recorder:
             "start_time_unix": f"{self._started:.6f}",
             "time_base": "sim" if self.time.sim else "wall",
             "host": socket.gethostname(),
+            **WALL_LOG_TIME,  # viewers show the real date of the run; the robot's time is in publish_time
             **self._extra_metadata,
         }
         self._writer = SplitLogWriter(self.path, metadata=info, **self._writer_options)

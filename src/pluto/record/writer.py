@@ -30,6 +30,7 @@ from pluto.record.format import (
     schema_bytes,
     schema_name,
     to_ns,
+    wall_log_time,
 )
 
 __all__ = ["ChannelStats", "ForeignMessage", "LogWriter", "SplitLogWriter", "part_path"]
@@ -105,7 +106,10 @@ class LogWriter:
     Args:
         path: the file to create.
         metadata: extra entries of the ``pluto`` metadata record (robot, version and start time are always there:
-            ``robot`` and ``start_time`` default to empty).
+            ``robot`` and ``start_time`` default to empty). With the entries of
+            :data:`~pluto.record.format.WALL_LOG_TIME`, MCAP's ``log_time`` is the wall-clock time and
+            ``publish_time`` the robot's (a recording, which viewers show on real dates); without, the other way
+            round. The times given to the ``add`` methods mean the same either way.
         force: overwrite ``path`` if it exists.
         compression: chunk compression, ``zstd`` (default), ``lz4`` or ``none``.
         chunk_size: bytes of messages after which a chunk is written without waiting for :meth:`flush`.
@@ -140,6 +144,7 @@ class LogWriter:
         self._stream = _open_new(self.path, force)
         self._writer = Writer(self._stream, chunk_size=chunk_size, compression=_COMPRESSION[compression])
         info = {"robot": "", "pluto_version": __version__, "start_time": "", **dict(metadata or {})}
+        self._wall_axis = wall_log_time(info)
         self._guard(lambda: self._start(info))
 
     def _start(self, info: dict[str, str]) -> None:
@@ -165,6 +170,11 @@ class LogWriter:
             self._stream.close()
 
     # -- writing ------------------------------------------------------------------------------------------------
+
+    def _times(self, robot_time: float, wall_time: float) -> tuple[int, int]:
+        """MCAP's (log_time, publish_time) in ns of a write at these times (see the ``metadata`` argument)."""
+        robot_ns, wall_ns = to_ns(robot_time), to_ns(wall_time)
+        return (wall_ns, robot_ns) if self._wall_axis else (robot_ns, wall_ns)
 
     def _channel(self, name: str, cls: type[msgs.Message]) -> int:
         key = (name, cls)
@@ -197,7 +207,7 @@ class LogWriter:
         """
         if self.closed:
             raise LogError(f"{self.path} is closed")
-        log_ns, publish_ns = to_ns(log_time), to_ns(publish_time)
+        log_ns, publish_ns = self._times(log_time, publish_time)
         key = (name, cls)
         channel = self._ids.get(key) or self._channel(name, cls)
         sequence = self._sequence[channel] = self._sequence[channel] + 1
@@ -242,7 +252,7 @@ class LogWriter:
         """
         if self.closed:
             raise LogError(f"{self.path} is closed")
-        log_ns, publish_ns = to_ns(msg.log_time), to_ns(publish_time)
+        log_ns, publish_ns = self._times(msg.log_time, publish_time)
         channel = self._foreign_ids.get(msg.topic)
         if channel is None:
             if any(name == msg.topic for name, _ in self._ids):
