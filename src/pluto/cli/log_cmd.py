@@ -103,13 +103,16 @@ def describe_log(log: LogFile) -> str:
     lines.append(f"messages   {log.message_count:,}")
     if log.channels:
         width = max(len(n) for n in log.channels)
-        lines.append(f"  {'INTERFACE':<{width}}  {'TYPE':<14} {'COUNT':>9}  {'RATE':>10}  {'FIRST':>12}  {'LAST':>12}")
+        kinds = {n: c.type.__name__ if c.type else c.type_name or "?" for n, c in log.channels.items()}
+        kw = max(14, *(len(k) for k in kinds.values()))  # other tools' schema names (foxglove.FrameTransform) too
+        lines.append(
+            f"  {'INTERFACE':<{width}}  {'TYPE':<{kw}} {'COUNT':>9}  {'RATE':>10}  {'FIRST':>12}  {'LAST':>12}"
+        )
         t0 = log.start
         for name in log.names():
             c = log.channels[name]
-            kind = c.type.__name__ if c.type else c.type_name or "?"
             lines.append(
-                f"  {name:<{width}}  {kind:<14} {c.count:>9,}  {c.rate:>7.2f} Hz  {c.first - t0:>10.3f} s  "
+                f"  {name:<{width}}  {kinds[name]:<{kw}} {c.count:>9,}  {c.rate:>7.2f} Hz  {c.first - t0:>10.3f} s  "
                 f"{c.last - t0:>10.3f} s"
             )
     for note in log.notes:
