@@ -215,6 +215,8 @@ class KeyApp(App[None]):
             link.act(action, values, self.clock())
         except (PlutoError, ValueError) as err:
             link.message = f"error: {err}"
+        except Exception as err:  # a module's odd reply must not take the program (and its stop keys) down
+            link.message = f"error: {type(err).__name__}: {err}"
 
     @work(thread=True, group="actions")
     def _act_waiting(self, link: Link, action: str, values: tuple[float, ...]) -> None:
