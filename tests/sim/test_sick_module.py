@@ -72,3 +72,31 @@ def test_a_scan_gives_up_waiting_after_a_second() -> None:
     sick.step(2.5)  # no newer true pose for more than a second: the newest one known is used
     (scan,) = sick.scan_mm.values  # type: ignore[attr-defined]
     assert scan.ranges[CENTRE] == pytest.approx(10.0 - sick.laser.params.mount_x, abs=0.02)
+
+
+def test_the_wrist_is_taken_at_the_scans_own_time() -> None:
+    """The pan at a scan's centre is interpolated between the wrist's reports, as the localization service does
+    when it places the scan: a panning wrist must not turn the scan by a step of its motion."""
+    history = _WristHistory()
+    assert history.at(1.0) == (0.0, 0.0)  # no wrist: straight ahead
+    history.add(msgs.ActuatorState(stamp=1.0, position=[0.4, 0.1]))
+    history.add(msgs.ActuatorState(stamp=1.05, position=[0.3, 0.0]))
+    assert history.at(1.0) == pytest.approx((0.4, 0.1))
+    assert history.at(1.04) == pytest.approx((0.32, 0.02))
+    assert history.at(0.5) == pytest.approx((0.4, 0.1)) and history.at(2.0) == pytest.approx((0.3, 0.0))
+
+
+def test_scans_are_centred_on_the_clocks_grid() -> None:
+    """The scan times are the schedule's, without the drift of summing 0.2 s (9.6 s, not 9.599999999999998 s)."""
+    sick = bare_sick()
+    period = sick.laser.params.period
+    now = 0.0
+    sick.step(now)
+    for _ in range(300):
+        now = round(now + 0.05, 9)
+        sick.history.add(truth(now, 0.0))
+        sick.step(now)
+    stamps = [scan.stamp for scan in sick.scan_mm.values]  # type: ignore[attr-defined]
+    assert len(stamps) > 50
+    assert all(s == round(s, 9) for s in stamps)  # exactly on the grid, as the other devices' stamps are
+    assert all(abs(s / period - round(s / period)) < 1e-9 for s in stamps)

@@ -88,14 +88,14 @@ class SimSick(SimDevice[SimSickParams]):
             return
         if now < self._next_arrival - 1e-6:  # sums of periods round (0.6000000000000001): not a step late
             return
-        arrival, centre = now, self._next_arrival - lp.latency
+        arrival, centre = now, round(self._next_arrival - lp.latency, 9)
         wrist = self.wrist_history.newest  # -inf: no wrist on this robot, the laser looks straight ahead
         behind = self.history.newest < centre - 1e-6 or -math.inf < wrist < centre - 1e-6
         if behind and now - centre < _TRUTH_WAIT:
             # the base's true pose or the wrist's state has not reached the scan's time yet (they come from other
             # modules, later on a busy machine): the next step scans, rather than with a stale pose or pan
             return
-        self._next_arrival += lp.period
+        self._next_arrival = round(self._next_arrival + lp.period, 9)  # no drift of the sums: 9.6, not 9.5999...
         if self._next_arrival < now:
             self._next_arrival = now + lp.period  # fell behind: skip rather than burst
         pose = self.history.at(centre)
@@ -145,13 +145,19 @@ class _WristHistory:
         return self._states[-1].stamp if self._states else -math.inf
 
     def at(self, t: float) -> tuple[float, float]:
-        """(pan, tilt) in force at time ``t`` (the last state stamped at or before it), rad."""
-        chosen: Any = None
-        for state in self._states:
-            if state.stamp <= t:
-                chosen = state
-        if chosen is None:
-            chosen = self._states[0] if self._states else None
-        if chosen is None or len(chosen.position) < 2:
+        """(pan, tilt) at time ``t``, rad: interpolated between the states around it (the unit moves smoothly between
+        its reports, and whoever reads the scan interpolates the same states to its time), else the nearest state."""
+        states = [s for s in self._states if len(s.position) >= 2]
+        if not states:
             return 0.0, 0.0
-        return float(chosen.position[0]), float(chosen.position[1])
+        before: Any = None
+        for state in states:
+            if state.stamp <= t:
+                before = state
+            elif before is None:
+                return float(state.position[0]), float(state.position[1])
+            else:
+                f = (t - before.stamp) / (state.stamp - before.stamp)
+                (pan0, tilt0), (pan1, tilt1) = before.position[:2], state.position[:2]
+                return float(pan0 + f * (pan1 - pan0)), float(tilt0 + f * (tilt1 - tilt0))
+        return float(before.position[0]), float(before.position[1])
