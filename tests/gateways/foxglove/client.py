@@ -41,7 +41,15 @@ class FoxgloveClient:
     """A connection to a Foxglove WebSocket server."""
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
-        self._connect = connect(url, subprotocols=SUBPROTOCOLS, open_timeout=timeout)  # type: ignore[arg-type]
+        # An unbounded queue of frames read: a client that stops reading while the server still streams must
+        # still see the server's answer to its close.
+        self._connect = connect(
+            url,
+            subprotocols=SUBPROTOCOLS,  # type: ignore[arg-type]
+            open_timeout=timeout,
+            max_queue=None,
+            max_size=None,
+        )
         self.ws: ClientConnection = self._connect.__enter__()
         self.server_info: dict[str, Any] = {}
         self.channels: dict[str, dict[str, Any]] = {}  # topic -> its advertisement

@@ -16,6 +16,7 @@ from pluto.bus import Bus
 from pluto.gateways.foxglove.module import FoxgloveModule, FoxgloveParams
 from pluto.sim.world import load_world
 from tests.gateways.foxglove.client import FoxgloveClient, Received
+from tests.helpers import wait_until
 
 WAIT = 30.0
 """Wall seconds a message may take (only a hang takes that long)."""
@@ -195,11 +196,13 @@ def test_a_fast_stream_is_thinned_out_for_viewers(bus: Bus) -> None:
         FoxgloveParams(max_rate_hz=-1.0)
 
 
-def test_log_tells_modules_that_come_and_go(bus: Bus, client: FoxgloveClient) -> None:
+def test_log_tells_modules_that_come_and_go(bus: Bus, gateway: FoxgloveModule, client: FoxgloveClient) -> None:
     from pluto.runtime.module import Module
 
     client.wait_for_channels(["/log"], WAIT)
+    assert not gateway.has_viewers("/log")
     client.subscribe("/log")
+    wait_until(lambda: gateway.has_viewers("/log"), timeout=WAIT)  # a line sent before is nobody's
     other = Module(bus, name="lidar-test")
     got: list[Received] = []
     other.start()
@@ -209,3 +212,43 @@ def test_log_tells_modules_that_come_and_go(bus: Bus, client: FoxgloveClient) ->
         other.stop()
     line = next(r.message for r in got if "lidar-test" in r.message.message)
     assert line.name == "mom" and line.level == 2  # INFO
+
+
+def test_the_simulated_robot_in_foxglove(bus: Bus) -> None:
+    """The simulated robot in lock-step: every scan a viewer gets is the scan of its stamp on the bus, and the
+    odometry transforms are the base's odometry of their stamps."""
+    from tests.scenarios.stack import DriveCommand, Lockstep
+
+    with Lockstep(bus) as sim:
+        sim.start(world="office", seed=2)
+        scans = sim.collect("Sick/Scan_mm", msgs.LaserScan)
+        odometry = sim.collect("Base/Drive/State", msgs.Odometry)
+        module = sim.add(FoxgloveModule(bus, FoxgloveParams(port=0, max_rate_hz=0.0)))
+        with FoxgloveClient(f"ws://127.0.0.1:{module.port}") as client:
+            client.wait_for_channels(["/scan", "/tf", "/map"], WAIT)
+            client.subscribe("/scan", "/tf", "/map")
+            drive = sim.add(DriveCommand(bus, 0.3, 0.2, until=2.0))
+            sim.resume()
+            got = client.collect(
+                WAIT,
+                lambda got: sum(r.topic == "/scan" for r in got) >= 3 and any(_tf("odom", "base_link")(r) for r in got),
+            )
+            drive.wait()
+    by_stamp = {s.stamp: s for s in scans.snapshot()}
+    fox_scans = [r.message for r in got if r.topic == "/scan"]
+    assert len(fox_scans) >= 3
+    for fox in fox_scans:
+        stamp = round(fox.timestamp.seconds + fox.timestamp.nanos * 1e-9, 6)
+        scan = by_stamp[min(by_stamp, key=lambda s: abs(s - stamp))]
+        assert scan.stamp == pytest.approx(stamp, abs=1e-6)
+        for sent, received in zip(scan.ranges, fox.ranges, strict=True):
+            assert received == pytest.approx(sent) if 0 <= sent < scan.max_range else math.isinf(received)
+    odom_by_stamp = {o.stamp: o for o in odometry.snapshot()}
+    for r in got:
+        if _tf("odom", "base_link")(r):
+            t = r.message
+            stamp = t.timestamp.seconds + t.timestamp.nanos * 1e-9
+            o = odom_by_stamp[min(odom_by_stamp, key=lambda s: abs(s - stamp))]
+            assert o.stamp == pytest.approx(stamp, abs=1e-6)
+            assert (t.translation.x, t.translation.y) == pytest.approx((o.x, o.y))
+            assert math.remainder(_yaw(t.rotation) - o.theta, math.tau) == pytest.approx(0.0, abs=1e-9)

@@ -185,6 +185,11 @@ class FoxgloveModule(Module[FoxgloveParams]):
         port: int = self.server.port
         return port
 
+    def has_viewers(self, topic: str) -> bool:
+        """Whether a viewer is subscribed to ``topic`` (a Foxglove topic or a Pluto interface served as JSON)."""
+        channel = self._channels.get(topic) or self._json.get(topic)
+        return channel is not None and channel.has_sinks()
+
     def _load_world(self, source: str) -> World | None:
         log = self.get_logger()
         if source:

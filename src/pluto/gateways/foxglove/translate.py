@@ -252,7 +252,7 @@ class FoxgloveTranslator:
         self._have_localization = False
         self._path: list[Pose] = []
         self._path_end: tuple[float, float] | None = None
-        self._laser_sent = False
+        self._wrist = False  # a Wrist/State came: it turns the laser
         self.rejected = 0
         """Messages that could not be translated (a scan whose angles and ranges disagree, a short pose...)."""
 
@@ -263,7 +263,7 @@ class FoxgloveTranslator:
         self._have_localization = False
         self._path = []
         self._path_end = None
-        self._laser_sent = False
+        self._wrist = False  # a Wrist/State came: it turns the laser
 
     @property
     def path_length(self) -> int:
@@ -298,13 +298,13 @@ class FoxgloveTranslator:
                 out += self._pose(msg.stamp, truth, None)
             return out
         if name == names.WRIST_STATE.name and isinstance(msg, msgs.ActuatorState):
+            self._wrist = True
             pan = msg.position[0] if msg.position else 0.0
             tilt = msg.position[1] if len(msg.position) > 1 else 0.0
             return [Output(TOPIC_TF, self._laser_transform(msg.stamp, pan, tilt), msg.stamp, FRAME_LASER)]
         return []
 
     def _laser_transform(self, stamp: float, pan: float, tilt: float) -> FrameTransform:
-        self._laser_sent = True
         mx, my, mz = self.laser_mount
         return FrameTransform(
             timestamp=timestamp(stamp),
@@ -331,7 +331,7 @@ class FoxgloveTranslator:
             ranges=ranges,
         )
         out = [Output(TOPIC_SCAN, fox, scan.stamp)]
-        if not self._laser_sent:
+        if not self._wrist:  # the fixed mount, with each scan: a viewer that joins later needs it too
             out.insert(0, Output(TOPIC_TF, self._laser_transform(scan.stamp, 0.0, 0.0), scan.stamp, FRAME_LASER))
         return out
 
@@ -345,8 +345,6 @@ class FoxgloveTranslator:
         self._odometry_stamps.append(odom.stamp)
         base = _transform(odom.stamp, FRAME_ODOM, FRAME_BASE, odom.x, odom.y, odom.theta)
         out = [Output(TOPIC_TF, base, odom.stamp, FRAME_BASE)]
-        if not self._laser_sent:
-            out.append(Output(TOPIC_TF, self._laser_transform(odom.stamp, 0.0, 0.0), odom.stamp, FRAME_LASER))
         return out
 
     def _odometry_at(self, stamp: float) -> tuple[float, float, float] | None:
