@@ -20,12 +20,13 @@ the errors the same from run to run. ``link_noise`` drops and corrupts that frac
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from pluto import msgs, names
-from pluto.hardware.base.p2os.emulator import LinkNoise, P2osEmulator
+from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.link import DeviceEmulator, LinkNoise
 from pluto.runtime.module import Module, ModuleParams
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
 
@@ -186,12 +187,13 @@ class DmuEmulatorModule(Module[DmuEmulatorParams]):
     Params = DmuEmulatorParams
 
     def on_configure(self) -> None:
-        from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator, SimTruthSource
+        from pluto.hardware.dmu.emulator import CrossbowDevice, SimTruthSource
 
         p = self.params
         self.source = SimTruthSource(self.bus, p.profile(), p.rng("dmu"))
         device = CrossbowDevice(self.source, rate_hz=p.packet_hz)
-        self.emulator: Any = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("dmu")).start()
+        self.emulator = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("dmu"))
+        self.emulator.start()
         self.get_logger().info("Crossbow DMU on %s", self.emulator.url)
 
     def on_shutdown(self) -> None:
@@ -229,13 +231,14 @@ class GpsEmulatorModule(Module[GpsEmulatorParams]):
     Params = GpsEmulatorParams
 
     def on_configure(self) -> None:
-        from pluto.hardware.gps.emulator import DeviceEmulator, NmeaReceiver, SimTruthTrack
+        from pluto.hardware.gps.emulator import NmeaReceiver, SimTruthTrack
         from pluto.hardware.gps.grid import LocalGrid
 
         p = self.params
         self.track = SimTruthTrack(self.bus, LocalGrid(p.origin_lat, p.origin_lon), p.profile(), p.rng("gps"))
         device = NmeaReceiver(self.track, period=1.0 / p.epoch_hz)
-        self.emulator: Any = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("gps")).start()
+        self.emulator = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("gps"))
+        self.emulator.start()
         self.get_logger().info("NMEA receiver on %s", self.emulator.url)
 
     def on_shutdown(self) -> None:
