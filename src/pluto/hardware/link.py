@@ -7,7 +7,8 @@
         port = serial.serial_for_url(gps.url)                            # /dev/pts/N
 
 A device core is sans-I/O (:class:`DeviceCore`: bytes in, a time step, bytes out); :class:`DeviceEmulator` serves
-one. :class:`LinkServer` is what every emulator shares (the P2OS robot's and the SICK scanner's too): the link is
+one, stepped every tick (:class:`SteppedServer`'s loop, whose hooks the SICK emulator fills for its scanner).
+:class:`LinkServer` is what every emulator shares (the P2OS robot's and the SICK scanner's too): the link is
 opened by :meth:`~LinkServer.start` and served on a thread, or opened by :meth:`~LinkServer.open_link` and served in
 the caller's thread (:meth:`~LinkServer.serve`, or :meth:`~LinkServer.run` for both); :meth:`~LinkServer.close`
 ends it and reports a failure of the loop. :class:`LinkNoise` drops and corrupts bytes in both directions, like a
@@ -19,7 +20,7 @@ radio modem.
 # one is connected. Unlike a serial line, TCP tells when the client goes (on_readable returns b""). The pty keeps
 # its slave end open itself, so the master never sees a hang-up while no client has the port open; pyserial
 # flushes what accumulated when a client opens it. A LinkServer owns the lifecycle (the thread, the link, a failure
-# of the loop re-raised by close()); subclasses fill _serve(link, stop). DeviceEmulator's loop: select() on the link
+# of the loop re-raised by close()); subclasses fill _serve(link, stop). SteppedServer's loop: select() on the link
 # with a timeout up to the next tick (or sooner if the device says bytes are due), feed what arrived to the core
 # with the clock's time, step it and write what it has; the hooks (_receive, _output, _due, _new_client) are where a
 # core with another shape (the SICK scanner's, which models the line's rate) plugs in. All calls into the core hold
@@ -52,6 +53,7 @@ __all__ = [
     "LinkNoise",
     "LinkServer",
     "PtyLink",
+    "SteppedServer",
     "TcpLink",
     "Transport",
     "open_link",
@@ -506,27 +508,15 @@ class LinkServer:
         raise NotImplementedError
 
 
-class DeviceCore(Protocol):
-    """A sans-I/O device a :class:`DeviceEmulator` can serve: bytes in, a time step, bytes out."""
+class SteppedServer(LinkServer):
+    """A link server whose device is stepped every ``tick`` s and answers between steps.
 
-    def receive_data(self, data: bytes) -> None: ...
-
-    def step(self, now: float) -> None: ...
-
-    def data_to_send(self) -> bytes: ...
-
-
-class DeviceEmulator(LinkServer):
-    """Serves a device core over TCP or a pseudo-terminal, stepped every ``tick`` s; a context manager.
+    Subclasses fill :meth:`_receive` and :meth:`_output` (and, for a device with another timing, :meth:`_due` and
+    :meth:`_new_client`). Every hook is called with :attr:`lock` held.
 
     Args:
-        device: the device core.
-        transport: ``"tcp"`` or ``"pty"``.
-        host: TCP address to listen on (the loopback by default).
-        port: TCP port; 0 picks a free one.
-        tick: s between steps of the device.
-        link_noise: drops and corrupts bytes in both directions (settable while running), or None.
-        clock: the device's time, s (monotonic).
+        tick: s between steps of the device.  clock: the device's time, s (monotonic).
+        transport, host, port, link_noise, name: as for :class:`LinkServer`.
 
     Raises:
         ValueError: an unknown transport or a tick that is not positive.
@@ -534,41 +524,35 @@ class DeviceEmulator(LinkServer):
 
     def __init__(
         self,
-        device: DeviceCore,
         *,
+        tick: float,
+        clock: Callable[[], float] = time.monotonic,
         transport: Transport = "tcp",
         host: str = "127.0.0.1",
         port: int = 0,
-        tick: float = 0.005,
         link_noise: LinkNoise | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        name: str = "emulator",
     ) -> None:
         if not (math.isfinite(tick) and tick > 0.0):
             raise ValueError(f"tick must be > 0 s, got {tick!r}")
-        super().__init__(transport=transport, host=host, port=port, link_noise=link_noise, name="device-emulator")
-        self.device = device
+        super().__init__(transport=transport, host=host, port=port, link_noise=link_noise, name=name)
         self.tick = tick
         self._clock = clock
 
-    # -- hooks of a core with another shape
-
     def _receive(self, data: bytes, now: float) -> None:
-        """Hand the host's bytes to the device (the lock is held)."""
-        self.device.receive_data(data)
+        """Hand the host's bytes, read at ``now``, to the device."""
+        raise NotImplementedError
 
     def _output(self, now: float) -> bytes:
-        """Step the device to ``now`` and take what it has to send (the lock is held)."""
-        self.device.step(now)
-        return self.device.data_to_send()
+        """Step the device to ``now`` and take what it has to send."""
+        raise NotImplementedError
 
     def _due(self) -> float:
-        """When the device has bytes due before its next tick (inf: none); the lock is held."""
+        """When the device has bytes due before its next tick, by the clock (inf: none)."""
         return math.inf
 
     def _new_client(self) -> None:
-        """A new TCP client connected (the lock is held)."""
-
-    # -- the loop
+        """A new TCP client connected."""
 
     def _serve(self, link: Link, stop: threading.Event) -> None:
         clock, lock = self._clock, self.lock
@@ -597,3 +581,59 @@ class DeviceEmulator(LinkServer):
                 link.write(self._noisy(out))
             if now >= next_tick:
                 next_tick = max(next_tick + self.tick, now)
+
+
+class DeviceCore(Protocol):
+    """A sans-I/O device a :class:`DeviceEmulator` can serve: bytes in, a time step, bytes out."""
+
+    def receive_data(self, data: bytes) -> None: ...
+
+    def step(self, now: float) -> None: ...
+
+    def data_to_send(self) -> bytes: ...
+
+
+class DeviceEmulator(SteppedServer):
+    """Serves a device core over TCP or a pseudo-terminal, stepped every ``tick`` s; a context manager.
+
+    Args:
+        device: the device core.
+        transport: ``"tcp"`` or ``"pty"``.
+        host: TCP address to listen on (the loopback by default).
+        port: TCP port; 0 picks a free one.
+        tick: s between steps of the device.
+        link_noise: drops and corrupts bytes in both directions (settable while running), or None.
+        clock: the device's time, s (monotonic).
+
+    Raises:
+        ValueError: an unknown transport or a tick that is not positive.
+    """
+
+    def __init__(
+        self,
+        device: DeviceCore,
+        *,
+        transport: Transport = "tcp",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tick: float = 0.005,
+        link_noise: LinkNoise | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            tick=tick,
+            clock=clock,
+            transport=transport,
+            host=host,
+            port=port,
+            link_noise=link_noise,
+            name="device-emulator",
+        )
+        self.device = device
+
+    def _receive(self, data: bytes, now: float) -> None:
+        self.device.receive_data(data)
+
+    def _output(self, now: float) -> bytes:
+        self.device.step(now)
+        return self.device.data_to_send()

@@ -7,7 +7,7 @@
 antenna driving a circle about the origin) or :class:`SimTruthTrack` (the simulated robot's true position on
 ``Sim/Truth`` taken through the origin's grid); :class:`NmeaReplay` sends the sentences of a recorded NMEA file
 again, one epoch (from one GGA to the next) per period. Both are device cores for
-:class:`pluto.hardware.dmu.emulator.DeviceEmulator`, which serves any such core.
+:class:`pluto.hardware.link.DeviceEmulator`, which serves any such core.
 """
 
 # Strategy: the receivers are sans-I/O cores stepped with a time, as the inertial unit's emulator is; serving, the
@@ -30,7 +30,7 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.bus import Bus
-from pluto.hardware.dmu.emulator import DeviceEmulator, EmulatorError, LinkNoise
+from pluto.hardware.link import DeviceEmulator, EmulatorError, LinkNoise
 from pluto.sim.gps import SimGps
 from pluto.sim.noise import IDEAL, NoiseProfile
 

@@ -5,36 +5,30 @@
 
 Scan sources: :class:`SyntheticRoom` (a square room around the scanner), :class:`FixedScan` (the same ranges every
 time) and :class:`WorldScan` (the simulator's laser in a world, from a fixed pose or from the robot's true pose on
-``Sim/Truth`` when joined to a running simulation). Faults: :class:`~pluto.hardware.base.p2os.emulator.LinkNoise`
+``Sim/Truth`` when joined to a running simulation). Faults: :class:`~pluto.hardware.link.LinkNoise`
 (bytes dropped and corrupted in both directions) and :meth:`LmsEmulator.inject_fault` (a fatal error; the scanner
 then needs its reboot time after the host resets it).
 """
 
-# Strategy: the transport is the P2OS emulator's (its TCP and pty links and its link noise are reused, not copied):
-# select() on the link with a short tick, feed what arrives to the device with the wall clock's time, step the device
-# and write the bytes whose transmission has ended (the device models the line's rate, so a nominal-rate transport
-# still shows the scanner's timing). The tick is short (2 ms) so that a scan is handed out within a few ms of the
-# end of its transmission even at 500 kbaud. A new TCP client starts with a fresh decoder (no half telegram of the
-# previous one); the scanner itself keeps its state, as a real one does when its cable is replugged.
+# Strategy: the transport is pluto.hardware.link's, shared by every emulated device (SteppedServer's loop, whose
+# hooks this fills): select() on the link with a short tick, feed what arrives to the device with the wall clock's
+# time, step the device and write the bytes whose transmission has ended (the device models the line's rate, so a
+# nominal-rate transport still shows the scanner's timing). The tick is short (2 ms), and the loop wakes when the
+# device's next bytes are due, so that a scan is handed out within a few ms of the end of its transmission even at
+# 500 kbaud. A new TCP client starts with a fresh decoder (no half telegram of the previous one); the scanner itself
+# keeps its state, as a real one does when its cable is replugged.
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pluto.hardware.base.p2os.emulator import (
-    EmulatorError,
-    LinkNoise,
-    _PtyLink,
-    _TcpLink,
-)
+from pluto.hardware.link import EmulatorError, Link, LinkNoise, SteppedServer, Transport
 
 from .device import LmsDevice
 
@@ -46,8 +40,6 @@ __all__ = ["DEFAULT_PORT", "EmulatorError", "FixedScan", "LinkNoise", "LmsEmulat
 DEFAULT_PORT = 8104
 """The TCP port of ``pluto sick-sim`` (the P2OS emulator's is 8101)."""
 TICK = 0.002
-
-Transport = Literal["tcp", "pty"]
 
 
 class SyntheticRoom:
@@ -137,13 +129,13 @@ def follow_truth(bus: object) -> Callable[[], tuple[float, float, float]]:
     return pose
 
 
-class LmsEmulator:
+class LmsEmulator(SteppedServer):
     """An emulated scanner served in a background thread over TCP or a pty; a context manager.
 
     Args:
         device: the scanner.  transport: "tcp" or "pty".  host, port: where to listen (port 0: a free one).
         link_noise: noise on the bytes in both directions, or None.
-        fault_at: s after start of a fatal error (None: none).
+        fault_at: s after serving starts of a fatal error (None: none).
         clock: the wall clock, s.
     """
 
@@ -158,126 +150,40 @@ class LmsEmulator:
         fault_at: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if transport not in ("tcp", "pty"):
-            raise ValueError(f"transport must be 'tcp' or 'pty', not {transport!r}")
+        super().__init__(
+            tick=TICK,
+            clock=clock,
+            transport=transport,
+            host=host,
+            port=port,
+            link_noise=link_noise,
+            name="lms-emulator",
+        )
         self.device = device
-        self.transport: Transport = transport
-        self.link_noise = link_noise
         self.fault_at = fault_at
-        self.lock = threading.Lock()
-        self._host, self._port = host, port
-        self._clock = clock
-        self._link: _TcpLink | _PtyLink | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-
-    def start(self) -> LmsEmulator:
-        """Open the transport and serve in a background thread.
-
-        Raises:
-            EmulatorError: the port cannot be listened on, no pty, or already running.
-        """
-        if self._thread is not None:
-            raise EmulatorError("the emulator is already running")
-        self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._guarded, name=f"lms-emulator-{self._link.url}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the transport (the cable is unplugged); safe to call twice.
-
-        Raises:
-            EmulatorError: the serving loop had failed.
-        """
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join()
-        if self._link is not None:
-            self._link.close()
-            self._link = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise EmulatorError(f"the emulator's loop failed: {error!r}") from error
-
-    def __enter__(self) -> LmsEmulator:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """What a host opens: ``socket://127.0.0.1:PORT`` or the pty's path.
-
-        Raises:
-            EmulatorError: not started.
-        """
-        if self._link is None:
-            raise EmulatorError("the emulator is not started")
-        return self._link.url
+        self._fault_due: float | None = None
 
     def inject_fault(self) -> None:
         """A fatal error now (the host must reset the scanner, which then reboots)."""
         with self.lock:
             self.device.inject_fault()
 
-    def serve(self, stop: threading.Event) -> None:
-        """Serve in this thread until ``stop`` is set (after :meth:`start`'s link is open: use :meth:`run`)."""
-        link = self._link
-        assert link is not None
-        device, clock = self.device, self._clock
-        started = clock()
-        fault_at = self.fault_at
-        connections = getattr(link, "connections", 0)
-        while not stop.is_set():
-            now = clock()
-            timeout = min(TICK, max(0.0, device.next_release() - now))
-            try:
-                readable, _, _ = select.select(link.handles(), [], [], timeout)
-            except InterruptedError:
-                continue
-            for handle in readable:
-                data = link.on_readable(handle)
-                if not data:
-                    continue
-                if self.link_noise is not None:
-                    data = self.link_noise.apply(data)
-                with self.lock:
-                    device.receive_data(data, clock())
-            if getattr(link, "connections", 0) != connections:  # a new host on the line
-                connections = getattr(link, "connections", 0)
-                with self.lock:
-                    device.reset_session()
-            now = clock()
-            with self.lock:
-                if fault_at is not None and now - started >= fault_at:
-                    fault_at = None
-                    device.inject_fault()
-                device.step(now)
-                out = device.data_to_send(now)
-            if out:
-                if self.link_noise is not None:
-                    out = self.link_noise.apply(out)
-                link.write(out)
+    def _serve(self, link: Link, stop: threading.Event) -> None:
+        self._fault_due = None if self.fault_at is None else self._clock() + self.fault_at
+        super()._serve(link, stop)
 
-    def run(self, stop: threading.Event, on_ready: Callable[[str], None] | None = None) -> None:
-        """Open the transport, serve in this thread until ``stop`` is set, close it (the ``pluto sick-sim`` loop)."""
-        self._link = _TcpLink(self._host, self._port) if self.transport == "tcp" else _PtyLink()
-        try:
-            (on_ready or print)(self._link.url)
-            self.serve(stop)
-        finally:
-            self._link.close()
-            self._link = None
+    def _receive(self, data: bytes, now: float) -> None:
+        self.device.receive_data(data, now)
 
-    def _guarded(self) -> None:
-        try:
-            self.serve(self._stop)
-        except BaseException as err:  # reported by stop()
-            self._error = err
+    def _new_client(self) -> None:  # a fresh decoder: no half telegram of the previous host
+        self.device.reset_session()
+
+    def _due(self) -> float:
+        return self.device.next_release()
+
+    def _output(self, now: float) -> bytes:
+        if self._fault_due is not None and now >= self._fault_due:
+            self._fault_due = None
+            self.device.inject_fault()
+        self.device.step(now)
+        return self.device.data_to_send(now)
