@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -150,3 +154,24 @@ def test_realistic_laser_and_gps_errors() -> None:
 def test_bad_parameters_are_refused(cls: type, values: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         cls(**values)
+
+
+def test_p2os_sim_publishes_the_true_pose_when_asked(bus: Bus) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pluto", "p2os-sim", "--port", "0", "--world", "office", "--publish-truth"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        truth = bus.create_reader("Sim/Truth", msgs.Odometry).wait_for_value(timeout=30)
+        assert (truth.x, truth.y, truth.theta) == pytest.approx(load_world("office").start, abs=1e-6)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert "connect a client to: socket://127.0.0.1:" in out and "Sim/Truth" in out and "stopped" in out

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
 from pluto.hardware.base.p2os.models import ROBOT_PARAMS
+
+if TYPE_CHECKING:
+    from pluto.hardware.base.p2os.emulator import LinkNoise
+    from pluto.hardware.base.p2os.robot import P2osRobot
 
 # The emulator, numpy and the simulator are imported by run(), not here: `pluto` imports this module for every
 # command and should start fast.
@@ -44,6 +51,8 @@ examples:
   pluto p2os-sim --model p3dx --world office      in the office world
   pluto p2os-sim --pty --model p3at               on a pseudo-terminal instead of TCP
   pluto p2os-sim --link-noise 0.001               drop and corrupt 0.1 % of the bytes, like a radio modem
+  pluto p2os-sim --world office --publish-truth   its true pose on Sim/Truth, for sick-sim --follow-sim,
+                                                  dmu-sim --sim and gps-sim --sim to measure
 """
 
 
@@ -87,6 +96,11 @@ def register(subparsers: Subparsers) -> None:
         metavar="MS",
         help="stop and disable the motors after this many ms without a command; 0 = never (default 2000)",
     )
+    p.add_argument(
+        "--publish-truth",
+        action="store_true",
+        help="publish the robot's true pose on Sim/Truth (50 Hz), for the sensor emulators to follow",
+    )
 
 
 class _Interrupted(BaseException):
@@ -129,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"connect a client to: {url}", flush=True)
         print("Ctrl-C stops it.", flush=True)
 
+    if args.publish_truth:
+        _serve_publishing_truth(args, robot, noise, ready)
+        print("stopped", flush=True)
+        return 0
     try:
         with stop_on_signals(interrupt=_Interrupted) as stop:
             if args.pty:
@@ -139,3 +157,25 @@ def run(args: argparse.Namespace) -> int:
         pass
     print("stopped", flush=True)
     return 0
+
+
+def _serve_publishing_truth(
+    args: argparse.Namespace, robot: P2osRobot, noise: LinkNoise | None, ready: Callable[[str], None]
+) -> None:
+    """Serve in a background thread and publish the robot's true pose on Sim/Truth from this one until a signal."""
+    from pluto import names
+    from pluto.cli.common import open_bus
+    from pluto.hardware.base.p2os.emulator import P2osEmulator
+    from pluto.hardware.emulated import true_pose
+    from pluto.runtime.runner import stop_on_signals
+
+    transport: Literal["tcp", "pty"] = "pty" if args.pty else "tcp"
+    with open_bus(args) as bus, stop_on_signals() as stop:
+        emulator = P2osEmulator(robot, transport=transport, host=args.host, port=args.port, link_noise=noise)
+        with emulator:
+            ready(emulator.url)
+            print(f"its true pose on Sim/Truth of robot {bus.robot}", flush=True)
+            truth = bus.create_publisher(names.SIM_TRUTH)
+            while not stop.is_set() and emulator.running:
+                truth.write(true_pose(emulator, time.time()))
+                stop.wait(0.02)

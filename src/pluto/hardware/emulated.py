@@ -40,7 +40,17 @@ __all__ = [
     "P2osEmulatorParams",
     "SickEmulatorModule",
     "SickEmulatorParams",
+    "true_pose",
 ]
+
+
+def true_pose(emulator: P2osEmulator, stamp: float) -> msgs.Odometry:
+    """The emulated Pioneer's true pose and velocities as a ``Sim/Truth`` value stamped ``stamp`` (read under the
+    emulator's lock, so never half a physics step)."""
+    with emulator.lock:
+        x, y, theta = emulator.robot.truth_pose
+        v, omega = emulator.robot.truth_velocity
+    return msgs.Odometry(stamp=stamp, x=x, y=y, theta=theta, v=v, omega=omega)
 
 
 class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -116,11 +126,7 @@ class P2osEmulatorModule(Module[P2osEmulatorParams]):
         self.get_logger().info("Pioneer %s in world %s on %s", p.model, p.world, self.emulator.url)
 
     def step(self, now: float) -> None:
-        emulator = self.emulator
-        with emulator.lock:
-            x, y, theta = emulator.robot.truth_pose
-            v, omega = emulator.robot.truth_velocity
-        self.truth.write(msgs.Odometry(stamp=now, x=x, y=y, theta=theta, v=v, omega=omega))
+        self.truth.write(true_pose(self.emulator, now))
 
     def on_shutdown(self) -> None:
         emulator = getattr(self, "emulator", None)
