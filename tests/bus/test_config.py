@@ -347,3 +347,18 @@ def test_unreachable_router_fails_within_connect_timeout() -> None:
     with pytest.raises(BusError):
         Bus(BusConfig(robot="r", connect=[endpoint], connect_timeout=0.5))
     assert time.monotonic() - start < 0.5 * 1.5
+
+
+def test_a_bus_in_router_mode_serves_clients(make_bus: Any, bus_env: dict[str, str]) -> None:
+    endpoint = f"tcp/127.0.0.1:{free_tcp_port()}"
+    robot = bus_env["PLUTO_ROBOT"]
+    router = make_bus(bus_config({"mode": "router", "listen": [endpoint]}, env={"PLUTO_ROBOT": robot}))
+    assert not router.owner  # it does not take the local rendezvous
+    writer = router.create_publisher("Base/Drive/State")
+    writer.write(msgs.Odometry(x=5.0))
+    client = make_bus(bus_config(env={"PLUTO_ROBOT": robot, "PLUTO_CONNECT": endpoint}))
+    assert client.config.zenoh_mode == "client"
+    reader = client.create_reader("Base/Drive/State")
+    assert reader.read() == msgs.Odometry(x=5.0)
+    writer.write(msgs.Odometry(x=6.0))
+    assert reader.wait_for_update(timeout=2.0) == msgs.Odometry(x=6.0)
