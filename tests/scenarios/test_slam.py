@@ -5,6 +5,7 @@ simulator and the pose module load."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.module import PoseModule, PoseModuleParams
 from pluto.navigation.slam.module import SAVE, SAVING, SlamModule, SlamModuleParams
 from pluto.runtime.profiles import load_profile, with_params
-from pluto.sim.world import load_world
+from pluto.sim.world import WORLDS_DIR, load_world
 from tests.scenarios.stack import INNER_START, DriveCommand, Lockstep, Script, write_inner_room
 
 pytestmark = pytest.mark.scenario
@@ -135,3 +136,47 @@ def test_the_saved_map_is_the_rooms_walls(bus: Bus, sim: Lockstep, world: Path) 
         assert len(pose_module.tracker.wall_map) == saved.walls.shape[0]
     finally:
         pose_module.stop()
+
+
+OFFICE_START = (4.0, 10.0, 0.0)
+"""In the office's lobby, facing the corridor that runs east past the rooms' doors."""
+
+
+def test_a_run_down_the_office_corridor_maps_every_wall_it_saw(bus: Bus, tmp_path: Path) -> None:
+    """The robot drives from the lobby down the corridor (realistic noise): every wall in the saved map lies on a
+    wall of the office, within 5 cm and 1°."""
+    text = (WORLDS_DIR / "office.xml").read_text()
+    text = re.sub(r"<start [^>]*/>", '<start x="{}" y="{}" theta="{}"/>'.format(*OFFICE_START), text)
+    world = tmp_path / "office.xml"
+    world.write_text(re.sub(r"<movers>.*</movers>", "", text, flags=re.S))
+    start = tmp_path / "start.toml"
+    start.write_text("x = {}\ny = {}\ntheta = {}\n".format(*OFFICE_START))
+    profile = with_params(load_profile("sim"), "localization", start_pose_file=str(start))
+    with Lockstep(bus) as sim:
+        sim.start(profile, world=str(world), noise="realistic", seed=SEED)
+        slam = sim.add(SlamModule(bus, SlamModuleParams(map_file=str(tmp_path / "saved" / "map.xml"))))
+        slam.start_activity()
+        drive = sim.add(DriveCommand(bus, 0.5, 0.0, until=30.0))
+
+        def run(now: float) -> Generator[None, float, None]:
+            while now < 30.0:
+                now = yield
+            slam.stop_activity()
+
+        script = sim.add(Script(bus, run=run))
+        sim.resume()
+        script.wait()
+        drive.finish()
+    saved = load_world(slam.map_path)
+    truth = load_world(world)
+    assert saved.walls.shape[0] >= 10
+    worst = []
+    for segment in saved.walls:
+        # a mapped wall may span several pieces of one wall of the office (the corridor's walls between doors):
+        # it is measured against the line of the piece it lies along
+        fits = [wall_match(segment, wall) for wall in truth.walls]
+        turn, off, _ = min(fits, key=lambda f: f[1] + (0 if f[2] > 0.0 else 1e3))
+        worst.append((off, turn))
+    offset, angle = max(o for o, _ in worst), max(t for _, t in worst)
+    print(f"{len(worst)} walls; worst offset {offset * 100:.1f} cm, angle {angle:.2f}°")
+    assert all(off <= 0.05 and turn <= 1.0 for off, turn in worst), worst
