@@ -32,8 +32,10 @@ __all__ = [
     "Message",
     "ModuleInfo",
     "Odometry",
+    "ParameterInfo",
     "PoseEstimate",
     "Power",
+    "ReadStats",
     "ScanTiming",
     "SimTime",
     "SonarScan",
@@ -263,6 +265,29 @@ class InterfaceStats(msgspec.Struct, frozen=True, kw_only=True):
     count: int = 0
     rate_hz: Annotated[float, _doc("Recent write rate, Hz.")] = 0.0
     last_write: Annotated[float, _doc("Wall-clock time of the last write, s since 1970; 0 if never.")] = 0.0
+    writer_id: Annotated[int, _doc("The writer's id, carried by each of its values (0: unknown).")] = 0
+
+
+class ReadStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What a module has read from one interface."""
+
+    name: str
+    type: str
+    count: Annotated[int, _doc("Values received.")] = 0
+    writers: Annotated[list[int], _doc("Ids of the writers heard from in the last 10 s.")] = msgspec.field(
+        default_factory=list
+    )
+
+
+class ParameterInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One parameter of a running module, as its ``list_parameters`` service describes it."""
+
+    name: str
+    type: Annotated[str, _doc("The parameter's Python type, as written in its Params class.")]
+    value: Annotated[Any, _doc("The value in use now.")] = None
+    default: Annotated[Any, _doc("The value when none is given.")] = None
+    dynamic: Annotated[bool, _doc("It can be changed while the module runs (set_parameters).")] = False
+    description: str = ""
 
 
 class ModuleInfo(Message, frozen=True):
@@ -277,6 +302,10 @@ class ModuleInfo(Message, frozen=True):
     requires: list[str] = msgspec.field(default_factory=list)
     dropped: Annotated[int, _doc("Messages received that could not be decoded, in all.")] = 0
     notes: Annotated[list[str], _doc("Remarks on the module's state (a lock-step's members, say).")] = msgspec.field(
+        default_factory=list
+    )
+    reads: Annotated[list[ReadStats], _doc("The interfaces the module reads.")] = msgspec.field(default_factory=list)
+    services: Annotated[list[str], _doc("The services the module serves (request/reply).")] = msgspec.field(
         default_factory=list
     )
 

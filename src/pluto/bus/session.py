@@ -336,7 +336,23 @@ class _Receiver(Generic[M]):
         self.last_write_time = 0.0  # wall-clock time the newest value was written
         self.meter = _Meter()
         self.seen: dict[int, int] = {}  # writer id -> newest sequence number received (for lock-step)
+        self.heard: dict[int, float] = {}  # writer id -> wall-clock time its newest value arrived
         self.closed = False
+
+    WRITERS_KEPT = 32
+    """Writer ids :attr:`heard` remembers at most (the oldest are forgotten first)."""
+
+    def writers_heard(self, within: float, now: float | None = None) -> list[int]:
+        """Ids of the writers whose values arrived in the last ``within`` seconds (wall clock), oldest first."""
+        now = time.time() if now is None else now
+        heard = list(self.heard.items())  # one copy (atomic): the Zenoh thread adds to it meanwhile
+        return [wid for wid, when in sorted(heard, key=lambda item: item[1]) if now - when <= within]
+
+    def _hear(self, wid: int, now: float) -> None:
+        heard = self.heard
+        heard[wid] = now
+        if len(heard) > self.WRITERS_KEPT:
+            del heard[min(heard, key=heard.__getitem__)]
 
     def _reject(self, err: DecodeError) -> None:
         self.dropped += 1
@@ -355,6 +371,8 @@ class _Receiver(Generic[M]):
         now = time.time()
         self.last_write_time = written or now
         self.meter.tick(now)
+        if wid:
+            self._hear(wid, now)
         gate = self._bus.gate
         if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
             self._take(value)
@@ -363,6 +381,8 @@ class _Receiver(Generic[M]):
         written, seq, wid, _flags = mark
         now = time.time()
         self.last_write_time = written or now
+        if wid:
+            self._hear(wid, now)
         gate = self._bus.gate
         # A batching writer sends each value alone while the lock-step runs: a batch is never lock-stepped.
         self.meter.tick_many(now, len(values))

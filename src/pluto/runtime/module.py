@@ -12,7 +12,10 @@ simulated time jumps back (a new run), the schedule restarts at the new time and
 called, so a module forgets commands and states of the old run.
 
 Every module also announces itself with a liveliness token (so MOM lists it and proxies find it) and serves:
-``<name>/start_activity``, ``<name>/stop_activity`` and ``mom/<name>`` (its :class:`~pluto.msgs.ModuleInfo`).
+``<name>/start_activity``, ``<name>/stop_activity``, ``mom/<name>`` (its :class:`~pluto.msgs.ModuleInfo`), and its
+parameters (rclpy's names): ``<name>/list_parameters``, ``<name>/get_parameters`` and ``<name>/set_parameters``.
+A parameter changes while the module runs only if the module says it can (:attr:`Module.dynamic_params`); the new
+set is validated against the module's ``Params`` as a whole before it replaces ``self.params``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -36,6 +40,9 @@ from pluto.runtime.clock import Clock, SimClock, WallClock
 
 M = TypeVar("M", bound=msgs.Message)
 
+WRITERS_WINDOW = 10.0
+"""s: a module's MOM entry lists the writers of each interface it reads heard from in this long."""
+
 _DUE_SLACK = 1e-6
 """s: a step due this close after a tick's time runs at that tick (rounding of multiples of periods)."""
 
@@ -43,6 +50,33 @@ _DUE_SLACK = 1e-6
 def _next_multiple(t: float, period: float) -> float:
     """The first multiple of ``period`` at or after ``t`` (to the µs, so that periods line up across modules)."""
     return round(math.ceil(t / period - _DUE_SLACK / period) * period, 6)
+
+
+def _type_name(kind: Any) -> str:
+    """``float``, ``list[float]``, ``str | None``: a parameter's type as written."""
+    return kind.__name__ if isinstance(kind, type) and not getattr(kind, "__args__", None) else str(kind)
+
+
+def _attribute_docs(cls: type, fields: list[str]) -> dict[str, str]:
+    """Descriptions of the parameters ``fields`` from the ``Attributes:`` sections of a Params class and its bases
+    (the subclass's win). An entry starts with its name, or names separated by commas, and a colon, at the start of
+    a line or after two spaces; it runs to the next entry."""
+    docs: dict[str, str] = {}
+    names = "|".join(re.escape(field) for field in fields) or "(?!)"
+    start = re.compile(rf"(?:^|\n|  )[ \t]*((?:{names})(?:,[ \t]*(?:{names}))*)(?:[ \t]*\([^)\n]*\))?:[ \t]")
+    for klass in reversed(cls.__mro__):
+        text = klass.__dict__.get("__doc__") or ""
+        _, found, section = text.partition("Attributes:")
+        if not found:
+            continue
+        section = re.split(r"\n\s*\n", section.strip("\n"), maxsplit=1)[0]  # up to the first blank line
+        matches = list(start.finditer(section))
+        for match, following in zip(matches, [*matches[1:], None], strict=True):
+            body = section[match.end() : following.start() if following is not None else len(section)]
+            description = " ".join(body.split())
+            for name in re.split(r",\s*", match.group(1)):
+                docs[name] = description
+    return docs
 
 
 class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -89,6 +123,10 @@ class Module(Generic[P]):
     provides: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type[ModuleParams]] = ModuleParams
+    dynamic_params: ClassVar[tuple[str, ...]] = ("rate_hz",)
+    """Parameters that ``set_parameters`` may change while the module runs: the step reads them from
+    ``self.params`` each time (override :meth:`on_parameters_changed` to apply a change elsewhere). Any other is
+    read-only at run time."""
 
     def __init__(
         self,
@@ -187,6 +225,11 @@ class Module(Generic[P]):
     def on_shutdown(self) -> None:
         """Called last, when the module stops."""
 
+    def on_parameters_changed(self, old: P, new: P) -> None:
+        """Called after ``set_parameters`` replaced ``self.params`` (``old``) with ``new``: apply the change where
+        the module keeps a copy (a core built from the parameters). Raising undoes the change; the caller gets the
+        error."""
+
     def on_clock_jump(self, old: float, new: float) -> None:
         """Called when the simulated time jumps back from ``old`` to ``new`` (s): a new simulation run or a replay
         that starts again. Forget what belongs to the old run's time (commands, watchdogs, histories)."""
@@ -226,6 +269,15 @@ class Module(Generic[P]):
         self._services.append(self.bus.create_service(f"{self.module_name}/start_activity", self._srv_start))
         self._services.append(self.bus.create_service(f"{self.module_name}/stop_activity", self._srv_stop))
         self._services.append(self.bus.create_service(f"mom/{self.module_name}", lambda _req: self.info()))
+        self._services.append(
+            self.bus.create_service(f"{self.module_name}/list_parameters", lambda _req: self.describe_parameters())
+        )
+        self._services.append(
+            self.bus.create_service(f"{self.module_name}/get_parameters", self._srv_get_parameters, list[str] | None)
+        )
+        self._services.append(
+            self.bus.create_service(f"{self.module_name}/set_parameters", self.set_parameters, dict[str, Any])
+        )
         if self.params.autostart:
             self.start_activity()
         self._token = self.bus.declare_module(self.module_name)
@@ -282,11 +334,11 @@ class Module(Generic[P]):
 
     def _free_loop(self) -> None:
         """Steps every period of the clock, as it comes (the wall clock, or a free-running simulated time)."""
-        period = 1.0 / self.params.rate_hz
         next_time = self.clock.now()
         lockstep = isinstance(self.clock, SimClock)
         while not self._stop_step.is_set():
             self._safe_step(self.clock.now())
+            period = 1.0 / self.params.rate_hz  # each time: set_parameters may change it
             next_time += period
             now = self.clock.now()
             if not now - period <= next_time <= now + period:  # fell behind (a long step) or time jumped: re-align
@@ -370,17 +422,109 @@ class Module(Generic[P]):
                     count=w.meter.count,
                     rate_hz=round(w.meter.current_rate(now), 3),
                     last_write=w.meter.last,
+                    writer_id=w.writer_id,
                 )
                 for w in self._writers
             ],
             requires=list(self.requires),
             dropped=sum(r.dropped for r in self._readers),
             notes=self.notes(),
+            reads=[
+                msgs.ReadStats(
+                    name=r.name, type=r.type.__name__, count=r.received, writers=r.writers_heard(WRITERS_WINDOW, now)
+                )
+                for r in self._readers
+            ],
+            services=[service.name for service in self._services],
         )
 
     def notes(self) -> list[str]:
         """Remarks MOM shows under the module's interfaces (override to add some)."""
         return []
+
+    # -- parameters -----------------------------------------------------------------------------------------------
+
+    def describe_parameters(self) -> list[msgs.ParameterInfo]:
+        """Every parameter of the module: its type, value, default, whether it can change at run time, and the
+        description from the ``Attributes:`` section of its Params docstrings."""
+        docs = _attribute_docs(type(self.params), [field.name for field in msgspec.structs.fields(self.params)])
+        current = msgspec.to_builtins(self.params)
+        out = []
+        for field in msgspec.structs.fields(self.params):
+            if field.default is not msgspec.NODEFAULT:
+                default: Any = msgspec.to_builtins(field.default)
+            elif field.default_factory is not msgspec.NODEFAULT:
+                default = msgspec.to_builtins(field.default_factory())
+            else:
+                default = None
+            out.append(
+                msgs.ParameterInfo(
+                    name=field.name,
+                    type=_type_name(field.type),
+                    value=current.get(field.name),
+                    default=default,
+                    dynamic=field.name in self.dynamic_params,
+                    description=docs.get(field.name, ""),
+                )
+            )
+        return out
+
+    def get_parameters(self, wanted: list[str] | None = None) -> dict[str, Any]:
+        """The values of the parameters named (all if None), as plain values (JSON-like).
+
+        Raises:
+            KeyError: a name is not a parameter of this module.
+        """
+        current: dict[str, Any] = msgspec.to_builtins(self.params)
+        if wanted is None:
+            return current
+        self._check_parameter_names(wanted)
+        return {key: current[key] for key in wanted}
+
+    def _srv_get_parameters(self, wanted: list[str] | None) -> dict[str, Any]:
+        return self.get_parameters(wanted)
+
+    def set_parameters(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change parameters while the module runs; return the new values of those changed.
+
+        The whole new set is validated against ``Params`` (types, ranges of its ``__post_init__``) before anything
+        changes; then ``self.params`` is replaced and :meth:`on_parameters_changed` applies it (if that fails, the
+        old parameters are put back).
+
+        Raises:
+            KeyError: a name is not a parameter of this module.
+            ValueError: a parameter is read-only at run time, or a value is not valid.
+        """
+        self._check_parameter_names(list(changes))
+        fixed = sorted(key for key in changes if key not in self.dynamic_params)
+        if fixed:
+            can = ", ".join(self.dynamic_params) or "none"
+            raise ValueError(
+                f"{', '.join(fixed)} {'is' if len(fixed) == 1 else 'are'} read-only at run time "
+                f"(restart the module with -p NAME=VALUE; changeable now: {can})"
+            )
+        with self._lock:
+            old = self.params
+            merged = {**msgspec.to_builtins(old), **changes}
+            try:
+                new = msgspec.convert(merged, type=type(old), strict=False)
+            except msgspec.ValidationError as err:
+                raise ValueError(f"bad value: {err}") from None
+            self.params = new
+            try:
+                self.on_parameters_changed(old, new)
+            except Exception:
+                self.params = old
+                raise
+        self._logger.info("parameters changed: %s", ", ".join(f"{k}={v!r}" for k, v in changes.items()))
+        values: dict[str, Any] = msgspec.to_builtins(new)
+        return {key: values[key] for key in changes}
+
+    def _check_parameter_names(self, keys: list[str]) -> None:
+        known = [field.name for field in msgspec.structs.fields(self.params)]
+        unknown = [key for key in keys if key not in known]
+        if unknown:
+            raise KeyError(f"no parameter {', '.join(unknown)} (the parameters are: {', '.join(known)})")
 
     def _srv_start(self, _request: Any) -> bool:
         self.start_activity()

@@ -1,13 +1,19 @@
-"""MOM: which modules are alive, what they write, how fast, and how fresh.
+"""MOM: which modules are alive, what they write, how fast, and how fresh; who writes and reads each interface.
 
 Presence comes from the modules' liveliness tokens (a module that dies vanishes as soon as its connection drops);
 the details come from each module's ``mom/<name>`` service.
+
+Strategy for writers: every value on the bus carries its writer's id (:mod:`pluto.bus.session`), a module lists the
+ids of its writers and, for each interface it reads, the ids it heard from lately. So a writer is known by name when
+a module owns it, and seen as "unnamed" when only its readers heard it (a command line, a script, a proxy in a
+program). Two writers of one command interface in the same few seconds fight: the newest command wins each time
+(the README's `pluto avoid goto` followed by `pluto drive velocity`, while avoid keeps writing ``drive/command``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pluto import msgs
 from pluto.bus import Bus
@@ -19,6 +25,90 @@ class MomRow:
 
     name: str
     info: msgs.ModuleInfo | None
+
+
+RECENT = 10.0
+"""s: a writer counts as writing an interface now if it wrote it this recently."""
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One writer of an interface: the module that owns it (None if no module does), its id and its statistics
+    (zero when only a reader heard it)."""
+
+    module: str | None
+    writer_id: int
+    rate_hz: float = 0.0
+    count: int = 0
+    last_write: float = 0.0
+    recent: bool = False
+
+    def describe(self) -> str:
+        """``avoid`` or ``an unnamed writer (id 0x1f2e...: a command line, a script or a program's proxy)``."""
+        if self.module is not None:
+            return self.module
+        return f"an unnamed writer (id {self.writer_id:#x}: a command line, a script or a program's proxy)"
+
+
+@dataclass
+class InterfaceUse:
+    """Who writes and who reads one interface, as the live modules tell."""
+
+    name: str
+    type: str
+    writers: list[Writer] = field(default_factory=list)
+    readers: list[str] = field(default_factory=list)
+
+    def recent_writers(self) -> list[Writer]:
+        """The writers that wrote it in the last :data:`RECENT` seconds."""
+        return [writer for writer in self.writers if writer.recent]
+
+
+def interface_uses(rows: list[MomRow], now: float | None = None) -> dict[str, InterfaceUse]:
+    """Every interface some live module writes or reads, with its writers and readers, sorted by name."""
+    now = time.time() if now is None else now
+    uses: dict[str, InterfaceUse] = {}
+    owners: dict[int, str] = {}
+    for row in rows:
+        for stats in row.info.provides if row.info is not None else []:
+            use = uses.setdefault(stats.name, InterfaceUse(stats.name, stats.type))
+            recent = bool(stats.last_write) and now - stats.last_write <= RECENT
+            use.writers.append(Writer(row.name, stats.writer_id, stats.rate_hz, stats.count, stats.last_write, recent))
+            if stats.writer_id:
+                owners[stats.writer_id] = row.name
+    heard: dict[str, set[int]] = {}
+    for row in rows:
+        for read in row.info.reads if row.info is not None else []:
+            use = uses.setdefault(read.name, InterfaceUse(read.name, read.type))
+            if row.name not in use.readers:
+                use.readers.append(row.name)
+            heard.setdefault(read.name, set()).update(read.writers)
+    for name, ids in heard.items():
+        use = uses[name]
+        known = {writer.writer_id for writer in use.writers}
+        for wid in sorted(ids - known):
+            # heard lately by a reader, but no module owns that writer on this interface
+            use.writers.append(Writer(owners.get(wid), wid, recent=True))
+        for i, writer in enumerate(use.writers):
+            if writer.writer_id in ids and not writer.recent:
+                use.writers[i] = Writer(
+                    writer.module, writer.writer_id, writer.rate_hz, writer.count, writer.last_write, True
+                )
+    return dict(sorted(uses.items()))
+
+
+def writer_warnings(uses: dict[str, InterfaceUse]) -> list[str]:
+    """One line for each interface that more than one writer wrote lately."""
+    out = []
+    for use in uses.values():
+        recent = use.recent_writers()
+        if len(recent) > 1:
+            who = ", ".join(writer.describe() for writer in recent)
+            out.append(
+                f"warning: {use.name} has {len(recent)} writers in the last {RECENT:g} s: {who}; "
+                "each new value replaces the other's (they fight)"
+            )
+    return out
 
 
 def snapshot(bus: Bus, timeout: float = 1.0) -> list[MomRow]:
@@ -70,4 +160,5 @@ def render(rows: list[MomRow], robot: str, now: float | None = None) -> str:
     for row in rows:
         for note in row.info.notes if row.info is not None else []:
             out.append(f"{row.name}: {note}")
+    out += writer_warnings(interface_uses(rows, now))
     return "\n".join(out)

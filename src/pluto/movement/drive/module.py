@@ -108,6 +108,23 @@ class DriveModule(Module[DriveModuleParams]):
     provides = (names.DRIVE_STATUS,)
     requires = ("base",)
     Params = DriveModuleParams
+    # Limits and gains the controller reads at each step: `pluto param set drive max_speed 0.3` takes effect at the
+    # next step. The calibration file is read once, at start.
+    dynamic_params = (
+        "rate_hz",
+        "max_speed",
+        "max_turn_rate",
+        "max_accel",
+        "max_turn_accel",
+        "timeout",
+        "slow_distance",
+        "stop_distance",
+        "heading_gain",
+        "sensor_timeout",
+    )
+
+    def on_parameters_changed(self, old: DriveModuleParams, new: DriveModuleParams) -> None:
+        self.controller.params = new.drive_params()
 
     def on_configure(self) -> None:
         p = self.params
