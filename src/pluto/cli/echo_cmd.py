@@ -14,6 +14,7 @@ import msgspec
 from pluto import msgs, names
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
+from pluto.cli.progress import say
 from pluto.errors import PlutoError
 from pluto.runtime.runner import stop_on_signals
 
@@ -35,6 +36,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("-n", "--count", type=int, default=0, help="stop after this many values")
     p.add_argument("--new", action="store_true", help="skip the current value, print only new ones")
     p.add_argument("--type", help=TYPE_HELP)
+    p.add_argument(
+        "--timeout", type=float, default=None, metavar="S", help="give up after S seconds without a value (exit 1)"
+    )
 
     p = add_parser(subparsers, "hz", hz, "measure the rate of an interface", "example: pluto hz Sick/Scan_mm")
     p.add_argument("name", metavar="NAME")
@@ -55,29 +59,45 @@ def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
 def echo(args: argparse.Namespace) -> int:
     """Print the interface's values as JSON, one per line, until ``--count`` values or Ctrl-C.
 
+    While no value comes (nobody writes the interface yet), says so on stderr.
+
     Returns:
-        0.
+        0; 1 if ``--timeout`` seconds passed without a value.
 
     Raises:
         PlutoError: an interface of unknown type without ``--type``, a bad configuration or bus.
     """
     kind = _interface_type(args.name, args.type)
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise PlutoError(f"--timeout must be > 0 s, got {args.timeout}")
     count = 0
     done = threading.Event()
+    last = time.monotonic()
 
     def show(value: msgs.Message) -> None:
-        nonlocal count
+        nonlocal count, last
         if done.is_set():
             return
         count += 1
+        last = time.monotonic()
         print(msgspec.json.encode(value).decode(), flush=True)
         if args.count and count >= args.count:
             done.set()
 
     with open_bus(args) as bus, stop_on_signals() as stop:
         bus.create_subscription(args.name, show, kind, depth=64, current=not args.new)
+        last = time.monotonic()
+        told = False
         while not (done.wait(0.1) or stop.is_set()):
-            pass
+            quiet = time.monotonic() - last
+            if not told and count == 0 and quiet >= 0.5:
+                told = True
+                what = "a new value" if args.new else "the first value"
+                limit = f" (up to {args.timeout:g} s)" if args.timeout else " (Ctrl-C stops)"
+                say(f"waiting for {what} of {args.name}{limit} ...")
+            if args.timeout is not None and quiet >= args.timeout:
+                say(f"no value of {args.name} for {args.timeout:g} s: is its writer running? (`pluto mom`)")
+                return 1
     return 0
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pluto import __version__
 from pluto.cli import (
     avoid_cmd,
+    call_cmd,
     catalog_cmd,
     demo_cmd,
     dmu_sim,
@@ -22,6 +23,8 @@ from pluto.cli import (
     follow_cmd,
     foxglove_cmd,
     gps_sim,
+    graph_cmd,
+    info_cmd,
     key_cmd,
     list_cmd,
     log_cmd,
@@ -29,8 +32,10 @@ from pluto.cli import (
     motion_cmd,
     netmotion_cmd,
     p2os_sim,
+    param_cmd,
     player_cmd,
     pose_cmd,
+    pub_cmd,
     record_cmd,
     replay_cmd,
     router_cmd,
@@ -57,6 +62,9 @@ Getting started:
   pluto up sim                 start the modules of a profile and keep them running (Ctrl-C stops them)
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
+  pluto pub NAME JSON          write a value to an interface; `pluto info NAME`: its type, writers and readers
+  pluto graph --svg g.svg      which module writes and reads what (text, and a picture)
+  pluto call, pluto param      call a module's service; list, read and change its parameters while it runs
   pluto up mission             the simulated robot with localization, drive and avoid; then `pluto avoid goto X Y`
   pluto key drive              steer it from the keyboard; a page per module (drive avoid motion wrist pose slam ...)
   pluto web                    watch the robot live in a browser (map, scans, goals, MOM), drive it, click to moveto
@@ -77,6 +85,11 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     mom_cmd.register,  # mom
     list_cmd.register,  # list
     echo_cmd.register,  # echo, hz
+    pub_cmd.register,  # pub
+    info_cmd.register,  # info
+    graph_cmd.register,  # graph
+    call_cmd.register,  # call
+    param_cmd.register,  # param
     catalog_cmd.register,  # modules, profiles
     router_cmd.register,  # router
     p2os_sim.register,  # p2os-sim

@@ -1,0 +1,145 @@
+"""``pluto info``: one interface: its type and meaning, who writes it, who reads it, how fast and how fresh.
+
+Strategy: every value carries its writer's id. The command asks MOM which module owns each writer and which
+modules read the interface (and which writer ids they heard lately), then listens to the interface itself for a
+moment (``--listen``) and asks its writers for their current value, so it also sees writers no module owns (a
+command line, a script) and measures the rate and the age of the newest value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import zenoh
+
+from pluto import names
+from pluto.bus import Bus
+from pluto.bus.executor import on_zenoh_thread
+from pluto.bus.session import COMMAND, write_mark
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import open_bus
+from pluto.errors import ConfigError
+from pluto.runtime import mom
+
+__all__ = ["Heard", "listen", "register", "run"]
+
+DESCRIPTION = """\
+Shows an interface's message type and meaning, its writers (the module owning each, or "unnamed" for a command
+line or script), the modules that read it, its rate and the age of its newest value. It listens to the interface
+for --listen seconds (default 1.5) to measure the rate.
+
+examples:
+  pluto info drive/command        who commands the drive (two writers fight: MOM warns too)
+  pluto info Base/Drive/State
+"""
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``info`` subcommand."""
+    p = add_parser(subparsers, "info", run, "an interface's type, writers, readers, rate and age", DESCRIPTION)
+    p.add_argument("name", metavar="NAME", help="interface name (`pluto list` shows those with a value)")
+    p.add_argument("--listen", type=float, default=1.5, metavar="S", help="seconds to listen (default 1.5)")
+
+
+class Heard:
+    """What listening to an interface found: per writer id, the values heard and the newest write time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[int, int] = {}
+        self.last_write: dict[int, float] = {}
+        self.commands = False
+
+    def note(self, wid: int, written: float, flags: int, live: bool) -> None:
+        with self._lock:
+            if live:
+                self.counts[wid] = self.counts.get(wid, 0) + 1
+            else:
+                self.counts.setdefault(wid, 0)
+            self.last_write[wid] = max(self.last_write.get(wid, 0.0), written)
+            self.commands = self.commands or bool(flags & COMMAND)
+
+
+def listen(bus: Bus, name: str, seconds: float) -> Heard:
+    """Ask the writers of ``name`` for their current value, then count the values written for ``seconds``."""
+    heard = Heard()
+    key = bus.key(name)
+
+    def on_sample(sample: zenoh.Sample) -> None:
+        written, _seq, wid, flags = write_mark(sample.attachment)
+        heard.note(wid, written or time.time(), flags, live=True)
+
+    sub = bus.session.declare_subscriber(key, on_zenoh_thread(on_sample))
+    try:
+        bus.settle()
+        for reply in bus.session.get(
+            key, timeout=min(1.0, max(seconds, 0.1)), consolidation=zenoh.ConsolidationMode.NONE
+        ):
+            if reply.ok is not None:
+                written, _seq, wid, flags = write_mark(reply.ok.attachment)
+                heard.note(wid, written, flags, live=False)
+        time.sleep(seconds)
+    finally:
+        bus.release(sub)
+    return heard
+
+
+def _age(last: float, now: float) -> str:
+    if not last:
+        return "never"
+    age = max(0.0, now - last)
+    return f"{age * 1000:.0f} ms ago" if age < 1 else f"{age:.1f} s ago"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print what is known of the interface.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: a bad name or --listen.
+        BusError: the bus cannot be opened.
+    """
+    name = names.check_name(args.name)
+    if not 0.0 <= args.listen <= 60.0:
+        raise ConfigError(f"--listen must be in [0, 60] s, got {args.listen}")
+    kind = names.message_type_of(name)
+    with open_bus(args) as bus:
+        rows = mom.snapshot(bus)
+        heard = listen(bus, name, args.listen)
+        use = mom.interface_uses(rows).get(name) or mom.InterfaceUse(name, kind.__name__ if kind else "?")
+    now = time.time()
+    out = [f"{name}  ({kind.__name__ if kind else use.type})"]
+    known = names.INTERFACES.get(name)
+    if known is not None:
+        out.append(f"  {known.description}")
+        out.append(f"  usually written by {known.writer}, read by {known.readers}")
+    max_age = names.command_max_age(name)
+    if max_age is not None:
+        out.append(f"  a command: good for {max_age:g} s after it arrives, never handed to a reader that joins later")
+    writers = {w.writer_id: w for w in use.writers}
+    for wid in heard.counts:
+        if wid and wid not in writers:
+            writers[wid] = mom.Writer(None, wid, recent=True)
+    total = sum(heard.counts.values())
+    out.append(f"writers: {len(writers)}" if writers else "writers: none (nobody wrote it lately)")
+    for wid, writer in writers.items():
+        count = heard.counts.get(wid)
+        rate = f"{count / args.listen:.1f} Hz heard" if count is not None and args.listen > 0 else ""
+        if writer.module is not None:
+            rate = rate or f"{writer.rate_hz:.1f} Hz"
+        last = max(writer.last_write, heard.last_write.get(wid, 0.0))
+        facts = ", ".join(x for x in (rate, f"last {_age(last, now)}" if last else "", f"id {wid:#x}") if x)
+        out.append(f"  {writer.describe()}  ({facts})")
+    if len(use.recent_writers()) > 1 or len([w for w in heard.counts if w]) > 1:
+        out.append("  warning: more than one writer: each new value replaces the other's (they fight)")
+    out.append(f"readers (modules): {', '.join(use.readers) if use.readers else 'none'}")
+    out.append("  (readers outside modules, such as `pluto echo`, cannot be seen)")
+    newest = max(heard.last_write.values(), default=0.0)
+    if args.listen > 0:
+        out.append(f"rate: {total / args.listen:.1f} Hz over {args.listen:g} s; newest value {_age(newest, now)}")
+    print("\n".join(out))
+    return 0

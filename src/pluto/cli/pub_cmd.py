@@ -1,0 +1,210 @@
+"""``pluto pub``: write a value to an interface by hand (ROS 2's ``topic pub``).
+
+Strategy: the value is JSON decoded straight into the interface's message type, so msgspec checks every field and
+its type, and then the robot's limits check the numbers (:func:`pluto.limits.check`), as for any value entering the
+robot. What happens next follows the two kinds of interface (DESIGN.md, principle 5):
+
+- a *command* (``drive/command``, ``Base/Drive/Command``, ...) is good only for a few seconds at its receiver, so it
+  is repeated at ``--rate`` until Ctrl-C (or ``--count`` values), else the receiver would stop by its own timeout;
+- a *state* keeps its value for readers that join later only while its writer lives, so it is written once (or at
+  ``--rate``) and served until Ctrl-C.
+
+Nothing is sent that the user did not write, with one exception a user expects: Ctrl-C on a repeated velocity
+command (see :data:`STOPS`) sends one stop command of the same interface, so the robot does not roll on until its
+receiver's timeout. ``--once`` and ``--count`` never send a stop: the receiver's timeout ends their command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from pluto import limits, msgs, names
+from pluto.bus import Bus
+from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.common import open_bus
+from pluto.errors import ConfigError
+from pluto.runtime import mom
+from pluto.runtime.runner import stop_on_signals
+
+__all__ = ["STOPS", "decode_value", "register", "run", "stop_command"]
+
+DESCRIPTION = """\
+Writes VALUE (JSON, the fields of the interface's message type; `pluto list --all` lists the interfaces and types)
+to the interface NAME. A command interface (drive/command, Base/Drive/Command, avoidance/command, motion/command,
+Wrist/Command, Arm/Command) is repeated at --rate (default 10 Hz) until Ctrl-C, since its receiver forgets a command
+after a few seconds; any other interface is written once (or at --rate) and served to readers that join later until
+Ctrl-C. --once writes one value and exits.
+
+Ctrl-C on a velocity command (Base/Drive/Command, drive/command, avoidance/command, motion/command) sends one stop
+command on the same interface (zero velocities; for motion/command its stop, cmd_flags 20), unless --no-stop.
+Nothing else is ever sent for you; --once and --count end without a stop (the receiver's timeout stops the robot).
+
+examples:
+  pluto pub drive/command '{"cmd_flags": 10, "velocity": [0.2, 0.0]}'      drive at 0.2 m/s until Ctrl-C, then stop
+  pluto pub Wrist/Command '{"position": [0.5, 0.0]}' --once                  pan the wrist to 0.5 rad
+  pluto pub Localization/Post_Pose '{"pose": [1, 2, 0, 0.5, 0, 0], "cmd_flags": 1}' --once
+"""
+
+
+def register(subparsers: Subparsers) -> None:
+    """Register the ``pub`` subcommand."""
+    p = add_parser(subparsers, "pub", run, "write a value (JSON) to an interface", DESCRIPTION)
+    p.add_argument("name", metavar="NAME", help="interface name (`pluto list --all`)")
+    p.add_argument("value", metavar="JSON", help="the value: a JSON object of the message type's fields")
+    p.add_argument("--rate", type=float, default=None, metavar="HZ", help="write this often (commands: default 10)")
+    p.add_argument("--once", action="store_true", help="write one value and exit")
+    p.add_argument("-n", "--count", type=int, default=0, help="write this many values at --rate, then exit")
+    p.add_argument("--no-stop", dest="stop", action="store_false", help="no stop command on Ctrl-C")
+    p.add_argument("--type", help="message type, for an interface not in the table")
+
+
+def _velocity_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    return msgs.ActuatorState(cmd_flags=0, position=[0.0, 0.0], velocity=[0.0, 0.0])
+
+
+def _avoid_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    # velocity mode (T = 0) at zero speed, with the protection the user chose (A of cmd_flags = 10 A + T)
+    avoidance = value.cmd_flags // 10 if 0 <= value.cmd_flags < 40 else 3
+    return msgs.ActuatorState(cmd_flags=10 * avoidance, velocity=[0.0, 0.0])
+
+
+def _motion_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    return msgs.ActuatorState(cmd_flags=20, velocity=[0.0, 0.0])  # the motion's own stop (MotionProxy.stop)
+
+
+STOPS: dict[str, Callable[[msgs.ActuatorState], msgs.ActuatorState]] = {
+    names.BASE_DRIVE_COMMAND: lambda _value: msgs.ActuatorState(cmd_flags=0, velocity=[0.0, 0.0]),
+    names.DRIVE_COMMAND: _velocity_stop,
+    names.AVOIDANCE_COMMAND: _avoid_stop,
+    names.MOTION_COMMAND: _motion_stop,
+}
+"""The velocity command interfaces, and the stop command Ctrl-C sends on each (made from the value written)."""
+
+
+def stop_command(name: str, value: msgs.Message) -> msgs.Message | None:
+    """The stop command to send on ``name`` after repeating ``value`` there, or None if it is not a velocity
+    command (a wrist or arm position is left where it was sent)."""
+    make = STOPS.get(name)
+    if make is None or not isinstance(value, msgs.ActuatorState):
+        return None
+    return make(value)
+
+
+def decode_value(name: str, text: str, kind: type[msgs.Message]) -> msgs.Message:
+    """The JSON ``text`` as a ``kind`` for interface ``name``, checked against the robot's limits.
+
+    Raises:
+        ConfigError: not JSON, not an object of ``kind``'s fields (unknown field, wrong type), or out of range; the
+            message says which and lists the fields.
+    """
+    fields = [f.name for f in msgspec.structs.fields(kind)]
+    typed = ", ".join(f"{f.name}: {_type_name(f.type)}" for f in msgspec.structs.fields(kind))
+    shape = f"{name} carries {kind.__name__} ({typed})"
+    try:
+        raw = msgspec.json.decode(text.encode())
+    except msgspec.DecodeError as err:
+        raise ConfigError(f"{name}: the value is not JSON ({err}): {text!r}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{shape}: the value must be a JSON object of those fields, got {text!r}")
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{shape}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+    try:
+        value = msgspec.convert(raw, type=kind)
+    except msgspec.ValidationError as err:
+        raise ConfigError(f"{shape}: {err}") from None
+    try:
+        limits.check(name, value)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return value
+
+
+def _type_name(kind: Any) -> str:
+    """``float``, ``list[float]``: a field's type as a user writes it (without its documentation)."""
+    if typing.get_origin(kind) is typing.Annotated:
+        kind = typing.get_args(kind)[0]
+    if isinstance(kind, type) and not typing.get_args(kind):
+        return kind.__name__
+    return str(kind).replace("typing.", "")
+
+
+def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
+    if type_name:
+        try:
+            return msgs.message_type(type_name)
+        except (KeyError, ValueError, msgspec.DecodeError) as err:
+            raise ConfigError(f"unknown message type {type_name!r}: {err}") from None
+    kind = names.message_type_of(name)
+    if kind is None:
+        raise ConfigError(f"{name} is not a known interface (`pluto list --all`); give its message type with --type")
+    return kind
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the value: once, at ``--rate``, or (a command) repeated until Ctrl-C.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: a bad name, JSON, field or value, or a bad rate or count.
+        BusError: the bus cannot be opened.
+    """
+    names.check_name(args.name)
+    kind = _interface_type(args.name, args.type)
+    value = decode_value(args.name, args.value, kind)
+    command = names.command_max_age(args.name) is not None
+    rate = args.rate if args.rate is not None else (10.0 if command else 0.0)
+    if not (math.isfinite(rate) and 0.0 <= rate <= 1000.0) or (args.rate is not None and rate == 0.0):
+        raise ConfigError(f"--rate must be in (0, 1000] Hz, got {args.rate}")
+    if args.count < 0:
+        raise ConfigError(f"--count must be >= 0, got {args.count}")
+    if args.count and rate == 0.0:
+        rate = 1.0
+    with open_bus(args) as bus, stop_on_signals() as stop:
+        writer = bus.create_publisher(args.name, kind)
+        bus.settle()  # readers that are already there learn of the new writer before its first value
+        writer.write(value)
+        _warn_if_unread(bus, args.name)
+        if args.once or args.count == 1:
+            time.sleep(0.1)  # let the value leave before the bus closes
+            return 0
+        written = 1
+        what = f"at {rate:g} Hz" if rate else "once, served to late readers"
+        print(f"writing {args.name} {what} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        if not rate:
+            while not stop.wait(0.5):
+                pass
+        else:
+            period = 1.0 / rate
+            next_time = time.monotonic() + period
+            while not stop.wait(max(0.0, next_time - time.monotonic())):
+                writer.write(value)
+                written += 1
+                if args.count and written >= args.count:
+                    time.sleep(0.1)
+                    return 0
+                next_time = max(next_time + period, time.monotonic() - period)  # no burst after a stall
+        stopping = stop_command(args.name, value) if args.stop and command else None
+        if stopping is not None:
+            writer.write(stopping)
+            print(f"sent one stop command on {args.name}", file=sys.stderr, flush=True)
+            time.sleep(0.1)
+    return 0
+
+
+def _warn_if_unread(bus: Bus, name: str) -> None:
+    """Say on stderr when no live module reads ``name`` (a value that goes nowhere: is the module running?)."""
+    rows = mom.snapshot(bus, timeout=0.5)
+    use = mom.interface_uses(rows).get(name)
+    if use is None or not use.readers:
+        print(f"note: no running module reads {name} (`pluto mom`)", file=sys.stderr, flush=True)
