@@ -318,3 +318,17 @@ def test_a_slow_browser_skips_frames_and_does_not_hold_up_the_others() -> None:
     # the slow browser could take only a few of the 300 frames of 200 kB: the rest were skipped, not queued
     assert stats.skipped > count // 2
     assert stats.sent < count + len(seen) + 10
+
+
+def test_an_oversized_message_closes_only_its_own_connection(web: WebModule) -> None:
+    async def scenario(session: aiohttp.ClientSession) -> tuple[int | None, dict[str, Any]]:
+        async with session.ws_connect(_base(web) + "/ws") as other, session.ws_connect(_base(web) + "/ws") as ws:
+            await ws.send_str(json.dumps({"op": "stop", "pad": "x" * 100_000}))
+            while (await ws.receive()).type == aiohttp.WSMsgType.TEXT:
+                pass  # the frames sent before the server read the message
+            await other.send_str(json.dumps({"op": "stop"}))
+            return ws.close_code, await receive_until(other, lambda m: m["type"] == "ack")
+
+    code, ack = run(scenario)
+    assert code == 1009  # "message too big"
+    assert ack == {"type": "ack", "op": "stop"}
