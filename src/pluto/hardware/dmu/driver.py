@@ -13,8 +13,9 @@ Frames: the unit's is x forward, y right, z down (:mod:`.codec`); Pluto's is x f
 becomes φ = −pitch about y left. The specific force of a unit at rest, −1 g on the unit's z, is +g on Pluto's.
 """
 
-# Strategy: one reader thread owns the port: it opens it, runs the handshake (P to stop a unit left in continuous
-# mode, R until H answers, the mode letter until its answer, then C or the first G), and reads. Every packet is
+# Strategy: one reader thread owns the port (SerialDriver's, which reopens it after a lost link): it opens it, runs
+# the handshake (P to stop a unit left in continuous mode, R until H answers, the mode letter until its answer, then
+# C or the first G), and reads. Every packet is
 # stamped with the driver's clock when its bytes were read, turned into Pluto's frame and fed to the shared DMU
 # filter (.filter.DmuFilter: low-pass, integrated heading, delayed stamp), so the state never depends on who reads
 # it or when. No packet for ``link_timeout`` s (or a port error) is a lost link: the port is closed, nothing more is
@@ -24,19 +25,15 @@ becomes φ = −pitch about y left. The specific force of a unit at rest, −1 g
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Literal, Protocol, Self, cast
-
-import serial  # type: ignore[import-untyped]
+from typing import Literal
 
 from pluto.errors import PlutoError
+from pluto.hardware.serial_driver import SerialDriver, SerialPort
 
 from .codec import MODE_COMMAND, MODE_REPLY, AngleData, CrossbowDecoder, DmuScale, Reply, ScaledData
 from .filter import DmuFilter, FilteredState
@@ -54,23 +51,10 @@ log = logging.getLogger("pluto.dmu")
 
 READ_TIMEOUT = 0.02
 """s: the longest one read of the port blocks."""
-RECONNECT_BACKOFF = 0.5
-"""s between attempts to open the port again."""
 
 
 class CrossbowError(PlutoError):
     """The unit cannot be reached (the port does not open, or no unit answers the handshake)."""
-
-
-class _Port(Protocol):
-    @property
-    def in_waiting(self) -> int: ...
-
-    def read(self, size: int = 1) -> bytes: ...
-
-    def write(self, data: bytes) -> int | None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +108,7 @@ def to_body_frame(packet: AngleData | ScaledData, stamp: float) -> DmuReading:
     )
 
 
-def _close(port: _Port) -> None:
-    with contextlib.suppress(Exception):
-        port.close()
-
-
-class CrossbowDriver:
+class CrossbowDriver(SerialDriver):
     """A host of a Crossbow DMU/VG unit (or of its emulator).
 
     Args:
@@ -148,6 +127,9 @@ class CrossbowDriver:
     Raises:
         ValueError: an unknown mode or measurement, or a time that is not positive.
     """
+
+    error = CrossbowError
+    device = "Crossbow unit"
 
     def __init__(
         self,
@@ -171,99 +153,39 @@ class CrossbowDriver:
         for name, value in (("poll_hz", poll_hz), ("handshake_timeout", handshake_timeout)):
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be > 0, got {value!r}")
-        if not (math.isfinite(link_timeout) and link_timeout > 0.0):
-            raise ValueError(f"link_timeout must be > 0, got {link_timeout!r}")
-        self.url = url
-        self.baud = baud
+        self.poll_period = 1.0 / poll_hz
+        super().__init__(
+            url,
+            baud=baud,
+            read_timeout=min(READ_TIMEOUT, self.poll_period / 4.0),
+            link_timeout=link_timeout,
+            reconnect=reconnect,
+            clock=clock,
+            log=log,
+        )
         self.mode = mode
         self.measurement: Literal["angle", "scaled"] = measurement
-        self.poll_period = 1.0 / poll_hz
-        self._tick = min(READ_TIMEOUT, self.poll_period / 4.0)
         self.handshake_timeout = handshake_timeout
-        self.link_timeout = link_timeout
-        self.reconnect = reconnect
-        self._clock = clock
         self._decoder = CrossbowDecoder("host", measurement, scale)
         self._filter = DmuFilter(time_constant)
-        self._changed = threading.Condition()
         self._sample: DmuSample | None = None
         self._count = 0
         self._last_stamp: float | None = None
-        self._heard: float | None = None  # when the unit last answered
-        self._connected = False
-        self._reconnects = 0
-        self._sessions = 0
-        self._closing = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._failure: str | None = None
 
-    # -- lifecycle ------------------------------------------------------------------------------------------------
-
-    def connect(self, timeout: float | None = None) -> None:
-        """Start the reader and wait until the unit has answered the handshake.
-
-        Args:
-            timeout: s to wait; default enough for the three tries of each handshake step.
-
-        Raises:
-            CrossbowError: the port cannot be opened, or no unit answered (the reader goes on trying if
-                ``reconnect``; a later :attr:`connected` may be True).
-        """
-        if self._closed:
-            raise CrossbowError(f"the driver for {self.url} was closed; create a new one")
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"crossbow-reader:{self.url}", daemon=True)
-            self._thread.start()
-        wait = timeout if timeout is not None else 8 * self.handshake_timeout + 1.0
-        with self._changed:
-            ok = self._changed.wait_for(lambda: self._connected or self._failure is not None, wait)
-        if not (ok and self._connected):
-            raise CrossbowError(self._failure or f"no Crossbow unit answering on {self.url}")
-
-    def close(self) -> None:
-        """Stop the reader (the unit is put back in polled mode) and close the port; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
-        with self._changed:
-            self._connected = False
-            self._changed.notify_all()
-
-    def __enter__(self) -> Self:
-        self.connect()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def _connect_timeout(self) -> float:
+        return 8 * self.handshake_timeout + 1.0  # the three tries of each handshake step
 
     # -- what it hands out ----------------------------------------------------------------------------------------
-
-    @property
-    def connected(self) -> bool:
-        """The unit answered the handshake and has sent packets within ``link_timeout``."""
-        return self._connected
 
     @property
     def sample(self) -> DmuSample | None:
         """The newest sample (None before the first); check :attr:`connected` before taking it as fresh."""
         return self._sample
 
-    def silence(self) -> float:
-        """s since the unit last answered (inf before it ever did)."""
-        heard = self._heard
-        return math.inf if heard is None else max(0.0, self._clock() - heard)
-
     def statistics(self) -> DriverStatistics:
         """A snapshot of the counters."""
         s = self._decoder.statistics()
-        return DriverStatistics(s.packets, s.bad_checksum, s.garbage_bytes, self._reconnects)
+        return DriverStatistics(s.packets, s.bad_checksum, s.garbage_bytes, self.reconnects)
 
     def wait_for_sample(self, timeout: float | None = None) -> DmuSample | None:
         """Wait for the next sample (one after this call); None if none came within ``timeout`` s."""
@@ -275,52 +197,11 @@ class CrossbowDriver:
 
     # -- the reader thread ----------------------------------------------------------------------------------------
 
-    def _open(self) -> _Port:
-        try:
-            return cast(_Port, serial.serial_for_url(self.url, baudrate=self.baud, timeout=self._tick))
-        except (serial.SerialException, OSError, ValueError) as err:
-            reason = str(err).rsplit("] ", 1)[-1]
-            raise CrossbowError(f"cannot open {self.url}: {reason}") from err
+    def _session_ended(self, port: SerialPort) -> None:
+        if not self._closing.is_set():
+            port.write(b"P")  # polled: leave the unit quiet
 
-    def _run(self) -> None:
-        try:
-            while not self._closing.is_set():
-                try:
-                    port = self._open()
-                except CrossbowError as err:
-                    self._fail(str(err))
-                else:
-                    try:
-                        self._session(port)
-                    except Exception as err:  # a serial error, or a port closed under us: the link is gone
-                        self._fail(f"link to {self.url} failed: {type(err).__name__}: {err}")
-                    finally:
-                        if not self._closing.is_set():
-                            with contextlib.suppress(Exception):
-                                port.write(b"P")  # polled: leave the unit quiet
-                        _close(port)
-                        self._link_down()
-                if not self.reconnect:
-                    return
-                self._closing.wait(RECONNECT_BACKOFF)
-        except Exception:  # pragma: no cover - a driver bug; never let it escape a thread silently
-            log.exception("the Crossbow reader thread of %s failed", self.url)
-
-    def _fail(self, reason: str) -> None:
-        with self._changed:
-            if self._failure != reason:
-                log.warning("%s", reason)
-            self._failure = reason
-            self._changed.notify_all()
-
-    def _link_down(self) -> None:
-        with self._changed:
-            if self._connected and not self._closing.is_set():
-                log.warning("Crossbow unit on %s lost (no packet for %.1f s)", self.url, self.link_timeout)
-            self._connected = False
-            self._changed.notify_all()
-
-    def _read(self, port: _Port) -> list[AngleData | ScaledData | Reply]:
+    def _read(self, port: SerialPort) -> list[AngleData | ScaledData | Reply]:
         data = port.read(port.in_waiting or 1)
         now = self._clock()
         if self._closing.is_set() or not data:
@@ -328,7 +209,7 @@ class CrossbowDriver:
         self._decoder.receive_data(data)
         events = [e for e in self._decoder.events() if isinstance(e, AngleData | ScaledData | Reply)]
         if events:
-            self._heard = now
+            self._heard_at(now)
         packets = [e for e in events if not isinstance(e, Reply)]
         # Packets read together arrived one packet's time on the wire apart: the last one now.
         wire = self._decoder.packet_size * 10.0 / self.baud
@@ -336,7 +217,7 @@ class CrossbowDriver:
             self._take(packet, now - (len(packets) - 1 - i) * wire)
         return events
 
-    def _ask(self, port: _Port, command: bytes, answer: str) -> bool:
+    def _ask(self, port: SerialPort, command: bytes, answer: str) -> bool:
         """Send ``command`` until the unit answers ``answer`` (three tries)."""
         for _ in range(3):
             port.write(command)
@@ -346,7 +227,7 @@ class CrossbowDriver:
                     return True
         return False
 
-    def _session(self, port: _Port) -> None:
+    def _session(self, port: SerialPort) -> None:
         port.write(b"P")  # a unit left streaming by a previous host stops (R alone resets it too)
         self._decoder.mode = self.measurement
         if not self._ask(port, b"R", "H"):
@@ -361,13 +242,7 @@ class CrossbowDriver:
         port.write(b"G" if polled else b"C")
         now = self._clock()
         asked = now
-        with self._changed:
-            self._failure = None
-            self._sessions += 1
-            if self._sessions > 1:
-                self._reconnects += 1
-            self._connected = True  # after the count: a reader that sees it up sees the count
-            self._changed.notify_all()
+        self._link_up()
         last_packet = now
         pending = polled  # a G is out, not answered yet
         log.info("Crossbow unit on %s: %s mode, %s", self.url, self.measurement, self.mode)
