@@ -93,7 +93,7 @@ class Commands:
             return list(self.values)
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
+async def until(pilot: Pilot[None], predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
     """Let the app run until ``predicate()`` is true; return its value (AssertionError after ``timeout`` s)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -123,7 +123,7 @@ def screen_text(app: KeyApp, widget: str = "#status") -> str:
 
 async def connected(pilot: Pilot[None], app: KeyApp) -> None:
     """Wait until the page's link is connected and its status shows."""
-    await until(pilot, lambda: app.link.connected, what=f"{app.page.name} connected")
+    await until(pilot, lambda: app.link.connected, timeout=15.0, what=f"{app.page.name} connected")
 
 
 async def type_values(pilot: Pilot[None], key: str, text: str) -> None:

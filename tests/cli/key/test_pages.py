@@ -24,6 +24,7 @@ from tests.cli.key.support import (
     type_values,
     until,
 )
+from tests.helpers import wait_until
 
 PARAMS = TeleopParams(speed=0.2, turn_rate=0.5, release_after=0.4, resend_every=0.1)
 
@@ -98,10 +99,16 @@ def test_drive_page(make_bus: Callable[[], Bus]) -> None:
 
         drive.write(names.DRIVE_STATUS, status([-1], [0.0, 0.0]))
         await until(pilot, lambda: "timeout" in screen_text(app), what="drive status in words")
+        count = len(commands.snapshot())
+        clock.advance(0.2)  # a repeat of the key still held: re-sent
+        await pilot.press("up")
+        await next_command(pilot, commands, lambda c: c.velocity[0] > 0, after=count)
+        before_quit.append(len(commands.snapshot()))
 
+    before_quit: list[int] = []
     run_app(app, script)
-    # quitting stops the robot
-    assert commands.snapshot()[-1].velocity == [0.0, 0.0]
+    # quitting with a key held stops the robot at once
+    wait_until(lambda: any(c.velocity == [0.0, 0.0] for c in commands.snapshot()[before_quit[0] :]))
 
 
 def test_avoid_page(make_bus: Callable[[], Bus]) -> None:
@@ -247,9 +254,9 @@ def test_pose_page(make_bus: Callable[[], Bus]) -> None:
         await pilot.press("s")
         await until(pilot, lambda: pose.calls[-1:] == ["start_activity"])
         await pilot.press("f")
-        await until(pilot, lambda: "40 points, 2.500 m away" in screen_text(app, "#message"), timeout=8.0)
+        await until(pilot, lambda: "40 points, 2.500 m away" in screen_text(app, "#message"), timeout=15.0)
         await type_values(pilot, "p", "1 2 0.5")
-        await until(pilot, lambda: "pose set" in screen_text(app, "#message"), timeout=8.0)
+        await until(pilot, lambda: "pose set" in screen_text(app, "#message"), timeout=15.0)
         assert pose.calls[-2:] == ["stop_activity", "start_activity"]
         assert posts.snapshot()[-1].pose == [1.0, 2.0, 0.0, 0.5, 0.0, 0.0]
         assert posts.snapshot()[-1].cmd_flags == -1
@@ -285,10 +292,10 @@ def test_slam_page(make_bus: Callable[[], Bus]) -> None:
         await pilot.press("s")
         await until(pilot, lambda: slam.calls == ["start_activity"])
         await pilot.press("m")
-        await until(pilot, lambda: "map saved: 12 walls in /tmp/map.xml" in screen_text(app, "#message"), timeout=8)
+        await until(pilot, lambda: "map saved: 12 walls in /tmp/map.xml" in screen_text(app, "#message"), timeout=15.0)
         await pilot.press("x")
         await until(pilot, lambda: slam.calls[-1:] == ["stop_activity"])
-        await until(pilot, lambda: "1 saves" in screen_text(app))
+        await until(pilot, lambda: f"{saved['n']} saves" in screen_text(app))  # a lost request is asked again
 
     run_app(app, script)
 
@@ -356,6 +363,7 @@ def test_pages_switch_and_wait_for_their_module(make_bus: Callable[[], Bus]) -> 
     module_bus, app_bus = make_bus(), make_bus()
     StandIn(module_bus, "drive", {names.DRIVE_STATUS: status([0])})
     commands = Commands(module_bus, names.DRIVE_COMMAND, msgs.ActuatorState)
+    motion_commands = Commands(module_bus, names.MOTION_COMMAND, msgs.ActuatorState)
     app = KeyApp(app_bus, "drive", PARAMS, connect_timeout=0.5)
 
     async def script(pilot: Pilot[None]) -> None:
@@ -367,10 +375,11 @@ def test_pages_switch_and_wait_for_their_module(make_bus: Callable[[], Bus]) -> 
         await until(pilot, lambda: "not connected to motion yet" in screen_text(app, "#message"))
         StandIn(module_bus, "motion", {names.MOTION_STATUS: status([0, 0, 1, 0])})
         await connected(pilot, app)
-        await until(pilot, lambda: "at the goal" in screen_text(app), timeout=8.0)
+        await until(pilot, lambda: "at the goal" in screen_text(app), timeout=15.0)
         await pilot.press("f1", "up")
         await until(pilot, lambda: app.page.name == "drive" and app.link.connected)
         await pilot.press("up")
         await next_command(pilot, commands, lambda c: c.velocity[0] > 0)
+        assert motion_commands.snapshot() == []  # leaving the motion page did not stop the motion
 
     run_app(app, script)

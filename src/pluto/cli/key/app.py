@@ -23,7 +23,7 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from pluto.bus import Bus
-from pluto.cli.key.keymap import PAGES, KeyBinding, Page, action_for, footer_text, parse_values
+from pluto.cli.key.keymap import MOVE_ACTIONS, PAGES, KeyBinding, Page, action_for, footer_text, parse_values
 from pluto.cli.key.links import Link, make_link
 from pluto.cli.key.teleop import TeleopParams
 from pluto.errors import PlutoError
@@ -225,22 +225,25 @@ class KeyApp(App[None]):
     def _switch(self, page: str) -> None:
         if page == self.page.name:
             return
-        self._stop_link()
+        if self.link.teleop.held is not None:  # a movement key held: stop it; a goto or a moveto goes on
+            self._stop_link()
         self.link.close()
         self.link = make_link(page, self.bus, self.params)
         self._show_page()
         self._connect()
 
     def _stop_link(self) -> None:
-        if self.link.connected and "stop" in {b.action for b in self.page.bindings}:
+        if self.link.connected:
             try:
                 self.link.stop()
             except (PlutoError, ValueError) as err:
                 self.link.message = f"error: {err}"
 
     def action_stop_and_quit(self) -> None:
-        """Stop the robot (pages that move it), then leave."""
-        self._stop_link()
+        """Stop the robot if this page drives it (drive, avoid), then leave; a motion, the wrist and the arm go on
+        with what they were told."""
+        if any(b.action in MOVE_ACTIONS for b in self.page.bindings):
+            self._stop_link()
         self.exit()
 
     def on_unmount(self) -> None:
