@@ -196,6 +196,19 @@ def test_a_fast_stream_is_thinned_out_for_viewers(bus: Bus) -> None:
         FoxgloveParams(max_rate_hz=-1.0)
 
 
+def test_a_port_in_use_and_bad_parameters_are_clear_errors(bus: Bus, gateway: FoxgloveModule) -> None:
+    from pluto.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{gateway.port}"):
+        FoxgloveModule(bus, FoxgloveParams(port=gateway.port)).start()
+    with pytest.raises(ValueError, match="No/Such"):
+        FoxgloveParams(json=["Base/Drive/State", "No/Such"])
+    with pytest.raises(ValueError, match="map_pose"):
+        FoxgloveParams(map_pose="gps")
+    with pytest.raises(ValueError, match="port"):
+        FoxgloveParams(port=70000)
+
+
 def test_log_tells_modules_that_come_and_go(bus: Bus, gateway: FoxgloveModule, client: FoxgloveClient) -> None:
     from pluto.runtime.module import Module
 

@@ -106,6 +106,9 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"map_period must be > 0 s, got {self.map_period}")
         if self.map_pose not in MAP_POSES:
             raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {self.map_pose!r}")
+        unknown = [name for name in self.json if names.message_type_of(name) is None]
+        if unknown:
+            raise ValueError(f"json names interfaces that are not in the table: {', '.join(unknown)}")
         if not self.max_rate_hz >= 0.0:
             raise ValueError(f"max_rate_hz must be >= 0, got {self.max_rate_hz}")
         if self.backlog < 1:
@@ -168,8 +171,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
         self._json: dict[str, foxglove.Channel] = {}
         for name in p.json:
             cls = names.message_type_of(name)
-            if cls is None:
-                raise ConfigError(f"foxglove: json names {name!r}, which is not an interface of the table")
+            assert cls is not None  # checked with the parameters
             schema = foxglove.Schema(name=schema_name(cls), encoding=SCHEMA_ENCODING, data=schema_bytes(cls))
             self._json[name] = foxglove.Channel(name, schema=schema, message_encoding="json", context=self._context)
         for name in sorted(set(INPUTS) | set(p.json)):
