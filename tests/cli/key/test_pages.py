@@ -133,6 +133,8 @@ def test_avoid_page(make_bus: Callable[[], Bus]) -> None:
         goto = await next_command(pilot, commands, lambda c: c.cmd_flags == 32)
         assert goto.position[:2] == [3.0, -4.5]
         count = len(commands.snapshot())
+        await type_values(pilot, "g", "1e7 0")  # beyond the interface's limits: said on screen, nothing sent
+        await until(pilot, lambda: "out of range [" in screen_text(app, "#message"))
         await type_values(pilot, "g", "3 x")  # a typo: said on screen, nothing sent
         await until(pilot, lambda: "not a number" in screen_text(app, "#message"))
         await pilot.press("escape")  # cancels the question and stops

@@ -90,13 +90,14 @@ class KeyApp(App[None]):
     # -- layout -------------------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(id="title")
-        yield Static(id="status")
-        yield Static(id="message")
+        # markup off: statuses and error messages carry brackets ("out of range [-3, 3] m/s")
+        yield Static(id="title", markup=False)
+        yield Static(id="status", markup=False)
+        yield Static(id="message", markup=False)
         with Vertical(id="ask"):
-            yield Static(id="question")
+            yield Static(id="question", markup=False)
             yield Input(id="answer", disabled=True)
-        yield Static(id="keys")
+        yield Static(id="keys", markup=False)
 
     def on_mount(self) -> None:
         self._show_page()

@@ -113,7 +113,7 @@ COMMON: tuple[KeyBinding, ...] = (
     KeyBinding(("f8",), "page:arm", "arm"),
     KeyBinding(("q", "ctrl+c"), "quit", "quit"),
 )
-"""Keys every page has: F1..F8 switch pages, q quits (after a stop)."""
+"""Keys every page has: F1..F8 switch pages, q (or Ctrl-C) quits, stopping the robot on the drive and avoid pages."""
 
 PAGES: dict[str, Page] = {
     page.name: page
