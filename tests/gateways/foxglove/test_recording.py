@@ -120,6 +120,16 @@ def test_a_recorded_run_carries_foxglove_schemas_that_agree_with_the_bus(
         assert (x, y, heading) == pytest.approx((pose[0], pose[1], 0.0), abs=1e-6)
         checked += 1
     assert checked >= 5
+    # the tree a 3-D panel in the map frame needs: every frame drawn in reaches map
+    parents = {t.child_frame_id: t.parent_frame_id for t in tf}
+    assert parents == {"laser": "base_link", "base_link": "odom", "odom": "map"}
+    drawn_in = {m.frame_id for m in foxglove["/scan"]} | {m.entities[0].frame_id for m in foxglove["/map"]}
+    for frame in drawn_in | {m.frame_id for m in foxglove["/pose"]}:
+        seen = [frame]
+        while seen[-1] != "map":
+            seen.append(parents[seen[-1]])
+            assert len(seen) < 5, seen
+
     path_poses = foxglove["/path"][-1].poses
     assert len(path_poses) >= 3 and foxglove["/path"][-1].frame_id == "map"
     truth = pluto["Sim/Truth"][-1]
