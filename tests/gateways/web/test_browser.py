@@ -58,6 +58,9 @@ def page(stack: tuple[WebModule, Collector]) -> Iterator[Any]:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 700})
+            errors: list[Any] = []
+            page.errors = errors  # the page's uncaught JavaScript errors
+            page.on("pageerror", lambda error: errors.append(error))
             page.goto(stack[0].url)
             yield page
         finally:
@@ -103,3 +106,4 @@ def test_the_page_draws_the_map_robot_and_scan_and_a_click_sends_a_moveto(
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
+    assert page.errors == []

@@ -132,6 +132,7 @@ class WebServer:
         self._log = logger or logging.getLogger("pluto.web")
         self._page = PAGE.read_bytes()
         self._browsers: set[_Browser] = set()
+        self._browsers_lock = threading.Lock()  # the set changes on the loop and is counted from other threads
         self._sticky: dict[str, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -190,7 +191,9 @@ class WebServer:
             loop.call_soon_threadsafe(self._post, kind, data)
 
     def stats(self) -> ServerStats:
-        browsers = list(self._browsers)
+        """The counters (from any thread)."""
+        with self._browsers_lock:
+            browsers = list(self._browsers)
         return ServerStats(
             clients=len(browsers),
             connections=self.connections,
@@ -280,7 +283,8 @@ class WebServer:
         await ws.prepare(request)
         browser = _Browser(ws, peer, authorized, self.settings.deadman_timeout)
         self.connections += 1
-        self._browsers.add(browser)
+        with self._browsers_lock:
+            self._browsers.add(browser)
         self._log.info("browser %s connected (%d now)", peer, len(self._browsers))
         hello = {
             "type": "hello",
@@ -303,9 +307,10 @@ class WebServer:
                     break
         finally:
             sender.cancel()
-            self._browsers.discard(browser)
-            self._sent_closed += browser.sent
-            self._skipped_closed += browser.mailbox.skipped
+            with self._browsers_lock:
+                self._browsers.discard(browser)
+                self._sent_closed += browser.sent
+                self._skipped_closed += browser.mailbox.skipped
             if browser.deadman.closed():
                 self._stop_robot("its browser went away")
             self._log.info("browser %s disconnected (%d now)", peer, len(self._browsers))
