@@ -387,6 +387,9 @@ def test_up_detach_then_down_stops_everything(bus_env: dict[str, str]) -> None:
     up = pluto("up", "heartbeat", "--detach")
     assert up.returncode == 0, up.stderr
     assert "profile heartbeat is up" in up.stdout
+    # what it waited for, module by module, on stderr
+    assert "[1/2] starting heartbeat, waiting until it publishes (up to 20 s) ...\n" in up.stderr
+    assert "[2/2] starting heartbeat-monitor, waiting" in up.stderr
     pid_files = {p.stem: int(p.read_text()) for p in folder.glob("*.pid")}
     assert set(pid_files) == {"profile-heartbeat", "heartbeat", "heartbeat-monitor"}
     shown = pluto("mom")
@@ -429,6 +432,7 @@ def test_up_in_the_foreground_until_ctrl_c(bus: Bus, bus_env: dict[str, str]) ->
     assert process.returncode == 0, err
     assert "profile heartbeat is down" in out
     assert "Traceback" not in err
+    assert err.index("[1/2] starting heartbeat,") < err.index("[2/2] starting heartbeat-monitor,")
     assert not (runtime_folder(bus_env) / "profile-heartbeat.pid").exists()
     wait_until(lambda: not bus.live_modules(), timeout=2.0)
 

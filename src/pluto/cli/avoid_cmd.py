@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from typing import TYPE_CHECKING
 
+from pluto import msgs, names
+from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.errors import ConfigError
+from pluto.cli.progress import ProgressLine, say
+from pluto.errors import BusTimeout, ConfigError
+from pluto.runtime.runner import stop_on_signals
+
+if TYPE_CHECKING:
+    from pluto.movement.avoid.proxy import AvoidProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["register", "run"]
+__all__ = ["goto_outcome", "register", "run"]
 
 HELP = "command the avoid module: goto, velocity, heading, wall follow, release, status"
 
@@ -22,6 +31,7 @@ Localization/Pose frame. The avoid module keeps commanding the drive until the n
 
 examples:
   pluto avoid goto 5 2                go to (5, 2) m around obstacles; `pluto avoid status` shows 1 when there
+  pluto avoid goto 5 2 --wait         the same, with the distance to go until there (exit 0) or stuck (exit 1)
   pluto avoid goto 5 2 --speed 0.3 --weight 2   slower, with weaker avoidance
   pluto avoid velocity 0.3 0          drive at 0.3 m/s, slowed and stopped by sonar and laser
   pluto avoid heading 1.57 0.3        turn to 1.57 rad and drive along it
@@ -43,6 +53,18 @@ def register(subparsers: Subparsers) -> None:
     goto.add_argument("--turn-rate", type=float, default=1.0, help="maximum turn rate, rad/s (default 1)")
     goto.add_argument(
         "--weight", type=float, default=1.0, help="goal weight: > 1 weaker avoidance, < 1 stronger (default 1)"
+    )
+    goto.add_argument(
+        "--wait",
+        action="store_true",
+        help="show the distance to go until the goal is reached (exit 0) or the robot is stuck (exit 1)",
+    )
+    goto.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --wait: give up after S seconds (the robot is stopped, exit 1); Ctrl-C stops it too",
     )
     vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (T = 0)")
     vel.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
@@ -78,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
     """
     from pluto.movement.avoid.proxy import AvoidProxy, describe_status
 
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError(f"--timeout must be > 0 s, got {timeout}")
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
         if args.action == "status":
             status = avoid.status() or avoid.wait_status(timeout=5.0)
@@ -98,5 +123,76 @@ def run(args: argparse.Namespace) -> int:
                 avoid.wall_follow(args.distance, args.speed, 2 if args.avoid is None else args.avoid)
         except ValueError as err:
             raise ConfigError(str(err)) from err
+        if args.action == "goto" and args.wait:
+            return _wait_goto(bus, avoid, (args.x, args.y), timeout, 3 if args.avoid is None else args.avoid)
         time.sleep(0.1)  # let the command leave before the bus closes
         return 0
+
+
+STATUS_SILENCE = 5.0
+"""s without a status from avoid after which a wait gives up (the module died or hangs)."""
+
+SETTLE = 1.0
+"""s after the goto was sent during which a finished status is the previous goal's, not this one's."""
+
+
+def goto_outcome(code: int, running_seen: bool, since_sent: float) -> bool | None:
+    """Whether a goto is over, from avoid's status element[1]: True reached, False stuck or stopped, None not yet.
+
+    A finished code counts only once the goto was seen running, or :data:`SETTLE` s after it was sent (the status
+    of the previous goal may still be on its way; a goal already within reach is never seen running).
+    """
+    from pluto.movement.avoid.core import GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED
+
+    if code not in (GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED):
+        return None
+    if not running_seen and since_sent < SETTLE:
+        return None
+    return code == GOTO_REACHED
+
+
+def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: float | None, avoidance: int) -> int:
+    """Show the distance to go and the status in words until the goto is over; stop the robot on a timeout or
+    Ctrl-C (the goal is cancelled: velocity 0 with the same protection)."""
+    from pluto.movement.avoid.core import GOTO_RUNNING
+    from pluto.movement.avoid.proxy import describe_status
+
+    pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5)
+    line = ProgressLine()
+    sent = time.monotonic()
+    deadline = None if timeout is None else sent + timeout
+    where = f"({goal[0]:g}, {goal[1]:g})"
+    say(f"waiting for avoid to reach {where}" + (f" (up to {timeout:g} s)" if timeout else "") + "; Ctrl-C stops")
+    running_seen = False
+    heard = sent
+    with stop_on_signals() as stop:
+        while True:
+            now = time.monotonic()
+            if stop.is_set() or (deadline is not None and now >= deadline):
+                avoid.set_velocity(0.0, 0.0, avoidance)
+                time.sleep(0.1)  # let the stop leave before the bus closes
+                reason = "interrupted" if stop.is_set() else f"timed out after {timeout:g} s"
+                line.finish(f"{reason}, {_distance(pose.read(), goal)} to go: goal cancelled, robot stopped")
+                return 130 if stop.is_set() else 1
+            try:
+                status = avoid.wait_status(timeout=0.25)
+            except BusTimeout:
+                if now - heard > STATUS_SILENCE:
+                    line.finish(f"avoid has written no status for {STATUS_SILENCE:g} s (`pluto mom`): giving up")
+                    return 1
+                continue
+            heard = time.monotonic()
+            code = [*status.element, 0, 0][1]
+            running_seen = running_seen or code == GOTO_RUNNING
+            line.show(f"goto {where}: {_distance(pose.read(), goal)} to go; {describe_status(status)}")
+            outcome = goto_outcome(code, running_seen, heard - sent)
+            if outcome is not None:
+                words = "goal reached" if outcome else "goal not reached"
+                line.finish(f"{words} {where}, {_distance(pose.read(), goal)} to go: {describe_status(status)}")
+                return 0 if outcome else 1
+
+
+def _distance(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> str:
+    if pose is None or len(pose.pose) < 2:
+        return "? m (no Localization/Pose)"
+    return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"

@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from typing import TYPE_CHECKING
 
+from pluto import msgs, names
+from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.errors import ConfigError
+from pluto.cli.progress import ProgressLine, say
+from pluto.errors import BusTimeout, ConfigError
+from pluto.runtime.runner import stop_on_signals
 
 if TYPE_CHECKING:
     from pluto.movement.motion.proxy import MotionProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
-__all__ = ["register", "run"]
+__all__ = ["motion_outcome", "register", "run"]
 
 HELP = "command the motion module: moveto, explore, investigate, stop, resume, status"
 
 DESCRIPTION = """\
 Sends one command to the running motion module (start it with `pluto start motion`) on motion/command, or prints
-its status. Goals are in the Localization/Pose frame. With --wait, moveto and explore print the status as it
-changes until the motion is over.
+its status. Goals are in the Localization/Pose frame. With --wait, moveto and explore show a live progress line
+(the distance to a moveto's goal, the status in words) until the motion is over: exit status 0 at the goal, 1 if
+it ended elsewhere or --timeout passed; a timeout or Ctrl-C stops the motion.
 
 examples:
   pluto motion moveto 14 6.5 --wait      move to (14, 6.5) m by ray following; print progress until there
@@ -45,7 +51,13 @@ def register(subparsers: Subparsers) -> None:
     explore.add_argument("h", type=float, metavar="H", help="height (depth ahead) of the rectangle, m")
     for q in (moveto, explore):
         q.add_argument("--wait", action="store_true", help="print progress until the motion is over")
-        q.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
+        q.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="S",
+            help="with --wait: give up after S seconds (the motion is stopped, exit 1); Ctrl-C stops it too",
+        )
     actions.add_parser("investigate", help="go to the closest object and circle it (43)")
     actions.add_parser("stop", help="stop the motion (pass-through velocity 0); resume goes on")
     actions.add_parser("resume", help="resume the stopped motion, or explore the rectangle set (45)")
@@ -86,28 +98,71 @@ def run(args: argparse.Namespace) -> int:
         if not getattr(args, "wait", False):
             time.sleep(0.1)  # let the command leave before the bus closes
             return 0
-        return _wait(motion, args.timeout)
+        goal = (args.x, args.y) if args.action == "moveto" else None
+        return _wait(bus, motion, args.timeout, goal)
 
 
-def _wait(motion: MotionProxy, timeout: float | None) -> int:
-    """Print the status each time it changes until the motion is over (element[3] <= 0 after it started)."""
+SETTLE = 1.0
+"""s after the command was sent during which a status at the goal is the previous command's, not this one's."""
+
+
+def motion_outcome(element: list[int], started: bool, since_sent: float) -> bool | None:
+    """Whether a waited-for motion is over, from its status elements: True at the goal, False ended elsewhere,
+    None not yet. It is over once it was in motion (element[3] > 0) and no longer is, or when element[2] says it is
+    at the goal :data:`SETTLE` s after the command (a goal already reached is never seen in motion)."""
+    from pluto.movement.motion.core import AT_GOAL
+
+    e = [*element, 0, 0, 0, 0][:4]
+    if e[3] > 0 or not (started or (e[2] == AT_GOAL and since_sent >= SETTLE)):
+        return None
+    return e[2] == AT_GOAL
+
+
+def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[float, float] | None) -> int:
+    """Show the status (and the distance to a moveto's goal) until the motion is over; stop the motion on a
+    timeout or Ctrl-C."""
     from pluto.movement.motion.proxy import describe_status
 
-    deadline = None if timeout is None else time.monotonic() + timeout
+    pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5) if goal is not None else None
+    line = ProgressLine()
+    sent = time.monotonic()
+    deadline = None if timeout is None else sent + timeout
+    target = f"to ({goal[0]:g}, {goal[1]:g})" if goal is not None else ""
+    say(f"waiting for the motion {target} to end".replace("  ", " ") + (f" (up to {timeout:g} s)" if timeout else ""))
     started = False
-    last = None
-    while True:
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            print("timed out", flush=True)
-            return 1
-        status = motion.wait_status(timeout=5.0 if left is None else min(5.0, left))
-        e = [*status.element, 0, 0, 0, 0][:4]
-        key = (e[2], e[3])
-        if key != last:
-            print(describe_status(status), flush=True)
-            last = key
-        if e[3] > 0:
-            started = True
-        elif started or e[2] == 1:
-            return 0 if e[2] == 1 else 1
+    heard = sent
+    with stop_on_signals() as stop:
+        while True:
+            now = time.monotonic()
+            if stop.is_set() or (deadline is not None and now >= deadline):
+                motion.stop()
+                time.sleep(0.1)  # let the stop leave before the bus closes
+                reason = "interrupted" if stop.is_set() else f"timed out after {timeout:g} s"
+                line.finish(f"{reason}: motion stopped (`pluto motion resume` goes on)")
+                return 130 if stop.is_set() else 1
+            try:
+                status = motion.wait_status(timeout=0.25)
+            except BusTimeout:
+                if now - heard > STATUS_SILENCE:
+                    line.finish(f"motion has written no status for {STATUS_SILENCE:g} s (`pluto mom`): giving up")
+                    return 1
+                continue
+            heard = time.monotonic()
+            e = [*status.element, 0, 0, 0, 0][:4]
+            started = started or e[3] > 0
+            distance = _distance(pose.read(), goal) + " to go; " if pose is not None and goal is not None else ""
+            line.show(f"motion {target}: {distance}{describe_status(status)}".replace("  ", " "))
+            outcome = motion_outcome(list(status.element), started, heard - sent)
+            if outcome is not None:
+                line.finish(("done: " if outcome else "ended without reaching its goal: ") + describe_status(status))
+                return 0 if outcome else 1
+
+
+STATUS_SILENCE = 5.0
+"""s without a status from motion after which a wait gives up (the module died or hangs)."""
+
+
+def _distance(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> str:
+    if pose is None or len(pose.pose) < 2:
+        return "? m (no Localization/Pose)"
+    return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"

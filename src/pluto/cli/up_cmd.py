@@ -10,6 +10,7 @@ from pathlib import Path
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import config_from_args
+from pluto.cli.progress import say
 from pluto.errors import LaunchError
 from pluto.runtime import launcher
 from pluto.runtime.profiles import load_profile, parse_overrides
@@ -85,7 +86,9 @@ def up(args: argparse.Namespace) -> int:
         log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
         process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
         with Bus(config.bus) as bus:
-            for entry in profile.entries:
+            total = len(profile.entries)
+            for number, entry in enumerate(profile.entries, 1):
+                _starting(entry.name, number, total, args.timeout)
                 try:
                     launcher.wait_publishing(bus, entry.spec.module, args.timeout, name=entry.name, process=process)
                 except LaunchError as err:
@@ -98,7 +101,14 @@ def up(args: argparse.Namespace) -> int:
     if launcher.read_pid(Path(pid_file)) is not None:
         raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
     with stop_on_signals() as stop, Bus(config.bus) as bus:
-        supervisor = Supervisor(bus, profile, config, one_process=args.one_process, startup_timeout=args.timeout)
+        supervisor = Supervisor(
+            bus,
+            profile,
+            config,
+            one_process=args.one_process,
+            startup_timeout=args.timeout,
+            progress=lambda name, number, total: _starting(name, number, total, args.timeout),
+        )
         Path(pid_file).write_text(f"{os.getpid()}\n")
         try:
             supervisor.start()
@@ -113,6 +123,11 @@ def up(args: argparse.Namespace) -> int:
             Path(pid_file).unlink(missing_ok=True)
     print(f"profile {profile.name} is down")
     return 0
+
+
+def _starting(name: str, number: int, total: int, timeout: float) -> None:
+    """Say which module ``pluto up`` waits for now (on stderr)."""
+    say(f"[{number}/{total}] starting {name}, waiting until it publishes (up to {timeout:g} s) ...")
 
 
 def down(args: argparse.Namespace) -> int:

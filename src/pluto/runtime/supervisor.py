@@ -19,6 +19,7 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,12 +61,21 @@ class Supervisor:
         config: the configuration file the modules read (its path is passed on to child processes).
         one_process: run the modules in this process, sharing ``bus``.
         startup_timeout: seconds each module has to start publishing.
+        progress: told ``(name, number, total)`` as each module starts (its number counts from 1), to show it.
     """
 
     def __init__(
-        self, bus: Bus, profile: Profile, config: Config, *, one_process: bool = False, startup_timeout: float = 20.0
+        self,
+        bus: Bus,
+        profile: Profile,
+        config: Config,
+        *,
+        one_process: bool = False,
+        startup_timeout: float = 20.0,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.bus = bus
+        self.progress = progress
         self.profile = profile
         self.config = config
         self.one_process = one_process
@@ -99,7 +109,10 @@ class Supervisor:
         """
         try:
             self._check_outside_requirements()
-            for entry in self.profile.entries:
+            total = len(self.profile.entries)
+            for number, entry in enumerate(self.profile.entries, 1):
+                if self.progress is not None:
+                    self.progress(entry.name, number, total)
                 self._start_one(entry)
             if resume:
                 self.resume()
