@@ -106,4 +106,19 @@ def test_the_page_draws_the_map_robot_and_scan_and_a_click_sends_a_moveto(
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
+    # a held button drives (repeated every 0.1 s), its release stops
+    page.hover("#forward")
+    page.mouse.down()
+    wait_until(lambda: _teleops(commands).count(DRIVE) >= 2, timeout=WAIT_MS / 1000, message="repeated teleop")
+    page.mouse.up()
+    wait_until(lambda: _teleops(commands)[-1:] == [STOP], timeout=WAIT_MS / 1000, message="the stop on release")
     assert page.errors == []
+
+
+DRIVE = [0.25, 0.0]
+"""The forward button at the slider's default: half the top speed of 0.5 m/s."""
+STOP = [0.0, 0.0]
+
+
+def _teleops(commands: Collector) -> list[list[float]]:
+    return [c.velocity for c in commands.snapshot() if c.cmd_flags == 20]
