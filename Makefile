@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_rtf.py
 	$(BIN)/python bench/localization.py
 	$(BIN)/python bench/movement.py
+	$(BIN)/python bench/motion.py
 	$(BIN)/python bench/ik.py
 	$(BIN)/python bench/xmlserver.py
 	$(BIN)/python bench/player.py
