@@ -210,3 +210,42 @@ def test_the_bash_example_reads_the_pose_and_drives_the_robot(
     # depends on the load (the drive's command timeout stops it whatever happens).
     assert 0.45 <= state.x - start.x <= 1.5
     assert abs(state.y - start.y) < 0.05
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_the_bash_example_stops_when_the_robot_is_blocked(bus: Bus, robot: Callable[..., XmlServerModule]) -> None:
+    # 10 m ahead, but the wall is 4.75 m away: the drive's sonar protection stops the robot before it
+    server = robot(rate=4.0)
+    truth = bus.create_reader("Sim/Truth", msgs.Odometry)
+    start = truth.wait_for_value(timeout=WAIT)
+    bus.wait_published("Localization/Pose", timeout=WAIT)
+    env = {**os.environ, "PLUTO_XML_PORT": str(server.server.address[1])}
+    done = subprocess.run(
+        ["bash", str(EXAMPLE), "10", "0.8"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    blocked = re.search(
+        r"xml_drive: blocked: no progress for 30 pose updates, stopped (\d+) mm from the start", done.stderr
+    )
+    assert blocked is not None, done.stderr
+    state = truth.wait_for_update(timeout=WAIT)
+    assert 2.5 < state.x - start.x < 4.75  # stopped short of the wall
+    assert abs(int(blocked.group(1)) / 1000 - (state.x - start.x)) < 0.3
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_the_bash_example_without_the_drive_module_fails_clearly(bus: Bus) -> None:
+    server = XmlServerModule(bus, XmlServerParams(port=0))
+    server.start()
+    try:
+        env = {**os.environ, "PLUTO_XML_PORT": str(server.server.address[1])}
+        done = subprocess.run(
+            ["bash", str(EXAMPLE), "0.5"], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("xml_drive: the drive module is not running, so nothing would obey drive/command")
+    assert "`pluto start drive`" in line
