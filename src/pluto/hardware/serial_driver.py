@@ -117,10 +117,25 @@ class SerialDriver:
         self._connected = False
         self._heard: float | None = None  # when the device last sent good data
         self._failure: str | None = None
+        self._lost_reason: str | None = None  # why the session ended, if not for silence
         self._opened = 0  # times the port opened
         self._ups = 0  # times the link came up
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start the reader without waiting (it opens the port, and opens it again while that fails); idempotent.
+
+        Raises:
+            PlutoError: (the driver's :attr:`error`) the driver was closed.
+        """
+        if self._closed:
+            raise self.error(f"the driver for {self.url} was closed; create a new one")
+        if self._thread is None:
+            name = f"{type(self).__name__.lower()}-reader:{self.url}"
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+        return self
 
     def connect(self, timeout: float | None = None) -> None:
         """Start the reader and wait until the driver is ready (:meth:`_ready`: by default, the link is up).
@@ -132,12 +147,7 @@ class SerialDriver:
             PlutoError: (the driver's :attr:`error`) closed, the port cannot be opened, or the device did not
                 answer in time (the reader goes on trying if ``reconnect``; a later :attr:`connected` may be True).
         """
-        if self._closed:
-            raise self.error(f"the driver for {self.url} was closed; create a new one")
-        if self._thread is None:
-            name = f"{type(self).__name__.lower()}-reader:{self.url}"
-            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-            self._thread.start()
+        self.start()
         wait = timeout if timeout is not None else self._connect_timeout()
         with self._changed:
             self._changed.wait_for(lambda: self._ready() or self._failure is not None, wait)
@@ -218,6 +228,10 @@ class SerialDriver:
         """Good data came at ``now`` (s by the clock)."""
         self._heard = now
 
+    def _lost(self, reason: str) -> None:
+        """The session is ending because of ``reason`` (logged when the link goes down)."""
+        self._lost_reason = reason
+
     def _fail(self, reason: str) -> None:
         """Something failed (logged once per new reason); wakes :meth:`connect`."""
         with self._changed:
@@ -250,7 +264,8 @@ class SerialDriver:
                     try:
                         self._session(port)
                     except Exception as err:  # a serial error, or a port closed under us: the link is gone
-                        self._fail(f"link to the {self.device} on {self.url} failed: {type(err).__name__}: {err}")
+                        self._lost_reason = f"{type(err).__name__}: {err}"
+                        self._fail(f"link to the {self.device} on {self.url} failed: {self._lost_reason}")
                     finally:
                         with contextlib.suppress(Exception):
                             self._session_ended(port)
@@ -265,7 +280,9 @@ class SerialDriver:
 
     def _link_down(self) -> None:
         with self._changed:
+            reason, self._lost_reason = self._lost_reason, None
             if self._connected and not self._closing.is_set():
-                self._log.warning("%s on %s lost (no data for %.1f s)", self.device, self.url, self.link_timeout)
+                why = reason or f"no data for {self.link_timeout:.1f} s"
+                self._log.warning("%s on %s lost (%s)", self.device, self.url, why)
             self._connected = False
             self._changed.notify_all()

@@ -8,26 +8,27 @@ The port is opened with ``serial.serial_for_url``, so ``/dev/ttyUSB0``, ``socket
 work alike (on socket:// and pty paths the baud rate is nominal).
 """
 
-# Strategy: the shell of the sans-I/O LmsClient (client.py), which makes every protocol decision. One reader thread
-# owns the port: it reads what is waiting (at most one tick's wait), feeds the client with the clock's time of the
-# read, steps its timers, applies its events (BaudRate: set the port's rate; LinkLost: close the port, reopen it
-# after a pause and start again) and writes what it queued. Scans go to a bounded queue the module drains, and wake
-# the waiters. A port that cannot be opened is retried every RECONNECT_PAUSE s; the number of reopenings is counted.
+# Strategy: the shell of the sans-I/O LmsClient (client.py), which makes every protocol decision, on SerialDriver's
+# reader thread (which owns the port and opens it again after a pause when it is lost). A session reads what is
+# waiting (at most one tick's wait), feeds the client with the clock's time of the read, steps its timers, applies
+# its events (BaudRate: set the port's rate; LinkLost: end the session, so the port is closed and reopened at the
+# client's probe rate) and writes what it queued. Scans go to a bounded queue the module drains, and wake the
+# waiters. The link is up while the port is open (the client restarts the scanner as often as it needs); the number
+# of reopenings is counted. Closing stops the continuous output before the port is closed.
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import serial  # type: ignore[import-untyped]
 
 from pluto.codec import NEED_DATA
+from pluto.hardware.serial_driver import SerialDriver, SerialPort
 
 from .client import BaudRate, Fault, LinkLost, LmsClient, LmsError, LmsSettings, Ready, Scan
 
@@ -37,14 +38,15 @@ log = logging.getLogger("pluto.sick")
 
 TICK = 0.01
 """s: longest wait of one read, the period of the client's timers."""
-RECONNECT_PAUSE = 0.5
-"""s between two attempts to open a port that failed."""
 QUEUE = 32
 """Scans kept for the reader (older ones are dropped)."""
 
 
-class LmsDriver:
+class LmsDriver(SerialDriver):
     """A host of one LMS: opens the port, sets the scanner up and collects its scans in a background thread.
+
+    :meth:`start` starts the reader without waiting (it opens the port, and reopens it while it fails);
+    :meth:`connect` (and a ``with`` block) waits until the port is open.
 
     Args:
         url: the port (a device, a pty path or a pyserial URL).
@@ -52,64 +54,34 @@ class LmsDriver:
         clock: time source of every stamp and timer, s (monotonic).
     """
 
+    error = LmsError
+    device = "scanner"
+
     def __init__(
         self, url: str, settings: LmsSettings | None = None, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.url = url
         self.settings = settings or LmsSettings()
-        self._clock = clock
         self._client = LmsClient(self.settings)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        super().__init__(
+            url,
+            baud=self._client.baud,
+            read_timeout=TICK,
+            link_timeout=self.settings.link_timeout,
+            clock=clock,
+            log=log,
+        )
         self._scans: deque[Scan] = deque(maxlen=QUEUE)
-        self._port: Any = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._reopen_at: float | None = None
-        self.reconnects = 0
-        """Times the port was opened again after it was lost."""
-        self._lost = False
-        self.port_open = False
-        self.failed_opens = 0
+        self._port: SerialPort | None = None
 
-    # -- lifecycle ------------------------------------------------------------------------------------------------
-
-    def start(self) -> Self:
-        """Start the reader thread (it opens the port, and reopens it while it fails). Idempotent."""
-        if self._thread is None:
-            self._stop.clear()
-            self._reopen_at = self._clock()
-            self._thread = threading.Thread(target=self._run, name=f"lms-reader:{self.url}", daemon=True)
-            self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop the continuous output, stop the reader and close the port. Idempotent."""
-        thread, self._thread = self._thread, None
-        self._stop.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
-        with self._lock:
-            port, self._port = self._port, None
-            if port is not None:
-                self._client.stop()
-                with contextlib.suppress(Exception):
-                    port.write(self._client.data_to_send())
-                    port.flush()
-                with contextlib.suppress(Exception):
-                    port.close()
-            self.port_open = False
-            self._changed.notify_all()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def _ready(self) -> bool:
+        return self._opened > 0
 
     # -- what the module reads ------------------------------------------------------------------------------------
+
+    @property
+    def port_open(self) -> bool:
+        """The scanner's port is open."""
+        return self._connected
 
     @property
     def streaming(self) -> bool:
@@ -131,14 +103,14 @@ class LmsDriver:
 
     def statistics(self) -> dict[str, int]:
         """Counters: bytes, telegrams, dropped_bytes, bad_crc, malformed, scans, faults, restarts, reconnects."""
-        with self._lock:
+        with self._changed:
             counts = self._client.statistics()
         counts["reconnects"] = self.reconnects
         return counts
 
     def take_scans(self) -> list[Scan]:
         """The scans that arrived since the last call, oldest first."""
-        with self._lock:
+        with self._changed:
             scans = list(self._scans)
             self._scans.clear()
         return scans
@@ -147,80 +119,80 @@ class LmsDriver:
         """The next scan that arrives after this call, or None after ``timeout`` s (it stays in the queue too)."""
         with self._changed:
             seen = self._client.scans
-            if not self._changed.wait_for(lambda: self._client.scans != seen or self._stop.is_set(), timeout):
+            if not self._changed.wait_for(lambda: self._client.scans != seen or self._closing.is_set(), timeout):
                 return None
             return self._scans[-1] if self._scans and self._client.scans != seen else None
 
     def wait_streaming(self, timeout: float) -> bool:
         """Wait until the scanner streams; False after ``timeout`` s."""
         with self._changed:
-            return self._changed.wait_for(lambda: self.streaming or self._stop.is_set(), timeout) and self.streaming
+            ok = self._changed.wait_for(lambda: self.streaming or self._closing.is_set(), timeout)
+            return ok and self.streaming
 
     # -- the reader thread ----------------------------------------------------------------------------------------
 
-    def _open(self, baud: int) -> bool:
+    def _open(self) -> SerialPort:
         try:
-            port = serial.serial_for_url(self.url, baudrate=baud, timeout=TICK, write_timeout=1.0)
+            port = serial.serial_for_url(self.url, baudrate=self._client.baud, timeout=TICK, write_timeout=1.0)
         except (serial.SerialException, OSError, ValueError) as err:
-            self.failed_opens += 1
-            if self.failed_opens in (1, 10) or self.failed_opens % 100 == 0:
-                log.warning("cannot open the scanner's port %s (%d tries): %s", self.url, self.failed_opens, err)
-            return False
-        with self._lock:
+            raise LmsError(f"cannot open the scanner's port {self.url}: {str(err).rsplit('] ', 1)[-1]}") from err
+        return cast(SerialPort, port)
+
+    def _session(self, port: SerialPort) -> None:
+        with self._changed:
             self._port = port
-            self.port_open = True
-            if self._lost:
-                self._lost = False
-                self.reconnects += 1
-                log.info("scanner port %s open again", self.url)
-            self.failed_opens = 0
+            self._link_up()
             self._client.start(self._clock())
-            self._flush()
-        return True
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                port = self._port
-                if port is None:
-                    reopen = self._reopen_at
-                    if reopen is not None and self._clock() >= reopen and self._open(self._client.baud):
-                        self._reopen_at = None
-                        continue
-                    if reopen is not None and self._port is None and self._clock() >= reopen:
-                        self._reopen_at = self._clock() + RECONNECT_PAUSE
-                    self._stop.wait(TICK)
-                    continue
-                failure = None
-                try:
-                    data = port.read(port.in_waiting or 1)
-                except Exception as err:  # a port closed under us, a socket reset: the link is gone
-                    data, failure = b"", f"{type(err).__name__}: {err}"
-                if self._stop.is_set():
+            if not self._flush():
+                return
+        while not self._closing.is_set():
+            failure = None
+            try:
+                data = port.read(port.in_waiting or 1)
+            except Exception as err:  # a port closed under us, a socket reset: the link is gone
+                data, failure = b"", f"{type(err).__name__}: {err}"
+            if self._closing.is_set():
+                return
+            with self._changed:
+                now = self._clock()
+                if failure is not None:
+                    self._client.port_failed(failure, now)
+                elif data:
+                    self._client.receive_data(data, now)
+                self._client.step(now)
+                if not self._flush():
                     return
-                with self._lock:
-                    now = self._clock()
-                    if failure is not None:
-                        self._client.port_failed(failure, now)
-                    elif data:
-                        self._client.receive_data(data, now)
-                    self._client.step(now)
-                    self._flush()
-        except Exception:  # pragma: no cover - a driver bug; never lost silently in a thread
-            log.exception("the LMS reader thread of %s failed", self.url)
 
-    def _flush(self) -> None:
-        """Apply the client's events and write its output (the lock is held)."""
+    def _session_ended(self, port: SerialPort) -> None:
+        with self._changed:
+            self._port = None
+            if self._closing.is_set():  # leave the scanner quiet
+                self._client.stop()
+                port.write(self._client.data_to_send())
+                cast(Any, port).flush()
+
+    def _flush(self) -> bool:
+        """Apply the client's events and write its output (the lock is held); False when the link is lost."""
+        up = self._apply_events()
+        if up and not self._write():
+            self._apply_events()  # the client's LinkLost for the failed write
+            up = False
+        self._changed.notify_all()
+        return up
+
+    def _apply_events(self) -> bool:
         client = self._client
+        up = True
         while (event := client.next_event()) is not NEED_DATA:
             if isinstance(event, Scan):
                 self._scans.append(event)
             elif isinstance(event, BaudRate):
                 self._write()  # what was queued before the change goes at the old rate
                 with contextlib.suppress(Exception):
-                    self._port.baudrate = event.baud
+                    cast(Any, self._port).baudrate = event.baud
             elif isinstance(event, LinkLost):
-                self._drop_port(event.reason)
+                self._lost(event.reason)
+                up = False
             elif isinstance(event, Fault):
                 log.warning("scanner on %s: %s; restarting it", self.url, event.reason)
             elif isinstance(event, Ready):
@@ -231,26 +203,17 @@ class LmsDriver:
                     client.baud,
                     self.settings.points,
                 )
-        self._write()
-        self._changed.notify_all()
+        return up
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
+        """Write what the client queued; False if the write failed (the client is told)."""
         data = self._client.data_to_send()
         port = self._port
         if not data or port is None:
-            return
+            return True
         try:
             port.write(data)
         except Exception as err:
             self._client.port_failed(f"write failed: {type(err).__name__}: {err}", self._clock())
-            self._drop_port(str(err))
-
-    def _drop_port(self, reason: str) -> None:
-        port, self._port = self._port, None
-        if port is not None:
-            log.warning("lost the scanner's port %s: %s", self.url, reason)
-            with contextlib.suppress(Exception):
-                cast(Any, port).close()
-            self._lost = True
-        self.port_open = False
-        self._reopen_at = self._clock() + RECONNECT_PAUSE
+            return False
+        return True
