@@ -32,12 +32,17 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_raycast.py
 	$(BIN)/python bench/sim_rtf.py
 	$(BIN)/python bench/localization.py
+	$(BIN)/python bench/lines.py
+	$(BIN)/python bench/pose.py
+	$(BIN)/python bench/slam.py
 	$(BIN)/python bench/movement.py
 	$(BIN)/python bench/motion.py
 	$(BIN)/python bench/ik.py
 	$(BIN)/python bench/xmlserver.py
 	$(BIN)/python bench/player.py
 	$(BIN)/python bench/record.py
+	$(BIN)/python bench/drivers.py
+	$(BIN)/python bench/web.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
