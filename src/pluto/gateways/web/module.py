@@ -209,15 +209,17 @@ class WebModule(Module[WebParams]):
         return receive
 
     def step(self, now: float) -> None:
-        stats = self.server.stats()
+        clients = self.server.clients
         with self._view_lock:
-            frame = self.view.frame({"clients": stats.clients, "commands": stats.commands})
+            # no browser: no frame to build (the path and the map are kept for the next one)
+            frame = self.view.frame({"clients": clients, "commands": self.server.commands}) if clients else None
             path = None
             if self.view.path.version != self._path_version and now >= self._next_path:
                 self._path_version = self.view.path.version
                 self._next_path = now + self.params.path_period
                 path = self.view.path.message()
-        self.server.publish("frame", msgspec.json.encode(frame).decode())
+        if frame is not None:
+            self.server.publish("frame", msgspec.json.encode(frame).decode())
         if path is not None:
             self.server.publish("path", msgspec.json.encode(path).decode())
 

@@ -190,6 +190,11 @@ class WebServer:
         with contextlib.suppress(RuntimeError):  # closing
             loop.call_soon_threadsafe(self._post, kind, data)
 
+    @property
+    def clients(self) -> int:
+        """Browsers connected now."""
+        return len(self._browsers)
+
     def stats(self) -> ServerStats:
         """The counters (from any thread)."""
         with self._browsers_lock:
