@@ -297,3 +297,10 @@ def test_echo_with_a_value_does_not_speak_of_waiting(bus: Bus, capsys: Capture) 
     assert status == 0
     assert json.loads(out)["seq"] == 7
     assert "waiting" not in err
+
+
+def test_hz_gives_up_after_its_timeout_without_a_value(bus: Bus, capsys: Capture) -> None:
+    status, out, err = run(capsys, "hz", "Heartbeat", "--timeout", "1.5")
+    assert status == 1
+    assert out.startswith("Heartbeat: no new messages\n")
+    assert "no value of Heartbeat for 1.5 s" in err

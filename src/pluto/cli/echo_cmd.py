@@ -45,6 +45,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--window", type=int, default=100, help="messages to average over (default 100)")
     p.add_argument("-n", "--count", type=int, default=0, help="stop after this many reports")
     p.add_argument("--type", help=TYPE_HELP)
+    p.add_argument(
+        "--timeout", type=float, default=None, metavar="S", help="give up after S seconds without a value (exit 1)"
+    )
 
 
 def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
@@ -105,12 +108,14 @@ def hz(args: argparse.Namespace) -> int:
     """Print the interface's rate over the last ``--window`` values every second, until ``--count`` or Ctrl-C.
 
     Returns:
-        0.
+        0; 1 if ``--timeout`` seconds passed without a value.
 
     Raises:
         PlutoError: an interface of unknown type without ``--type``, a bad configuration or bus.
     """
     kind = _interface_type(args.name, args.type)
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise PlutoError(f"--timeout must be > 0 s, got {args.timeout}")
     arrivals: deque[float] = deque(maxlen=args.window)
     lock = threading.Lock()
 
@@ -121,12 +126,17 @@ def hz(args: argparse.Namespace) -> int:
     with open_bus(args) as bus, stop_on_signals() as stop:
         bus.create_subscription(args.name, tick, kind, depth=1024, current=False)
         reports = 0
+        began = time.monotonic()
         while not stop.wait(1.0):
             with lock:
                 times = list(arrivals)
             reports += 1
+            quiet = time.monotonic() - (times[-1] if times else began)
+            if args.timeout is not None and quiet >= args.timeout:
+                say(f"no value of {args.name} for {args.timeout:g} s: is its writer running? (`pluto mom`)")
+                return 1
             if len(times) < 2:
-                print(f"{args.name}: no new messages")
+                print(f"{args.name}: no new messages", flush=True)
             else:
                 periods = [b - a for a, b in itertools.pairwise(times)]
                 mean = sum(periods) / len(periods)
