@@ -89,6 +89,9 @@ def test_the_page_draws_the_map_robot_and_scan_and_a_click_sends_a_moveto(
         "() => plutoView.drawn.walls > 4 && plutoView.drawn.robot && plutoView.drawn.scanPoints > 50",
         timeout=WAIT_MS,
     )
+    # the MOM table lists the simulator's modules (asked every 2 s)
+    page.wait_for_function("() => plutoView.mom && plutoView.mom.modules.some(m => m.name === 'sim')", timeout=WAIT_MS)
+    assert "Sim/Truth" in page.inner_text("#mom")
     drawn = page.evaluate("() => plutoView.drawn")
     assert drawn["estimate"]  # the localization's pose and its ellipse
     assert _red_pixels(page) > 100  # the scan's points are on the canvas, not only in the page's state

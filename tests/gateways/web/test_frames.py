@@ -9,6 +9,8 @@ import pytest
 
 from pluto import msgs, names
 from pluto.gateways.web.frames import Path, ViewState, covariance_ellipse, map_message
+from pluto.gateways.web.module import mom_message
+from pluto.runtime.mom import MomRow
 from pluto.sim.world import load_world
 
 
@@ -133,3 +135,23 @@ def test_map_message_has_the_walls_of_the_world() -> None:
     assert msg["name"] == world.name and len(msg["walls"]) == len(world.segments())
     assert msg["walls"][0] == pytest.approx(np.round(world.segments()[0], 3).tolist())
     assert map_message(None)["walls"] == []
+
+
+def test_mom_message_lists_modules_interfaces_rates_and_ages() -> None:
+    info = msgs.ModuleInfo(
+        name="base",
+        pid=42,
+        active=True,
+        provides=[
+            msgs.InterfaceStats(name="Sim/Truth", type="Odometry", count=10, rate_hz=49.96, last_write=99.5),
+            msgs.InterfaceStats(name="Base/Power", type="Power", count=0, rate_hz=0.0, last_write=0.0),
+        ],
+    )
+    msg = mom_message([MomRow("base", info), MomRow("ghost", None)], now=100.0)
+    assert msg["type"] == "mom"
+    base, ghost = msg["modules"]
+    assert (base["name"], base["active"], base["pid"]) == ("base", True, 42)
+    truth, power = base["interfaces"]
+    assert (truth["name"], truth["rate"], truth["age"], truth["count"]) == ("Sim/Truth", 50.0, 0.5, 10)
+    assert power["age"] is None  # never written
+    assert ghost == {"name": "ghost", "answered": False, "interfaces": []}
