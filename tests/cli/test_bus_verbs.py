@@ -304,3 +304,32 @@ def test_hz_gives_up_after_its_timeout_without_a_value(bus: Bus, capsys: Capture
     assert status == 1
     assert out.startswith("Heartbeat: no new messages\n")
     assert "no value of Heartbeat for 1.5 s" in err
+
+
+class Commander(Module[ModuleParams]):
+    """Writes a zero velocity on drive/command at each step, as avoid does while it runs."""
+
+    name = "commander"
+
+    def on_configure(self) -> None:
+        self.out = self.create_publisher("drive/command", msgs.ActuatorState)
+
+    def step(self, now: float) -> None:
+        self.out.write(msgs.ActuatorState(cmd_flags=10, velocity=[0.0, 0.0]))
+
+
+def test_commanding_the_drive_beside_another_commander_warns(
+    bus: Bus, started: list[Module[Any]], capsys: Capture
+) -> None:
+    start(started, DriveModule(bus, DriveModuleParams()))
+    status, _out, err = run(capsys, "drive", "velocity", "0.1", "0")
+    assert status == 0
+    assert "warning" not in err
+    start(started, Commander(bus, ModuleParams(rate_hz=20.0)))
+    status, _out, err = run(capsys, "drive", "velocity", "0.1", "0")
+    assert status == 0
+    assert "warning: commander also commands the drive (drive/command): the two fight" in err
+    status, _out, err = run(capsys, "pub", "drive/command", '{"velocity": [0.1, 0]}', "--once")
+    assert status == 0
+    assert "warning: commander also writes drive/command" in err
+    assert "no running module reads" not in err

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from pluto import names
+from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
+from pluto.cli.progress import say
 from pluto.errors import ConfigError
+from pluto.runtime import mom
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
@@ -55,6 +59,17 @@ def register(subparsers: Subparsers) -> None:
     actions.add_parser("status", help="print the drive's status")
 
 
+def _warn_of_rivals(bus: Bus) -> None:
+    """Say on stderr when a module (avoid on a goto, say) also commands the drive: the newest command wins each
+    time, so the two fight."""
+    rivals = [w.module for w in mom.other_writers(bus, names.DRIVE_COMMAND) if w.module is not None]
+    if rivals:
+        say(
+            f"warning: {', '.join(rivals)} also commands the drive (drive/command): the two fight, the newest "
+            f"command winning each time; release it first (`pluto {rivals[0]} release`, or stop it)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out the drive action.
 
@@ -94,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             send()
         except ValueError as err:  # a value beyond the robot's limits (pluto.limits)
             raise ConfigError(str(err)) from err
+        _warn_of_rivals(bus)
         if args.duration > 0.0:
             deadline = time.monotonic() + args.duration
             try:

@@ -203,8 +203,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warn_if_unread(bus: Bus, name: str) -> None:
-    """Say on stderr when no live module reads ``name`` (a value that goes nowhere: is the module running?)."""
+    """Say on stderr when no live module reads ``name`` (a value that goes nowhere: is the module running?), and
+    when a module writes it too (the two fight: each new value replaces the other's)."""
     rows = mom.snapshot(bus, timeout=0.5)
     use = mom.interface_uses(rows).get(name)
     if use is None or not use.readers:
         print(f"note: no running module reads {name} (`pluto mom`)", file=sys.stderr, flush=True)
+    rivals = [w.module for w in use.recent_writers() if w.module is not None] if use is not None else []
+    if rivals:
+        print(
+            f"warning: {', '.join(rivals)} also {'writes' if len(rivals) == 1 else 'write'} {name}: "
+            "each new value replaces the other's",
+            file=sys.stderr,
+            flush=True,
+        )

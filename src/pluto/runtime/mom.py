@@ -111,6 +111,12 @@ def writer_warnings(uses: dict[str, InterfaceUse]) -> list[str]:
     return out
 
 
+def other_writers(bus: Bus, name: str, timeout: float = 0.5) -> list[Writer]:
+    """The modules that wrote interface ``name`` lately: what a command line writing it too would fight."""
+    use = interface_uses(snapshot(bus, timeout)).get(name)
+    return [] if use is None else [w for w in use.recent_writers() if w.module is not None]
+
+
 def snapshot(bus: Bus, timeout: float = 1.0) -> list[MomRow]:
     """The live modules of the robot and their details, sorted by name."""
     alive = bus.live_modules(timeout=timeout)
