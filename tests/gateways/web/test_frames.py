@@ -155,3 +155,16 @@ def test_mom_message_lists_modules_interfaces_rates_and_ages() -> None:
     assert (truth["name"], truth["rate"], truth["age"], truth["count"]) == ("Sim/Truth", 50.0, 0.5, 10)
     assert power["age"] is None  # never written
     assert ghost == {"name": "ghost", "answered": False, "interfaces": []}
+
+
+def test_a_moveto_is_shown_until_the_motion_module_says_it_is_over() -> None:
+    view = ViewState()
+    idle = msgs.FVectorState(element=[0, 0, 0, 1])
+    view.feed(names.MOTION_COMMAND, msgs.ActuatorState(cmd_flags=42, position=[4.0, 5.0]))
+    view.feed(names.MOTION_STATUS, idle)  # a status from before the motion module took the moveto
+    assert view.frame()["goals"] == {"moveto": [4.0, 5.0]}
+    view.feed(names.MOTION_STATUS, msgs.FVectorState(element=[0, 0, -2, 3]))  # nearing it
+    view.feed(names.MOTION_STATUS, msgs.FVectorState(element=[0, 0, 1, 1]))  # at the goal: still shown
+    assert view.frame()["goals"] == {"moveto": [4.0, 5.0]}
+    view.feed(names.MOTION_STATUS, idle)  # over
+    assert view.frame()["goals"] == {}

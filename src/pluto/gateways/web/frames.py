@@ -8,8 +8,9 @@ once and hands to every browser:
   (``Localization/Pose``) with the 2-σ ellipse of its (x, y) covariance, the odometry's speeds, the latest laser scan
   (``Sick/Scan_mm``) as points in the map frame, placed with the laser's pose (``Localization/Laser_Pose`` with its
   wrist pan, else the pose, else the true pose, each moved forward by the wrist's mount), the sonar echoes
-  (``Base/Sonar``) likewise from the robot's centre, the goals (the latest moveto on ``motion/command``, the latest
-  goto on ``avoidance/command``), the motion module's status in words and the simulated time;
+  (``Base/Sonar``) likewise from the robot's centre, the goals (the latest moveto on ``motion/command`` until the
+  motion module's status says it is over, the latest goto on ``avoidance/command`` until avoid is given another
+  command), the motion module's status in words and the simulated time;
 - ``path`` (a few times a second, when it changed): the path travelled, a point every ``spacing`` m; when it holds
   ``max_points`` it keeps every other point and doubles the spacing, so a long run stays a bounded drawing;
 - ``map`` (once per browser): the walls and round obstacles of the world (:func:`map_message`).
@@ -26,7 +27,7 @@ from typing import Any, Final
 import numpy as np
 
 from pluto import msgs, names
-from pluto.movement.motion.core import MOVETO, RELEASE
+from pluto.movement.motion.core import MOVETO, MOVETO_IDLE, MOVETO_SET, NEARING, RELEASE
 from pluto.movement.motion.proxy import describe_status
 from pluto.sim.world import World
 
@@ -178,6 +179,7 @@ class ViewState:
         self.scan: msgs.LaserScan | None = None
         self.sonar: msgs.SonarScan | None = None
         self.moveto: tuple[float, float] | None = None
+        self._moveto_taken = False  # the motion module's status showed the moveto under way
         self.goto: tuple[float, float] | None = None
         self.motion_status: msgs.FVectorState | None = None
         self.clock: msgs.SimTime | None = None
@@ -205,6 +207,7 @@ class ViewState:
         elif name == names.MOTION_COMMAND and isinstance(msg, msgs.ActuatorState):
             if msg.cmd_flags == MOVETO and len(msg.position) >= 2:
                 self.moveto = (msg.position[0], msg.position[1])
+                self._moveto_taken = False
             elif msg.cmd_flags == RELEASE:
                 self.moveto = None
         elif name == names.AVOIDANCE_COMMAND and isinstance(msg, msgs.ActuatorState):
@@ -214,6 +217,12 @@ class ViewState:
                 self.goto = None
         elif name == names.MOTION_STATUS and isinstance(msg, msgs.FVectorState):
             self.motion_status = msg
+            moveto = msg.element[2] if len(msg.element) > 2 else None
+            if moveto in (MOVETO_SET, NEARING):
+                self._moveto_taken = True
+            elif moveto == MOVETO_IDLE and self._moveto_taken:  # done, stopped or replaced: no goal any more
+                self.moveto = None
+                self._moveto_taken = False
         elif name == names.CLOCK and isinstance(msg, msgs.SimTime):
             if self.clock is not None and msg.run != self.clock.run and msg.run != 0:
                 self.reset()  # a new simulation run: the old run's robot, path and goals are gone
