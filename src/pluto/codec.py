@@ -4,15 +4,24 @@ A codec is fed bytes with ``receive_data(data)`` (``b""`` for the end of the str
 with ``next_event()``: a protocol's own events, :data:`NEED_DATA` when nothing complete is waiting, and
 :class:`ConnectionClosed` once, after every event before the end. Encoding is ``encode(msg) -> bytes``. Codecs never
 touch sockets, ports, threads or clocks, so the same code runs over serial, TCP, UDP, a pty or a test's byte string.
+
+:class:`StreamDecoder` is that stream side, written once: the buffer of an incomplete message, the queue of events,
+the end of the stream, and the counts of bytes received and skipped; a decoder fills in :meth:`~StreamDecoder._process`.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Final
+from typing import Final, Generic, Literal, TypeVar
 
-__all__ = ["NEED_DATA", "ConnectionClosed", "NeedData"]
+from pluto.errors import LocalProtocolError
+
+__all__ = ["NEED_DATA", "ConnectionClosed", "NeedData", "StreamDecoder"]
+
+E = TypeVar("E")
 
 
 class NeedData(Enum):
@@ -35,3 +44,68 @@ class ConnectionClosed:
     """
 
     truncated: int = 0
+
+
+class StreamDecoder(Generic[E]):
+    """The stream side of a byte decoder: feed bytes, take events, end the stream.
+
+    A subclass decodes :attr:`_buffer` in :meth:`_process` (called after every feed): it appends what it decoded to
+    :attr:`_events`, deletes the bytes it consumed (keeping at most the start of one message) and counts the bytes
+    it skipped in :attr:`_garbage`. Bytes left when the stream ends are counted as garbage too, and reported as
+    :attr:`ConnectionClosed.truncated`.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._events: deque[E | ConnectionClosed] = deque()
+        self._closed = False
+        self._bytes = 0
+        """Bytes received."""
+        self._garbage = 0
+        """Bytes skipped (between messages, of dropped messages, left at the end)."""
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held as the start of an incomplete message."""
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes in any chunking; ``b""`` ends the stream.
+
+        Raises:
+            LocalProtocolError: data after the end of the stream.
+        """
+        if self._closed:
+            if data:
+                raise LocalProtocolError("receive_data after the end of the stream (receive_data(b''))")
+            return
+        if not data:
+            self._closed = True
+            truncated = len(self._buffer)
+            self._garbage += truncated
+            self._buffer.clear()
+            self._events.append(ConnectionClosed(truncated))
+            return
+        self._bytes += len(data)
+        self._buffer += data
+        self._process()
+
+    def next_event(self) -> E | ConnectionClosed | Literal[NeedData.NEED_DATA]:
+        """The next event, :class:`ConnectionClosed` (again and again) after the end, or :data:`NEED_DATA`."""
+        if self._events:
+            event = self._events.popleft()
+            if isinstance(event, ConnectionClosed):
+                self._events.append(event)
+            return event
+        return NEED_DATA
+
+    def events(self) -> Iterator[E | ConnectionClosed]:
+        """Every event waiting now (:class:`ConnectionClosed` once); stops at :data:`NEED_DATA`."""
+        while (event := self.next_event()) is not NEED_DATA:
+            yield event
+            if isinstance(event, ConnectionClosed):
+                return
+
+    def _process(self) -> None:
+        """Decode what :attr:`_buffer` holds (see the class)."""
+        raise NotImplementedError

@@ -46,13 +46,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
-from pluto.errors import PlutoError
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData, StreamDecoder
+from pluto.errors import LocalProtocolError
 
 __all__ = [
     "ANGLE_PACKET_SIZE",
@@ -96,10 +94,6 @@ _ANGLE = struct.Struct(">10h")
 _SCALED = struct.Struct(">8h")
 _VOLTAGE = struct.Struct(">8H")
 _WORD = 32768.0
-
-
-class LocalProtocolError(PlutoError, ValueError):
-    """The codec was misused (an unknown role or mode, data after the end, a value that cannot be encoded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +258,7 @@ def _signed(counter: int) -> int:
     return counter - 0x10000 if counter >= 0x8000 else counter
 
 
-class CrossbowDecoder:
+class CrossbowDecoder(StreamDecoder[Event]):
     """Streaming decoder of the Crossbow DMU/VG protocol (sans-I/O).
 
     Args:
@@ -281,17 +275,13 @@ class CrossbowDecoder:
     ) -> None:
         if role not in ("host", "device"):
             raise LocalProtocolError(f"role must be 'host' or 'device', not {role!r}")
+        super().__init__()
         self.role = role
         self.scale = scale or DmuScale()
         self._mode: Mode = "angle"
         self.mode = mode
-        self._buffer = bytearray()
-        self._events: deque[Event] = deque()
-        self._closed = False
         self._packets = 0
-        self._bytes = 0
         self._bad_checksum = 0
-        self._garbage = 0
         self._replies = 0
 
     @property
@@ -310,56 +300,18 @@ class CrossbowDecoder:
         """Bytes of one packet in the current mode."""
         return PACKET_SIZE[self._mode]
 
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held as the start of an incomplete packet (fewer than one packet)."""
-        return len(self._buffer)
-
     def statistics(self) -> DecoderStatistics:
         """A snapshot of the counters."""
         return DecoderStatistics(self._packets, self._bytes, self._bad_checksum, self._garbage, self._replies)
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes; ``b""`` means the end of the stream.
-
-        Raises:
-            LocalProtocolError: data after the end of the stream.
-        """
-        if self._closed:
-            if data:
-                raise LocalProtocolError("receive_data after the end of the stream (receive_data(b''))")
-            return
-        if not data:
-            self._closed = True
-            self._garbage += len(self._buffer)
-            truncated = len(self._buffer)
-            self._buffer.clear()
-            self._events.append(ConnectionClosed(truncated))
-            return
-        self._bytes += len(data)
+    def _process(self) -> None:
         if self.role == "device":
-            self._commands(data)
+            self._commands(self._buffer)
+            self._buffer.clear()
         else:
-            self._buffer += data
             self._packets_of_buffer()
 
-    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
-        """The next event, :class:`ConnectionClosed` (again and again) after the end, or NEED_DATA."""
-        if self._events:
-            event = self._events.popleft()
-            if isinstance(event, ConnectionClosed):
-                self._events.append(event)
-            return event
-        return NEED_DATA
-
-    def events(self) -> Iterator[Event]:
-        """Every event waiting now (ConnectionClosed once); stops at NEED_DATA."""
-        while (event := self.next_event()) is not NEED_DATA:
-            yield event
-            if isinstance(event, ConnectionClosed):
-                return
-
-    def _commands(self, data: bytes) -> None:
+    def _commands(self, data: bytes | bytearray) -> None:
         for byte in data:
             if byte in COMMANDS:
                 self._replies += 1

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 import pynmea2  # type: ignore[import-untyped]
 
-from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
-from pluto.errors import PlutoError
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData, StreamDecoder
+from pluto.errors import LocalProtocolError
 
 __all__ = [
     "MAX_LINE",
@@ -52,10 +50,6 @@ MAX_LINE: Final = 128
 """Longest line kept, bytes (a sentence is at most 82; some receivers exceed it a little)."""
 KNOT: Final = 1852.0 / 3600.0
 """m/s per knot."""
-
-
-class LocalProtocolError(PlutoError, ValueError):
-    """The codec was misused (data after the end, a value that cannot be written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,26 +197,17 @@ def _event(sentence: pynmea2.NMEASentence) -> Gga | Rmc | Gsa | OtherSentence:
     return OtherSentence(talker, getattr(sentence, "sentence_type", type(sentence).__name__))
 
 
-class NmeaDecoder:
+class NmeaDecoder(StreamDecoder[Event]):
     """Streaming decoder of NMEA 0183 sentences (sans-I/O)."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._events: deque[Event] = deque()
-        self._closed = False
+        super().__init__()
         self._sentences = 0
         self._bad_checksum = 0
         self._malformed = 0
         self._unknown = 0
-        self._garbage = 0
-        self._bytes = 0
         self.last_error: str | None = None
         """Why the last sentence was dropped (for a log line), or None."""
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes of an incomplete line held (at most :data:`MAX_LINE`)."""
-        return len(self._buffer)
 
     def statistics(self) -> DecoderStatistics:
         """A snapshot of the counters."""
@@ -230,26 +215,8 @@ class NmeaDecoder:
             self._sentences, self._bad_checksum, self._malformed, self._unknown, self._garbage, self._bytes
         )
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes; ``b""`` means the end of the stream.
-
-        Raises:
-            LocalProtocolError: data after the end of the stream.
-        """
-        if self._closed:
-            if data:
-                raise LocalProtocolError("receive_data after the end of the stream (receive_data(b''))")
-            return
-        if not data:
-            self._closed = True
-            truncated = len(self._buffer)
-            self._garbage += truncated
-            self._buffer.clear()
-            self._events.append(ConnectionClosed(truncated))
-            return
-        self._bytes += len(data)
+    def _process(self) -> None:
         buffer = self._buffer
-        buffer += data
         pos = 0
         while (end := buffer.find(b"\n", pos)) >= 0:
             self._line(bytes(buffer[pos:end]))
@@ -292,22 +259,6 @@ class NmeaDecoder:
         if isinstance(event, OtherSentence):
             self._unknown += 1
         self._events.append(event)
-
-    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
-        """The next event, :class:`ConnectionClosed` (again and again) after the end, or NEED_DATA."""
-        if self._events:
-            event = self._events.popleft()
-            if isinstance(event, ConnectionClosed):
-                self._events.append(event)
-            return event
-        return NEED_DATA
-
-    def events(self) -> Iterator[Event]:
-        """Every event waiting now (ConnectionClosed once); stops at NEED_DATA."""
-        while (event := self.next_event()) is not NEED_DATA:
-            yield event
-            if isinstance(event, ConnectionClosed):
-                return
 
 
 def _time(t: datetime.time | None) -> str:

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import re
 import struct
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, Literal
@@ -45,7 +43,7 @@ from typing import Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData, StreamDecoder
 from pluto.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -612,7 +610,7 @@ class DecoderStatistics:
     naks: int = 0
 
 
-class LmsDecoder:
+class LmsDecoder(StreamDecoder[Event]):
     """Streaming decoder of LMS telegrams (sans-I/O).
 
     Args:
@@ -626,59 +624,15 @@ class LmsDecoder:
     def __init__(self, side: Side = "host") -> None:
         if side not in ("host", "device"):
             raise LocalProtocolError(f"side must be 'host' or 'device', not {side!r}")
+        super().__init__()
         self.side: Side = side
-        self._buffer = bytearray()
-        self._events: deque[Event] = deque()
-        self._closed = False
         self.last_error: str | None = None
         """Why the last malformed telegram was dropped, or None."""
         self._counts = dict.fromkeys(DecoderStatistics.__slots__, 0)
 
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held as the start of an incomplete telegram (< MAX_TELEGRAM)."""
-        return len(self._buffer)
-
     def statistics(self) -> DecoderStatistics:
         """A snapshot of the counters."""
-        return DecoderStatistics(**self._counts)
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes in any chunking; ``b""`` ends the stream.
-
-        Raises:
-            LocalProtocolError: data after the end of the stream.
-        """
-        if self._closed:
-            if data:
-                raise LocalProtocolError("receive_data after the end of the stream")
-            return
-        if not data:
-            self._closed = True
-            truncated = len(self._buffer)
-            self._counts["garbage_bytes"] += truncated
-            self._buffer.clear()
-            self._events.append(ConnectionClosed(truncated))
-            return
-        self._counts["bytes"] += len(data)
-        self._buffer += data
-        self._process()
-
-    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
-        """The next telegram or ACK/NAK, ConnectionClosed (again and again) after the end, or NEED_DATA."""
-        if self._events:
-            event = self._events.popleft()
-            if isinstance(event, ConnectionClosed):
-                self._events.append(event)
-            return event
-        return NEED_DATA
-
-    def events(self) -> Iterator[Event]:
-        """Every event waiting now (ConnectionClosed once)."""
-        while (event := self.next_event()) is not NEED_DATA:
-            yield event
-            if isinstance(event, ConnectionClosed):
-                return
+        return DecoderStatistics(**(self._counts | {"bytes": self._bytes, "garbage_bytes": self._garbage}))
 
     def _process(self) -> None:
         buffer, counts = self._buffer, self._counts
@@ -691,10 +645,10 @@ class LmsDecoder:
             else:
                 start = buffer.find(STX, pos)
             if start < 0:
-                counts["garbage_bytes"] += size - pos
+                self._garbage += size - pos
                 pos = size
                 break
-            counts["garbage_bytes"] += start - pos
+            self._garbage += start - pos
             pos = start
             mark = buffer[pos]
             if mark != STX:
@@ -708,7 +662,7 @@ class LmsDecoder:
             length = buffer[pos + 2] | buffer[pos + 3] << 8
             if bool(address & REPLY_FLAG) != host or not (2 if host else 1) <= length <= MAX_LENGTH:
                 counts["bad_header"] += 1
-                counts["garbage_bytes"] += 1
+                self._garbage += 1
                 pos += 1
                 continue
             end = pos + 4 + length + 2
@@ -716,7 +670,7 @@ class LmsDecoder:
                 break
             if crc16(memoryview(buffer)[pos : end - 2]) != buffer[end - 2] | buffer[end - 1] << 8:
                 counts["bad_crc"] += 1
-                counts["garbage_bytes"] += 1
+                self._garbage += 1
                 pos += 1
                 continue
             command = buffer[pos + 4]
