@@ -20,6 +20,7 @@ from pluto.errors import ConfigError
 from pluto.gateways.web.commands import CommandLimits
 from pluto.gateways.web.module import WebModule, WebParams, command_token, is_loopback
 from pluto.gateways.web.server import WebServer, WebSettings
+from pluto.sim.module import SimSettings
 from tests.helpers import wait_until
 
 WAIT = 20.0
@@ -332,3 +333,25 @@ def test_an_oversized_message_closes_only_its_own_connection(web: WebModule) -> 
     code, ack = run(scenario)
     assert code == 1009  # "message too big"
     assert ack == {"type": "ack", "op": "stop"}
+
+
+def test_without_a_map_it_draws_the_world_of_a_simulator_that_comes_later(bus: Bus) -> None:
+    module = _start(bus, mom_period=0.2)
+    try:
+
+        async def scenario(session: aiohttp.ClientSession) -> dict[str, Any]:
+            async with session.ws_connect(_base(module) + "/ws") as ws:
+                await receive_until(ws, lambda m: m["type"] == "hello")
+                # a simulator comes up: it answers sim/world with its settings
+                service = bus.create_service("sim/world", lambda _request: SimSettings(world="campus"))
+                try:
+                    return await receive_until(ws, lambda m: m["type"] == "map")
+                finally:
+                    bus.release(service)
+
+        world = run(scenario)
+    finally:
+        module.stop()
+    assert world["name"] == "campus" and world["source"] == "campus" and len(world["walls"]) > 4
+    # a moveto is now checked against the campus's bounds
+    assert module.server.limits.area is not None
