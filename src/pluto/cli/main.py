@@ -70,6 +70,7 @@ Getting started:
   pluto web                    watch the robot live in a browser (map, scans, goals, MOM), drive it, click to moveto
   pluto record -o run.mcap     record every interface; `pluto replay run.mcap`, `pluto log info run.mcap`
   pluto player, pluto xmlserver, pluto netmotion    gateways for Player clients, XML over TCP, the arm over UDP
+  pluto foxglove               watch it in Foxglove (scans, frames, walls, poses); `pluto record --foxglove` too
 
 Every command works on one robot: the one named by --robot, PLUTO_ROBOT or the configuration file ("pluto" by
 default). Several machines: run `pluto router --listen tcp/0.0.0.0:7447` on one and set PLUTO_CONNECT to
