@@ -78,9 +78,22 @@ def test_a_new_rate_takes_effect_while_running(bus: Bus, make_bus: Any, started:
     assert wait_until(lambda: reader.received - first >= 40, timeout=6.0)
 
 
+def test_a_module_changes_nothing_at_run_time_unless_it_says_so(bus: Bus, started: list[Module[Any]]) -> None:
+    class Plain(Module[ModuleParams]):
+        name = "plain"
+
+    module = Plain(bus, ModuleParams(autostart=False))
+    module.start()
+    started.append(module)
+    with pytest.raises(RemoteError, match=r"rate_hz is read-only at run time \(.*changeable now: none\)"):
+        bus.call("plain/set_parameters", {"rate_hz": 3.0})
+    assert not any(p.dynamic for p in bus.call("plain/list_parameters", reply_type=list[msgs.ParameterInfo]))
+
+
 def test_an_applying_hook_that_fails_undoes_the_change(bus: Bus, started: list[Module[Any]]) -> None:
     class Picky(Module[ModuleParams]):
         name = "picky"
+        dynamic_params = ("rate_hz",)
 
         def on_parameters_changed(self, old: ModuleParams, new: ModuleParams) -> None:
             raise RuntimeError("cannot change the rate now")

@@ -20,6 +20,7 @@ class HeartbeatModule(Module[ModuleParams]):
     name = "heartbeat"
     description = "writes a counter on Heartbeat (a check of the bus)"
     provides = (names.HEARTBEAT,)
+    dynamic_params = ("rate_hz",)  # the step keeps no copy of it
 
     def on_configure(self) -> None:
         self.seq = 0

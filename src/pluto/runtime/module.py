@@ -123,10 +123,11 @@ class Module(Generic[P]):
     provides: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type[ModuleParams]] = ModuleParams
-    dynamic_params: ClassVar[tuple[str, ...]] = ("rate_hz",)
-    """Parameters that ``set_parameters`` may change while the module runs: the step reads them from
-    ``self.params`` each time (override :meth:`on_parameters_changed` to apply a change elsewhere). Any other is
-    read-only at run time."""
+    dynamic_params: ClassVar[tuple[str, ...]] = ()
+    """Parameters that ``set_parameters`` may change while the module runs, because the module reads them from
+    ``self.params`` each time it needs them (or applies a change in :meth:`on_parameters_changed`); any other is
+    read-only at run time. ``rate_hz`` may be among them: the control loop reads it at each step, but a module that
+    derived something from it at configuration must not list it."""
 
     def __init__(
         self,
