@@ -81,6 +81,7 @@ class StreamDecoder(Generic[E]):
             return
         if not data:
             self._closed = True
+            self._end_of_stream()
             truncated = len(self._buffer)
             self._garbage += truncated
             self._buffer.clear()
@@ -109,3 +110,6 @@ class StreamDecoder(Generic[E]):
     def _process(self) -> None:
         """Decode what :attr:`_buffer` holds (see the class)."""
         raise NotImplementedError
+
+    def _end_of_stream(self) -> None:
+        """The stream ends: decode what the rest of :attr:`_buffer` still holds (by default, nothing)."""

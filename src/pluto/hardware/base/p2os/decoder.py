@@ -22,12 +22,11 @@
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData, StreamDecoder
 
 from .packets import (
     HEADER,
@@ -83,7 +82,7 @@ class DecoderStatistics:
     malformed: int = 0
 
 
-class P2osDecoder:
+class P2osDecoder(StreamDecoder[Event]):
     """Streaming decoder of P2OS packets (sans-I/O: it never reads a port or a clock).
 
     Args:
@@ -98,17 +97,13 @@ class P2osDecoder:
         parsers: dict[str, Callable[[bytes], Event]] = {"client": parse_server_packet, "robot": parse_command}
         if role not in parsers:
             raise LocalProtocolError(f"role must be 'client' or 'robot', not {role!r}")
+        super().__init__()
         self._role: Role = role
         self._parse = parsers[role]
-        self._buffer = bytearray()
-        self._events: deque[Event] = deque()
-        self._closed = False
         self._last_error: str | None = None
         self._packets = 0
-        self._bytes = 0
         self._bad_checksum = 0
         self._bad_length = 0
-        self._garbage = 0
         self._unknown = 0
         self._malformed = 0
 
@@ -116,11 +111,6 @@ class P2osDecoder:
     def role(self) -> Role:
         """The side this decoder is on."""
         return self._role
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held back as the start of an incomplete packet; always < MAX_PACKET_SIZE (203)."""
-        return len(self._buffer)
 
     @property
     def last_error(self) -> str | None:
@@ -139,48 +129,10 @@ class P2osDecoder:
             malformed=self._malformed,
         )
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the transport; ``b""`` means the stream has ended.
+    def _end_of_stream(self) -> None:
+        self._process(final=True)
 
-        Args:
-            data: any bytes, in any chunking: garbage, partial and corrupted packets are all fine.
-
-        Raises:
-            LocalProtocolError: data after the end of the stream.
-        """
-        if self._closed:
-            if data:
-                raise LocalProtocolError("receive_data after the end of the stream (receive_data(b''))")
-            return
-        if not data:
-            self._closed = True
-            self._process(final=True)
-            self._events.append(ConnectionClosed())
-            return
-        self._bytes += len(data)
-        self._buffer += data
-        self._process(final=False)
-
-    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
-        """The next decoded packet, :class:`ConnectionClosed` (again and again) after the end, or NEED_DATA."""
-        if self._events:
-            event = self._events.popleft()
-            if isinstance(event, ConnectionClosed):
-                self._events.append(event)
-            return event
-        return NEED_DATA
-
-    def events(self) -> Iterator[Event]:
-        """Every event waiting now, ConnectionClosed included (once); stops at NEED_DATA."""
-        while True:
-            event = self.next_event()
-            if event is NEED_DATA:
-                return
-            yield event
-            if isinstance(event, ConnectionClosed):
-                return
-
-    def _process(self, *, final: bool) -> None:
+    def _process(self, *, final: bool = False) -> None:
         """Decode every complete packet in the buffer; keep at most one incomplete packet's bytes."""
         buffer = self._buffer
         size = len(buffer)
