@@ -124,3 +124,16 @@ def test_mom_lists_services_writer_ids_and_what_a_module_reads(bus: Bus, started
     assert {s.name for s in info.provides} == {"Base/Drive/Command", "drive/status"}
     assert all(s.writer_id != 0 for s in info.provides)
     assert {"Base/Drive/State", "Base/Sonar", "Base/Contact"} <= {r.name for r in info.reads}
+
+
+def test_the_avoid_tuning_reaches_its_controller(bus: Bus, started: list[Module[Any]]) -> None:
+    from pluto.movement.avoid.module import AvoidModule, AvoidModuleParams
+
+    avoid = AvoidModule(bus, AvoidModuleParams(autostart=False))
+    avoid.start()
+    started.append(avoid)
+    assert bus.call("avoid/set_parameters", {"goal_tolerance": 0.5, "wall_speed": 0.2}) == {
+        "goal_tolerance": 0.5,
+        "wall_speed": 0.2,
+    }
+    assert (avoid.core.params.goal_tolerance, avoid.core.params.wall_speed) == (0.5, 0.2)

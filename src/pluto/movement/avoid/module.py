@@ -98,6 +98,28 @@ class AvoidModule(Module[AvoidModuleParams]):
     name: ClassVar[str] = "avoid"
     description: ClassVar[str] = "goto with obstacle avoidance, wall following, laser protection"
     provides: ClassVar[tuple[str, ...]] = (names.AVOIDANCE_STATUS,)
+    # The controller reads its tuning at each step, the wrist moves read theirs when sent: `pluto param set avoid
+    # goal_tolerance 0.5` applies to the goto in progress.
+    dynamic_params: ClassVar[tuple[str, ...]] = (
+        "rate_hz",
+        "robot_radius",
+        "laser_mount_x",
+        "influence",
+        "stop_distance",
+        "slow_distance",
+        "goal_tolerance",
+        "stuck_time",
+        "progress_time",
+        "wall_distance",
+        "wall_speed",
+        "wall_pan",
+        "wrist_speed",
+        "wrist_accel",
+    )
+
+    def on_parameters_changed(self, old: AvoidModuleParams, new: AvoidModuleParams) -> None:
+        self.core.params = new.controller_params()
+
     requires: ClassVar[tuple[str, ...]] = ("drive", "localization")
     Params = AvoidModuleParams
 
