@@ -24,7 +24,8 @@ import time
 from typing import Literal
 
 from pluto import msgs, names
-from pluto.runtime.module import Module, ModuleParams
+from pluto.hardware.device_module import DeviceModule
+from pluto.runtime.module import ModuleParams
 
 from .codec import DmuScale
 from .driver import CrossbowDriver
@@ -68,7 +69,7 @@ class CrossbowDmuParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
-class CrossbowDmu(Module[CrossbowDmuParams]):
+class CrossbowDmu(DeviceModule[CrossbowDmuParams]):
     """The inertial unit server on a Crossbow DMU/VG (or anything speaking its protocol)."""
 
     name = "dmu"
@@ -77,9 +78,11 @@ class CrossbowDmu(Module[CrossbowDmuParams]):
     requires = ()
     Params = CrossbowDmuParams
 
+    driver: CrossbowDriver
+
     def on_configure(self) -> None:
         p = self.params
-        self.driver = CrossbowDriver(
+        driver = CrossbowDriver(
             p.port,
             baud=p.baud,
             mode=p.mode,
@@ -89,32 +92,16 @@ class CrossbowDmu(Module[CrossbowDmuParams]):
             time_constant=p.time_constant,
             link_timeout=p.link_timeout,
         )
-        try:
-            self.driver.connect()  # raises CrossbowError with the reason: the module does not start
-        except Exception:
-            self.driver.close()
-            raise
+        self.open_driver(driver)  # raises CrossbowError with the reason: the module does not start
         self.raw = self.create_publisher(names.DMU_RAW)
         self.state_out = self.create_publisher(names.DMU_STATE)
         self.status = self.create_publisher(DMU_STATUS)
         self._last = 0
 
-    def on_shutdown(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
-            driver.close()
-
     def step(self, now: float) -> None:
         driver = self.driver
         up = driver.connected
-        stats = driver.statistics()
-        self.status.write(
-            msgs.FVectorState(
-                stamp=now,
-                data=[driver.silence()],
-                element=[1 if up else 0, stats.reconnects, stats.garbage_bytes],
-            )
-        )
+        self.write_status(now, up, driver.statistics().garbage_bytes)
         sample = driver.sample
         if sample is None or sample.number == self._last or not up:
             return

@@ -20,7 +20,8 @@ from __future__ import annotations
 import time
 
 from pluto import msgs, names
-from pluto.runtime.module import Module, ModuleParams
+from pluto.hardware.device_module import DeviceModule
+from pluto.runtime.module import ModuleParams
 
 from .driver import NmeaDriver
 from .grid import LocalGrid
@@ -56,7 +57,7 @@ class NmeaGpsParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         LocalGrid(self.origin_lat, self.origin_lon)  # raises ValueError for an impossible origin
 
 
-class NmeaGps(Module[NmeaGpsParams]):
+class NmeaGps(DeviceModule[NmeaGpsParams]):
     """The GPS server on an NMEA 0183 receiver."""
 
     name = "gps"
@@ -65,34 +66,20 @@ class NmeaGps(Module[NmeaGpsParams]):
     requires = ()
     Params = NmeaGpsParams
 
+    driver: NmeaDriver
+
     def on_configure(self) -> None:
         p = self.params
-        self.driver = NmeaDriver(
-            p.port, LocalGrid(p.origin_lat, p.origin_lon), baud=p.baud, link_timeout=p.link_timeout
-        )
-        try:
-            self.driver.connect()  # raises GpsError when the port does not open: the module does not start
-        except Exception:
-            self.driver.close()
-            raise
+        grid = LocalGrid(p.origin_lat, p.origin_lon)
+        self.open_driver(NmeaDriver(p.port, grid, baud=p.baud, link_timeout=p.link_timeout))  # GpsError: no port
         self.out = self.create_publisher(names.GPS_STATE)
         self.status = self.create_publisher(GPS_STATUS)
         self._last = 0
 
-    def on_shutdown(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
-            driver.close()
-
     def step(self, now: float) -> None:
         driver = self.driver
         up = driver.connected
-        stats = driver.statistics()
-        self.status.write(
-            msgs.FVectorState(
-                stamp=now, data=[driver.silence()], element=[1 if up else 0, stats.reconnects, stats.bad_checksum]
-            )
-        )
+        self.write_status(now, up, driver.statistics().bad_checksum)
         count = driver.fix_count
         fix = driver.fix  # read after the count: at least as new as it
         if fix is None or count == self._last or not up:

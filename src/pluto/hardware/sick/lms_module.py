@@ -28,7 +28,8 @@ import math
 import time
 
 from pluto import msgs, names
-from pluto.runtime.module import Module, ModuleParams
+from pluto.hardware.device_module import DeviceModule
+from pluto.runtime.module import ModuleParams
 
 from .client import LmsSettings, Scan
 from .driver import LmsDriver
@@ -78,7 +79,7 @@ class LmsSickParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(str(err)) from None
 
 
-class LmsSick(Module[LmsSickParams]):
+class LmsSick(DeviceModule[LmsSickParams]):
     """The laser server of a SICK LMS 200/291 (or of anything that speaks its telegrams)."""
 
     name = "sick"
@@ -100,13 +101,7 @@ class LmsSick(Module[LmsSickParams]):
         self.timing = self.create_publisher(names.SICK_TIMING)
         self.status = self.create_publisher(SICK_STATUS)
         self._last_failed_write = -math.inf
-        self.driver = LmsDriver(p.port, self.lms_settings, clock=time.monotonic)
-        self.driver.start()
-
-    def on_shutdown(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
-            driver.close()
+        self.open_driver(LmsDriver(p.port, self.lms_settings, clock=time.monotonic), wait=False)  # may come later
 
     def step(self, now: float) -> None:
         driver = self.driver
@@ -119,13 +114,7 @@ class LmsSick(Module[LmsSickParams]):
                 self._last_failed_write = now
                 self._publish([-1.0] * self.angles.size, now, now, 0)
         stats = driver.statistics()
-        self.status.write(
-            msgs.FVectorState(
-                stamp=now,
-                data=[driver.silence()],
-                element=[1 if driver.streaming else 0, stats["reconnects"], stats["dropped_bytes"], stats["faults"]],
-            )
-        )
+        self.write_status(now, driver.streaming, stats["dropped_bytes"], stats["faults"])
 
     def _valid(self, scan: Scan) -> int:
         return int(scan.ranges.size)
