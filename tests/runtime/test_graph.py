@@ -124,3 +124,8 @@ def test_graph_as_svg() -> None:
     )
     x = {g.find(f"{SVG}text").text: float(g.find(f"{SVG}rect").get("x")) for g in root.iter(f"{SVG}g")}  # type: ignore[union-attr, arg-type]
     assert x["base"] < x["Base/Drive/State"] < x["drive"] < x["drive/status"] < x["avoid"]  # layered left to right
+    # the writer no module owns, dashed, just before the interface it writes
+    [unnamed] = [g for g in root.iter(f"{SVG}g") if g.get("class") == "writer"]
+    assert unnamed.find(f"{SVG}text").text == "unnamed 0x63"  # type: ignore[union-attr]
+    assert x["unnamed 0x63"] < x["drive/command"]
+    assert "unnamed writer / drive/command" in edges

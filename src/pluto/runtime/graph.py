@@ -81,6 +81,7 @@ _CHAR = 7.2  # px per character of the 12 px monospace font
 _ROW = 34.0  # px between the centres of two nodes of a column
 _GAP = 70.0  # px between columns
 _PAD = 20.0  # px around the drawing
+_DIP = 40.0  # px below the lower end of an edge that goes back, at its lowest
 
 
 @dataclass(frozen=True)
@@ -90,15 +91,23 @@ class _Node:
     column: int
     module: bool
     warn: bool = False
+    unnamed: bool = False
 
 
 def _columns(graph: Graph) -> list[list[_Node]]:
-    nodes: list[_Node] = [_Node(f"m:{m}", m, 2 * c + 1, True) for m, c in graph.modules.items()]
+    # module column c at 2c + 2, what it writes at 2c + 3; an interface no module writes just before its first
+    # reader; a writer no module owns just before its interface
+    nodes: list[_Node] = [_Node(f"m:{m}", m, 2 * c + 2, True) for m, c in graph.modules.items()]
     for use in graph.interfaces.values():
         writers = [graph.modules[w.module] for w in use.writers if w.module in graph.modules]
         readers = [graph.modules[r] for r in use.readers if r in graph.modules]
-        column = 2 * min(writers) + 2 if writers else 2 * min(readers, default=0)
+        column = 2 * min(writers) + 3 if writers else 2 * min(readers, default=0) + 1
         nodes.append(_Node(f"i:{use.name}", use.name, column, False, len(use.recent_writers()) > 1))
+        for writer in use.writers:
+            if writer.module is None:  # a writer no module owns: beside the interface, in the column before it
+                nodes.append(
+                    _Node(f"w:{writer.writer_id}", f"unnamed {writer.writer_id:#x}", column - 1, False, unnamed=True)
+                )
     width = max((n.column for n in nodes), default=0) + 1
     columns: list[list[_Node]] = [[] for _ in range(width)]
     for node in sorted(nodes, key=lambda n: n.label):
@@ -111,7 +120,7 @@ def render_svg(graph: Graph, robot: str) -> str:
     (module -> interface) and reads (interface -> module)."""
     columns = _columns(graph)
     place: dict[str, tuple[float, float, float]] = {}  # key -> (x of the left edge, y of the centre, width)
-    x = _PAD
+    x = _PAD + _GAP / 2  # room for the edges that come back into the first column
     tallest = 0
     for column in columns:
         width = max(len(node.label) * _CHAR + 20.0 for node in column)
@@ -119,8 +128,9 @@ def render_svg(graph: Graph, robot: str) -> str:
             place[node.key] = (x, _PAD + 40.0 + i * _ROW, width)
         tallest = max(tallest, len(column))
         x += width + _GAP
-    total_w = max(x - _GAP + _PAD, 300.0)
-    total_h = _PAD + 40.0 + max(tallest, 1) * _ROW + _PAD
+    total_w = max(x - _GAP / 2 + _PAD, 300.0)
+    floor = _PAD + 40.0 + (max(tallest, 1) - 1) * _ROW + 12.0
+    total_h = floor + 10.0 + _DIP + _PAD
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h:.0f}" '
         f'viewBox="0 0 {total_w:.0f} {total_h:.0f}" font-family="monospace" font-size="12">',
@@ -134,15 +144,24 @@ def render_svg(graph: Graph, robot: str) -> str:
         target = f"i:{use.name}"
         for writer in use.writers:
             if writer.module in graph.modules:
-                parts.append(_edge(place[f"m:{writer.module}"], place[target], use.name, writer.module))
+                parts.append(_edge(place[f"m:{writer.module}"], place[target], use.name, writer.module, floor))
+            elif writer.module is None:
+                parts.append(_edge(place[f"w:{writer.writer_id}"], place[target], use.name, "unnamed writer", floor))
         for reader in use.readers:
             if reader in graph.modules:
-                parts.append(_edge(place[target], place[f"m:{reader}"], use.name, reader))
+                parts.append(_edge(place[target], place[f"m:{reader}"], use.name, reader, floor))
     for column in columns:
         for node in column:
             left, y, width = place[node.key]
             label = html.escape(node.label)
-            if node.module:
+            if node.unnamed:
+                parts.append(
+                    f'<g class="writer"><title>a writer no module owns: a command line, a script</title>'
+                    f'<rect x="{left:.1f}" y="{y - 12:.1f}" width="{width:.1f}" height="24" fill="#fff" '
+                    f'stroke="#c00" stroke-dasharray="4 3"/>'
+                    f'<text x="{left + width / 2:.1f}" y="{y + 4:.1f}" text-anchor="middle">{label}</text></g>'
+                )
+            elif node.module:
                 parts.append(
                     f'<g class="module"><rect x="{left:.1f}" y="{y - 12:.1f}" width="{width:.1f}" height="24" '
                     f'fill="#dde8f8" stroke="#345"/>'
@@ -161,13 +180,28 @@ def render_svg(graph: Graph, robot: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _edge(start: tuple[float, float, float], end: tuple[float, float, float], interface: str, module: str) -> str:
-    """A curve from the right side of ``start`` to the left side of ``end`` (bent around when it goes back)."""
-    x0, y0 = start[0] + start[2], start[1]
-    x1, y1 = end[0], end[1]
-    bend = max(40.0, abs(x1 - x0) / 2) if x1 > x0 else 80.0 + abs(x1 - x0) / 4
+def _edge(
+    start: tuple[float, float, float], end: tuple[float, float, float], interface: str, module: str, floor: float
+) -> str:
+    """A curve from the right side of ``start`` to the left side of ``end``. One that goes back (right to left)
+    goes down in the gap after ``start``'s column, runs under every row (``floor``: the bottom of the lowest; the
+    longer the edge, the lower), and comes up in the gap before ``end``'s column to enter it from the left."""
     title = html.escape(f"{module} / {interface}")
-    return (
-        f'<path d="M {x0:.1f} {y0:.1f} C {x0 + bend:.1f} {y0:.1f}, {x1 - bend:.1f} {y1:.1f}, {x1:.1f} {y1:.1f}" '
-        f'fill="none" stroke="#555" marker-end="url(#arrow)"><title>{title}</title></path>'
-    )
+    x1, y1 = end[0], end[1]
+    if x1 > start[0]:
+        x0, y0 = start[0] + start[2], start[1]
+        bend = max(40.0, (x1 - x0) / 2)
+        path = f"M {x0:.1f} {y0:.1f} C {x0 + bend:.1f} {y0:.1f}, {x1 - bend:.1f} {y1:.1f}, {x1:.1f} {y1:.1f}"
+    else:
+        x0, y0 = start[0] + start[2], start[1]
+        down = x0 + _GAP / 3  # the way down, between the columns
+        gap = x1 - _GAP / 3  # the way up
+        dip = floor + 10.0 + min(_DIP - 10.0, 0.05 * (x0 - x1))
+        r = 10.0  # radius of the turns
+        path = (
+            f"M {x0:.1f} {y0:.1f} L {down - r:.1f} {y0:.1f} Q {down:.1f} {y0:.1f}, {down:.1f} {y0 + r:.1f} "
+            f"L {down:.1f} {dip - r:.1f} Q {down:.1f} {dip:.1f}, {down - r:.1f} {dip:.1f} "
+            f"L {gap + r:.1f} {dip:.1f} Q {gap:.1f} {dip:.1f}, {gap:.1f} {dip - r:.1f} "
+            f"L {gap:.1f} {y1 + r:.1f} Q {gap:.1f} {y1:.1f}, {gap + r:.1f} {y1:.1f} L {x1:.1f} {y1:.1f}"
+        )
+    return f'<path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"><title>{title}</title></path>'
