@@ -37,11 +37,11 @@ from pluto.runtime.runner import stop_on_signals
 __all__ = ["STOPS", "decode_value", "register", "run", "stop_command"]
 
 DESCRIPTION = """\
-Writes VALUE (JSON, the fields of the interface's message type; `pluto list --all` lists the interfaces and types)
-to the interface NAME. A command interface (drive/command, Base/Drive/Command, avoidance/command, motion/command,
-Wrist/Command, Arm/Command) is repeated at --rate (default 10 Hz) until Ctrl-C, since its receiver forgets a command
-after a few seconds; any other interface is written once (or at --rate) and served to readers that join later until
-Ctrl-C. --once writes one value and exits.
+Writes JSON, an object of the fields of the interface's message type (`pluto list --all` lists the interfaces and
+their types), to the interface NAME. A command interface (drive/command, Base/Drive/Command, avoidance/command,
+motion/command, Wrist/Command, Arm/Command) is repeated at --rate (default 10 Hz) until Ctrl-C, since its receiver
+forgets a command after a few seconds; any other interface is written once (or at --rate) and served to readers
+that join later until Ctrl-C. --once writes one value and exits.
 
 Ctrl-C on a velocity command (Base/Drive/Command, drive/command, avoidance/command, motion/command) sends one stop
 command on the same interface (zero velocities; for motion/command its stop, cmd_flags 20), unless --no-stop.
