@@ -120,6 +120,7 @@ class SerialDriver:
         self._lost_reason: str | None = None  # why the session ended, if not for silence
         self._opened = 0  # times the port opened
         self._ups = 0  # times the link came up
+        self._updates = 0  # what the driver handed out (samples, fixes): see _wait_for_update
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -231,6 +232,13 @@ class SerialDriver:
     def _lost(self, reason: str) -> None:
         """The session is ending because of ``reason`` (logged when the link goes down)."""
         self._lost_reason = reason
+
+    def _wait_for_update(self, timeout: float | None) -> bool:
+        """Wait until the session hands out something new (:attr:`_updates` moves on); False after ``timeout`` s or
+        when the driver is closed."""
+        with self._changed:
+            seen = self._updates
+            return self._changed.wait_for(lambda: self._updates != seen or self._closed, timeout) and not self._closed
 
     def _fail(self, reason: str) -> None:
         """Something failed (logged once per new reason); wakes :meth:`connect`."""

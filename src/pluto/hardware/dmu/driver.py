@@ -169,7 +169,6 @@ class CrossbowDriver(SerialDriver):
         self._decoder = CrossbowDecoder("host", measurement, scale)
         self._filter = DmuFilter(time_constant)
         self._sample: DmuSample | None = None
-        self._count = 0
         self._last_stamp: float | None = None
 
     def _connect_timeout(self) -> float:
@@ -189,11 +188,7 @@ class CrossbowDriver(SerialDriver):
 
     def wait_for_sample(self, timeout: float | None = None) -> DmuSample | None:
         """Wait for the next sample (one after this call); None if none came within ``timeout`` s."""
-        with self._changed:
-            seen = self._count
-            if not self._changed.wait_for(lambda: self._count != seen or self._closed, timeout):
-                return None
-            return None if self._closed else self._sample
+        return self._sample if self._wait_for_update(timeout) else None
 
     # -- the reader thread ----------------------------------------------------------------------------------------
 
@@ -268,6 +263,6 @@ class CrossbowDriver(SerialDriver):
         reading = to_body_frame(packet, stamp)
         state = self._filter.update(stamp, dt, reading.rates, reading.accelerations)
         with self._changed:
-            self._count += 1
-            self._sample = DmuSample(self._count, reading, state)
+            self._updates += 1
+            self._sample = DmuSample(self._updates, reading, state)
             self._changed.notify_all()

@@ -88,7 +88,6 @@ class NmeaDriver(SerialDriver):
         self._decoder = NmeaDecoder()
         self._assembler = FixAssembler(grid)
         self._fix: msgs.GpsFix | None = None
-        self._count = 0
 
     def _ready(self) -> bool:  # the port is open: a receiver may take minutes to its first fix
         return self._opened > 0
@@ -101,7 +100,7 @@ class NmeaDriver(SerialDriver):
     @property
     def fix_count(self) -> int:
         """Fixes made so far."""
-        return self._count
+        return self._updates
 
     def statistics(self) -> DriverStatistics:
         """A snapshot of the counters."""
@@ -112,11 +111,7 @@ class NmeaDriver(SerialDriver):
 
     def wait_for_fix(self, timeout: float | None = None) -> msgs.GpsFix | None:
         """Wait for the next fix (one after this call); None if none came within ``timeout`` s."""
-        with self._changed:
-            seen = self._count
-            if not self._changed.wait_for(lambda: self._count != seen or self._closed, timeout):
-                return None
-            return None if self._closed else self._fix
+        return self._fix if self._wait_for_update(timeout) else None
 
     def _session(self, port: SerialPort) -> None:
         opened = self._clock()
@@ -133,7 +128,7 @@ class NmeaDriver(SerialDriver):
                     if fix is not None:
                         with self._changed:
                             self._fix = fix
-                            self._count += 1
+                            self._updates += 1
                             self._changed.notify_all()
                 if self._decoder.statistics().sentences != before:
                     self._heard_at(now)
