@@ -11,7 +11,7 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import ProgressLine, say
+from pluto.cli.progress import ProgressLine, first_value, say
 from pluto.errors import BusTimeout, ConfigError
 from pluto.runtime.runner import stop_on_signals
 
@@ -84,7 +84,10 @@ def register(subparsers: Subparsers) -> None:
             help="0 none, 1 sonar, 2 laser, 3 both (default 3; 2 for wall)",
         )
     actions.add_parser("release", help="stop the robot and the avoid thread (cmd_flags -1)")
-    actions.add_parser("status", help="print the avoid module's status")
+    status = actions.add_parser("status", help="print the avoid module's status")
+    status.add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--timeout must be > 0 s, got {timeout}")
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
         if args.action == "status":
-            status = avoid.status() or avoid.wait_status(timeout=5.0)
+            status = first_value(avoid.status, avoid.wait_status, "the avoid module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         try:

@@ -9,7 +9,7 @@ from pluto import names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import say
+from pluto.cli.progress import first_value, say
 from pluto.errors import ConfigError
 from pluto.runtime import mom
 
@@ -56,7 +56,10 @@ def register(subparsers: Subparsers) -> None:
             help="keep re-sending the command for this long, then stop (default: send it once)",
         )
     actions.add_parser("stop", help="stop the robot")
-    actions.add_parser("status", help="print the drive's status")
+    status = actions.add_parser("status", help="print the drive's status")
+    status.add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
+    )
 
 
 def _warn_of_rivals(bus: Bus) -> None:
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--for must be >= 0, got {args.duration}")
     with open_bus(args) as bus, DriveProxy(bus, start=False) as drive:
         if args.action == "status":
-            status = drive.status() or drive.wait_status(timeout=5.0)
+            status = first_value(drive.status, drive.wait_status, "the drive's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         if args.action == "stop":

@@ -11,7 +11,7 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import ProgressLine, say
+from pluto.cli.progress import ProgressLine, first_value, say
 from pluto.errors import BusTimeout, ConfigError
 from pluto.runtime.runner import stop_on_signals
 
@@ -61,7 +61,10 @@ def register(subparsers: Subparsers) -> None:
     actions.add_parser("investigate", help="go to the closest object and circle it (43)")
     actions.add_parser("stop", help="stop the motion (pass-through velocity 0); resume goes on")
     actions.add_parser("resume", help="resume the stopped motion, or explore the rectangle set (45)")
-    actions.add_parser("status", help="print the motion module's status")
+    status = actions.add_parser("status", help="print the motion module's status")
+    status.add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     with open_bus(args) as bus, MotionProxy(bus, start=False) as motion:
         if args.action == "status":
-            status = motion.status() or motion.wait_status(timeout=5.0)
+            status = first_value(motion.status, motion.wait_status, "the motion module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         try:

@@ -11,14 +11,31 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import TextIO, TypeVar
 
-__all__ = ["ProgressLine", "say"]
+__all__ = ["ProgressLine", "first_value", "say"]
+
+T = TypeVar("T")
 
 
 def say(text: str, stream: TextIO | None = None) -> None:
     """One line on stderr (what the command is waiting for, what it did on the user's behalf)."""
     print(text, file=stream or sys.stderr, flush=True)
+
+
+def first_value(current: Callable[[], T | None], wait: Callable[[float], T], what: str, timeout: float) -> T:
+    """The value ``current()`` has now, else the first one ``wait(timeout)`` gets, after saying on stderr what the
+    command waits for.
+
+    Raises:
+        BusTimeout: as ``wait`` does, when nothing came within ``timeout`` s.
+    """
+    value = current()
+    if value is not None:
+        return value
+    say(f"waiting for {what} (up to {timeout:g} s) ...")
+    return wait(timeout)
 
 
 class ProgressLine:
