@@ -90,6 +90,24 @@ def test_a_doorway_in_a_wall_is_an_opening() -> None:
     assert gap.normal[1] == pytest.approx(-1.0, abs=0.05)  # pointing away from the robot, into the room
 
 
+def test_a_doorway_with_another_seen_through_it_is_found_by_its_jambs() -> None:
+    # 0.9 m from a wall (y = -0.9) with a 0.9 m door straight ahead, and across the 2 m corridor behind it (y = -2.9)
+    # another door into a room (back wall y = -8): through the near door the scan sees the corridor's far wall, the
+    # far door and the room, edges up and down before it comes back to the near wall's other jamb
+    near_wall = [(-6.0, -0.9, -0.45, -0.9), (0.45, -0.9, 6.0, -0.9)]
+    far_wall = [(-6.0, -2.9, -0.5, -2.9), (0.5, -2.9, 6.0, -2.9)]
+    walls = [*near_wall, *far_wall, (-6.0, -8.0, 6.0, -8.0)]
+    points, ranges, bearings = scan_of(walls)
+    rng = np.random.default_rng(3)
+    ranges = ranges + rng.normal(0.0, 0.01, ranges.shape)  # the laser's range noise turns short bases
+    points = np.column_stack((ranges * np.cos(bearings), ranges * np.sin(bearings)))
+    front = np.flatnonzero(bearings < 0.0)  # the half looking at the doors
+    gaps = find_gaps(points[front], ranges[front], (0.0, 0.0), 0.84, 2.5, 0.6)
+    near = [g for g in gaps if g.middle[1] == pytest.approx(-0.9, abs=0.05)]
+    assert len(near) == 1, gaps
+    assert near[0].width == pytest.approx(0.9, abs=0.05) and near[0].middle[0] == pytest.approx(0.0, abs=0.05)
+
+
 def test_a_beam_without_an_echo_in_a_wall_is_not_an_opening() -> None:
     # 0.9 m beside a long wall, looking along it: consecutive beams hit it metres apart, and one of them is lost
     points, ranges, bearings = scan_of([(-0.9, -30.0, -0.9, 30.0)])

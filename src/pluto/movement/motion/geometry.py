@@ -80,13 +80,23 @@ class Gap:
         return mx + depth * self.normal[0], my + depth * self.normal[1]
 
 
+JAMB_LINE = 0.25
+"""How far from the line of the wall an up edge leaves the echo after a down edge may be, for the two to be the jambs
+of one doorway (:func:`find_gaps`), m."""
+JAMB_BASE = 0.3
+"""Length of the wall before an up edge that gives its line (a shorter base is turned by the range noise), m."""
+
+
 def find_gaps(
     points: FloatArray, ranges: FloatArray, origin: tuple[float, float], min_width: float, max_width: float, jump: float
 ) -> list[Gap]:
     """Openings in one scan: an edge where the range jumps up by more than ``jump`` m from one beam to the next,
-    followed by the first edge where it jumps down again, the two edge points ``min_width`` to ``max_width`` m apart
-    and the beams between them reaching beyond the line through them. A single beam far beyond both its neighbours
-    (a lost echo in a wall seen at a grazing angle) is a dropout, not a door: it is left out first.
+    and an edge where it jumps down again, the two edge points ``min_width`` to ``max_width`` m apart and the beams
+    between them reaching beyond the line through them. An up edge is paired with the first down edge after it, and
+    with the first down edge that lands back on the line of the wall it left (within ``JAMB_LINE`` m): a doorway
+    seen straight on, with more edges through it (the doorway across the corridor behind it, furniture in the room
+    beyond), is found by its two jambs. A single beam far beyond both its neighbours (a lost echo in a wall seen at a
+    grazing angle) is a dropout, not a door: it is left out first.
 
     Args:
         points: (N, 2) the scan's echoes in beam order (bearing increasing), m.
@@ -105,12 +115,28 @@ def find_gaps(
     step = np.diff(ranges)
     rising = np.flatnonzero(step > jump)
     falling = np.flatnonzero(step < -jump)
-    gaps: list[Gap] = []
+    pairs: set[tuple[int, int]] = set()
     for i in rising:
         later = falling[falling > i]
         if not len(later):
             break
-        j = int(later[0]) + 1
+        pairs.add((int(i), int(later[0]) + 1))
+        # the wall the up edge leaves: from the echo at least JAMB_BASE m back along it (no edge in between)
+        m = int(i)
+        while m > 0 and abs(step[m - 1]) <= jump and math.hypot(*(points[i] - points[m - 1])) < JAMB_BASE:
+            m -= 1
+        if m == 0 or abs(step[m - 1]) > jump:
+            continue
+        wall = points[i] - points[m - 1]
+        length = float(np.hypot(*wall))
+        for k in later:
+            b = points[k + 1]
+            off = abs(float(wall[0] * (b[1] - points[i][1]) - wall[1] * (b[0] - points[i][0]))) / length
+            if off <= JAMB_LINE:
+                pairs.add((int(i), int(k) + 1))
+                break
+    gaps: list[Gap] = []
+    for i, j in sorted(pairs):
         a, b = points[i], points[j]
         width = float(math.hypot(b[0] - a[0], b[1] - a[1]))
         if not min_width <= width <= max_width:
