@@ -116,24 +116,24 @@ def find_gaps(
     rising = np.flatnonzero(step > jump)
     falling = np.flatnonzero(step < -jump)
     pairs: set[tuple[int, int]] = set()
-    for i in rising:
-        later = falling[falling > i]
+    for up in rising:
+        later = falling[falling > up]
         if not len(later):
             break
-        pairs.add((int(i), int(later[0]) + 1))
+        pairs.add((int(up), int(later[0]) + 1))
         # the wall the up edge leaves: from the echo at least JAMB_BASE m back along it (no edge in between)
-        m = int(i)
-        while m > 0 and abs(step[m - 1]) <= jump and math.hypot(*(points[i] - points[m - 1])) < JAMB_BASE:
+        m = int(up)
+        while m > 0 and abs(step[m - 1]) <= jump and math.hypot(*(points[up] - points[m - 1])) < JAMB_BASE:
             m -= 1
         if m == 0 or abs(step[m - 1]) > jump:
             continue
-        wall = points[i] - points[m - 1]
+        wall = points[up] - points[m - 1]
         length = float(np.hypot(*wall))
         for k in later:
             b = points[k + 1]
-            off = abs(float(wall[0] * (b[1] - points[i][1]) - wall[1] * (b[0] - points[i][0]))) / length
+            off = abs(float(wall[0] * (b[1] - points[up][1]) - wall[1] * (b[0] - points[up][0]))) / length
             if off <= JAMB_LINE:
-                pairs.add((int(i), int(k) + 1))
+                pairs.add((int(up), int(k) + 1))
                 break
     gaps: list[Gap] = []
     for i, j in sorted(pairs):
