@@ -108,7 +108,7 @@ def test_pub_count_repeats_a_position_command_without_a_stop(bus: Bus, capsys: C
     assert [g.position for g in got] == [[0.5, 0.1]] * 3
 
 
-def test_pub_repeats_a_velocity_command_and_sends_one_stop_on_ctrl_c(bus: Bus) -> None:
+def test_pub_repeats_a_velocity_command_and_sends_one_stop_on_ctrl_c(bus: Bus, capsys: Capture) -> None:
     got: list[msgs.ActuatorState] = []
     bus.create_subscription("drive/command", got.append, depth=1024)
     command = '{"cmd_flags": 10, "velocity": [0.2, 0.1]}'
@@ -121,6 +121,10 @@ def test_pub_repeats_a_velocity_command_and_sends_one_stop_on_ctrl_c(bus: Bus) -
     )
     try:
         assert wait_until(lambda: len(got) >= 5, timeout=20.0), "the command was not repeated"
+        # while it runs, its writer goes by the command's name
+        status, out, _err = run(capsys, "info", "drive/command", "--listen", "0.3")
+        assert status == 0
+        assert f"  pluto-pub-{process.pid} (not a module)  (" in out
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=10)
     finally:

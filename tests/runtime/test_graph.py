@@ -129,3 +129,15 @@ def test_graph_as_svg() -> None:
     assert unnamed.find(f"{SVG}text").text == "unnamed 0x63"  # type: ignore[union-attr]
     assert x["unnamed 0x63"] < x["drive/command"]
     assert "unnamed writer / drive/command" in edges
+
+
+def test_a_writer_named_by_its_command_line() -> None:
+    labels = {99: "pluto-drive-velocity-4242"}
+    uses = mom.interface_uses(stack(cli_writer=99), NOW, labels)
+    [warning] = mom.writer_warnings(uses)
+    assert "2 writers in the last 10 s: avoid, pluto-drive-velocity-4242 (not a module);" in warning
+    found = graph.build_graph(stack(cli_writer=99), NOW, labels)
+    assert "  reads  drive/command <- avoid, pluto-drive-velocity-4242" in graph.render_text(found, "r1").splitlines()
+    root = ET.fromstring(graph.render_svg(found, "r1"))
+    [writer] = [g for g in root.iter(f"{SVG}g") if g.get("class") == "writer"]
+    assert writer.find(f"{SVG}text").text == "pluto-drive-velocity-4242"  # type: ignore[union-attr]

@@ -207,6 +207,13 @@ class StateWriter(Generic[M]):
         self._reliable = reliable
         self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
         self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
+        # A program that is not a module names its writers, so MOM can tell who writes (see Bus.writer_label).
+        label = bus.writer_label
+        self._label_token: Any = None
+        if label:
+            self._label_token = bus.session.liveliness().declare_token(
+                bus.key_raw(f"@writer/{self.writer_id:x}/{label}")
+            )
 
     def write(self, msg: M) -> None:
         """Publish ``msg`` as the new value of the interface.
@@ -308,7 +315,7 @@ class StateWriter(Generic[M]):
         """Send what a batching writer holds, then stop publishing (idempotent)."""
         with contextlib.suppress(Exception):
             self.flush()
-        for entity in (self._queryable, self._publisher, self._stepped_publisher):
+        for entity in (self._queryable, self._publisher, self._stepped_publisher, self._label_token):
             if entity is None:
                 continue
             with contextlib.suppress(Exception):
@@ -854,6 +861,10 @@ class Bus:
         """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
         self.executor = Executor(self.robot)
         self._batcher: _Batcher | None = None
+        self.writer_label = ""
+        """Set by a program that is not a module (a command line) before it creates writers: each then announces
+        ``<writer id>/<label>`` while it lives, and MOM names it so (see :meth:`writer_labels`). A key chunk: no
+        ``/``, ``*``, ``?``, ``#`` or ``$``."""
         self._taps: dict[tuple[str, type[Any]], _Tap] = {}
         self._taps_lock = threading.Lock()
         """Runs every callback, service handler and deferred reply of this bus (see pluto.bus.executor)."""
@@ -1242,6 +1253,19 @@ class Bus:
             else:
                 self._modules.discard(name)
                 self._gone.add(name)
+
+    def writer_labels(self, timeout: float = 1.0) -> dict[int, str]:
+        """The writers that programs other than modules named (:attr:`writer_label`), alive now: id -> label."""
+        self.settle()
+        prefix = f"{self.prefix}/@writer/"
+        found: dict[int, str] = {}
+        for reply in self.session.liveliness().get(f"{prefix}**", timeout=timeout):
+            if reply.ok is None:
+                continue
+            wid, _, label = str(reply.ok.key_expr).removeprefix(prefix).partition("/")
+            with contextlib.suppress(ValueError):
+                found[int(wid, 16)] = label
+        return found
 
     def live_modules(self, timeout: float = 1.0) -> list[str]:
         """Names of the modules alive now, sorted.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -111,6 +112,9 @@ def bus_config_from_args(args: argparse.Namespace, env: Mapping[str, str] | None
 def open_bus(args: argparse.Namespace) -> Bus:
     """Open the bus of the robot the command line, the environment or the configuration file names.
 
+    The writers the command creates are named after it while it runs (``pluto-drive-velocity-4242``: the command,
+    its action and the process id), so MOM tells them from a module (:attr:`pluto.bus.Bus.writer_label`).
+
     Returns:
         the opened bus; the caller closes it (``with open_bus(args) as bus:``).
 
@@ -118,4 +122,8 @@ def open_bus(args: argparse.Namespace) -> Bus:
         ConfigError: as :func:`config_from_args`.
         BusError: the bus cannot be opened (an unreachable router, ...).
     """
-    return Bus(bus_config_from_args(args))
+    bus = Bus(bus_config_from_args(args))
+    words = [str(getattr(args, key)) for key in ("command", "action") if getattr(args, key, None)]
+    label = "-".join(["pluto", *words, str(os.getpid())])
+    bus.writer_label = re.sub(r"[^A-Za-z0-9_.-]", "_", label)  # a key chunk
+    return bus

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         BusError: the bus cannot be opened.
     """
     with open_bus(args) as bus:
-        found = graph.build_graph(mom.snapshot(bus))
+        found = graph.build_graph(mom.snapshot(bus), labels=bus.writer_labels(timeout=0.5))
         robot = bus.robot
     print(graph.render_text(found, robot))
     if args.svg is not None:

@@ -110,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
     with open_bus(args) as bus:
         rows = mom.snapshot(bus)
         heard = listen(bus, name, args.listen)
-        use = mom.interface_uses(rows).get(name) or mom.InterfaceUse(name, kind.__name__ if kind else "?")
+        labels = bus.writer_labels(timeout=0.5)
+        use = mom.interface_uses(rows, labels=labels).get(name) or mom.InterfaceUse(
+            name, kind.__name__ if kind else "?"
+        )
     now = time.time()
     out = [f"{name}  ({kind.__name__ if kind else use.type})"]
     known = names.INTERFACES.get(name)
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     writers = {w.writer_id: w for w in use.writers}
     for wid in heard.counts:
         if wid and wid not in writers:
-            writers[wid] = mom.Writer(None, wid, recent=True)
+            writers[wid] = mom.Writer(None, wid, recent=True, label=labels.get(wid, ""))
     total = sum(heard.counts.values())
     out.append(f"writers: {len(writers)}" if writers else "writers: none (nobody wrote it lately)")
     for wid, writer in writers.items():

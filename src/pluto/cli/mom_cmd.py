@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """
     with open_bus(args) as bus, stop_on_signals() as stop:
         while True:
-            table = mom.render(mom.snapshot(bus), bus.robot)
+            table = mom.render(mom.snapshot(bus), bus.robot, labels=bus.writer_labels(timeout=0.5))
             if args.watch:
                 print("\x1b[2J\x1b[H" + table + f"\n\n(every {args.interval:g} s; Ctrl-C to quit)", flush=True)
                 if stop.wait(args.interval):

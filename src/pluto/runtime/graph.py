@@ -43,13 +43,14 @@ def _depths(rows: list[MomRow]) -> dict[str, int]:
     return depth
 
 
-def build_graph(rows: list[MomRow], now: float | None = None) -> Graph:
-    """The graph of the live modules ``rows`` (from :func:`pluto.runtime.mom.snapshot`)."""
-    return Graph(_depths(rows), interface_uses(rows, now))
+def build_graph(rows: list[MomRow], now: float | None = None, labels: dict[int, str] | None = None) -> Graph:
+    """The graph of the live modules ``rows`` (from :func:`pluto.runtime.mom.snapshot`; ``labels`` name the writers
+    no module owns, as for :func:`pluto.runtime.mom.interface_uses`)."""
+    return Graph(_depths(rows), interface_uses(rows, now, labels))
 
 
 def _writers_text(use: InterfaceUse) -> str:
-    return ", ".join(w.module or f"unnamed writer {w.writer_id:#x}" for w in use.writers) or "nobody"
+    return ", ".join(w.short for w in use.writers) or "nobody"
 
 
 def render_text(graph: Graph, robot: str) -> str:
@@ -105,9 +106,8 @@ def _columns(graph: Graph) -> list[list[_Node]]:
         nodes.append(_Node(f"i:{use.name}", use.name, column, False, len(use.recent_writers()) > 1))
         for writer in use.writers:
             if writer.module is None:  # a writer no module owns: beside the interface, in the column before it
-                nodes.append(
-                    _Node(f"w:{writer.writer_id}", f"unnamed {writer.writer_id:#x}", column - 1, False, unnamed=True)
-                )
+                label = writer.label or f"unnamed {writer.writer_id:#x}"
+                nodes.append(_Node(f"w:{writer.writer_id}", label, column - 1, False, unnamed=True))
     width = max((n.column for n in nodes), default=0) + 1
     columns: list[list[_Node]] = [[] for _ in range(width)]
     for node in sorted(nodes, key=lambda n: n.label):

@@ -5,15 +5,16 @@ the details come from each module's ``mom/<name>`` service.
 
 Strategy for writers: every value on the bus carries its writer's id (:mod:`pluto.bus.session`), a module lists the
 ids of its writers and, for each interface it reads, the ids it heard from lately. So a writer is known by name when
-a module owns it, and seen as "unnamed" when only its readers heard it (a command line, a script, a proxy in a
-program). Two writers of one command interface in the same few seconds fight: the newest command wins each time
-(the README's `pluto avoid goto` followed by `pluto drive velocity`, while avoid keeps writing ``drive/command``).
+a module owns it, by the label a command line gives its writers while it runs (:attr:`pluto.bus.Bus.writer_label`),
+and is "unnamed" when only its readers heard it (a script, a proxy in a program, a command line that has ended).
+Two writers of one command interface in the same few seconds fight: the newest command wins each time (the README's
+`pluto avoid goto` followed by `pluto drive velocity`, while avoid keeps writing ``drive/command``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pluto import msgs
 from pluto.bus import Bus
@@ -42,12 +43,20 @@ class Writer:
     count: int = 0
     last_write: float = 0.0
     recent: bool = False
+    label: str = ""
 
     def describe(self) -> str:
-        """``avoid`` or ``an unnamed writer (id 0x1f2e...: a command line, a script or a program's proxy)``."""
+        """``avoid``, ``pluto-drive-4242 (not a module)`` or ``an unnamed writer (id 0x1f2e...: ...)``."""
         if self.module is not None:
             return self.module
-        return f"an unnamed writer (id {self.writer_id:#x}: a command line, a script or a program's proxy)"
+        if self.label:
+            return f"{self.label} (not a module)"
+        return f"an unnamed writer (id {self.writer_id:#x}: a script, a program's proxy or a command that ended)"
+
+    @property
+    def short(self) -> str:
+        """``avoid``, ``pluto-drive-4242`` or ``unnamed writer 0x1f2e...``."""
+        return self.module or self.label or f"unnamed writer {self.writer_id:#x}"
 
 
 @dataclass
@@ -64,8 +73,15 @@ class InterfaceUse:
         return [writer for writer in self.writers if writer.recent]
 
 
-def interface_uses(rows: list[MomRow], now: float | None = None) -> dict[str, InterfaceUse]:
-    """Every interface some live module writes or reads, with its writers and readers, sorted by name."""
+def interface_uses(
+    rows: list[MomRow], now: float | None = None, labels: dict[int, str] | None = None
+) -> dict[str, InterfaceUse]:
+    """Every interface some live module writes or reads, with its writers and readers, sorted by name.
+
+    Args:
+        labels: the names of writers no module owns, by id (:meth:`pluto.bus.Bus.writer_labels`).
+    """
+    labels = labels or {}
     now = time.time() if now is None else now
     uses: dict[str, InterfaceUse] = {}
     owners: dict[int, str] = {}
@@ -88,12 +104,10 @@ def interface_uses(rows: list[MomRow], now: float | None = None) -> dict[str, In
         known = {writer.writer_id for writer in use.writers}
         for wid in sorted(ids - known):
             # heard lately by a reader, but no module owns that writer on this interface
-            use.writers.append(Writer(owners.get(wid), wid, recent=True))
+            use.writers.append(Writer(owners.get(wid), wid, recent=True, label=labels.get(wid, "")))
         for i, writer in enumerate(use.writers):
             if writer.writer_id in ids and not writer.recent:
-                use.writers[i] = Writer(
-                    writer.module, writer.writer_id, writer.rate_hz, writer.count, writer.last_write, True
-                )
+                use.writers[i] = replace(writer, recent=True)
     return dict(sorted(uses.items()))
 
 
@@ -132,8 +146,10 @@ def _age(last: float, now: float) -> str:
     return f"{age * 1000:.0f} ms" if age < 1 else f"{age:.1f} s"
 
 
-def render(rows: list[MomRow], robot: str, now: float | None = None) -> str:
-    """A text table: one line per interface a module writes (or one line for a module that writes none)."""
+def render(rows: list[MomRow], robot: str, now: float | None = None, labels: dict[int, str] | None = None) -> str:
+    """A text table: one line per interface a module writes (or one line for a module that writes none), then the
+    modules' notes and the warnings of interfaces with more than one writer (``labels``: as for
+    :func:`interface_uses`)."""
     now = time.time() if now is None else now
     header = ("MODULE", "PID", "ACTIVE", "INTERFACE", "TYPE", "RATE", "AGE", "COUNT")
     lines: list[tuple[str, ...]] = []
@@ -166,5 +182,5 @@ def render(rows: list[MomRow], robot: str, now: float | None = None) -> str:
     for row in rows:
         for note in row.info.notes if row.info is not None else []:
             out.append(f"{row.name}: {note}")
-    out += writer_warnings(interface_uses(rows, now))
+    out += writer_warnings(interface_uses(rows, now, labels))
     return "\n".join(out)
