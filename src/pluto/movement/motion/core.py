@@ -365,9 +365,14 @@ def choose_way(
     candidates: list[tuple[bool, Candidate]] = []
     k = len(seen)
     in_room = free_area(scans, (x, y)) < p.room_area
+    # in a room, with a wall between the robot and the goal: the goal is outside, and every ray ends in the room
+    # (a doorway is the way out; rays only bring another view of the room when no doorway is seen)
+    shut_in = in_room and here > p.room_reach and segment_blocked(walls, (x, y), goal, p.robot_radius)
 
     def add(kind: str, target: tuple[float, float], travel: float, bearing: float, gap: Gap | None) -> None:
         c = way_cost(target, travel, goal, walls, p, gap, in_room) + 0.3 * abs(wrap_angle(bearing - th))
+        if shut_in and kind == "ray":
+            c += p.blocked_penalty
         if any(math.hypot(target[0] - a, target[1] - b) < 1.0 for a, b in avoid):
             c += 3.0
         progress = math.hypot(goal[0] - target[0], goal[1] - target[1]) < here - 0.3
