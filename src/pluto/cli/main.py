@@ -58,16 +58,17 @@ Pluto runs a robot as a set of modules that find each other by name on a bus and
 
 Getting started:
   pluto demo                   run the demonstration mission, then stop
-  pluto sim                    run the simulated robot (Ctrl-C stops it)
+  pluto sim                    run the simulated robot, with localization on it (Ctrl-C stops it)
   pluto up sim                 start the modules of a profile and keep them running (Ctrl-C stops them)
   pluto mom                    which modules are running, what they write, how fast
   pluto list                   interfaces that have a value now; `pluto echo NAME` prints them as they change
   pluto pub NAME JSON          write a value to an interface; `pluto info NAME`: its type, writers and readers
   pluto graph --svg g.svg      which module writes and reads what (text, and a picture)
   pluto call, pluto param      call a module's service; list, read and change its parameters while it runs
-  pluto up mission             the simulated robot with localization, drive and avoid; then `pluto avoid goto X Y`
-  pluto key drive              steer it from the keyboard; a page per module (drive avoid motion wrist pose slam ...)
+  pluto up mission             the simulated robot with localization, pose, drive, avoid and motion; then
+                               `pluto motion moveto X Y --wait`
   pluto web                    watch the robot live in a browser (map, scans, goals, MOM), drive it, click to moveto
+  pluto key drive              steer it from the keyboard; a page per module (drive avoid motion wrist pose slam ...)
   pluto record -o run.mcap     record every interface; `pluto replay run.mcap`, `pluto log info run.mcap`
   pluto player, pluto xmlserver, pluto netmotion    gateways for Player clients, XML over TCP, the arm over UDP
   pluto foxglove               watch it in Foxglove (scans, frames, walls, poses); `pluto record --foxglove` too
