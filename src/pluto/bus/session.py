@@ -883,7 +883,7 @@ class Bus:
         self._opened = time.monotonic()
         self._settled = False
         self._modules: set[str] = set()
-        self._gone: set[str] = set()
+        self._gone: dict[str, float] = {}  # module -> when it was last seen to go (monotonic s)
         self._module_watch = self.session.liveliness().declare_subscriber(
             f"{self.prefix}/@module/**", on_zenoh_thread(self._on_module_token), history=True
         )
@@ -906,6 +906,8 @@ class Bus:
 
     # Peers that lost the previous rendezvous owner reconnect to a new one within their retry period (0.25 s).
     # A newcomer learns of the running modules' declarations shortly after its link is up.
+    GONE_DOUBT = 1.0
+    """s after a module was seen to go during which news of it alive is doubted (see :meth:`_note_module`)."""
     SETTLE_OWNER = 0.3
     SETTLE_NEWCOMER = 0.1
 
@@ -1245,14 +1247,19 @@ class Bus:
         )
 
     def _note_module(self, name: str, alive: bool) -> None:
-        """What :meth:`live_modules` knows of module ``name`` (from any watcher of this bus: whichever hears first)."""
+        """What :meth:`live_modules` knows of module ``name`` (from any watcher of this bus: whichever hears first).
+
+        An announcement heard within ``GONE_DOUBT`` s after the module was seen to go may be a late answer to a
+        watcher's query of the tokens, sent before the module went, rather than a restart: it is not taken as
+        news; until then only a query of the tokens that finds the module counts."""
+        now = time.monotonic()
         with self._lock:
             if alive:
-                self._modules.add(name)
-                self._gone.discard(name)
+                if now - self._gone.get(name, -math.inf) >= self.GONE_DOUBT:
+                    self._modules.add(name)
             else:
                 self._modules.discard(name)
-                self._gone.add(name)
+                self._gone[name] = now
 
     def writer_labels(self, timeout: float = 1.0) -> dict[int, str]:
         """The writers that programs other than modules named (:attr:`writer_label`), alive now: id -> label."""
@@ -1280,7 +1287,9 @@ class Bus:
                 found.add(str(reply.ok.key_expr).removeprefix(f"{self.prefix}/@module/"))
         with self._lock:
             # A module seen to go may still answer the query for a moment (its removal on its way): it is gone.
-            return sorted((found - self._gone) | self._modules)
+            now = time.monotonic()
+            recent = {name for name, when in self._gone.items() if now - when < self.GONE_DOUBT}
+            return sorted((found - recent) | self._modules)
 
     def watch_modules(self, callback: Callable[[str, bool], Any]) -> Any:
         """Call ``callback(name, alive)`` on this bus's executor (in order) when a module appears or disappears.
