@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/pluto demo
 
-# Two workers: most tests wait on the bus or on processes, so two keep both cores busy. The slow tests run after,
-# alone: one of them starves the machine on purpose, which must not starve the tests beside it.
+# Four workers on two cores: most tests wait on the bus or on processes (two workers kept the cores about 40 % busy).
+# The slow tests run after, alone: one of them starves the machine on purpose, which must not starve the tests beside
+# it.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow"
+	$(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not slow"
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
