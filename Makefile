@@ -18,9 +18,11 @@ demo: $(STAMP)
 # Four workers on two cores: most tests wait on the bus or on processes (two workers kept the cores about 40 % busy).
 # The slow tests run after, alone: one of them starves the machine on purpose, which must not starve the tests beside
 # it.
+# Byte code is written (whatever PYTHONDONTWRITEBYTECODE says): every worker and every `pluto` process a test starts
+# would otherwise compile the sources, and pytest rewrite the tests' asserts, again (11 s of collection a worker).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not slow"
-	$(BIN)/python -m pytest -q -m slow
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not slow"
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
