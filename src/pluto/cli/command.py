@@ -54,3 +54,19 @@ def add_parser(
     )
     parser.set_defaults(func=func)
     return parser
+
+
+def add_param_option(parser: argparse.ArgumentParser, example: str) -> None:
+    """Add ``-p/--param NAME=VALUE`` (repeatable): another parameter of the module a command runs.
+
+    Args:
+        example: a parameter of that module for the help, e.g. ``max_clients=20``.
+    """
+    parser.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"another parameter of the module, e.g. -p {example} (repeatable)",
+    )

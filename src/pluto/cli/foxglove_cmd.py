@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.command import Subparsers, add_param_option, add_parser
 from pluto.cli.common import config_from_args
 
 # The bus, the SDK and the server are imported by run(), not here: `pluto` imports this module for every command.
@@ -52,14 +52,7 @@ def register(subparsers: Subparsers) -> None:
         "Sim/Truth (a simulation whose localization was not given the world's start pose, as in `pluto up sim`)",
     )
     p.add_argument("--layout", action="store_true", help="print the Foxglove layout shipped with Pluto and exit")
-    p.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="another parameter of the module, e.g. -p map_period=5 (repeatable)",
-    )
+    add_param_option(p, "map_period=5")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.command import Subparsers, add_param_option, add_parser
 from pluto.cli.common import config_from_args
 from pluto.errors import ConfigError
 
@@ -65,14 +65,7 @@ def register(subparsers: Subparsers) -> None:
         metavar="FILE|WORLD",
         help="the walls to draw: a map file or a shipped world (default: the running simulator's world)",
     )
-    p.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="another parameter of the module, e.g. -p max_speed=0.3 (repeatable)",
-    )
+    add_param_option(p, "max_speed=0.3")
 
 
 def run(args: argparse.Namespace) -> int:

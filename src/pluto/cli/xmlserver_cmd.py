@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.command import Subparsers, add_param_option, add_parser
 from pluto.cli.common import config_from_args
 
 # The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
@@ -53,14 +53,7 @@ def register(subparsers: Subparsers) -> None:
     )
     p.add_argument("--use-sim-time", action="store_true", help="pace subscriptions on the simulated clock")
     p.add_argument("--xsd", action="store_true", help="print the XSD of the protocol and exit")
-    p.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="another parameter of the module, e.g. -p max_clients=20 (repeatable)",
-    )
+    add_param_option(p, "max_clients=20")
 
 
 def run(args: argparse.Namespace) -> int:
