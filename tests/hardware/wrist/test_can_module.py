@@ -54,8 +54,8 @@ def test_the_module_moves_the_unit_and_reports_the_link(bus: Bus) -> None:
         assert 0.0 <= up.data[0] < 0.3
         wait_for(state, lambda s: True)
         commands.write(msgs.ActuatorState(position=[0.6, 2.0], velocity=[2.0, 2.0], force=[6.0, 6.0]))
-        there = wait_for(state, lambda s: s.position == pytest.approx([0.6, 0.8], abs=1e-6))  # tilt held at 0.8
-        assert there.velocity == [0.0, 0.0]
+        # there, at rest (the tilt held at its limit, 0.8)
+        wait_for(state, lambda s: s.position == pytest.approx([0.6, 0.8], abs=1e-6) and s.velocity == [0, 0])
         unit.mute()  # the unit stops answering: the link goes down and Wrist/State is no longer written
         down = wait_for(status, lambda s: s.element[0] == 0)
         assert down.data[0] >= 0.3
