@@ -158,10 +158,8 @@ def foxglove_rows(seconds: float, clients: int) -> list[Row]:
     sys.path.insert(0, str(Path(__file__).parent))
     import web_foxglove  # type: ignore[import-not-found]
 
-    return [
-        Row(r.server, r.clients, r.what, r.mean_hz, r.min_hz, r.cpu_percent)
-        for r in web_foxglove.foxglove_rows(seconds, clients)
-    ]
+    rows: list[Row] = web_foxglove.foxglove_rows(seconds, clients)
+    return rows
 
 
 MEASUREMENTS: dict[str, Callable[[float, int], list[Row]]] = {

@@ -18,42 +18,18 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import re
-import signal
 import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import websockets
 
-SIM_RATE = 5.0
+from web import SIM_RATE, Row, cpu_seconds, simulated_robot, stop, wait_for_line  # type: ignore[import-not-found]
+
 TOPICS = ("/scan", "/tf")
-
-
-@dataclass(frozen=True)
-class Row:
-    server: str
-    clients: int
-    what: str
-    mean_hz: float
-    """Messages a second delivered to one client, on average over the clients."""
-    min_hz: float
-    """... to the slowest client."""
-    cpu_percent: float
-    """The server process's CPU over the measurement, % of one core."""
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 async def _client(url: str, seconds: float, start: asyncio.Event, counts: dict[str, int]) -> None:
@@ -88,64 +64,29 @@ async def _clients(url: str, n: int, seconds: float, server_pid: int) -> tuple[l
     for task in tasks:
         if task.done():
             task.result()
-    cpu0 = _cpu_seconds(server_pid)
+    cpu0 = cpu_seconds(server_pid)
     start.set()
     await asyncio.gather(*tasks)
-    return counts, (_cpu_seconds(server_pid) - cpu0) / seconds * 100.0
-
-
-def _wait_for_line(process: subprocess.Popen[str], pattern: str, timeout: float) -> re.Match[str]:
-    assert process.stdout is not None
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        line = process.stdout.readline()
-        if not line and process.poll() is not None:
-            break
-        if found := re.search(pattern, line):
-            return found
-    raise RuntimeError(f"no line matching {pattern!r} from {process.args}")
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return counts, (cpu_seconds(server_pid) - cpu0) / seconds * 100.0
 
 
 def foxglove_rows(seconds: float, clients: int, max_rate_hz: float | None = None) -> list[Row]:
     """``pluto foxglove`` with ``clients`` viewers of /scan and /tf, the simulator at 5x; with ``max_rate_hz``, that
     parameter of the gateway (0: every message to every viewer; by default 30 a second per topic and frame)."""
-    with tempfile.TemporaryDirectory() as runtime:
-        env = {
-            **os.environ,
-            "PLUTO_ROBOT": f"bench-fox-{uuid.uuid4().hex[:6]}",
-            "PLUTO_RUNTIME_DIR": runtime,
-        }
-        pluto = [sys.executable, "-m", "pluto"]
-        sim = subprocess.Popen(
-            [*pluto, "sim", "--rate", str(SIM_RATE)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    with simulated_robot("fox") as env:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "pluto", "foxglove", "--port", "0", "--map-pose", "truth"]
+            + ([] if max_rate_hz is None else ["-p", f"max_rate_hz={max_rate_hz}"]),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
-        server: subprocess.Popen[str] | None = None
         try:
-            time.sleep(5.0)  # the simulated robot up before the gateway asks it for its world
-            server = subprocess.Popen(
-                [*pluto, "foxglove", "--port", "0", "--map-pose", "truth"]
-                + ([] if max_rate_hz is None else ["-p", f"max_rate_hz={max_rate_hz}"]),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            port = _wait_for_line(server, r"listening on ws://[\d.]+:(\d+)", 60).group(1)
+            port = wait_for_line(server, r"listening on ws://[\d.]+:(\d+)", 60).group(1)
             counts, cpu = asyncio.run(_clients(f"ws://127.0.0.1:{port}", clients, seconds, server.pid))
         finally:
-            if server is not None:
-                _stop(server)
-            _stop(sim)
+            stop(server)
     rows = []
     for what in (*TOPICS, "all"):
         rates = [(sum(c.values()) if what == "all" else c.get(what, 0)) / seconds for c in counts]
