@@ -11,9 +11,8 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import ProgressLine, first_value, say
-from pluto.errors import BusTimeout, ConfigError
-from pluto.runtime.runner import stop_on_signals
+from pluto.cli.progress import Verdict, distance_to, first_value, follow_status, say
+from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
     from pluto.movement.avoid.proxy import AvoidProxy
@@ -132,9 +131,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-STATUS_SILENCE = 5.0
-"""s without a status from avoid after which a wait gives up (the module died or hangs)."""
-
 SETTLE = 1.0
 """s after the goto was sent during which a finished status is the previous goal's, not this one's."""
 
@@ -161,41 +157,25 @@ def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: 
     from pluto.movement.avoid.proxy import describe_status
 
     pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5)
-    line = ProgressLine()
-    sent = time.monotonic()
-    deadline = None if timeout is None else sent + timeout
     where = f"({goal[0]:g}, {goal[1]:g})"
     say(f"waiting for avoid to reach {where}" + (f" (up to {timeout:g} s)" if timeout else "") + "; Ctrl-C stops")
     running_seen = False
-    heard = sent
-    with stop_on_signals() as stop:
-        while True:
-            now = time.monotonic()
-            if stop.is_set() or (deadline is not None and now >= deadline):
-                avoid.set_velocity(0.0, 0.0, avoidance)
-                time.sleep(0.1)  # let the stop leave before the bus closes
-                reason = "interrupted" if stop.is_set() else f"timed out after {timeout:g} s"
-                line.finish(f"{reason}, {_distance(pose.read(), goal)} to go: goal cancelled, robot stopped")
-                return 130 if stop.is_set() else 1
-            try:
-                status = avoid.wait_status(timeout=0.25)
-            except BusTimeout:
-                if now - heard > STATUS_SILENCE:
-                    line.finish(f"avoid has written no status for {STATUS_SILENCE:g} s (`pluto mom`): giving up")
-                    return 1
-                continue
-            heard = time.monotonic()
-            code = [*status.element, 0, 0][1]
-            running_seen = running_seen or code == GOTO_RUNNING
-            line.show(f"goto {where}: {_distance(pose.read(), goal)} to go; {describe_status(status)}")
-            outcome = goto_outcome(code, running_seen, heard - sent)
-            if outcome is not None:
-                words = "goal reached" if outcome else "goal not reached"
-                line.finish(f"{words} {where}, {_distance(pose.read(), goal)} to go: {describe_status(status)}")
-                return 0 if outcome else 1
 
+    def judge(status: msgs.FVectorState, since_sent: float) -> Verdict:
+        nonlocal running_seen
+        code = [*status.element, 0, 0][1]
+        running_seen = running_seen or code == GOTO_RUNNING
+        to_go = distance_to(pose.read(), goal)
+        progress = f"goto {where}: {to_go} to go; {describe_status(status)}"
+        outcome = goto_outcome(code, running_seen, since_sent)
+        if outcome is None:
+            return progress, None
+        words = "goal reached" if outcome else "goal not reached"
+        return progress, (outcome, f"{words} {where}, {to_go} to go: {describe_status(status)}")
 
-def _distance(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> str:
-    if pose is None or len(pose.pose) < 2:
-        return "? m (no Localization/Pose)"
-    return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"
+    def cancel(reason: str) -> str:
+        avoid.set_velocity(0.0, 0.0, avoidance)
+        time.sleep(0.1)  # let the stop leave before the bus closes
+        return f"{reason}, {distance_to(pose.read(), goal)} to go: goal cancelled, robot stopped"
+
+    return follow_status("avoid", lambda t: avoid.wait_status(timeout=t), judge, cancel, timeout)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from typing import TYPE_CHECKING
 
@@ -11,9 +10,8 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import ProgressLine, first_value, say
-from pluto.errors import BusTimeout, ConfigError
-from pluto.runtime.runner import stop_on_signals
+from pluto.cli.progress import Verdict, distance_to, first_value, follow_status, say
+from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
     from pluto.movement.motion.proxy import MotionProxy
@@ -127,45 +125,24 @@ def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[floa
     from pluto.movement.motion.proxy import describe_status
 
     pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5) if goal is not None else None
-    line = ProgressLine()
-    sent = time.monotonic()
-    deadline = None if timeout is None else sent + timeout
     target = f"to ({goal[0]:g}, {goal[1]:g})" if goal is not None else ""
     say(f"waiting for the motion {target} to end".replace("  ", " ") + (f" (up to {timeout:g} s)" if timeout else ""))
     started = False
-    heard = sent
-    with stop_on_signals() as stop:
-        while True:
-            now = time.monotonic()
-            if stop.is_set() or (deadline is not None and now >= deadline):
-                motion.stop()
-                time.sleep(0.1)  # let the stop leave before the bus closes
-                reason = "interrupted" if stop.is_set() else f"timed out after {timeout:g} s"
-                line.finish(f"{reason}: motion stopped (`pluto motion resume` goes on)")
-                return 130 if stop.is_set() else 1
-            try:
-                status = motion.wait_status(timeout=0.25)
-            except BusTimeout:
-                if now - heard > STATUS_SILENCE:
-                    line.finish(f"motion has written no status for {STATUS_SILENCE:g} s (`pluto mom`): giving up")
-                    return 1
-                continue
-            heard = time.monotonic()
-            e = [*status.element, 0, 0, 0, 0][:4]
-            started = started or e[3] > 0
-            distance = _distance(pose.read(), goal) + " to go; " if pose is not None and goal is not None else ""
-            line.show(f"motion {target}: {distance}{describe_status(status)}".replace("  ", " "))
-            outcome = motion_outcome(list(status.element), started, heard - sent)
-            if outcome is not None:
-                line.finish(("done: " if outcome else "ended without reaching its goal: ") + describe_status(status))
-                return 0 if outcome else 1
 
+    def judge(status: msgs.FVectorState, since_sent: float) -> Verdict:
+        nonlocal started
+        started = started or [*status.element, 0, 0, 0, 0][3] > 0
+        distance = distance_to(pose.read(), goal) + " to go; " if pose is not None and goal is not None else ""
+        progress = f"motion {target}: {distance}{describe_status(status)}".replace("  ", " ")
+        outcome = motion_outcome(list(status.element), started, since_sent)
+        if outcome is None:
+            return progress, None
+        words = "done: " if outcome else "ended without reaching its goal: "
+        return progress, (outcome, words + describe_status(status))
 
-STATUS_SILENCE = 5.0
-"""s without a status from motion after which a wait gives up (the module died or hangs)."""
+    def cancel(reason: str) -> str:
+        motion.stop()
+        time.sleep(0.1)  # let the stop leave before the bus closes
+        return f"{reason}: motion stopped (`pluto motion resume` goes on)"
 
-
-def _distance(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> str:
-    if pose is None or len(pose.pose) < 2:
-        return "? m (no Localization/Pose)"
-    return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"
+    return follow_status("motion", lambda t: motion.wait_status(timeout=t), judge, cancel, timeout)

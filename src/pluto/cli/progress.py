@@ -8,13 +8,18 @@ short. The outcome of the wait is a result: it goes to stdout.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
 from collections.abc import Callable
 from typing import TextIO, TypeVar
 
-__all__ = ["ProgressLine", "first_value", "say"]
+from pluto import msgs
+from pluto.errors import BusTimeout
+from pluto.runtime.runner import stop_on_signals
+
+__all__ = ["STATUS_SILENCE", "ProgressLine", "distance_to", "first_value", "follow_status", "say"]
 
 T = TypeVar("T")
 
@@ -75,3 +80,63 @@ class ProgressLine:
             self._open = False
         if text:
             print(text, flush=True)
+
+
+STATUS_SILENCE = 5.0
+"""s without a status from the module waited on after which a wait gives up (the module died or hangs)."""
+
+Verdict = tuple[str, "tuple[bool, str] | None"]
+"""What :func:`follow_status` is told of each status: the progress line, and once the wait is over (reached or
+not, the outcome's words)."""
+
+
+def follow_status(
+    module: str,
+    wait_status: Callable[[float], msgs.FVectorState],
+    judge: Callable[[msgs.FVectorState, float], Verdict],
+    cancel: Callable[[str], str],
+    timeout: float | None,
+) -> int:
+    """Show a module's progress from its status until ``judge`` says the wait is over; on a timeout or Ctrl-C,
+    ``cancel(reason)`` stops what was asked and gives the outcome's words.
+
+    Args:
+        module: its name, for the message when it writes no status for :data:`STATUS_SILENCE` s.
+        wait_status: the next status, waiting up to the given s (raises BusTimeout).
+        judge: from a status and the s since the wait began, the progress line and, once over, (reached, words).
+        cancel: called once on a timeout or Ctrl-C with the reason; returns the words to print.
+        timeout: s before giving up (None: no limit).
+
+    Returns:
+        the exit status: 0 reached, 1 not reached (or timed out, or the module fell silent), 130 after Ctrl-C.
+    """
+    line = ProgressLine()
+    sent = time.monotonic()
+    deadline = None if timeout is None else sent + timeout
+    heard = sent
+    with stop_on_signals() as stop:
+        while True:
+            now = time.monotonic()
+            if stop.is_set() or (deadline is not None and now >= deadline):
+                line.finish(cancel("interrupted" if stop.is_set() else f"timed out after {timeout:g} s"))
+                return 130 if stop.is_set() else 1
+            try:
+                status = wait_status(0.25)
+            except BusTimeout:
+                if now - heard > STATUS_SILENCE:
+                    line.finish(f"{module} has written no status for {STATUS_SILENCE:g} s (`pluto mom`): giving up")
+                    return 1
+                continue
+            heard = time.monotonic()
+            progress, outcome = judge(status, heard - sent)
+            line.show(progress)
+            if outcome is not None:
+                line.finish(outcome[1])
+                return 0 if outcome[0] else 1
+
+
+def distance_to(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> str:
+    """The distance from ``Localization/Pose`` to ``goal``, in words."""
+    if pose is None or len(pose.pose) < 2:
+        return "? m (no Localization/Pose)"
+    return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"
