@@ -15,6 +15,7 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    same_line_distances,
     walls_near_features,
 )
 from pluto.navigation.slam.ekf import WallObservation
@@ -133,6 +134,15 @@ def test_duplicate_walls_are_found_on_one_line_only() -> None:
     assert duplicate(1, 2, x, p, segments) is None
     x, p = slam.marginal([1, 3])
     assert duplicate(1, 3, x, p, segments) is None
+    # the batched line test gives the same distances as the test of one pair
+    first, second = np.array([0, 1, 1, 2]), np.array([1, 2, 3, 3])
+    x, p = slam.marginal([0, 1, 2, 3])
+    batched = same_line_distances(x, p, first, second)
+    for k, (a, b) in enumerate(zip(first.tolist(), second.tolist(), strict=True)):
+        xa, pa = slam.marginal([a, b])
+        nu = np.array([xa[3] - xa[5], xa[4] - xa[6]])
+        s = pa[3:5, 3:5] + pa[5:7, 5:7] - pa[3:5, 5:7] - pa[5:7, 3:5] + 1e-10 * np.eye(2)
+        assert batched[k] == pytest.approx(float(nu @ np.linalg.solve(s, nu)), rel=1e-9)
     # after the merge the two are one line in the filter
     slam.merge(0, 1)
     np.testing.assert_allclose(slam.wall(0), slam.wall(1), atol=1e-6)

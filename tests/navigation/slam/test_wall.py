@@ -69,3 +69,34 @@ def test_to_wall_map_for_the_pose_module() -> None:
     wall_map = walls.to_wall_map()
     assert len(wall_map) == 1
     assert abs(wall_map.rho[0] - 2.0) < 1e-12 and abs(wall_map.alpha[0]) < 1e-12
+
+
+def test_the_grid_index_finds_the_same_walls_as_measuring_every_wall() -> None:
+    rng = np.random.default_rng(4)
+    segments = WallSegments(cell=3.0)
+    for _ in range(60):
+        a = rng.uniform(-30.0, 30.0, 2)
+        b = a + rng.uniform(-12.0, 12.0, 2)
+        alpha = math.atan2(b[0] - a[0], -(b[1] - a[1]))  # the normal of the segment a-b
+        rho = float(a @ np.array([math.cos(alpha), math.sin(alpha)]))
+        segments.add(alpha, rho, [a, b])
+    # walls that grow, move (a corrected line) and leave the map are found where they are now
+    for index in range(0, 60, 7):
+        alpha, rho = segments.line(index)
+        d = np.array([-math.sin(alpha), math.cos(alpha)])
+        segments.extend(index, segments.segment(index) + 9.0 * d)
+    segments.realign((i, (segments.line(i)[0] + 0.05, segments.line(i)[1] + 2.0)) for i in range(0, 60, 5))
+    for index in range(3, 60, 11):
+        segments.retire(index)
+    assert segments.active_count == 60 - len(range(3, 60, 11))
+    for point in rng.uniform(-40.0, 40.0, (40, 2)):
+        for radius in (0.5, 4.0, 12.0, 200.0):
+            distance = np.array([_distance(point, segments.segment(i)) for i in range(len(segments))])
+            expected = np.flatnonzero((distance <= radius) & segments.active)
+            assert segments.near(float(point[0]), float(point[1]), radius).tolist() == expected.tolist()
+
+
+def _distance(point: np.ndarray, ends: np.ndarray) -> float:
+    a, b = ends
+    u = float(np.clip((point - a) @ (b - a) / max(float((b - a) @ (b - a)), 1e-12), 0.0, 1.0))
+    return float(np.hypot(*(point - a - u * (b - a))))

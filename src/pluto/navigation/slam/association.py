@@ -32,9 +32,8 @@ from pluto.geometry import wrap_angle
 from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.core import associate as one_to_one
 from pluto.navigation.pose.features import LineFeature
-from pluto.navigation.slam.ekf import MERGE_VARIANCE, POSE_SIZE, WALL_SIZE, new_wall, observe_wall, same_line
+from pluto.navigation.slam.ekf import MERGE_VARIANCE, POSE_SIZE, WALL_SIZE, new_wall, same_line
 from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
-from pluto.sim.raycast import segment_distance
 
 __all__ = [
     "Association",
@@ -45,6 +44,7 @@ __all__ = [
     "associate",
     "candidate_walls",
     "duplicate",
+    "same_line_distances",
     "walls_near_features",
 ]
 
@@ -122,12 +122,9 @@ class Association:
 
 
 def candidate_walls(segments: WallSegments, pose: Sequence[float] | FloatArray, max_range: float) -> IntArray:
-    """The active walls with some part within ``max_range`` (m) of the laser at ``pose``, sorted."""
-    if len(segments) == 0:
-        return np.zeros(0, dtype=np.intp)
-    distance = segment_distance((float(pose[0]), float(pose[1])), segments.segments)
-    near: IntArray = np.flatnonzero((distance <= max_range) & segments.active)
-    return near.astype(np.intp)
+    """The active walls with some part within ``max_range`` (m) of the laser at ``pose``, sorted (through the walls'
+    grid index: the work follows the walls around the laser, not the map)."""
+    return segments.near(float(pose[0]), float(pose[1]), max_range)
 
 
 def walls_near_features(
@@ -154,7 +151,7 @@ def walls_near_features(
         t = np.linspace(0.0, 1.0, n)[:, None]
         points.append(ends[0] + t * (ends[1] - ends[0]))
     p = np.concatenate(points)  # (P, 2)
-    s = segments.segments[walls]  # (W, 4)
+    s = segments.rows(walls)  # (W, 4)
     a, e = s[:, :2], s[:, 2:] - s[:, :2]
     length2 = np.maximum((e * e).sum(axis=1), 1e-12)
     rel = p[:, None, :] - a[None, :, :]  # (P, W, 2)
@@ -192,36 +189,51 @@ def associate(
     if nf == 0 or nw == 0:
         return Association((), {})
     pose = state[:POSE_SIZE]
-    d2 = np.full((nf, nw), np.inf)
-    overlap = np.full((nf, nw), -np.inf)
-    # every line against one wall at a time: the 2x2 innovation covariances are solved in closed form
-    seen = np.array([feature_segment(pose, f) for f in features])  # (nf, 2, 2) map-frame ends
-    measured = np.array([(f.alpha, f.r) for f in features])
-    c_f = np.array([f.covariance for f in features])  # (nf, 2, 2)
+    x, y, heading = float(pose[0]), float(pose[1]), float(pose[2])
+    # every line against every wall at once (the model of ekf.observe_wall, one row per wall); the 2x2 innovation
+    # covariances are solved in closed form
+    lines = state[POSE_SIZE : POSE_SIZE + WALL_SIZE * nw].reshape(nw, WALL_SIZE)
+    alpha = lines[:, 0]
+    ca, sa = np.cos(alpha), np.sin(alpha)
+    rho_r = lines[:, 1] - x * ca - y * sa
+    sign = np.where(rho_r < 0.0, -1.0, 1.0)
+    gamma = alpha - heading + np.where(sign < 0.0, math.pi, 0.0)
+    z_gamma = np.mod(gamma + math.pi, 2.0 * math.pi) - math.pi
+    z_rho = sign * rho_r
+    h_v = np.zeros((nw, 2, POSE_SIZE))
+    h_v[:, 0, 2] = -1.0
+    h_v[:, 1, 0] = -sign * ca
+    h_v[:, 1, 1] = -sign * sa
+    h_w = np.zeros((nw, 2, WALL_SIZE))
+    h_w[:, 0, 0] = 1.0
+    h_w[:, 1, 0] = sign * (x * sa - y * ca)
+    h_w[:, 1, 1] = sign
     p_vv = covariance[:POSE_SIZE, :POSE_SIZE]
-    for k, w in enumerate(walls):
-        col = POSE_SIZE + WALL_SIZE * k
-        line = state[col : col + WALL_SIZE]
-        z, h_v, h_w = observe_wall(pose, line)
-        cross = h_v @ covariance[:POSE_SIZE, col : col + WALL_SIZE] @ h_w.T
-        jpj = (
-            h_v @ p_vv @ h_v.T
-            + cross
-            + cross.T
-            + h_w @ covariance[col : col + WALL_SIZE, col : col + WALL_SIZE] @ h_w.T
-        )
-        s = jpj + c_f
-        nu_a = np.mod(measured[:, 0] - float(z[0]) + math.pi, 2.0 * math.pi) - math.pi
-        nu_r = measured[:, 1] - float(z[1])
-        det = s[:, 0, 0] * s[:, 1, 1] - s[:, 0, 1] * s[:, 1, 0]
-        d2[:, k] = (s[:, 1, 1] * nu_a * nu_a - (s[:, 0, 1] + s[:, 1, 0]) * nu_a * nu_r + s[:, 0, 0] * nu_r * nu_r) / det
-        alpha = float(line[0])
-        d = np.array([-math.sin(alpha), math.cos(alpha)])
-        t = seen @ d  # (nf, 2): the projection on the line along d is the dot product with d
-        lo, hi = segments.extent(w)
-        overlap[:, k] = np.minimum(t.max(axis=1), hi + prm.overlap_margin) - np.maximum(
-            t.min(axis=1), lo - prm.overlap_margin
-        )
+    p_vw = covariance[:POSE_SIZE, POSE_SIZE:].reshape(POSE_SIZE, nw, WALL_SIZE).transpose(1, 0, 2)  # (nw, 3, 2)
+    idx = POSE_SIZE + WALL_SIZE * np.arange(nw)
+    p_ww = np.empty((nw, WALL_SIZE, WALL_SIZE))
+    for i in range(WALL_SIZE):
+        for j in range(WALL_SIZE):
+            p_ww[:, i, j] = covariance[idx + i, idx + j]
+    cross = h_v @ p_vw @ h_w.transpose(0, 2, 1)
+    jpj = h_v @ p_vv @ h_v.transpose(0, 2, 1) + cross + cross.transpose(0, 2, 1) + h_w @ p_ww @ h_w.transpose(0, 2, 1)
+    measured = np.array([(f.alpha, f.r) for f in features])  # (nf, 2)
+    c_f = np.array([f.covariance for f in features])  # (nf, 2, 2)
+    s = jpj[None, :, :, :] + c_f[:, None, :, :]  # (nf, nw, 2, 2)
+    nu_a = np.mod(measured[:, :1] - z_gamma[None, :] + math.pi, 2.0 * math.pi) - math.pi
+    nu_r = measured[:, 1:] - z_rho[None, :]
+    s00, s01, s10, s11 = s[..., 0, 0], s[..., 0, 1], s[..., 1, 0], s[..., 1, 1]
+    d2 = (s11 * nu_a * nu_a - (s01 + s10) * nu_a * nu_r + s00 * nu_r * nu_r) / (s00 * s11 - s01 * s10)
+    # each line's ends along each wall's line (the projection along the wall's direction d = (-sin α, cos α)),
+    # against the wall's ends widened by the margin
+    seen = np.array([feature_segment(pose, f) for f in features])  # (nf, 2, 2) map-frame ends
+    t = seen[:, :, 0, None] * -sa[None, None, :] + seen[:, :, 1, None] * ca[None, None, :]  # (nf, 2, nw)
+    ends = segments.rows(walls).reshape(nw, 2, 2)
+    t_wall = ends[:, :, 0] * -sa[:, None] + ends[:, :, 1] * ca[:, None]  # (nw, 2)
+    lo, hi = t_wall.min(axis=1), t_wall.max(axis=1)
+    overlap = np.minimum(t.max(axis=1), hi[None, :] + prm.overlap_margin) - np.maximum(
+        t.min(axis=1), lo[None, :] - prm.overlap_margin
+    )
     chosen = one_to_one(d2, overlap, prm.gate)
     pairs = tuple(Pair(i, int(walls[k]), float(d2[i, k])) for i, k in chosen)
     matched = {i for i, _ in chosen}
@@ -272,6 +284,45 @@ def duplicate(
     t_keep = np.array(segments.extent(keep))
     if _overlap(t_drop, t_keep, prm.join_gap) <= 0.0:
         return None
+    return d2
+
+
+def same_line_distances(state: FloatArray, covariance: FloatArray, first: IntArray, second: IntArray) -> FloatArray:
+    """The Mahalanobis distance² of :func:`duplicate`'s test for many pairs at once (without the ends).
+
+    Args:
+        state: [x, y, θ, α_1, ρ_1, ...] (a filter's :meth:`marginal`).
+        covariance: its covariance.
+        first: ``(k,)`` positions of the kept walls among the marginal's walls (0 the first wall).
+        second: ``(k,)`` positions of the walls that would go.
+
+    Returns:
+        ``(k,)`` νᵀ·S⁻¹·ν of each pair (the pseudo-observation of :func:`~pluto.navigation.slam.ekf.same_line`).
+    """
+    ck = POSE_SIZE + WALL_SIZE * np.asarray(first, dtype=np.intp)
+    cd = POSE_SIZE + WALL_SIZE * np.asarray(second, dtype=np.intp)
+    turn = np.mod(state[ck] - state[cd] + math.pi, 2.0 * math.pi) - math.pi
+    flip = np.abs(turn) > math.pi / 2
+    sign = np.where(flip, -1.0, 1.0)
+    nu_a = np.mod(state[ck] - state[cd] - np.where(flip, math.pi, 0.0) + math.pi, 2.0 * math.pi) - math.pi
+    nu_r = state[ck + 1] - sign * state[cd + 1]
+
+    def block(rows: IntArray, cols: IntArray) -> FloatArray:
+        out = np.empty((rows.size, WALL_SIZE, WALL_SIZE))
+        for i in range(WALL_SIZE):
+            for j in range(WALL_SIZE):
+                out[:, i, j] = covariance[rows + i, cols + j]
+        return out
+
+    p_kk, p_dd, p_kd = block(ck, ck), block(cd, cd), block(ck, cd)
+    # S = P_kk + P_kd·Dᵀ + D·P_dk + D·P_dd·Dᵀ + MERGE_VARIANCE·I with D = diag(-1, -sign)
+    dg = np.stack((-np.ones_like(sign), -sign), axis=1)  # (k, 2) the diagonal of D
+    kd = p_kd * dg[:, None, :]
+    s = p_kk + kd + kd.transpose(0, 2, 1) + p_dd * dg[:, :, None] * dg[:, None, :]
+    s[:, 0, 0] += MERGE_VARIANCE
+    s[:, 1, 1] += MERGE_VARIANCE
+    s00, s01, s10, s11 = s[:, 0, 0], s[:, 0, 1], s[:, 1, 0], s[:, 1, 1]
+    d2: FloatArray = (s11 * nu_a * nu_a - (s01 + s10) * nu_a * nu_r + s00 * nu_r * nu_r) / (s00 * s11 - s01 * s10)
     return d2
 
 

@@ -29,7 +29,6 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pluto.geometry import wrap_angle
 from pluto.navigation.pose.core import PoseLike
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam.association import (
@@ -40,11 +39,12 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    same_line_distances,
     walls_near_features,
 )
 from pluto.navigation.slam.compressed import CompressedWallEKF
-from pluto.navigation.slam.ekf import WallObservation
-from pluto.navigation.slam.wall import WallSegments, feature_segment
+from pluto.navigation.slam.ekf import POSE_SIZE, WALL_SIZE, WallObservation
+from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
 
 __all__ = ["SlamFilter", "SlamStep", "WallSlam"]
 
@@ -52,6 +52,9 @@ FloatArray = npt.NDArray[np.float64]
 
 _PARALLEL = 0.3
 """Walls whose normals differ by more than this (rad, either sense) are never tested as one line."""
+
+_GATE_SLACK = 1.0 + 1e-6
+"""The batched line test lets pairs a rounding above the gate through to :func:`duplicate`, which decides."""
 
 
 class SlamFilter(Protocol):
@@ -172,30 +175,79 @@ class WallSlam:
         )
 
     def _merge_duplicates(self, changed: set[int], near: set[int]) -> list[tuple[int, int]]:
-        """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line."""
+        """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line.
+
+        Pairs are nearly parallel walls; every pair's line test is done at once on one marginal of the filter
+        (again after a merge, which changes it), and only a pair that passes it has its ends compared and is
+        decided by :func:`duplicate`, so a scan costs one marginal and a few array operations, not a marginal and a
+        test per pair."""
         merged: list[tuple[int, int]] = []
-        active = self.segments.active
-        lines = self.segments.lines
-        for w in sorted(changed):
-            for v in sorted(near):
-                if v == w or not (active[v] and active[w]):
-                    continue
-                turn = abs(wrap_angle(float(lines[v, 0] - lines[w, 0])))
-                if min(turn, math.pi - turn) > _PARALLEL:
-                    continue  # not nearly parallel (either way): not one line, whatever the covariance
-                keep, drop = min(v, w), max(v, w)
-                state, covariance = self.filter.marginal([keep, drop])
-                if duplicate(keep, drop, state, covariance, self.segments, self.params) is None:
-                    continue
-                self.filter.merge(keep, drop)
-                self.segments.extend(keep, self.segments.segment(drop))
-                self.segments.retire(drop)
-                active[drop] = False
-                merged.append((keep, drop))
+        segments = self.segments
+        first = np.array([w for w in sorted(changed) if segments.is_active(w)], dtype=np.intp)
+        second = np.array([v for v in sorted(near) if segments.is_active(v)], dtype=np.intp)
+        if first.size == 0 or second.size == 0:
+            return merged
+        # nearly parallel (either way), else not one line whatever the covariance
+        turn = np.abs(np.remainder(segments.angles(first)[:, None] - segments.angles(second)[None, :], math.pi))
+        parallel = (np.minimum(turn, math.pi - turn) <= _PARALLEL) & (first[:, None] != second[None, :])
+        pairs = [
+            (min(w, v), max(w, v))
+            for w, v in zip(
+                first[np.nonzero(parallel)[0]].tolist(), second[np.nonzero(parallel)[1]].tolist(), strict=True
+            )
+        ]
+        if not pairs:
+            return merged
+        marginal: tuple[dict[int, int], FloatArray, FloatArray, FloatArray] | None = None
+        for n, (keep, drop) in enumerate(pairs):
+            if not (segments.is_active(keep) and segments.is_active(drop)):
+                continue  # one of them went into another wall earlier in this scan
+            if marginal is None:  # every pair's line test at once (again after a merge, which changes the filter)
+                walls = sorted({w for pair in pairs for w in pair if segments.is_active(w)})
+                state, covariance = self.filter.marginal(walls)
+                column = {w: k for k, w in enumerate(walls)}
+                # a pair with a wall gone is skipped above: its column (0) does not matter
+                first = np.array([column.get(k, 0) for k, _ in pairs], dtype=np.intp)
+                second = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
+                d2 = same_line_distances(state, covariance, first, second)
+                marginal = (column, state, covariance, d2)
+            column, state, covariance, d2 = marginal
+            if not d2[n] < self.params.gate * _GATE_SLACK:
+                continue
+            if not _ends_meet(state, column[keep], column[drop], keep, drop, segments, self.params.join_gap):
+                continue
+            rows = np.concatenate(
+                (
+                    np.arange(POSE_SIZE),
+                    *(POSE_SIZE + WALL_SIZE * column[w] + np.arange(WALL_SIZE) for w in (keep, drop)),
+                )
+            )
+            pair_state, pair_covariance = state[rows], covariance[np.ix_(rows, rows)]
+            if duplicate(keep, drop, pair_state, pair_covariance, segments, self.params) is None:
+                continue
+            self.filter.merge(keep, drop)
+            segments.extend(keep, segments.segment(drop))
+            segments.retire(drop)
+            merged.append((keep, drop))
+            marginal = None  # the merge changed the filter
         if merged:
-            self.segments.realign((w, self.filter.wall(w)) for w in sorted(near) if active[w])
+            segments.realign((w, self.filter.wall(w)) for w in sorted(near) if segments.is_active(w))
         return merged
 
     def realign(self) -> None:
         """Put the ends of every wall on its current line."""
         self.segments.realign((w, self.filter.wall(w)) for w in range(len(self.filter)))
+
+
+def _ends_meet(
+    state: FloatArray, k: int, d: int, keep: int, drop: int, segments: WallSegments, join_gap: float
+) -> bool:
+    """Whether the ends of ``drop``, put on the line of ``keep`` (columns ``k`` and ``d`` of the marginal ``state``),
+    overlap those of ``keep`` or leave a gap shorter than ``join_gap`` (the test of :func:`duplicate`, without the
+    covariance)."""
+    col = POSE_SIZE + WALL_SIZE * k
+    alpha, rho = float(state[col]), float(state[col + 1])
+    direction = np.array([-math.sin(alpha), math.cos(alpha)])
+    t_drop = project_onto_line(segments.segment(drop), alpha, rho) @ direction
+    lo, hi = segments.extent(keep)
+    return float(min(t_drop.max(), hi + join_gap) - max(t_drop.min(), lo - join_gap)) > 0.0

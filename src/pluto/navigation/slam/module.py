@@ -258,7 +258,7 @@ class SlamModule(Module[SlamModuleParams]):
 
     def _srv_map(self, _request: Any) -> dict[str, Any]:
         with self._work:
-            walls = 0 if self.slam is None else int(self.slam.segments.active.sum())
+            walls = 0 if self.slam is None else self.slam.segments.active_count
         return {"path": str(self.map_path), "walls": walls, "saved_walls": self.saved_walls, "saves": self.saves}
 
     # -- the step ----------------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ class SlamModule(Module[SlamModuleParams]):
 
     def _write_status(self, now: float, running: bool | None = None) -> None:
         slam = self.slam
-        walls = 0 if slam is None else int(slam.segments.active.sum())
+        walls = 0 if slam is None else slam.segments.active_count
         pose = [] if slam is None or self.scans_used == 0 else [float(v) for v in slam.filter.pose]
         self.status.write(
             msgs.FVectorState(
@@ -348,7 +348,7 @@ class SlamModule(Module[SlamModuleParams]):
         )
         if slam is None:
             return [f"map file {self.map_path} ({saved}); no scan used yet"]
-        walls = int(slam.segments.active.sum())
+        walls = slam.segments.active_count
         sx, sy = (math.sqrt(max(v, 0.0)) for v in np.diag(slam.filter.pose_covariance)[:2])
         return [
             f"map file {self.map_path} ({saved})",

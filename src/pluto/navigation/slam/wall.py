@@ -10,6 +10,10 @@ sees the wall farther along than its ends, the ends move out to cover what was s
 hidden behind a person is not a shorter wall). The along-wall position and length are not filtered; they are what the
 scans have shown, carried along as the line moves.
 
+The walls near a point are found through a grid of square cells (:attr:`WallSegments.cell`): each active wall is
+listed in the cells its bounding box covers, re-listed when its ends move, so a query looks at the cells around the
+point and the walls listed there, whatever the size of the map.
+
 A point p on the line p·n = ρ (n = (cos α, sin α)) has the tangential coordinate t = p·d, d = (-sin α, cos α);
 p = ρ·n + t·d.
 
@@ -26,10 +30,12 @@ import numpy.typing as npt
 
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.pose.map import WallMap
+from pluto.sim.raycast import segment_distance
 
 __all__ = ["WallSegments", "feature_segment", "project_onto_line"]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
 
 
 def project_onto_line(points: npt.ArrayLike, alpha: float, rho: float) -> FloatArray:
@@ -48,24 +54,50 @@ def feature_segment(pose: Sequence[float] | FloatArray, feature: LineFeature) ->
     return np.column_stack((x + c * ends[:, 0] - s * ends[:, 1], y + s * ends[:, 0] + c * ends[:, 1]))
 
 
+_Box = tuple[int, int, int, int]
+
+
 class WallSegments:
-    """The end points of the mapped walls, kept on the filter's lines.
+    """The end points of the mapped walls, kept on the filter's lines, with a grid index of where they are.
 
     Wall ``i`` here is wall ``i`` of the filter (add them in the same order).
+
+    Args:
+        cell: side of the index's cells, m.
+
+    Raises:
+        ValueError: a cell that is not > 0 and finite.
     """
 
-    def __init__(self) -> None:
-        self._ends = np.zeros((0, 4))
-        self._lines = np.zeros((0, 2))
-        self._active = np.zeros(0, dtype=bool)
+    def __init__(self, cell: float = 4.0) -> None:
+        if not (math.isfinite(cell) and cell > 0):
+            raise ValueError(f"cell must be > 0 and finite, got {cell}")
+        self.cell = float(cell)
+        self._ends = np.zeros((16, 4))
+        self._lines = np.zeros((16, 2))
+        self._active = np.zeros(16, dtype=bool)
+        self._count = 0
+        self._live = 0
+        self._grid: dict[tuple[int, int], set[int]] = {}
+        self._boxes: dict[int, _Box] = {}
 
     def __len__(self) -> int:
-        return int(self._ends.shape[0])
+        return self._count
+
+    @property
+    def active_count(self) -> int:
+        """Walls still on the map."""
+        return self._live
 
     @property
     def segments(self) -> FloatArray:
         """``(n, 4)`` ``[x1, y1, x2, y2]`` of every wall, m, map frame (a copy)."""
-        return self._ends.copy()
+        return self._ends[: self._count].copy()
+
+    def rows(self, indices: npt.ArrayLike) -> FloatArray:
+        """``(k, 4)`` ``[x1, y1, x2, y2]`` of the given walls, m, map frame (a copy)."""
+        out: FloatArray = self._ends[np.asarray(indices, dtype=np.intp)]
+        return out
 
     def segment(self, index: int) -> FloatArray:
         """``(2, 2)`` the two ends of wall ``index``, m, map frame (a copy)."""
@@ -75,16 +107,57 @@ class WallSegments:
     @property
     def active(self) -> npt.NDArray[np.bool_]:
         """``(n,)`` whether each wall is still a wall of the map (False once merged into another), a copy."""
-        return self._active.copy()
+        return self._active[: self._count].copy()
+
+    def is_active(self, index: int) -> bool:
+        """Whether wall ``index`` is still a wall of the map."""
+        return bool(self._active[index])
 
     def retire(self, index: int) -> None:
         """Take wall ``index`` off the map (it was merged into another); its row stays so indices do not move."""
-        self._active[index] = False
+        if self._active[index]:
+            self._active[index] = False
+            self._live -= 1
+            self._unlist(index)
 
     @property
     def lines(self) -> FloatArray:
         """``(n, 2)`` the (α, ρ) each wall's ends were last put on, rad and m (a copy)."""
-        return self._lines.copy()
+        return self._lines[: self._count].copy()
+
+    def angles(self, indices: npt.ArrayLike) -> FloatArray:
+        """The α of the lines the given walls' ends were last put on, rad."""
+        out: FloatArray = self._lines[np.asarray(indices, dtype=np.intp), 0]
+        return out
+
+    def line(self, index: int) -> tuple[float, float]:
+        """The (α, ρ) the ends of wall ``index`` were last put on, rad and m."""
+        return float(self._lines[index, 0]), float(self._lines[index, 1])
+
+    def near(self, x: float, y: float, radius: float) -> IntArray:
+        """The active walls with some part within ``radius`` of (x, y) (m), sorted; the work follows the walls
+        around the point, not the map."""
+        c = self.cell
+        i0, i1 = math.floor((x - radius) / c), math.floor((x + radius) / c)
+        j0, j1 = math.floor((y - radius) / c), math.floor((y + radius) / c)
+        found: set[int] = set()
+        grid = self._grid
+        if (i1 - i0 + 1) * (j1 - j0 + 1) <= len(grid):
+            for i in range(i0, i1 + 1):
+                for j in range(j0, j1 + 1):
+                    listed = grid.get((i, j))
+                    if listed:
+                        found |= listed
+        else:  # a query wider than the map: the listed cells are fewer than the cells asked for
+            for (i, j), listed in grid.items():
+                if i0 <= i <= i1 and j0 <= j <= j1:
+                    found |= listed
+        if not found:
+            return np.zeros(0, dtype=np.intp)
+        walls = np.array(sorted(found), dtype=np.intp)
+        distance = segment_distance((x, y), self._ends[walls])
+        near: IntArray = walls[distance <= radius]
+        return near
 
     def extent(self, index: int) -> tuple[float, float]:
         """(t_min, t_max) of wall ``index`` along its line, m."""
@@ -97,10 +170,18 @@ class WallSegments:
         """A new wall on the line (α, ρ) over the segment ``ends`` (``(2, 2)`` map-frame points, projected on the
         line); returns its index."""
         feet = self._ordered(alpha, project_onto_line(ends, alpha, rho))
-        self._ends = np.vstack((self._ends, feet.reshape(1, 4)))
-        self._lines = np.vstack((self._lines, [alpha, rho]))
-        self._active = np.append(self._active, True)
-        return len(self) - 1
+        index = self._count
+        if index == self._ends.shape[0]:  # room for twice as many, so adding a wall costs O(1) on average
+            self._ends = np.vstack((self._ends, np.zeros_like(self._ends)))
+            self._lines = np.vstack((self._lines, np.zeros_like(self._lines)))
+            self._active = np.concatenate((self._active, np.zeros_like(self._active)))
+        self._ends[index] = feet.reshape(4)
+        self._lines[index] = (alpha, rho)
+        self._active[index] = True
+        self._count += 1
+        self._live += 1
+        self._list(index)
+        return index
 
     def extend(self, index: int, ends: npt.ArrayLike) -> bool:
         """Move the ends of wall ``index`` out to cover the seen segment ``ends`` (``(2, 2)`` map-frame points,
@@ -114,6 +195,7 @@ class WallSegments:
             return False
         n = np.array([math.cos(alpha), math.sin(alpha)])
         self._ends[index] = np.concatenate((rho * n + lo * d, rho * n + hi * d))
+        self._list(index)
         return True
 
     def realign(self, lines: Iterable[tuple[int, npt.ArrayLike]]) -> None:
@@ -123,10 +205,49 @@ class WallSegments:
             feet = project_onto_line(self._ends[index], alpha, rho)
             self._ends[index] = self._ordered(alpha, feet).reshape(4)
             self._lines[index] = (alpha, rho)
+            self._list(index)
 
     def to_wall_map(self, cell: float = 2.0) -> WallMap:
         """The active walls as the pose module's map (to localize on what was mapped)."""
-        return WallMap.from_segments(self._ends[self._active], cell=cell)
+        return WallMap.from_segments(self._ends[: self._count][self.active], cell=cell)
+
+    def _box(self, index: int) -> _Box:
+        """The cells (i0, j0, i1, j1) covered by the bounding box of wall ``index``."""
+        x1, y1, x2, y2 = (float(v) for v in self._ends[index])
+        c = self.cell
+        return (
+            math.floor(min(x1, x2) / c),
+            math.floor(min(y1, y2) / c),
+            math.floor(max(x1, x2) / c),
+            math.floor(max(y1, y2) / c),
+        )
+
+    def _list(self, index: int) -> None:
+        """List an active wall in the cells of its bounding box (again, if its ends moved to other cells)."""
+        if not self._active[index]:
+            return
+        box = self._box(index)
+        if self._boxes.get(index) == box:
+            return
+        self._unlist(index)
+        i0, j0, i1, j1 = box
+        for i in range(i0, i1 + 1):
+            for j in range(j0, j1 + 1):
+                self._grid.setdefault((i, j), set()).add(index)
+        self._boxes[index] = box
+
+    def _unlist(self, index: int) -> None:
+        box = self._boxes.pop(index, None)
+        if box is None:
+            return
+        i0, j0, i1, j1 = box
+        for i in range(i0, i1 + 1):
+            for j in range(j0, j1 + 1):
+                listed = self._grid.get((i, j))
+                if listed is not None:
+                    listed.discard(index)
+                    if not listed:
+                        del self._grid[(i, j)]
 
     @staticmethod
     def _ordered(alpha: float, feet: FloatArray) -> FloatArray:
