@@ -228,7 +228,7 @@ def test_without_the_inertial_unit_odometry_goes_on_alone_after_the_wait() -> No
 
 
 def test_odometry_waits_for_the_inertial_state_at_its_stamp() -> None:
-    dr = DeadReckoning()
+    dr = DeadReckoning(LocalizationParams(dmu_gap=0.2))  # states up to 0.2 s apart interpolated straight
     assert dr.add_dmu(0.0, 0.0, rate_z=1.0)
     assert dr.add_odometry(0.0, 0.0, 0.0, 0.0)
     assert dr.latest_stamp == 0.0
@@ -301,9 +301,11 @@ def test_no_wait_takes_each_sample_as_it_comes() -> None:
     dr = DeadReckoning(LocalizationParams(dmu_wait=0.0, wrist_wait=0.0))
     assert dr.add_odometry(0.0, 0.0, 0.0, 0.0) and dr.started  # no inertial unit yet: not waited for
     assert dr.add_dmu(0.05, 0.05, rate_z=1.0)
-    assert dr.add_odometry(0.1, 0.1, 0.0, 0.0) and dr.waiting == 0
-    assert dr.add_odometry(0.2, 0.2, 0.0, 0.0) and dr.waiting == 0
-    assert dr.pose().pose[3] == pytest.approx(0.1, abs=1e-12)  # extrapolated at the state's rate from 0.1 to 0.2
+    assert dr.add_odometry(0.1, 0.1, 0.0, 0.1) and dr.waiting == 0
+    assert dr.add_odometry(0.2, 0.2, 0.0, 0.15) and dr.waiting == 0
+    # the first step on the odometry's heading (no inertial reference yet); then the state at 0.05 carried on by the
+    # odometry's heading change since 0.05 (0.1 at 0.1, 0.15 at 0.2), not by the state's rate (which would give 0.2)
+    assert dr.pose().pose[3] == pytest.approx(0.1 + 0.05, abs=1e-12)
     assert dr.scan(0.15) is not None  # nor is the wrist waited for
     with pytest.raises(ValueError):
         LocalizationParams(dmu_wait=-0.1)

@@ -145,7 +145,7 @@ def test_late_and_out_of_order_samples() -> None:
     assert dr2.add_dmu(0.2, 0.2) and dr2.add_dmu(0.0, 0.0) and dr2.add_dmu(0.1, 0.1)
     assert not dr2.add_dmu(0.1, 0.1)
     dr2.add_odometry(0.0, 0.0, 0.0, 0.0)
-    dr2.add_odometry(0.1, 0.0, 0.0, 0.0)
+    dr2.add_odometry(0.1, 0.05, 0.0, 0.0)
     assert dr2.pose().pose[3] == pytest.approx(0.1)  # the inertial heading, not the odometry's
 
 
@@ -223,3 +223,57 @@ def test_incremental_covariance_is_consistent() -> None:
     # chi-square(3 n) / n two-sided 95% bounds, normal approximation (n large)
     half = 1.96 * math.sqrt(2 * 3 * n) / n
     assert 3 - half < mean < 3 + half, (mean, 3 - half, 3 + half)
+
+
+def test_still_wheels_mean_no_turn_and_the_gyro_bias_is_learned() -> None:
+    """A robot standing still (odometry unchanged) keeps its heading while the gyro's integrated heading drifts; the
+    drift rate is taken as the gyro bias and taken off the inertial increments once the robot moves."""
+    bias = 0.02  # rad/s
+    dr = DeadReckoning(LocalizationParams(bias_min_still=2.0, still_settle=0.5))
+    rate = 20.0
+    for k in range(int(5 * rate) + 1):  # 5 s still
+        t = k / rate
+        dr.add_dmu(t, bias * t, rate_z=bias)
+        dr.add_odometry(t, 0.0, 0.0, 0.0)
+    assert dr.pose().pose[3] == pytest.approx(0.0, abs=1e-12)  # the unit drifted 0.1 rad; the robot did not turn
+    assert dr.counters.still_steps == int(5 * rate)
+    assert dr.gyro_bias == pytest.approx(bias, rel=1e-9)
+    # then a straight run of 2 s at 0.5 m/s: the unit still drifts, the heading does not
+    for k in range(1, int(2 * rate) + 1):
+        t = 5.0 + k / rate
+        dr.add_dmu(t, bias * t, rate_z=bias)
+        dr.add_odometry(t, 0.5 * (t - 5.0), 0.0, 0.0)
+    pose = dr.pose().pose
+    assert pose[3] == pytest.approx(0.0, abs=1e-9) and pose[0] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_without_enough_stillness_the_inertial_heading_is_taken_as_it_is() -> None:
+    dr = DeadReckoning(LocalizationParams(bias_min_still=2.0, still_settle=0.5))
+    for k in range(21):  # 1 s still: 0.5 s of it settled, not enough for a bias
+        dr.add_dmu(k / 20, 0.02 * k / 20)
+        dr.add_odometry(k / 20, 0.0, 0.0, 0.0)
+    assert dr.gyro_bias == 0.0
+    for k in range(1, 21):  # moving: the unit's whole change is taken
+        t = 1.0 + k / 20
+        dr.add_dmu(t, 0.02 * t)
+        dr.add_odometry(t, t - 1.0, 0.0, 0.0)
+    assert dr.pose().pose[3] == pytest.approx(0.02 * 1.0, abs=1e-9)
+
+
+def test_a_gap_in_the_inertial_states_follows_the_odometrys_turn() -> None:
+    """The robot speeds up its turn (ω = t rad/s) while the inertial unit's states are 0.3 s apart: between them the
+    heading follows the odometry's shape, anchored to both states, not a straight line."""
+    dr = DeadReckoning()
+    rate = 20.0
+    for k in range(int(1.0 * rate) + 1):
+        t = k / rate
+        heading = 0.5 * t * t
+        if k % 6 == 0:  # a state every 0.3 s
+            dr.add_dmu(t, heading)
+        dr.add_odometry(t, 0.1 * t, 0.0, heading)
+    assert dr.waiting == 2  # 0.95 and 1.0 wait for a state after 0.9
+    for t in (0.35, 0.45, 0.5, 0.55):
+        pose = dr.pose_at(t)
+        assert pose is not None and pose.pose[3] == pytest.approx(0.5 * t * t, abs=1e-9)
+    straight = 0.5 * 0.3**2 + (0.45 - 0.3) / 0.3 * (0.5 * 0.6**2 - 0.5 * 0.3**2)
+    assert abs(straight - 0.5 * 0.45**2) > 0.01  # what straight interpolation would have made of it

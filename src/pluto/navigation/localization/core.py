@@ -3,6 +3,20 @@
 Strategy: (spec/pluto-software.txt §3) dead reckoning integrates the base's odometry increments, taking the heading
 increment from the inertial unit's integrated heading while it is fresh and from the odometry otherwise.
 
+Two facts of a wheeled robot keep the gyro's errors out of the heading:
+
+* Wheels that do not turn mean a robot that does not turn: an odometry step with no motion at all (both wheels
+  still) has no heading change, whatever the inertial heading did. Whatever it did is its bias: the inertial heading's
+  change over the still steps of the last ``bias_window`` seconds, divided by their time, estimates the gyro bias
+  (once ``bias_min_still`` seconds of stillness are seen), and it is taken off the inertial increments while moving.
+* Across a gap between two inertial states longer than ``dmu_gap`` (a lost sample, a starved process), the heading
+  is the odometry's heading shape anchored to the inertial heading at both states:
+  h(t) = h_a + (o(t) - o_a) + f ((h_b - h_a) - (o_b - o_a)), f = (t - t_a)/(t_b - t_a), with o the odometry's heading:
+  it follows the turn the wheels saw rather than a straight line across an acceleration. Such a step waits until the
+  odometry reaches t_b. States closer together are interpolated linearly. Past the newest state (the unit late or
+  gone, up to ``dmu_timeout``), the odometry's heading change extends it: a gyro's last rate would carry a turn on
+  through the robot's slowing down.
+
 The inputs are fused by their stamps, never by their arrival: an odometry sample waits until the inertial unit has a
 state at or after its stamp, so that the heading there is interpolated, not extrapolated, however late or bunched
 the inertial unit's messages arrive (it runs in another process, and its filtered state is stamped back by the
@@ -60,6 +74,11 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         dmu_wait: how far the odometry may run ahead of the newest inertial state (in stamps, s) while its steps wait
             for the inertial heading at their stamps; beyond, they are integrated with what there is (0: never wait).
         wrist_wait: the same for a scan waiting for the wrist's angles at its centre time, s.
+        dmu_gap: inertial states further apart than this (s) are bridged by the odometry's heading shape.
+        bias_window: seconds of still steps (by stamp) whose inertial heading change estimates the gyro bias.
+        bias_min_still: seconds of stillness needed in that window before the bias estimate is used (0 until then).
+        still_settle: a still step counts for the bias only after the wheels have been still this long, s (the
+            inertial unit's filter settles after a stop).
         history: seconds of odometry steps kept for interpolation and late data.
         laser_mount: position of the laser's pan/tilt centre in the robot frame (x forward, y left, z up), m.
     """
@@ -72,6 +91,10 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     dmu_timeout: float = 0.5
     dmu_wait: float = 0.5
     wrist_wait: float = 0.5
+    dmu_gap: float = 0.075
+    bias_window: float = 60.0
+    bias_min_still: float = 2.0
+    still_settle: float = 0.5
     history: float = 10.0
     laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
 
@@ -88,10 +111,12 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
         if not self.dmu_timeout > 0:
             raise ValueError(f"dmu_timeout must be > 0, got {self.dmu_timeout}")
-        for name in ("dmu_wait", "wrist_wait"):
+        for name in ("dmu_wait", "wrist_wait", "dmu_gap", "bias_min_still", "still_settle"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+        if not (math.isfinite(self.bias_window) and self.bias_window > 0):
+            raise ValueError(f"bias_window must be > 0 and finite, got {self.bias_window}")
         if not self.history > 0:
             raise ValueError(f"history must be > 0, got {self.history}")
 
@@ -262,6 +287,7 @@ class Counters:
     late_scans: int = 0
     odometry_only_steps: int = 0
     dmu_steps: int = 0
+    still_steps: int = 0  # steps with both wheels still: no heading change
 
 
 @dataclass
@@ -294,6 +320,10 @@ class DeadReckoning:
         self._steps: list[_Step] = []
         self._times: list[float] = []
         self._dmu = _Series(self.params.history)  # (θ, φ, ψ, vertical rate)
+        self._odometry_heading = _Series(self.params.history)  # (θ,) of the base's odometry, as received
+        self._still: deque[tuple[float, float, float]] = deque()  # (t, dt, inertial Δθ) of settled still steps
+        self._still_since: float | None = None  # stamp since which the wheels are still, s
+        self.gyro_bias = 0.0  # rad/s, estimated from the still steps (0 until enough stillness was seen)
         self._wrist = _Series(self.params.history)  # (pan, tilt)
         self._waiting: deque[tuple[float, float, float, float]] = deque()  # odometry (t, x, y, θ) not integrated yet
         self._received = -math.inf  # stamp of the newest odometry sample received: the inputs' clock, s
@@ -344,6 +374,7 @@ class DeadReckoning:
         if self._first_odometry is None:
             self._first_odometry = stamp
         self._received = stamp
+        self._odometry_heading.add(stamp, (theta,))
         self._waiting.append((stamp, x, y, theta))
         self._release()
         return True
@@ -371,9 +402,23 @@ class DeadReckoning:
         anchor = times[-1] if times else self._first_odometry
         return anchor is not None and (wait == 0 or self._received - anchor > wait)
 
+    def _shaped(self, t: float) -> bool:
+        """Whether the heading at ``t`` (s) can be had: unless ``t`` falls in a gap of the inertial states longer than
+        ``dmu_gap``, always; in such a gap, once the odometry reaches the state after the gap, whose heading the
+        odometry's shape is anchored to."""
+        times = self._dmu.times
+        i = bisect.bisect_left(times, t)
+        if i == 0 or i == len(times) or times[i] - times[i - 1] <= self.params.dmu_gap:
+            return True
+        return times[i] <= self._received or t <= self._complete
+
     def _release(self) -> None:
         """Integrate the waiting odometry samples whose inertial heading is settled, oldest first."""
-        while self._waiting and self._settled(self._dmu, self._waiting[0][0], self.params.dmu_wait):
+        while (
+            self._waiting
+            and self._settled(self._dmu, self._waiting[0][0], self.params.dmu_wait)
+            and self._shaped(self._waiting[0][0])
+        ):
             self._integrate(*self._waiting.popleft())
 
     def _integrate(self, stamp: float, x: float, y: float, theta: float) -> None:
@@ -401,8 +446,20 @@ class DeadReckoning:
         ox, oy = x - lx, y - ly
         forward, left = c * ox + s * oy, -s * ox + c * oy
         dmu = self._dmu_heading(stamp)
+        still = ox == 0.0 and oy == 0.0 and dtheta_odo == 0.0
+        if still:
+            if self._still_since is None:
+                self._still_since = lt
+        else:
+            self._still_since = None
         if dmu is not None and self._dmu_reference is not None:
-            dtheta = dmu - self._dmu_reference
+            if still:
+                dtheta = 0.0  # the wheels did not turn: neither did the robot; the unit's change is its bias
+                self.counters.still_steps += 1
+                if self._still_since is not None and lt - self._still_since >= p.still_settle:
+                    self._learn_bias(stamp, dt, dmu - self._dmu_reference)
+            else:
+                dtheta = dmu - self._dmu_reference - self.gyro_bias * dt
             var_theta = p.dmu_heading_noise**2 * dt
             self.counters.dmu_steps += 1
         else:
@@ -444,17 +501,54 @@ class DeadReckoning:
             del self._steps[:cut]
             del self._times[:cut]
 
+    def _learn_bias(self, t: float, dt: float, change: float) -> None:
+        """A settled still step of ``dt`` (s) ending at ``t`` in which the inertial heading changed by ``change``
+        (rad): the gyro bias is the change over the still time of the last ``bias_window`` seconds."""
+        p = self.params
+        self._still.append((t, dt, change))
+        while self._still and self._still[0][0] < t - p.bias_window:
+            self._still.popleft()
+        still_time = sum(step[1] for step in self._still)
+        if still_time >= p.bias_min_still:
+            self.gyro_bias = sum(step[2] for step in self._still) / still_time
+
+    def _odometry_heading_at(self, t: float) -> float | None:
+        """The odometry's heading interpolated at ``t`` (rad); None outside the samples received."""
+        times = self._odometry_heading.times
+        if not times or t < times[0] or t > times[-1]:
+            return None
+        value = self._odometry_heading.at(t)
+        assert value is not None
+        return value[0]
+
     def _dmu_heading(self, t: float) -> float | None:
-        """The inertial heading at ``t`` (rad): interpolated, or extrapolated with the newest state's vertical rate;
-        None if stale."""
+        """The inertial heading at ``t`` (rad), None if stale: interpolated between two states (across a gap longer
+        than ``dmu_gap``, the odometry's heading shape anchored to both); past the newest, that state moved on by
+        the odometry's heading change (by its own vertical rate where the odometry cannot say)."""
         times = self._dmu.times
         if not times or t - times[-1] > self.params.dmu_timeout:
             return None
-        value = self._dmu.at(t)
-        assert value is not None
-        if t > times[-1]:
-            return value[0] + self._dmu.values[-1][3] * (t - times[-1])
-        return value[0]
+        values = self._dmu.values
+        i = bisect.bisect_right(times, t)
+        if i == 0:
+            return values[0][0]
+        if i == len(times):
+            last, heading = times[-1], values[-1][0]
+            if t == last:
+                return heading
+            now, then = self._odometry_heading_at(t), self._odometry_heading_at(last)
+            if now is not None and then is not None:
+                return heading + (now - then) + self.gyro_bias * (t - last)
+            return heading + values[-1][3] * (t - last)
+        ta, tb = times[i - 1], times[i]
+        ha, hb = values[i - 1][0], values[i][0]
+        f = (t - ta) / (tb - ta)
+        if tb - ta <= self.params.dmu_gap:
+            return ha + f * (hb - ha)
+        o, oa, ob = self._odometry_heading_at(t), self._odometry_heading_at(ta), self._odometry_heading_at(tb)
+        if o is None or oa is None or ob is None:
+            return ha + f * (hb - ha)
+        return ha + (o - oa) + f * ((hb - ha) - (ob - oa))
 
     def _tilt(self, t: float) -> tuple[float, float] | None:
         if not self._dmu.times or t - self._dmu.times[-1] > self.params.dmu_timeout:
