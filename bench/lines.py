@@ -4,7 +4,8 @@ Scans are made by the simulator's own laser (:class:`pluto.sim.laser.SimLaser`, 
 1 cm range noise, 0.5 % dropouts, 1 cm resolution) in the office world, from seeded random poses in free space (at
 least 0.4 m from any wall or obstacle, outside the obstacles): 361 beams over 180° as ``Sick/Scan_mm`` gives them,
 and every other beam (181) as ``Sick/Scan`` does. Each set of scans is extracted in several passes after a warm-up;
-the best pass counts (the machine is shared: the best pass is the least disturbed one).
+the best pass counts. Time is this process's CPU time (``time.process_time``), so other work on a shared machine
+does not count, and the best pass is the least disturbed one (caches, frequency).
 
 The published figure is split-and-merge in C++ on real office scans (Nguyen et al. 2005/2007, see
 reference/estimation.md): 1,500 to 1,800 scans/s on the hardware of the time; it is quoted, not measured here.
@@ -71,10 +72,10 @@ def scans_per_second(scans: list[np.ndarray], angles: np.ndarray, max_range: flo
     lines = sum(len(extract_lines(s, angles, max_range=max_range)) for s in scans)  # warm-up
     best = math.inf
     for _ in range(passes):
-        start = time.perf_counter()
+        start = time.process_time()
         for s in scans:
             extract_lines(s, angles, max_range=max_range)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return len(scans) / best, lines / len(scans)
 
 

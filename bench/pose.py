@@ -3,7 +3,7 @@
 Every method sees the same seeded runs: the office and the campus worlds, the robot driven along a route with the
 simulator's ``realistic`` noise profile. Run from the project root:
 
-    .venv/bin/python bench/pose.py            # both routes to their end (about half a minute)
+    .venv/bin/python bench/pose.py            # both routes to their end (about ten seconds)
     .venv/bin/python bench/pose.py --quick    # the first 30 s of each route
     .venv/bin/python bench/pose.py --seed 2   # another run of the same routes
 
@@ -44,10 +44,10 @@ Methods, each fed every scan of the run in order:
    :class:`~pluto.navigation.pose.tracker.PoseTracker`, without a bus) with its default parameters and the map it
    loads (:meth:`~pluto.navigation.pose.map.WallMap.from_file` of the world: its walls and obstacle outlines), given
    each scan with its ``Localization/Laser_Dead-Reckoning`` and ``Localization/Laser_Pose`` messages: the lines of
-   the scan (:func:`~pluto.navigation.pose.features.extract_lines`); at the first scan a
-   :class:`~pluto.navigation.pose.core.PoseFilter` at the corrected laser pose, then a predict with the
-   dead-reckoned one; the update; while lost, its searches of the map and resets; the posted laser pose, which is
-   the estimate.
+   the scan (:func:`~pluto.navigation.pose.features.line_table`, the arrays behind ``extract_lines``); at the first
+   scan a :class:`~pluto.navigation.pose.core.PoseFilter` at the corrected laser pose, then a predict with the
+   dead-reckoned one; the update on the map's walls within the scanner's range (80 m, as AMCL's beams); while
+   lost, its searches of the map and resets; the posted laser pose, which is the estimate.
 2. ``AMCL`` (``bench/amcl.py``, Nav2's algorithm) with Nav2's defaults, and with the odometry alphas lowered to
    0.05, each seeded, on the world's static map (walls, obstacle outlines and round obstacles, as a Nav2 map of the
    place would hold them), the laser 0.25 m ahead of the centre. Its odometry is the robot pose of
@@ -63,7 +63,8 @@ scan. CPU is this process's (``time.process_time``) around each method's work on
 over all scans (skipped ones included) and over the scans that ran its filter. The pose module's kernels are
 compiled by numba at their first call in a process (or loaded from numba's cache beside the sources): that one-off
 cost is measured on a throwaway tracker before the timed run and printed in the notes, not in the CPU per scan.
-``lines/s``: scans per second of ``extract_lines`` alone on the run's scans (361 beams), best of a few passes. The
+``lines/s``: scans per second of ``extract_lines`` alone on the run's scans (361 beams), in CPU time as above, best of
+a few passes. The
 targets are printed under the table; nothing is asserted.
 """
 
@@ -440,17 +441,18 @@ def run_dead_reckoning(run: Run) -> MethodResult:
 
 
 def line_rate(run: Run, passes: int) -> float:
-    """Scans per second of ``extract_lines`` on the run's scans, best of ``passes`` timed passes after a warm-up."""
+    """Scans per second of ``extract_lines`` on the run's scans (CPU time), best of ``passes`` timed passes after a
+    warm-up."""
     angles = run.angles
     scans = [r.ranges for r in run.records]
     for ranges in scans[:20]:
         extract_lines(ranges, angles, max_range=run.laser.max_range)
     best = math.inf
     for _ in range(passes):
-        start = time.perf_counter()
+        start = time.process_time()
         for ranges in scans:
             extract_lines(ranges, angles, max_range=run.laser.max_range)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return len(scans) / best if best > 0 else math.inf
 
 

@@ -107,6 +107,35 @@ def test_a_wall_beyond_the_gate_is_not_matched() -> None:
     assert f.status.poor_scans == 1
 
 
+def test_a_far_wall_ahead_fixes_the_position_along_a_street() -> None:
+    """A street between two long façades, closed 50 m ahead: the façades fix the position across the street only,
+    the far wall (within the scanner's 80 m) fixes it along."""
+    street = WallMap.from_segments([[0.0, -5.0, 100.0, -5.0], [0.0, 5.0, 100.0, 5.0], [60.0, -5.0, 60.0, 5.0]])
+    f = PoseFilter((10.4, 0.05, 0.0), np.diag([0.5**2, 0.1**2, 0.01**2]))
+    result = f.update(seen(street, (10.0, 0.0, 0.0)), street)
+    assert 2 in {m.wall for m in result.matches}
+    assert result.pose[0] == pytest.approx(10.0, abs=0.02) and result.pose[1] == pytest.approx(0.0, abs=0.01)
+    assert math.sqrt(result.covariance[0, 0]) < 0.02
+
+
+def test_update_lines_is_update_on_the_lines_arrays() -> None:
+    """The pose module's per-scan path (the lines as arrays, pairs as indices) is the same update as the one on
+    line objects: the same pairs, pose and covariance."""
+    office = WallMap.from_file("office")
+    features = seen(office, (12.0, 9.6, 0.1), seed=3)
+    lines = np.array([(f.alpha, f.r, f.var_alpha, f.cov_alpha_r, f.var_r, *f.start, *f.end) for f in features])
+    prior = ((12.1, 9.5, 0.12), np.diag([0.1**2, 0.1**2, 0.02**2]))
+    a, b = PoseFilter(*prior), PoseFilter(*prior)
+    result = a.update(features, office)
+    pairs, table, nis, candidates = b.update_lines(lines, office)
+    assert len(result.matches) >= 3
+    assert pairs.tolist() == [[m.feature, m.wall] for m in result.matches]
+    assert table[:, 4].tolist() == [m.nis for m in result.matches]
+    assert (nis, candidates) == (result.nis, result.candidates)
+    assert b.pose == a.pose
+    np.testing.assert_array_equal(b.covariance, a.covariance)
+
+
 def test_a_feature_must_overlap_its_wall() -> None:
     """The seen wall lies on the map wall's line but beyond its end: it is another wall, not that one."""
     short = WallMap.from_segments([[5.0, 4.0, 5.0, 9.0]])

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.navigation.pose.features import LineFeature, extract_lines
+from pluto.navigation.pose.features import LineFeature, extract_lines, line_table
 from pluto.sim.raycast import RayCaster
 from tests.navigation.pose.scenes import L_ROOM, MAX_RANGE, angles, scan, world_of
 
@@ -185,3 +185,29 @@ def test_bad_arguments_are_refused() -> None:
     # every other reading an error: no run is long enough for a line
     assert extract_lines(np.tile([3.0, -1.0], 100), np.linspace(-1, 1, 200), max_range=MAX_RANGE) == []
     assert extract_lines([math.nan] * 10, np.linspace(0, 1, 10), max_range=MAX_RANGE) == []
+
+
+def test_scan_layouts_may_alternate_and_each_gets_its_own_beam_tables() -> None:
+    """The extractor keeps what it computes of each beam layout: layouts that come and go (361 and 181 beams, lists
+    or arrays, the same count of beams pointing elsewhere) each give their own lines, every time."""
+    caster = RayCaster(L_ROOM.segments())
+    laser = (2.0, 1.5, 0.3)
+    full = angles(361)
+    turned = full + 0.1  # the same number of beams, 0.1 rad further round
+    ranges = scan(caster, laser, full, np.random.default_rng(4))
+    half_ranges, half = ranges[::2], full[::2]
+    first_full = extract_lines(ranges, full, max_range=MAX_RANGE)
+    first_half = extract_lines(half_ranges, half, max_range=MAX_RANGE)
+    first_turned = extract_lines(ranges, turned, max_range=MAX_RANGE)
+    assert len(first_full) >= 4 and len(first_half) >= 4
+    # the same ranges read as beams 0.1 rad further round: the same walls, turned by 0.1 rad
+    assert [f.alpha - g.alpha for f, g in zip(first_turned, first_full, strict=True)] == pytest.approx(
+        [0.1] * len(first_full), abs=1e-9
+    )
+    for _ in range(3):
+        assert extract_lines(half_ranges.tolist(), half.tolist(), max_range=MAX_RANGE) == first_half
+        assert extract_lines(ranges, turned, max_range=MAX_RANGE) == first_turned
+        assert extract_lines(ranges.tolist(), full.tolist(), max_range=MAX_RANGE) == first_full
+    table = line_table(ranges, full, max_range=MAX_RANGE)
+    assert table.features() == first_full
+    assert table.values.shape == (len(first_full), 9) and table.counts.shape == (len(first_full), 3)

@@ -87,7 +87,10 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     Attributes:
         gate: Mahalanobis gate of a feature-wall pair (chi-square, 2 dof; 9.21 is the 99 % quantile).
         overlap_margin: a feature must overlap its wall's extent widened by this, m (plus 3 σ of the pose along it).
-        max_range: walls farther than this from the laser are not considered, m.
+        max_range: walls farther than this from the laser are not considered, m. The scanner's own range (the SICK
+            LMS's 80 m): on a campus the walls across a cross street or at the end of a block are 30-80 m away, and
+            they are what fixes the position along a street whose façades only fix it across; a far wall's line is
+            less certain (its points are farther apart), which its covariance already says.
         min_matches: a scan with fewer pairs than this is poor.
         lost_after: number of poor scans in a row after which the filter is lost.
         lost_position_std: the filter is lost when the position's largest standard deviation passes this, m.
@@ -106,7 +109,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
     gate: float = 9.21
     overlap_margin: float = 0.3
-    max_range: float = 30.0
+    max_range: float = 80.0
     min_matches: int = 1
     lost_after: int = 25
     lost_position_std: float = 2.0
@@ -333,7 +336,7 @@ def _update(
     start x, y, end x, y in the laser frame) against the map walls ``walls`` (indices into the map's arrays).
 
     Returns:
-        The pairs ``(K, 2)`` (feature, column of ``walls``) in the order taken; per pair ``(K, 5)`` the predicted
+        The pairs ``(K, 2)`` (feature, wall index) in the order taken; per pair ``(K, 5)`` the predicted
         (γ, ρ), the innovation (Δα, Δr) and its NIS; the new state and covariance; the NIS of all pairs together.
     """
     n_f = feats.shape[0]
@@ -375,8 +378,15 @@ def _update(
             dr = feats[f, 1] - rho_r[c]
             nu_a[f, c] = da
             nu_r[f, c] = dr
+            overlap[f, c] = -1.0
+            # νᵀS⁻¹ν >= Δα²/S_αα and >= Δr²/S_rr: most pairs (other walls, far off) fail these without the rest
+            if da * da >= gate * s_aa or dr * dr >= gate * s_rr:
+                d2[f, c] = math.inf
+                continue
             det = s_aa * s_rr - s_ar * s_ar
             d2[f, c] = (s_rr * da * da - 2.0 * s_ar * da * dr + s_aa * dr * dr) / det if det > 0.0 else math.inf
+            if not d2[f, c] < gate:
+                continue
             # overlap of the feature's segment, in the map frame, with the wall's extent along its line
             t1 = (
                 -(x + cos_t * feats[f, 5] - sin_t * feats[f, 6]) * sa
@@ -458,7 +468,88 @@ def _update(
         for i in range(3):
             for m in range(3):
                 ps[i, m] = 0.5 * (new[i, m] + new[m, i])
-    return chosen, table, xs, ps, nis
+    pairs = np.empty_like(chosen)
+    for k in range(chosen.shape[0]):
+        pairs[k, 0] = chosen[k, 0]
+        pairs[k, 1] = walls[chosen[k, 1]]
+    return pairs, table, xs, ps, nis
+
+
+def _longest(lines: FloatArray) -> float:
+    """The length of the longest of ``(F, 9)`` lines (start x, y and end x, y in columns 5-8), m."""
+    return float(np.hypot(lines[:, 7] - lines[:, 5], lines[:, 8] - lines[:, 6]).max())
+
+
+@numba.njit(cache=True)
+def _finite(values: FloatArray) -> bool:
+    """Whether every value is finite."""
+    return bool(np.all(np.isfinite(values)))
+
+
+@numba.njit(cache=True)
+def _predict(
+    state: FloatArray,
+    p: FloatArray,
+    sigma: FloatArray,
+    px: float,
+    py: float,
+    pt: float,
+    x: float,
+    y: float,
+    theta: float,
+    pan: float,
+    mx: float,
+    my: float,
+    distance_scale_std: float,
+    heading_drift_std: float,
+    turn_scale_std: float,
+    correlation_length: float,
+) -> tuple[FloatArray, FloatArray]:
+    """The predict step (see the module docstring and :meth:`PoseFilter.predict`): the state and covariance moved
+    by the dead reckoning's laser motion from (px, py, pt) to (x, y, θ) (pan: the wrist's), ``sigma`` the robot's
+    increment covariance (9 values, row-major, dead-reckoning frame), (mx, my) the laser mount."""
+    # the increment in the previous laser frame, then in the map frame at the filter's heading
+    c, s = math.cos(pt), math.sin(pt)
+    ux, uy = c * (x - px) + s * (y - py), -s * (x - px) + c * (y - py)
+    dtheta = theta - pt
+    ft = state[2]
+    cf, sf = math.cos(ft), math.sin(ft)
+    dx, dy = cf * ux - sf * uy, sf * ux + cf * uy
+    f = np.array([[1.0, 0.0, -dy], [0.0, 1.0, dx], [0.0, 0.0, 1.0]])
+    # the robot's increment covariance carried to the laser (mount lever), then into the map frame: G = Rot·T
+    robot = theta - pan
+    cr, sr = math.cos(robot), math.sin(robot)
+    ox, oy = cr * mx - sr * my, sr * mx + cr * my
+    turn = ft - pt
+    ct, st = math.cos(turn), math.sin(turn)
+    g = np.array([[ct, -st, -ct * oy - st * ox], [st, ct, -st * oy + ct * ox], [0.0, 0.0, 1.0]])
+    sym = np.empty((3, 3))
+    for i in range(3):
+        for j in range(3):
+            sym[i, j] = 0.5 * (sigma[3 * i + j] + sigma[3 * j + i])
+    q = g @ sym @ g.T
+    # what the dead reckoning's random-noise model leaves out: errors that grow with the distance and the turn. A
+    # bias adds up over the distance it lasts: spread as a random walk over ``correlation_length`` metres, the
+    # variance grows by k²·L per metre (σ = k·√(L·D) after D metres, k·D while D < L).
+    step = math.hypot(dx, dy)
+    if step > 0.0:
+        ex, ey = dx / step, dy / step
+        along = distance_scale_std * distance_scale_std * correlation_length * step
+        q[0, 0] += along * ex * ex
+        q[0, 1] += along * ex * ey
+        q[1, 0] += along * ex * ey
+        q[1, 1] += along * ey * ey
+    q[2, 2] += (
+        heading_drift_std * heading_drift_std * correlation_length * step
+        + turn_scale_std * turn_scale_std * abs(dtheta) * math.pi
+    )
+    new_state = np.array([state[0] + dx, state[1] + dy, state[2] + dtheta])
+    fp = f @ p @ f.T + q
+    out = np.empty((3, 3))
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = 0.5 * (fp[i, j] + fp[j, i])
+    return new_state, out
 
 
 class PoseFilter:
@@ -555,47 +646,31 @@ class PoseFilter:
             ValueError: a pose or covariance of the wrong shape or not finite.
         """
         now = planar(dr_pose)
-        sigma = _covariance(increment, "increment")
+        sigma = np.array(increment, dtype=np.float64)
+        if sigma.size != 9 or not _finite(sigma.reshape(9)):
+            raise ValueError(f"increment must be a finite 3x3 matrix (or 9 values), got shape {sigma.shape}")
         previous, self._reference = self._reference, now
         if previous is None:
             return
-        px, py, pt, _ = previous
-        x, y, theta, pan = now
-        # the increment in the previous laser frame, then in the map frame at the filter's heading
-        c, s = math.cos(pt), math.sin(pt)
-        ux, uy = c * (x - px) + s * (y - py), -s * (x - px) + c * (y - py)
-        dtheta = theta - pt
-        ft = float(self._x[2])
-        cf, sf = math.cos(ft), math.sin(ft)
-        dx, dy = cf * ux - sf * uy, sf * ux + cf * uy
-        f = np.array([[1.0, 0.0, -dy], [0.0, 1.0, dx], [0.0, 0.0, 1.0]])
-        # the robot's increment covariance carried to the laser (mount lever), then into the map frame
-        mx, my = self.params.laser_mount
-        robot = theta - pan
-        cr, sr = math.cos(robot), math.sin(robot)
-        ox, oy = cr * mx - sr * my, sr * mx + cr * my
-        t = np.array([[1.0, 0.0, -oy], [0.0, 1.0, ox], [0.0, 0.0, 1.0]])
-        turn = ft - pt
-        ct, st = math.cos(turn), math.sin(turn)
-        g = np.array([[ct, -st, 0.0], [st, ct, 0.0], [0.0, 0.0, 1.0]]) @ t
-        q = g @ sigma @ g.T
-        # what the dead reckoning's random-noise model leaves out: errors that grow with the distance and the turn
         prm = self.params
-        step = math.hypot(dx, dy)
-        # A bias adds up over the distance it lasts: spread as a random walk over ``correlation_length`` metres,
-        # the variance grows by k²·L per metre (σ = k·√(L·D) after D metres, k·D while D < L).
-        length = prm.correlation_length
-        if step > 0.0:
-            ex, ey = dx / step, dy / step
-            along = prm.distance_scale_std**2 * length * step
-            q[0, 0] += along * ex * ex
-            q[0, 1] += along * ex * ey
-            q[1, 0] += along * ex * ey
-            q[1, 1] += along * ey * ey
-        q[2, 2] += prm.heading_drift_std**2 * length * step + prm.turn_scale_std**2 * abs(dtheta) * math.pi
-        self._x = self._x + np.array([dx, dy, dtheta])
-        p = f @ self._p @ f.T + q
-        self._p = 0.5 * (p + p.T)
+        self._x, self._p = _predict(
+            self._x,
+            self._p,
+            sigma.reshape(9),
+            previous[0],
+            previous[1],
+            previous[2],
+            now[0],
+            now[1],
+            now[2],
+            now[3],
+            prm.laser_mount[0],
+            prm.laser_mount[1],
+            prm.distance_scale_std,
+            prm.heading_drift_std,
+            prm.turn_scale_std,
+            prm.correlation_length,
+        )
         self._check_lost()
 
     # -- update --------------------------------------------------------------------------------------------------
@@ -610,16 +685,37 @@ class PoseFilter:
         Returns:
             The pairs, their innovations and NIS, and the new pose and covariance.
         """
+        lines = np.array([(f.alpha, f.r, f.var_alpha, f.cov_alpha_r, f.var_r, *f.start, *f.end) for f in features])
+        pairs, table, nis, candidates = self.update_lines(lines.reshape(-1, 9), wall_map)
+        matches = [
+            Match(f, w, (gamma, rho), (nu_a, nu_r), d2)
+            for (f, w), (gamma, rho, nu_a, nu_r, d2) in zip(pairs.tolist(), table.tolist(), strict=True)
+        ]
+        return UpdateResult(self.pose, self.covariance, tuple(matches), nis, candidates, self._lost)
+
+    def update_lines(self, lines: FloatArray, wall_map: WallMap) -> tuple[IntArray, FloatArray, float, int]:
+        """:meth:`update` on a scan's lines given as the rows of a
+        :class:`~pluto.navigation.pose.features.LineTable`'s values (what the pose module runs on every scan: no
+        object per line or per pair).
+
+        Args:
+            lines: ``(F, 9)`` α, r, Var α, Cov(α, r), Var r, start x, y, end x, y per line, laser frame.
+            wall_map: the map.
+
+        Returns:
+            The pairs ``(K, 2)`` (row of ``lines``, wall index in the map) in the order taken; per pair ``(K, 5)`` the
+            predicted (γ, ρ), the innovation (Δα, Δr) and its NIS; the NIS of all pairs; the walls considered.
+        """
         prm = self.params
         walls = wall_map.visible(self.pose, prm.max_range)
-        matches: list[Match] = []
+        pairs = np.zeros((0, 2), dtype=np.intp)
+        table = np.zeros((0, 5))
         nis = 0.0
-        if features and walls.shape[0]:
-            feats = np.array([(f.alpha, f.r, f.var_alpha, f.cov_alpha_r, f.var_r, *f.start, *f.end) for f in features])
+        if lines.shape[0] and walls.shape[0]:
             chosen, table, x, p, nis = _update(
                 self._x,
                 self._p,
-                feats,
+                np.ascontiguousarray(lines, dtype=np.float64),
                 prm.extra_alpha_std**2,
                 prm.extra_r_std**2,
                 wall_map.alpha,
@@ -631,22 +727,17 @@ class PoseFilter:
                 prm.overlap_margin,
             )
             if chosen.shape[0]:
-                self._x, self._p = x, p
-                ids = walls.tolist()
-                matches = [
-                    Match(f, ids[c], (gamma, rho), (nu_a, nu_r), d2)
-                    for (f, c), (gamma, rho, nu_a, nu_r, d2) in zip(chosen.tolist(), table.tolist(), strict=True)
-                ]
+                self._x, self._p, pairs = x, p, chosen
         self._updates += 1
-        self._last_matches = len(matches)
-        if len(matches) >= prm.min_matches:
+        self._last_matches = int(pairs.shape[0])
+        if pairs.shape[0] >= prm.min_matches:
             self._poor = 0
             self._lost = False
-        elif any(f.length >= prm.informative_length for f in features):
+        elif lines.shape[0] and _longest(lines) >= prm.informative_length:
             self._poor += 1  # walls in view that fit no wall of the map: evidence of being lost
         # (a scan with no wall worth the name, an open square, says nothing either way)
         self._check_lost()
-        return UpdateResult(self.pose, self.covariance, tuple(matches), nis, int(walls.shape[0]), self._lost)
+        return pairs, table, nis, int(walls.shape[0])
 
     def _check_lost(self) -> None:
         prm = self.params

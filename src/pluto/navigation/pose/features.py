@@ -4,7 +4,9 @@ Strategy: split-and-merge is the fastest established line extractor and works in
 reference/estimation.md), which is what a laser gives. In four steps, all of them in one function compiled with
 numba (:func:`_extract`): a scan is processed every 200 ms beside everything else the robot does, and in numpy the
 recursion of split-and-merge costs a few dozen array calls per level, each on a handful of points, so the calls' own
-overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed:
+overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed, and what
+depends only on the beams' directions (their cosines and sines, the breakpoint factor below) is computed once per
+scanner layout, not per scan (:class:`_Beams`):
 
 1. **Runs.** Readings of -1 (a scanner error) and at ``max_range`` (no echo; within 3σ of it) are dropped. Consecutive
    valid points stay in one run unless an invalid reading lies between them or they are farther apart than the
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LineFeature", "extract_lines"]
+__all__ = ["LineFeature", "LineTable", "extract_lines", "line_table"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -96,16 +99,103 @@ class LineFeature:
         return 0.5 * (self.start[0] + self.end[0]), 0.5 * (self.start[1] + self.end[1])
 
 
-def _check(ranges: npt.ArrayLike, angles: npt.ArrayLike, max_range: float) -> tuple[FloatArray, FloatArray]:
-    r = np.ascontiguousarray(ranges, dtype=np.float64)  # one layout: one compiled version of the kernel
-    a = np.ascontiguousarray(angles, dtype=np.float64)
+class LineTable(NamedTuple):
+    """The lines of a scan as arrays, as the compiled extractor gives them (what :func:`extract_lines` turns into
+    :class:`LineFeature` objects; the pose filter reads the arrays directly).
+
+    Attributes:
+        values: ``(m, 9)`` per line α, r, Var α, Cov(α, r), Var r, start x, y, end x, y (the fields of
+            :class:`LineFeature`).
+        counts: ``(m, 3)`` per line its number of points, first beam and last beam.
+    """
+
+    values: FloatArray
+    counts: IntArray
+
+    def features(self) -> list[LineFeature]:
+        """The lines as :class:`LineFeature` objects, in scan order."""
+        return [
+            LineFeature(alpha, r, va, car, vr, (sx, sy), (ex, ey), n, first, last)
+            for (alpha, r, va, car, vr, sx, sy, ex, ey), (n, first, last) in zip(
+                self.values.tolist(), self.counts.tolist(), strict=True
+            )
+        ]
+
+
+class _Beams:
+    """The beam directions of the scan layouts seen last and what the kernel needs of them: per beam cos φ and
+    sin φ, and per pair of neighbouring beams the factor sin Δφ / sin(λ - Δφ) of the adaptive breakpoint distance.
+    A scanner keeps its layout, so these are computed once, not for every scan (a layout is compared to those kept
+    in one compiled pass over the angles). A few layouts are kept: a process may read both interfaces of the
+    scanner (361 and 181 beams)."""
+
+    KEPT = 4
+
+    def __init__(self) -> None:
+        self._kept: tuple[tuple[FloatArray, float, FloatArray], ...] = ()  # most recent first; replaced, not edited
+
+    def tables(self, angles: FloatArray, breakpoint_angle: float) -> FloatArray:
+        """``(3, K)`` cos φ, sin φ and the breakpoint factor (of beam i with beam i - 1; row 2, element 0 unused).
+
+        Raises:
+            ValueError: an angle is not finite.
+        """
+        kept = self._kept
+        for known, angle, tables in kept:
+            if angle == breakpoint_angle and _same(known, angles):
+                return tables
+        if not np.all(np.isfinite(angles)):
+            raise ValueError("angles must be finite")
+        tables = _tables(angles, breakpoint_angle)
+        self._kept = ((angles.copy(), breakpoint_angle, tables), *kept[: self.KEPT - 1])
+        return tables
+
+
+_BEAMS = _Beams()
+
+
+def _as_floats(values: npt.ArrayLike) -> FloatArray:
+    if isinstance(values, list):
+        return np.fromiter(values, np.float64, len(values))  # the bus's lists: the quickest conversion
+    return np.ascontiguousarray(values, dtype=np.float64)  # one layout: one compiled version of the kernel
+
+
+def line_table(
+    ranges: npt.ArrayLike,
+    angles: npt.ArrayLike,
+    *,
+    max_range: float,
+    range_sigma: float = 0.01,
+    min_range: float = 0.0,
+    split_distance: float = 0.05,
+    breakpoint_angle: float = math.radians(10.0),
+    min_points: int = 6,
+    min_length: float = 0.4,
+    merge_chi2: float = 9.21,
+    merge_gap: float = 0.5,
+) -> LineTable:
+    """The lines of a laser scan as arrays (:class:`LineTable`); the arguments and errors are those of
+    :func:`extract_lines`, which is this and :meth:`LineTable.features`."""
+    r = _as_floats(ranges)
+    a = _as_floats(angles)
     if r.ndim != 1 or r.shape != a.shape:
         raise ValueError(f"ranges and angles must be 1-D of the same length, got {r.shape} and {a.shape}")
     if not (math.isfinite(max_range) and max_range > 0):
         raise ValueError(f"max_range must be > 0 and finite, got {max_range}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError("angles must be finite")
-    return r, a
+    tables = _BEAMS.tables(a, float(breakpoint_angle))
+    values, counts = _extract(
+        r,
+        tables,
+        float(max_range),
+        float(range_sigma),
+        float(min_range),
+        float(split_distance),
+        max(int(min_points), 2),
+        float(min_length),
+        float(merge_chi2),
+        float(merge_gap),
+    )
+    return LineTable(values, counts)
 
 
 def extract_lines(
@@ -149,26 +239,19 @@ def extract_lines(
         ValueError: ``ranges`` and ``angles`` differ in shape or are not 1-D, angles are not finite, or
             ``max_range`` is not positive.
     """
-    r, a = _check(ranges, angles, max_range)
-    values, counts = _extract(
-        r,
-        a,
-        float(max_range),
-        float(range_sigma),
-        float(min_range),
-        float(split_distance),
-        float(breakpoint_angle),
-        max(int(min_points), 2),
-        float(min_length),
-        float(merge_chi2),
-        float(merge_gap),
-    )
-    return [
-        LineFeature(alpha, r_, va, car, vr, (sx, sy), (ex, ey), n, first, last)
-        for (alpha, r_, va, car, vr, sx, sy, ex, ey), (n, first, last) in zip(
-            values.tolist(), counts.tolist(), strict=True
-        )
-    ]
+    return line_table(
+        ranges,
+        angles,
+        max_range=max_range,
+        range_sigma=range_sigma,
+        min_range=min_range,
+        split_distance=split_distance,
+        breakpoint_angle=breakpoint_angle,
+        min_points=min_points,
+        min_length=min_length,
+        merge_chi2=merge_chi2,
+        merge_gap=merge_gap,
+    ).features()
 
 
 # -- the compiled kernel -------------------------------------------------------------------------------------------
@@ -179,34 +262,60 @@ def extract_lines(
 
 
 @numba.njit(cache=True)
+def _same(a: FloatArray, b: FloatArray) -> bool:
+    """Whether two 1-D arrays hold the same values."""
+    same: bool = a.shape[0] == b.shape[0]
+    i = 0
+    while same and i < a.shape[0]:
+        same = bool(a[i] == b[i])
+        i += 1
+    return same
+
+
+@numba.njit(cache=True)
+def _tables(angles: FloatArray, breakpoint_angle: float) -> FloatArray:
+    """``(3, K)`` cos φ, sin φ of each beam and sin Δφ / sin(max(λ - Δφ, 10⁻³)) of each beam with the one before."""
+    k = angles.shape[0]
+    out = np.zeros((3, k))
+    for i in range(k):
+        out[0, i] = math.cos(angles[i])
+        out[1, i] = math.sin(angles[i])
+        if i > 0:
+            dphi = abs(angles[i] - angles[i - 1])
+            out[2, i] = math.sin(dphi) / math.sin(max(breakpoint_angle - dphi, 1e-3))
+    return out
+
+
+@numba.njit(cache=True)
 def _extract(
     ranges: FloatArray,
-    angles: FloatArray,
+    tables: FloatArray,
     max_range: float,
     range_sigma: float,
     min_range: float,
     split_distance: float,
-    breakpoint_angle: float,
     min_points: int,
     min_length: float,
     merge_chi2: float,
     merge_gap: float,
 ) -> tuple[FloatArray, IntArray]:
     """The lines of a scan: ``(m, 9)`` α, r, Var α, Cov(α, r), Var r, start x, y, end x, y and ``(m, 3)`` points,
-    first beam, last beam (see :func:`extract_lines` for the arguments)."""
+    first beam, last beam (see :func:`extract_lines` for the arguments; ``tables`` from :func:`_tables`)."""
     k = ranges.shape[0]
     index = np.empty(k, dtype=np.int64)
     x = np.empty(k)
     y = np.empty(k)
-    av = np.empty(k)
+    cs = np.empty(k)  # cos φ and sin φ of each valid point's beam
+    sn = np.empty(k)
     n = 0
     top = max_range - 3.0 * range_sigma
     for i in range(k):
         if ranges[i] > min_range and ranges[i] < top:  # NaN compares False
             index[n] = i
-            av[n] = angles[i]
-            x[n] = ranges[i] * math.cos(angles[i])
-            y[n] = ranges[i] * math.sin(angles[i])
+            cs[n] = tables[0, i]
+            sn[n] = tables[1, i]
+            x[n] = ranges[i] * cs[n]
+            y[n] = ranges[i] * sn[n]
             n += 1
 
     # 1. runs of valid points, cut at a reading left out or a step beyond the adaptive breakpoint distance; pushed
@@ -215,13 +324,11 @@ def _extract(
     depth = 0
     stop = n
     for i in range(n - 1, -1, -1):
-        if i > 0:
+        if i > 0 and index[i] - index[i - 1] <= 1:  # neighbouring beams (any gap between them breaks the run)
             dx = x[i] - x[i - 1]
             dy = y[i] - y[i - 1]
-            dphi = abs(av[i] - av[i - 1])
-            r = ranges[index[i - 1]]
-            gap = r * math.sin(dphi) / math.sin(max(breakpoint_angle - dphi, 1e-3)) + 3.0 * range_sigma
-            if index[i] - index[i - 1] <= 1 and dx * dx + dy * dy <= gap * gap:
+            gap = ranges[index[i - 1]] * tables[2, index[i]] + 3.0 * range_sigma
+            if dx * dx + dy * dy <= gap * gap:
                 continue
         if stop - i >= min_points:
             stack[depth, 0] = i
@@ -234,6 +341,7 @@ def _extract(
     points = np.empty(n + 1, dtype=np.int64)
     first = np.empty(n + 1, dtype=np.int64)
     last = np.empty(n + 1, dtype=np.int64)
+    weight = np.empty(n + 1)
     m = 0
     sigma2 = range_sigma * range_sigma
     while depth:
@@ -268,14 +376,16 @@ def _extract(
                 stack[depth, 1] = at
                 depth += 1
             continue
-        # the weights: 1/σ² of the range noise across the chord
-        chord = math.atan2(ex, -ey)
+        # the weights: 1/σ² of the range noise across the chord, whose normal is (nx, ny): |cos(φ_i - chord)|
+        if nx == 0.0 and ny == 0.0:
+            nx = 1.0  # a chord of no length (never from a real scan): any direction
         sw = 0.0
         sx = 0.0
         sy = 0.0
         for i in range(s0, s1):
-            c = max(abs(math.cos(av[i] - chord)), _MIN_COS)
+            c = max(abs(cs[i] * nx + sn[i] * ny), _MIN_COS)
             w = 1.0 / (sigma2 * c * c)
+            weight[i] = w
             sw += w
             sx += w * x[i]
             sy += w * y[i]
@@ -285,8 +395,7 @@ def _extract(
         syy = 0.0
         sxy = 0.0
         for i in range(s0, s1):
-            c = max(abs(math.cos(av[i] - chord)), _MIN_COS)
-            w = 1.0 / (sigma2 * c * c)
+            w = weight[i]
             cx = x[i] - xm
             cy = y[i] - ym
             sxx += w * cx * cx

@@ -15,7 +15,7 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, relocalize, scan_agreement
-from pluto.navigation.pose.features import LineFeature, extract_lines
+from pluto.navigation.pose.features import LineFeature, LineTable, line_table
 from pluto.navigation.pose.findwall import find_wall
 from pluto.navigation.pose.map import WallMap
 from pluto.runtime.module import ModuleParams
@@ -47,6 +47,8 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     max_tilt: a scan taken with the wrist tilted more than this (rad) does not cut the walls level: it only moves
         the filter with the dead reckoning.
     obstacles: the edges of the map's polygonal obstacles (buildings on a campus, boxes) are walls too.
+    relocalize_range: walls farther than this from the searched area are not used by a search of the map, m (the
+        filter itself matches every wall within its ``max_range``).
     search_radius: a lost filter first searches this far (m) around where it thinks it is, widened by three of its
         standard deviations...
     global_after: ...and the whole map only after this many lost scans (a robot carried far away).
@@ -65,13 +67,14 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_margin: float = 1.25
     max_tilt: float = math.radians(3.0)
     obstacles: bool = True
+    relocalize_range: float = 30.0
     search_radius: float = 3.0
     global_after: int = 50
     filter: PoseFilterParams = PoseFilterParams()
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("range_sigma", "initial_std", "initial_heading_std", "relocalize_margin"):
+        for name in ("range_sigma", "initial_std", "initial_heading_std", "relocalize_margin", "relocalize_range"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {value}")
@@ -94,7 +97,8 @@ class PoseTracker:
         self.log = log or logging.getLogger("pluto.pose")
         self._caster = RayCaster(wall_map.segments)
         self.filter: PoseFilter | None = None
-        self.features: list[LineFeature] = []  # the last scan's lines (laser frame)
+        self._lines = LineTable(np.zeros((0, 9)), np.zeros((0, 3), dtype=np.intp))  # the last scan's lines
+        self._features: list[LineFeature] | None = []  # the same as objects, made when first asked for
         self.matched: list[int] = []  # indices of the last scan's lines that matched a wall
         self.posts = 0
         self.relocalizations = 0
@@ -116,6 +120,13 @@ class PoseTracker:
         self.find_wall_code = SEARCHING
 
     @property
+    def features(self) -> list[LineFeature]:
+        """The last scan's lines (laser frame)."""
+        if self._features is None:
+            self._features = self._lines.features()
+        return self._features
+
+    @property
     def lost(self) -> bool:
         return self.filter is not None and self.filter.lost
 
@@ -128,11 +139,11 @@ class PoseTracker:
             The post for ``Localization/Post_Pose`` (setter 1), or None (no filter yet, or a tilted scan).
         """
         p = self.params
-        features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
-        self.features = features
+        self._lines = line_table(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
+        self._features = None
         self.scans_used += 1
         if self.find_wall_code == SEARCHING:
-            wall = find_wall(features)
+            wall = find_wall(self.features)
             self.find_wall_code = wall.points if wall is not None else 0
             self.wall_data = wall.data() if wall is not None else []
         if self.filter is None:
@@ -146,19 +157,19 @@ class PoseTracker:
         if len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt:
             self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
             return None
-        result = self.filter.update(features, self.wall_map)
-        self.matched = [m.feature for m in result.matches]
-        if result.lost:
+        pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
+        self.matched = pairs[:, 0].tolist()
+        if self.filter.lost:
             self._lost_scans += 1
             if p.relocalize_every and self._lost_scans % p.relocalize_every == 1 % p.relocalize_every:
-                self._try_relocalize(t, features, dr, scan)
+                self._try_relocalize(t, self.features, dr, scan)
         else:
             self._lost_scans = 0
         self.posts += 1
         return msgs.PoseEstimate(
             stamp=t,
             pose=self.filter.laser_post(dr.pose),
-            covariance=[float(v) for v in self.filter.covariance.ravel()],
+            covariance=self.filter.covariance.ravel().tolist(),
             cmd_flags=SETTER,
         )
 
@@ -180,7 +191,7 @@ class PoseTracker:
             self.wall_map,
             self.filter.pose if near else None,
             radius=radius if near else None,
-            max_range=p.filter.max_range,
+            max_range=p.relocalize_range,
             check=agreement,
         )
         if found is None:
