@@ -22,7 +22,7 @@ from pluto.navigation.pose.core import (
     UpdateResult,
     relocalize,
 )
-from pluto.navigation.pose.features import LineFeature, extract_lines
+from pluto.navigation.pose.features import LineFeature, LineTable, extract_lines, line_table
 from pluto.navigation.pose.findwall import FoundWall, find_wall
 from pluto.navigation.pose.map import WallMap
 
@@ -30,6 +30,7 @@ __all__ = [
     "FilterStatus",
     "FoundWall",
     "LineFeature",
+    "LineTable",
     "Match",
     "OdometryCalibration",
     "PoseFilter",
@@ -43,5 +44,6 @@ __all__ = [
     "find_wall",
     "fit_distance_scale",
     "fit_heading",
+    "line_table",
     "relocalize",
 ]
