@@ -130,7 +130,8 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
     # a new process would: the live run's session followed the lock-step)
     wait_until(lambda: "base" not in bus.live_modules(), timeout=10)
     session = make_bus()
-    again = LocalizationModule(session, LocalizationModuleParams(use_sim_time=True))
+    # the live service started at the world's start (the profile's start_from_sim); no sim here to ask: given
+    again = LocalizationModule(session, LocalizationModuleParams(use_sim_time=True, start_pose=[3.0, 3.0, 0.0]))
     dead_reckoning = Collector(session, "Localization/Dead-Reckoning", msgs.PoseEstimate)
     laser = Collector(session, "Localization/Laser_Dead-Reckoning", msgs.PoseEstimate)
     again.start()

@@ -6,6 +6,7 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
+from pluto.sim.module import SimModule, SimParams
 from tests.helpers import wait_until
 
 
@@ -38,3 +39,38 @@ def test_a_clock_jump_starts_dead_reckoning_again(bus: Bus) -> None:
         assert after.stamp == 1.0
     finally:
         module.stop()
+
+
+def test_start_from_sim_takes_the_worlds_start_unless_a_pose_is_given(bus: Bus) -> None:
+    sim = SimModule(bus, SimParams(world="campus", rate=1.0))
+    sim.start()
+    no_wait = LocalizationParams(dmu_wait=0.0, wrist_wait=0.0)
+
+    def start_of(params: LocalizationModuleParams) -> list[float]:
+        module = LocalizationModule(bus, params)
+        module.start()
+        try:
+            module.core.add_odometry(0.0, 0.0, 0.0, 0.0)  # the first sample: the start pose, whatever the odometry
+            return list(module.core.pose().pose[:4])
+        finally:
+            module.stop()
+
+    try:
+        assert start_of(LocalizationModuleParams(autostart=False, start_from_sim=True, model=no_wait)) == [
+            50.0,
+            30.0,
+            0.0,
+            1.570796,
+        ]
+        given = LocalizationModuleParams(
+            autostart=False, start_from_sim=True, start_pose=[1.0, 2.0, 0.5], model=no_wait
+        )
+        assert start_of(given) == [1.0, 2.0, 0.0, 0.5]
+        assert start_of(LocalizationModuleParams(autostart=False, model=no_wait)) == [
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ]  # odometry's origin
+    finally:
+        sim.stop()

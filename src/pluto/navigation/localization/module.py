@@ -31,6 +31,7 @@ from pluto.errors import ConfigError
 from pluto.limits import LimitError, check_number
 from pluto.navigation.localization.core import DeadReckoning, LocalizationParams, PoseAdjustment, flat
 from pluto.runtime.module import Module, ModuleParams
+from pluto.sim.module import fetch_settings
 
 STATUS = names.LOCALIZATION_STATUS
 
@@ -40,7 +41,9 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     start_pose_file: TOML or JSON file with ``x``, ``y`` (m), ``theta`` (rad) and optionally ``z``, ``phi``,
         ``psi``; empty: ``start_pose``.
     start_pose: the starting pose in the profile itself, ``[x, y, theta]`` (m, m, rad), when there is no
-        ``start_pose_file``; empty: the origin (where a robot's odometry starts).
+        ``start_pose_file``; empty: the origin (where a robot's odometry starts), or the simulated world's start.
+    start_from_sim: with neither of the two above, start where the simulated robot starts: the start pose of the
+        ``sim`` module's world (the ``sim`` and ``mission`` profiles), so the estimate is in the world's frame.
     model: the dead reckoning's noise model and laser mount. The service waits up to 2 s of stamps for a late
         inertial unit (``dmu_wait``; a busy computer delays its messages, and a heading extrapolated over a turn
         stays wrong), then goes on without it.
@@ -52,6 +55,7 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     rate_hz: float = 20.0
     start_pose_file: str = ""
     start_pose: list[float] = msgspec.field(default_factory=list)
+    start_from_sim: bool = False
     model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
     scan_wait: float = 1.0
     flush_wait: float = 0.5
@@ -110,7 +114,12 @@ class LocalizationModule(Module[LocalizationModuleParams]):
 
     def on_configure(self) -> None:
         p = self.params
-        self.core = DeadReckoning(p.model, p.initial_pose())
+        self._start_pose = p.initial_pose()  # kept for a restarted simulation (the world stays)
+        if p.start_from_sim and not (p.start_pose_file or p.start_pose):
+            x, y, theta = fetch_settings(self.bus).load_world().start
+            self._start_pose = (x, y, 0.0, theta, 0.0, 0.0)
+            self.get_logger().info(f"starting at the simulated world's start: ({x:.3f}, {y:.3f}) m, {theta:.3f} rad")
+        self.core = DeadReckoning(p.model, self._start_pose)
         self.adjustment = PoseAdjustment()
         self._queue: list[tuple[int, float, msgs.Message]] = []
         self._queue_lock = threading.Lock()
@@ -155,7 +164,7 @@ class LocalizationModule(Module[LocalizationModuleParams]):
     def _start_again(self) -> None:
         """Forget the old run: dead reckoning from the start pose, no posted correction, nothing queued."""
         p = self.params_()
-        self.core = DeadReckoning(p.model, p.initial_pose())
+        self.core = DeadReckoning(p.model, self._start_pose if p.start_from_sim else p.initial_pose())
         self.adjustment = PoseAdjustment()
         self._scans = []
         self._published_laser = False
