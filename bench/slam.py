@@ -176,6 +176,7 @@ def main() -> None:
     noise = OdometryNoise()
     lines = []
     costs: dict[str, np.ndarray] = {}
+    near: dict[str, np.ndarray] = {}
     growth = []
     for file in LOGS:
         log = read_log(args.data / file)
@@ -186,14 +187,17 @@ def main() -> None:
         result = run_offline(log, noise=noise, seed=args.seed)
         n = len(log.scans)
         costs[name] = result.scan_times
+        near[name] = result.candidates
         fifth = max(n // 5, 1)
-        parts = [1000 * result.scan_times[k * fifth : (k + 1) * fifth].mean() for k in range(5)]
+        cut = [slice(k * fifth, (k + 1) * fifth if k < 4 else n) for k in range(5)]
         slam_filter = result.slam.filter
+        growth.append(f"{name} ({result.real_time_factor:.0f}x real time), in each fifth of the log:")
+        growth.append("  ms a scan    " + " ".join(f"{1000 * result.scan_times[c].mean():6.2f}" for c in cut))
+        growth.append("  walls near   " + " ".join(f"{result.candidates[c].mean():6.1f}" for c in cut))
+        growth.append("  local area   " + " ".join(f"{result.area_sizes[c].mean():6.0f}" for c in cut))
         growth.append(
-            f"{name}: ms a scan in each fifth of the log {' '.join(f'{v:.2f}' for v in parts)} "
-            f"({result.slam.segments.active_count} walls at the end, {len(slam_filter)} ever; local area "
-            f"{getattr(slam_filter, 'area_size', 0)} of {3 + 2 * len(slam_filter)} entries at the end); "
-            f"{result.real_time_factor:.0f}x real time"
+            f"  (entries of the local state; the whole state has {3 + 2 * len(slam_filter)} at the end, "
+            f"{result.slam.segments.active_count} walls on the map)"
         )
         lines.append(row(name, "odometry", result.odometry, log.reference, 0.0, f"{n} scans, {log.duration:.0f} s"))
         lines.append(row(name, "pluto", result.estimate, log.reference, result.cpu_time / n))
@@ -231,6 +235,10 @@ def main() -> None:
         ax.set_title(f"{name}: Pluto's CPU time per scan")
         ax.set_xlabel("scan")
         ax.set_ylabel("ms")
+        walls = ax.twinx()
+        mean_near = np.convolve(near[name], np.ones(window) / window, mode="valid")
+        walls.plot(np.arange(window - 1, len(times)), mean_near, color="tab:green", lw=0.8)
+        walls.set_ylabel("walls near the laser (mean of the same)", color="tab:green", fontsize="small")
         ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(args.plot, dpi=90)

@@ -450,6 +450,8 @@ class OfflineResult:
         scan_times: ``(n,)`` processing time of each scan, s.
         noise: the noise model used, or None.
         seed: the noise's seed.
+        candidates: ``(n,)`` mapped walls each scan was matched against (the walls around the laser).
+        area_sizes: ``(n,)`` entries of the compressed filter's local state after each scan (N_A).
     """
 
     log: OfflineLog
@@ -460,6 +462,8 @@ class OfflineResult:
     scan_times: FloatArray
     noise: OdometryNoise | None
     seed: int
+    candidates: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    area_sizes: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
     @property
     def real_time_factor(self) -> float:
@@ -508,6 +512,8 @@ def run_offline(
     n = len(log.scans)
     estimate = np.zeros((n, 3))
     times = np.zeros(n)
+    candidates = np.zeros(n, dtype=np.intp)
+    area_sizes = np.zeros(n, dtype=np.intp)
     increments = _increments(odometry)
     if n:
         extract(log.scans[0])  # the line extractor compiled (or loaded from its cache) before the clock starts
@@ -524,7 +530,9 @@ def run_offline(
         step = slam.step(odometry[k], covariance, extract(scan))
         estimate[k] = step.pose
         times[k] = time.process_time() - begin
+        candidates[k] = step.candidates
+        area_sizes[k] = slam_filter.area_size
     cpu = time.process_time() - total_start
     if n:
         estimate[:, 2] = np.unwrap(estimate[:, 2])
-    return OfflineResult(log, estimate, odometry, slam, cpu, times, noise, seed)
+    return OfflineResult(log, estimate, odometry, slam, cpu, times, noise, seed, candidates, area_sizes)
