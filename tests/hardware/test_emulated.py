@@ -16,6 +16,8 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.hardware.emulated import (
     DmuEmulatorModule,
@@ -25,14 +27,18 @@ from pluto.hardware.emulated import (
     P2osEmulatorModule,
     P2osEmulatorParams,
     SickEmulatorParams,
+    true_pose,
 )
 from pluto.hardware.gps.emulator import SimTruthTrack
 from pluto.hardware.gps.grid import LocalGrid
 from pluto.hardware.gps.nmea_module import NmeaGps, NmeaGpsParams
-from pluto.hardware.sick.emulator import WorldScan
+from pluto.hardware.sick.emulator import WRIST_LEAD, WorldScan, follow_wrist
 from pluto.runtime.registry import available_modules
+from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.noise import REALISTIC
+from pluto.sim.raycast import RayCaster
 from pluto.sim.world import load_world
+from tests.helpers import wait_until
 from tests.scenarios.stack import Collector, Commander
 
 
@@ -112,6 +118,51 @@ def test_the_inertial_emulator_streams_to_its_driver(bus: Bus, pioneer: P2osEmul
         raw.close()
 
 
+def test_the_scanner_turns_and_tilts_with_the_wrist_it_sits_on() -> None:
+    world = load_world("office")
+    pose = (4.0, 1.5, 0.3)
+    angles = np.radians(np.arange(-90.0, 90.5, 0.5))
+    level = WorldScan(world, lambda: pose).scan(0.0, angles)
+    for pan, tilt in ((0.0, 0.0), (1.2, 0.0), (-0.7, 0.0), (0.0, 0.35)):
+        on_wrist = WorldScan(world, lambda: pose, wrist=lambda p=pan, t=tilt: (p, t)).scan(0.0, angles)
+        # what the simulator's laser on a wrist at (pan, tilt) sees, no echo as inf
+        expected = SimLaser(RayCaster(world.segments(), world.circles), LaserParams(resolution=0.001)).scan(
+            0.0, pose, pan, tilt
+        )
+        assert np.array_equal(on_wrist, np.where(expected >= 80.0, np.inf, expected)), (pan, tilt)
+        if (pan, tilt) != (0.0, 0.0):
+            assert not np.array_equal(on_wrist, level)
+    tilted = WorldScan(world, lambda: pose, wrist=lambda: (0.0, 0.35)).scan(0.0, angles)
+    assert tilted[180] < min(level[180], 3.0)  # looking down: the floor ahead, nearer than the walls
+
+
+def test_the_wrist_followed_is_carried_forward_by_its_velocity(bus: Bus) -> None:
+    now = [100.0]
+    wrist = follow_wrist(bus, clock=lambda: now[0])
+    assert wrist() == (0.0, 0.0)  # before any Wrist/State
+    state = bus.create_publisher("Wrist/State", msgs.ActuatorState)
+    state.write(msgs.ActuatorState(stamp=99.95, position=[0.5, 0.1], velocity=[1.0, -0.2]))
+    wait_until(lambda: wrist() != (0.0, 0.0))
+    assert wrist() == pytest.approx((0.55, 0.09))  # 50 ms on at its velocity
+    now[0] = 101.0
+    assert wrist() == pytest.approx((0.5 + WRIST_LEAD, 0.1 - 0.2 * WRIST_LEAD))  # an old reading: no further
+    now[0] = 99.0
+    assert wrist() == pytest.approx((0.5, 0.1))  # a reading from the future is taken as it is
+
+
+def test_the_true_pose_is_stamped_with_the_time_of_the_step_that_reached_it() -> None:
+    fake = [5.0]  # the emulator's clock, held still: one step, at 5.0
+    emulator = P2osEmulator(P2osRobot("p3dx", world=load_world("office")), clock=lambda: fake[0]).start()
+    try:
+        wait_until(lambda: emulator.stepped_at == 5.0)
+        # read 0.4 s after that step (by the emulator's clock), at 1000.0 by the stamps' clock
+        truth = true_pose(emulator, 1000.0, clock=lambda: 5.4)
+        assert truth.stamp == pytest.approx(999.6)
+        assert (truth.x, truth.y, truth.theta) == pytest.approx(load_world("office").start)
+    finally:
+        emulator.stop()
+
+
 def test_realistic_laser_and_gps_errors() -> None:
     world = load_world("office")
     exact = WorldScan(world, lambda: world.start)
@@ -146,6 +197,7 @@ def test_realistic_laser_and_gps_errors() -> None:
     ("cls", "values"),
     [
         (P2osEmulatorParams, {"port": 70000}),
+        (P2osEmulatorParams, {"max_step": 0.001}),
         (SickEmulatorParams, {"link_noise": 1.0}),
         (DmuEmulatorParams, {"packet_hz": 0.0}),
         (GpsEmulatorParams, {"epoch_hz": 100.0}),

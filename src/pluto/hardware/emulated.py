@@ -2,7 +2,8 @@
 
 ``p2os-emulator`` serves a Pioneer (:class:`~pluto.hardware.base.p2os.robot.P2osRobot`) in a world over TCP and
 publishes its true pose as ``Sim/Truth``; ``sick-emulator``, ``dmu-emulator`` and ``gps-emulator`` serve a SICK
-LMS, a Crossbow DMU and an NMEA receiver that measure the robot of ``Sim/Truth`` (this one, or a simulator's). The
+LMS, a Crossbow DMU and an NMEA receiver that measure the robot of ``Sim/Truth`` (this one, or a simulator's); the
+laser turns with the pan/tilt wrist it sits on, as that reports itself on ``Wrist/State``. The
 real drivers (``base --driver p2os``, ``sick --driver lms``, ``dmu --driver crossbow``, ``gps --driver nmea``) then
 connect to ``socket://127.0.0.1:PORT``. The wrist needs no module here: its ``can`` driver runs its emulator itself
 (``emulate = true`` on a python-can ``virtual`` bus). Everything runs on the wall clock, as a real robot does.
@@ -16,10 +17,14 @@ the errors the same from run to run. ``link_noise`` drops and corrupts that frac
 # Strategy: the emulators already run in threads of their own (P2osEmulator, LmsEmulator, DeviceEmulator); a module
 # only starts one in on_configure, so the port is listening before the module announces itself and the supervisor
 # starts the driver after it, and stops it in on_shutdown. The modules' step does nothing but the Pioneer's, which
-# publishes the true pose (under the emulator's lock, so a pose is never read half-stepped).
+# publishes the true pose (under the emulator's lock, so a pose is never read half-stepped), stamped with the time of
+# the physics step it comes from, once per step.
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -44,13 +49,17 @@ __all__ = [
 ]
 
 
-def true_pose(emulator: P2osEmulator, stamp: float) -> msgs.Odometry:
-    """The emulated Pioneer's true pose and velocities as a ``Sim/Truth`` value stamped ``stamp`` (read under the
-    emulator's lock, so never half a physics step)."""
+def true_pose(emulator: P2osEmulator, now: float, clock: Callable[[], float] = time.monotonic) -> msgs.Odometry:
+    """The emulated Pioneer's true pose and velocities as a ``Sim/Truth`` value (read under the emulator's lock, so
+    never half a physics step), stamped with the time of the robot's step that reached them: ``now`` (the stamp's
+    clock, s) less how long ago by ``clock`` (the emulator's) that step was. On a busy computer the emulator's thread
+    may wait a while for its turn: a pose stamped with the time it is read would be dated late."""
     with emulator.lock:
         x, y, theta = emulator.robot.truth_pose
         v, omega = emulator.robot.truth_velocity
-    return msgs.Odometry(stamp=stamp, x=x, y=y, theta=theta, v=v, omega=omega)
+        stepped = emulator.stepped_at
+    age = 0.0 if stepped is None else max(0.0, clock() - stepped)
+    return msgs.Odometry(stamp=now - age, x=x, y=y, theta=theta, v=v, omega=omega)
 
 
 class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -98,6 +107,10 @@ class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=Tru
     model: the Pioneer model (``p3dx``, ``p3at``, ...).
     world: a shipped world (``office``, ``campus``, ``clutter``) or a map file.
     watchdog: s without a command after which the robot stops by itself (as set in its flash).
+    max_step: s of time one step of the robot simulates at most: after a longer wait for the CPU the emulator
+        catches up that much and skips the rest (the robot's time then trails the wall clock). A robot does not stop
+        while its computer is busy, and the other emulators (the DMU's gyro) measure it as moving all along: it
+        catches up a second by default, where ``pluto p2os-sim`` skips all but 0.1 s.
     """
 
     rate_hz: float = 50.0
@@ -105,6 +118,12 @@ class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=Tru
     model: str = "p3dx"
     world: str = "office"
     watchdog: float = 2.0
+    max_step: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (math.isfinite(self.max_step) and 0.01 <= self.max_step <= 10.0):
+            raise ValueError(f"max_step must be 0.01 to 10 s, got {self.max_step}")
 
 
 class P2osEmulatorModule(Module[P2osEmulatorParams]):
@@ -121,12 +140,17 @@ class P2osEmulatorModule(Module[P2osEmulatorParams]):
 
         p = self.params
         robot = P2osRobot(p.model, world=load_world(p.world), watchdog=p.watchdog, noise=p.profile(), rng=p.rng("base"))
-        self.emulator = P2osEmulator(robot, port=p.port, link_noise=p.line_noise("base")).start()
+        self.emulator = P2osEmulator(robot, port=p.port, link_noise=p.line_noise("base"), max_step=p.max_step).start()
         self.truth = self.create_publisher(names.SIM_TRUTH)
+        self._last_stamp = -math.inf
         self.get_logger().info("Pioneer %s in world %s on %s", p.model, p.world, self.emulator.url)
 
     def step(self, now: float) -> None:
-        self.truth.write(true_pose(self.emulator, now))
+        # the time now, not the step's (this thread may have waited for its turn since), and each step's pose once
+        truth = true_pose(self.emulator, self.clock.now())
+        if truth.stamp > self._last_stamp:
+            self._last_stamp = truth.stamp
+            self.truth.write(truth)
 
     def on_shutdown(self) -> None:
         emulator = getattr(self, "emulator", None)
@@ -139,11 +163,14 @@ class SickEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=Tru
     port: TCP port (8104 by default).
     world: the world the laser sees (the Pioneer's: the same name or file).
     baud: the rate the scanner starts at (9600, as set in its flash; the driver switches it).
+    on_wrist: the scanner sits on the pan/tilt wrist and turns with it (its ``Wrist/State``); else it looks
+        straight ahead, level.
     """
 
     port: int = 8104
     world: str = "office"
     baud: int = 9600
+    on_wrist: bool = True
 
 
 class SickEmulatorModule(Module[SickEmulatorParams]):
@@ -155,11 +182,12 @@ class SickEmulatorModule(Module[SickEmulatorParams]):
 
     def on_configure(self) -> None:
         from pluto.hardware.sick.device import LmsDevice
-        from pluto.hardware.sick.emulator import LmsEmulator, WorldScan, follow_truth
+        from pluto.hardware.sick.emulator import LmsEmulator, WorldScan, follow_truth, follow_wrist
         from pluto.sim.world import load_world
 
         p = self.params
-        source = WorldScan(load_world(p.world), follow_truth(self.bus), p.profile(), p.rng("sick"))
+        wrist = follow_wrist(self.bus) if p.on_wrist else None
+        source = WorldScan(load_world(p.world), follow_truth(self.bus), p.profile(), p.rng("sick"), wrist)
         self.emulator = LmsEmulator(LmsDevice(source, baud=p.baud), port=p.port, link_noise=p.line_noise("sick"))
         self.emulator.start()
         self.get_logger().info("SICK LMS in world %s on %s", p.world, self.emulator.url)

@@ -5,7 +5,8 @@
 
 Scan sources: :class:`SyntheticRoom` (a square room around the scanner), :class:`FixedScan` (the same ranges every
 time) and :class:`WorldScan` (the simulator's laser in a world, from a fixed pose or from the robot's true pose on
-``Sim/Truth`` when joined to a running simulation). Faults: :class:`~pluto.hardware.link.LinkNoise`
+``Sim/Truth`` when joined to a running simulation, the scanner turned with the wrist of ``Wrist/State`` it sits on).
+Faults: :class:`~pluto.hardware.link.LinkNoise`
 (bytes dropped and corrupted in both directions) and :meth:`LmsEmulator.inject_fault` (a fatal error; the scanner
 then needs its reboot time after the host resets it).
 """
@@ -35,7 +36,18 @@ from .device import LmsDevice
 if TYPE_CHECKING:
     from pluto.sim.noise import NoiseProfile
 
-__all__ = ["DEFAULT_PORT", "EmulatorError", "FixedScan", "LinkNoise", "LmsEmulator", "SyntheticRoom", "WorldScan"]
+__all__ = [
+    "DEFAULT_PORT",
+    "WRIST_LEAD",
+    "EmulatorError",
+    "FixedScan",
+    "LinkNoise",
+    "LmsEmulator",
+    "SyntheticRoom",
+    "WorldScan",
+    "follow_truth",
+    "follow_wrist",
+]
 
 DEFAULT_PORT = 8104
 """The TCP port of ``pluto sick-sim`` (the P2OS emulator's is 8101)."""
@@ -69,7 +81,8 @@ class FixedScan:
 
 
 class WorldScan:
-    """The simulator's laser (pluto.sim.laser) in ``world`` from the pose ``pose()`` gives: (x, y, θ) in m, rad.
+    """The simulator's laser (pluto.sim.laser) in ``world`` from the pose ``pose()`` gives: (x, y, θ) in m, rad, on
+    the wrist at the (pan, tilt) ``wrist()`` gives, rad (tilt positive down).
 
     Args:
         world: a :class:`pluto.sim.world.World`.
@@ -77,6 +90,7 @@ class WorldScan:
         noise: the simulator's laser errors (a :class:`pluto.sim.noise.NoiseProfile`: range noise and dropouts);
             None for exact ranges.
         rng: the random generator of the noise.
+        wrist: the wrist's (pan, tilt) now (:func:`follow_wrist`); None: the scanner looks straight ahead, level.
     """
 
     def __init__(
@@ -85,6 +99,7 @@ class WorldScan:
         pose: Callable[[], tuple[float, float, float]],
         noise: NoiseProfile | None = None,
         rng: np.random.Generator | None = None,
+        wrist: Callable[[], tuple[float, float]] | None = None,
     ) -> None:
         from pluto.sim.raycast import RayCaster
         from pluto.sim.world import World
@@ -96,6 +111,7 @@ class WorldScan:
         self.pose = pose
         self.noise = noise
         self.rng = rng or np.random.default_rng(0)
+        self.wrist = wrist
         self._lasers: dict[int, object] = {}
 
     def scan(self, t: float, angles: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -109,7 +125,8 @@ class WorldScan:
             params = LaserParams(beams=angles.size, fov=fov, resolution=0.001)
             laser = SimLaser(self.caster, params, noise, self.rng)
             self._lasers[angles.size] = laser
-        ranges = laser.scan(t, self.pose(), movers=self.world.mover_circles(t))
+        pan, tilt = self.wrist() if self.wrist is not None else (0.0, 0.0)
+        ranges = laser.scan(t, self.pose(), pan, tilt, movers=self.world.mover_circles(t))
         return np.where(ranges >= laser.params.max_range, np.inf, ranges)
 
 
@@ -127,6 +144,35 @@ def follow_truth(bus: object) -> Callable[[], tuple[float, float, float]]:
         return (0.0, 0.0, 0.0) if truth is None else (truth.x, truth.y, truth.theta)
 
     return pose
+
+
+WRIST_LEAD = 0.2
+"""s a wrist reading is carried forward by its velocity at most (a reading older than that is taken as it is)."""
+
+
+def follow_wrist(bus: object, clock: Callable[[], float] = time.time) -> Callable[[], tuple[float, float]]:
+    """The wrist's (pan, tilt) now, rad, from its newest ``Wrist/State`` on ``bus`` (a :class:`pluto.bus.Bus`),
+    carried forward to ``clock()`` (the stamps' clock) by its velocity, for up to :data:`WRIST_LEAD` s: the reading
+    is a poll's, up to a poll period old, and the wrist may be panning at a radian a second. (0, 0) before one.
+
+    What the wrist reports stands for where it is: the scanner sits on it.
+    """
+    from pluto import names
+    from pluto.bus import Bus
+
+    if not isinstance(bus, Bus):
+        raise TypeError(f"a Bus, not {type(bus).__name__}")
+    reader = bus.create_reader(names.WRIST_STATE)
+
+    def wrist() -> tuple[float, float]:
+        state = reader.read()
+        if state is None or len(state.position) < 2:
+            return (0.0, 0.0)
+        lead = min(max(clock() - state.stamp, 0.0), WRIST_LEAD)
+        velocity = [*state.velocity, 0.0, 0.0]
+        return (state.position[0] + velocity[0] * lead, state.position[1] + velocity[1] * lead)
+
+    return wrist
 
 
 class LmsEmulator(SteppedServer):
