@@ -197,14 +197,51 @@ def test_every_intact_packet_survives_one_percent_corrupted_bytes() -> None:
 
 def test_unit_frame_to_pluto_frame() -> None:
     # x forward, y right, z down -> x forward, y left, z up; roll kept, pitch (nose up, about y right) negated
-    packet = AngleData(roll=0.1, pitch=0.2, rates=(0.3, 0.4, 0.5), accelerations=(1.0, 2.0, -G))
+    packet = AngleData(roll=0.1, pitch=0.2, rates=(0.3, 0.4, 0.5), accelerations=(1.0, 2.0, G))
     r = to_body_frame(packet, stamp=3.0)
     assert (r.psi, r.phi) == (0.1, -0.2)
     assert r.rates == (0.3, -0.4, -0.5)  # a left turn (counter-clockwise seen from above) is +z up, -z down
-    assert r.accelerations == (1.0, -2.0, G)  # at rest: +g upwards
+    # the unit counts gravity positive down (its specific force negated); DMU/Raw has the specific force, z up
+    assert r.accelerations == (-1.0, 2.0, G)
     assert r.stamp == 3.0
+
+
+# A unit sitting level and still, as its manual describes it ("zero g along the x- and y-axes and +1 g along the
+# z-axis"): every word 0 but az = +1 g = 0x2AAB (10923 counts of 2 g · 1.5 / 2^15), temperature 0x0800, time 0;
+# the sum: 0x2A + 0xAB + 0x08 = 42 + 171 + 8 = 221 = 0xDD.
+AT_REST = bytes.fromhex("FF" + "0000" * 7 + "2AAB" + "0800" + "0000" + "DD")
+
+
+def test_a_level_unit_at_rest_reads_plus_one_g_on_its_z_and_dmu_raw_plus_g_up() -> None:
+    [packet] = decode_all(CrossbowDecoder(), AT_REST)
+    assert isinstance(packet, AngleData)
+    assert packet.accelerations[2] / G == pytest.approx(1.0, abs=1e-4)  # down, in the unit's frame
+    raw = to_body_frame(packet, stamp=0.0)
+    assert raw.accelerations[:2] == (0.0, 0.0)
+    assert raw.accelerations[2] == pytest.approx(9.81, abs=0.01)  # DMU/Raw: z up, the specific force
 
 
 def test_need_data_when_nothing_waits() -> None:
     decoder = CrossbowDecoder()
     assert decoder.next_event() is NEED_DATA
+
+
+def test_the_emulated_unit_at_rest_sends_what_the_manual_describes() -> None:
+    from pluto.hardware.dmu.emulator import CrossbowDevice, InertialReading
+
+    class AtRest:
+        def reading(self, t: float) -> InertialReading:
+            return InertialReading()  # level and still: the specific force +g up, in Pluto's frame
+
+    unit = CrossbowDevice(AtRest())  # type: ignore[arg-type]
+    unit.step(0.0)
+    unit.receive_data(b"G")
+    sent = unit.data_to_send()
+    assert len(sent) == ANGLE_PACKET_SIZE
+    # every word 0 but az, +1 g down (about 0x2AAB: the simulated gravity is 9.81 m/s², the unit's g 9.80665), and
+    # the temperature; the time counter may be anything
+    assert sent[1:15] == bytes(14)
+    assert int.from_bytes(sent[15:17], "big", signed=True) == pytest.approx(0x2AAB, abs=5)
+    [packet] = decode_all(CrossbowDecoder(), sent)
+    assert isinstance(packet, AngleData)
+    assert to_body_frame(packet, stamp=0.0).accelerations[2] == pytest.approx(9.81, abs=0.01)

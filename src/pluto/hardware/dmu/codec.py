@@ -22,8 +22,11 @@ voltage mode       18       the same channels as scaled mode, as raw unsigned 12
 - checksum: the sum of every byte after the header and before the checksum, modulo 256;
 - angle = word · 180° / 2^15; rate = word · RATE_RANGE · 1.5 / 2^15 (°/s); acceleration = word · G_RANGE · 1.5 /
   2^15 (g); temperature = (word · 5 / 4096 − 1.375) · 44.4 °C; time: a free-running counter of the unit (wraps);
-- frame of the unit: x forward, y right, z down; accelerations are the specific force along those axes (an unmoving
-  level unit reads −1 g on z); angles: roll about x, pitch about y (nose up positive);
+- frame of the unit: x forward, y right, z down (a clockwise turn seen from above is a positive z rate); angles: roll
+  about x (right side down positive), pitch about y (nose up positive); accelerations as the manuals count them:
+  gravity is an acceleration directed down, positive along z, so a unit sitting level reads 0 on x and y and +1 g
+  on z (the DMU/VG700 user's manual, "DMU coordinate system"): the negative of the specific force an accelerometer
+  measures, on every axis;
 - commands (one byte each): ``R`` reset to polled mode, answered ``H`` (also the ping); ``P`` polled mode (no
   answer); ``C`` continuous mode; ``G`` get one packet (polled mode); ``a`` angle mode, answered ``A``; ``c``
   scaled mode, answered ``C``; ``r`` voltage mode, answered ``R``.

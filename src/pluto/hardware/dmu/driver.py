@@ -8,9 +8,11 @@ The port is opened with ``serial.serial_for_url``, so ``/dev/ttyUSB0``, ``socket
 ``loop://`` all work. In ``continuous`` mode the unit sends packets at its own rate; in ``polled`` mode the driver
 asks for one (``G``) every ``1/poll_hz`` s, or as soon as the previous one came.
 
-Frames: the unit's is x forward, y right, z down (:mod:`.codec`); Pluto's is x forward, y left, z up. So a vector
-(rates, accelerations) (x, y, z) becomes (x, −y, −z); roll about x is unchanged (ψ = roll), and pitch about y right
-becomes φ = −pitch about y left. The specific force of a unit at rest, −1 g on the unit's z, is +g on Pluto's.
+Frames: the unit's is x forward, y right, z down (:mod:`.codec`); Pluto's is x forward, y left, z up. So the rates
+(x, y, z) become (x, −y, −z); roll about x is unchanged (ψ = roll), and pitch about y right becomes φ = −pitch about
+y left. The unit counts gravity as a downward acceleration (+1 g on its z when it sits level, as its manual says);
+``DMU/Raw`` carries the specific force in Pluto's frame, as the simulated unit does: the unit's accelerations
+(x, y, z) become (−x, y, z), so a unit at rest reads +g on z (up).
 """
 
 # Strategy: one reader thread owns the port (SerialDriver's, which reopens it after a lost link): it opens it, runs
@@ -95,7 +97,8 @@ class DriverStatistics:
 
 
 def to_body_frame(packet: AngleData | ScaledData, stamp: float) -> DmuReading:
-    """The packet (unit's frame: x forward, y right, z down) in Pluto's frame (x forward, y left, z up)."""
+    """The packet (unit's frame: x forward, y right, z down, gravity counted positive down) in Pluto's frame (x
+    forward, y left, z up; accelerations as the specific force, +g on z at rest)."""
     r, a = packet.rates, packet.accelerations
     roll, pitch = (packet.roll, packet.pitch) if isinstance(packet, AngleData) else (0.0, 0.0)
     return DmuReading(
@@ -103,7 +106,7 @@ def to_body_frame(packet: AngleData | ScaledData, stamp: float) -> DmuReading:
         phi=-pitch,
         psi=roll,
         rates=(r[0], -r[1], -r[2]),
-        accelerations=(a[0], -a[1], -a[2]),
+        accelerations=(-a[0], a[1], a[2]),  # the negated specific force, then y and z turned over
         temperature=packet.temperature,
     )
 

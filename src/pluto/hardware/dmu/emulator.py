@@ -17,8 +17,10 @@ from here too.
 # whose slave end stays open), the link noise and the serving loop are pluto.hardware.link's, so every emulated
 # device behaves alike on the wire. The unit starts as a real one does: polled, angle mode. In continuous mode it
 # sends one packet every 1/rate s of its time; a late step sends the packets it owes (at most a few, then it skips),
-# each measured at its own time. Sources give readings in Pluto's frame (z up, y left); the device turns them into
-# its own (z down, y right): vectors (x, y, z) -> (x, -y, -z), roll unchanged, pitch negated.
+# each measured at its own time. Sources give readings in Pluto's frame (z up, y left, the specific force); the
+# device turns them into its own (z down, y right, gravity counted positive down, as the unit's manual has it):
+# rates (x, y, z) -> (x, -y, -z), accelerations (x, y, z) -> (-x, y, z) (+1 g on z at rest), roll unchanged, pitch
+# negated.
 
 from __future__ import annotations
 
@@ -219,7 +221,7 @@ class CrossbowDevice:
     def _packet(self, t: float) -> None:
         r = self.source.reading(t)
         rates = (r.rates[0], -r.rates[1], -r.rates[2])
-        acc = (r.accelerations[0], -r.accelerations[1], -r.accelerations[2])
+        acc = (-r.accelerations[0], r.accelerations[1], r.accelerations[2])  # gravity positive down: +1 g on z at rest
         counter = int(t * 1e6 / 0.79) & 0xFFFF  # a free-running counter
         packet: AngleData | ScaledData | VoltageData
         if self.mode == "angle":
