@@ -15,12 +15,18 @@ simulator runs in lock-step, as fast as the modules go, and the mission takes pa
 an exact simulated time and the same seed gives the same run, to the last digit, on any machine and however busy it
 is. The run ends with a summary that scripts can read: the final true pose, the localization error against the truth
 (and that of dead reckoning alone, which the pose module corrects), the wall time and the real-time factor achieved.
+
+With ``devices="emulated"`` the same route runs on the real device drivers instead, each talking its protocol to an
+emulator (the ``emulated`` profile: a Pioneer over P2OS, a SICK LMS, a Crossbow DMU, an NMEA receiver, PowerCubes
+on a virtual CAN bus) on the wall clock, as on a robot: no lock-step, so no two runs are alike. The true pose the
+errors are measured against is then the Pioneer emulator's ``Sim/Truth``, interpolated to the estimates' stamps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -89,6 +95,11 @@ SETTLE = 1.0
 before the end (a pose is written a little after its stamp) has reached the demo's collectors."""
 
 Rate = float | Literal["max"]
+Devices = Literal["simulated", "emulated"]
+"""The robot's devices: the simulator's, or the real drivers talking to emulators over the devices' protocols."""
+
+EMULATORS = {"p2os-emulator": "base", "sick-emulator": "sick", "dmu-emulator": "dmu", "gps-emulator": "gps"}
+"""Each emulator of the ``emulated`` profile and the module whose driver connects to it."""
 
 
 @dataclass
@@ -143,9 +154,32 @@ def wrap(angle: np.ndarray | float) -> Any:
     return -((-np.asarray(angle) + math.pi) % (2 * math.pi) - math.pi)
 
 
-def localization_errors(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position errors (m) and heading errors (rad, wrapped) of the estimates against the truth of their stamps."""
-    true, est = paired(truth, estimate)
+def interpolated(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The estimates stamped within the truth's span, and the truth interpolated to their stamps (rows of stamp, x,
+    y, θ; the heading unwrapped before it is interpolated). For a truth sampled on its own clock (an emulator's), whose
+    stamps are not the estimates'."""
+    if len(truth) < 2 or not len(estimate):
+        return np.zeros((0, 4)), np.zeros((0, 4))
+    stamps = truth[:, 0]
+    inside = estimate[(estimate[:, 0] >= stamps[0]) & (estimate[:, 0] <= stamps[-1])]
+    at = inside[:, 0]
+    true = np.column_stack(
+        [
+            at,
+            np.interp(at, stamps, truth[:, 1]),
+            np.interp(at, stamps, truth[:, 2]),
+            np.interp(at, stamps, np.unwrap(truth[:, 3])),
+        ]
+    )
+    return true, inside
+
+
+def localization_errors(
+    truth: np.ndarray, estimate: np.ndarray, *, interpolate: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Position errors (m) and heading errors (rad, wrapped) of the estimates against the truth of their stamps
+    (``interpolate``: against the truth interpolated to their stamps, see :func:`interpolated`)."""
+    true, est = interpolated(truth, estimate) if interpolate else paired(truth, estimate)
     position = np.hypot(est[:, 1] - true[:, 1], est[:, 2] - true[:, 2])
     heading = wrap(est[:, 3] - true[:, 3])
     return position, np.asarray(heading, dtype=float)
@@ -383,6 +417,50 @@ def demo_profile(
     return with_params(profile, "localization", start_pose_file=str(start_file))
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 at the moment (for the emulators to listen on)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
+def emulated_demo_profile(
+    world: World,
+    start_file: Path,
+    seed: int = 1,
+    noise: str = "realistic",
+    *,
+    ports: Sequence[int] | None = None,
+    wrist_channel: str = "pluto-wrist",
+) -> Profile:
+    """The ``emulated`` profile set up for the demo: each emulator in ``world`` with the device errors of ``noise``
+    and ``seed``, on its port of ``ports`` (default: free ones, so that the demo never clashes with another stack's
+    emulators), its driver connected to it; the wrist's virtual CAN bus on ``wrist_channel``; localization started
+    at the world's start, where the Pioneer stands.
+    """
+    profile = load_profile("emulated")
+    chosen = list(ports) if ports is not None else free_ports(len(EMULATORS))
+    if len(chosen) != len(EMULATORS):
+        raise PlutoError(f"the emulated devices need {len(EMULATORS)} ports, got {len(chosen)}")
+    for (emulator, driver), port in zip(EMULATORS.items(), chosen, strict=True):
+        profile = with_params(profile, emulator, port=port, noise=noise, seed=seed)
+        profile = with_params(profile, driver, port=f"socket://127.0.0.1:{port}")
+    for name in ("p2os-emulator", "sick-emulator"):
+        profile = with_params(profile, name, world=world.name)
+    profile = with_params(profile, "pose", map=world.name)
+    profile = with_params(profile, "localization", start_pose_file=str(start_file))
+    return with_params(profile, "wrist", channel=wrist_channel)
+
+
+def _check_devices(devices: Devices, rate: Rate) -> None:
+    if devices == "emulated" and rate not in ("max", 1.0):
+        raise PlutoError(
+            "the emulated devices run on the wall clock, at real time: --rate is for the simulated devices"
+        )
+
+
 def run_demo(
     config: Config,
     duration: float = 900.0,
@@ -393,6 +471,7 @@ def run_demo(
     noise: str = "ideal",
     lockstep: bool = True,
     one_process: bool = False,
+    devices: Devices = "simulated",
 ) -> int:
     """Run the mission; return the exit status (0 if the robot reached every waypoint, or was interrupted).
 
@@ -405,15 +484,24 @@ def run_demo(
         lockstep: time advances only when every module has finished its step (repeatable runs); else it runs
             freely at ``rate``.
         one_process: run the modules in this process instead of one process each.
+        devices: "simulated", or "emulated": the real drivers, each talking to an emulator, on the wall clock
+            (``duration`` and the times printed are then wall-clock seconds; ``rate`` and ``lockstep`` do not apply).
 
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.
     """
-    _check_rate(rate, lockstep)
+    emulated = devices == "emulated"
+    _check_devices(devices, rate)
+    if not emulated:
+        _check_rate(rate, lockstep)
     world = load_world("office")
     out_dir = (output or Path("demo-output")).resolve()
     start_file = write_start_pose(world, out_dir)
-    profile = demo_profile(world, start_file, rate, seed, noise, lockstep)
+    profile = (
+        emulated_demo_profile(world, start_file, seed, noise, wrist_channel=f"pluto-wrist-{config.bus.robot}")
+        if emulated
+        else demo_profile(world, start_file, rate, seed, noise, lockstep)
+    )
     log = MissionLog()
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     recording: RecordStatus | None = None
@@ -432,13 +520,21 @@ def run_demo(
         Bus(config.bus) as bus,
         contextlib.nullcontext(bus) if one_process else Bus(config.bus) as record_bus,
     ):
-        supervisor = Supervisor(bus, profile, config, one_process=one_process)
-        print(
-            f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {how} {pace}, "
-            f"noise {noise}, seed {seed}"
-        )
+        # the drivers' handshakes (the LMS's baud search, the Pioneer's SYNCs) take a while on a busy machine
+        timeout = 40.0 if emulated else 20.0
+        supervisor = Supervisor(bus, profile, config, one_process=one_process, startup_timeout=timeout)
+        if emulated:
+            print(
+                f"Pluto demo on robot '{bus.robot}': the real drivers on emulated devices (P2OS, SICK LMS, Crossbow "
+                f"DMU, NMEA GPS, PowerCube CAN) in the office world, on the wall clock, noise {noise}, seed {seed}"
+            )
+        else:
+            print(
+                f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {how} {pace}, "
+                f"noise {noise}, seed {seed}"
+            )
         print(f"starting {len(profile.entries)} modules {where}: {', '.join(e.name for e in profile.entries)}")
-        print(watch_live_hint(bus.robot, rate))
+        print(watch_live_hint(bus.robot, 1.0 if emulated else rate))
         print("", flush=True)
         try:
             supervisor.start(resume=False)
@@ -450,7 +546,7 @@ def run_demo(
             with Recorder(
                 record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
             ) as rec:
-                mission = MissionModule(bus, MissionParams(duration=duration))
+                mission = MissionModule(bus, MissionParams(duration=duration, use_sim_time=not emulated))
                 try:
                     mission.start()
                     if supervisor.held:
@@ -465,7 +561,9 @@ def run_demo(
         finally:
             supervisor.shutdown()
     outcome = "interrupted" if stop.is_set() else mission.outcome if mission else "NOT done"
-    return _summary(log, mission, world, out_dir, stamp, outcome, recording, bus.robot, wall_start, wall_run)
+    return _summary(
+        log, mission, world, out_dir, stamp, outcome, recording, bus.robot, wall_start, wall_run, emulated=emulated
+    )
 
 
 def _wait_member(bus: Bus, simulators: list[str], mission: MissionModule, stop: threading.Event) -> None:
@@ -499,8 +597,11 @@ def _summary(
     robot: str,
     wall_start: float,
     wall_run: float | None,
+    *,
+    emulated: bool = False,
 ) -> int:
-    """Print what the run did (the picture drawn first); return the exit status."""
+    """Print what the run did (the picture drawn first); return the exit status. ``emulated``: the run was on the
+    wall clock, the truth sampled on its own stamps (interpolated to the estimates')."""
     end = mission.end_time if mission is not None and mission.end_time is not None else math.inf
     truth, estimate = log.until(end)
     reached = mission.reached if mission is not None else 0
@@ -518,14 +619,14 @@ def _summary(
     if len(truth):
         _, x, y, theta = truth[-1]
         print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {math.degrees(float(wrap(theta))):.1f}°")
-    errors, headings = localization_errors(truth, estimate)
+    errors, headings = localization_errors(truth, estimate, interpolate=emulated)
     if len(errors):
         print(f"localization error: max {errors.max():.3f} m, mean {errors.mean():.3f} m")
         degrees = np.degrees(np.abs(headings))
         print(f"localization heading error: max {degrees.max():.2f}°, mean {degrees.mean():.2f}°")
     else:
         print("localization error: no pose to compare with the truth")
-    dr_errors, dr_headings = localization_errors(truth, log.dead_reckoning_until(end))
+    dr_errors, dr_headings = localization_errors(truth, log.dead_reckoning_until(end), interpolate=emulated)
     if len(dr_errors):
         print(
             f"dead reckoning alone: max {dr_errors.max():.3f} m, {np.degrees(np.abs(dr_headings)).max():.2f}° "
@@ -538,7 +639,12 @@ def _summary(
         route_wall = (mission.end_wall if math.isfinite(mission.end_wall) else wall_end) - wall_run
         simulated = sim_end - mission.start_time
         factor = simulated / route_wall if route_wall > 0 else math.nan
-        line += f"; the route {route_wall:.1f} s for {simulated:.1f} s of simulated time: real-time factor {factor:.2f}"
+        if emulated:  # on the wall clock: the route's time is its wall time
+            line += f"; the route {simulated:.1f} s on the wall clock"
+        else:
+            line += (
+                f"; the route {route_wall:.1f} s for {simulated:.1f} s of simulated time: real-time factor {factor:.2f}"
+            )
     print(line)
     if picture:
         print(f"map, true and localization paths and the last scan: {picture}")

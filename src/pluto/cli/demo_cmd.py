@@ -32,7 +32,13 @@ DESCRIPTION = (
     "example: pluto demo\n"
     "example: pluto demo --noise ideal --seed 3               (the same output at every run)\n"
     "example: pluto demo --rate 5                             (lock-step, at most 5x real time)\n"
-    "example: pluto demo --no-lockstep --rate 5               (free-running time, as a robot would see it)"
+    "example: pluto demo --no-lockstep --rate 5               (free-running time, as a robot would see it)\n"
+    "example: pluto demo --devices emulated                   (the real drivers on emulators, wall clock)\n\n"
+    "With --devices emulated the same route runs on the real device drivers, each talking its device's\n"
+    "protocol to an emulator (the `emulated` profile: a Pioneer over P2OS, a SICK LMS, a Crossbow DMU, an NMEA\n"
+    "GPS, PowerCube wrist modules on a virtual CAN bus; the emulators on free ports of 127.0.0.1). It runs on the\n"
+    "wall clock, as on a robot: no lock-step, no --rate, at real time (a few minutes), and no two runs are alike;\n"
+    "--duration is then wall-clock seconds. The errors are against the Pioneer emulator's true pose (Sim/Truth)."
 )
 
 
@@ -56,6 +62,13 @@ def register(subparsers: Subparsers) -> None:
         "--no-lockstep",
         action="store_true",
         help="let the simulated time run freely at --rate (a number) instead of waiting for every module's step",
+    )
+    p.add_argument(
+        "--devices",
+        choices=("simulated", "emulated"),
+        default="simulated",
+        help="the simulator's devices (default), or the real drivers talking to emulators over the devices' "
+        "protocols: on the wall clock, without lock-step, at real time",
     )
     p.add_argument("--one-process", action="store_true", help="run the modules in this process (default: one each)")
     p.add_argument("--duration", type=float, default=900.0, help="simulated seconds before giving up (default 900)")
@@ -82,4 +95,5 @@ def run(args: argparse.Namespace) -> int:
         noise=args.noise,
         lockstep=not args.no_lockstep,
         one_process=args.one_process,
+        devices=args.devices,
     )
