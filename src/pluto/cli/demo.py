@@ -51,6 +51,7 @@ from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.profiles import Profile, load_profile, with_params
 from pluto.runtime.runner import stop_on_signals
 from pluto.runtime.supervisor import Supervisor
+from pluto.sim.device import TruthHistory
 from pluto.sim.laser import LaserParams, laser_pose
 from pluto.sim.plot import plot_run, scan_points
 from pluto.sim.world import World, load_world
@@ -267,7 +268,8 @@ class MissionModule(Module[MissionParams]):
         self.motion = MotionProxy(self.bus, mask=0, start=False)
         self.status_in = self.create_reader(names.MOTION_STATUS)
         self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
-        self.truth_in = self.create_reader(names.SIM_TRUTH)
+        self.truth = TruthHistory(seconds=5.0)  # the estimate is compared with the truth of its own stamp
+        self.create_subscription(names.SIM_TRUTH, self.truth.add, msgs.Odometry, depth=256)
         self.scan_in = self.create_reader(names.SICK_SCAN_MM)
         self.power_in = self.create_reader(names.BASE_POWER)
 
@@ -296,8 +298,14 @@ class MissionModule(Module[MissionParams]):
         finished = fresh and self._started and motion <= 0
         if elapsed >= self._next_report or finished:
             self._next_report = elapsed + REPORT_EVERY
+            pose = self.pose_in.read()
             _report(
-                elapsed, self.pose_in.read(), self.truth_in.read(), self.scan_in.read(), self.power_in.read(), status
+                elapsed,
+                pose,
+                self.truth.at(pose.stamp) if pose is not None else None,
+                self.scan_in.read(),
+                self.power_in.read(),
+                status,
             )
         if finished and moveto == AT_GOAL:
             print(f"  goal {self._number} done after {elapsed:.1f} s", flush=True)
