@@ -70,6 +70,7 @@ def test_a_moveto_on_the_emulated_devices_ends_at_the_goal(bus: Bus, stack: Supe
     truth = Collector(bus, "Sim/Truth", msgs.Odometry)
     status = Collector(bus, "motion/status", msgs.FVectorState)
     gps = Collector(bus, "GPS/State", msgs.GpsFix)
+    posts = Collector(bus, "Localization/Post_Pose", msgs.PoseEstimate)
     command = bus.create_publisher("motion/command", msgs.ActuatorState)
     try:
         start = truth.wait_for(lambda _: True, timeout=30.0)
@@ -88,11 +89,13 @@ def test_a_moveto_on_the_emulated_devices_ends_at_the_goal(bus: Bus, stack: Supe
             finally:
                 bus.release(reader)
             assert link.element[0] == 1, (name, link)
+        # the pose module matched the scans to the map all along (on the wall clock, as every module here)
+        assert len([p for p in posts.snapshot() if p.cmd_flags == 1]) >= 5
         fixes = [f for f in gps.snapshot() if f.quality == 2]  # differential: 0.3 m (without it 3 m, now and then)
         assert fixes, "no differential GPS fix"
         near = [t for t in truth.snapshot() if t.stamp <= fixes[-1].stamp][-1]
         assert math.hypot(fixes[-1].x - near.x, fixes[-1].y - near.y) < 3.0, (fixes[-1], near)
     finally:
-        for collector in (truth, status, gps):
+        for collector in (truth, status, gps, posts):
             collector.close()
         bus.release(command)
