@@ -2,7 +2,9 @@
 same seeded start/goal pairs per world (office, campus, clutter).
 
 Run by hand: ``python bench/motion.py [--pairs 50] [--worlds office,campus,clutter] [--methods moveto,goto,astar]
-[--seed 0]``. Prints a table per world and method against the targets of the motion module; asserts nothing.
+[--seed 0] [--jobs 2]``. Prints a table per world and method against the targets of the motion module; asserts
+nothing. ``--jobs`` runs that many pairs at once in worker processes; every run is in lock-step on a bus of its own,
+so the figures are the same.
 
 Strategy: each world's map (its walls, polygons and circles; the people who walk in it are left out) is laid on a
 grid that holds each cell's clearance (distance from its centre to the nearest obstacle, exact for segments and
@@ -50,7 +52,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -592,6 +596,29 @@ def print_table(world: str, results: dict[str, list[Outcome]]) -> None:
         )
 
 
+_MAPS: dict[str, tuple[ClearanceGrid, RayCaster]] = {}
+
+
+def world_maps(name: str) -> tuple[ClearanceGrid, RayCaster]:
+    """The clearance grid and a ray caster of the shipped world ``name`` without its people (made once per
+    process)."""
+    if name not in _MAPS:
+        world = parse_world((WORLDS_DIR / f"{name}.xml").read_text(), f"{name}.xml")
+        world = World(world.name, world.walls, polygons=world.polygons, circles=world.circles, start=world.start)
+        caster = RayCaster(world.segments(), world.circles if len(world.circles) else None)
+        _MAPS[name] = (clearance_grid(world, RESOLUTION[name]), caster)
+    return _MAPS[name]
+
+
+def _run_task(
+    name: str, pair: Pair, method: str, seed: int, maps: tuple[ClearanceGrid, RayCaster] | None = None
+) -> Outcome:
+    """One run in a folder of its own (in a worker process with ``--jobs``: each run has a bus of its own)."""
+    grid, caster = maps if maps is not None else world_maps(name)
+    with tempfile.TemporaryDirectory() as folder:
+        return run_pair(name, grid, caster, pair, method, seed, Path(folder))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=50, help="start/goal pairs per world (default 50)")
@@ -599,6 +626,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all three)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pairs and of the simulator's noise")
     parser.add_argument("--verbose", action="store_true", help="print each run")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at once, each in a process of its own (default 1; the runs are in "
+        "lock-step, so their figures do not depend on it)",
+    )
     args = parser.parse_args(argv)
     worlds = [w for w in args.worlds.split(",") if w]
     methods = [m for m in args.methods.split(",") if m]
@@ -610,19 +644,26 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     wall = time.monotonic()
     for name in worlds:
-        world = parse_world((WORLDS_DIR / f"{name}.xml").read_text(), f"{name}.xml")
-        world = World(
-            world.name, world.walls, polygons=world.polygons, circles=world.circles, start=world.start
-        )  # no people
-        grid = clearance_grid(world, RESOLUTION[name])
-        caster = RayCaster(world.segments(), world.circles if len(world.circles) else None)
+        grid, caster = world_maps(name)
         rng = np.random.default_rng([args.seed, WORLD_NAMES.index(name)])
         pairs = draw_pairs(grid, args.pairs, rng, MIN_CLEARANCE[name], (MIN_DISTANCE[name], MAX_DISTANCE[name]))
         results: dict[str, list[Outcome]] = {m: [] for m in methods}
-        for k, pair in enumerate(pairs):
-            for method in methods:
-                with tempfile.TemporaryDirectory() as folder:
-                    outcome = run_pair(name, grid, caster, pair, method, args.seed * 1000 + k, Path(folder))
+        tasks = [(k, pair, method) for k, pair in enumerate(pairs) for method in methods]
+        with contextlib.ExitStack() as stack:
+            if args.jobs > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")))
+                outcomes: Iterator[Outcome] = pool.map(
+                    _run_task,
+                    [name] * len(tasks),
+                    [pair for _, pair, _ in tasks],
+                    [method for _, _, method in tasks],
+                    [args.seed * 1000 + k for k, _, _ in tasks],
+                )
+            else:
+                outcomes = (
+                    _run_task(name, pair, method, args.seed * 1000 + k, (grid, caster)) for k, pair, method in tasks
+                )
+            for (k, pair, method), outcome in zip(tasks, outcomes, strict=True):
                 results[method].append(outcome)
                 if args.verbose:
                     print(

@@ -22,6 +22,7 @@ from pluto.movement.motion.core import (
     Scan,
     choose_way,
     closest_object,
+    enclosed,
     free_area,
     way_cost,
 )
@@ -32,9 +33,11 @@ from pluto.movement.motion.geometry import (
     CoverageGrid,
     Gap,
     Rectangle,
+    detour,
     find_gaps,
     free_length,
     segment_blocked,
+    squeezed,
 )
 
 
@@ -77,6 +80,48 @@ def test_free_length_and_blocked_segment() -> None:
     assert free_length(points, (0.0, 0.0), math.pi, 0.5, 10.0) == 10.0
     assert segment_blocked(points, (0.0, 0.0), (6.0, 0.0), 0.5)
     assert not segment_blocked(points, (0.0, 0.0), (0.0, 6.0), 0.5)
+
+
+def test_a_way_through_a_doorway_is_squeezed_a_way_beside_a_wall_is_not() -> None:
+    door = np.concatenate((wall(-3.0, 2.0, -0.45, 2.0), wall(0.45, 2.0, 3.0, 2.0)))  # 0.9 m wide at y = 2
+    assert squeezed(door, (0.0, 0.0), (0.0, 4.0), 1.4)
+    assert not squeezed(door, (0.0, 0.0), (0.0, 4.0), 0.8)  # narrower than asked
+    assert not squeezed(door, (0.0, 0.0), (0.0, 1.5), 1.4)  # stops before it
+    corridor_side = wall(-3.0, 0.6, 8.0, 0.6)
+    assert not squeezed(corridor_side, (0.0, 0.0), (6.0, 0.0), 1.4)  # one side only
+    assert squeezed(np.concatenate((corridor_side, wall(-3.0, -0.6, 8.0, -0.6))), (0.0, 0.0), (6.0, 0.0), 1.4)
+
+
+def test_the_detour_round_a_wall_goes_by_its_nearer_end_or_through_an_opening() -> None:
+    a, b = (0.0, 0.0), (6.0, 0.0)
+    assert detour(wall(0.0, 2.0, 6.0, 2.0), a, b, 0.5, 0.84) == 0.0  # beside the way, not across it
+    # a wall across the way from y = -3 to y = 8: round its south end, 0.5 m clear of it
+    long_wall = wall(3.0, -3.0, 3.0, 8.0)
+    assert detour(long_wall, a, b, 0.5, 0.84) == pytest.approx(2 * math.hypot(3.0, 3.5) - 6.0, abs=0.05)
+    # a 1 m opening in it from y = 1 to y = 2: through the opening
+    opened = np.concatenate((wall(3.0, -3.0, 3.0, 1.0), wall(3.0, 2.0, 3.0, 8.0)))
+    assert detour(opened, a, b, 0.5, 0.84) == pytest.approx(2 * math.hypot(3.0, 1.5) - 6.0, abs=0.05)
+    # an opening narrower than the robot is none
+    narrow = np.concatenate((wall(3.0, -3.0, 3.0, 1.0), wall(3.0, 1.5, 3.0, 8.0)))
+    assert detour(narrow, a, b, 0.5, 0.84) == pytest.approx(detour(long_wall, a, b, 0.5, 0.84), abs=0.05)
+
+
+def test_a_doorway_of_a_room_is_enclosed_one_across_a_corridor_is_not() -> None:
+    # a 4 m wide room (x -2..2) below a corridor (y 2.5..4.5) running 40 m, doorways at x = 0 in both walls
+    walls = np.concatenate(
+        (
+            wall(-2.0, -2.5, -2.0, 2.5),
+            wall(2.0, -2.5, 2.0, 2.5),
+            wall(-20.0, 2.5, -0.45, 2.5),
+            wall(0.45, 2.5, 20.0, 2.5),
+            wall(-20.0, 4.5, -0.45, 4.5),
+            wall(0.45, 4.5, 20.0, 4.5),
+        )
+    )
+    out_of_the_room = Gap((-0.45, 2.5), (0.45, 2.5), (0.0, 1.0))  # seen from inside the room
+    across = Gap((-0.45, 4.5), (0.45, 4.5), (0.0, 1.0))  # seen from the corridor
+    assert enclosed(walls, out_of_the_room, 8.5)
+    assert not enclosed(walls, across, 8.5)
 
 
 def test_a_doorway_in_a_wall_is_an_opening() -> None:
@@ -189,6 +234,52 @@ def test_a_goal_behind_a_wall_is_reached_through_the_opening() -> None:
     assert 1.5 < way.target[1] < 4.5 if way.kind == "ray" else way.gap is not None and 2.0 < way.gap.middle[1] < 4.0
 
 
+def test_shut_in_a_room_the_robot_takes_its_doorway_not_the_one_across_the_corridor() -> None:
+    # a 4 m x 5 m room (x -2..2, y -2.5..2.5) with a 0.9 m doorway north into a corridor (y 2.5..4.5) and another
+    # room's doorway across it; the goal far west beyond the room's west wall (the doorway leads farther from it
+    # than the robot is, yet it is the way out); the robot faces south
+    segments = [
+        (-2, -2.5, 2, -2.5),
+        (-2, -2.5, -2, 2.5),
+        (2, -2.5, 2, 2.5),
+        (-20, 2.5, -0.45, 2.5),
+        (0.45, 2.5, 20, 2.5),
+        (-20, 4.5, -0.45, 4.5),
+        (0.45, 4.5, 20, 4.5),
+        (-2, 9.5, 2, 9.5),
+    ]
+    origin = (0.6, 0.0)
+    points, ranges, _ = scan_of(segments, origin)
+    way = choose_way(
+        points[ranges < 29.0],
+        [(origin, points, ranges)],
+        (*origin, -math.pi / 2),
+        (-9.0, -2.0),
+        np.ones(72, dtype=bool),
+        Rectangle(0, 0, 0, 0, 0),
+        MotionParams(),
+    )
+    assert way is not None and way.kind == "door" and way.gap is not None
+    assert way.gap.middle[1] == pytest.approx(2.5, abs=0.05) and way.gap.width < 1.0
+
+
+def test_between_obstacles_a_strip_barely_wider_than_the_robot_is_a_way() -> None:
+    # a 1.1 m wide slot between boxes, closed behind the robot: no ray 0.6 m wide each side is free, one 0.45 m wide
+    # is
+    segments = [(-1.0, -0.55, 8.0, -0.55), (-1.0, 0.55, 8.0, 0.55), (-1.0, -0.55, -1.0, 0.55)]
+    points, ranges, _ = scan_of(segments)
+    way = choose_way(
+        points[ranges < 29.0],
+        [((0.0, 0.0), points, ranges)],
+        (0.0, 0.0, 0.0),
+        (4.0, 0.0),
+        np.ones(72, dtype=bool),
+        Rectangle(0, 0, 0, 0, 0),
+        MotionParams(),
+    )
+    assert way is not None and way.kind == "ray" and way.target[0] > 1.5  # past the box's near side
+
+
 def test_the_rectangle_bounds_the_rays() -> None:
     points = np.zeros((0, 2))
     seen = np.ones(72, dtype=bool)
@@ -277,6 +368,31 @@ def test_a_moveto_in_the_open_scans_follows_and_arrives() -> None:
             x += 0.05
     assert (MOVETO_SET, SCANNING) in codes and (-2, FOLLOWING) in codes
     assert codes[-1] == (AT_GOAL, IDLE)
+
+
+def test_the_robot_turns_on_the_spot_before_it_drives_to_a_way_aside() -> None:
+    """The goal is to the left: after the scan the robot turns on the spot (avoid velocity 0, v = 0, ω > 0) until it
+    faces the way, and only then sends the avoid goto (22)."""
+    core = MotionController(MotionParams(look_time=0.2, handover=0.0, near_reach=0.0))
+    core.command(42, (0.0, 6.0), (), (), (0.0, 0.0, 0.0), 0.0)
+    t, theta = 0.0, 0.0
+    turned_before_goto = False
+    goto_heading = None
+    target: tuple[float, ...] = ()
+    while t < 30.0 and goto_heading is None:
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 5, 8)])
+        out = core.step(MotionInputs(pose=(0.0, 0.0, theta), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+        for order in out.avoid:
+            if order.cmd_flags == 0 and order.velocity[0] == 0.0 and order.velocity[1] > 0.0:
+                turned_before_goto = True
+                theta += order.velocity[1] * 0.1
+            if order.cmd_flags == 22:
+                goto_heading = theta
+                target = order.position
+    assert turned_before_goto and goto_heading is not None
+    assert goto_heading > math.radians(45)
+    assert abs(math.atan2(target[1], target[0]) - goto_heading) < math.radians(12)  # facing the way
 
 
 def _box_scan(cx: float, cy: float, half_x: float, half_y: float) -> tuple[tuple[float, float], np.ndarray, np.ndarray]:

@@ -50,7 +50,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import wrap_angle
-from pluto.movement.motion.geometry import CoverageGrid, Gap, Rectangle, find_gaps, free_length, segment_blocked
+from pluto.movement.motion.geometry import (
+    CoverageGrid,
+    Gap,
+    Rectangle,
+    detour,
+    find_gaps,
+    free_length,
+    segment_blocked,
+    squeezed,
+)
 
 __all__ = [
     "AT_GOAL",
@@ -81,6 +90,7 @@ __all__ = [
     "Scan",
     "choose_way",
     "closest_object",
+    "enclosed",
     "way_cost",
 ]
 
@@ -125,6 +135,7 @@ class MotionParams:
     Attributes:
         robot_radius: m.
         ray_margin: a ray is free if a strip of half-width robot_radius + ray_margin is, m.
+        ray_margin_tight: ... or of half-width robot_radius + ray_margin_tight when no ray is free otherwise, m.
         ray_max: longest ray followed at once, m.
         ray_step: angle between the rays weighed, rad.
         stop_short: a ray's usable length stops this far before what ends it, m.
@@ -134,6 +145,7 @@ class MotionParams:
         near_reach: ... and, after a look around, when it is nearer than this and was seen free whichever way the
             robot faces, m.
         goal_tolerance: a moveto or a waypoint is reached within this distance, m.
+        near_enough: ... and a moveto whose simple goto is stuck (obstacles beside the goal) within this one, m.
         speed, turn_rate: limits given to the avoid goto, m/s, rad/s.
         door_speed: speed through a doorway, m/s.
         door_offset: the robot lines up on a doorway's axis before driving through when farther than this off it, m.
@@ -144,11 +156,18 @@ class MotionParams:
         laser_height: height of the scan plane, m (the ground is seen at laser_height / sin(tilt)).
         look_time: time spent looking at each view once the wrist is there, s.
         wrist_tolerance: the wrist is there within this, rad.
-        blocked_penalty: extra cost of a way whose end the scans show a wall between it and the goal, m.
+        blocked_penalty: least extra cost of a way whose end the scans show a wall between it and the goal, m.
+        detour_max: most extra cost of a way for the wall between its end and the goal, m (the farther ends of a
+            long wall, seen in part as the robot goes along it, would make it turn back and forth).
         unknown_weight: weight of the straight distance from a way's end to the goal in its cost.
         room_reach: a goal farther than this aside from a narrow doorway's axis is taken not to be behind it, m.
         room_area: a robot whose scans show less free area around it than this is in a room, whose doorways lead
             out, m².
+        room_side: ... as is the space before a narrow doorway closed in within this distance both ways along its
+            wall, m (the doorway leads out of that room).
+        turn_first: before the avoid goto to a way is sent, the robot turns on the spot until the way is within this
+            of its heading, rad ...
+        turn_time: ... or for at most this long, s.
         max_decisions: a moveto gives up after this many scans without reaching its goal.
         progress_time: a way on which the robot came no nearer its end for this long is given up, s.
         explore_cell: cell of the coverage grid, m.
@@ -162,6 +181,7 @@ class MotionParams:
 
     robot_radius: float = 0.4
     ray_margin: float = 0.2
+    ray_margin_tight: float = 0.05
     ray_max: float = 8.0
     ray_step: float = math.radians(5.0)
     stop_short: float = 0.6
@@ -170,6 +190,7 @@ class MotionParams:
     handover: float = 6.0
     near_reach: float = 2.0
     goal_tolerance: float = 0.3
+    near_enough: float = 0.5
     speed: float = 0.6
     turn_rate: float = 1.0
     door_speed: float = 0.2
@@ -181,8 +202,12 @@ class MotionParams:
     look_time: float = 0.4
     wrist_tolerance: float = 0.05
     blocked_penalty: float = 2.0
+    detour_max: float = 5.0
     room_reach: float = 2.5
     room_area: float = 30.0
+    room_side: float = 8.5
+    turn_first: float = math.radians(10.0)
+    turn_time: float = 10.0
     unknown_weight: float = 1.3
     max_decisions: int = 40
     progress_time: float = 15.0
@@ -310,22 +335,33 @@ def way_cost(
 ) -> float:
     """Estimated length (m) of the way to ``goal`` through ``target``: ``travel`` m to get there, then the straight
     distance to the goal times ``unknown_weight`` (what lies beyond is less sure: of two ways the one that goes
-    farther along what is known to be free wins), plus ``blocked_penalty`` when the echoes ``known`` show a wall on
-    that straight line (a wall seen beside a street usually has openings further on). Beyond a narrow doorway
-    (``gap`` narrower than ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis
-    is most likely not in it, and the straight distance counts double; unless the robot is ``in_room`` itself: then
-    the doorway is the way out."""
+    farther along what is known to be free wins), plus, when the echoes ``known`` show a wall on that straight line,
+    the way round the wall as far as it is seen (:func:`detour`), at least ``blocked_penalty`` (a wall seen beside a
+    street usually has openings further on) and at most ``detour_max``. Beyond a narrow doorway
+    (``gap`` narrower than ``door_max``) lies a room: a goal more than ``room_reach`` m aside from the doorway's axis,
+    or on the near side of its wall, is most likely not in it, and the straight distance counts double; unless the
+    robot is ``in_room`` itself: then the doorway is the way out."""
     p = params
     rest = math.hypot(goal[0] - target[0], goal[1] - target[1])
     cost = travel + p.unknown_weight * rest
-    if rest > 0.3 and segment_blocked(known, target, goal, p.robot_radius + 0.1):
-        cost += p.blocked_penalty
-    if gap is not None and gap.width < p.door_max and not in_room:
-        mx, my = gap.middle
-        aside = abs(-gap.normal[1] * (goal[0] - mx) + gap.normal[0] * (goal[1] - my))
-        if aside > p.room_reach:
-            cost += rest + p.blocked_penalty
+    if rest > 0.3:
+        around = detour(known, target, goal, p.robot_radius + 0.1, 2 * p.robot_radius + 0.04)
+        if around > 0.0:
+            cost += min(max(p.blocked_penalty, around), p.detour_max)
+    if gap is not None and not in_room and _not_behind(gap, goal, p):
+        cost += rest + p.blocked_penalty
     return cost
+
+
+def _not_behind(gap: Gap, goal: tuple[float, float], params: MotionParams) -> bool:
+    """Whether ``goal`` is most likely not in the room behind a narrow doorway: more than ``room_reach`` m aside from
+    its axis, or on the near side of its wall. A wide opening has no room behind it (False)."""
+    if gap.width >= params.door_max:
+        return False
+    mx, my = gap.middle
+    aside = abs(-gap.normal[1] * (goal[0] - mx) + gap.normal[0] * (goal[1] - my))
+    beyond = gap.normal[0] * (goal[0] - mx) + gap.normal[1] * (goal[1] - my)
+    return aside > params.room_reach or beyond < 0.0
 
 
 def choose_way(
@@ -355,8 +391,8 @@ def choose_way(
         known: every echo remembered (walls seen at earlier decisions too), for :func:`way_cost`; default ``points``.
 
     Returns:
-        The cheapest candidate that ends nearer the goal; if none does (a dead end), the cheapest of all; None if
-        there is no way at all.
+        The cheapest candidate that ends nearer the goal (by the straight distance round the walls seen on it); if
+        none does (a dead end), the cheapest of all; None if there is no way at all.
     """
     p = params
     x, y, th = pose
@@ -369,42 +405,83 @@ def choose_way(
     # (a doorway is the way out; rays only bring another view of the room when no doorway is seen)
     shut_in = in_room and here > p.room_reach and segment_blocked(walls, (x, y), goal, p.robot_radius)
 
-    def add(kind: str, target: tuple[float, float], travel: float, bearing: float, gap: Gap | None) -> None:
-        c = way_cost(target, travel, goal, walls, p, gap, in_room) + 0.3 * abs(wrap_angle(bearing - th))
+    def remaining(start: tuple[float, float]) -> float:
+        """The straight distance to the goal, round the walls seen on it (:func:`detour`)."""
+        straight = math.hypot(goal[0] - start[0], goal[1] - start[1])
+        return straight + detour(walls, start, goal, p.robot_radius + 0.1, 2 * p.robot_radius + 0.04)
+
+    here_remaining = remaining((x, y))
+
+    def add(
+        kind: str, target: tuple[float, float], travel: float, bearing: float, gap: Gap | None, inside: bool = False
+    ) -> None:
+        c = way_cost(target, travel, goal, walls, p, gap, inside) + 0.3 * abs(wrap_angle(bearing - th))
         if shut_in and kind == "ray":
-            c += p.blocked_penalty
+            # a ray ends in the room: the straight distance from its end is no estimate of the way round the wall
+            c += p.blocked_penalty + math.hypot(goal[0] - target[0], goal[1] - target[1])
         if any(math.hypot(target[0] - a, target[1] - b) < 1.0 for a, b in avoid):
             c += 3.0
-        progress = math.hypot(goal[0] - target[0], goal[1] - target[1]) < here - 0.3
+        # a doorway out of a room the goal is not in is progress wherever it lies; one into a room the goal is not in
+        # is none however near it lies
+        progress = remaining(target) < here_remaining - 0.3 or (shut_in and kind == "door")
+        if gap is not None and not inside and _not_behind(gap, goal, p):
+            progress = False
         candidates.append((progress, Candidate(kind, target, c, bearing, gap)))
 
-    n_rays = round(2 * math.pi / p.ray_step)
-    for i in range(n_rays):
-        phi = -math.pi + (i + 0.5) * 2 * math.pi / n_rays
-        if not seen[int((phi + math.pi) / (2 * math.pi) * k) % k]:
-            continue
-        length = free_length(points, (x, y), phi, p.robot_radius + p.ray_margin, p.ray_max)
-        if rect.set:
-            length = min(length, rect.exit_distance(x, y, phi) - p.robot_radius)
-        usable = length - p.stop_short
-        if usable < 0.5:
-            continue
-        u = (math.cos(phi), math.sin(phi))
-        t = min(max((goal[0] - x) * u[0] + (goal[1] - y) * u[1], 0.0), usable)
-        if t < 0.5:
-            t = min(usable, 1.5)  # leads away from the goal: a way out of a dead end
-        add("ray", (x + t * u[0], y + t * u[1]), t, phi, None)
+    def add_rays(margin: float) -> None:
+        n_rays = round(2 * math.pi / p.ray_step)
+        for i in range(n_rays):
+            phi = -math.pi + (i + 0.5) * 2 * math.pi / n_rays
+            if not seen[int((phi + math.pi) / (2 * math.pi) * k) % k]:
+                continue
+            length = free_length(points, (x, y), phi, p.robot_radius + margin, p.ray_max)
+            if rect.set:
+                length = min(length, rect.exit_distance(x, y, phi) - p.robot_radius)
+            usable = length - p.stop_short
+            if usable < 0.5:
+                continue
+            u = (math.cos(phi), math.sin(phi))
+            t = min(max((goal[0] - x) * u[0] + (goal[1] - y) * u[1], 0.0), usable)
+            if t < 0.5:
+                t = min(usable, 1.5)  # leads away from the goal: a way out of a dead end
+            add("ray", (x + t * u[0], y + t * u[1]), t, phi, None)
+
+    add_rays(p.ray_margin)
     for origin, echo, ranges in scans:
         for gap in find_gaps(echo, ranges, origin, 2 * p.robot_radius + 0.04, 2.5, p.gap_jump):
             target = gap.point(1.0)
             if not rect.contains(*target, margin=p.robot_radius):
                 continue
             mx, my = gap.middle
-            add("door", target, math.hypot(mx - x, my - y) + 1.0, math.atan2(my - y, mx - x), gap)
+            narrow = gap.width < p.door_max
+            # an opening seen through a narrow one (the doorway across the corridor, or a jamb of a doorway paired
+            # with one across the corridor behind it): the way to it is the narrow one, weighed on its own
+            if narrow:
+                others = np.hypot(points[:, 0] - mx, points[:, 1] - my) > 1.0  # not the doorway itself
+                if squeezed(points[others], (x, y), (mx, my), p.door_max):
+                    continue
+            elif segment_blocked(points, (x, y), (mx, my), p.robot_radius + 0.1):
+                continue
+            inside = in_room or (narrow and enclosed(walls, gap, p.room_side))
+            add("door", target, math.hypot(mx - x, my - y) + 1.0, math.atan2(my - y, mx - x), gap, inside)
+    if not any(c.kind == "ray" for _, c in candidates):
+        # no way at all between the obstacles with the usual margin: strips barely wider than the robot
+        add_rays(p.ray_margin_tight)
     if not candidates:
         return None
     forward = [c for ok, c in candidates if ok]
     return min(forward or [c for _, c in candidates], key=lambda c: c.cost)
+
+
+def enclosed(walls: FloatArray, gap: Gap, side: float) -> bool:
+    """Whether the space on the near side of a doorway is a room: from just before the doorway, along the line of its
+    wall, the echoes close it in within ``side`` m both ways (a corridor or a hall runs on farther). A room whose
+    doorway is in view can show a large free area through it; its width along the wall tells it from a corridor."""
+    tx, ty = -gap.normal[1], gap.normal[0]
+    reach = 2.0 * side
+    before = gap.point(-0.5)
+    ends = [free_length(walls, before, math.atan2(sy * ty, sy * tx), 0.05, reach) for sy in (1.0, -1.0)]
+    return max(ends) < side
 
 
 def free_area(
@@ -496,6 +573,8 @@ class _Nav:
     known_gaps: list[tuple[float, float]] = field(default_factory=list)
     memory: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
     near_failed: tuple[float, float] | None = None  # where the simple goto last got stuck
+    turning: bool = False  # turning on the spot towards the target before the avoid goto is sent
+    look_around: bool = False  # in a room with no doorway ahead: the scan looks to both sides
     last_scan: float = -math.inf
 
 
@@ -712,6 +791,8 @@ class MotionController:
                 return self._enter(nav, "near", now, nav.goal)
             if nav.phase == "follow" and self._new_opening(nav, world, pose, now):
                 return _stop(), None, SCANNING
+        if nav.turning and nav.phase in ("follow", "near", "door-approach"):
+            return self._turn_step(nav, pose, now), (0.0, 0.0), FOLLOWING
         if nav.phase == "near":
             return self._goto_step(nav, inputs, now, nav.goal, on_stuck="scan"), (0.0, 0.0), FOLLOWING
         if nav.phase == "follow":
@@ -730,17 +811,31 @@ class MotionController:
     ) -> tuple[AvoidOrder | None, tuple[float, float] | None, int]:
         nav.phase, nav.phase_since = phase, now
         nav.best_distance, nav.best_time = math.inf, now
-        p = self.params
         if phase in ("follow", "near", "door-approach") and target is not None:
             nav.target = target
-            nav.sent = now
-            return AvoidOrder(_LASER_GOTO, target, (p.speed, p.turn_rate), (1.0,)), (0.0, 0.0), FOLLOWING
+            nav.turning = True
+            return None, (0.0, 0.0), FOLLOWING
         if phase == "scan":
             nav.view, nav.view_since = 0, None
             nav.points, nav.scans = [], []
             nav.seen = np.zeros(72, dtype=bool)
             return _stop(), (0.0, 0.0), SCANNING
         return None, (0.0, 0.0), FOLLOWING
+
+    def _turn_step(self, nav: _Nav, pose: tuple[float, float, float], now: float) -> AvoidOrder:
+        """Turn on the spot to face the target (heading changes while driving are what makes a path weave), then send
+        the avoid goto to it."""
+        p = self.params
+        assert nav.target is not None
+        x, y, th = pose
+        error = wrap_angle(math.atan2(nav.target[1] - y, nav.target[0] - x) - th)
+        if abs(error) > p.turn_first and now - nav.phase_since < p.turn_time:
+            w = math.copysign(min(p.turn_rate, max(0.15, 1.5 * abs(error))), error)
+            return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, w))
+        nav.turning = False
+        nav.sent = now
+        nav.best_distance, nav.best_time = math.inf, now
+        return AvoidOrder(_LASER_GOTO, nav.target, (p.speed, p.turn_rate), (1.0,))
 
     def _goto_step(
         self,
@@ -767,6 +862,10 @@ class MotionController:
         if d < nav.best_distance - 0.3:
             nav.best_distance, nav.best_time = d, now
         if (settled and inputs.avoid_element[1] == 2) or now - nav.best_time > p.progress_time:
+            if nav.phase == "near" and d < p.near_enough:
+                # obstacles keep the robot from the goal, yet it is near enough: as near as it gets
+                nav.phase = "done"
+                return _stop()
             nav.visited.append((pose[0], pose[1]))
             if nav.phase == "near":
                 nav.near_failed = (pose[0], pose[1])
@@ -850,6 +949,9 @@ class MotionController:
         if ready:
             if nav.view == 0:
                 nav.choice = self._decide(nav, pose)
+                # shut in a room (the goal outside, behind a wall), with no doorway ahead to leave it by: look to
+                # both sides for one
+                nav.look_around = (nav.choice is None or nav.choice.kind != "door") and self._shut_in(nav, pose)
             nav.view += 1
             nav.view_since = None
             if nav.view >= len(self._views(nav, pose)):
@@ -872,6 +974,17 @@ class MotionController:
             return False
         return not segment_blocked(_before(nav.memory, (x, y), nav.goal), (x, y), nav.goal, p.robot_radius + 0.15)
 
+    def _shut_in(self, nav: _Nav, pose: tuple[float, float, float]) -> bool:
+        """Whether the robot is in a room (its scans show little free area) with the goal outside: farther than
+        ``room_reach`` and a remembered echo between them."""
+        p = self.params
+        x, y, _ = pose
+        return (
+            math.hypot(nav.goal[0] - x, nav.goal[1] - y) > p.room_reach
+            and free_area(nav.scans, (x, y)) < p.room_area
+            and segment_blocked(nav.memory, (x, y), nav.goal, p.robot_radius)
+        )
+
     def _views(self, nav: _Nav, pose: tuple[float, float, float]) -> list[tuple[float, float]]:
         """The wrist's views of a scan: ahead; to the side of the way chosen (if it lies aside) and at the ground in
         its direction."""
@@ -884,7 +997,9 @@ class MotionController:
         rel = wrap_angle(nav.choice.bearing - pose[2])
         pan = max(-p.look_pan, min(p.look_pan, rel))
         views = [(0.0, 0.0)]
-        if abs(rel) > 0.6:
+        if nav.look_around:
+            views += [(p.look_pan, 0.0), (-p.look_pan, 0.0)]
+        elif abs(rel) > 0.6:
             views.append((pan, 0.0))
         views.append((pan, p.ground_tilt))
         return views
@@ -968,8 +1083,10 @@ class MotionController:
             if now - nav.phase_since > 20.0:
                 nav.phase, nav.phase_since = "door-pass", now
             elif abs(offset) > p.door_offset and along < -p.robot_radius:
-                # onto the doorway's axis first: to the point of it as far before the door as the robot is
-                tx, ty = mx + nx * along, my + ny * along
+                # onto the doorway's axis first: to a point of it half a metre nearer the door than the robot (a
+                # slant, not a sidestep square to the axis, which furniture beside the way in can block)
+                ahead = min(along + 0.5, -p.robot_radius - 0.1)
+                tx, ty = mx + nx * ahead, my + ny * ahead
                 error = wrap_angle(math.atan2(ty - y, tx - x) - th)
                 if abs(error) > 0.1:
                     return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, max(-0.6, min(0.6, 1.5 * error))))

@@ -15,9 +15,11 @@ __all__ = [
     "CoverageGrid",
     "Gap",
     "Rectangle",
+    "detour",
     "find_gaps",
     "free_length",
     "segment_blocked",
+    "squeezed",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -51,6 +53,69 @@ def segment_blocked(points: FloatArray, a: tuple[float, float], b: tuple[float, 
     t = np.clip((px * dx + py * dy) / length2, 0.0, 1.0) if length2 > 1e-12 else np.zeros(len(points))
     d = np.hypot(px - t * dx, py - t * dy)
     return bool((d < clearance).any())
+
+
+def squeezed(points: FloatArray, a: tuple[float, float], b: tuple[float, float], width: float) -> bool:
+    """True if the segment from ``a`` to ``b`` (m) passes through a passage narrower than ``width`` m: points on
+    both of its sides, within 0.3 m of each other along it, whose distances from it add up to less than ``width``
+    (a wall beside the way is on one side only)."""
+    if len(points) == 0:
+        return False
+    ax, ay = a
+    dx, dy = b[0] - ax, b[1] - ay
+    length = math.hypot(dx, dy)
+    if length < 1e-6:
+        return False
+    px, py = points[:, 0] - ax, points[:, 1] - ay
+    along = (px * dx + py * dy) / length
+    side = (dx * py - dy * px) / length
+    near = (along > 0.0) & (along < length) & (np.abs(side) < width)
+    left, right = near & (side > 0.0), near & (side < 0.0)
+    if not (left.any() and right.any()):
+        return False
+    close = np.abs(along[left][:, None] - along[right][None, :]) < 0.3
+    widths = side[left][:, None] - side[right][None, :]
+    return bool((close & (widths < width)).any())
+
+
+def detour(
+    points: FloatArray, a: tuple[float, float], b: tuple[float, float], clearance: float, passage: float
+) -> float:
+    """How much longer than the straight line (m) the way from ``a`` to ``b`` is around the obstacles that block it,
+    as far as ``points`` show them; 0 if nothing within ``clearance`` m of the line blocks it.
+
+    The points between ``a`` and ``b`` (along the line) are projected across it; from the blocking ones, the shadow
+    they cast on that cross axis is followed to each side up to the first stretch wider than ``passage`` m with no
+    point (where the robot gets through: the end of a wall, a doorway). The way passes that end, ``clearance`` m
+    clear of it, at the blocking points' distance along the line; the shorter side counts. What the points do not
+    show counts as free: a wall seen in part ends where it is no longer seen.
+    """
+    if len(points) == 0:
+        return 0.0
+    ax, ay = a
+    dx, dy = b[0] - ax, b[1] - ay
+    length = math.hypot(dx, dy)
+    if length < 1e-6:
+        return 0.0
+    px, py = points[:, 0] - ax, points[:, 1] - ay
+    along = (px * dx + py * dy) / length
+    side = (dx * py - dy * px) / length
+    window = (along > 0.0) & (along < length)
+    blocking = window & (np.abs(side) < clearance)
+    if not blocking.any():
+        return 0.0
+    lateral = np.sort(side[window])
+    wide = np.flatnonzero(np.diff(lateral) >= passage)  # a gap after lateral[k] for k in wide
+    hi, lo = float(side[blocking].max()), float(side[blocking].min())
+    above = wide[lateral[wide] >= hi]
+    top = float(lateral[above[0]]) if len(above) else float(lateral[-1])
+    below = wide[lateral[wide + 1] <= lo]
+    bottom = float(lateral[below[-1] + 1]) if len(below) else float(lateral[0])
+    at = float(np.mean(along[blocking]))
+    best = math.inf
+    for w in (max(top, 0.0) + clearance, max(-bottom, 0.0) + clearance):
+        best = min(best, math.hypot(at, w) + math.hypot(length - at, w) - length)
+    return best
 
 
 @dataclass(frozen=True)
