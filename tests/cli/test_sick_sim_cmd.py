@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import threading
+from typing import Any
 
 import pytest
 
+from pluto import msgs, names
+from pluto.bus import Bus
 from pluto.cli import sick_sim
 from pluto.cli.main import build_parser
 from pluto.errors import ConfigError
+from tests.helpers import wait_until
 
 
 def test_sick_sim_options() -> None:
@@ -61,6 +65,42 @@ def test_a_driver_reads_scans_from_the_served_scanner(monkeypatch: pytest.Monkey
         with LmsDriver(urls[0], LmsSettings(baud=500000, resolution=100, probe_timeout=0.1)) as driver:
             scan = driver.wait_for_scan(5.0)
             assert scan is not None and scan.ranges.size == 181 and 0.0 < scan.ranges.min() < 80.0
+    finally:
+        stop.set()
+        server.join(5.0)
+
+
+def test_following_a_simulation_the_scanner_turns_with_the_wrist(monkeypatch: pytest.MonkeyPatch, bus: Bus) -> None:
+    """With --follow-sim the served scans come from where the robot is (Sim/Truth) and where its wrist points
+    (Wrist/State), carried forward to the truth's time by the wrist's velocity."""
+    from pluto.hardware.sick import emulator
+
+    sources: list[emulator.WorldScan] = []
+    stop = threading.Event()
+    built = threading.Event()
+    original_init = emulator.WorldScan.__init__
+
+    def init(self: emulator.WorldScan, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        sources.append(self)
+        built.set()
+
+    monkeypatch.setattr(emulator.WorldScan, "__init__", init)
+    monkeypatch.setattr(emulator.LmsEmulator, "run", lambda self, _stop, on_ready=None: stop.wait(10.0))
+    truth = bus.create_publisher(names.SIM_TRUTH, msgs.Odometry)
+    wrist = bus.create_publisher(names.WRIST_STATE, msgs.ActuatorState)
+    args = build_parser().parse_args(["sick-sim", "--port", "0", "--world", "office", "--follow-sim"])
+    server = threading.Thread(target=sick_sim.run, args=(args,), daemon=True)
+    server.start()
+    try:
+        assert built.wait(10.0)
+        follow = sources[0].wrist
+        assert follow is not None and follow() == (0.0, 0.0)  # no wrist yet: ahead and level
+        truth.write(msgs.Odometry(stamp=20.1, x=10.0, y=9.7))
+        wrist.write(msgs.ActuatorState(stamp=20.0, position=[0.5, 0.1], velocity=[1.0, 0.0]))
+        # 0.1 s on at 1 rad/s, by the simulated time of the truth (not the wall clock's, which is decades ahead)
+        wait_until(lambda: abs(follow()[0] - 0.6) < 1e-9, message="the wrist's state and the truth reached the scanner")
+        assert follow()[1] == pytest.approx(0.1)
     finally:
         stop.set()
         server.join(5.0)

@@ -26,7 +26,8 @@ continuous output of measured values, paced as the configured baud rate allows (
 38400 baud; on TCP and a pty the rate is nominal, the pacing is kept). It starts at 9600 baud, as a scanner does.
 
 The ranges come from a square room around the scanner, or with --world from the simulator's laser in that world:
-at --pose, or following the robot's true pose (Sim/Truth) of a simulation running on the bus with --follow-sim.
+at --pose, or following the robot's true pose (Sim/Truth) and its wrist (Wrist/State) of a simulation running on the
+bus with --follow-sim.
 
 Connect a host to the URL printed at start: socket://127.0.0.1:8104 over TCP, or with --pty a pseudo-terminal.
 
@@ -67,7 +68,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
     p.add_argument("--world", default=None, help="world: office, campus, clutter or a map file (default: a room)")
     p.add_argument("--pose", type=_pose, default=None, help="x,y,theta of the robot in --world (default: its start)")
-    p.add_argument("--follow-sim", action="store_true", help="follow Sim/Truth of a simulation on the bus")
+    p.add_argument(
+        "--follow-sim", action="store_true", help="follow Sim/Truth and Wrist/State of a simulation on the bus"
+    )
     p.add_argument("--baud", type=int, default=9600, help="the rate it starts at, as set in its flash (default 9600)")
     p.add_argument("--resolution", type=float, default=1.0, help="resolution it starts at, ° (0.5 or 1; default 1)")
     p.add_argument("--units", choices=("cm", "mm"), default="cm", help="units it starts with (default cm)")
@@ -100,7 +103,14 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pluto.hardware.sick.device import LmsDevice, ScanSource
-    from pluto.hardware.sick.emulator import LinkNoise, LmsEmulator, SyntheticRoom, WorldScan, follow_truth
+    from pluto.hardware.sick.emulator import (
+        LinkNoise,
+        LmsEmulator,
+        SyntheticRoom,
+        WorldScan,
+        follow_truth,
+        follow_wrist,
+    )
     from pluto.hardware.sick.telegram import RANGE_MODES, LmsConfig
     from pluto.runtime.runner import stop_on_signals
 
@@ -117,11 +127,21 @@ def run(args: argparse.Namespace) -> int:
 
             pose = at_fixed_pose
             world = None
+            wrist = None
             if args.follow_sim:
+                from pluto import names
                 from pluto.bus import Bus
 
                 bus = stack.enter_context(Bus())
                 pose = follow_truth(bus)
+                truth = bus.create_reader(names.SIM_TRUTH)
+
+                def simulated_now() -> float:
+                    newest = truth.read()
+                    return newest.stamp if newest is not None else 0.0
+
+                # the scanner sits on the robot's wrist: it turns and tilts with it (level and ahead without one)
+                wrist = follow_wrist(bus, clock=simulated_now)
                 if args.world is None:
                     from pluto.sim.module import fetch_settings
 
@@ -130,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 world = load_world(args.world)
             if not fixed:
                 fixed.append(world.start)
-            source = WorldScan(world, pose)
+            source = WorldScan(world, pose, wrist=wrist)
             where = f"in world {world.name}" + (" following Sim/Truth" if args.follow_sim else f" at {fixed[0]}")
         device = LmsDevice(source, reboot_time=args.reboot_time, baud=args.baud)
         device.resolution = round(args.resolution * 100)
