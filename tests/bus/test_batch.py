@@ -50,7 +50,9 @@ def test_a_batching_writer_delivers_every_value_in_order(bus: Bus, make_bus: Mak
         writer.write(beat(seq))
     writer.write(beat(-1))
     assert end.wait(10.0), "the last batch never arrived"
-    assert seen == list(range(1, 1001))
+    # Value 0 may reach the subscription's callback only after the clear (a busy machine): then it comes first.
+    late_zero = seen[:1] == [0]
+    assert seen[int(late_zero) :] == list(range(1, 1001))
 
 
 def test_a_partial_batch_goes_out_after_its_delay_without_more_writes(bus: Bus, make_bus: MakeBus) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -12,7 +16,14 @@ import zenoh
 
 from pluto import msgs
 from pluto.bus import Bus, BusConfig, BusError, bus_config
-from pluto.bus.config import DEFAULT_RENDEZVOUS, rendezvous_free, zenoh_config_json
+from pluto.bus.config import (
+    DEFAULT_RENDEZVOUS,
+    register_session,
+    registered_sessions,
+    rendezvous_free,
+    unregister_session,
+    zenoh_config_json,
+)
 from pluto.errors import ConfigError, PlutoError
 from tests.helpers import free_tcp_port
 
@@ -362,3 +373,23 @@ def test_a_bus_in_router_mode_serves_clients(make_bus: Any, bus_env: dict[str, s
     assert reader.read() == msgs.Odometry(x=5.0)
     writer.write(msgs.Odometry(x=6.0))
     assert reader.wait_for_update(timeout=2.0) == msgs.Odometry(x=6.0)
+
+
+def test_sessions_at_the_rendezvous_are_listed_while_their_processes_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cfg = BusConfig(robot="r", rendezvous="tcp/127.0.0.1:7999")
+    path = register_session(cfg, "aa")
+    assert path is not None and path.read_text() == str(os.getpid())
+    assert registered_sessions(cfg) == {"aa"}
+    ended = subprocess.Popen(["true"])  # a process that has ended: its entry is stale
+    ended.wait()
+    stale = path.parent / "bb"
+    stale.write_text(str(ended.pid))
+    assert registered_sessions(cfg) == {"aa"}
+    assert not stale.exists()
+    unregister_session(path)
+    assert registered_sessions(cfg) == set()
+    assert not path.parent.exists()
+    assert register_session(BusConfig(robot="r", connect=["tcp/127.0.0.1:7447"]), "cc") is None  # a client

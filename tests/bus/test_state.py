@@ -457,6 +457,31 @@ def test_interface_keys_lists_interfaces_with_a_value(bus: Bus, make_bus: MakeBu
     assert abs(keys[ODOM] - time.time()) < 5.0
 
 
+def test_newcomers_list_the_values_of_every_session_at_once(bus: Bus, make_bus: MakeBus) -> None:
+    # Four sessions besides the rendezvous owner, each with a value of its own: a newcomer's first query (with no
+    # retry) must reach all of them, however far its links to them have got when it opens.
+    names = [f"test/value/{i}" for i in range(4)]
+    for name in names:
+        make_bus().create_publisher(name, msgs.Heartbeat).write(msgs.Heartbeat())
+
+    def newcomer(_: int) -> set[str]:
+        with open_bus() as late:
+            return set(late.interface_keys())
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(newcomer, range(4))) == [set(names)] * 4
+
+
+def test_a_process_that_takes_the_rendezvous_over_reads_the_values_at_once(make_bus: MakeBus) -> None:
+    first, peer = make_bus(), make_bus()
+    assert first.owner and not peer.owner
+    peer.create_publisher(ODOM).write(msgs.Odometry(x=1.5))
+    first.close()  # the peer now retries the rendezvous until a new owner takes it
+    heir = make_bus()
+    assert heir.owner
+    assert heir.create_reader(ODOM).read() == msgs.Odometry(x=1.5)  # no wait: it waited for the peer to come
+
+
 def test_close_is_idempotent_and_closes_readers(bus: Bus, make_bus: MakeBus) -> None:
     writer = bus.create_publisher(ODOM)
     other = make_bus()

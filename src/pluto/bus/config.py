@@ -18,8 +18,11 @@ itself (a robot's own router that links to another).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -128,9 +131,72 @@ def _tcp_port_free(endpoint: str) -> bool:
         return False
 
 
+def rendezvous_used(cfg: BusConfig) -> bool:
+    """True if this process meets the others at the local rendezvous (as its owner or a newcomer)."""
+    return bool(cfg.rendezvous) and not cfg.connect and cfg.zenoh_mode == "peer"
+
+
+def _registry(cfg: BusConfig) -> Path:
+    """The folder where the sessions that meet at ``cfg.rendezvous`` list themselves, one file each."""
+    place = "".join(c if c.isalnum() or c == "." else "_" for c in cfg.rendezvous)
+    return Path(tempfile.gettempdir()) / f"pluto-{getattr(os, 'getuid', lambda: 0)()}" / place
+
+
+def register_session(cfg: BusConfig, zid: str) -> Path | None:
+    """List session ``zid`` of this process among those meeting at the rendezvous (a file named after it, holding
+    the pid); return the file, for :func:`unregister_session`, or None if the rendezvous is not used or the
+    folder cannot be written.
+
+    A process that takes the rendezvous over after its owner died reads the list (:func:`registered_sessions`) to
+    know whom to expect as the others reconnect to it."""
+    if not rendezvous_used(cfg):
+        return None
+    path = _registry(cfg) / zid
+    for _ in range(2):  # the folder may be removed by a session leaving just then
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path.write_text(str(os.getpid()))
+            return path
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return None
+
+
+def unregister_session(path: Path | None) -> None:
+    """Take a session off the list (and the folder, once empty)."""
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
+
+
+def registered_sessions(cfg: BusConfig) -> set[str]:
+    """The zids of the sessions listed at the rendezvous whose processes are alive (the files of dead ones go)."""
+    found: set[str] = set()
+    try:
+        entries = list(_registry(cfg).iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            pid = int(entry.read_text())
+            os.kill(pid, 0)
+        except (OSError, ValueError) as err:
+            if not isinstance(err, PermissionError):  # a process of another user is alive
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                continue
+        found.add(entry.name)
+    return found
+
+
 def rendezvous_free(cfg: BusConfig) -> bool:
     """True if this process would own the local rendezvous (nothing listens on it yet)."""
-    return bool(cfg.rendezvous) and not cfg.connect and cfg.zenoh_mode == "peer" and _tcp_port_free(cfg.rendezvous)
+    return rendezvous_used(cfg) and _tcp_port_free(cfg.rendezvous)
 
 
 def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:

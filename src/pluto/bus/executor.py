@@ -26,6 +26,7 @@ log = logging.getLogger("pluto.bus")
 __all__ = ["Executor", "Strand", "on_zenoh_thread"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
+_NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def on_zenoh_thread(fn: Callable[[Any], Any]) -> Any:
@@ -100,12 +101,15 @@ class Executor:
             self.peak = max(self.peak, len(self._workers))
             worker.thread.start()
 
-    @contextlib.contextmanager
-    def blocking(self) -> Iterator[None]:
-        """Around a wait on a worker of this executor: the worker's place is lent to others meanwhile."""
+    def blocking(self) -> contextlib.AbstractContextManager[None]:
+        """Around a wait on a worker of this executor: the worker's place is lent to others meanwhile (on any other
+        thread, nothing: the common case costs no generator)."""
         if threading.current_thread() not in self._workers:
-            yield
-            return
+            return _NOTHING
+        return self._lend()
+
+    @contextlib.contextmanager
+    def _lend(self) -> Iterator[None]:
         with self._lock:
             self._blocked += 1
             self._grow()
@@ -175,6 +179,7 @@ class Strand:
         self._scheduled = False  # a run is submitted or running
         self._again = False  # work came while running
         self._runner: threading.Thread | None = None
+        self._waiters = 0  # threads in wait_idle (a run that ends wakes them; with none, it skips the notify)
 
     @property
     def busy(self) -> bool:
@@ -219,7 +224,8 @@ class Strand:
                 if not self._again:
                     self._runner = None
                     self._scheduled = False
-                    self._idle.notify_all()
+                    if self._waiters:
+                        self._idle.notify_all()
                     return
                 self._again = False
 
@@ -228,7 +234,11 @@ class Strand:
         if not self._scheduled or self.in_strand:
             return True
         with self._idle:
-            return self._idle.wait_for(lambda: not self._scheduled, timeout)
+            self._waiters += 1
+            try:
+                return self._idle.wait_for(lambda: not self._scheduled, timeout)
+            finally:
+                self._waiters -= 1
 
     def close(self, timeout: float = 5.0) -> None:
         """Wait for a run in progress to end (not when called from the strand itself)."""

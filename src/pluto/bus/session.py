@@ -1,13 +1,22 @@
 """The bus: one Zenoh session per process, and the interfaces, services and liveliness built on it.
 
 Strategy: interfaces are *states* (the CORBA state objects of the original robot). A writer publishes each new
-value and also answers queries for its latest one, so a reader that joins late asks for it when it is created and
-has it at once; from then on it keeps the newest published value. Commands are the exception (DESIGN.md, principle
-5; the table in :data:`pluto.names.COMMANDS`): a command writer marks its values, readers never take a marked value
-from a query (a command is never handed to a reader that joins later), and a command reader forgets a command once
-it is older than its ``max_age`` by the reader's own clock. The rule lives here, so no module can forget it.
-Zenoh callbacks do as little as possible (decode, store, notify); user callbacks and service handlers run on threads
-of their own, so a slow callback can never stall Zenoh, and a slow subscriber only skips to the newest value.
+value and keeps the newest one in a queryable on the interface's key (the shape of Zenoh's AdvancedPublisher cache,
+with Pluto's write stamp in the attachment); a reader that joins late asks for it when it is created, with no
+consolidation (every writer answers, the newest write wins), and has it at once; from then on it keeps the newest
+published value. The query reaches every writer because the session has heard of every other session first
+(:meth:`Bus.settle`, no fixed wait): a newcomer is linked to the rendezvous owner when Zenoh's open returns (with
+its declarations: ``open/return_conditions``); it then asks the owner which sessions it knows (a process that
+took the rendezvous over reads the sessions listed in the rendezvous's folder instead) and waits for each one's
+liveliness token ``pluto/@session/<zid>``. Zenoh sends what a session has declared to a new link in a fixed
+order, subscribers, queryables, then liveliness tokens, so once the token is in, that session's writers and
+services are known. Service calls that find nobody wait on Zenoh's matching status of the service key, not on a
+timer. Commands are the exception to late delivery (DESIGN.md, principle 5; the table in
+:data:`pluto.names.COMMANDS`): a command writer marks its values, readers never take a marked value from a query (a
+command is never handed to a reader that joins later), and a command reader forgets a command once it is older
+than its ``max_age`` by the reader's own clock. The rule lives here, so no module can forget it.
+Zenoh callbacks do as little as possible (decode, store, notify); user callbacks and service handlers run on the
+bus's executor, so a slow callback can never stall Zenoh, and a slow subscriber only skips to the newest value.
 """
 
 from __future__ import annotations
@@ -30,7 +39,16 @@ import msgspec
 import zenoh
 
 from pluto import msgs, names
-from pluto.bus.config import BusConfig, bus_config, rendezvous_free, zenoh_config_json
+from pluto.bus.config import (
+    BusConfig,
+    bus_config,
+    register_session,
+    registered_sessions,
+    rendezvous_free,
+    rendezvous_used,
+    unregister_session,
+    zenoh_config_json,
+)
 from pluto.bus.executor import Executor, Strand, on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
 from pluto.closing import close_at_exit
@@ -54,6 +72,11 @@ BATCH = 4  # the payload is a MessagePack array of values (a batching writer's),
 _ARRAY16 = struct.Struct(">BH")  # MessagePack array header of up to 65,535 items
 
 _zenoh_log_started = False
+
+SESSIONS = "pluto/@session"
+"""Liveliness key prefix of every bus session, ``pluto/@session/<zid>`` (all robots: they share the rendezvous)."""
+ROSTER = "pluto/@roster"
+"""Served by the rendezvous owner: the zids of the sessions it knows (a MessagePack list of str)."""
 
 ZENOH_RUNTIME = (
     "(app: (worker_threads: 1, max_blocking_threads: 1), acc: (handover: net),"
@@ -84,8 +107,7 @@ def write_mark(attachment: zenoh.ZBytes | None) -> tuple[float, int, int, int]:
         return 0.0, 0, 0, 0
     raw = attachment.to_bytes()
     if len(raw) == _ATTACHMENT.size:
-        written, seq, wid, flags = _ATTACHMENT.unpack(raw)
-        return float(written), int(seq), int(wid), int(flags)
+        return _ATTACHMENT.unpack(raw)
     if len(raw) == _ATTACHMENT_V1.size:
         written, seq = _ATTACHMENT_V1.unpack(raw)
         return float(written), int(seq), 0, 0
@@ -782,6 +804,11 @@ class Service:
                 query.drop()  # type: ignore[no-untyped-call]
 
 
+def _reply_roster(query: zenoh.Query, payload: bytes) -> None:
+    with query:
+        query.reply(ROSTER, payload)
+
+
 def _reply_error(query: zenoh.Query, text: str) -> None:
     with query:
         query.reply_err(text.encode())
@@ -880,13 +907,25 @@ class Bus:
                 self.session = self._open(owner=False)
             except zenoh.ZError as err2:
                 raise self._open_error(err2) from None
-        self._opened = time.monotonic()
         self._settled = False
         self._modules: set[str] = set()
         self._gone: dict[str, float] = {}  # module -> when it was last seen to go (monotonic s)
         self._module_watch = self.session.liveliness().declare_subscriber(
             f"{self.prefix}/@module/**", on_zenoh_thread(self._on_module_token), history=True
         )
+        # Every session announces itself; the rendezvous owner lists the sessions it knows (see settle()).
+        self.zid = str(self.session.info.zid())
+        self._sessions: set[str] = set()
+        self._sessions_heard: set[str] = set()  # also those that went since (a roster may still list them)
+        self._sessions_changed = threading.Condition()
+        self._session_watch = self.session.liveliness().declare_subscriber(
+            f"{SESSIONS}/*", on_zenoh_thread(self._on_session_token), history=True
+        )
+        self._session_token = self.session.liveliness().declare_token(f"{SESSIONS}/{self.zid}")
+        self._roster: Any = None
+        if self.owner:
+            self._roster = self.session.declare_queryable(ROSTER, on_zenoh_thread(self._on_roster_query))
+        self._registered = register_session(self.config, self.zid)
         close_at_exit(self)
 
     def _open_error(self, err: Exception) -> BusError:
@@ -904,34 +943,53 @@ class Bus:
             conf.insert_json5(path, msgspec.json.encode(value).decode())
         return zenoh.open(conf)
 
-    # Peers that lost the previous rendezvous owner reconnect to a new one within their retry period (0.25 s).
-    # A newcomer learns of the running modules' declarations shortly after its link is up.
     GONE_DOUBT = 1.0
     """s after a module was seen to go during which news of it alive is doubted (see :meth:`_note_module`)."""
-    SETTLE_OWNER = 0.3
-    SETTLE_NEWCOMER = 0.1
+    SETTLE_TIMEOUT = 3.0
+    """s :meth:`settle` waits at most for the sessions the rendezvous owner listed (one may be closing)."""
+
+    def _on_session_token(self, sample: zenoh.Sample) -> None:
+        zid = str(sample.key_expr).rpartition("/")[2]
+        with self._sessions_changed:
+            self._sessions_heard.add(zid)
+            if sample.kind == zenoh.SampleKind.PUT:
+                self._sessions.add(zid)
+            else:
+                self._sessions.discard(zid)
+            self._sessions_changed.notify_all()
+
+    def _on_roster_query(self, query: zenoh.Query) -> None:
+        with self._sessions_changed:
+            roster = sorted(self._sessions)
+        self._defer(_reply_roster, query, msgspec.msgpack.encode(roster))
 
     def settle(self) -> None:
-        """Before asking who is on the bus, give a session that has just opened the time to hear of everyone: the
-        running modules' declarations arrive shortly after the link is up, and if this process has just taken over
-        the rendezvous, the others reconnect to it within their retry period. There is no event that says
-        "everyone is known", so this waits the rest of a short fixed time after opening, once."""
+        """Before asking who is on the bus, wait until this session has heard of every other session.
+
+        A newcomer is linked to the rendezvous owner when it opens (and has its declarations: Zenoh's
+        ``open/return_conditions``), but it learns of the other sessions through links of its own that gossip sets
+        up after that; over a new link Zenoh sends the other side's subscribers, then its queryables, then its
+        liveliness tokens, ``pluto/@session/<zid>`` among them. So: ask the owner which sessions it knows, and wait
+        for each one's token (an event; at most :attr:`SETTLE_TIMEOUT` s for one that closes meanwhile): from then
+        on the writers and services of those sessions are known, and a query reaches them. Once per bus. A process
+        that took the rendezvous over after its owner died knows nobody until the others reconnect to it (within
+        their retry period): it expects the sessions listed in the rendezvous's folder instead
+        (:func:`~pluto.bus.config.registered_sessions`). A client of a router does not wait: the router knows."""
         if self._settled:
             return
-        settle = self.SETTLE_OWNER if self.owner else self.SETTLE_NEWCOMER
-        left = self._opened + settle - time.monotonic()
-        if left > 0:
-            time.sleep(left)
-        # Then until the set of linked peers stops growing (gossip links a newcomer to every peer), at most 0.5 s.
-        deadline = self._opened + 0.5 + settle
-        count = -1
-        while time.monotonic() < deadline:
-            now_count = len(list(self.session.info.peers_zid()))
-            if now_count == count:
-                break
-            count = now_count
-            time.sleep(0.05)
         self._settled = True
+        if not rendezvous_used(self.config):
+            return
+        expected: set[str] = set()
+        if self.owner:
+            expected = registered_sessions(self.config) - {self.zid}
+        for reply in [] if self.owner else self.session.get(ROSTER, timeout=self.SETTLE_TIMEOUT):
+            if reply.ok is None:
+                continue
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                expected.update(msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=list[str]))
+        with self._sessions_changed, self.executor.blocking():
+            self._sessions_changed.wait_for(lambda: expected <= self._sessions_heard, timeout=self.SETTLE_TIMEOUT)
 
     # -- keys --------------------------------------------------------------------------------------------------
 
@@ -1185,11 +1243,12 @@ class Bus:
     def _call(self, name: str, request: Any, reply_type: type[T] | Any, timeout: float) -> T:
         payload = msgspec.msgpack.encode(request) if request is not None else None
         deadline = time.monotonic() + timeout
-        pause = 0.01
+        key = self.service_key(name)
+        known = False  # whether a server was known when the last request went out
         while True:
             remaining = deadline - time.monotonic()
             try:
-                replies = self.session.get(self.service_key(name), payload=payload, timeout=max(remaining, 0.001))
+                replies = self.session.get(key, payload=payload, timeout=max(remaining, 0.001))
             except zenoh.ZError as err:
                 raise BusError(f"cannot call {name}: {err}") from err
             for reply in replies:
@@ -1204,15 +1263,35 @@ class Bus:
                         raise BusTimeout(f"no reply from {name!r} within {timeout} s (the module is busy or hung)")
                     raise RemoteError(f"{name}: {text}")
             # No reply at all: nobody serves it yet (a module that is starting, or a declaration still on its
-            # way), or the server was too slow. Ask again until the deadline.
-            left = deadline - time.monotonic()
-            if left <= 0.001:
+            # way), or the server went as the request came. Ask again as soon as a server is known.
+            known = self._wait_for_server(key, deadline, known)
+            if not known:
                 raise BusTimeout(
                     f"no reply from {name!r} on robot {self.robot!r} within {timeout} s "
                     "(is the module running? see `pluto mom`)"
                 )
-            time.sleep(min(pause, left / 2))  # the last attempt comes just before the deadline
-            pause = min(pause * 2, 0.2)
+
+    def _wait_for_server(self, key: str, deadline: float, known: bool) -> bool:
+        """Wait until a queryable of ``key`` is known to this session (Zenoh's matching status), at most until
+        ``deadline``; return whether one is. If one was ``known`` already when the request went unanswered, wait for
+        the next change rather than ask again at once."""
+        changed = threading.Event()
+        querier = self.session.declare_querier(key)
+        listener = querier.declare_matching_listener(on_zenoh_thread(lambda _status: changed.set()))
+        try:
+            if querier.matching_status and not known:
+                return True
+            with self.executor.blocking():
+                while changed.wait(max(deadline - time.monotonic(), 0.0)):
+                    changed.clear()
+                    if querier.matching_status:
+                        return True
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                listener.undeclare()  # type: ignore[no-untyped-call]
+            with contextlib.suppress(Exception):
+                querier.undeclare()  # type: ignore[no-untyped-call]
 
     def call_all(
         self, prefix: str, reply_type: type[T] | Any = Any, request: Any = None, *, timeout: float = 1.0
@@ -1365,23 +1444,15 @@ class Bus:
 
     def interface_keys(self, timeout: float = 3.0) -> dict[str, float]:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
-        self.settle()
-        deadline = time.monotonic() + timeout
+        self.settle()  # then every writer is known: one query reaches them all
         found: dict[str, float] = {}
-        while True:
-            left = max(deadline - time.monotonic(), 0.001)
-            replies = self.session.get(f"{self.prefix}/**", timeout=left, consolidation=zenoh.ConsolidationMode.NONE)
-            for reply in replies:
-                if reply.ok is None:
-                    continue
-                name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
-                found[name] = max(found.get(name, 0.0), write_time(reply.ok.attachment))
-            # Nothing, though modules are alive: on a busy machine a newcomer may not know the writers yet; ask again.
-            with self._lock:
-                alive = bool(self._modules)
-            if found or not alive or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.1)
+        replies = self.session.get(f"{self.prefix}/**", timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
+        for reply in replies:
+            if reply.ok is None:
+                continue
+            name = str(reply.ok.key_expr).removeprefix(f"{self.prefix}/")
+            found[name] = max(found.get(name, 0.0), write_time(reply.ok.attachment))
+        return found
 
     def wait_published(self, name: str, timeout: float) -> None:
         """Wait until interface ``name`` has a value (of any type) on the bus.
@@ -1394,14 +1465,15 @@ class Bus:
         sub = self.session.declare_subscriber(key, on_zenoh_thread(lambda _sample: written.set()))
         deadline = time.monotonic() + timeout
         try:
-            while not written.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
+            # Ask too: the value may have been written before the subscriber existed. A writer that answers the query
+            # has had the subscriber's declaration first (the same link, in order), so a later value reaches it.
+            self.settle()
+            replies = self.session.get(key, timeout=max(deadline - time.monotonic(), 0.001))
+            if written.is_set() or any(reply.ok is not None for reply in replies):
+                return
+            with self.executor.blocking():
+                if not written.wait(max(deadline - time.monotonic(), 0.0)):
                     raise BusTimeout(f"nobody wrote {name} within {timeout:g} s")
-                # Ask too: the value may have been written before the subscriber existed.
-                if any(reply.ok is not None for reply in self.session.get(key, timeout=min(left, 0.5))):
-                    return
-                written.wait(min(0.1, max(left, 0.0)))
         finally:
             with contextlib.suppress(Exception):
                 sub.undeclare()  # type: ignore[no-untyped-call]
@@ -1435,6 +1507,7 @@ class Bus:
         self.executor.close()
         with contextlib.suppress(Exception):
             self.session.close()  # type: ignore[no-untyped-call]
+        unregister_session(self._registered)
 
     @property
     def closed(self) -> bool:
