@@ -137,3 +137,23 @@ def test_the_avoid_tuning_reaches_its_controller(bus: Bus, started: list[Module[
         "wall_speed": 0.2,
     }
     assert (avoid.core.params.goal_tolerance, avoid.core.params.wall_speed) == (0.5, 0.2)
+
+
+def test_subset_gives_a_core_the_fields_it_shares_with_the_module() -> None:
+    """A module's core takes its tuning from the module's parameters by name; what the module does not have stays at
+    the core's default, and what only the module has (its rate) is not passed."""
+    import dataclasses
+
+    from pluto.runtime.module import ModuleParams
+
+    @dataclasses.dataclass(frozen=True)
+    class CoreParams:
+        speed: float = 1.0
+        gain: float = 2.0
+
+    class Params(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+        speed: float = 0.5
+        port: int = 0
+
+    core = Params(speed=0.3, port=7, rate_hz=5.0).subset(CoreParams)
+    assert core == CoreParams(speed=0.3, gain=2.0)

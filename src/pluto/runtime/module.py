@@ -20,6 +20,7 @@ set is validated against the module's ``Params`` as a whole before it replaces `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -79,6 +80,9 @@ def _attribute_docs(cls: type, fields: list[str]) -> dict[str, str]:
     return docs
 
 
+C = TypeVar("C")
+
+
 class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Parameters every module has.
 
@@ -95,6 +99,13 @@ class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not 0.0 < self.rate_hz <= 10_000.0:
             raise ValueError(f"rate_hz must be in (0, 10000], got {self.rate_hz}")
+
+    def subset(self, cls: type[C]) -> C:
+        """An instance of ``cls``, the parameters of a module's core (a dataclass), with every field of it that these
+        parameters also have taken from them, and the others at the core's defaults: the tuning a user sets lives
+        once, in the module's parameters, under the core's names."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        return cls(**{name: getattr(self, name) for name in self.__struct_fields__ if name in names})
 
 
 P = TypeVar("P", bound=ModuleParams)

@@ -75,22 +75,6 @@ class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     wrist_speed: float = 1.0
     wrist_accel: float = 2.0
 
-    def controller_params(self) -> AvoidParams:
-        """The core's parameters from these."""
-        return AvoidParams(
-            robot_radius=self.robot_radius,
-            laser_mount_x=self.laser_mount_x,
-            influence=self.influence,
-            stop_distance=self.stop_distance,
-            slow_distance=self.slow_distance,
-            goal_tolerance=self.goal_tolerance,
-            stuck_time=self.stuck_time,
-            progress_time=self.progress_time,
-            wall_distance=self.wall_distance,
-            wall_speed=self.wall_speed,
-            wall_pan=self.wall_pan,
-        )
-
 
 class AvoidModule(Module[AvoidModuleParams]):
     """Goto with vector-summation avoidance, wall following and laser protection (``avoidance/...``)."""
@@ -118,14 +102,14 @@ class AvoidModule(Module[AvoidModuleParams]):
     )
 
     def on_parameters_changed(self, old: AvoidModuleParams, new: AvoidModuleParams) -> None:
-        self.core.params = new.controller_params()
+        self.core.params = new.subset(AvoidParams)
 
     requires: ClassVar[tuple[str, ...]] = ("drive", "localization")
     Params = AvoidModuleParams
 
     def on_configure(self) -> None:
         p = self.params
-        self.core = AvoidController(p.controller_params())
+        self.core = AvoidController(p.subset(AvoidParams))
         self.bad_commands = 0
         self.commands = CommandQueue()
         self._pan_written: float | None = None

@@ -98,22 +98,6 @@ class FollowModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be positive, got {value}")
 
-    def controller_params(self) -> FollowParams:
-        """The core's parameters from these."""
-        return FollowParams(
-            distance=self.distance,
-            max_speed=self.max_speed,
-            max_turn_rate=self.max_turn_rate,
-            max_accel=self.max_accel,
-            max_decel=self.max_decel,
-            robot_radius=self.robot_radius,
-            lost_timeout=self.lost_timeout,
-            search_timeout=self.search_timeout,
-            max_distance=self.max_distance,
-            scan_timeout=self.scan_timeout,
-            pose_timeout=self.pose_timeout,
-        )
-
 
 class FollowModule(Module[FollowModuleParams]):
     """Follows a person seen by the laser, at a set distance, through avoid (``follow/...``)."""
@@ -125,7 +109,7 @@ class FollowModule(Module[FollowModuleParams]):
     Params = FollowModuleParams
 
     def on_configure(self) -> None:
-        self.core = FollowController(self.params.controller_params())
+        self.core = FollowController(self.params.subset(FollowParams))
         self.bad_commands = 0
         self.bad_scans = 0
         self._data: list[float] = [0.0] * 6
