@@ -395,6 +395,35 @@ def test_the_robot_turns_on_the_spot_before_it_drives_to_a_way_aside() -> None:
     assert abs(math.atan2(target[1], target[0]) - goto_heading) < math.radians(12)  # facing the way
 
 
+def test_a_short_way_is_driven_straight_with_the_laser_protection() -> None:
+    """A way of 2 m: after turning to face it the robot drives straight at its end by avoid velocity commands with
+    the laser protection (20), not by the avoid goto; the laser protection holding it ends the way (a new scan)."""
+    core = MotionController(MotionParams(look_time=0.2, handover=0.0, near_reach=0.0))
+    core.command(42, (2.0, 0.0), (), (), (0.0, 0.0, 0.0), 0.0)
+    t, x = 0.0, 0.0
+    drives: list[tuple[float, float]] = []
+    while t < 20.0 and x < 1.0:
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 10, 8), (6, -5, 6, 8)])
+        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, 0)), t)
+        assert all(o.cmd_flags != 22 for o in out.avoid)
+        for order in out.avoid:
+            if order.cmd_flags == 20 and order.velocity[0] > 0.0:
+                drives.append((order.velocity[0], order.velocity[1]))
+                x += order.velocity[0] * 0.1
+    assert drives and x >= 1.0
+    assert all(abs(w) < 0.15 for _, w in drives)  # straight at the way's end (rays every 5°)
+    # the laser protection holds the robot (element[0] 6, speed 0): after a while the way ends, the robot scans
+    held = 0.0
+    while t < 40.0 and core.job is not None and core.job.nav is not None and core.job.nav.phase != "scan":
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 10, 8), (6, -5, 6, 8)])
+        core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(6, 0)), t)
+        held += 0.1
+    assert core.job is not None and core.job.nav is not None and core.job.nav.phase == "scan"
+    assert 1.5 < held < 5.0
+
+
 def _box_scan(cx: float, cy: float, half_x: float, half_y: float) -> tuple[tuple[float, float], np.ndarray, np.ndarray]:
     """A full turn of beams from (cx, cy) ending on the walls of a box of half-sizes half_x, half_y around it."""
     bearings = np.linspace(-math.pi, math.pi, 720, endpoint=False)

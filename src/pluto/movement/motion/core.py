@@ -125,6 +125,7 @@ _LASER_GOTO = 22  # avoid goto with laser avoidance
 _LASER_VELOCITY = 20  # avoid velocity with laser protection
 _PLAIN_VELOCITY = 0  # avoid velocity, no protection: only for turning on the spot
 _FRONT_BUMPER = 1  # element[0] of avoid's status passed on from the drive: the front bumper is pressed
+_LASER_SLOW = 6  # element[0] of avoid's status: the laser protection slowed or stopped the robot
 _BACK_OFF_TIME = 2.0  # s a robot that touched a jamb backs off before lining up again
 
 
@@ -168,6 +169,8 @@ class MotionParams:
         turn_first: before the avoid goto to a way is sent, the robot turns on the spot until the way is within this
             of its heading, rad ...
         turn_time: ... or for at most this long, s.
+        straight_reach: a way shorter than this is driven straight at its end, not by the avoid goto, m ...
+        straight_blocked: ... and ends when the laser protection holds the robot for this long, s.
         max_decisions: a moveto gives up after this many scans without reaching its goal.
         progress_time: a way on which the robot came no nearer its end for this long is given up, s.
         explore_cell: cell of the coverage grid, m.
@@ -207,6 +210,8 @@ class MotionParams:
     room_area: float = 30.0
     room_side: float = 8.5
     turn_first: float = math.radians(10.0)
+    straight_reach: float = 3.0
+    straight_blocked: float = 2.0
     turn_time: float = 10.0
     unknown_weight: float = 1.3
     max_decisions: int = 40
@@ -575,6 +580,8 @@ class _Nav:
     near_failed: tuple[float, float] | None = None  # where the simple goto last got stuck
     turning: bool = False  # turning on the spot towards the target before the avoid goto is sent
     look_around: bool = False  # in a room with no doorway ahead: the scan looks to both sides
+    straight: bool = False  # a short way: driven straight at its end, not by the avoid goto
+    blocked_since: float | None = None  # driving straight: since when the laser protection holds the robot
     last_scan: float = -math.inf
 
 
@@ -793,6 +800,10 @@ class MotionController:
                 return _stop(), None, SCANNING
         if nav.turning and nav.phase in ("follow", "near", "door-approach"):
             return self._turn_step(nav, pose, now), (0.0, 0.0), FOLLOWING
+        if nav.straight and nav.phase in ("follow", "near"):
+            target = nav.goal if nav.phase == "near" else nav.target
+            assert target is not None
+            return self._straight_step(nav, inputs, now, target), (0.0, 0.0), FOLLOWING
         if nav.phase == "near":
             return self._goto_step(nav, inputs, now, nav.goal, on_stuck="scan"), (0.0, 0.0), FOLLOWING
         if nav.phase == "follow":
@@ -835,7 +846,53 @@ class MotionController:
         nav.turning = False
         nav.sent = now
         nav.best_distance, nav.best_time = math.inf, now
+        nav.straight = nav.phase in ("follow", "near") and math.hypot(nav.target[0] - x, nav.target[1] - y) < (
+            p.straight_reach
+        )
+        nav.blocked_since = None
+        if nav.straight:
+            return _stop()
         return AvoidOrder(_LASER_GOTO, nav.target, (p.speed, p.turn_rate), (1.0,))
+
+    def _straight_step(
+        self, nav: _Nav, inputs: MotionInputs, now: float, target: tuple[float, float]
+    ) -> AvoidOrder | None:
+        """Drive straight at the end of a short way (its strip was seen free) with the laser protection on: between
+        obstacles the avoid goto's pushes would swing the heading. The protection holding the robot for
+        ``straight_blocked`` s ends the way as a stuck goto does."""
+        p = self.params
+        pose = inputs.pose
+        assert pose is not None
+        x, y, th = pose
+        d = math.hypot(target[0] - x, target[1] - y)
+        if d < p.goal_tolerance + (0.0 if nav.phase == "near" else 0.1):
+            if nav.phase == "near":
+                nav.phase = "done"
+                return _stop()
+            nav.visited.append(target)
+            self._enter(nav, "scan", now, None)
+            return _stop()
+        error = wrap_angle(math.atan2(target[1] - y, target[0] - x) - th)
+        if abs(error) > 0.3:
+            w = math.copysign(min(p.turn_rate, max(0.15, 1.5 * abs(error))), error)
+            return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, w))
+        held = inputs.avoid_element[0] == _LASER_SLOW and abs(inputs.avoid_data[0]) < 0.02 and now - nav.sent > 1.0
+        if not held:
+            nav.blocked_since = None
+        elif nav.blocked_since is None:
+            nav.blocked_since = now
+        elif now - nav.blocked_since > p.straight_blocked:
+            if nav.phase == "near" and d < p.near_enough:
+                nav.phase = "done"
+                return _stop()
+            nav.visited.append((x, y))
+            if nav.phase == "near":
+                nav.near_failed = (x, y)
+            self._enter(nav, "scan", now, None)
+            return _stop()
+        v = min(p.speed, 0.5 * d + 0.1) * math.cos(error)
+        w = max(-0.5, min(0.5, 1.5 * error))
+        return AvoidOrder(_LASER_VELOCITY, (), (v, w), (p.robot_radius + p.ray_margin_tight,))
 
     def _goto_step(
         self,
