@@ -162,6 +162,14 @@ def test_a_stream_that_ends_inside_a_message_says_so() -> None:
     short.receive_data(b"Xx\x00")
     short.receive_data(b"")
     assert short.next_event() == ConnectionClosed(3)
+    # the bytes of a message cut short are reported once, as truncated, and not counted as garbage too
+    assert (conn.garbage_bytes, short.garbage_bytes, short.resyncs) == (0, 0, 0)
+    stray = PlayerConnection("server")
+    stray.receive_data(messages()[3] + b"X")
+    stray.receive_data(b"")
+    assert [type(e) for e in drain(stray)] == [Message, ConnectionClosed]
+    assert (stray.garbage_bytes, stray.resyncs, stray.buffered_bytes) == (1, 1, 0)
+    assert stray.next_event() == ConnectionClosed(0) and "stray byte" in stray.last_problem
 
 
 def test_roles_are_checked() -> None:

@@ -20,9 +20,12 @@
 # be a false start inside garbage; it is an ordinary message to the layer above, which answers or ignores it as
 # it would any other. Unlike the 1.5 server, a second "X" after an "X" is kept as a possible first stx byte, so
 # "XXx..." still finds its message. The time and reserved fields of what a client sends are never checked
-# (clients send garbage there). Parsing is lazy: receive_data only appends and next_event takes one message at a
-# time (dropping garbage as it goes), so a transport that stops reading while a request is being served holds at
-# most one read's worth of bytes plus one message.
+# (clients send garbage there). The stream side (the buffer, the event queue, the end of the stream, the counts of
+# bytes received and skipped) is pluto.codec.StreamDecoder's; this decoder fills its _process. Whole messages are
+# decoded as they arrive, so the buffer never holds more than the start of one message (< 8192 bytes) however much
+# garbage comes, and a transport that stops reading while a request is being served holds at most one read's worth
+# of decoded messages. Unlike the other decoders, the bytes of a message cut short by the end of the stream are
+# not garbage (the server counts a truncated stream as a protocol error of its own).
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Final, Literal
 
-from pluto.codec import NEED_DATA, ConnectionClosed, NeedData
+from pluto.codec import NEED_DATA, ConnectionClosed, NeedData, StreamDecoder
 from pluto.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -320,16 +323,15 @@ Event = Banner | Message | ConnectionClosed
 Role = Literal["client", "server"]
 
 
-class PlayerConnection:
-    """One side of a Player 1.5 connection, without I/O.
+class PlayerConnection(StreamDecoder[Banner | Message]):
+    """One side of a Player 1.5 connection, without I/O (a :class:`~pluto.codec.StreamDecoder`).
 
     Args:
         role: ``"server"`` decodes a client's messages; ``"client"`` decodes the banner and then a server's
             messages.
 
     Attributes:
-        messages: whole messages returned.  bytes_received: bytes fed in.
-        garbage_bytes: bytes skipped while looking for the next stx ("Xx").
+        messages: whole messages decoded.
         resyncs: runs of garbage skipped (the times the stream lost its framing).
         oversized: headers dropped because their size is over :data:`MAX_PAYLOAD`.
         last_problem: what was dropped last, for a log line.
@@ -341,96 +343,87 @@ class PlayerConnection:
     def __init__(self, role: Role = "server") -> None:
         if role not in ("client", "server"):
             raise LocalProtocolError(f"role must be 'client' or 'server', not {role!r}")
+        super().__init__()
         self.role: Role = role
-        self._buffer = bytearray()
         self._need_banner = role == "client"
-        self._header: Header | None = None
-        self._ended = False
+        self._header: Header | None = None  # of the message at the start of the buffer, waiting for its payload
+        self._in_garbage = False
+        self._tail = 0  # bytes of an incomplete message left at the end of the stream
         self.messages = 0
-        self.bytes_received = 0
-        self.garbage_bytes = 0
         self.resyncs = 0
         self.oversized = 0
         self.last_problem = ""
-        self._in_garbage = False
 
     @property
-    def buffered_bytes(self) -> int:
-        """Bytes received and not yet returned as events."""
-        return len(self._buffer)
+    def bytes_received(self) -> int:
+        """Bytes fed in."""
+        return self._bytes
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the transport; ``b""`` means the peer closed the stream.
+    @property
+    def garbage_bytes(self) -> int:
+        """Bytes skipped while looking for the next stx ("Xx"); the bytes of an incomplete message left at the end
+        are not garbage but :attr:`ConnectionClosed.truncated`."""
+        return self._garbage - self._tail
 
-        Raises:
-            LocalProtocolError: data after the end of the stream.
-        """
-        if self._ended:
-            if data:
-                raise LocalProtocolError("receive_data after the end of the stream")
-            return
-        if not data:
-            self._ended = True
-            return
-        self.bytes_received += len(data)
-        self._buffer += data
-
-    def next_event(self) -> Event | Literal[NeedData.NEED_DATA]:
-        """The next event: a :class:`Banner` (client role, first), a :class:`Message`, :class:`ConnectionClosed`
-        (again and again after the end), or NEED_DATA.
-
-        Garbage and oversized headers are dropped on the way (see the counters); they never end the stream.
-        """
+    def _process(self) -> None:
+        """Decode the banner (client role, first) and every whole message; keep at most one message's start."""
         buffer = self._buffer
+        size = len(buffer)
+        pos = 0
         if self._need_banner:
-            if len(buffer) < BANNER_SIZE:
-                return ConnectionClosed(len(buffer)) if self._ended else NEED_DATA
-            raw = bytes(buffer[:BANNER_SIZE])
-            del buffer[:BANNER_SIZE]
+            if size < BANNER_SIZE:
+                return
+            self._events.append(Banner(bytes(buffer[:BANNER_SIZE]).split(b"\0", 1)[0].decode("latin-1")))
             self._need_banner = False
-            return Banner(raw.split(b"\0", 1)[0].decode("latin-1"))
-        while self._header is None:
-            self._skip_garbage()
-            if len(buffer) < HEADER_SIZE:
-                if not self._ended:
-                    return NEED_DATA
-                if buffer == _STX_BYTES[:1]:  # a lone "X" at the very end: garbage, not a message
-                    self._drop(1, "a stray byte at the end of the stream")
-                return ConnectionClosed(len(buffer))
-            fields = HEADER.unpack_from(buffer)
-            size = fields[-1]
-            if size > MAX_PAYLOAD:
-                del buffer[:HEADER_SIZE]
-                self.oversized += 1
-                self.last_problem = f"dropped a header with a payload size of {size} bytes (the limit is {MAX_PAYLOAD})"
-                continue
-            del buffer[:HEADER_SIZE]
-            self._in_garbage = False
-            stx, mtype, device, index, tsec, tusec, ssec, susec, reserved, _ = fields
-            self._header = Header(mtype, device, index, tsec, tusec, ssec, susec, reserved, size, stx)
-        header = self._header
-        if len(buffer) < header.size:
-            return ConnectionClosed(HEADER_SIZE + len(buffer)) if self._ended else NEED_DATA
-        payload = bytes(buffer[: header.size])
-        del buffer[: header.size]
-        self._header = None
-        self.messages += 1
-        return Message(header, payload)
+            pos = BANNER_SIZE
+        while True:
+            header = self._header
+            if header is None:
+                pos = self._skip_garbage(pos)
+                if size - pos < HEADER_SIZE:
+                    break
+                stx, mtype, device, index, tsec, tusec, ssec, susec, reserved, length = HEADER.unpack_from(buffer, pos)
+                if length > MAX_PAYLOAD:
+                    pos += HEADER_SIZE
+                    self.oversized += 1
+                    self.last_problem = (
+                        f"dropped a header with a payload size of {length} bytes (the limit is {MAX_PAYLOAD})"
+                    )
+                    continue
+                self._in_garbage = False
+                header = self._header = Header(mtype, device, index, tsec, tusec, ssec, susec, reserved, length, stx)
+            end = pos + HEADER_SIZE + header.size
+            if end > size:
+                break
+            self._events.append(Message(header, bytes(buffer[pos + HEADER_SIZE : end])))
+            self._header = None
+            self.messages += 1
+            pos = end
+        del buffer[:pos]
 
-    def _skip_garbage(self) -> None:
-        """Drop the bytes before the next stx; keep a final "X" that may be the first half of one."""
+    def _end_of_stream(self) -> None:
+        """A lone "X" at the very end is garbage, not the start of a message; what else is left is truncated."""
+        if not self._need_banner and self._buffer == _STX_BYTES[:1]:
+            self._skip(1, "a stray byte at the end of the stream")
+            self._buffer.clear()
+        self._tail = len(self._buffer)
+
+    def _skip_garbage(self, pos: int) -> int:
+        """Where the next stx starts, from ``pos`` on; skips what is before it but a final "X" that may be the first
+        half of one."""
         buffer = self._buffer
-        if buffer[:2] == _STX_BYTES:
-            return
-        found = buffer.find(_STX_BYTES)
+        if buffer.startswith(_STX_BYTES, pos):
+            return pos
+        found = buffer.find(_STX_BYTES, pos)
         if found < 0:
-            found = len(buffer) - 1 if buffer.endswith(_STX_BYTES[:1]) else len(buffer)
-        if found > 0:
-            self._drop(found, "bytes that are not a Player 1.5 message")
+            found = len(buffer) - 1 if buffer.endswith(_STX_BYTES[:1], pos) else len(buffer)
+        if found > pos:
+            self._skip(found - pos, "bytes that are not a Player 1.5 message")
+        return found
 
-    def _drop(self, count: int, what: str) -> None:
-        del self._buffer[:count]
-        self.garbage_bytes += count
+    def _skip(self, count: int, what: str) -> None:
+        """Count ``count`` skipped bytes (a new resync if the stream was in sync)."""
+        self._garbage += count
         if not self._in_garbage:
             self._in_garbage = True
             self.resyncs += 1

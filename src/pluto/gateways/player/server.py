@@ -274,15 +274,12 @@ class _Client(asyncio.Protocol):
         transport.write(BANNER)
 
     def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
-        self.conn.receive_data(data)
-        self.process()
+        if not self.closing:
+            self.receive(data)
 
     def eof_received(self) -> bool:
         if not self.closing:
-            self.conn.receive_data(b"")
-            self.process()
+            self.receive(b"")
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -296,10 +293,20 @@ class _Client(asyncio.Protocol):
         """The client has a device open (it reads data or may command): never idle, never evicted."""
         return bool(self.session.opened)
 
+    def receive(self, data: bytes) -> None:
+        """Decode what the client sent (``b""``: it closed its side; garbage is noted), then handle it."""
+        conn = self.conn
+        garbage, oversized = conn.garbage_bytes, conn.oversized
+        conn.receive_data(data)
+        if conn.garbage_bytes != garbage or conn.oversized != oversized:
+            skipped, dropped = conn.garbage_bytes - garbage, conn.oversized - oversized
+            what = f"skipped {skipped} bytes and {dropped} oversized headers ({conn.last_problem})"
+            self.server.note(self.address, "garbage", what)
+        self.process()
+
     def process(self) -> None:
-        """Handle every complete message waiting, unless a request is with the backend."""
+        """Handle every message decoded and waiting, unless a request is with the backend."""
         server = self.server
-        garbage, oversized = self.conn.garbage_bytes, self.conn.oversized
         try:
             while not self.busy and not self.closing:
                 event = self.conn.next_event()
@@ -325,15 +332,6 @@ class _Client(asyncio.Protocol):
             log.exception("player client %s: handling its messages failed; disconnecting it", self.peer)
             server.count_failure()
             self.close("server failure")
-        finally:
-            if self.conn.garbage_bytes != garbage or self.conn.oversized != oversized:
-                skipped = self.conn.garbage_bytes - garbage
-                dropped = self.conn.oversized - oversized
-                server.note(
-                    self.address,
-                    "garbage",
-                    f"skipped {skipped} bytes and {dropped} oversized headers ({self.conn.last_problem})",
-                )
 
     def apply(self, outputs: Sequence[Output]) -> None:
         """Carry out a session's outputs in order."""
