@@ -19,6 +19,7 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.errors import ConfigError
 from pluto.gateways.xmlserver.module import XmlServerModule, XmlServerParams
+from pluto.gateways.xmlserver.server import ServerSettings
 from tests.gateways.clock import ManualClock
 from tests.gateways.xmlserver.client import XmlClient, error_code
 from tests.gateways.xmlserver.conftest import Publisher, odometry
@@ -178,6 +179,28 @@ def test_a_missing_token_file_or_a_busy_port_is_a_clear_error(
         XmlServerParams(max_subscriptions=0)
     with pytest.raises(ValueError):
         XmlServerParams(writable=["a*b"])
+
+
+def test_the_module_has_a_parameter_for_each_server_setting_with_its_default_and_meaning(bus: Bus) -> None:
+    settings = {f.name: f for f in msgspec.structs.fields(ServerSettings)}
+    params = {f.name: f for f in msgspec.structs.fields(XmlServerParams)}
+    assert set(settings) - set(params) == {"token"}  # the secret never is a parameter
+    defaults = ServerSettings()
+    for name in set(settings) - {"token", "writable"}:
+        assert params[name].type == settings[name].type and params[name].default == getattr(defaults, name), name
+    assert XmlServerParams().settings(None) == defaults  # writable: the same interfaces, as a sorted list
+    assert XmlServerParams().writable == sorted(defaults.writable)
+    module = XmlServerModule(bus, XmlServerParams(port=0, max_call_timeout=3.0, max_clients=7))
+    described = {p.name: p for p in module.describe_parameters()}
+    assert described["max_clients"].value == 7 and described["max_clients"].default == 100
+    assert described["max_clients_per_address"].description.startswith("connections served at once from one")
+    assert described["port"].description.startswith("TCP port") and "secret" not in described["port"].description
+    assert described["writable"].description.startswith("interfaces clients may write")
+    assert all(p.description for p in described.values()), [p.name for p in described.values() if not p.description]
+    given = module.params.settings("s3cret")
+    assert (given.max_call_timeout, given.max_clients, given.token) == (3.0, 7, "s3cret")
+    with pytest.raises(msgspec.ValidationError, match="max_clients"):
+        msgspec.convert({"max_clients": "many"}, XmlServerParams)
 
 
 def test_limits_per_connection(bus: Bus, start_server: Callable[..., XmlServerModule]) -> None:

@@ -48,6 +48,7 @@ from pluto.errors import LocalProtocolError
 from .events import (
     MAX_ID_LENGTH,
     NEED_DATA,
+    REQUEST_TAGS,
     Authorized,
     AuthRequest,
     BadDocument,
@@ -309,23 +310,13 @@ class XmlCodec:
         Raises:
             LocalProtocolError: the event is not one this role sends (a server sends replies, a client requests).
         """
-        is_request = isinstance(event, _REQUEST_TYPES)
+        is_request = type(event) in REQUEST_TAGS
         if is_request != (self._role == "client"):
             raise LocalProtocolError(f"a {self._role} does not send {type(event).__name__}")
         return encode_event(event)
 
 
 # -- encoding ---------------------------------------------------------------------------------------------------------
-
-_REQUEST_TYPES = (
-    ListRequest,
-    ReadRequest,
-    SubscribeRequest,
-    UnsubscribeRequest,
-    WriteRequest,
-    CallRequest,
-    AuthRequest,
-)
 
 
 def _attrs(**values: Any) -> str:
@@ -538,7 +529,7 @@ def _request_from(root: Element) -> Request:
     raw_id = root.attrib.get("id")
     raise XmlRequestError(
         ErrorCode.UNKNOWN_OPERATION,
-        f"unknown request <{tag[:40]}> (requests: list, read, subscribe, unsubscribe, write, call, auth)",
+        f"unknown request <{tag[:40]}> (requests: {', '.join(REQUEST_TAGS.values())})",
         raw_id if raw_id is not None and len(raw_id) <= MAX_ID_LENGTH else None,
     )
 

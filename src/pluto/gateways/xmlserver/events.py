@@ -22,6 +22,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "NEED_DATA",
     "PROTOCOL_VERSION",
+    "REQUEST_TAGS",
     "AuthRequest",
     "Authorized",
     "BadDocument",
@@ -255,6 +256,17 @@ class AuthRequest:
 
 Request = ListRequest | ReadRequest | SubscribeRequest | UnsubscribeRequest | WriteRequest | CallRequest | AuthRequest
 """Every request a client can send."""
+
+REQUEST_TAGS: Final[dict[type[Request], str]] = {
+    ListRequest: "list",
+    ReadRequest: "read",
+    SubscribeRequest: "subscribe",
+    UnsubscribeRequest: "unsubscribe",
+    WriteRequest: "write",
+    CallRequest: "call",
+    AuthRequest: "auth",
+}
+"""The element of each request."""
 
 
 # -- replies (server -> client) -----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -25,8 +26,7 @@ from pluto.bus import StateReader
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
 
-from .codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT
-from .server import DEFAULT_PORT, ServerSettings, XmlServer, command_interfaces
+from .server import ServerSettings, XmlServer, command_interfaces
 
 __all__ = ["TOKEN_ENV", "XmlServerModule", "XmlServerParams", "read_token", "token_from_environment"]
 
@@ -36,48 +36,48 @@ MAX_TOKEN = 4096
 """Longest secret, characters."""
 
 
-class XmlServerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+_NOT_PARAMETERS: Final = frozenset({"token", "writable"})
+"""Settings of the server that are no parameter as they are: the secret never is one, and ``writable`` is a sorted
+list of names among the parameters (a set has no order to show)."""
+
+
+def _server_parameters() -> type[msgspec.Struct]:
+    """The module's parameters with one for each setting of :class:`.server.ServerSettings` (but
+    :data:`_NOT_PARAMETERS`), of its name, type and default, described by its docstring: the server's settings are
+    declared once, there, and what users set (``-p``, profiles, ``pluto param``) is checked as the server checks it."""
+    fields = [
+        (
+            f.name,
+            f.type,
+            f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=f.default_factory),
+        )
+        for f in msgspec.structs.fields(ServerSettings)
+        if f.name not in _NOT_PARAMETERS
+    ]
+    namespace = {"__doc__": ServerSettings.__doc__}
+    return msgspec.defstruct(
+        "ServerParams", fields, bases=(ModuleParams,), module=__name__, namespace=namespace, kw_only=True
+    )
+
+
+# The type checker sees ModuleParams: the module reads the server's settings through settings() only.
+if TYPE_CHECKING:
+    _ServerParams = ModuleParams
+else:
+    _ServerParams = _server_parameters()
+
+
+class XmlServerParams(_ServerParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
-    host: address to listen on (127.0.0.1: this computer only; 0.0.0.0: every network).
-    port: TCP port (0: any free one, logged).
     token_file: file holding the shared secret a client must send before anything else; "" for none (then the
         environment variable PLUTO_XML_TOKEN, if set).
-    max_clients, max_subscriptions: connections served at once; subscriptions per connection.
-    max_clients_per_address: connections served at once from one address.
-    idle_timeout: s after which a connection that sent nothing and took nothing is closed.
-    auth_backoff, auth_backoff_max: s the token attempts from an address are refused after a wrong token (doubling
-        with each wrong token), and the longest such back-off.
-    max_rate_hz: largest subscription rate, Hz.
-    request_rate, request_burst: requests a second per connection on average, and at once.
-    max_document, max_depth: largest document (bytes) and deepest nesting accepted.
-    max_bad_documents, max_auth_failures: bad documents, and failed token attempts, after which a connection is
-        closed.
-    write_buffer: bytes buffered for a slow client before its updates are skipped.
-    send_buffer: kernel send buffer of each connection, bytes (0: the system's).
-    call_timeout: default wait for a service's reply, s.
     writable: interfaces clients may write (default: every command interface of the table).
+
+    The others are the settings of the server (:class:`.server.ServerSettings`), under the same names.
     """
 
     rate_hz: float = 1.0  # the control step does nothing: the server runs on its own thread
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
     token_file: str = ""
-    max_clients: int = 100
-    max_clients_per_address: int = 64
-    idle_timeout: float = 60.0
-    auth_backoff: float = 0.5
-    auth_backoff_max: float = 30.0
-    max_subscriptions: int = 16
-    max_rate_hz: float = 1000.0
-    request_rate: float = 50.0
-    request_burst: int = 100
-    max_document: int = DEFAULT_MAX_DOCUMENT
-    max_depth: int = DEFAULT_MAX_DEPTH
-    max_bad_documents: int = 32
-    max_auth_failures: int = 3
-    write_buffer: int = 64 * 1024
-    send_buffer: int = 0
-    call_timeout: float = 2.0
     writable: list[str] = msgspec.field(default_factory=lambda: sorted(command_interfaces()))
 
     def __post_init__(self) -> None:
@@ -90,28 +90,12 @@ class XmlServerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         Raises:
             ValueError: a limit out of range or a bad interface name in ``writable``.
         """
-        return ServerSettings(
-            host=self.host,
-            port=self.port,
-            token=token,
-            max_clients=self.max_clients,
-            max_clients_per_address=self.max_clients_per_address,
-            idle_timeout=self.idle_timeout,
-            auth_backoff=self.auth_backoff,
-            auth_backoff_max=self.auth_backoff_max,
-            max_subscriptions=self.max_subscriptions,
-            max_rate_hz=self.max_rate_hz,
-            request_rate=self.request_rate,
-            request_burst=self.request_burst,
-            max_document=self.max_document,
-            max_depth=self.max_depth,
-            max_bad_documents=self.max_bad_documents,
-            max_auth_failures=self.max_auth_failures,
-            write_buffer=self.write_buffer,
-            send_buffer=self.send_buffer,
-            call_timeout=self.call_timeout,
-            writable=frozenset(self.writable),
-        )
+        shared = {
+            f.name: getattr(self, f.name)
+            for f in msgspec.structs.fields(ServerSettings)
+            if f.name not in _NOT_PARAMETERS
+        }
+        return ServerSettings(token=token, writable=frozenset(self.writable), **shared)
 
 
 def read_token(path: str | Path) -> tuple[str, bool]:
@@ -186,11 +170,13 @@ class XmlServerModule(Module[XmlServerParams]):
             if token is not None:
                 log.info("the secret is read from the environment variable %s", TOKEN_ENV)
         rate = self._clock_rate() if p.use_sim_time else None
-        self.server = XmlServer(self.bus, p.settings(token), self.clock, clock_rate=rate, logger=log)
+        settings = p.settings(token)
+        self.server = XmlServer(self.bus, settings, self.clock, clock_rate=rate, logger=log)
         try:
             self.server.start()
         except OSError as err:
-            raise ConfigError(f"xmlserver cannot listen on {p.host}:{p.port}: {err.strerror or err}") from None
+            where = f"{settings.host}:{settings.port}"
+            raise ConfigError(f"xmlserver cannot listen on {where}: {err.strerror or err}") from None
         self.create_service("clients", lambda _request: self.server.stats())
 
     def _clock_rate(self) -> _ClockRate:

@@ -65,7 +65,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final, Self, TypeVar
 
 import msgspec
@@ -77,31 +76,24 @@ from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.gateways.serving import ServerRunner, StreamListener
 from pluto.runtime.clock import Clock, WallClock
 
+from . import events
 from .codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT, XmlCodec, encode_event
 from .events import (
     NEED_DATA,
     Authorized,
-    AuthRequest,
     BadDocument,
-    CallRequest,
     ConnectionClosed,
     ErrorCode,
     ErrorReply,
     Hello,
     InterfaceEntry,
     Listing,
-    ListRequest,
-    ReadRequest,
     Reply,
-    Request,
     ServerReply,
     Subscribed,
-    SubscribeRequest,
     Unsubscribed,
-    UnsubscribeRequest,
     Update,
     Value,
-    WriteRequest,
     Written,
 )
 from .guard import AuthLimiter, LogLimiter
@@ -131,15 +123,6 @@ HOUSEKEEPING_PERIOD: Final = 0.25
 """Seconds between looks for idle connections and log lines held back (wall clock)."""
 BACKLOG: Final = 512
 """Connections the kernel may hold before the server accepts them."""
-_REQUEST_TAGS: Final[dict[type[Any], str]] = {
-    ListRequest: "list",
-    ReadRequest: "read",
-    SubscribeRequest: "subscribe",
-    UnsubscribeRequest: "unsubscribe",
-    WriteRequest: "write",
-    CallRequest: "call",
-    AuthRequest: "auth",
-}
 
 
 def command_interfaces() -> frozenset[str]:
@@ -147,18 +130,17 @@ def command_interfaces() -> frozenset[str]:
     return frozenset(name for name in names.INTERFACES if name.rsplit("/", 1)[-1].lower() == "command")
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """What a server listens on and what it allows.
+class ServerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a server listens on and what it allows: the one declaration of these settings, their defaults and their
+    meaning (the ``xmlserver`` module has a parameter for each but the secret, :mod:`.module`).
 
     Attributes:
-        host: address to bind (the loopback unless a wider one is configured).
-        port: TCP port; 0 picks a free one (see :attr:`XmlServer.address`).
-        token: shared secret a connection must present (``<auth>``) before any other request; None: no secret.
+        host: address to listen on (127.0.0.1: this computer only; 0.0.0.0: every network).
+        port: TCP port (0: any free one, logged; see :attr:`XmlServer.address`).
         max_clients: connections served at once; more are refused with TOO_MANY_CLIENTS.
         max_clients_per_address: connections served at once from one address; more are refused likewise.
-        idle_timeout: s a connection may be idle (see the module's description) before it is closed.
-        auth_backoff: s during which the attempts from an address are refused after its first wrong token; it
+        idle_timeout: s after which a connection that sent nothing and took nothing is closed.
+        auth_backoff: s during which the token attempts from an address are refused after its first wrong token; it
             doubles with each further wrong token.
         auth_backoff_max: the longest back-off, s.
         max_subscriptions: subscriptions per connection.
@@ -170,11 +152,14 @@ class ServerSettings:
         max_bad_documents: bad documents after which a connection is closed.
         max_auth_failures: failed token attempts (wrong, or refused during a back-off) after which a connection is
             closed.
-        write_buffer: bytes the server buffers for a connection before it waits for the client (high-water mark).
-        send_buffer: size of each connection's kernel send buffer (SO_SNDBUF), bytes; 0 leaves the system's.
+        write_buffer: bytes buffered for a connection before the server waits for the client (high-water mark)
+            and skips its updates.
+        send_buffer: kernel send buffer of each connection (SO_SNDBUF), bytes (0: the system's).
         call_timeout: default wait for a service's reply, s.
-        max_call_timeout: longest wait a client may ask for, s.
-        writable: interfaces clients may write.
+        max_call_timeout: longest wait for a service's reply a client may ask for, s.
+        writable: interfaces clients may write (default: every command interface of the table).
+        token: shared secret a connection must present (``<auth>``) before any other request; None: no secret (never
+            a parameter of the module: it comes from a file or the environment).
 
     Raises:
         ValueError: a limit out of range.
@@ -200,7 +185,7 @@ class ServerSettings:
     send_buffer: int = 0
     call_timeout: float = 2.0
     max_call_timeout: float = 10.0
-    writable: frozenset[str] = field(default_factory=command_interfaces)
+    writable: frozenset[str] = msgspec.field(default_factory=command_interfaces)
 
     def __post_init__(self) -> None:
         positive_ints = (
@@ -855,7 +840,7 @@ class XmlServer:
 
     # -- requests -------------------------------------------------------------------------------------------------
 
-    async def _handle(self, client: _Client, event: Request | BadDocument | Any) -> None:
+    async def _handle(self, client: _Client, event: events.Request | BadDocument | Any) -> None:
         client.requests += 1
         request_id = getattr(event, "id", None)
         if not client.bucket.take(self.monotonic()):
@@ -866,20 +851,20 @@ class XmlServer:
         if isinstance(event, BadDocument):
             await self._bad_document(client, event)
             return
-        if not client.authorized and not isinstance(event, AuthRequest):
+        if not client.authorized and not isinstance(event, events.AuthRequest):
             # Nothing before the token: not a value, not a listing, not even whether an interface exists.
-            tag = _REQUEST_TAGS.get(type(event), "a request")
+            tag = events.REQUEST_TAGS.get(type(event), "a request")
             reason = f'<{tag}> needs <auth token="..."/> first: this server requires a token'
             await client.reply(ErrorReply(ErrorCode.UNAUTHORIZED, reason, request_id))
             return
         handlers: dict[type[Any], Callable[[_Client, Any], Any]] = {
-            ListRequest: self._list,
-            ReadRequest: self._read,
-            SubscribeRequest: self._subscribe,
-            UnsubscribeRequest: self._unsubscribe,
-            WriteRequest: self._write,
-            CallRequest: self._call,
-            AuthRequest: self._auth,
+            events.ListRequest: self._list,
+            events.ReadRequest: self._read,
+            events.SubscribeRequest: self._subscribe,
+            events.UnsubscribeRequest: self._unsubscribe,
+            events.WriteRequest: self._write,
+            events.CallRequest: self._call,
+            events.AuthRequest: self._auth,
         }
         handler = handlers.get(type(event))
         try:
@@ -943,7 +928,7 @@ class XmlServer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    async def _list(self, _client: _Client, request: ListRequest) -> ServerReply:
+    async def _list(self, _client: _Client, request: events.ListRequest) -> ServerReply:
         # Asking the bus takes up to a second of a worker thread: clients that list at once share one answer.
         cached = self._listing
         now = asyncio.get_running_loop().time()
@@ -967,7 +952,7 @@ class XmlServer:
             )
         return Listing(tuple(modules), tuple(entries), id=request.id)
 
-    async def _read(self, _client: _Client, request: ReadRequest) -> ServerReply:
+    async def _read(self, _client: _Client, request: events.ReadRequest) -> ServerReply:
         cls = self._type_of(request.name, request.type)
         topic = self._topics.get(request.name)
         value = topic.value if topic is not None and topic.cls is cls else None
@@ -993,7 +978,7 @@ class XmlServer:
             self._readers[name] = reader
             return reader, True
 
-    async def _subscribe(self, client: _Client, request: SubscribeRequest) -> ServerReply | None:
+    async def _subscribe(self, client: _Client, request: events.SubscribeRequest) -> ServerReply | None:
         s = self.settings
         cls = self._type_of(request.name, request.type)
         if request.rate > s.max_rate_hz:
@@ -1029,7 +1014,7 @@ class XmlServer:
             self._topics[name] = topic
             return topic
 
-    async def _unsubscribe(self, client: _Client, request: UnsubscribeRequest) -> ServerReply:
+    async def _unsubscribe(self, client: _Client, request: events.UnsubscribeRequest) -> ServerReply:
         sub = client.subs.pop(request.name, None)
         if sub is None:
             raise _Refused(ErrorCode.NOT_SUBSCRIBED, f"not subscribed to {request.name}")
@@ -1049,7 +1034,7 @@ class XmlServer:
                 else:
                     self._executor.submit(self.bus.release, topic.subscription)
 
-    async def _write(self, client: _Client, request: WriteRequest) -> ServerReply:
+    async def _write(self, client: _Client, request: events.WriteRequest) -> ServerReply:
         name, value = request.name, request.value
         known = names.message_type_of(name)
         if name not in self.settings.writable:
@@ -1073,7 +1058,7 @@ class XmlServer:
         writer.write(value)
         return Written(name, id=request.id)
 
-    async def _call(self, client: _Client, request: CallRequest) -> ServerReply:
+    async def _call(self, client: _Client, request: events.CallRequest) -> ServerReply:
         try:
             _check_call_value(request.service, request.request, f"{request.service} request")
         except limits.LimitError as err:
@@ -1093,7 +1078,7 @@ class XmlServer:
             raise _Refused(ErrorCode.INTERNAL, str(err)) from None
         return Reply(request.service, value, id=request.id)
 
-    async def _auth(self, client: _Client, request: AuthRequest) -> ServerReply:
+    async def _auth(self, client: _Client, request: events.AuthRequest) -> ServerReply:
         token = self.settings.token
         if token is None:
             client.authorized = True
