@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import threading
 
 from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
 
 # The emulator and the bus are imported by run(): `pluto` imports this module for every command.
@@ -37,32 +37,13 @@ examples:
 """
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
-    return value
-
-
 def register(subparsers: Subparsers) -> None:
     """Register the ``dmu-sim`` subcommand."""
     p = add_parser(subparsers, "dmu-sim", run, HELP, DESCRIPTION)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    add_link_arguments(p, DEFAULT_PORT)
     p.add_argument("--rate", type=float, default=100.0, metavar="HZ", help="packets per second when streaming")
     p.add_argument("--sim", action="store_true", help="measure the simulated robot of a running simulation")
-    p.add_argument(
-        "--link-noise",
-        type=_rate,
-        default=0.0,
-        metavar="RATE",
-        help="drop and corrupt bytes in both directions, each at this per-byte rate (default 0)",
-    )
+    add_link_noise_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,48 +53,28 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: a bad port, rate or noise rate.
         EmulatorError: the port is in use (or no pseudo-terminal could be made).
     """
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
+    link = EmulatorLink.from_args(args)
     if not (math.isfinite(args.rate) and 0.0 < args.rate <= 1000.0):
         raise ConfigError(f"--rate must be in (0, 1000] Hz, got {args.rate}")
-    rate = float(args.link_noise)
-    import numpy as np
-
     from pluto.cli.common import open_bus
     from pluto.hardware.dmu.emulator import (
         CrossbowDevice,
         DeviceEmulator,
         InertialSource,
-        LinkNoise,
         SimTruthSource,
         SyntheticMotion,
     )
-    from pluto.runtime.runner import stop_on_signals
 
-    noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0.0 else None
     with contextlib.ExitStack() as stack:
         source: InertialSource = SyntheticMotion()
         if args.sim:
-            bus = stack.enter_context(open_bus(args))
-            truth = SimTruthSource(bus)
+            truth = SimTruthSource(stack.enter_context(open_bus(args)))
             stack.callback(truth.close)
             source = truth
+        device = CrossbowDevice(source, rate_hz=args.rate)
         emulator = DeviceEmulator(
-            CrossbowDevice(source, rate_hz=args.rate),
-            transport="pty" if args.pty else "tcp",
-            host=args.host,
-            port=args.port,
-            link_noise=noise,
+            device, transport=link.transport, host=link.host, port=link.port, link_noise=link.noise
         )
-        url = emulator.open_link()
-        stack.callback(emulator.close_link)
         what = "the simulated robot" if args.sim else "a robot driving a circle"
-        extra = f", link noise {rate:g} per byte" if noise is not None else ""
-        print(f"Crossbow DMU/VG unit measuring {what}, {args.rate:g} packets/s when streaming{extra}.", flush=True)
-        print(f"connect a host to: {url}", flush=True)
-        print("Ctrl-C stops it.", flush=True)
-        stop: threading.Event
-        with stop_on_signals() as stop:
-            emulator.serve(stop)
-    print("stopped", flush=True)
-    return 0
+        banner = f"Crossbow DMU/VG unit measuring {what}, {args.rate:g} packets/s when streaming{link.noise_note}."
+        return serve_until_signal(emulator, banner)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import threading
 
 from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
 
 # The emulator, pyproj and the bus are imported by run(): `pluto` imports this module for every command.
@@ -35,16 +35,6 @@ examples:
 """
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
-    return value
-
-
 def _origin(text: str) -> tuple[float, float]:
     try:
         lat, lon = (float(v) for v in text.split(","))
@@ -58,10 +48,7 @@ def _origin(text: str) -> tuple[float, float]:
 def register(subparsers: Subparsers) -> None:
     """Register the ``gps-sim`` subcommand."""
     p = add_parser(subparsers, "gps-sim", run, HELP, DESCRIPTION)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    add_link_arguments(p, DEFAULT_PORT)
     what = p.add_mutually_exclusive_group()
     what.add_argument("--replay", metavar="FILE", help="send the sentences of this NMEA file again")
     what.add_argument("--sim", action="store_true", help="follow the simulated robot of a running simulation")
@@ -72,41 +59,22 @@ def register(subparsers: Subparsers) -> None:
         metavar="LAT,LON",
         help="origin of the local grid, degrees (default 59.3498,18.0707, the simulated worlds')",
     )
-    p.add_argument(
-        "--link-noise",
-        type=_rate,
-        default=0.0,
-        metavar="RATE",
-        help="drop and corrupt bytes, each at this per-byte rate (default 0)",
-    )
+    add_link_noise_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve the receiver until SIGINT or SIGTERM.
 
     Raises:
-        ConfigError: a bad port or replay file.
+        ConfigError: a bad port, noise rate or replay file.
         EmulatorError: the port is in use (or no pseudo-terminal could be made).
     """
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
-    import numpy as np
-
+    link = EmulatorLink.from_args(args)
     from pluto.cli.common import open_bus
-    from pluto.hardware.gps.emulator import (
-        CircleTrack,
-        DeviceEmulator,
-        LinkNoise,
-        NmeaReceiver,
-        NmeaReplay,
-        SimTruthTrack,
-    )
+    from pluto.hardware.gps.emulator import CircleTrack, DeviceEmulator, NmeaReceiver, NmeaReplay, SimTruthTrack
     from pluto.hardware.gps.grid import LocalGrid
-    from pluto.runtime.runner import stop_on_signals
 
     grid = LocalGrid(*args.origin)
-    rate = float(args.link_noise)
-    noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0.0 else None
     with contextlib.ExitStack() as stack:
         device: NmeaReceiver | NmeaReplay
         if args.replay:
@@ -116,22 +84,13 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--replay: {err}") from err
             what = f"replaying {args.replay} ({len(device.epochs)} epochs)"
         elif args.sim:
-            bus = stack.enter_context(open_bus(args))
-            track = SimTruthTrack(bus, grid)
+            track = SimTruthTrack(stack.enter_context(open_bus(args)), grid)
             stack.callback(track.close)
             device, what = NmeaReceiver(track), "following the simulated robot"
         else:
             device, what = NmeaReceiver(CircleTrack(grid)), "driving a 20 m circle"
         emulator = DeviceEmulator(
-            device, transport="pty" if args.pty else "tcp", host=args.host, port=args.port, link_noise=noise
+            device, transport=link.transport, host=link.host, port=link.port, link_noise=link.noise
         )
-        url = emulator.open_link()
-        stack.callback(emulator.close_link)
-        print(f"NMEA GPS receiver {what}, origin {args.origin[0]:.6f},{args.origin[1]:.6f}.", flush=True)
-        print(f"connect a host to: {url}", flush=True)
-        print("Ctrl-C stops it.", flush=True)
-        stop: threading.Event
-        with stop_on_signals() as stop:
-            emulator.serve(stop)
-    print("stopped", flush=True)
-    return 0
+        origin = f"{args.origin[0]:.6f},{args.origin[1]:.6f}"
+        return serve_until_signal(emulator, f"NMEA GPS receiver {what}, origin {origin}{link.noise_note}.")

@@ -6,6 +6,7 @@ import argparse
 import math
 
 from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
 
 # The emulator, numpy, the world and the bus are imported by run(), not here: `pluto` imports this module for every
@@ -40,16 +41,6 @@ examples:
 """
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a per-byte rate is in [0, 1), got {text}")
-    return value
-
-
 def _pose(text: str) -> tuple[float, float, float]:
     try:
         x, y, theta = (float(v) for v in text.split(","))
@@ -63,9 +54,7 @@ def _pose(text: str) -> tuple[float, float, float]:
 def register(subparsers: Subparsers) -> None:
     """Register the ``sick-sim`` subcommand."""
     p = add_parser(subparsers, "sick-sim", run, HELP, DESCRIPTION)
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal instead of TCP")
+    add_link_arguments(p, DEFAULT_PORT)
     p.add_argument("--world", default=None, help="world: office, campus, clutter or a map file (default: a room)")
     p.add_argument("--pose", type=_pose, default=None, help="x,y,theta of the robot in --world (default: its start)")
     p.add_argument(
@@ -76,9 +65,7 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--units", choices=("cm", "mm"), default="cm", help="units it starts with (default cm)")
     p.add_argument("--fault-at", type=float, default=None, metavar="S", help="a fatal error S s after start")
     p.add_argument("--reboot-time", type=float, default=20.0, metavar="S", help="s to reboot after a fault")
-    p.add_argument(
-        "--link-noise", type=_rate, default=0.0, metavar="RATE", help="drop and corrupt bytes at this per-byte rate"
-    )
+    add_link_noise_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: a bad option, world or map file.
         EmulatorError: the port is in use (or no pseudo-terminal could be made).
     """
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0 to 65535, got {args.port}")
+    link = EmulatorLink.from_args(args)
     if args.baud not in (9600, 19200, 38400, 500000):
         raise ConfigError(f"--baud must be 9600, 19200, 38400 or 500000, got {args.baud}")
     if args.resolution not in (0.5, 1.0):
@@ -100,19 +86,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reboot-time must be >= 0 s, got {args.reboot_time}")
     import contextlib
 
-    import numpy as np
-
     from pluto.hardware.sick.device import LmsDevice, ScanSource
-    from pluto.hardware.sick.emulator import (
-        LinkNoise,
-        LmsEmulator,
-        SyntheticRoom,
-        WorldScan,
-        follow_truth,
-        follow_wrist,
-    )
+    from pluto.hardware.sick.emulator import LmsEmulator, SyntheticRoom, WorldScan, follow_truth, follow_wrist
     from pluto.hardware.sick.telegram import RANGE_MODES, LmsConfig
-    from pluto.runtime.runner import stop_on_signals
 
     with contextlib.ExitStack() as stack:
         source: ScanSource = SyntheticRoom()
@@ -130,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
             wrist = None
             if args.follow_sim:
                 from pluto import names
-                from pluto.bus import Bus
+                from pluto.cli.common import open_bus
 
-                bus = stack.enter_context(Bus())
+                bus = stack.enter_context(open_bus(args))
                 pose = follow_truth(bus)
                 truth = bus.create_reader(names.SIM_TRUTH)
 
@@ -156,24 +132,13 @@ def run(args: argparse.Namespace) -> int:
         device.resolution = round(args.resolution * 100)
         mode = RANGE_MODES[("cm", 80)] if args.units == "cm" else RANGE_MODES[("mm", 8)]
         device.config = LmsConfig(measuring_mode=mode.measuring_mode, units=mode.units)
-        rate = float(args.link_noise)
-        noise = LinkNoise(rate, rate, np.random.default_rng(0)) if rate > 0 else None
         emulator = LmsEmulator(
             device,
-            transport="pty" if args.pty else "tcp",
-            host=args.host,
-            port=args.port,
-            link_noise=noise,
+            transport=link.transport,
+            host=link.host,
+            port=link.port,
+            link_noise=link.noise,
             fault_at=args.fault_at,
         )
-
-        def ready(url: str) -> None:
-            extra = f", link noise {rate:g} per byte" if noise is not None else ""
-            print(f"SICK LMS emulator {where}, starting at {args.baud} baud{extra}.", flush=True)
-            print(f"connect a host to: {url}", flush=True)
-            print("Ctrl-C stops it.", flush=True)
-
-        with stop_on_signals() as stop:
-            emulator.run(stop, on_ready=ready)
-    print("stopped", flush=True)
-    return 0
+        banner = f"SICK LMS emulator {where}, starting at {args.baud} baud{link.noise_note}."
+        return serve_until_signal(emulator, banner)
