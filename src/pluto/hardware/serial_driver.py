@@ -20,7 +20,8 @@ The port is opened with ``serial.serial_for_url``, so a device path, ``socket://
 ``loop://`` all work.
 """
 
-# Strategy: python-can's shape: the base owns the loop, the timeouts and the lifecycle; a driver fills a hook or two.
+# Strategy: python-can's shape: the base owns the loop, the timeouts and the lifecycle (pluto.hardware.host_driver:
+# the context manager, the reader thread and a close() that runs once); a driver fills a hook or two.
 # One reader thread owns the port: it opens it, runs the driver's _session (handshake, then read and feed the
 # sans-I/O codec) until the session returns (no data for link_timeout: the driver decides) or raises (a port error,
 # or the port closed under it); then the port is closed, the link is down, and after a back-off the port is opened
@@ -37,18 +38,17 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import ClassVar, Protocol, Self, cast
 
 import serial  # type: ignore[import-untyped]
 
 from pluto.errors import PlutoError
+from pluto.hardware.host_driver import HostDriver
 
 __all__ = ["RECONNECT_BACKOFF", "SerialDriver", "SerialPort"]
 
 RECONNECT_BACKOFF = 0.5
 """s between attempts to open the port again."""
-_JOIN_TIMEOUT = 2.0
 
 
 class SerialPort(Protocol):
@@ -64,8 +64,8 @@ class SerialPort(Protocol):
     def close(self) -> None: ...
 
 
-class SerialDriver:
-    """The base of a host driver of a device behind a serial port; a context manager.
+class SerialDriver(HostDriver):
+    """The base of a host driver of a device behind a serial port; a context manager (:class:`.HostDriver`).
 
     Subclasses set :attr:`error` and :attr:`device` and fill :meth:`_session` (and :meth:`_ready` or
     :meth:`_session_ended` where the device needs them).
@@ -102,6 +102,7 @@ class SerialDriver:
         for name, value in (("read_timeout", read_timeout), ("link_timeout", link_timeout)):
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        super().__init__(reader_period=read_timeout)
         self.url = url
         self.baud = baud
         self.read_timeout = read_timeout
@@ -111,9 +112,6 @@ class SerialDriver:
         self._log = log or logging.getLogger("pluto.hardware")
         self._changed = threading.Condition()
         """Notified whenever the link, a failure or what the driver hands out changes."""
-        self._closing = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
         self._connected = False
         self._heard: float | None = None  # when the device last sent good data
         self._failure: str | None = None
@@ -130,12 +128,9 @@ class SerialDriver:
         Raises:
             PlutoError: (the driver's :attr:`error`) the driver was closed.
         """
-        if self._closed:
-            raise self.error(f"the driver for {self.url} was closed; create a new one")
-        if self._thread is None:
-            name = f"{type(self).__name__.lower()}-reader:{self.url}"
-            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-            self._thread.start()
+        self._check_open(f"the driver for {self.url}")
+        if self._reader is None:
+            self._start_reader(f"{type(self).__name__.lower()}-reader:{self.url}")
         return self
 
     def connect(self, timeout: float | None = None) -> None:
@@ -155,27 +150,11 @@ class SerialDriver:
             if not self._ready():
                 raise self.error(self._failure or f"no {self.device} answering on {self.url}")
 
-    def close(self) -> None:
-        """Stop the reader and close the port; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=_JOIN_TIMEOUT)
+    def _release(self) -> None:
+        """close(): the reader has closed the port; the link is down."""
         with self._changed:
             self._connected = False
             self._changed.notify_all()
-
-    def __enter__(self) -> Self:
-        self.connect()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- the link -------------------------------------------------------------------------------------------------
 

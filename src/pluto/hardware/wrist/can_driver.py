@@ -33,12 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import can
 
 from pluto.errors import PlutoError
+from pluto.hardware.host_driver import HostDriver
 from pluto.sim.wrist import WristParams
 
 from .powercube import (
@@ -151,8 +151,8 @@ class _Module:
     params: dict[int, float | int] = field(default_factory=dict)
 
 
-class CanWristDriver:
-    """A client of the two PowerCube modules of a pan/tilt wrist.
+class CanWristDriver(HostDriver):
+    """A client of the two PowerCube modules of a pan/tilt wrist; a context manager (:class:`.HostDriver`).
 
     Args:
         interface: the python-can interface (``socketcan``, ``virtual``, ``slcan``, ...).
@@ -169,6 +169,8 @@ class CanWristDriver:
     Raises:
         ValueError: bad addresses or times.
     """
+
+    error = CanWristError
 
     def __init__(
         self,
@@ -194,6 +196,7 @@ class CanWristDriver:
         ):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 s, got {value}")
+        super().__init__(reader_period=poll_period)
         self.interface, self.channel, self.bitrate = interface, channel, bitrate
         self.limits = limits or WristParams()
         self.poll_period, self.link_timeout, self.command_timeout = poll_period, link_timeout, command_timeout
@@ -203,10 +206,7 @@ class CanWristDriver:
         self._codec = PowerCubeCodec("host", (pan_id, tilt_id))
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
-        self._closing = threading.Event()
-        self._closed = False
         self._bus: can.BusABC | None = None
-        self._reader: threading.Thread | None = None
         self._link_up = False
         self._ever_up = False
         self._last_command = -math.inf
@@ -215,15 +215,6 @@ class CanWristDriver:
         self._seq = 0
         self._position_limits = self._configured_limits()
         self._reconnects = self._bus_errors = self._commands = self._refused = self._halts = 0
-
-    def __enter__(self) -> Self:
-        self.connect()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<CanWristDriver {self.interface}:{self.channel} {'up' if self.connected else 'down'}>"
@@ -289,8 +280,7 @@ class CanWristDriver:
             CanWristConnectError: the bus cannot be opened, or a module did not answer within ``timeout`` s.
             CanWristError: the driver was closed.
         """
-        if self._closed:
-            raise CanWristError("the wrist driver was closed; create a new one")
+        self._check_open("the wrist driver")
         if self._reader is not None:
             return
         try:
@@ -299,8 +289,7 @@ class CanWristDriver:
             raise CanWristConnectError(f"cannot open CAN {self.interface}:{self.channel}: {err}") from err
         with self._lock:
             self._bus = bus
-        self._reader = threading.Thread(target=self._run, name=f"wrist-can:{self.channel}", daemon=True)
-        self._reader.start()
+        self._start_reader(f"wrist-can:{self.channel}")
         ids = ", ".join(str(m.address) for m in self._modules)
         with self._changed:
             for module in self._modules:
@@ -544,16 +533,8 @@ class CanWristDriver:
 
     # -- close ----------------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """HALT both modules and shut the bus down. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._closing.set()
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(timeout=self.poll_period + 2.0)
+    def _release(self) -> None:
+        """close(), once the reader has stopped: HALT both modules and shut the bus down."""
         with self._changed:
             if self._bus is not None:
                 try:

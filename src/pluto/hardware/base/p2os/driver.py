@@ -30,12 +30,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import serial  # type: ignore[import-untyped]
 
 from pluto.codec import NEED_DATA
+from pluto.hardware import serial_driver
+from pluto.hardware.host_driver import HostDriver
 
 from .client import (
     DEFAULT_MAX_ROT_VELOCITY,
@@ -78,19 +79,11 @@ READ_TIMEOUT = 0.05
 T = TypeVar("T")
 
 
-class SerialPort(Protocol):
-    """What the driver needs of a port (a ``serial.Serial`` from ``serial_for_url``, or a test's fake)."""
+class SerialPort(serial_driver.SerialPort, Protocol):
+    """What the driver needs of a port (a ``serial.Serial`` from ``serial_for_url``, or a test's fake): a serial
+    driver's port whose baud rate can be set."""
 
     baudrate: int
-
-    @property
-    def in_waiting(self) -> int: ...
-
-    def read(self, size: int = 1) -> bytes: ...
-
-    def write(self, data: bytes) -> int | None: ...
-
-    def close(self) -> None: ...
 
 
 def _is_serial_device(url: str) -> bool:
@@ -103,12 +96,13 @@ def _close_port(port: SerialPort) -> None:
         port.close()
 
 
-class P2osDriver:
+class P2osDriver(HostDriver):
     """A client of a Pioneer robot speaking P2OS/ARCOS (or of an emulator).
 
-    Create it, then :meth:`connect` (or use it as a context manager, which connects); :meth:`close` ends the
-    session. Commands take SI units and are clamped to the model's limits; the robot's state is read with
-    :attr:`state` or :meth:`wait_for_sip`. The properties and commands are those of :class:`.P2osClient`; every
+    Create it, then :meth:`connect` (or use it as a context manager, which connects: :class:`.HostDriver`);
+    :meth:`close` stops the robot, ends the session (VEL 0, RVEL 0, ENABLE 0, CLOSE) and closes the port, once.
+    Commands take SI units and are clamped to the model's limits; the robot's state is read with :attr:`state` or
+    :meth:`wait_for_sip`. The properties and commands are those of :class:`.P2osClient`; every
     command raises :class:`P2osLinkError` when not connected or when the write to the port fails.
 
     Args:
@@ -121,6 +115,8 @@ class P2osDriver:
     Raises:
         ValueError: a time or retry count that is not positive.
     """
+
+    error = P2osError
 
     def __init__(
         self,
@@ -136,6 +132,8 @@ class P2osDriver:
         reconnect: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        tick = min(READ_TIMEOUT, max(0.005, min(keepalive, command_timeout) / 10.0))
+        super().__init__(reader_period=tick)
         self._client = P2osClient(
             url,
             model=model,
@@ -150,25 +148,12 @@ class P2osDriver:
         )
         self._url = url
         self._clock = clock
-        self._tick = min(READ_TIMEOUT, max(0.005, min(keepalive, command_timeout) / 10.0))
+        self._tick = tick
         self._lock = threading.RLock()  # every call into the client and the write that follows it
         self._changed = threading.Condition(self._lock)  # notified after each of them
-        self._closing = threading.Event()
-        self._closed = False
-        self._close_lock = threading.Lock()
         self._port: SerialPort | None = None
         self._reopen: int | None = None  # the baud rate of a port the client wants opened (Reconnecting)
         self._failure: str | None = None  # why the handshake of connect() failed
-        self._reader: threading.Thread | None = None
-
-    def __enter__(self) -> Self:
-        self.connect()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         model = self._client.params.subclass if self._client.robot_subclass is not None else "?"
@@ -307,8 +292,7 @@ class P2osDriver:
             P2osConnectError: the port cannot be opened, or no robot completed the handshake.
             P2osError: the driver was closed.
         """
-        if self._closed:
-            raise P2osError(f"the P2OS driver for {self._url} was closed; create a new one")
+        self._check_open(f"the P2OS driver for {self._url}")
         if self.connected:
             return
         budget = self._client.handshake_budget
@@ -325,9 +309,7 @@ class P2osDriver:
             self._call(self._client.connect)
         except P2osLinkError as err:
             raise P2osConnectError(self._failure or str(err)) from err
-        reader = threading.Thread(target=self._run, name=f"p2os-reader:{self._url}", daemon=True)
-        self._reader = reader
-        reader.start()
+        reader = self._start_reader(f"p2os-reader:{self._url}")
         if not self._wait(lambda: not self._client.busy or self.connected or self._closing.is_set(), budget):
             with contextlib.suppress(P2osLinkError):  # a guard: the client's own timers end every handshake
                 self._call(lambda now: self._client.port_failed(f"no end within {budget:.1f} s", now))
@@ -517,16 +499,9 @@ class P2osDriver:
 
     # -- close --------------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop the robot and end the session: VEL 0, RVEL 0, ENABLE 0, CLOSE; close the port. Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._closing.set()
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(timeout=self._tick + 2.0)
+    def _release(self) -> None:
+        """close(), once the reader has stopped: stop the robot and end the session (VEL 0, RVEL 0, ENABLE 0,
+        CLOSE), then close the port."""
         with self._lock:
             self._client.close(self._clock())
             port, self._port = self._port, None
