@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from typing import TYPE_CHECKING
 
@@ -11,7 +10,15 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import Verdict, distance_to, first_value, follow_status, say
+from pluto.cli.progress import (
+    Verdict,
+    add_status_action,
+    add_wait_options,
+    distance_to,
+    first_value,
+    follow_status,
+    say,
+)
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -53,17 +60,8 @@ def register(subparsers: Subparsers) -> None:
     goto.add_argument(
         "--weight", type=float, default=1.0, help="goal weight: > 1 weaker avoidance, < 1 stronger (default 1)"
     )
-    goto.add_argument(
-        "--wait",
-        action="store_true",
-        help="show the distance to go until the goal is reached (exit 0) or the robot is stuck (exit 1)",
-    )
-    goto.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="with --wait: give up after S seconds (the robot is stopped, exit 1); Ctrl-C stops it too",
+    add_wait_options(
+        goto, "show the distance to go until the goal is reached (exit 0) or the robot is stuck (exit 1)", "the robot"
     )
     vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (T = 0)")
     vel.add_argument("v", type=float, metavar="V", help="linear velocity, m/s")
@@ -83,10 +81,7 @@ def register(subparsers: Subparsers) -> None:
             help="0 none, 1 sonar, 2 laser, 3 both (default 3; 2 for wall)",
         )
     actions.add_parser("release", help="stop the robot and the avoid thread (cmd_flags -1)")
-    status = actions.add_parser("status", help="print the avoid module's status")
-    status.add_argument(
-        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
-    )
+    add_status_action(actions, "the avoid module's status")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,9 +97,6 @@ def run(args: argparse.Namespace) -> int:
     """
     from pluto.movement.avoid.proxy import AvoidProxy, describe_status
 
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise ConfigError(f"--timeout must be > 0 s, got {timeout}")
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
         if args.action == "status":
             status = first_value(avoid.status, avoid.wait_status, "the avoid module's status", args.timeout)
@@ -126,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise ConfigError(str(err)) from err
         if args.action == "goto" and args.wait:
-            return _wait_goto(bus, avoid, (args.x, args.y), timeout, 3 if args.avoid is None else args.avoid)
+            return _wait_goto(bus, avoid, (args.x, args.y), args.timeout, 3 if args.avoid is None else args.avoid)
         time.sleep(0.1)  # let the command leave before the bus closes
         return 0
 

@@ -9,7 +9,7 @@ from pluto import names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import first_value, say
+from pluto.cli.progress import add_status_action, first_value, say
 from pluto.errors import ConfigError
 from pluto.runtime import mom
 
@@ -56,10 +56,7 @@ def register(subparsers: Subparsers) -> None:
             help="keep re-sending the command for this long, then stop (default: send it once)",
         )
     actions.add_parser("stop", help="stop the robot")
-    status = actions.add_parser("status", help="print the drive's status")
-    status.add_argument(
-        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
-    )
+    add_status_action(actions, "the drive's status")
 
 
 def _warn_of_rivals(bus: Bus) -> None:

@@ -7,6 +7,7 @@ import time
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
+from pluto.cli.progress import add_status_action, first_value
 from pluto.errors import ConfigError
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
@@ -38,7 +39,7 @@ def register(subparsers: Subparsers) -> None:
         "--distance", type=float, default=None, metavar="D", help="distance to keep, m (0.7..5; default: the module's)"
     )
     actions.add_parser("stop", help="stop following; the robot stops (0)")
-    actions.add_parser("status", help="print the follow module's status")
+    add_status_action(actions, "the follow module's status")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,13 +51,13 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: the distance is not valid.
         LaunchError: the follow module is not running.
-        BusTimeout: no status within 5 s.
+        BusTimeout: no status within --timeout s (5 by default).
     """
     from pluto.movement.follow.proxy import FollowProxy, describe_status
 
     with open_bus(args) as bus, FollowProxy(bus, start=False) as follow:
         if args.action == "status":
-            status = follow.status() or follow.wait_status(timeout=5.0)
+            status = first_value(follow.status, follow.wait_status, "the follow module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         try:

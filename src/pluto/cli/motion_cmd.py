@@ -10,7 +10,15 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import Verdict, distance_to, first_value, follow_status, say
+from pluto.cli.progress import (
+    Verdict,
+    add_status_action,
+    add_wait_options,
+    distance_to,
+    first_value,
+    follow_status,
+    say,
+)
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,21 +56,11 @@ def register(subparsers: Subparsers) -> None:
     explore.add_argument("b", type=float, metavar="B", help="half-width of the rectangle, m")
     explore.add_argument("h", type=float, metavar="H", help="height (depth ahead) of the rectangle, m")
     for q in (moveto, explore):
-        q.add_argument("--wait", action="store_true", help="print progress until the motion is over")
-        q.add_argument(
-            "--timeout",
-            type=float,
-            default=None,
-            metavar="S",
-            help="with --wait: give up after S seconds (the motion is stopped, exit 1); Ctrl-C stops it too",
-        )
+        add_wait_options(q, "print progress until the motion is over", "the motion")
     actions.add_parser("investigate", help="go to the closest object and circle it (43)")
     actions.add_parser("stop", help="stop the motion (pass-through velocity 0); resume goes on")
     actions.add_parser("resume", help="resume the stopped motion, or explore the rectangle set (45)")
-    status = actions.add_parser("status", help="print the motion module's status")
-    status.add_argument(
-        "--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
-    )
+    add_status_action(actions, "the motion module's status")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,22 +4,39 @@ Every ``pluto`` command that waits says so on stderr (stdout stays for results a
 wait starts to be noticeable, and as a progress line while it lasts. On a terminal the line is rewritten in place;
 elsewhere (a log, a pipe) a new line is printed only when its words change or every few seconds, so a log stays
 short. The outcome of the wait is a result: it goes to stdout.
+
+The options that say how long such a command waits are added here too, with one wording: the ``status`` action and
+its ``--timeout`` (:func:`add_status_action`), and ``--wait`` and ``--timeout`` for a goal (:func:`add_wait_options`).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from pluto import msgs
 from pluto.errors import BusTimeout
 from pluto.runtime.runner import stop_on_signals
 
-__all__ = ["STATUS_SILENCE", "ProgressLine", "distance_to", "first_value", "follow_status", "say"]
+if TYPE_CHECKING:
+    from pluto.cli.command import Subparsers
+
+__all__ = [
+    "STATUS_SILENCE",
+    "ProgressLine",
+    "add_status_action",
+    "add_wait_options",
+    "distance_to",
+    "first_value",
+    "follow_status",
+    "say",
+    "seconds",
+]
 
 T = TypeVar("T")
 
@@ -41,6 +58,44 @@ def first_value(current: Callable[[], T | None], wait: Callable[[float], T], wha
         return value
     say(f"waiting for {what} (up to {timeout:g} s) ...")
     return wait(timeout)
+
+
+def seconds(text: str) -> float:
+    """A wait of ``--timeout``: a finite number of seconds > 0 (an argparse type).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not > 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and value > 0.0):
+        raise argparse.ArgumentTypeError(f"a wait is > 0 s, got {text}")
+    return value
+
+
+def add_status_action(actions: Subparsers, what: str) -> argparse.ArgumentParser:
+    """Add the ``status`` action of a module's command: print ``what`` (``"the drive's status"``), waiting up to
+    ``--timeout`` s for it (:func:`first_value`)."""
+    status = actions.add_parser("status", help=f"print {what}")
+    status.add_argument(
+        "--timeout", type=seconds, default=5.0, metavar="S", help="seconds to wait for a status (default 5)"
+    )
+    return status
+
+
+def add_wait_options(parser: argparse.ArgumentParser, progress: str, stopped: str) -> None:
+    """Add ``--wait`` (show ``progress`` until the goal is over) and ``--timeout`` (give up after S s, when what
+    ``stopped`` says is stopped) to an action that sets a goal (:func:`follow_status` waits for it)."""
+    parser.add_argument("--wait", action="store_true", help=progress)
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=None,
+        metavar="S",
+        help=f"with --wait: give up after S seconds ({stopped} is stopped, exit 1); Ctrl-C stops it too",
+    )
 
 
 class ProgressLine:
