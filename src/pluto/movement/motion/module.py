@@ -80,18 +80,6 @@ class MotionModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
     wrist_speed: float = 1.5
     wrist_accel: float = 4.0
 
-    def controller_params(self) -> MotionParams:
-        """The core's parameters from these."""
-        return MotionParams(
-            robot_radius=self.robot_radius,
-            speed=self.speed,
-            turn_rate=self.turn_rate,
-            handover=self.handover,
-            goal_tolerance=self.goal_tolerance,
-            look_pan=self.look_pan,
-            ground_tilt=self.ground_tilt,
-        )
-
 
 class MotionModule(Module[MotionModuleParams]):
     """Moveto, explore and investigate on top of avoid (``motion/...``)."""
@@ -103,7 +91,7 @@ class MotionModule(Module[MotionModuleParams]):
     Params = MotionModuleParams
 
     def on_configure(self) -> None:
-        self.core = MotionController(self.params.controller_params())
+        self.core = MotionController(self.params.subset(MotionParams))
         self.bad_commands = 0
         self.commands = CommandQueue()
         self._old_run = OldRun()
