@@ -8,17 +8,9 @@ from typing import TYPE_CHECKING
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.cli import progress
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import (
-    Verdict,
-    add_status_action,
-    add_wait_options,
-    distance_to,
-    first_value,
-    follow_status,
-    say,
-)
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -60,7 +52,7 @@ def register(subparsers: Subparsers) -> None:
     goto.add_argument(
         "--weight", type=float, default=1.0, help="goal weight: > 1 weaker avoidance, < 1 stronger (default 1)"
     )
-    add_wait_options(
+    progress.add_wait_options(
         goto, "show the distance to go until the goal is reached (exit 0) or the robot is stuck (exit 1)", "the robot"
     )
     vel = actions.add_parser("velocity", help="drive at a linear and angular velocity (T = 0)")
@@ -81,7 +73,7 @@ def register(subparsers: Subparsers) -> None:
             help="0 none, 1 sonar, 2 laser, 3 both (default 3; 2 for wall)",
         )
     actions.add_parser("release", help="stop the robot and the avoid thread (cmd_flags -1)")
-    add_status_action(actions, "the avoid module's status")
+    progress.add_status_action(actions, "the avoid module's status")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
         if args.action == "status":
-            status = first_value(avoid.status, avoid.wait_status, "the avoid module's status", args.timeout)
+            status = progress.first_value(avoid.status, avoid.wait_status, "the avoid module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         try:
@@ -150,24 +142,26 @@ def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: 
 
     pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5)
     where = f"({goal[0]:g}, {goal[1]:g})"
-    say(f"waiting for avoid to reach {where}" + (f" (up to {timeout:g} s)" if timeout else "") + "; Ctrl-C stops")
+    progress.say(
+        f"waiting for avoid to reach {where}" + (f" (up to {timeout:g} s)" if timeout else "") + "; Ctrl-C stops"
+    )
     running_seen = False
 
-    def judge(status: msgs.FVectorState, since_sent: float) -> Verdict:
+    def judge(status: msgs.FVectorState, since_sent: float) -> progress.Verdict:
         nonlocal running_seen
         code = [*status.element, 0, 0][1]
         running_seen = running_seen or code == GOTO_RUNNING
-        to_go = distance_to(pose.read(), goal)
-        progress = f"goto {where}: {to_go} to go; {describe_status(status)}"
+        to_go = progress.distance_to(pose.read(), goal)
+        line = f"goto {where}: {to_go} to go; {describe_status(status)}"
         outcome = goto_outcome(code, running_seen, since_sent)
         if outcome is None:
-            return progress, None
+            return line, None
         words = "goal reached" if outcome else "goal not reached"
-        return progress, (outcome, f"{words} {where}, {to_go} to go: {describe_status(status)}")
+        return line, (outcome, f"{words} {where}, {to_go} to go: {describe_status(status)}")
 
     def cancel(reason: str) -> str:
         avoid.set_velocity(0.0, 0.0, avoidance)
         time.sleep(0.1)  # let the stop leave before the bus closes
-        return f"{reason}, {distance_to(pose.read(), goal)} to go: goal cancelled, robot stopped"
+        return f"{reason}, {progress.distance_to(pose.read(), goal)} to go: goal cancelled, robot stopped"
 
-    return follow_status("avoid", lambda t: avoid.wait_status(timeout=t), judge, cancel, timeout)
+    return progress.follow_status("avoid", lambda t: avoid.wait_status(timeout=t), judge, cancel, timeout)

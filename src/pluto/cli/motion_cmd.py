@@ -8,17 +8,9 @@ from typing import TYPE_CHECKING
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.cli import progress
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
-from pluto.cli.progress import (
-    Verdict,
-    add_status_action,
-    add_wait_options,
-    distance_to,
-    first_value,
-    follow_status,
-    say,
-)
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -56,11 +48,11 @@ def register(subparsers: Subparsers) -> None:
     explore.add_argument("b", type=float, metavar="B", help="half-width of the rectangle, m")
     explore.add_argument("h", type=float, metavar="H", help="height (depth ahead) of the rectangle, m")
     for q in (moveto, explore):
-        add_wait_options(q, "print progress until the motion is over", "the motion")
+        progress.add_wait_options(q, "print progress until the motion is over", "the motion")
     actions.add_parser("investigate", help="go to the closest object and circle it (43)")
     actions.add_parser("stop", help="stop the motion (pass-through velocity 0); resume goes on")
     actions.add_parser("resume", help="resume the stopped motion, or explore the rectangle set (45)")
-    add_status_action(actions, "the motion module's status")
+    progress.add_status_action(actions, "the motion module's status")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     with open_bus(args) as bus, MotionProxy(bus, start=False) as motion:
         if args.action == "status":
-            status = first_value(motion.status, motion.wait_status, "the motion module's status", args.timeout)
+            status = progress.first_value(motion.status, motion.wait_status, "the motion module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
         try:
@@ -124,23 +116,25 @@ def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[floa
 
     pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5) if goal is not None else None
     target = f"to ({goal[0]:g}, {goal[1]:g})" if goal is not None else ""
-    say(f"waiting for the motion {target} to end".replace("  ", " ") + (f" (up to {timeout:g} s)" if timeout else ""))
+    progress.say(
+        f"waiting for the motion {target} to end".replace("  ", " ") + (f" (up to {timeout:g} s)" if timeout else "")
+    )
     started = False
 
-    def judge(status: msgs.FVectorState, since_sent: float) -> Verdict:
+    def judge(status: msgs.FVectorState, since_sent: float) -> progress.Verdict:
         nonlocal started
         started = started or [*status.element, 0, 0, 0, 0][3] > 0
-        distance = distance_to(pose.read(), goal) + " to go; " if pose is not None and goal is not None else ""
-        progress = f"motion {target}: {distance}{describe_status(status)}".replace("  ", " ")
+        distance = progress.distance_to(pose.read(), goal) + " to go; " if pose is not None and goal is not None else ""
+        line = f"motion {target}: {distance}{describe_status(status)}".replace("  ", " ")
         outcome = motion_outcome(list(status.element), started, since_sent)
         if outcome is None:
-            return progress, None
+            return line, None
         words = "done: " if outcome else "ended without reaching its goal: "
-        return progress, (outcome, words + describe_status(status))
+        return line, (outcome, words + describe_status(status))
 
     def cancel(reason: str) -> str:
         motion.stop()
         time.sleep(0.1)  # let the stop leave before the bus closes
         return f"{reason}: motion stopped (`pluto motion resume` goes on)"
 
-    return follow_status("motion", lambda t: motion.wait_status(timeout=t), judge, cancel, timeout)
+    return progress.follow_status("motion", lambda t: motion.wait_status(timeout=t), judge, cancel, timeout)
