@@ -449,3 +449,28 @@ def test_a_doorway_out_of_a_room_is_not_taken_for_a_room() -> None:
     outside = way_cost(door.point(1.0), 2.0, goal, np.zeros((0, 2)), p, door)
     inside = way_cost(door.point(1.0), 2.0, goal, np.zeros((0, 2)), p, door, in_room=True)
     assert inside < outside
+
+
+def test_a_pressed_bumper_backs_the_robot_off_and_it_looks_again() -> None:
+    """Following a way, the robot touches something (element[0] 1 from the drive: only backing straight away is
+    allowed): it backs off for a while, straight, then scans for a way again; the place is remembered."""
+    core = MotionController(MotionParams(look_time=0.2, handover=0.0, near_reach=0.0))
+    core.command(42, (6.0, 0.0), (), (), (0.0, 0.0, 0.0), 0.0)
+    t = 0.0
+    while t < 20.0 and (core.job is None or core.job.nav is None or core.job.nav.phase == "scan"):
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 10, 8)])
+        core.step(MotionInputs(pose=(0.0, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+    assert core.job is not None and core.job.nav is not None and core.job.nav.phase != "scan"
+    backs: list[tuple[float, float]] = []
+    start = t
+    while t < start + 5.0 and core.job.nav.phase != "scan":
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 10, 8)])
+        out = core.step(MotionInputs(pose=(1.0, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(1, -1)), t)
+        backs += [o.velocity[:2] for o in out.avoid if o.cmd_flags == 20]
+    assert core.job.nav.phase == "scan"
+    moves = [b for b in backs if b != (0.0, 0.0)]  # the last one stops the robot for the scan
+    assert len(moves) >= 15 and all(v < 0.0 and w == 0.0 for v, w in moves)  # straight back, away from the bumper
+    assert 1.5 < t - start < 3.0
+    assert (1.0, 0.0) in core.job.nav.visited

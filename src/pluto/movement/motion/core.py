@@ -126,7 +126,7 @@ _LASER_VELOCITY = 20  # avoid velocity with laser protection
 _PLAIN_VELOCITY = 0  # avoid velocity, no protection: only for turning on the spot
 _FRONT_BUMPER = 1  # element[0] of avoid's status passed on from the drive: the front bumper is pressed
 _LASER_SLOW = 6  # element[0] of avoid's status: the laser protection slowed or stopped the robot
-_BACK_OFF_TIME = 2.0  # s a robot that touched a jamb backs off before lining up again
+_BACK_OFF_TIME = 2.0  # s a robot that touched something backs off (before lining up again, in a doorway)
 
 
 @dataclass(frozen=True)
@@ -582,6 +582,7 @@ class _Nav:
     look_around: bool = False  # in a room with no doorway ahead: the scan looks to both sides
     straight: bool = False  # a short way: driven straight at its end, not by the avoid goto
     blocked_since: float | None = None  # driving straight: since when the laser protection holds the robot
+    backing_since: float | None = None  # the front bumper was pressed (outside a doorway): backing off since then
     last_scan: float = -math.inf
 
 
@@ -778,6 +779,18 @@ class MotionController:
             return _stop(), (0.0, 0.0), SCANNING
         level = scan is not None and abs(scan.tilt) < 0.05
         world = scan.world(pose) if scan is not None else None
+        bumped = inputs.avoid_element[0] == _FRONT_BUMPER
+        if nav.phase not in ("door-align", "door-pass", "door-back"):
+            # touched something (late commands on a busy computer, something the laser does not see): the drive
+            # allows only backing straight away from the pressed bumper, so back off, then look for a way again
+            if bumped and nav.backing_since is None:
+                nav.backing_since = now
+            if nav.backing_since is not None:
+                if now - nav.backing_since < _BACK_OFF_TIME:
+                    return AvoidOrder(_LASER_VELOCITY, (), (-p.door_speed, 0.0)), (0.0, 0.0), FOLLOWING
+                nav.backing_since = None
+                nav.visited.append((x, y))
+                return self._enter(nav, "scan", now, None)
         if nav.phase == "scan":
             return self._scan_step(nav, inputs, scan, world, now)
         # following a way: the goal in plain view and near hands over to the simple goto
@@ -814,7 +827,6 @@ class MotionController:
             before = nav.choice.gap.point(-1.1)
             order = self._goto_step(nav, inputs, now, before, on_stuck="scan", reached_phase="door-align")
             return order, (0.0, 0.0), FOLLOWING
-        bumped = inputs.avoid_element[0] == _FRONT_BUMPER
         return self._door_step(nav, pose, world if level else None, now, bumped), (0.0, 0.0), FOLLOWING
 
     def _enter(
