@@ -3,6 +3,7 @@ synthetic scans, and the command handling and status codes of the controller."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -474,3 +475,22 @@ def test_a_pressed_bumper_backs_the_robot_off_and_it_looks_again() -> None:
     assert len(moves) >= 15 and all(v < 0.0 and w == 0.0 for v, w in moves)  # straight back, away from the bumper
     assert 1.5 < t - start < 3.0
     assert (1.0, 0.0) in core.job.nav.visited
+
+
+def test_a_wrist_that_is_not_where_it_was_sent_gets_its_command_again() -> None:
+    """The scan waits for the wrist to reach each view; a lost wrist command (a busy network) must not leave it
+    waiting for ever: while the wrist stays elsewhere, the command is sent again every ``wrist_resend`` s."""
+    core = MotionController(MotionParams(look_time=0.2, wrist_resend=3.0))
+    core.command(42, (6.0, 0.0), (), (), (0.0, 0.0, 0.0), 0.0)
+    sent: list[tuple[float, tuple[float, float]]] = []
+    t = 0.0
+    while t < 7.0:
+        t = round(t + 0.1, 3)
+        scan = level_scan(t, [(-5, 8, 10, 8)])
+        out = core.step(MotionInputs(pose=(0.0, 0.0, 0.0), scan=scan, wrist=(0.5, 0.3), avoid_element=(0, -1)), t)
+        if out.wrist is not None:
+            sent.append((t, out.wrist))
+    assert [w for _, w in sent] == [(0.0, 0.0)] * 3  # looking ahead: sent at once, then again and again
+    times = [t for t, _ in sent]
+    assert times[0] == 0.1 and all(3.0 <= b - a <= 3.2 for a, b in itertools.pairwise(times))
+    assert core.job is not None and core.job.nav is not None and core.job.nav.view == 0  # still waiting to look

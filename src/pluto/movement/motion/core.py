@@ -157,6 +157,7 @@ class MotionParams:
         laser_height: height of the scan plane, m (the ground is seen at laser_height / sin(tilt)).
         look_time: time spent looking at each view once the wrist is there, s.
         wrist_tolerance: the wrist is there within this, rad.
+        wrist_resend: a wrist command is sent again when the wrist is not there this long after it was sent, s.
         blocked_penalty: least extra cost of a way whose end the scans show a wall between it and the goal, m.
         detour_max: most extra cost of a way for the wall between its end and the goal, m (the farther ends of a
             long wall, seen in part as the robot goes along it, would make it turn back and forth).
@@ -204,6 +205,7 @@ class MotionParams:
     laser_height: float = 0.9
     look_time: float = 0.4
     wrist_tolerance: float = 0.05
+    wrist_resend: float = 3.0
     blocked_penalty: float = 2.0
     detour_max: float = 5.0
     room_reach: float = 2.5
@@ -616,6 +618,7 @@ class MotionController:
     moveto_status: int = MOVETO_IDLE
     _pending: list[AvoidOrder] = field(default_factory=list)
     _wrist: tuple[float, float] = (0.0, 0.0)
+    _wrist_sent: float = -math.inf
     _last_scan_stamp: float = -math.inf
 
     # -- commands ------------------------------------------------------------------------------------------------
@@ -722,13 +725,21 @@ class MotionController:
         if self.job is None and self._wrist != (0.0, 0.0):
             wrist = (0.0, 0.0)
         if wrist is not None:
-            if wrist == self._wrist:
-                wrist = None
+            if wrist != self._wrist or self._wrist_lost(inputs, now):
+                self._wrist, self._wrist_sent = wrist, now
             else:
-                self._wrist = wrist
+                wrist = None
         start_avoid = self.job is not None and inputs.avoid_element[1] == THREAD_STOPPED
         element = (inputs.avoid_element[0], inputs.avoid_element[1], self.moveto_status, code)
         return MotionOutput(tuple(orders), wrist, inputs.avoid_data, element, start_avoid, unfold)
+
+    def _wrist_lost(self, inputs: MotionInputs, now: float) -> bool:
+        """The wrist is not where it was last sent, ``wrist_resend`` s after it was sent: the command was lost (a busy
+        network or computer) or overridden; it is sent again rather than waited for for ever."""
+        p = self.params
+        if inputs.wrist is None or now - self._wrist_sent < p.wrist_resend:
+            return False
+        return max(abs(inputs.wrist[0] - self._wrist[0]), abs(inputs.wrist[1] - self._wrist[1])) >= p.wrist_tolerance
 
     def _finish(self, status: int) -> None:
         self.job = None
