@@ -105,26 +105,22 @@ def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path,
     assert progress[0] and progress[0] == progress[1]
 
 
-# About 30 s, or more on a busy machine.
+# About 70 s (the route takes about 280 simulated seconds at 5x real time), or more on a busy machine.
 @pytest.mark.slow
 def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
     """Two processes that never sleep take the machine's cores from the modules (each in its own process), and the
-    simulated time does not wait for them: the first goal of the mission (the moveto from the corridor to the lobby,
-    with its looks around) must be reached all the same, and the heading stay with the truth (0.3° on average)."""
+    simulated time (5x real time) does not wait for them: the whole route must be done all the same, with realistic
+    noise, and the localization stay with the truth, its heading within 2° at worst, since every module fuses its
+    inputs by their stamps."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
-        text = run_demo(
-            ["--no-lockstep", "--rate", "5", "--noise", "ideal", "--duration", "70", "--output", str(tmp_path / "out")],
-            tmp_path,
-            status=1,
-        )
+        text = run_demo(["--no-lockstep", "--rate", "5", "--output", str(tmp_path / "out")], tmp_path)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    assert "goal 1 done" in text and "the route took longer than 70 s" in text, text
-    # the heading of Localization/Pose against the truth at the same stamps, over the mission
-    found = re.search(r"localization heading error: max ([0-9.]+)°, mean ([0-9.]+)°", text)
-    assert found is not None, text
-    # starved, a late step can still put one fast turn's heading a few degrees off for a moment (seen: 0.8-4.4°)
-    assert float(found.group(1)) < 6.0 and float(found.group(2)) < 0.3, text
+    assert "mission done: 3/3 goals" in text, text
+    error = line(LOCALIZATION, text)
+    assert float(error[1]) <= 0.10, error[0]
+    heading = line(HEADING, text)  # Localization/Pose against the truth at the same stamps, over the mission
+    assert float(heading[1]) <= 2.0 and float(heading[2]) <= 0.3, heading[0]
