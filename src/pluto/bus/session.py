@@ -945,8 +945,10 @@ class Bus:
 
     GONE_DOUBT = 1.0
     """s after a module was seen to go during which news of it alive is doubted (see :meth:`_note_module`)."""
-    SETTLE_TIMEOUT = 3.0
-    """s :meth:`settle` waits at most for the sessions the rendezvous owner listed (one may be closing)."""
+    SETTLE_TIMEOUT = 10.0
+    """s :meth:`settle` waits at most for the sessions it expects (one may be closing). Generous: it is waited out only
+    for a session that goes meanwhile, while on a starved machine the others may take seconds to reconnect to a
+    process that took the rendezvous over."""
 
     def _on_session_token(self, sample: zenoh.Sample) -> None:
         zid = str(sample.key_expr).rpartition("/")[2]
