@@ -204,12 +204,12 @@ def irsim_config(world: World, step: float, laser: LaserParams, body: BodyParams
 
 
 def run_irsim(irsim: Any, world: World, seconds: float, step: float) -> Measurement:
-    import yaml  # an ir-sim dependency
-
     m = Measurement("ir-sim: 1 diff robot + 361-beam lidar")
     if irsim is None:
         m.notes = IRSIM_MISSING
         return m
+    import yaml  # an ir-sim dependency: there when ir-sim is
+
     config = irsim_config(world, step, LaserParams(), BodyParams())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{world.name}.yaml"
