@@ -297,16 +297,21 @@ def isolated_bus_env(folder: Path) -> Iterator[None]:
                 os.environ[name] = value
 
 
+GOTO_ROUTE = [(34.0, 10.0), (10.0, 10.0), (6.0, 10.0), (6.0, 2.5), (3.0, 2.0)]
+"""The mission rows' gotos: down the office corridor and back, into the lobby and past the reception."""
+GOTO_SPEED, GOTO_TURN_RATE = 0.6, 1.0  # m/s, rad/s
+
+
 class RouteDriver(threading.Thread):
-    """Sends the demo's gotos through the avoid module one after the other, round again after the last."""
+    """Sends the gotos of :data:`GOTO_ROUTE` through the avoid module one after the other, round again after the
+    last."""
 
     def __init__(self, bus: Any, clock: Any) -> None:
         super().__init__(name="route", daemon=True)
-        from pluto.cli.demo import OFFICE_ROUTE, SPEED, TURN_RATE
         from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
         from pluto.movement.avoid.proxy import AvoidProxy
 
-        self.route, self.speed, self.turn_rate, self.avoidance = OFFICE_ROUTE, SPEED, TURN_RATE, AVOID_LASER
+        self.route, self.speed, self.turn_rate, self.avoidance = GOTO_ROUTE, GOTO_SPEED, GOTO_TURN_RATE, AVOID_LASER
         self.done_states = (GOTO_REACHED, GOTO_STUCK)
         self.reached_state = GOTO_REACHED
         self.avoid = AvoidProxy(bus, start=False)
