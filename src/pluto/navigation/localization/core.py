@@ -322,6 +322,8 @@ class DeadReckoning:
         self._dmu = _Series(self.params.history)  # (θ, φ, ψ, vertical rate)
         self._odometry_heading = _Series(self.params.history)  # (θ,) of the base's odometry, as received
         self._still: deque[tuple[float, float, float]] = deque()  # (t, dt, inertial Δθ) of settled still steps
+        self._still_time = 0.0  # s: the sum of their dt
+        self._still_change = 0.0  # rad: the sum of their Δθ
         self._still_since: float | None = None  # stamp since which the wheels are still, s
         self.gyro_bias = 0.0  # rad/s, estimated from the still steps (0 until enough stillness was seen)
         self._wrist = _Series(self.params.history)  # (pan, tilt)
@@ -506,11 +508,16 @@ class DeadReckoning:
         (rad): the gyro bias is the change over the still time of the last ``bias_window`` seconds."""
         p = self.params
         self._still.append((t, dt, change))
+        self._still_time += dt
+        self._still_change += change
         while self._still and self._still[0][0] < t - p.bias_window:
-            self._still.popleft()
-        still_time = sum(step[1] for step in self._still)
-        if still_time >= p.bias_min_still:
-            self.gyro_bias = sum(step[2] for step in self._still) / still_time
+            _, old_dt, old_change = self._still.popleft()
+            self._still_time -= old_dt
+            self._still_change -= old_change
+        if not self._still:
+            self._still_time = self._still_change = 0.0  # no rounding left over
+        if self._still_time >= p.bias_min_still:
+            self.gyro_bias = self._still_change / self._still_time
 
     def _odometry_heading_at(self, t: float) -> float | None:
         """The odometry's heading interpolated at ``t`` (rad); None outside the samples received."""
