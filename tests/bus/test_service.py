@@ -194,9 +194,9 @@ def test_declared_module_is_live_in_another_bus(bus: Bus, make_bus: MakeBus) -> 
     watcher = bus
     module_bus = make_bus()
     module_bus.declare_module("base")
-    watcher.wait_for_module("base", timeout=2.0)
+    watcher.wait_for_module("base", timeout=10.0)
     assert "base" in watcher.live_modules()
-    module_bus.wait_for_module("base", timeout=2.0)  # its own module too
+    module_bus.wait_for_module("base", timeout=10.0)  # its own module too
 
 
 def test_module_disappears_when_its_bus_closes(bus: Bus, make_bus: MakeBus) -> None:
@@ -216,7 +216,7 @@ def test_module_disappears_when_the_rendezvous_owner_closes(make_bus: MakeBus) -
     owner = make_bus()
     watcher = make_bus()
     owner.declare_module("router-module")
-    watcher.wait_for_module("router-module", timeout=2.0)
+    watcher.wait_for_module("router-module", timeout=10.0)
     owner.close()
     watcher.wait_for_module("router-module", timeout=2.0, alive=False)
     assert "router-module" not in watcher.live_modules()
@@ -225,7 +225,7 @@ def test_module_disappears_when_the_rendezvous_owner_closes(make_bus: MakeBus) -
 def test_undeclared_token_disappears(bus: Bus, make_bus: MakeBus) -> None:
     watcher = make_bus()
     token = bus.declare_module("temp")
-    watcher.wait_for_module("temp", timeout=2.0)
+    watcher.wait_for_module("temp", timeout=10.0)
     token.undeclare()
     watcher.wait_for_module("temp", timeout=2.0, alive=False)
     assert "temp" not in watcher.live_modules()
@@ -253,7 +253,7 @@ def test_wait_for_module_waits_for_it(bus: Bus, make_bus: MakeBus) -> None:
     timer.start()
     try:
         start = time.monotonic()
-        bus.wait_for_module("slow-starter", timeout=3.0)
+        bus.wait_for_module("slow-starter", timeout=10.0)
         assert time.monotonic() - start >= 0.05
     finally:
         timer.cancel()
@@ -281,8 +281,8 @@ def test_modules_of_other_robots_are_not_listed(bus: Bus, make_bus: MakeBus, mon
     monkeypatch.setenv("PLUTO_ROBOT", f"{bus.robot}-other")
     other = make_bus()
     other.declare_module("theirs")
-    other.wait_for_module("theirs", timeout=2.0)
-    bus.wait_for_module("mine", timeout=2.0)
+    other.wait_for_module("theirs", timeout=10.0)
+    bus.wait_for_module("mine", timeout=10.0)
     assert "theirs" not in bus.live_modules()
     assert "mine" not in other.live_modules()
     with pytest.raises(BusTimeout):

@@ -69,7 +69,7 @@ def test_a_stale_pid_file_does_not_count_as_running(bus: Bus, bus_env: dict[str,
 def test_a_module_alive_outside_the_launcher_is_not_started_again(bus: Bus, make_bus: Callable[..., Bus]) -> None:
     module = HeartbeatModule(make_bus())
     module.start()
-    bus.wait_for_module("heartbeat", timeout=2.0)
+    bus.wait_for_module("heartbeat", timeout=10.0)
     try:
         with pytest.raises(LaunchError, match="already alive"):
             launcher.start_daemon(bus, "heartbeat", timeout=15)

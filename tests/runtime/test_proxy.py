@@ -76,7 +76,7 @@ def test_proxy_starts_its_module_when_nothing_runs(bus: Bus) -> None:
 def test_proxy_uses_a_running_module_and_offers_activity_control(bus: Bus, make_bus: MakeBus) -> None:
     module = HeartbeatModule(make_bus(), ModuleParams(rate_hz=20.0))
     module.start()
-    bus.wait_for_module("heartbeat", timeout=2.0)  # running = visible on the bus
+    bus.wait_for_module("heartbeat", timeout=10.0)  # running = visible on the bus
     try:
         with HeartbeatProxy(bus, start=False) as proxy:
             assert isinstance(proxy.get(0), msgs.Heartbeat)
@@ -92,7 +92,7 @@ def test_proxy_uses_a_running_module_and_offers_activity_control(bus: Bus, make_
 def test_reader_of_an_interface_not_in_the_mask_is_a_value_error(bus: Bus, make_bus: MakeBus) -> None:
     module = HeartbeatModule(make_bus(), ModuleParams(rate_hz=20.0))
     module.start()
-    bus.wait_for_module("heartbeat", timeout=2.0)  # running = visible on the bus
+    bus.wait_for_module("heartbeat", timeout=10.0)  # running = visible on the bus
     try:
         proxy = FiveProxy(bus, interface_mask(0, 3), start=False)
         assert proxy.selected(0)
@@ -182,7 +182,7 @@ def test_a_proxy_waits_for_a_module_another_client_is_starting(bus: Bus) -> None
 def test_a_proxy_refuses_absurd_values_before_they_reach_the_bus(bus: Bus, make_bus: MakeBus) -> None:
     module = HeartbeatModule(make_bus(), ModuleParams(rate_hz=20.0))
     module.start()
-    bus.wait_for_module("heartbeat", timeout=2.0)
+    bus.wait_for_module("heartbeat", timeout=10.0)
     listener = make_bus().create_subscription("drive/command", lambda _v: None, msgs.ActuatorState)
     try:
         with HeartbeatProxy(bus, start=False) as proxy:
