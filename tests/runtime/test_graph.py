@@ -141,3 +141,25 @@ def test_a_writer_named_by_its_command_line() -> None:
     root = ET.fromstring(graph.render_svg(found, "r1"))
     [writer] = [g for g in root.iter(f"{SVG}g") if g.get("class") == "writer"]
     assert writer.find(f"{SVG}text").text == "pluto-drive-velocity-4242"  # type: ignore[union-attr]
+
+
+def test_a_module_that_wrote_once_has_handed_over_and_does_not_fight() -> None:
+    def post(module: str, wid: int, count: int) -> mom.MomRow:
+        written = msgs.InterfaceStats(
+            name="Localization/Post_Pose",
+            type="PoseEstimate",
+            count=count,
+            rate_hz=0.0,
+            last_write=NOW - 1.0,
+            writer_id=wid,
+        )
+        return mom.MomRow(module, msgs.ModuleInfo(name=module, provides=[written]))
+
+    handed_over = [post("localization", 50, 1), post("pose", 51, 40)]
+    uses = mom.interface_uses(handed_over, NOW)
+    assert [w.module for w in uses["Localization/Post_Pose"].recent_writers()] == ["localization", "pose"]
+    assert mom.writer_warnings(uses) == []
+    assert "warning" not in graph.render_text(graph.build_graph(handed_over, NOW), "r1")
+    both_correct = [post("pose", 51, 40), post("slam", 52, 30)]
+    [warning] = mom.writer_warnings(mom.interface_uses(both_correct, NOW))
+    assert warning.startswith("warning: Localization/Post_Pose has 2 writers in the last 10 s: pose, slam")

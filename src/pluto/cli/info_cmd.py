@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         last = max(writer.last_write, heard.last_write.get(wid, 0.0))
         facts = ", ".join(x for x in (rate, f"last {_age(last, now)}" if last else "", f"id {wid:#x}") if x)
         out.append(f"  {writer.describe()}  ({facts})")
-    if len(use.recent_writers()) > 1 or len([w for w in heard.counts if w]) > 1:
+    if len(use.rivals()) > 1 or len([w for w in heard.counts if w]) > 1:
         out.append("  warning: more than one writer: each new value replaces the other's (they fight)")
     out.append(f"readers (modules): {', '.join(use.readers) if use.readers else 'none'}")
     out.append("  (readers outside modules, such as `pluto echo`, cannot be seen)")

@@ -70,7 +70,7 @@ def render_text(graph: Graph, robot: str) -> str:
     for use in unowned:
         out.append(f"{use.name}: written by {_writers_text(use)} (not a module), read by {', '.join(use.readers)}")
     for use in graph.interfaces.values():
-        recent = use.recent_writers()
+        recent = use.rivals()
         if len(recent) > 1:
             out.append(f"warning: {use.name} has {len(recent)} recent writers: {_writers_text(use)}")
     return "\n".join(out)
@@ -103,7 +103,7 @@ def _columns(graph: Graph) -> list[list[_Node]]:
         writers = [graph.modules[w.module] for w in use.writers if w.module in graph.modules]
         readers = [graph.modules[r] for r in use.readers if r in graph.modules]
         column = 2 * min(writers) + 3 if writers else 2 * min(readers, default=0) + 1
-        nodes.append(_Node(f"i:{use.name}", use.name, column, False, len(use.recent_writers()) > 1))
+        nodes.append(_Node(f"i:{use.name}", use.name, column, False, len(use.rivals()) > 1))
         for writer in use.writers:
             if writer.module is None:  # a writer no module owns: beside the interface, in the column before it
                 label = writer.label or f"unnamed {writer.writer_id:#x}"

@@ -72,6 +72,14 @@ class InterfaceUse:
         """The writers that wrote it in the last :data:`RECENT` seconds."""
         return [writer for writer in self.writers if writer.recent]
 
+    def rivals(self) -> list[Writer]:
+        """The recent writers that keep writing it: two or more fight.
+
+        A module that wrote it just once has handed it over rather than fights for it: the localization service
+        writes ``Localization/Post_Pose`` once at its start with setter 0 ("nobody sets the pose", the spec's
+        hand-over), and the pose or slam module takes it from there."""
+        return [writer for writer in self.recent_writers() if writer.module is None or writer.count != 1]
+
 
 def interface_uses(
     rows: list[MomRow], now: float | None = None, labels: dict[int, str] | None = None
@@ -112,10 +120,10 @@ def interface_uses(
 
 
 def writer_warnings(uses: dict[str, InterfaceUse]) -> list[str]:
-    """One line for each interface that more than one writer wrote lately."""
+    """One line for each interface that more than one writer keeps writing (:meth:`InterfaceUse.rivals`)."""
     out = []
     for use in uses.values():
-        recent = use.recent_writers()
+        recent = use.rivals()
         if len(recent) > 1:
             who = ", ".join(writer.describe() for writer in recent)
             out.append(
