@@ -74,6 +74,37 @@ def test_scans_build_a_map_and_post_the_pose_with_setter_2(module: SlamModule) -
     assert math.hypot(last.pose[0] - x, last.pose[1] - y) < 0.02 and abs(last.pose[3] - theta) < 0.01
 
 
+def test_scan_matching_corrects_a_dead_reckoning_that_slips(bus: Bus, map_path: Path) -> None:
+    """The dead reckoning says 10 % more travel and a drift of 1° per step than the robot made; the scans say
+    otherwise. With the front end the posted pose follows the scans; without it, only the walls pull it back."""
+    robots = [(2.5 + 0.15 * k, 2.0, 0.1 + 0.01 * k) for k in range(8)]
+    finals = {}
+    for matching in (True, False):
+        slam = SlamModule(bus, SlamModuleParams(map_file=str(map_path), use_sim_time=False, scan_match=matching))
+        slam.start()
+        try:
+            post = None
+            for k, robot in enumerate(robots):
+                t = 1.0 + 0.2 * k
+                slipped = (2.5 + 0.165 * k, 2.0, robot[2] + math.radians(1.0) * k)
+                dr = msgs.PoseEstimate(
+                    stamp=t,
+                    pose=laser_pose(slipped, t).pose,
+                    covariance=np.diag([0.02**2, 0.02**2, math.radians(1.5) ** 2]).ravel().tolist(),
+                )
+                post = slam._process(t, laser_scan(robot, t), dr, laser_pose(robot, t))
+            assert post is not None
+            x, y, theta = laser_of(robots[-1])
+            finals[matching] = (math.hypot(post.pose[0] - x, post.pose[1] - y), abs(post.pose[3] - theta))
+            assert (slam.matcher is not None) == matching
+            if slam.matcher is not None:
+                assert slam.matcher.counts["matched"] + slam.matcher.counts["degenerate"] == len(robots) - 1
+        finally:
+            slam.stop()
+    assert finals[True][0] < 0.02 and finals[True][1] < math.radians(0.3)
+    assert finals[True][0] < finals[False][0] and finals[True][1] < finals[False][1]
+
+
 def test_a_tilted_scan_only_moves_the_filter(module: SlamModule) -> None:
     feed(module, [(3.0, 2.0, 0.0)] * 4)
     assert module.slam is not None

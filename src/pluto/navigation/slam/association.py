@@ -68,6 +68,9 @@ class AssociationParams:
         confirm: sightings of a new line before it becomes a wall.
         max_missed: scans in a row a tentative wall may go unseen before it is forgotten.
         min_length: shorter lines do not start new walls, m.
+        sighting_inflation: a matched line's covariance is multiplied by this when it corrects the filter (not when
+            it is gated): a wall's line errs alike scan after scan (the wall is not flat, clutter stands along it), so
+            n sightings are worth fewer than n independent measurements; 1: as the line fit says.
     """
 
     gate: float = PoseFilterParams().gate
@@ -78,9 +81,10 @@ class AssociationParams:
     confirm: int = 3
     max_missed: int = 3
     min_length: float = 0.6
+    sighting_inflation: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("gate", "max_range"):
+        for name in ("gate", "max_range", "sighting_inflation"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {value}")

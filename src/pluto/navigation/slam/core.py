@@ -3,12 +3,15 @@
 Strategy (spec/pluto-software.txt §7.2): the slam module works like the pose module, except that the walls are
 estimated with the pose instead of read from a map. For every scan:
 
-1. predict with the dead reckoning's laser pose and increment covariance (``Localization/Laser_Dead-Reckoning``);
+1. predict with the dead reckoning's laser pose and increment covariance (``Localization/Laser_Dead-Reckoning``),
+   or, in front of this step, the same refined by registering the scan's points on the last scans
+   (:class:`~pluto.navigation.slam.scanmatch.ScanMatcher`: the offline runner and the slam module do so);
 2. take the mapped walls within range (their ends, :class:`~pluto.navigation.slam.wall.WallSegments`), their joint
    covariance with the pose from the filter, and pair them with the scan's lines
    (:func:`~pluto.navigation.slam.association.associate`);
-3. correct the filter with the pairs, put the ends of the walls in range on their corrected lines, and move the ends
-   of the matched walls out to what this scan saw of them;
+3. correct the filter with the pairs (each line's covariance times ``sighting_inflation``: a wall's line errs alike
+   scan after scan, so its sightings are not independent measurements), put the ends of the walls in range on their
+   corrected lines, and move the ends of the matched walls out to what this scan saw of them;
 4. count the lines that matched nothing in the tentative list; those confirmed become walls;
 5. merge a wall that grew (or is new) with a wall nearby on the same line (:func:`duplicate`): the filter is told
    they are equal, the kept one takes the other's ends and the other leaves the map.
@@ -148,7 +151,14 @@ class WallSlam:
         if walls and features:
             state, covariance = slam.marginal(walls)
             found = associate(features, walls, state, covariance, self.segments, self.params)
-            nis = slam.update([(p.wall, WallObservation.from_feature(features[p.feature])) for p in found.pairs])
+            k = self.params.sighting_inflation
+            nis = slam.update(
+                [
+                    (p.wall, WallObservation(f.alpha, f.r, k * f.covariance, f.midpoint))
+                    for p in found.pairs
+                    for f in (features[p.feature],)
+                ]
+            )
         self.segments.realign((w, slam.wall(w)) for w in walls)
         pose = slam.pose
         seen = [(p.feature, p.wall) for p in found.pairs] + list(found.on_walls.items())

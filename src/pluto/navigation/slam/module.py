@@ -4,9 +4,11 @@ the pose, saved as a map file.
 Reads what the pose module reads: ``Sick/Scan_mm`` and, for each scan, the localization service's
 ``Localization/Laser_Dead-Reckoning`` (the laser and wrist pose at the scan's time and the covariance of the
 odometry since the previous scan) and, for the first scan, ``Localization/Laser_Pose`` (where the map starts). Each
-scan's lines go through :meth:`WallSlam.step <pluto.navigation.slam.core.WallSlam.step>` (the compressed filter by
-default), and the corrected laser pose is posted on ``Localization/Post_Pose`` with setter (cmd_flags) 2; the
-localization service treats setters 2 and 3 like the pose module's 1.
+scan's points first refine the dead reckoning's motion since the previous scan (the scan-matching front end,
+:class:`~pluto.navigation.slam.scanmatch.ScanMatcher`, as the offline runner does), then its lines go through
+:meth:`WallSlam.step <pluto.navigation.slam.core.WallSlam.step>` (the compressed filter by default), and the
+corrected laser pose is posted on ``Localization/Post_Pose`` with setter (cmd_flags) 2; the localization service
+treats setters 2 and 3 like the pose module's 1.
 
 As in the seed (spec §7.2), the thread does not start by itself (``autostart = false``): start it when the robot is
 ready (``pluto slam start``, :meth:`SlamProxy.start <pluto.navigation.slam.proxy.SlamProxy.start>`), and make sure
@@ -46,6 +48,12 @@ from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import SlamFilter, WallSlam
 from pluto.navigation.slam.ekf import WallEKF
 from pluto.navigation.slam.mapfile import save_map
+from pluto.navigation.slam.scanmatch import (
+    ScanMatcher,
+    laser_increment_covariance,
+    robot_increment_covariance,
+    scan_points,
+)
 from pluto.runtime.module import Module, ModuleParams
 
 __all__ = [
@@ -97,6 +105,8 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     min_wall_length: shorter lines do not start new walls, m.
     max_range: walls farther than this from the laser are not matched, m.
     filter: the pose filter's settings used for the odometry's noise and the gate.
+    scan_match: refine the dead reckoning's motion between scans by registering each scan on the last ones
+        (:mod:`pluto.navigation.slam.scanmatch`); false: the filter moves by the dead reckoning alone.
     """
 
     rate_hz: float = 20.0
@@ -116,6 +126,7 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     min_wall_length: float = 0.6
     max_range: float = 30.0
     filter: PoseFilterParams = PoseFilterParams()
+    scan_match: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,6 +166,7 @@ class SlamModule(Module[SlamModuleParams]):
         p = self.params
         self.map_path = self._map_path()
         self.slam: WallSlam | None = None
+        self.matcher: ScanMatcher | None = None
         self.scans_used = 0
         self.posts = 0
         self.saves = 0
@@ -201,6 +213,9 @@ class SlamModule(Module[SlamModuleParams]):
     def on_activate(self) -> None:
         # what came while stopped is not used: the dead reckoning carries the pose over the gap
         self.inputs.clear()
+        with self._work:
+            if self.matcher is not None:
+                self.matcher.reset()  # the scans before the gap are no reference for the first one after it
         self._write_status(self.clock.now(), running=True)
 
     def on_deactivate(self) -> None:
@@ -274,6 +289,7 @@ class SlamModule(Module[SlamModuleParams]):
             self.get_logger().warning("a new run (the time went back): the map starts again, unsaved")
             with self._work:
                 self.slam = None
+                self.matcher = None
         with self._work:
             for t, scan, dr, corrected in pairs:
                 post = self._process(t, scan, dr, corrected)
@@ -302,6 +318,7 @@ class SlamModule(Module[SlamModuleParams]):
             floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
             start = (float(corrected.pose[0]), float(corrected.pose[1]), float(corrected.pose[3]))
             self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
+            self.matcher = ScanMatcher() if p.scan_match else None
             self.get_logger().info(
                 "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
             )
@@ -311,7 +328,22 @@ class SlamModule(Module[SlamModuleParams]):
             features = []
         else:
             features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
-        step = self.slam.step(dr.pose, dr.covariance, features)
+        pose, covariance = list(dr.pose), np.array(dr.covariance, dtype=float)
+        if self.matcher is not None and covariance.size == 9:
+            # the front end works on the laser's motion: the robot's increment covariance is carried to the laser
+            # by the mount's lever, and the refined one back, so the filter's predict takes it as it takes the
+            # dead reckoning's
+            mount, pan = self.params.filter.laser_mount, (float(dr.pose[6]) if len(dr.pose) >= 8 else 0.0)
+            laser = (float(dr.pose[0]), float(dr.pose[1]), float(dr.pose[3]))
+            points = (
+                np.zeros((0, 2))
+                if tilted
+                else scan_points(scan.ranges, scan.angles, scan.max_range, self.matcher.params)
+            )
+            front = self.matcher.step(laser, laser_increment_covariance(covariance, mount, laser[2] - pan), points)
+            pose[0], pose[1], pose[3] = front.pose
+            covariance = robot_increment_covariance(front.covariance, mount, front.pose[2] - pan)
+        step = self.slam.step(pose, covariance, features)
         self.scans_used += 1
         self.matched = len(step.pairs)
         out = [float(v) for v in dr.pose]

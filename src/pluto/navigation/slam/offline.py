@@ -4,7 +4,9 @@ Strategy: a log gives, for every scan, the scan and the odometry at its stamp (a
 reference trajectory to judge the estimate against). The runner feeds them to :class:`WallSlam` over the compressed
 filter, one scan after the other, exactly as the slam module does live, except that the dead-reckoned laser pose and
 the covariance of each increment come from the log's odometry and the noise model below instead of the localization
-service.
+service. Between the two, as in the slam module, the scan-matching front end (:mod:`pluto.navigation.slam.scanmatch`,
+:attr:`OfflineParams.scan_match`) refines each odometry increment by registering the scan's points on the last
+scans, so the filter moves by the refined increment and its covariance.
 
 Logs (:func:`read_log`):
 
@@ -55,6 +57,7 @@ from pluto.navigation.pose.features import LineFeature, extract_lines
 from pluto.navigation.slam.association import AssociationParams
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import WallSlam
+from pluto.navigation.slam.scanmatch import ScanMatcher, ScanMatchParams, scan_points, warm_up
 from pluto.record.carmen import CarmenLaser, CarmenLineError, CarmenParam, beam_angles, parse_line
 from pluto.record.format import LogError
 
@@ -416,10 +419,14 @@ class OfflineParams:
         initial_std: std dev of the map frame's position (the first pose), m.
         initial_heading_std: the same for its heading, rad.
         association: the data association and new walls (walls within 12 m: farther ones are seen with few
-            points at a grazing angle, and matching them costs time and brings wrong pairs).
+            points at a grazing angle, and matching them costs time and brings wrong pairs; a gate of 3, not the
+            pose module's 9.2: the scan-matched motion keeps the pose close, and a wider gate lets parallel walls
+            of the Intel lab's rooms pair; each sighting counts as 1/16 of an independent one).
         area: the compressed filter's local area.
         filter: the pose filter's settings (the gate, the extra odometry noise; the laser mount is not used: the
             log's poses are the laser's).
+        scan_match: the scan-matching front end that refines each odometry increment before the filter's predict
+            (:mod:`pluto.navigation.slam.scanmatch`); None: the filter moves by the odometry alone.
     """
 
     range_sigma: float = 0.02
@@ -428,13 +435,16 @@ class OfflineParams:
     extra_r_std: float = 0.02
     initial_std: float = 0.01
     initial_heading_std: float = math.radians(0.2)
-    association: AssociationParams = field(default_factory=lambda: AssociationParams(max_range=12.0))
+    association: AssociationParams = field(
+        default_factory=lambda: AssociationParams(gate=3.0, max_range=12.0, sighting_inflation=16.0)
+    )
     area: AreaParams = field(default_factory=AreaParams)
     filter: PoseFilterParams = field(
         default_factory=lambda: PoseFilterParams(
             laser_mount=(0.0, 0.0), distance_scale_std=0.0, heading_drift_std=0.0, turn_scale_std=0.0
         )
     )
+    scan_match: ScanMatchParams | None = field(default_factory=ScanMatchParams)
 
 
 @dataclass
@@ -515,8 +525,11 @@ def run_offline(
     candidates = np.zeros(n, dtype=np.intp)
     area_sizes = np.zeros(n, dtype=np.intp)
     increments = _increments(odometry)
+    matcher = None if prm.scan_match is None else ScanMatcher(prm.scan_match)
     if n:
         extract(log.scans[0])  # the line extractor compiled (or loaded from its cache) before the clock starts
+        if matcher is not None:
+            warm_up()  # and the scan matcher's kernels
     total_start = time.process_time()
     for k, scan in enumerate(log.scans):
         begin = time.process_time()
@@ -527,7 +540,13 @@ def run_offline(
             c, s = math.cos(odometry[k - 1, 2]), math.sin(odometry[k - 1, 2])
             rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
             covariance = rot @ local @ rot.T  # the dead-reckoning frame, as the localization service gives it
-        step = slam.step(odometry[k], covariance, extract(scan))
+        dr_pose: tuple[float, float, float] | FloatArray = odometry[k]
+        if matcher is not None:
+            front = matcher.step(
+                odometry[k], covariance, scan_points(scan.ranges, scan.angles, scan.max_range, matcher.params)
+            )
+            dr_pose, covariance = front.pose, front.covariance
+        step = slam.step(dr_pose, covariance, extract(scan))
         estimate[k] = step.pose
         times[k] = time.process_time() - begin
         candidates[k] = step.candidates

@@ -200,10 +200,17 @@ class WallSegments:
 
     def realign(self, lines: Iterable[tuple[int, npt.ArrayLike]]) -> None:
         """Put the ends of the given walls on their corrected lines: (index, (α, ρ)) pairs from the filter."""
+        # scalar arithmetic: a scan realigns tens of walls, and numpy's per-call overhead on 2x2 arrays is most of
+        # the cost (this is project_onto_line and _ordered written out)
         for index, line in lines:
             alpha, rho = (float(v) for v in np.asarray(line, dtype=np.float64))
-            feet = project_onto_line(self._ends[index], alpha, rho)
-            self._ends[index] = self._ordered(alpha, feet).reshape(4)
+            c, s = math.cos(alpha), math.sin(alpha)
+            x1, y1, x2, y2 = self._ends[index].tolist()
+            e1, e2 = x1 * c + y1 * s - rho, x2 * c + y2 * s - rho
+            x1, y1, x2, y2 = x1 - e1 * c, y1 - e1 * s, x2 - e2 * c, y2 - e2 * s
+            if -x1 * s + y1 * c > -x2 * s + y2 * c:
+                x1, y1, x2, y2 = x2, y2, x1, y1
+            self._ends[index] = (x1, y1, x2, y2)
             self._lines[index] = (alpha, rho)
             self._list(index)
 
