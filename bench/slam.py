@@ -10,9 +10,11 @@ root (needs the ``bench`` extra: scipy, gtsam):
     .venv/bin/python bench/slam.py                 # both logs, whole (a few minutes on one core)
     .venv/bin/python bench/slam.py --max-scans 300 # the first 300 scans of each
 
-* ``pluto``: :func:`pluto.navigation.slam.offline.run_offline`, the compressed EKF over walls, one scan at a time;
-  time per scan is the process's CPU time of the line extraction and the filter. Its cost per scan as the map grows
-  is shown by the mean of each fifth of the log and drawn against the scan index (``--plot``).
+* ``pluto``: :func:`pluto.navigation.slam.offline.run_offline`, the compressed EKF over walls, one scan at a time,
+  moved by the odometry refined by its scan-matching front end (point-to-line ICP on the last key scans,
+  :mod:`pluto.navigation.slam.scanmatch`); time per scan is the process's CPU time of the scan matching, the line
+  extraction and the filter. Its cost per scan as the map grows is shown by the mean of each fifth of the log and
+  drawn against the scan index (``--plot``).
 * ``icp+gtsam``: scan-matching odometry by point-to-point ICP between consecutive scans (scipy's KD-tree, started from
   the noisy odometry's increment, trimmed: the worst 20 % of the pairs are left out), then loop closures: every 5th
   scan is matched with the nearest scan more than 30 scans older within 2 m on the current estimate; a match whose

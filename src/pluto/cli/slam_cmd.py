@@ -32,10 +32,11 @@ examples:
 """
 
 OFFLINE_DESCRIPTION = """\
-Runs the slam module's estimator (the compressed filter over walls) over a recorded log, as fast as the processor
-allows, without the bus: a CARMEN log (.log or .log.gz, such as the Radish data sets) or a Pluto recording (MCAP
-with Sick/Scan_mm or Sick/Scan and Base/Drive/State or Localization/Dead-Reckoning). Each scan is paired with the
-odometry at its stamp. The map is written as a world file.
+Runs the slam module's estimator (scan matching in front of the compressed filter over walls) over a recorded log,
+as fast as the processor allows, without the bus: a CARMEN log (.log or .log.gz, such as the Radish data sets) or a
+Pluto recording (MCAP with Sick/Scan_mm or Sick/Scan and Base/Drive/State or Localization/Dead-Reckoning). Each scan
+is paired with the odometry at its stamp, whose increment since the previous scan is refined by registering the
+scan on the last ones before it moves the filter. The map is written as a world file.
 
 The odometry's increments can be perturbed with seeded noise, so that logs whose odometry is already corrected (the
 "corrected" Radish logs) test the estimator: per increment of travel Δd and turn Δθ, the travel gets noise of std dev
