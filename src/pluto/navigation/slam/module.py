@@ -53,6 +53,7 @@ from pluto.navigation.slam.scanmatch import (
     laser_increment_covariance,
     robot_increment_covariance,
     scan_points,
+    warm_up,
 )
 from pluto.runtime.module import Module, ModuleParams
 
@@ -164,6 +165,8 @@ class SlamModule(Module[SlamModuleParams]):
 
     def on_configure(self) -> None:
         p = self.params
+        if p.scan_match:
+            warm_up()  # the scan matcher's compiled kernels now, before the first scan
         self.map_path = self._map_path()
         self.slam: WallSlam | None = None
         self.matcher: ScanMatcher | None = None
