@@ -89,8 +89,8 @@ class ScanMatchParams:
     Attributes:
         min_range: readings below this are left out, m.
         usable_range: readings beyond this are left out, m (far points are sparse and noisy).
-        spacing: of a scan's points, those closer than this to the previous one kept are left out of the
-            registration (a dense scan costs time without saying more), m.
+        spacing: a scan's points are thinned to one per this much of the polyline through them, in scan order,
+            for the registration (a dense scan costs time without saying more), m.
         normal_window: neighbours on each side of a map point that give its normal.
         max_flatness: a map point whose window's scatter has eigenvalues λ₁ <= λ₂ with λ₁/λ₂ above this has no
             normal (a corner, clutter).
@@ -183,7 +183,7 @@ def scan_points(ranges: npt.ArrayLike, angles: npt.ArrayLike, max_range: float, 
 
 
 def thin(points: FloatArray, spacing: float) -> FloatArray:
-    """The points (in order) without those closer than ``spacing`` to the previous one kept."""
+    """The points (in order), one per ``spacing`` (m) of the polyline through them: the first of each stretch."""
     if points.shape[0] < 2:
         return points
     step = np.hypot(*np.diff(points, axis=0).T)
