@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from pluto.bus import Bus
-from pluto.bus.executor import Executor, Strand
+from pluto.bus.executor import Executor, Strand, on_zenoh_thread
 from tests.helpers import wait_until
 
 
@@ -82,3 +83,30 @@ def test_a_closed_executor_takes_no_work() -> None:
     strand = Strand(pool, lambda: None)
     strand.schedule()
     assert not strand.busy
+
+
+def test_a_zenoh_thread_keeps_its_python_thread_state_from_one_callback_to_the_next(
+    make_bus: Callable[..., Bus],
+) -> None:
+    # A thread-local value lives in the thread state: set in one callback, it is still there in the next one on the
+    # same Zenoh thread only if that thread state was not dropped in between.
+    bus, other = make_bus(), make_bus()
+    local = threading.local()
+    seen: list[tuple[int, bool]] = []  # (thread, whether the value set by an earlier callback was there)
+
+    def on_sample(_sample: Any) -> None:
+        seen.append((threading.get_ident(), hasattr(local, "mark")))
+        local.mark = True
+
+    key = bus.key_raw("test/thread-state")
+    subscriber = bus.session.declare_subscriber(key, on_zenoh_thread(on_sample))
+    try:
+        # Puts from another session: the callbacks run on this session's Zenoh threads, not on the putting thread.
+        wait_until(lambda: other.session.put(key, b"x") or len(seen) >= 10, timeout=10.0, message="10 callbacks")
+    finally:
+        subscriber.undeclare()
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    earlier: set[int] = set()
+    for ident, had_mark in list(seen):
+        assert had_mark == (ident in earlier)
+        earlier.add(ident)

@@ -150,6 +150,28 @@ def test_wait_for_update_without_read_returns_the_fetched_value(bus: Bus, make_b
     assert reader.wait_for_update(timeout=0.5) == msgs.Odometry(x=1.0)
 
 
+def test_threads_waiting_on_one_reader_each_get_a_value_none_gets_it_twice(bus: Bus, make_bus: MakeBus) -> None:
+    writer = bus.create_publisher(ODOM)
+    writer.write(msgs.Odometry(x=0.0))
+    reader = make_bus().create_reader(ODOM)
+    reader.read()
+    results: list[float] = []
+
+    def wait() -> None:
+        results.append(reader.wait_for_update(timeout=10.0).x)
+
+    threads = [threading.Thread(target=wait) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(reader._waiters) == 2, message="both threads wait")
+    writer.write(msgs.Odometry(x=1.0))  # wakes both: the first to look returns it, the other waits on
+    wait_until(lambda: len(results) == 1, message="one thread got the first value")
+    writer.write(msgs.Odometry(x=2.0))
+    for thread in threads:
+        thread.join(timeout=10.0)
+    assert sorted(results) == [1.0, 2.0]
+
+
 def test_wait_for_value(bus: Bus, make_bus: MakeBus) -> None:
     writer = bus.create_publisher(ODOM)
     reader = make_bus().create_reader(ODOM)

@@ -6,36 +6,79 @@ service) goes through a :class:`Strand`: at most one worker runs a strand's work
 nothing to do holds no thread. Workers are started when work is waiting and none is idle, up to ``max_workers``; a
 worker that waits for something (a handler calling a service of the same process, say) lends its place for that
 time (:meth:`Executor.blocking`), so a chain of such waits cannot starve the pool. Workers beyond ``core`` end after
-``idle_timeout`` s without work.
+``idle_timeout`` s without work. Zenoh's own threads run Pluto's callbacks in place (:func:`on_zenoh_thread`) and
+keep their Python thread state from the first one on (:func:`keep_thread_state`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import zenoh
 
 log = logging.getLogger("pluto.bus")
 
-__all__ = ["Executor", "Strand", "on_zenoh_thread"]
+__all__ = ["Executor", "Strand", "keep_thread_state", "on_zenoh_thread"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
 _NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def _thread_state_keeper() -> Callable[[], object] | None:
+    """``PyGILState_Ensure`` of the C API, or None where there is none to call (not CPython)."""
+    try:
+        ensure = ctypes.pythonapi.PyGILState_Ensure
+    except (AttributeError, ValueError):  # pragma: no cover - CPython always has it
+        return None
+    ensure.argtypes = []
+    ensure.restype = ctypes.c_int
+    return cast("Callable[[], object]", ensure)
+
+
+_ensure_thread_state = _thread_state_keeper()
+
+ZENOH_THREAD = threading.local()
+"""``ZENOH_THREAD.kept`` is set on a Zenoh thread once it keeps its Python thread state (:func:`keep_thread_state`)."""
+
+
+def keep_thread_state() -> None:
+    """Called on a Zenoh thread in a callback: have the thread keep its Python thread state from now on.
+
+    A Zenoh thread is not a Python thread: each time it enters Python, CPython makes it a thread state, and drops
+    it when the callback returns (``PyGILState_Ensure``/``Release``), while it holds the GIL that the thread it
+    just woke needs. That cost 7 us on each side of bench/bus.py's round trip (from a subscription's Zenoh
+    callback to its worker running: 16.5 us, 9 us with the thread state kept). So at its first callback a Zenoh
+    thread takes one more hold on its thread state, never released: from then on it keeps it, as zenoh-python's
+    own callback threads and every Python thread do. Zenoh's runtime threads are few and live as long as the
+    process; one that ends leaves its thread state behind (a few hundred bytes).
+    """
+    if _ensure_thread_state is not None:
+        _ensure_thread_state()
+    ZENOH_THREAD.kept = True
 
 
 def on_zenoh_thread(fn: Callable[[Any], Any]) -> Any:
     """A Zenoh handler that calls ``fn`` on the Zenoh thread that received the data.
 
     zenoh-python's default runs each Python callback on a thread of its own per subscriber or queryable (one thread
-    per interface); Pluto's callbacks only decode, store and hand over to the executor, so they run in place.
+    per interface); Pluto's callbacks only decode, store and hand over to the executor, so they run in place, and
+    the thread keeps its Python thread state from its first callback on (:func:`keep_thread_state`).
     """
-    return zenoh.handlers.Callback(fn, indirect=False)
+    kept = ZENOH_THREAD
+
+    def call(arg: Any) -> Any:
+        if not hasattr(kept, "kept"):
+            keep_thread_state()
+        return fn(arg)
+
+    return zenoh.handlers.Callback(call, indirect=False)
 
 
 class _Worker:
@@ -85,12 +128,17 @@ class Executor:
         with self._lock:
             if self._closed:
                 return False
-            if self._idle:
-                self._idle.pop().inbox.put((fn, args))
+            if not self._idle:
+                self._backlog.append((fn, args))
+                self._grow()
                 return True
-            self._backlog.append((fn, args))
-            self._grow()
+            worker = self._idle.pop()
+        worker.inbox.put((fn, args))  # wakes the worker: outside the lock, which it would wait for
         return True
+
+    def on_worker(self) -> bool:
+        """Whether the calling thread is one of this executor's workers."""
+        return threading.current_thread() in self._workers
 
     def _grow(self) -> None:
         """Start a worker if jobs wait with no idle worker and there is room (lock held)."""
@@ -178,7 +226,7 @@ class Strand:
         self._idle = threading.Condition(self._lock)
         self._scheduled = False  # a run is submitted or running
         self._again = False  # work came while running
-        self._runner: threading.Thread | None = None
+        self._runner = 0  # ident of the thread running the work, 0 when none
         self._waiters = 0  # threads in wait_idle (a run that ends wakes them; with none, it skips the notify)
 
     @property
@@ -189,7 +237,7 @@ class Strand:
     @property
     def in_strand(self) -> bool:
         """The calling thread is running this strand's work."""
-        return self._runner is threading.current_thread()
+        return self._runner == threading.get_ident()
 
     def schedule(self) -> None:
         """Make sure ``drain`` runs (again) soon."""
@@ -214,7 +262,7 @@ class Strand:
         self._run()
 
     def _run(self) -> None:
-        self._runner = threading.current_thread()
+        self._runner = threading.get_ident()
         while True:
             try:
                 self._drain()
@@ -222,7 +270,7 @@ class Strand:
                 log.exception("%s: work failed", self._executor.name)
             with self._lock:
                 if not self._again:
-                    self._runner = None
+                    self._runner = 0
                     self._scheduled = False
                     if self._waiters:
                         self._idle.notify_all()

@@ -17,6 +17,14 @@ command is never handed to a reader that joins later), and a command reader forg
 than its ``max_age`` by the reader's own clock. The rule lives here, so no module can forget it.
 Zenoh callbacks do as little as possible (decode, store, notify); user callbacks and service handlers run on the
 bus's executor, so a slow callback can never stall Zenoh, and a slow subscriber only skips to the newest value.
+
+The per-message path is short, because on a round trip (bench/bus.py) every Python step between a wake-up and the
+next one shows: a writer that is neither batching nor lock-stepped stamps and publishes under its lock and does its
+bookkeeping while the value travels; the one Zenoh subscriber of an interface (:class:`_Tap`) parses the
+attachment and decodes the payload once, in place on Zenoh's thread, which keeps its Python thread state from one
+callback to the next (:func:`~pluto.bus.executor.keep_thread_state`); a reader stores the value and wakes its
+waiting threads as the last thing; a subscription queues it and hands its strand to an idle worker, woken outside
+the executor's lock; :meth:`StateReader.wait_for_update` takes the reader's lock once after its wake-up.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ _ATTACHMENT_V1 = struct.Struct("<dQ")
 LOCKSTEPPED = 1
 COMMAND = 2
 BATCH = 4  # the payload is a MessagePack array of values (a batching writer's), the attachment is its last one's
+
+_NO_MARK = (0.0, 0, 0, 0)  # the mark of a sample without attachment (a foreign writer)
 
 _ARRAY16 = struct.Struct(">BH")  # MessagePack array header of up to 65,535 items
 
@@ -132,27 +142,27 @@ class _Meter:
 
     WINDOW = 2.0
 
-    __slots__ = ("_times", "count", "last")
+    __slots__ = ("count", "last", "times")
 
     def __init__(self) -> None:
         self.count = 0
         self.last = 0.0
-        self._times: deque[float] = deque(maxlen=256)
+        self.times: deque[float] = deque(maxlen=256)  # the newest event times
 
     def tick(self, now: float) -> None:
         self.count += 1
         self.last = now
-        self._times.append(now)
+        self.times.append(now)
 
     def tick_many(self, now: float, n: int) -> None:
         """``n`` events at once (a batch)."""
         self.count += n
         self.last = now
-        self._times.extend([now] * min(n, 256))
+        self.times.extend([now] * min(n, 256))
 
     def current_rate(self, now: float) -> float:
         """Events per second over the window ending ``now`` (0 when they stopped)."""
-        times = [t for t in list(self._times) if now - t <= self.WINDOW]
+        times = [t for t in list(self.times) if now - t <= self.WINDOW]
         if len(times) < 2:
             return 0.0
         span = max(times[-1] - times[0], now - times[-1])
@@ -248,6 +258,16 @@ class StateWriter(Generic[M]):
         data = msgs.encode(msg)
         now = time.time()
         gate = self._bus.gate
+        if gate is None and not self.batch:
+            # The common case, kept short: no lock-step, no batching.
+            with self._lock:
+                seq = self._seq = self._seq + 1
+                attachment = _ATTACHMENT.pack(now, seq, self.writer_id, self._flags)
+                self._publisher.put(data, attachment=attachment)
+                # The rest while the value travels.
+                self._latest = (data, attachment)
+                self.meter.tick(now)
+            return
         stepped = gate is not None and gate.active
         with self._lock:
             self._seq += 1
@@ -395,13 +415,20 @@ class _Receiver(Generic[M]):
             self._admit_batch(values, mark)
 
     def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
-        """The value of one sample, already decoded (the hot path: kept short)."""
+        """The value of one sample, already decoded (the hot path: kept short, ``meter.tick`` and :meth:`_hear`
+        inline)."""
         written, seq, wid, flags = mark
         now = time.time()
         self.last_write_time = written or now
-        self.meter.tick(now)
+        meter = self.meter
+        meter.count += 1
+        meter.last = now
+        meter.times.append(now)
         if wid:
-            self._hear(wid, now)
+            heard = self.heard
+            heard[wid] = now
+            if len(heard) > self.WRITERS_KEPT:
+                del heard[min(heard, key=heard.__getitem__)]
         gate = self._bus.gate
         if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
             self._take(value)
@@ -429,11 +456,9 @@ class _Receiver(Generic[M]):
         return self.max_age is not None
 
     def _take(self, value: M) -> None:
-        """A value is let through to this receiver's user (at once, or when the lock-step releases it)."""
-        if self.max_age is not None:
-            self.arrival = self.clock()
-        self.received += 1
-        self._deliver(value)
+        """A value is let through to this receiver's user (at once, or when the lock-step releases it): count it
+        (``received``), note its arrival for a command (``arrival``) and make it visible."""
+        raise NotImplementedError
 
     def _stale(self, arrival: float) -> bool:
         """A command that arrived at ``arrival`` (this receiver's clock) is too old now, or from before a jump back."""
@@ -441,10 +466,6 @@ class _Receiver(Generic[M]):
             return False
         now = self.clock()
         return now - arrival > self.max_age or arrival > now + 1e-6
-
-    def _deliver(self, value: M) -> None:
-        """Make a value visible to this receiver's user."""
-        raise NotImplementedError
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until what was delivered has been handled (callbacks returned); True if so."""
@@ -501,7 +522,12 @@ class _Tap:
         receivers = self.receivers
         if not receivers:
             return
-        mark = write_mark(sample.attachment)
+        attachment = sample.attachment
+        if attachment is None:
+            mark = _NO_MARK
+        else:
+            raw = attachment.to_bytes()
+            mark = _ATTACHMENT.unpack(raw) if len(raw) == _ATTACHMENT.size else write_mark(attachment)
         try:
             if mark[3] & BATCH:
                 values = msgs.decode_many(sample.payload.to_bytes(), self.type)
@@ -566,9 +592,15 @@ class StateReader(_Receiver[M]):
         self.received += len(values) - 1  # a reader keeps the newest value only
         self._take(values[-1])
 
-    def _deliver(self, value: M) -> None:
+    def _take(self, value: M) -> None:
+        # The hot path: store, then wake the waiting threads as the last thing.
+        if self.max_age is not None:
+            self.arrival = self.clock()
         with self._lock:
-            waiters = self._set(value)
+            self.received += 1
+            self._value = value
+            self._generation += 1
+            waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             waiter.put(True)
 
@@ -611,8 +643,39 @@ class StateReader(_Receiver[M]):
         Raises:
             BusTimeout: nothing new arrived within ``timeout`` seconds.
         """
+        # The hot path of a request/reply over two interfaces: one wait, woken by _take, then one lock to return.
+        with self._lock:
+            if self._generation > self._seen:
+                self._seen = self._generation
+                assert self._value is not None
+                return self._value
+            waiter: queue.SimpleQueue[bool] = queue.SimpleQueue()
+            self._waiters.append(waiter)
+        start = time.monotonic()
+        try:
+            if self._bus.executor.on_worker():
+                with self._bus.executor.blocking():
+                    waiter.get(timeout=timeout)
+            else:
+                waiter.get(timeout=timeout)
+        except queue.Empty:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                if self._generation > self._seen:
+                    self._seen = self._generation
+                    assert self._value is not None
+                    return self._value
+            raise BusTimeout(f"no update on {self.name} within {timeout} s") from None
+        with self._lock:
+            if self._generation > self._seen:
+                self._seen = self._generation
+                assert self._value is not None
+                return self._value
+        # Another thread waiting on this reader returned that value first: wait on for the rest of the time.
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
         return self._wait(
-            lambda: self._generation > self._seen, timeout, f"no update on {self.name} within {timeout} s"
+            lambda: self._generation > self._seen, remaining, f"no update on {self.name} within {timeout} s"
         )
 
     def wait_for_value(self, timeout: float | None = None) -> M:
@@ -682,9 +745,15 @@ class Subscription(_Receiver[M]):
         """Values that a slow callback never saw (newer ones replaced them)."""
         return max(0, self.received - self.delivered - len(self._pending))
 
-    def _deliver(self, value: M) -> None:
+    def _take(self, value: M) -> None:
+        # The hot path (_run_soon inline).
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        self.received += 1
         self._pending.append((value, self.arrival))
-        self._run_soon()
+        gate = self._bus.gate
+        if gate is None or not gate.defer(self._strand):
+            self._strand.schedule()
 
     def _take_many(self, values: list[M]) -> None:
         if self.max_age is not None:
@@ -714,7 +783,7 @@ class Subscription(_Receiver[M]):
             except IndexError:
                 return
             self.delivered += 1
-            if self._stale(arrival):
+            if self.max_age is not None and self._stale(arrival):
                 self.expired += 1  # a command that waited too long in the queue is not obeyed
                 continue
             try:
