@@ -15,6 +15,7 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    merge_tolerance,
     same_line_distances,
     walls_near_features,
 )
@@ -162,3 +163,28 @@ def test_the_candidates_of_a_scan_are_the_walls_near_its_lines() -> None:
     assert walls_near_features(segments, pose, [], AssociationParams()).tolist() == []
     # a line at the end of a long wall still finds it: the wall at x = 6.5 seen from y = 2.5 to 3
     assert walls_near_features(segments, pose, [_feature(0.0, 6.5, 2.5, 3.0)], AssociationParams()).tolist() == [1]
+
+
+def test_walls_a_centimetre_apart_are_one_within_the_tolerance_but_not_two_faces() -> None:
+    # one wall mapped twice from one pose, 1.5 cm apart: the filter alone holds them apart (their lines' noise is
+    # a few mm), the tolerance of a wall's line makes them one; the two faces of a thin wall never are
+    slam, segments = _mapped([(0.0, 4.0, -2.0, 2.0), (0.0, 4.015, -1.0, 3.0)])
+    x, p = slam.marginal([0, 1])
+    exact = AssociationParams(merge_angle_std=0.0, merge_offset_std=0.0)
+    assert duplicate(0, 1, x, p, segments, exact) is None
+    assert duplicate(0, 1, x, p, segments) is not None
+    faces = WallSegments()
+    faces.add(0.0, 4.0, [(4.0, -2.0), (4.0, 2.0)], viewer=(0.0, 0.0))
+    faces.add(0.0, 4.015, [(4.015, -1.0), (4.015, 3.0)], viewer=(6.0, 0.0))
+    assert duplicate(0, 1, x, p, faces) is None
+
+
+def test_the_tolerance_is_across_the_wall_where_it_is_compared() -> None:
+    # at t along the line the offset o = ρ - t·α has the variance σ_o² + ... only σ_o² once α's part is taken out
+    t = np.array([0.0, 5.0])
+    prm = AssociationParams(merge_angle_std=0.01, merge_offset_std=0.02)
+    tol = merge_tolerance(t, prm)
+    for k, tk in enumerate(t.tolist()):
+        j = np.array([-tk, 1.0])  # ∂o/∂(α, ρ)
+        assert float(j @ tol[k] @ j) == pytest.approx(0.02**2)
+        assert tol[k, 0, 0] == pytest.approx(0.01**2)

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam import AreaParams, CompressedWallEKF, WallEKF, WallObservation
+from pluto.navigation.slam.association import AssociationParams
 from pluto.navigation.slam.core import WallSlam
 from pluto.sim.raycast import segment_distance
 from tests.navigation.pose.scenes import L_ROOM_WALLS, Frame, drive
@@ -83,3 +85,35 @@ def test_slam_needs_an_empty_filter() -> None:
     slam.add_wall(WallObservation(0.0, 2.0, START_COV[:2, :2]))
     with pytest.raises(ValueError):
         WallSlam(slam)
+
+
+def _line(alpha: float, r: float, t0: float, t1: float, var: float = 1e-5) -> LineFeature:
+    n = np.array([math.cos(alpha), math.sin(alpha)])
+    d = np.array([-math.sin(alpha), math.cos(alpha)])
+    start, end = r * n + t0 * d, r * n + t1 * d
+    return LineFeature(alpha, r, var, 0.0, var, (float(start[0]), float(start[1])), (float(end[0]), float(end[1])),
+                       40, 0, 39)  # fmt: skip
+
+
+def test_two_overlapping_walls_on_one_line_are_merged_when_the_map_is_tidied() -> None:
+    # one wall mapped twice (1.5 cm apart, overlapping) and a wall 30 cm behind it: the first two become one
+    slam = WallSlam(WallEKF((0.0, 0.0, 0.0), START_COV))
+    for alpha, rho, t0, t1 in ((0.0, 4.0, -2.0, 1.0), (0.0, 4.015, -1.0, 3.0), (0.0, 4.3, -1.0, 1.0)):
+        f = _line(alpha, rho, t0, t1)
+        index = slam.filter.add_wall(WallObservation.from_feature(f))
+        line = slam.filter.wall(index)
+        slam.segments.add(float(line[0]), float(line[1]), [f.start, f.end], viewer=(0.0, 0.0))
+    assert slam.merge_duplicates() == [(0, 1)]
+    assert slam.segments.active.tolist() == [True, False, True]
+    lo, hi = slam.segments.extent(0)
+    assert lo == pytest.approx(-2.0, abs=0.01) and hi == pytest.approx(3.0, abs=0.01)
+    assert slam.merge_duplicates() == []
+
+
+def test_lines_beyond_the_walls_range_start_no_wall() -> None:
+    params = AssociationParams(max_range=12.0, confirm=2)
+    slam = WallSlam(WallEKF((0.0, 0.0, 0.0), START_COV), params)
+    far, near = _line(0.0, 15.0, -2.0, 2.0), _line(math.pi / 2, 3.0, -2.0, 2.0)
+    added = [slam.step((0.0, 0.0, 0.0), np.zeros((3, 3)), [far, near]).added for _ in range(4)]
+    assert [a for a in added if a] == [(0,)]  # the near one only
+    assert slam.filter.wall(0)[1] == pytest.approx(3.0, abs=1e-3)

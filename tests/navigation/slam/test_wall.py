@@ -100,3 +100,12 @@ def _distance(point: np.ndarray, ends: np.ndarray) -> float:
     a, b = ends
     u = float(np.clip((point - a) @ (b - a) / max(float((b - a) @ (b - a)), 1e-12), 0.0, 1.0))
     return float(np.hypot(*(point - a - u * (b - a))))
+
+
+def test_a_wall_keeps_the_side_it_was_seen_from_when_its_normal_turns() -> None:
+    segments = WallSegments()
+    segments.add(0.0, 2.0, [(2.0, -1.0), (2.0, 1.0)], viewer=(0.0, 0.0))  # seen from x < 2: facing -x
+    segments.add(0.0, 5.0, [(5.0, -1.0), (5.0, 1.0)])  # side unknown
+    np.testing.assert_allclose(segments.facing([0, 1]), [[-1.0, 0.0], [0.0, 0.0]])
+    segments.realign([(0, (math.pi, -2.0))])  # the same line with the opposite normal
+    np.testing.assert_allclose(segments.facing([0]), [[-1.0, 0.0]], atol=1e-12)

@@ -1,20 +1,24 @@
 """The slam module's data association: which line of a scan is which mapped wall, and when a new line is a wall.
 
 Strategy: a scan's line (α_f, r_f) and a mapped wall are a candidate pair when the innovation ν = (α_f - γ, r_f - ρ_r)
-passes the pose module's Mahalanobis gate (chi-square, 2 dof, :attr:`PoseFilterParams.gate`) with the full
-innovation covariance S = J·P·Jᵀ + C_f, where J = [H_v, H_w] and P is the joint covariance of the pose and that wall
-(the filter's :meth:`marginal`, exact also for the compressed filter's walls outside the area), and when the line's
-segment, carried into the map frame, overlaps the wall's ends with a margin. Pairs are then chosen one to one,
-nearest first, by the pose module's own assignment.
+passes the pose module's Mahalanobis gate (chi-square, 2 dof, :attr:`PoseFilterParams.gate`) with the full innovation
+covariance S = J·P·Jᵀ + C_f + T (T: :func:`merge_tolerance`, what two fits of one wall's line differ by beyond their
+covariances, so that a wall seen again a centimetre or two off its estimate is not mapped again), where J = [H_v, H_w]
+and P is the joint covariance of the pose and that wall (the filter's :meth:`marginal`, exact also for the compressed
+filter's walls outside the area), and when the line's segment, carried into the map frame, overlaps the wall's ends with
+a margin. Pairs are then chosen one to one, nearest first, by the pose module's own assignment.
 
 A line that matches no wall is not a wall yet: it may be a person, a door left open or a spurious fit. It goes to a
 tentative list in the map frame, and becomes a wall when it has been seen ``confirm`` times (in different scans,
 each sighting gated against the tentative line with the pose's uncertainty) without being missed ``max_missed``
 scans in a row; only then does the filter get it, from the confirming sighting.
 
-Two mapped walls can still turn out to be one (two pieces first seen apart that grew towards each other): when
-their lines agree within the gate, with the covariance of their difference, and their ends overlap or nearly
-touch, :func:`duplicate` says so and the caller merges them.
+Two mapped walls can still turn out to be one (two pieces first seen apart that grew towards each other, or a wall
+mapped again when the robot came back to it and its line was a few centimetres off the old one): when they face the
+same way (seen from the same side: the two faces of a thin wall are two walls), their lines agree within the gate,
+with the covariance of their difference plus a tolerance (:func:`merge_tolerance`: two fits of one wall's line
+differ by more than the filter's covariance says, as a wall is not flat and clutter stands along it), and their ends
+overlap or nearly touch, :func:`duplicate` says so and the caller merges them.
 
 Nothing here reads a clock, the bus or a file.
 """
@@ -44,6 +48,7 @@ __all__ = [
     "associate",
     "candidate_walls",
     "duplicate",
+    "merge_tolerance",
     "same_line_distances",
     "walls_near_features",
 ]
@@ -71,6 +76,10 @@ class AssociationParams:
         sighting_inflation: a matched line's covariance is multiplied by this when it corrects the filter (not when
             it is gated): a wall's line errs alike scan after scan (the wall is not flat, clutter stands along it), so
             n sightings are worth fewer than n independent measurements; 1: as the line fit says.
+        merge_angle_std: how far two lines of one wall may differ in direction beyond their covariances (a wall is
+            not flat, clutter stands along it): std dev added to a line-wall pair's innovation and to the difference
+            of two walls tested as one (:func:`merge_tolerance`), rad; 0: by the covariances alone.
+        merge_offset_std: the same across the wall, where the two are compared, m.
     """
 
     gate: float = PoseFilterParams().gate
@@ -82,13 +91,22 @@ class AssociationParams:
     max_missed: int = 3
     min_length: float = 0.6
     sighting_inflation: float = 1.0
+    merge_angle_std: float = math.radians(0.5)
+    merge_offset_std: float = 0.015
 
     def __post_init__(self) -> None:
         for name in ("gate", "max_range", "sighting_inflation"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in ("overlap_margin", "join_gap", "min_length", "near_features"):
+        for name in (
+            "overlap_margin",
+            "join_gap",
+            "min_length",
+            "near_features",
+            "merge_angle_std",
+            "merge_offset_std",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0 and finite, got {value}")
@@ -224,6 +242,10 @@ def associate(
     measured = np.array([(f.alpha, f.r) for f in features])  # (nf, 2)
     c_f = np.array([f.covariance for f in features])  # (nf, 2, 2)
     s = jpj[None, :, :, :] + c_f[:, None, :, :]  # (nf, nw, 2, 2)
+    # a line of a wall lies within a tolerance of the wall's line beyond the covariances (where the line is seen:
+    # the tangential coordinate of its midpoint in the laser frame), else the wall is mapped again beside itself
+    mid = np.array([f.midpoint for f in features])  # (nf, 2)
+    s = s + merge_tolerance(-mid[:, 0] * np.sin(measured[:, 0]) + mid[:, 1] * np.cos(measured[:, 0]), prm)[:, None]
     nu_a = np.mod(measured[:, :1] - z_gamma[None, :] + math.pi, 2.0 * math.pi) - math.pi
     nu_r = measured[:, 1:] - z_rho[None, :]
     s00, s01, s10, s11 = s[..., 0, 0], s[..., 0, 1], s[..., 1, 0], s[..., 1, 1]
@@ -258,8 +280,9 @@ def duplicate(
     segments: WallSegments,
     params: AssociationParams | None = None,
 ) -> float | None:
-    """Whether two mapped walls are one: their lines agree within the gate (the difference's covariance from their
-    joint covariance) and their ends overlap or leave a gap shorter than ``join_gap``.
+    """Whether two mapped walls are one: they face the same way (:meth:`WallSegments.facing`), their lines agree
+    within the gate (the difference's covariance from their joint covariance, plus :func:`merge_tolerance` where
+    they overlap) and their ends overlap or leave a gap shorter than ``join_gap``.
 
     Args:
         keep: the first wall.
@@ -273,25 +296,52 @@ def duplicate(
         The Mahalanobis distance² of the difference when they are one wall, else None.
     """
     prm = params or AssociationParams()
+    if float(segments.facing([keep])[0] @ segments.facing([drop])[0]) < 0.0:
+        return None
     k, d = POSE_SIZE, POSE_SIZE + WALL_SIZE
+    alpha, rho = float(state[k]), float(state[k + 1])
+    direction = np.array([-math.sin(alpha), math.cos(alpha)])
+    t_drop = project_onto_line(segments.segment(drop), alpha, rho) @ direction
+    t_keep = project_onto_line(segments.segment(keep), alpha, rho) @ direction
+    if _overlap(t_drop, t_keep, prm.join_gap) <= 0.0:
+        return None
     nu, h_k, h_d = same_line(state[k : k + WALL_SIZE], state[d : d + WALL_SIZE])
     j = np.zeros((WALL_SIZE, state.size))
     j[:, k : k + WALL_SIZE] = h_k
     j[:, d : d + WALL_SIZE] = h_d
-    s = j @ covariance @ j.T + MERGE_VARIANCE * np.eye(WALL_SIZE)
+    where = 0.5 * (max(t_drop.min(), t_keep.min()) + min(t_drop.max(), t_keep.max()))
+    tolerance = merge_tolerance(np.array([where]), prm)[0]
+    s = j @ covariance @ j.T + MERGE_VARIANCE * np.eye(WALL_SIZE) + tolerance
     d2 = float(nu @ np.linalg.solve(s, nu))
     if d2 >= prm.gate:
-        return None
-    alpha, rho = float(state[k]), float(state[k + 1])
-    direction = np.array([-math.sin(alpha), math.cos(alpha)])
-    t_drop = project_onto_line(segments.segment(drop), alpha, rho) @ direction
-    t_keep = np.array(segments.extent(keep))
-    if _overlap(t_drop, t_keep, prm.join_gap) <= 0.0:
         return None
     return d2
 
 
-def same_line_distances(state: FloatArray, covariance: FloatArray, first: IntArray, second: IntArray) -> FloatArray:
+def merge_tolerance(where: npt.ArrayLike, params: AssociationParams | None = None) -> FloatArray:
+    """How much two lines of one wall may differ beyond their covariance: ``(k, 2, 2)`` covariances in (α, ρ).
+
+    A std dev σ_a of the direction and σ_o of the offset across the wall at the tangential coordinate t of the place
+    where the two are compared (``where``, m: the middle of their overlap); the offset there is o = ρ - t·α to first
+    order, so in (α, ρ) the covariance is [[σ_a², t·σ_a²], [t·σ_a², t²·σ_a² + σ_o²]] (rad², rad·m, m²).
+    """
+    prm = params or AssociationParams()
+    t = np.asarray(where, dtype=np.float64).reshape(-1)
+    va, vo = prm.merge_angle_std**2, prm.merge_offset_std**2
+    out = np.empty((t.size, WALL_SIZE, WALL_SIZE))
+    out[:, 0, 0] = va
+    out[:, 0, 1] = out[:, 1, 0] = t * va
+    out[:, 1, 1] = t * t * va + vo
+    return out
+
+
+def same_line_distances(
+    state: FloatArray,
+    covariance: FloatArray,
+    first: IntArray,
+    second: IntArray,
+    tolerance: FloatArray | None = None,
+) -> FloatArray:
     """The Mahalanobis distance² of :func:`duplicate`'s test for many pairs at once (without the ends).
 
     Args:
@@ -299,6 +349,7 @@ def same_line_distances(state: FloatArray, covariance: FloatArray, first: IntArr
         covariance: its covariance.
         first: ``(k,)`` positions of the kept walls among the marginal's walls (0 the first wall).
         second: ``(k,)`` positions of the walls that would go.
+        tolerance: ``(k, 2, 2)`` added to each difference's covariance (:func:`merge_tolerance`); None: nothing.
 
     Returns:
         ``(k,)`` νᵀ·S⁻¹·ν of each pair (the pseudo-observation of :func:`~pluto.navigation.slam.ekf.same_line`).
@@ -325,6 +376,8 @@ def same_line_distances(state: FloatArray, covariance: FloatArray, first: IntArr
     s = p_kk + kd + kd.transpose(0, 2, 1) + p_dd * dg[:, :, None] * dg[:, None, :]
     s[:, 0, 0] += MERGE_VARIANCE
     s[:, 1, 1] += MERGE_VARIANCE
+    if tolerance is not None:
+        s += tolerance
     s00, s01, s10, s11 = s[:, 0, 0], s[:, 0, 1], s[:, 1, 0], s[:, 1, 1]
     d2: FloatArray = (s11 * nu_a * nu_a - (s01 + s10) * nu_a * nu_r + s00 * nu_r * nu_r) / (s00 * s11 - s01 * s10)
     return d2

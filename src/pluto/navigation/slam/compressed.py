@@ -33,7 +33,6 @@ import numpy.typing as npt
 
 from pluto.navigation.pose.core import PoseFilterParams, PoseLike
 from pluto.navigation.slam.ekf import (
-    MERGE_VARIANCE,
     POSE_SIZE,
     WALL_SIZE,
     Odometry,
@@ -42,6 +41,7 @@ from pluto.navigation.slam.ekf import (
     check_covariance,
     check_increment,
     kalman_update,
+    merge_noise,
     new_wall,
     same_line,
     stack_observations,
@@ -374,7 +374,7 @@ class CompressedWallEKF:
         )
         return nis
 
-    def merge(self, keep: int, drop: int) -> float:
+    def merge(self, keep: int, drop: int, noise: npt.ArrayLike | None = None) -> float:
         """As :meth:`WallEKF.merge <pluto.navigation.slam.ekf.WallEKF.merge>`, on the local area (walls of B join it
         through a full update first).
 
@@ -395,7 +395,7 @@ class CompressedWallEKF:
         h[:, ck : ck + WALL_SIZE] = h_k
         h[:, cd : cd + WALL_SIZE] = h_d
         self._xa, self._paa, self._phi, self._psi, self._theta, nis = compressed_update(
-            self._xa, self._paa, self._phi, self._psi, self._theta, h, MERGE_VARIANCE * np.eye(WALL_SIZE), nu
+            self._xa, self._paa, self._phi, self._psi, self._theta, h, merge_noise(noise), nu
         )
         return nis
 

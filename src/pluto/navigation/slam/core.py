@@ -42,12 +42,13 @@ from pluto.navigation.slam.association import (
     associate,
     candidate_walls,
     duplicate,
+    merge_tolerance,
     same_line_distances,
     walls_near_features,
 )
 from pluto.navigation.slam.compressed import CompressedWallEKF
 from pluto.navigation.slam.ekf import POSE_SIZE, WALL_SIZE, WallObservation
-from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
+from pluto.navigation.slam.wall import WallSegments, feature_segment
 
 __all__ = ["SlamFilter", "SlamStep", "WallSlam"]
 
@@ -55,6 +56,9 @@ FloatArray = npt.NDArray[np.float64]
 
 _PARALLEL = 0.3
 """Walls whose normals differ by more than this (rad, either sense) are never tested as one line."""
+
+_NEAR_LINE = 1.0
+"""Walls whose ends lie farther than this from each other's line (m) are never tested as one line."""
 
 _GATE_SLACK = 1.0 + 1e-6
 """The batched line test lets pairs a rounding above the gate through to :func:`duplicate`, which decides."""
@@ -81,7 +85,7 @@ class SlamFilter(Protocol):
 
     def add_wall(self, observation: WallObservation) -> int: ...
 
-    def merge(self, keep: int, drop: int) -> float: ...
+    def merge(self, keep: int, drop: int, noise: npt.ArrayLike | None = None) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -164,12 +168,14 @@ class WallSlam:
         seen = [(p.feature, p.wall) for p in found.pairs] + list(found.on_walls.items())
         grown = {wall for feature, wall in seen if self.segments.extend(wall, feature_segment(pose, features[feature]))}
         matched = {feature for feature, _ in seen}
-        unmatched = [i for i in range(len(features)) if i not in matched]
+        # a line beyond the walls' range is never matched (its wall is not a candidate): as a new wall it would map
+        # that wall again at every visit
+        unmatched = [i for i, f in enumerate(features) if i not in matched and _distance(f) <= self.params.max_range]
         added: list[int] = []
         for confirmed in self._tentative.observe(features, unmatched, pose, slam.pose_covariance):
             index = slam.add_wall(WallObservation.from_feature(features[confirmed.feature]))
             line = slam.wall(index)
-            self.segments.add(float(line[0]), float(line[1]), confirmed.ends)
+            self.segments.add(float(line[0]), float(line[1]), confirmed.ends, viewer=pose[:2])
             added.append(index)
         merged = self._merge_duplicates(grown | set(added), set(walls) | set(added))
         x, y, theta = (float(v) for v in slam.pose)
@@ -184,30 +190,58 @@ class WallSlam:
             len(self._tentative),
         )
 
+    def merge_duplicates(self) -> list[tuple[int, int]]:
+        """Merge every pair of walls of the map that are one (:func:`duplicate`), as each scan does for the walls it
+        grew or added; returns the (kept, dropped) pairs. The map is tidied so before it is saved: a pair that
+        failed the test when it last grew may pass it later, once the filter has seen more."""
+        walls = set(np.flatnonzero(self.segments.active).tolist())
+        return self._merge_duplicates(walls, walls)
+
     def _merge_duplicates(self, changed: set[int], near: set[int]) -> list[tuple[int, int]]:
         """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line.
 
-        Pairs are nearly parallel walls; every pair's line test is done at once on one marginal of the filter
-        (again after a merge, which changes it), and only a pair that passes it has its ends compared and is
-        decided by :func:`duplicate`, so a scan costs one marginal and a few array operations, not a marginal and a
-        test per pair."""
+        Pairs are nearly parallel walls facing the same way whose ends, on the first one's line, lie within
+        :data:`_NEAR_LINE` of it and within ``join_gap`` of its ends; every pair's line test is done at once on one
+        marginal of the filter (again after a merge, which changes it), and only a pair that passes it is decided by
+        :func:`duplicate`, so a scan costs one marginal and a few array operations, not a marginal and a test per
+        pair. The merge draws the two lines together with the tolerance of the test (:func:`merge_tolerance`)."""
         merged: list[tuple[int, int]] = []
         segments = self.segments
+        prm = self.params
         first = np.array([w for w in sorted(changed) if segments.is_active(w)], dtype=np.intp)
         second = np.array([v for v in sorted(near) if segments.is_active(v)], dtype=np.intp)
         if first.size == 0 or second.size == 0:
             return merged
-        # nearly parallel (either way), else not one line whatever the covariance
+        # nearly parallel (either way) and seen from the same side, else not one wall whatever the covariance
         turn = np.abs(np.remainder(segments.angles(first)[:, None] - segments.angles(second)[None, :], math.pi))
-        parallel = (np.minimum(turn, math.pi - turn) <= _PARALLEL) & (first[:, None] != second[None, :])
-        pairs = [
-            (min(w, v), max(w, v))
-            for w, v in zip(
-                first[np.nonzero(parallel)[0]].tolist(), second[np.nonzero(parallel)[1]].tolist(), strict=True
-            )
-        ]
+        facing = segments.facing(first) @ segments.facing(second).T
+        parallel = (np.minimum(turn, math.pi - turn) <= _PARALLEL) & (facing >= 0.0)
+        parallel &= first[:, None] != second[None, :]
+        rows, cols = np.nonzero(parallel)
+        found = dict.fromkeys(
+            (min(w, v), max(w, v)) for w, v in zip(first[rows].tolist(), second[cols].tolist(), strict=True)
+        )
+        if not found:
+            return merged
+        keep_of = np.array([k for k, _ in found], dtype=np.intp)
+        drop_of = np.array([d for _, d in found], dtype=np.intp)
+        # where the dropped wall's ends lie on the kept wall's line (as last aligned): close to it and to its ends
+        lines = segments.lines
+        alpha, rho = lines[keep_of, 0], lines[keep_of, 1]
+        normal = np.stack((np.cos(alpha), np.sin(alpha)), axis=1)  # (p, 2)
+        along = np.stack((-np.sin(alpha), np.cos(alpha)), axis=1)
+        ends_keep = segments.rows(keep_of).reshape(-1, 2, 2)
+        ends_drop = segments.rows(drop_of).reshape(-1, 2, 2)
+        across = np.abs(np.einsum("pkj,pj->pk", ends_drop, normal) - rho[:, None]).max(axis=1)
+        t_keep = np.einsum("pkj,pj->pk", ends_keep, along)
+        t_drop = np.einsum("pkj,pj->pk", ends_drop, along)
+        low = np.maximum(t_keep.min(axis=1), t_drop.min(axis=1))
+        high = np.minimum(t_keep.max(axis=1), t_drop.max(axis=1))
+        close = (across <= _NEAR_LINE) & (high - low + prm.join_gap > 0.0)
+        pairs = [pair for pair, ok in zip(found, close.tolist(), strict=True) if ok]
         if not pairs:
             return merged
+        tolerance = merge_tolerance(0.5 * (low + high)[close], prm)
         marginal: tuple[dict[int, int], FloatArray, FloatArray, FloatArray] | None = None
         for n, (keep, drop) in enumerate(pairs):
             if not (segments.is_active(keep) and segments.is_active(drop)):
@@ -217,25 +251,23 @@ class WallSlam:
                 state, covariance = self.filter.marginal(walls)
                 column = {w: k for k, w in enumerate(walls)}
                 # a pair with a wall gone is skipped above: its column (0) does not matter
-                first = np.array([column.get(k, 0) for k, _ in pairs], dtype=np.intp)
-                second = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
-                d2 = same_line_distances(state, covariance, first, second)
+                k_col = np.array([column.get(k, 0) for k, _ in pairs], dtype=np.intp)
+                d_col = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
+                d2 = same_line_distances(state, covariance, k_col, d_col, tolerance)
                 marginal = (column, state, covariance, d2)
             column, state, covariance, d2 = marginal
-            if not d2[n] < self.params.gate * _GATE_SLACK:
+            if not d2[n] < prm.gate * _GATE_SLACK:
                 continue
-            if not _ends_meet(state, column[keep], column[drop], keep, drop, segments, self.params.join_gap):
-                continue
-            rows = np.concatenate(
+            rows_of = np.concatenate(
                 (
                     np.arange(POSE_SIZE),
                     *(POSE_SIZE + WALL_SIZE * column[w] + np.arange(WALL_SIZE) for w in (keep, drop)),
                 )
             )
-            pair_state, pair_covariance = state[rows], covariance[np.ix_(rows, rows)]
-            if duplicate(keep, drop, pair_state, pair_covariance, segments, self.params) is None:
+            pair_state, pair_covariance = state[rows_of], covariance[np.ix_(rows_of, rows_of)]
+            if duplicate(keep, drop, pair_state, pair_covariance, segments, prm) is None:
                 continue
-            self.filter.merge(keep, drop)
+            self.filter.merge(keep, drop, tolerance[n])
             segments.extend(keep, segments.segment(drop))
             segments.retire(drop)
             merged.append((keep, drop))
@@ -249,15 +281,10 @@ class WallSlam:
         self.segments.realign((w, self.filter.wall(w)) for w in range(len(self.filter)))
 
 
-def _ends_meet(
-    state: FloatArray, k: int, d: int, keep: int, drop: int, segments: WallSegments, join_gap: float
-) -> bool:
-    """Whether the ends of ``drop``, put on the line of ``keep`` (columns ``k`` and ``d`` of the marginal ``state``),
-    overlap those of ``keep`` or leave a gap shorter than ``join_gap`` (the test of :func:`duplicate`, without the
-    covariance)."""
-    col = POSE_SIZE + WALL_SIZE * k
-    alpha, rho = float(state[col]), float(state[col + 1])
-    direction = np.array([-math.sin(alpha), math.cos(alpha)])
-    t_drop = project_onto_line(segments.segment(drop), alpha, rho) @ direction
-    lo, hi = segments.extent(keep)
-    return float(min(t_drop.max(), hi + join_gap) - max(t_drop.min(), lo - join_gap)) > 0.0
+def _distance(feature: LineFeature) -> float:
+    """The distance from the laser to the nearest point of a line's segment, m."""
+    (x1, y1), (x2, y2) = feature.start, feature.end
+    ex, ey = x2 - x1, y2 - y1
+    length2 = ex * ex + ey * ey
+    u = 0.0 if length2 <= 0.0 else min(1.0, max(0.0, -(x1 * ex + y1 * ey) / length2))
+    return math.hypot(x1 + u * ex, y1 + u * ey)

@@ -49,6 +49,7 @@ __all__ = [
     "check_covariance",
     "check_increment",
     "kalman_update",
+    "merge_noise",
     "new_wall",
     "observe_wall",
     "same_line",
@@ -210,6 +211,18 @@ def same_line(keep: FloatArray, drop: FloatArray) -> tuple[FloatArray, FloatArra
         [wrap_angle(float(keep[0] - drop[0]) - (math.pi if flip else 0.0)), float(keep[1]) - s * float(drop[1])]
     )
     return -diff, np.eye(2), np.diag([-1.0, -s])
+
+
+def merge_noise(noise: npt.ArrayLike | None) -> FloatArray:
+    """The 2x2 covariance of a merge's pseudo-observation: :data:`MERGE_VARIANCE` on the diagonal plus ``noise``.
+
+    Raises:
+        ValueError: a ``noise`` that is not a finite 2x2 matrix.
+    """
+    r = MERGE_VARIANCE * np.eye(WALL_SIZE)
+    if noise is not None:
+        r = r + check_covariance(noise, (WALL_SIZE, WALL_SIZE), "noise")
+    return r
 
 
 def anchor_of(pose: FloatArray, observation: WallObservation) -> FloatArray:
@@ -375,9 +388,16 @@ class WallEKF:
         self._x, self._p, nis = kalman_update(self._x, self._p, h, r, nu)
         return nis
 
-    def merge(self, keep: int, drop: int) -> float:
+    def merge(self, keep: int, drop: int, noise: npt.ArrayLike | None = None) -> float:
         """Make two walls found to be one line equal (a pseudo-observation of their difference with
         :data:`MERGE_VARIANCE`); ``drop`` stays in the state, equal to ``keep``, and should no longer be observed.
+
+        Args:
+            keep: the wall that stays on the map.
+            drop: the wall that goes.
+            noise: the pseudo-observation's 2x2 covariance in (α, ρ) (rad², m²) when the two lines are one wall only
+                within a tolerance (:func:`~pluto.navigation.slam.association.merge_tolerance`): they are drawn
+                together as far as it says, not made equal; None: :data:`MERGE_VARIANCE`.
 
         Returns:
             The NIS of the difference (2 dof).
@@ -396,7 +416,7 @@ class WallEKF:
         h = np.zeros((WALL_SIZE, self._x.size))
         h[:, ck : ck + WALL_SIZE] = h_k
         h[:, cd : cd + WALL_SIZE] = h_d
-        self._x, self._p, nis = kalman_update(self._x, self._p, h, MERGE_VARIANCE * np.eye(WALL_SIZE), nu)
+        self._x, self._p, nis = kalman_update(self._x, self._p, h, merge_noise(noise), nu)
         return nis
 
     def add_wall(self, observation: WallObservation) -> int:

@@ -81,8 +81,10 @@ def line_sigmas(alpha: float, segment: Sequence[float], covariance: npt.ArrayLik
 
 
 def map_walls(slam: WallSlam) -> list[MappedWall]:
-    """The map's active walls, with their ends put on the filter's current lines (:meth:`WallSlam.realign`) and
-    their marginal uncertainty; walls shorter than :data:`MIN_WALL_LENGTH` are left out."""
+    """The map's active walls, after merging those that are one (:meth:`WallSlam.merge_duplicates`), with their ends
+    put on the filter's current lines (:meth:`WallSlam.realign`) and their marginal uncertainty; walls shorter than
+    :data:`MIN_WALL_LENGTH` are left out."""
+    slam.merge_duplicates()
     slam.realign()
     segments = slam.segments.segments
     active = slam.segments.active

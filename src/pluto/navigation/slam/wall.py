@@ -75,6 +75,7 @@ class WallSegments:
         self.cell = float(cell)
         self._ends = np.zeros((16, 4))
         self._lines = np.zeros((16, 2))
+        self._facing = np.zeros((16, 2))
         self._active = np.zeros(16, dtype=bool)
         self._count = 0
         self._live = 0
@@ -130,6 +131,12 @@ class WallSegments:
         out: FloatArray = self._lines[np.asarray(indices, dtype=np.intp), 0]
         return out
 
+    def facing(self, indices: npt.ArrayLike) -> FloatArray:
+        """``(k, 2)`` the unit normal of each given wall that points to the side it was seen from (a wall's face is
+        seen from one side only: the other side of a thin wall is another face); (0, 0) where that is not known."""
+        out: FloatArray = self._facing[np.asarray(indices, dtype=np.intp)]
+        return out
+
     def line(self, index: int) -> tuple[float, float]:
         """The (α, ρ) the ends of wall ``index`` were last put on, rad and m."""
         return float(self._lines[index, 0]), float(self._lines[index, 1])
@@ -166,17 +173,25 @@ class WallSegments:
         t = self._ends[index].reshape(2, 2) @ d
         return float(t.min()), float(t.max())
 
-    def add(self, alpha: float, rho: float, ends: npt.ArrayLike) -> int:
+    def add(
+        self, alpha: float, rho: float, ends: npt.ArrayLike, viewer: Sequence[float] | FloatArray | None = None
+    ) -> int:
         """A new wall on the line (α, ρ) over the segment ``ends`` (``(2, 2)`` map-frame points, projected on the
-        line); returns its index."""
+        line), seen from the point ``viewer`` (x, y) if given (:meth:`facing`); returns its index."""
         feet = self._ordered(alpha, project_onto_line(ends, alpha, rho))
         index = self._count
         if index == self._ends.shape[0]:  # room for twice as many, so adding a wall costs O(1) on average
             self._ends = np.vstack((self._ends, np.zeros_like(self._ends)))
             self._lines = np.vstack((self._lines, np.zeros_like(self._lines)))
             self._active = np.concatenate((self._active, np.zeros_like(self._active)))
+            self._facing = np.vstack((self._facing, np.zeros_like(self._facing)))
         self._ends[index] = feet.reshape(4)
         self._lines[index] = (alpha, rho)
+        self._facing[index] = (0.0, 0.0)
+        if viewer is not None:
+            side = float(viewer[0]) * math.cos(alpha) + float(viewer[1]) * math.sin(alpha) - rho
+            if side != 0.0:
+                self._facing[index] = math.copysign(1.0, side) * np.array([math.cos(alpha), math.sin(alpha)])
         self._active[index] = True
         self._count += 1
         self._live += 1
@@ -212,6 +227,9 @@ class WallSegments:
                 x1, y1, x2, y2 = x2, y2, x1, y1
             self._ends[index] = (x1, y1, x2, y2)
             self._lines[index] = (alpha, rho)
+            fx, fy = self._facing[index].tolist()
+            if fx or fy:  # the same side, on the new line's normal (which may have turned by π)
+                self._facing[index] = (c, s) if fx * c + fy * s >= 0.0 else (-c, -s)
             self._list(index)
 
     def to_wall_map(self, cell: float = 2.0) -> WallMap:
