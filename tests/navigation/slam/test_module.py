@@ -199,7 +199,8 @@ def test_the_proxy_saves_and_tells_where(module: SlamModule, bus: Bus, map_path:
         status = proxy.status() or SlamStatus.of(proxy.wait(0, timeout=5.0))
         assert not status.running
         info = proxy.save(timeout=10.0)  # the thread is stopped: the module saves at once
-        assert info.path == str(map_path) and info.saves == 1 and info.saved_walls == info.walls >= 3
+        assert info.path == str(map_path) and info.saves == 1 and info.saved_walls is not None
+        assert info.saved_walls >= info.walls >= 3  # a wall seen in pieces is a wall of the file for each
         assert map_path.exists()
         assert "stopped" in status.describe()
 

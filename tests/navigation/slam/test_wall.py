@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
@@ -109,3 +110,22 @@ def test_a_wall_keeps_the_side_it_was_seen_from_when_its_normal_turns() -> None:
     np.testing.assert_allclose(segments.facing([0, 1]), [[-1.0, 0.0], [0.0, 0.0]])
     segments.realign([(0, (math.pi, -2.0))])  # the same line with the opposite normal
     np.testing.assert_allclose(segments.facing([0]), [[-1.0, 0.0]], atol=1e-12)
+
+
+def test_a_door_between_two_seen_pieces_of_a_wall_stays_open() -> None:
+    segments = WallSegments(opening=0.5)
+    index = segments.add(0.0, 2.0, [(2.0, -3.0), (2.0, -1.0)])  # the wall x = 2 from y = -3 to -1
+    segments.extend(index, [(2.0, 0.0), (2.0, 3.0)])  # past a door 1 m wide
+    segments.extend(index, [(2.0, -1.3), (2.0, -0.8)])  # and 20 cm more of the first piece, behind clutter
+    assert segments.extent(index) == pytest.approx((-3.0, 3.0))
+    np.testing.assert_allclose(segments.pieces(index), [[2.0, -3.0, 2.0, -0.8], [2.0, 0.0, 2.0, 3.0]], atol=1e-12)
+    # seen again from before its first end: the pieces keep their place
+    segments.extend(index, [(2.0, -4.0), (2.0, -3.6)])
+    np.testing.assert_allclose(segments.pieces(index)[:, [1, 3]], [[-4.0, -3.6], [-3.0, -0.8], [0.0, 3.0]])
+    # a gap narrower than the opening closes; the door is seen through, never as a wall, so it stays open
+    segments.extend(index, [(2.0, -3.7), (2.0, -2.9)])
+    np.testing.assert_allclose(segments.pieces(index)[:, [1, 3]], [[-4.0, -0.8], [0.0, 3.0]])
+    # a wall merged into it brings its own pieces
+    other = segments.add(0.0, 2.0, [(2.0, 3.0), (2.0, 6.0)], seen=[(2.0, 4.0), (2.0, 6.0)])
+    assert segments.absorb(index, other)
+    np.testing.assert_allclose(segments.pieces(index)[:, [1, 3]], [[-4.0, -0.8], [0.0, 3.0], [4.0, 6.0]])

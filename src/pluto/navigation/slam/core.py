@@ -175,7 +175,8 @@ class WallSlam:
         for confirmed in self._tentative.observe(features, unmatched, pose, slam.pose_covariance):
             index = slam.add_wall(WallObservation.from_feature(features[confirmed.feature]))
             line = slam.wall(index)
-            self.segments.add(float(line[0]), float(line[1]), confirmed.ends, viewer=pose[:2])
+            seen = feature_segment(pose, features[confirmed.feature])
+            self.segments.add(float(line[0]), float(line[1]), confirmed.ends, viewer=pose[:2], seen=seen)
             added.append(index)
         merged = self._merge_duplicates(grown | set(added), set(walls) | set(added))
         x, y, theta = (float(v) for v in slam.pose)
@@ -268,7 +269,7 @@ class WallSlam:
             if duplicate(keep, drop, pair_state, pair_covariance, segments, prm) is None:
                 continue
             self.filter.merge(keep, drop, tolerance[n])
-            segments.extend(keep, segments.segment(drop))
+            segments.absorb(keep, drop)
             segments.retire(drop)
             merged.append((keep, drop))
             marginal = None  # the merge changed the filter

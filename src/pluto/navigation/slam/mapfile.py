@@ -81,22 +81,21 @@ def line_sigmas(alpha: float, segment: Sequence[float], covariance: npt.ArrayLik
 
 
 def map_walls(slam: WallSlam) -> list[MappedWall]:
-    """The map's active walls, after merging those that are one (:meth:`WallSlam.merge_duplicates`), with their ends
-    put on the filter's current lines (:meth:`WallSlam.realign`) and their marginal uncertainty; walls shorter than
-    :data:`MIN_WALL_LENGTH` are left out."""
+    """The seen pieces of the map's active walls (:meth:`WallSegments.pieces`: a door stays open), after merging the
+    walls that are one (:meth:`WallSlam.merge_duplicates`), on the filter's current lines (:meth:`WallSlam.realign`),
+    with their marginal uncertainty; pieces shorter than :data:`MIN_WALL_LENGTH` are left out."""
     slam.merge_duplicates()
     slam.realign()
-    segments = slam.segments.segments
     active = slam.segments.active
     walls: list[MappedWall] = []
     for index in np.flatnonzero(active).tolist():
-        segment = tuple(float(v) for v in segments[index])
-        wall = MappedWall((segment[0], segment[1], segment[2], segment[3]))
-        if wall.length < MIN_WALL_LENGTH:
-            continue
         state, covariance = slam.filter.marginal([index])
-        sigma_angle, sigma_offset = line_sigmas(float(state[3]), segment, covariance[3:5, 3:5])
-        walls.append(MappedWall(wall.segment, sigma_angle, sigma_offset))
+        for piece in slam.segments.pieces(index).tolist():
+            wall = MappedWall((piece[0], piece[1], piece[2], piece[3]))
+            if wall.length < MIN_WALL_LENGTH:
+                continue
+            sigma_angle, sigma_offset = line_sigmas(float(state[3]), piece, covariance[3:5, 3:5])
+            walls.append(MappedWall(wall.segment, sigma_angle, sigma_offset))
     return walls
 
 

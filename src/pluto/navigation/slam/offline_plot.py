@@ -29,7 +29,8 @@ def plot_offline(result: OfflineResult, path: str | os.PathLike[str]) -> Path:
     """
     target = Path(path).expanduser().absolute()
     result.slam.realign()
-    segments = result.slam.segments.segments[result.slam.segments.active]
+    walls = result.slam.segments
+    segments = np.concatenate([walls.pieces(i) for i in np.flatnonzero(walls.active).tolist()] or [np.zeros((0, 4))])
     fig, ax = plt.subplots(figsize=(9, 9))
     try:
         if segments.size:

@@ -57,7 +57,8 @@ class MapInfo:
     Attributes:
         path: the map file.
         walls: walls in the map now.
-        saved_walls: walls in the last saved map (None before the first save).
+        saved_walls: walls in the last saved map file (None before the first save): the seen pieces of the map's
+            walls, so a wall seen on both sides of a door counts twice.
         saves: maps saved so far.
     """
 

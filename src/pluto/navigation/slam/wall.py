@@ -62,17 +62,27 @@ class WallSegments:
 
     Wall ``i`` here is wall ``i`` of the filter (add them in the same order).
 
+    Besides its ends (all that was seen of it, from one end to the other: what the association matches against), a
+    wall keeps the pieces of it that were seen (:meth:`pieces`): a door in a corridor's wall is a gap between two
+    pieces of one wall, which the filter estimates as one line, but which the saved map must leave open.
+
     Args:
         cell: side of the index's cells, m.
+        opening: a gap at least this wide between the seen pieces of a wall stays open (a door, a passage); a
+            narrower one (the clutter in front of a wall) is closed, m.
 
     Raises:
-        ValueError: a cell that is not > 0 and finite.
+        ValueError: a cell that is not > 0 and finite, or an opening < 0.
     """
 
-    def __init__(self, cell: float = 4.0) -> None:
+    def __init__(self, cell: float = 4.0, opening: float = 0.5) -> None:
         if not (math.isfinite(cell) and cell > 0):
             raise ValueError(f"cell must be > 0 and finite, got {cell}")
+        if not (math.isfinite(opening) and opening >= 0):
+            raise ValueError(f"opening must be >= 0 and finite, got {opening}")
         self.cell = float(cell)
+        self.opening = float(opening)
+        self._pieces: list[list[tuple[float, float]]] = []  # per wall: disjoint, sorted spans from its first end, m
         self._ends = np.zeros((16, 4))
         self._lines = np.zeros((16, 2))
         self._facing = np.zeros((16, 2))
@@ -174,10 +184,16 @@ class WallSegments:
         return float(t.min()), float(t.max())
 
     def add(
-        self, alpha: float, rho: float, ends: npt.ArrayLike, viewer: Sequence[float] | FloatArray | None = None
+        self,
+        alpha: float,
+        rho: float,
+        ends: npt.ArrayLike,
+        viewer: Sequence[float] | FloatArray | None = None,
+        seen: npt.ArrayLike | None = None,
     ) -> int:
         """A new wall on the line (α, ρ) over the segment ``ends`` (``(2, 2)`` map-frame points, projected on the
-        line), seen from the point ``viewer`` (x, y) if given (:meth:`facing`); returns its index."""
+        line), seen from the point ``viewer`` (x, y) if given (:meth:`facing`); its one seen piece is ``seen``
+        (``(2, 2)`` points, within the ends), else the whole of it. Returns its index."""
         feet = self._ordered(alpha, project_onto_line(ends, alpha, rho))
         index = self._count
         if index == self._ends.shape[0]:  # room for twice as many, so adding a wall costs O(1) on average
@@ -196,22 +212,66 @@ class WallSegments:
         self._count += 1
         self._live += 1
         self._list(index)
+        length = float(np.hypot(*(feet[1] - feet[0])))
+        self._pieces.append([(0.0, length)])
+        if seen is not None:
+            d = np.array([-math.sin(alpha), math.cos(alpha)])
+            t = project_onto_line(seen, alpha, rho) @ d - float(feet[0] @ d)
+            self._pieces[index] = [(max(0.0, float(t.min())), min(length, float(t.max())))]
         return index
 
     def extend(self, index: int, ends: npt.ArrayLike) -> bool:
         """Move the ends of wall ``index`` out to cover the seen segment ``ends`` (``(2, 2)`` map-frame points,
-        projected on the wall's line); returns whether they moved."""
+        projected on the wall's line), and count it as a seen piece; returns whether the ends moved."""
         alpha, rho = (float(v) for v in self._lines[index])
         d = np.array([-math.sin(alpha), math.cos(alpha)])
         t_now = self._ends[index].reshape(2, 2) @ d
         t_seen = project_onto_line(ends, alpha, rho) @ d
-        lo, hi = min(t_now.min(), t_seen.min()), max(t_now.max(), t_seen.max())
-        if lo >= t_now.min() and hi <= t_now.max():
+        first = float(t_now.min())
+        lo, hi = min(first, float(t_seen.min())), max(float(t_now.max()), float(t_seen.max()))
+        pieces = self._pieces[index]
+        if lo < first:  # the pieces are counted from the first end, which moves back
+            pieces[:] = [(a + first - lo, b + first - lo) for a, b in pieces]
+        self._add_piece(pieces, float(t_seen.min()) - lo, float(t_seen.max()) - lo)
+        if lo >= first and hi <= t_now.max():
             return False
         n = np.array([math.cos(alpha), math.sin(alpha)])
         self._ends[index] = np.concatenate((rho * n + lo * d, rho * n + hi * d))
         self._list(index)
         return True
+
+    def absorb(self, keep: int, drop: int) -> bool:
+        """Extend wall ``keep`` by the seen pieces of wall ``drop`` (merged into it); returns whether its ends
+        moved. ``drop`` stays as it is (:meth:`retire` it)."""
+        moved = False
+        for piece in self.pieces(drop):
+            moved = self.extend(keep, piece.reshape(2, 2)) or moved
+        return moved
+
+    def pieces(self, index: int) -> FloatArray:
+        """``(k, 4)`` ``[x1, y1, x2, y2]`` of the seen pieces of wall ``index`` along its line, m, map frame."""
+        ends = self._ends[index].reshape(2, 2)
+        length = float(np.hypot(*(ends[1] - ends[0])))
+        alpha = float(self._lines[index, 0])
+        d = np.array([-math.sin(alpha), math.cos(alpha)])
+        spans = np.array(
+            [(min(a, length), min(b, length)) for a, b in self._pieces[index] if a < length] or [(0.0, 0.0)]
+        )
+        out: FloatArray = np.column_stack((ends[0] + spans[:, :1] * d, ends[0] + spans[:, 1:] * d))
+        return out
+
+    def _add_piece(self, pieces: list[tuple[float, float]], a: float, b: float) -> None:
+        """Add the span [a, b] to the sorted, disjoint ``pieces``, joining those less than :attr:`opening` apart."""
+        gap = self.opening
+        kept: list[tuple[float, float]] = []
+        for lo, hi in pieces:
+            if hi + gap < a or lo - gap > b:
+                kept.append((lo, hi))
+            else:
+                a, b = min(a, lo), max(b, hi)
+        kept.append((a, b))
+        kept.sort()
+        pieces[:] = kept
 
     def realign(self, lines: Iterable[tuple[int, npt.ArrayLike]]) -> None:
         """Put the ends of the given walls on their corrected lines: (index, (α, ρ)) pairs from the filter."""
