@@ -175,8 +175,8 @@ class WallSlam:
         for confirmed in self._tentative.observe(features, unmatched, pose, slam.pose_covariance):
             index = slam.add_wall(WallObservation.from_feature(features[confirmed.feature]))
             line = slam.wall(index)
-            seen = feature_segment(pose, features[confirmed.feature])
-            self.segments.add(float(line[0]), float(line[1]), confirmed.ends, viewer=pose[:2], seen=seen)
+            piece = feature_segment(pose, features[confirmed.feature])
+            self.segments.add(float(line[0]), float(line[1]), confirmed.ends, viewer=pose[:2], seen=piece)
             added.append(index)
         merged = self._merge_duplicates(grown | set(added), set(walls) | set(added))
         x, y, theta = (float(v) for v in slam.pose)
