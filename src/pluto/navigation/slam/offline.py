@@ -8,7 +8,7 @@ service. Between the two, as in the slam module, the scan-matching front end (:m
 :attr:`OfflineParams.scan_match`) refines each odometry increment by registering the scan's points on the last
 scans, so the filter moves by the refined increment and its covariance. On the Radish logs (seed 1, default noise)
 that brings the relative error over pairs 5 m apart from 0.119 m to 0.053 m (Intel) and from 0.054 m to 0.043 m
-(Freiburg 079), at 2.0 and 2.1 ms a scan (``bench/slam.py``).
+(Freiburg 079), at 2.0 and 2.2 ms a scan (``bench/slam.py``).
 
 Logs (:func:`read_log`):
 
