@@ -25,7 +25,7 @@ import zenoh
 
 log = logging.getLogger("pluto.bus")
 
-__all__ = ["Executor", "Strand", "keep_thread_state", "on_zenoh_thread"]
+__all__ = ["ZENOH_THREAD", "Executor", "Strand", "keep_thread_state", "on_zenoh_thread"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
 _NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
@@ -64,13 +64,17 @@ def keep_thread_state() -> None:
     ZENOH_THREAD.kept = True
 
 
-def on_zenoh_thread(fn: Callable[[Any], Any]) -> Any:
+def on_zenoh_thread(fn: Callable[[Any], Any], *, keeps_state: bool = False) -> Any:
     """A Zenoh handler that calls ``fn`` on the Zenoh thread that received the data.
 
     zenoh-python's default runs each Python callback on a thread of its own per subscriber or queryable (one thread
     per interface); Pluto's callbacks only decode, store and hand over to the executor, so they run in place, and
-    the thread keeps its Python thread state from its first callback on (:func:`keep_thread_state`).
+    the thread keeps its Python thread state from its first callback on (:func:`keep_thread_state`). With
+    ``keeps_state`` ``fn`` sees to that itself, which saves a call on a hot path: it starts with ``if not
+    hasattr(ZENOH_THREAD, "kept"): keep_thread_state()``.
     """
+    if keeps_state:
+        return zenoh.handlers.Callback(fn, indirect=False)
     kept = ZENOH_THREAD
 
     def call(arg: Any) -> Any:
@@ -125,15 +129,19 @@ class Executor:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on a worker; an exception it raises is logged. False (nothing done) once closed."""
+        return self.submit_job((fn, args))
+
+    def submit_job(self, job: _Job) -> bool:
+        """:meth:`submit` of a job made beforehand, ``(fn, args)``."""
         with self._lock:
             if self._closed:
                 return False
             if not self._idle:
-                self._backlog.append((fn, args))
+                self._backlog.append(job)
                 self._grow()
                 return True
             worker = self._idle.pop()
-        worker.inbox.put((fn, args))  # wakes the worker: outside the lock, which it would wait for
+        worker.inbox.put(job)  # wakes the worker: outside the lock, which it would wait for
         return True
 
     def on_worker(self) -> bool:
@@ -227,6 +235,7 @@ class Strand:
         self._scheduled = False  # a run is submitted or running
         self._again = False  # work came while running
         self._runner = 0  # ident of the thread running the work, 0 when none
+        self._job: _Job = (self._run, ())  # made once: schedule is on the hot path of every subscription
         self._waiters = 0  # threads in wait_idle (a run that ends wakes them; with none, it skips the notify)
 
     @property
@@ -246,7 +255,7 @@ class Strand:
                 self._again = True
                 return
             self._scheduled = True
-        if not self._executor.submit(self._run):
+        if not self._executor.submit_job(self._job):
             with self._lock:  # the bus is closing: nothing will run
                 self._scheduled = self._again = False
                 self._idle.notify_all()
