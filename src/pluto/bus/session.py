@@ -227,7 +227,7 @@ class StateWriter(Generic[M]):
         self._bus = bus
         self._key = bus.key(name)
         self._lock = threading.Lock()
-        self._latest: tuple[bytes, bytes] | None = None
+        self._latest: tuple[bytes, float, int, int] | None = None  # (payload, write time, seq, flags)
         self._seq = 0
         self.writer_id = secrets.randbits(63) | 1  # never 0, which means "unknown writer"
         self.meter = _Meter()
@@ -258,22 +258,27 @@ class StateWriter(Generic[M]):
         data = msgs.encode(msg)
         now = time.time()
         gate = self._bus.gate
-        if gate is None and not self.batch:
-            # The common case, kept short: no lock-step, no batching.
+        if gate is None:
+            # The common case, kept short: no lock-step.
             with self._lock:
                 seq = self._seq = self._seq + 1
-                attachment = _ATTACHMENT.pack(now, seq, self.writer_id, self._flags)
-                self._publisher.put(data, attachment=attachment)
+                if self.batch:
+                    self._latest = (data, now, seq, self._flags)
+                    self.meter.tick(now)
+                    self._add_to_batch(data)
+                    return
+                self._publisher.put(data, attachment=_ATTACHMENT.pack(now, seq, self.writer_id, self._flags))
                 # The rest while the value travels.
-                self._latest = (data, attachment)
+                self._latest = (data, now, seq, self._flags)
                 self.meter.tick(now)
             return
         stepped = gate is not None and gate.active
         with self._lock:
             self._seq += 1
             seq = self._seq
-            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, self._flags | (LOCKSTEPPED if stepped else 0))
-            self._latest = (data, attachment)
+            flags = self._flags | (LOCKSTEPPED if stepped else 0)
+            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, flags)
+            self._latest = (data, now, seq, flags)
             self.meter.tick(now)
             if self.batch and not stepped:
                 self._add_to_batch(data)
@@ -351,7 +356,8 @@ class StateWriter(Generic[M]):
             latest = self._latest
         with query:
             if latest is not None:
-                query.reply(self._key, latest[0], attachment=latest[1])
+                data, written, seq, flags = latest
+                query.reply(self._key, data, attachment=_ATTACHMENT.pack(written, seq, self.writer_id, flags))
 
     def close(self) -> None:
         """Send what a batching writer holds, then stop publishing (idempotent)."""
