@@ -817,8 +817,9 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         "Fair comparison: the raw transports (zenoh, pyzmq) send the msgspec-encoded bytes of the same message "
         "(pluto.msgs.encode) and decode them on receipt (pluto.msgs.decode); echo sides decode and re-encode, "
         "as pluto.bus does.",
-        "pluto.bus: StateWriter.write (its publisher uses CongestionControl.DROP, express, and a 16 B "
-        "attachment; its Zenoh callbacks run in place); the echo is a Subscription (callback on the bus's executor, "
+        "pluto.bus: StateWriter.write (its publisher uses CongestionControl.DROP, express, and a 25 B "
+        "attachment; its Zenoh callbacks run in place, on threads that keep their Python thread state); the echo "
+        "is a Subscription (callback on the bus's executor, "
         "depth=1) that writes back, the flood "
         "receiver a Subscription with depth=4096 (every message delivered); the "
         "ping side waits with StateReader.wait_for_update.",
