@@ -16,6 +16,7 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.module import PoseModule, PoseModuleParams
+from pluto.navigation.slam.mapcheck import wall_match
 from pluto.navigation.slam.module import SAVE, SAVING, SlamModule, SlamModuleParams
 from pluto.runtime.profiles import load_profile, with_params
 from pluto.sim.world import WORLDS_DIR, load_world
@@ -46,23 +47,6 @@ def sim(bus: Bus, world: Path) -> Iterator[Lockstep]:
         slam = stack.add(SlamModule(bus, SlamModuleParams(map_file=str(world.parent / "saved" / "map.xml"))))
         slam.start_activity()  # at time 0: it takes part in the lock-step from the first tick
         yield stack
-
-
-def wall_match(saved: np.ndarray, wall: np.ndarray) -> tuple[float, float, float]:
-    """How well a saved wall fits a true one: (angle between them, deg; farthest saved end from the true wall's line,
-    m; the share of the saved wall that lies along the true one)."""
-    a, b = wall[:2], wall[2:]
-    d = (b - a) / np.linalg.norm(b - a)
-    n = np.array([-d[1], d[0]])
-    ends = saved.reshape(2, 2)
-    e = ends[1] - ends[0]
-    turn = abs(math.degrees(math.atan2(d[0] * e[1] - d[1] * e[0], float(d @ e))))
-    turn = min(turn, 180.0 - turn)
-    off = float(np.abs((ends - a) @ n).max())
-    t = np.sort((ends - a) @ d)
-    length = float(np.linalg.norm(b - a))
-    overlap = max(0.0, min(t[1], length) - max(t[0], 0.0)) / max(t[1] - t[0], 1e-9)
-    return turn, off, overlap
 
 
 def test_the_saved_map_is_the_rooms_walls(bus: Bus, sim: Lockstep, world: Path) -> None:
