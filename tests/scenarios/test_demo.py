@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pluto.sim.world import load_world
+
 pytestmark = pytest.mark.scenario
 
 FINAL_POSE = re.compile(r"^final true pose: x (-?\d+\.\d{3}) m, y (-?\d+\.\d{3}) m, θ (-?\d+\.\d)°$")
@@ -24,6 +26,10 @@ LOCALIZATION = re.compile(r"^localization error: max (\d+\.\d{3}) m, mean (\d+\.
 HEADING = re.compile(r"^localization heading error: max (\d+\.\d{2})°, mean (\d+\.\d{2})°$")
 DEAD_RECKONING = re.compile(r"^dead reckoning alone: max (\d+\.\d{3}) m, (\d+\.\d{2})° .*$")
 WALL = re.compile(r"^wall time (\d+\.\d) s.*: real-time factor (\d+\.\d+)$")
+MAP_BUILT = re.compile(
+    r"^map built: (\d+) of the (\d+) walls seen mapped within 5 cm and 1° \(at worst \d+\.\d cm, \d+\.\d\d°\); "
+    r"(\d+) walls in the map, (\d+) on no true wall$"
+)
 
 
 def run_demo(args: list[str], cwd: Path, status: int = 0, timeout: float = 300) -> str:
@@ -124,3 +130,31 @@ def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
     assert float(error[1]) <= 0.10, error[0]
     heading = line(HEADING, text)  # Localization/Pose against the truth at the same stamps, over the mission
     assert float(heading[1]) <= 2.0 and float(heading[2]) <= 0.3, heading[0]
+
+
+# About 6 s on two idle cores (the first 50 simulated seconds of the route, in one process).
+def test_demo_with_slam_maps_the_walls_it_sees(tmp_path: Path) -> None:
+    """The slam module in place of the pose module, over the route's first goal (to the lobby) and the start of the
+    exploration, with realistic noise: it keeps the localization on the world's walls without knowing them, and the
+    map it saves at the end, next to the picture, has the walls the robot saw (all but one at most), within 5 cm and
+    1° of the world's, and hardly any other."""
+    out = tmp_path / "out"
+    text = run_demo(
+        ["--slam", "--noise", "realistic", "--one-process", "--duration", "50", "--output", str(out)],
+        tmp_path,
+        status=1,
+    )
+    assert "goal 1 done" in text and "the route took longer than 50 s" in text, text
+    built = path_after("map built by the slam module", text)
+    assert built.parent == out.resolve() and built.name.endswith("-map.xml"), built
+    picture = path_after("map (the world's, and the one built), true and localization paths", text)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert built.name.removesuffix("-map.xml") == picture.stem  # office-<time>, for both
+    error = line(LOCALIZATION, text)
+    assert float(error[1]) <= 0.10, error[0]
+    assert "(without the slam module's walls)" in line(DEAD_RECKONING, text)[0]
+    score = line(MAP_BUILT, text)
+    mapped, seen, walls, strays = (int(score[i]) for i in range(1, 5))
+    assert seen >= 15 and mapped >= seen - 1, score[0]
+    assert strays <= 1 and walls >= mapped, score[0]
+    assert load_world(built).walls.shape[0] == walls  # the file the summary scored

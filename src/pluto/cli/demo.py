@@ -20,6 +20,13 @@ With ``devices="emulated"`` the same route runs on the real device drivers inste
 emulator (the ``emulated`` profile: a Pioneer over P2OS, a SICK LMS, a Crossbow DMU, an NMEA receiver, PowerCubes
 on a virtual CAN bus) on the wall clock, as on a robot: no lock-step, so no two runs are alike. The true pose the
 errors are measured against is then the Pioneer emulator's ``Sim/Truth``, interpolated to the estimates' stamps.
+
+With ``slam=True`` (``pluto demo --slam``) the slam module runs in place of the pose module (:func:`with_slam`): the
+robot starts with no map, and the map's frame is where localization starts, the world's start pose, so the map it
+builds is directly comparable with the world. When the route is over the mission holds the simulated time and the
+demo stops the slam module's thread, which saves the map next to the picture; the summary scores it against the
+world's walls (:mod:`pluto.navigation.slam.mapcheck`: how many of the walls the laser saw are mapped within 5 cm and
+1°, how many mapped walls lie on none) and the picture draws it over the world's.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -40,16 +47,19 @@ import numpy as np
 from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
 from pluto.bus.config import DEFAULT_ROBOT
-from pluto.errors import LaunchError, PlutoError
+from pluto.errors import LaunchError, ModuleNotFound, PlutoError
 from pluto.movement.motion.core import AT_GOAL, MOVETO_SET, THREAD_STOPPED
 from pluto.movement.motion.proxy import MotionProxy, describe_status
 from pluto.navigation.pose.features import extract_lines
+from pluto.navigation.slam.mapcheck import MapScore, score_map, walls_seen
+from pluto.navigation.slam.module import SlamModule, SlamModuleParams
+from pluto.navigation.slam.proxy import SlamProxy
 from pluto.record.recorder import Recorder, RecordStatus
 from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
 from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.profiles import Profile, load_profile, with_params
-from pluto.runtime.runner import stop_on_signals
+from pluto.runtime.profiles import Profile, ProfileEntry, load_profile, start_order, with_params
+from pluto.runtime.runner import ModuleSpec, stop_on_signals
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.device import TruthHistory
 from pluto.sim.laser import LaserParams, laser_pose
@@ -110,6 +120,8 @@ class MissionLog:
     truth: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
     estimate: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
     dead_reckoning: list[tuple[float, float, float, float]] = field(default_factory=list)  # stamp, x, y, θ
+    scans: list[msgs.LaserScan] = field(default_factory=list)  # with --slam: which walls the robot saw
+    wrist: dict[float, tuple[float, float]] = field(default_factory=dict)  # scan stamp -> the laser's pan, tilt
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_truth(self, pose: msgs.Odometry) -> None:
@@ -123,6 +135,37 @@ class MissionLog:
     def on_dead_reckoning(self, pose: msgs.PoseEstimate) -> None:
         with self.lock:
             self.dead_reckoning.append((pose.stamp, pose.pose[0], pose.pose[1], pose.pose[3]))
+
+    def on_scan(self, scan: msgs.LaserScan) -> None:
+        with self.lock:
+            self.scans.append(scan)
+
+    def on_laser_pose(self, pose: msgs.PoseEstimate) -> None:
+        if len(pose.pose) >= 8:
+            with self.lock:
+                self.wrist[round(pose.stamp, 6)] = (pose.pose[6], pose.pose[7])
+
+    def scan_points_until(self, end: float, truth: np.ndarray, max_tilt: float) -> list[np.ndarray]:
+        """The points of each level scan stamped up to ``end``, in the world frame: the laser placed where the true
+        pose (rows of stamp, x, y, θ) puts it, panned as the wrist was (``Localization/Laser_Dead-Reckoning`` of the
+        scan's stamp); scans with the wrist tilted more than ``max_tilt`` (rad), or without a true pose within a
+        tick, are left out."""
+        with self.lock:
+            scans = [s for s in self.scans if s.stamp <= end]
+            wrist = dict(self.wrist)
+        out: list[np.ndarray] = []
+        if not len(truth):
+            return out
+        mount = LaserParams().mount_x
+        for scan in scans:
+            angles = wrist.get(round(scan.stamp, 6))
+            row = int(np.argmin(np.abs(truth[:, 0] - scan.stamp)))
+            if angles is None or abs(angles[1]) > max_tilt or abs(truth[row, 0] - scan.stamp) > 0.03:
+                continue
+            _, x, y, theta = truth[row]
+            laser = laser_pose(x, y, theta, angles[0], mount)
+            out.append(scan_points(laser, scan.ranges, scan.angles, max_range=scan.max_range))
+        return out
 
     def dead_reckoning_until(self, end: float) -> np.ndarray:
         """Dead reckoning alone (``Localization/Dead-Reckoning``) up to ``end``, rows (stamp, x, y, θ)."""
@@ -229,6 +272,9 @@ class MissionModule(Module[MissionParams]):
 
     Args:
         route: the goals, in the ``Localization/Pose`` frame.
+        hold: lock-stepped simulators whose time the mission holds (``sim/pause``) in the step that sets
+            :attr:`done`, so that what is done after the mission (saving the slam module's map) sees the world as it
+            was at that simulated time, on every run.
     """
 
     name = "mission"
@@ -242,10 +288,12 @@ class MissionModule(Module[MissionParams]):
         params: MissionParams | None = None,
         *,
         route: Sequence[Leg] = OFFICE_ROUTE,
+        hold: Sequence[str] = (),
         name: str | None = None,
     ) -> None:
         super().__init__(bus, params, name=name)
         self.route = list(route)
+        self.hold = list(hold)
         self.done = threading.Event()
         """Set when the mission is over (route done, stuck, timed out)."""
         self.stepped = threading.Event()
@@ -276,7 +324,8 @@ class MissionModule(Module[MissionParams]):
     def step(self, now: float) -> None:
         self.stepped.set()
         if self.end_time is not None:
-            if now >= self.end_time + SETTLE:
+            if now >= self.end_time + SETTLE and not self.done.is_set():
+                self._hold_time()
                 self.done.set()
             return
         if self.start_time is None:
@@ -345,6 +394,13 @@ class MissionModule(Module[MissionParams]):
         self.outcome = outcome
         self.end_time, self.end_wall = now, time.monotonic()
         self.final_scan = self.scan_in.read()
+
+    def _hold_time(self) -> None:
+        for simulator in self.hold:
+            try:
+                self.bus.call(f"{simulator}/pause", None, bool, timeout=5.0)
+            except PlutoError as err:
+                print(f"  could not hold the time of {simulator}: {err}", flush=True)
 
     def on_shutdown(self) -> None:
         if self.end_time is None:  # interrupted: stop the robot
@@ -425,6 +481,25 @@ def demo_profile(
     return with_params(profile, "localization", start_pose_file=str(start_file))
 
 
+def with_slam(profile: Profile, map_file: Path) -> Profile:
+    """The profile with the slam module in place of the pose module: it starts mapping at once (the map's frame is
+    where localization starts) and saves its map to ``map_file`` when its thread stops.
+
+    Raises:
+        ModuleNotFound: the profile has no pose module to replace.
+    """
+    pose = next((e for e in profile.entries if e.name == "pose"), None)
+    if pose is None:
+        raise ModuleNotFound(f"profile {profile.name} has no pose module for the slam module to replace")
+    params = {"use_sim_time": pose.spec.params.get("use_sim_time", False), "autostart": True}
+    slam = ProfileEntry(
+        ModuleSpec("slam", "slam", {**params, "map_file": str(map_file), "map_name": map_file.stem}),
+        SlamModule.requires,
+    )
+    entries = {e.name: e for e in profile.entries if e.name != "pose"} | {"slam": slam}
+    return replace(profile, entries=tuple(start_order(entries, profile.name)))
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports free on 127.0.0.1 at the moment (for the emulators to listen on)."""
     with contextlib.ExitStack() as stack:
@@ -462,10 +537,15 @@ def emulated_demo_profile(
     return with_params(profile, "wrist", channel=wrist_channel)
 
 
-def _check_devices(devices: Devices, rate: Rate) -> None:
+def _check_devices(devices: Devices, rate: Rate, slam: bool = False) -> None:
     if devices == "emulated" and rate not in ("max", 1.0):
         raise PlutoError(
             "the emulated devices run on the wall clock, at real time: --rate is for the simulated devices"
+        )
+    if devices == "emulated" and slam:
+        raise PlutoError(
+            "--slam runs on the simulated devices: on the emulated ones the slam module loses its way while the "
+            "robot explores the lobby"
         )
 
 
@@ -480,6 +560,7 @@ def run_demo(
     lockstep: bool = True,
     one_process: bool = False,
     devices: Devices = "simulated",
+    slam: bool = False,
 ) -> int:
     """Run the mission; return the exit status (0 if the robot reached every waypoint, or was interrupted).
 
@@ -494,12 +575,14 @@ def run_demo(
         one_process: run the modules in this process instead of one process each.
         devices: "simulated", or "emulated": the real drivers, each talking to an emulator, on the wall clock
             (``duration`` and the times printed are then wall-clock seconds; ``rate`` and ``lockstep`` do not apply).
+        slam: the slam module builds the map instead of the pose module matching the known one (:func:`with_slam`);
+            its map is saved next to the picture and scored against the world's walls.
 
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.
     """
     emulated = devices == "emulated"
-    _check_devices(devices, rate)
+    _check_devices(devices, rate, slam)
     if not emulated:
         _check_rate(rate, lockstep)
     world = load_world("office")
@@ -510,10 +593,14 @@ def run_demo(
         if emulated
         else demo_profile(world, start_file, rate, seed, noise, lockstep)
     )
-    log = MissionLog()
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    map_file = out_dir / f"office-{stamp}-map.xml" if slam else None
+    if map_file is not None:
+        profile = with_slam(profile, map_file)
+    log = MissionLog()
     recording: RecordStatus | None = None
     mission: MissionModule | None = None
+    built: Path | str | None = None  # the map file the slam module saved, or why there is none
     pace = "as fast as possible" if rate == "max" else f"{rate:g}x real time"
     how = "in lock-step" if lockstep else "free-running"
     where = "in one process" if one_process else "each in its own process"
@@ -551,10 +638,17 @@ def run_demo(
             bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)
             bus.create_subscription(names.LOCALIZATION_POSE, log.on_pose, msgs.PoseEstimate, depth=1024)
             bus.create_subscription(names.LOCALIZATION_DEAD_RECKONING, log.on_dead_reckoning, depth=1024)
+            if slam:
+                bus.create_subscription(names.SICK_SCAN_MM, log.on_scan, msgs.LaserScan, depth=256)
+                bus.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, log.on_laser_pose, depth=256)
             with Recorder(
                 record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
             ) as rec:
-                mission = MissionModule(bus, MissionParams(duration=duration, use_sim_time=not emulated))
+                mission = MissionModule(
+                    bus,
+                    MissionParams(duration=duration, use_sim_time=not emulated),
+                    hold=supervisor.held if slam else (),
+                )
                 try:
                     mission.start()
                     if supervisor.held:
@@ -565,13 +659,39 @@ def run_demo(
                         pass
                 finally:
                     mission.stop()
+                if slam and not stop.is_set():
+                    built = _save_map(bus)
             recording = rec.stop()
         finally:
             supervisor.shutdown()
     outcome = "interrupted" if stop.is_set() else mission.outcome if mission else "NOT done"
+    if map_file is not None and built is None:  # interrupted: the slam module saved its map when it stopped
+        built = map_file if map_file.is_file() else "not saved"
     return _summary(
-        log, mission, world, out_dir, stamp, outcome, recording, bus.robot, wall_start, wall_run, emulated=emulated
+        log,
+        mission,
+        world,
+        out_dir,
+        stamp,
+        outcome,
+        recording,
+        bus.robot,
+        wall_start,
+        wall_run,
+        emulated=emulated,
+        built=built,
     )
+
+
+def _save_map(bus: Bus) -> Path | str:
+    """Stop the slam module's thread, which saves its map; return the map file, or why it was not saved."""
+    try:
+        with SlamProxy(bus, start=False) as slam:
+            slam.stop()
+            info = slam.map_info()
+    except PlutoError as err:
+        return f"not saved: {err}"
+    return Path(info.path) if info.saves else "not saved (see the slam module's log)"
 
 
 def _wait_member(bus: Bus, simulators: list[str], mission: MissionModule, stop: threading.Event) -> None:
@@ -607,16 +727,34 @@ def _summary(
     wall_run: float | None,
     *,
     emulated: bool = False,
+    built: Path | str | None = None,
 ) -> int:
     """Print what the run did (the picture drawn first); return the exit status. ``emulated``: the run was on the
-    wall clock, the truth sampled on its own stamps (interpolated to the estimates')."""
+    wall clock, the truth sampled on its own stamps (interpolated to the estimates'). ``built``: the map file the
+    slam module saved (or why there is none), with ``pluto demo --slam``."""
     end = mission.end_time if mission is not None and mission.end_time is not None else math.inf
     truth, estimate = log.until(end)
     reached = mission.reached if mission is not None else 0
+    built_walls: np.ndarray | None = None
+    score: MapScore | None = None
+    if isinstance(built, Path):
+        try:
+            built_walls = load_world(built).walls
+        except PlutoError as err:
+            built = f"not readable: {err}"
+        else:
+            seen = walls_seen(world.segments(), log.scan_points_until(end, truth, SlamModuleParams().max_tilt))
+            score = score_map(built_walls, world.segments(), seen)
     picture: Path | str | None
     try:
         picture = _draw(
-            world, truth, estimate, mission.final_scan if mission else None, out_dir / f"office-{stamp}.png", outcome
+            world,
+            truth,
+            estimate,
+            mission.final_scan if mission else None,
+            out_dir / f"office-{stamp}.png",
+            outcome,
+            built_walls,
         )
     except PlutoError as err:  # matplotlib is an optional extra
         picture = f"not drawn: {err}"
@@ -638,8 +776,10 @@ def _summary(
     if len(dr_errors):
         print(
             f"dead reckoning alone: max {dr_errors.max():.3f} m, {np.degrees(np.abs(dr_headings)).max():.2f}° "
-            "(without the pose module's walls)"
+            f"(without the {'slam' if built is not None else 'pose'} module's walls)"
         )
+    if score is not None:
+        print(f"map built: {score.describe()}")
     wall_end = time.monotonic()
     line = f"wall time {wall_end - wall_start:.1f} s"
     if mission is not None and mission.start_time is not None and wall_run is not None:
@@ -655,7 +795,10 @@ def _summary(
             )
     print(line)
     if picture:
-        print(f"map, true and localization paths and the last scan: {picture}")
+        drawn = "map (the world's, and the one built), " if built_walls is not None else "map, "
+        print(f"{drawn}true and localization paths and the last scan: {picture}")
+    if built is not None:
+        print(f"map built by the slam module: {built}")
     if recording is not None and recording.parts:
         print(
             f"log of every interface ({recording.messages} messages, {recording.duration:.0f} s"
@@ -667,7 +810,13 @@ def _summary(
 
 
 def _draw(
-    world: World, truth: np.ndarray, estimate: np.ndarray, scan: msgs.LaserScan | None, path: Path, outcome: str
+    world: World,
+    truth: np.ndarray,
+    estimate: np.ndarray,
+    scan: msgs.LaserScan | None,
+    path: Path,
+    outcome: str,
+    built: np.ndarray | None = None,
 ) -> Path | None:
     if not len(truth):
         return None
@@ -692,7 +841,8 @@ def _draw(
         truth[:, 1:3],
         estimate[:, 1:3] if len(estimate) else None,
         points,
-        title=f"Pluto demo: office world, route {outcome}",
+        title=f"Pluto demo{' with SLAM' if built is not None else ''}: office world, route {outcome}",
         estimate_label="localization",
         lines=lines,
+        built=built,
     )

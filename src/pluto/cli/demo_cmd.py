@@ -33,12 +33,21 @@ DESCRIPTION = (
     "example: pluto demo --noise ideal --seed 3               (the same output at every run)\n"
     "example: pluto demo --rate 5                             (lock-step, at most 5x real time)\n"
     "example: pluto demo --no-lockstep --rate 5               (free-running time, as a robot would see it)\n"
-    "example: pluto demo --devices emulated                   (the real drivers on emulators, wall clock)\n\n"
+    "example: pluto demo --devices emulated                   (the real drivers on emulators, wall clock)\n"
+    "example: pluto demo --slam                               (no map: the slam module builds it on the way)\n\n"
     "With --devices emulated the same route runs on the real device drivers, each talking its device's\n"
     "protocol to an emulator (the `emulated` profile: a Pioneer over P2OS, a SICK LMS, a Crossbow DMU, an NMEA\n"
     "GPS, PowerCube wrist modules on a virtual CAN bus; the emulators on free ports of 127.0.0.1). It runs on the\n"
     "wall clock, as on a robot: no lock-step, no --rate, at real time (a few minutes), and no two runs are alike;\n"
-    "--duration is then wall-clock seconds. The errors are against the Pioneer emulator's true pose (Sim/Truth)."
+    "--duration is then wall-clock seconds. The errors are against the Pioneer emulator's true pose (Sim/Truth).\n\n"
+    "With --slam the robot starts with no map: the slam module runs instead of the pose module, building a map of\n"
+    "walls from the laser while it corrects the pose, in the frame of the world's start pose. At the end it saves\n"
+    "the map next to the picture (office-<time>-map.xml, a world file `pluto sim --world` and the pose module\n"
+    "load), the picture draws it over the world's walls, and the summary scores it (seed 1):\n"
+    "  localization error: max 0.039 m, mean 0.017 m\n"
+    "  map built: 23 of the 24 walls seen mapped within 5 cm and 1° (at worst 4.3 cm, 0.46°); 25 walls in the\n"
+    "    map, 0 on no true wall\n"
+    "(a wall is seen when three level scans put points along 0.6 m of it; walls include the obstacles' sides)."
 )
 
 
@@ -70,6 +79,12 @@ def register(subparsers: Subparsers) -> None:
         help="the simulator's devices (default), or the real drivers talking to emulators over the devices' "
         "protocols: on the wall clock, without lock-step, at real time",
     )
+    p.add_argument(
+        "--slam",
+        action="store_true",
+        help="the slam module builds the map as the robot goes, instead of the pose module matching the known one; "
+        "the map is saved next to the picture and scored against the world's walls",
+    )
     p.add_argument("--one-process", action="store_true", help="run the modules in this process (default: one each)")
     p.add_argument("--duration", type=float, default=900.0, help="simulated seconds before giving up (default 900)")
     p.add_argument("--output", type=Path, help="folder for the picture and the log (default ./demo-output)")
@@ -96,4 +111,5 @@ def run(args: argparse.Namespace) -> int:
         lockstep=not args.no_lockstep,
         one_process=args.one_process,
         devices=args.devices,
+        slam=args.slam,
     )

@@ -62,6 +62,7 @@ def plot_run(
     title: str = "",
     estimate_label: str = "odometry",
     lines: FloatArray | None = None,
+    built: FloatArray | None = None,
 ) -> Path:
     """Draw a run and save it as a PNG; return the path.
 
@@ -70,6 +71,7 @@ def plot_run(
         scan: laser points in the world frame (K, 2), m.
         estimate_label: the legend of the second path (odometry, or the localization estimate).
         lines: wall lines found in the last scan, world frame, rows (x1, y1, x2, y2), m.
+        built: the walls of a map built by the robot (SLAM), drawn over the world's, rows (x1, y1, x2, y2), m.
     """
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")
@@ -88,6 +90,16 @@ def plot_run(
         ax.add_patch(Polygon(np.asarray(polygon.points), closed=True, facecolor="0.8", edgecolor="0.3"))
     for x, y, r in world.circles:
         ax.add_patch(Circle((x, y), r, facecolor="0.8", edgecolor="0.3"))
+    if built is not None and len(built):
+        ax.add_collection(
+            LineCollection(
+                list(np.asarray(built).reshape(-1, 2, 2)),
+                colors="tab:purple",
+                linewidths=2.4,
+                alpha=0.6,
+                label="map built (SLAM)",
+            )
+        )
     if len(truth):
         ax.plot(truth[:, 0], truth[:, 1], "-", color="tab:blue", linewidth=1.8, label="true path")
         ax.plot(truth[0, 0], truth[0, 1], "o", color="tab:blue")
