@@ -100,6 +100,16 @@ def test_snapshot_of_an_empty_robot(bus: Bus) -> None:
     assert mom.snapshot(bus) == []
 
 
+def test_a_module_that_answers_is_listed_before_its_token_is_known(bus: Bus) -> None:
+    # Over a new link a session's services come before its liveliness tokens: `pluto mom` run just after a module
+    # started may hear the module answer before it knows its token. No token is declared here at all.
+    info = msgs.ModuleInfo(name="early", pid=os.getpid(), active=True)
+    bus.create_service("mom/early", lambda _request: info)
+    assert "early" not in bus.live_modules()
+    [row] = mom.snapshot(bus)
+    assert row == mom.MomRow("early", info)
+
+
 def test_a_killed_module_that_held_the_rendezvous_also_vanishes_quickly(make_bus: Callable[..., Bus]) -> None:
     """The first process on the machine owns the rendezvous (a router); its death must not hide or freeze MOM."""
     robot = os.environ["PLUTO_ROBOT"]

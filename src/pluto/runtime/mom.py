@@ -140,11 +140,14 @@ def other_writers(bus: Bus, name: str, timeout: float = 0.5) -> list[Writer]:
 
 
 def snapshot(bus: Bus, timeout: float = 1.0) -> list[MomRow]:
-    """The live modules of the robot and their details, sorted by name."""
+    """The live modules of the robot and their details, sorted by name.
+
+    A module is alive if its token is known or if it answered: right after this process joined, a session's
+    module token can still be on its way when its ``mom`` service (sent before tokens on a new link) answers."""
     alive = bus.live_modules(timeout=timeout)
     replies: list[msgs.ModuleInfo] = bus.call_all("mom", msgs.ModuleInfo, timeout=timeout)
     infos = {info.name: info for info in replies}
-    return [MomRow(name, infos.get(name)) for name in alive]
+    return [MomRow(name, infos.get(name)) for name in sorted(set(alive) | set(infos))]
 
 
 def _age(last: float, now: float) -> str:
