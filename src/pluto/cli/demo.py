@@ -544,8 +544,8 @@ def _check_devices(devices: Devices, rate: Rate, slam: bool = False) -> None:
         )
     if devices == "emulated" and slam:
         raise PlutoError(
-            "--slam runs on the simulated devices: on the emulated ones the slam module loses its way while the "
-            "robot explores the lobby"
+            "--slam runs on the simulated devices: on the emulated ones (wall clock) the maps the slam module "
+            "builds are not yet good enough (the README's SLAM section says why)"
         )
 
 
