@@ -420,10 +420,9 @@ class _Receiver(Generic[M]):
         elif values:
             self._admit_batch(values, mark)
 
-    def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
-        """The value of one sample, already decoded (the hot path: kept short, ``meter.tick`` and :meth:`_hear`
-        inline)."""
-        written, seq, wid, flags = mark
+    def _note_one(self, written: float, wid: int) -> None:
+        """Count one sample as it arrives: the meter, the last write's time and its writer (the hot path: kept short,
+        ``meter.tick`` and :meth:`_hear` inline)."""
         now = time.time()
         self.last_write_time = written or now
         meter = self.meter
@@ -435,6 +434,11 @@ class _Receiver(Generic[M]):
             heard[wid] = now
             if len(heard) > self.WRITERS_KEPT:
                 del heard[min(heard, key=heard.__getitem__)]
+
+    def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
+        """The value of one sample, already decoded."""
+        written, seq, wid, flags = mark
+        self._note_one(written, wid)
         gate = self._bus.gate
         if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
             self._take(value)
@@ -760,18 +764,7 @@ class Subscription(_Receiver[M]):
         if self._bus.gate is not None:
             super()._admit_one(value, mark)
             return
-        written, _seq, wid, _flags = mark
-        now = time.time()
-        self.last_write_time = written or now
-        meter = self.meter
-        meter.count += 1
-        meter.last = now
-        meter.times.append(now)
-        if wid:
-            heard = self.heard
-            heard[wid] = now
-            if len(heard) > self.WRITERS_KEPT:
-                del heard[min(heard, key=heard.__getitem__)]
+        self._note_one(mark[0], mark[2])
         if self.max_age is not None:
             self.arrival = self.clock()
         self.received += 1
