@@ -52,6 +52,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from pluto.geometry import compose, relative, wrap_angle
+
 __all__ = [
     "DEGENERATE",
     "FALLBACK",
@@ -233,10 +235,6 @@ class Registration:
     iterations: int
 
 
-def _wrap(angle: float) -> float:
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
-
-
 def register(
     points: FloatArray,
     reference: LocalPointMap,
@@ -290,7 +288,7 @@ def register(
         return Registration(pose0, q, info, FALLBACK, inliers, n, rms, steps)
     scaled = info  # already c·H: the fit weighs the points as the covariance does
     e = x - x0
-    e[2] = _wrap(float(e[2]))
+    e[2] = wrap_angle(float(e[2]))
     # the correction against what the odometry allows and what the fit itself leaves open
     spread = q + np.linalg.pinv(scaled + np.diag([1e-9, 1e-9, 1e-9]))
     if float(e @ np.linalg.solve(spread, e)) > params.gate:
@@ -615,13 +613,8 @@ class ScanMatcher:
             self._add_key(points)
             return ScanMatchStep(now, np.zeros((3, 3)), None)
         # the odometry's increment in the previous laser frame, put after the previous refined pose
-        c, s = math.cos(previous[2]), math.sin(previous[2])
-        dx, dy = now[0] - previous[0], now[1] - previous[1]
-        ux, uy, ut = c * dx + s * dy, -s * dx + c * dy, now[2] - previous[2]
-        px, py, pt = self._pose
-        cp, sp = math.cos(pt), math.sin(pt)
-        guess = (px + cp * ux - sp * uy, py + sp * ux + cp * uy, pt + ut)
-        turn = _rotation(pt - previous[2])  # the dead reckoning's frame into the front end's
+        guess = compose(self._pose, relative(previous, now))
+        turn = _rotation(self._pose[2] - previous[2])  # the dead reckoning's frame into the front end's
         prior = turn @ (0.5 * (cov + cov.T)) @ turn.T
         match = register(thin(points, self.params.spacing), self.map, guess, prior, self.params)
         self.counts[match.status] += 1
@@ -634,7 +627,7 @@ class ScanMatcher:
         assert self._key is not None
         p = self.params
         moved = math.hypot(pose[0] - self._key[0], pose[1] - self._key[1])
-        return moved >= p.keyframe_distance or abs(_wrap(pose[2] - self._key[2])) >= p.keyframe_turn
+        return moved >= p.keyframe_distance or abs(wrap_angle(pose[2] - self._key[2])) >= p.keyframe_turn
 
     def _add_key(self, points: FloatArray) -> None:
         if points.shape[0] >= 2 * self.params.normal_window + 1:
