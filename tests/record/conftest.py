@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pluto import msgs
+from pluto.bus import Bus, BusTimeout
 from pluto.record.carmen import import_carmen
+from pluto.record.recorder import CLOCK
 
 DATA = Path(__file__).parent / "data"
 EXCERPTS = {"intel": DATA / "intel-excerpt.log.gz", "freiburg": DATA / "freiburg-excerpt.log.gz"}
@@ -24,3 +30,35 @@ def carmen_log(tmp_path: Path) -> Callable[[str], Path]:
         return output
 
     return make
+
+
+class ClockAfterReplay:
+    """The replay's simulated time, run on by the test after the replay's end, one tick at a time, until the modules
+    have handled what the replay sent.
+
+    Modules on simulated time step when ``Clock`` moves. A replay's own clock runs on a little past its last message
+    (its ``tail``), but at a high rate that is a few wall milliseconds: on a busy machine the last values can reach a
+    module after its last step, and then nothing would step it again. Created before the replay (so it hears its
+    ``Clock``); :meth:`run_until` then writes the next ticks of the same run (a new run id would restart the modules).
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._reader = bus.create_reader(CLOCK, msgs.SimTime)
+
+    def run_until(self, done: Callable[[], Any], *, step: float = 0.1, timeout: float = 10.0) -> None:
+        """Write ``Clock`` ticks ``step`` simulated s apart, each after the previous one came back, until ``done()``;
+        raise AssertionError after ``timeout`` wall s."""
+        last = self._reader.read()
+        assert last is not None, "the replay wrote no Clock"
+        writer = self._bus.create_publisher(CLOCK, msgs.SimTime, reliable=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while not done():
+                assert time.monotonic() < deadline, f"not done within {timeout} s of simulated time running on"
+                last = msgs.SimTime(stamp=last.stamp + step, rate=last.rate, run=last.run)
+                writer.write(last)
+                with contextlib.suppress(BusTimeout):
+                    self._reader.wait_for_update(timeout=1.0)
+        finally:
+            self._bus.release(writer)

@@ -27,8 +27,7 @@ from pluto.record.format import LogError
 from pluto.record.logfile import LogFile
 from pluto.record.plot import plot_log
 from pluto.record.replay import Replayer
-from tests.helpers import wait_until
-from tests.record.conftest import EXCERPTS
+from tests.record.conftest import EXCERPTS, ClockAfterReplay
 
 
 def flaser(n: int, t: float, ranges: str | None = None, kind: str = "FLASER") -> str:
@@ -174,10 +173,11 @@ def test_the_public_data_sets_import_replay_through_localization_and_plot(
     localization = LocalizationModule(bus, LocalizationModuleParams(use_sim_time=True))
     poses: list[msgs.PoseEstimate] = []
     bus.create_subscription("Localization/Dead-Reckoning", poses.append, msgs.PoseEstimate, depth=4096)
+    clock = ClockAfterReplay(bus)
     localization.start()
     try:
         result = Replayer(make_bus(), log, rate=50.0).run()
-        wait_until(lambda: bool(poses) and poses[-1].stamp == stamps[-1], timeout=10)
+        clock.run_until(lambda: bool(poses) and poses[-1].stamp == stamps[-1])
     finally:
         localization.stop()
     assert result.messages == log.message_count

@@ -21,6 +21,7 @@ from pluto.record.readers import BaseReader, DmuReader, GpsReader, LocReader, Si
 from pluto.record.recorder import Recorder
 from pluto.record.replay import Replayer
 from tests.helpers import wait_until
+from tests.record.conftest import ClockAfterReplay
 from tests.scenarios.stack import ROOM, Collector, Lockstep, Script
 
 SENSORS = {
@@ -137,11 +138,13 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
     again.start()
     try:
         inputs = ["Base/Drive/State", "DMU/State", "Wrist/State", "Sick/Timing"]
-        # the log's clock runs on 3 s past its end: a service that got the last odometry late (a busy machine) still
-        # sees the flush wait pass on its clock and integrates the samples that wait for inertial data
-        Replayer(make_bus(), log, rate=10.0, only=inputs, tail=3.0).run()
+        # the log's clock runs on past its end until the service has integrated the last odometry: one that got it
+        # late (a busy machine) still sees the flush wait pass on its clock and integrates the samples that wait for
+        # inertial data
+        clock = ClockAfterReplay(session)
+        Replayer(make_bus(), log, rate=10.0, only=inputs).run()
         last = log.series("Base/Drive/State")[-1].message.stamp  # type: ignore[attr-defined]
-        dead_reckoning.wait_for(lambda p: p.stamp >= last, timeout=10)
+        clock.run_until(lambda: any(p.stamp >= last for p in dead_reckoning.snapshot()))
     finally:
         again.stop()
     for name, replayed in (
