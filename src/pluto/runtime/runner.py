@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import signal
+import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
@@ -71,15 +74,71 @@ def running(modules: Sequence[Module[Any]]) -> Iterator[Sequence[Module[Any]]]:
                 log.exception("stopping %s failed", module.module_name)
 
 
+class SignalStop(threading.Event):
+    """The event :func:`stop_on_signals` sets: its :meth:`wait` on the main thread never misses a signal.
+
+    CPython runs a signal's Python handler on the main thread between two bytecodes; a signal that lands while the
+    main thread is on its way into a blocking wait (past its last look at pending signals, before the wait begins:
+    a busy machine can hold it there for milliseconds) would otherwise have its handler wait until the main thread
+    wakes for something else, so ``stop.wait()`` would never return. Here the signal also writes a byte to a socket
+    (:func:`signal.set_wakeup_fd`) and the main thread waits on that socket, which holds the byte until it is read:
+    the wait returns, the handler runs, and the event is set. :meth:`set` from another thread writes a byte too.
+    """
+
+    LONGEST_WAIT = 1.0
+    """s of one wait on the socket: a bound, should some other code take the wakeup socket over meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reader, self._writer = socket.socketpair()
+        for end in (self._reader, self._writer):
+            end.setblocking(False)
+
+    @property
+    def wakeup_fd(self) -> int:
+        """The descriptor for :func:`signal.set_wakeup_fd`."""
+        return self._writer.fileno()
+
+    def set(self) -> None:
+        super().set()
+        with contextlib.suppress(OSError):  # full (a byte is there already) or closed (the block has ended)
+            self._writer.send(b"\0")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if threading.current_thread() is not threading.main_thread() or self._reader.fileno() < 0:
+            return super().wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = self.LONGEST_WAIT if deadline is None else min(self.LONGEST_WAIT, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            readable, _, _ = select.select([self._reader], [], [], left)  # a handler due runs as this returns
+            if readable:
+                with contextlib.suppress(OSError):
+                    self._reader.recv(4096)
+        return True
+
+    def close(self) -> None:
+        """Close the socket (the event stays usable: its waits are then plain ones)."""
+        self._reader.close()
+        self._writer.close()
+
+
 @contextlib.contextmanager
 def stop_on_signals(interrupt: type[BaseException] | None = None) -> Iterator[threading.Event]:
     """An event set by SIGINT or SIGTERM while the block runs (main thread only); handlers restored after.
+
+    On the main thread the event is a :class:`SignalStop`, whose wait cannot miss a signal that comes just as it
+    begins.
 
     Args:
         interrupt: also raise this in the main thread at the first signal, for a block that must stop at once
             rather than at its next look at the event.
     """
-    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield threading.Event()
+        return
+    stop = SignalStop()
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
@@ -89,15 +148,15 @@ def stop_on_signals(interrupt: type[BaseException] | None = None) -> Iterator[th
         if first and interrupt is not None:
             raise interrupt(name)
 
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_fd = signal.set_wakeup_fd(stop.wakeup_fd, warn_on_full_buffer=False)
     try:
         yield stop
     finally:
+        signal.set_wakeup_fd(previous_fd)
         for sig, old in previous.items():
             signal.signal(sig, old)
+        stop.close()
 
 
 def run_in_process(specs: Sequence[ModuleSpec], config: Config, stop: threading.Event) -> None:

@@ -34,7 +34,8 @@ def test_pluto_web_prints_the_address_serves_the_page_and_stops_on_ctrl_c() -> N
         with urllib.request.urlopen(found.group(1), timeout=WAIT) as page:
             assert b"<canvas" in page.read()
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=WAIT) == 0
+        _, err = process.communicate(timeout=WAIT)  # read on: a full pipe would block the process
+        assert process.returncode == 0, err
     finally:
         if process.poll() is None:
             process.kill()

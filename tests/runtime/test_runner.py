@@ -1,0 +1,64 @@
+"""Stopping on signals: the main thread's wait for SIGINT/SIGTERM ends even when the signal lands on another thread
+or just before the wait begins."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from pluto.runtime.runner import SignalStop, stop_on_signals
+
+
+def _signal_from_another_thread(signum: int, after: float) -> threading.Thread:
+    def send() -> None:
+        time.sleep(after)  # let the main thread block in its wait first (nothing to wait on for that)
+        os.kill(os.getpid(), signum)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_caught_by_another_thread_ends_the_main_threads_wait(signum: int) -> None:
+    # The main thread blocks the signal, so the kernel hands it to another thread: CPython's handler then only marks
+    # it, and a plain Event.wait() on the main thread would sleep through it (as it does when the signal lands just
+    # before the wait begins). The wait wakes on the byte the signal wrote, and the Python handler sets the event.
+    with stop_on_signals() as stop:
+        assert isinstance(stop, SignalStop)
+        sender = _signal_from_another_thread(signum, 0.2)  # started first: a new thread inherits the blocking
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+        try:
+            assert stop.wait(timeout=10.0)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+            sender.join()
+    assert signal.getsignal(signum) is not None and signal.set_wakeup_fd(-1) == -1  # both put back
+
+
+def test_set_from_another_thread_ends_the_wait_and_a_timeout_still_times_out() -> None:
+    with stop_on_signals() as stop:
+        assert not stop.wait(timeout=0.05)
+        setter = threading.Timer(0.05, stop.set)
+        setter.start()
+        assert stop.wait(timeout=10.0)
+        setter.join()
+    stop.set()  # after the block: a plain event, its socket closed
+    assert stop.wait()
+
+
+def test_off_the_main_thread_the_event_is_a_plain_one() -> None:
+    events: list[threading.Event] = []
+
+    def enter() -> None:
+        with stop_on_signals() as stop:
+            events.append(stop)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert type(events[0]) is threading.Event
