@@ -257,6 +257,7 @@ def test_wait_for_module_waits_for_it(bus: Bus, make_bus: MakeBus) -> None:
         assert time.monotonic() - start >= 0.05
     finally:
         timer.cancel()
+        timer.join()  # the module's bus closes after this: not while the timer's call is still in it
 
 
 def test_wait_for_module_times_out(bus: Bus) -> None:

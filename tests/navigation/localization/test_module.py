@@ -16,7 +16,11 @@ def drive(bus: Bus, module: LocalizationModule, stamps: list[float], speed: floa
     pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)
     for t in stamps:
         odometry.write(msgs.Odometry(stamp=t, x=speed * t, v=speed))
-    wait_until(lambda: len(module._queue) >= len(stamps), message="odometry queued")
+    # (count the odometry: the queue also holds what the module heard besides, such as its own first Post_Pose)
+    wait_until(
+        lambda: sum(isinstance(item[2], msgs.Odometry) for item in list(module._queue)) >= len(stamps),
+        message="odometry queued",
+    )
     pose.read()  # what it holds now is the old value
     module.step(now)
     value = pose.wait_for_update(timeout=5)
