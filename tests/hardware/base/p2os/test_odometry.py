@@ -156,27 +156,47 @@ def test_first_sip_sets_the_pose_from_signed_counters() -> None:
 # --------------------------------------------------------------------------------------------------- large deltas
 
 
-def test_a_large_delta_is_flagged_and_counted_but_applied() -> None:
+def test_a_large_step_is_held_and_applied_when_the_next_sip_goes_on_from_it() -> None:
     params = robot_params("p3dx")  # 2.2 m/s top speed: at most 0.33 m in 0.1 s with the default margin
     integrator = OdometryIntegrator(params)
     integrator.update(Sip(x=0), 0.0)
     normal = integrator.update(Sip(x=100), 0.1)  # 48.5 mm in 0.1 s
-    assert not normal.large_delta
+    assert not normal.large_delta and not normal.held
     jump = integrator.update(Sip(x=100 + 2062), 0.2)  # 1 m in 0.1 s: impossible
-    assert jump.large_delta and integrator.large_deltas == 1
-    assert jump.distance == pytest.approx(2062 * 0.485 / 1000)
-    assert jump.x == pytest.approx((100 + 2062) * 0.485 / 1000)  # applied, not dropped
-    after = integrator.update(Sip(x=100 + 2062 + 100), 0.3)
-    assert not after.large_delta and integrator.large_deltas == 1
-    assert after.x == pytest.approx((100 + 2062 + 100) * 0.485 / 1000)
+    assert jump.large_delta and jump.held and jump.distance == pytest.approx(2062 * 0.485 / 1000)
+    assert jump.x == normal.x  # not applied yet
+    after = integrator.update(Sip(x=100 + 2062 + 100), 0.3)  # goes on from it: the counters did jump
+    assert after.large_delta and not after.held and integrator.large_deltas == 1 and integrator.dropped == 0
+    assert after.x == pytest.approx((100 + 2062 + 100) * 0.485 / 1000)  # applied, not dropped
+    assert not integrator.update(Sip(x=100 + 2062 + 200), 0.4).large_delta
+
+
+def test_a_lone_impossible_sip_is_dropped_when_the_next_goes_on_from_the_pose_before_it() -> None:
+    # A damaged SIP whose checksum happened to match: one bad packet must not move the odometry for good.
+    integrator = OdometryIntegrator(robot_params("p3dx"))
+    integrator.update(Sip(x=0), 0.0)
+    integrator.update(Sip(x=100), 0.1)
+    bad = integrator.update(Sip(x=100 + 1536, y=0x8000 - 900, theta=700), 0.2)
+    assert bad.held and (bad.x, bad.y, bad.theta) == pytest.approx((100 * 0.485 / 1000, 0.0, 0.0))
+    good = integrator.update(Sip(x=300), 0.3)  # 97 mm in the 0.2 s since the last good SIP
+    assert not good.large_delta and not good.held
+    assert (good.x, good.y, good.theta) == pytest.approx((300 * 0.485 / 1000, 0.0, 0.0))
+    assert integrator.dropped == 1 and integrator.large_deltas == 0 and integrator.updates == 3
+    # two damaged SIPs in a row that do not agree: both dropped
+    integrator.update(Sip(x=9000), 0.4)
+    integrator.update(Sip(x=20000), 0.5)
+    assert integrator.update(Sip(x=400), 0.6).x == pytest.approx(400 * 0.485 / 1000)
+    assert integrator.dropped == 3 and integrator.large_deltas == 0
 
 
 def test_a_long_gap_allows_a_long_step() -> None:
     integrator = OdometryIntegrator(robot_params("p3dx"))
     integrator.update(Sip(x=0), 0.0)
     assert not integrator.update(Sip(x=4000), 1.0).large_delta  # 1.94 m in 1 s: possible at 2.2 m/s
-    assert integrator.update(Sip(x=8000), 1.0).large_delta  # the same step with no time elapsed is not
-    assert integrator.update(Sip(x=8000 + 5), 0.5).distance == pytest.approx(5 * 0.485 / 1000)  # time going back
+    assert integrator.update(Sip(x=8000), 1.0).held  # the same step with no time elapsed is not
+    # time going back counts as one SIP period: 5 ticks on from the held SIP confirm its jump
+    confirmed = integrator.update(Sip(x=8000 + 5), 0.5)
+    assert confirmed.large_delta and confirmed.distance == pytest.approx(4005 * 0.485 / 1000)
     assert integrator.large_deltas == 1
 
 
@@ -187,18 +207,19 @@ def test_sips_read_together_are_not_large() -> None:
     for i in range(1, 6):
         assert not integrator.update(Sip(x=300 * i), 0.5).large_delta  # 0.15 m per SIP, 1.5 m/s
     assert integrator.large_deltas == 0
-    assert integrator.update(Sip(x=1500 + 1000), 0.5).large_delta  # 0.49 m in one SIP is still impossible
+    assert integrator.update(Sip(x=1500 + 1000), 0.5).held  # 0.49 m in one SIP is still impossible
 
 
 def test_a_large_delta_across_the_wrap_and_a_seto() -> None:
     params = robot_params("p2at")
     integrator = OdometryIntegrator(params)
     integrator.update(Sip(x=0x7FF0), 0.0)
-    assert integrator.update(Sip(x=0x0100), 0.1).large_delta  # +0x110 ticks = 0.36 m in 0.1 s at 1.2 m/s
-    assert not integrator.update(Sip(x=0x0110, y=50), 0.2).large_delta
-    seto = integrator.update(Sip(x=0, y=0, theta=0), 0.3)  # the robot's odometry was reset: flagged
-    assert seto.large_delta and integrator.large_deltas == 2
-    assert integrator.pose is not None
+    assert integrator.update(Sip(x=0x0100), 0.1).held  # +0x110 ticks = 0.36 m in 0.1 s at 1.2 m/s
+    across = integrator.update(Sip(x=0x0110, y=50), 0.2)  # on from it: applied across the wrap
+    assert across.large_delta and not across.held and integrator.large_deltas == 1
+    assert across.x == pytest.approx(params.position_to_m(0x0110))  # -16 ticks, then 0x120 on
+    seto = integrator.update(Sip(x=0, y=0, theta=0), 0.3)  # the robot's odometry was reset: held
+    assert seto.held and seto.x == across.x
     integrator.reset()  # the driver knows it sent SETO: start again
     fresh = integrator.update(Sip(x=0, y=0, theta=0), 0.4)
     assert (fresh.x, fresh.y, fresh.theta) == (0.0, 0.0, 0.0) and not fresh.large_delta

@@ -216,7 +216,10 @@ class P2osStatistics:
         stale_sessions: robots found still open from an earlier session (answered with CLOSE and a new handshake).
         command_timeouts: times the command timeout stopped the robot.
         keepalives: PULSEs sent.
-        large_deltas: odometry steps longer than the robot could have travelled (applied all the same).
+        large_deltas: odometry steps longer than the robot could have travelled that the next SIP confirmed
+            (applied: the counters did jump).
+        dropped_sips: SIPs whose step was impossible and that the next SIP contradicted (damaged packets whose
+            checksum happened to match; not used).
         handler_errors: packets whose handling failed (a client bug; logged with a traceback).
     """
 
@@ -236,6 +239,7 @@ class P2osStatistics:
     command_timeouts: int = 0
     keepalives: int = 0
     large_deltas: int = 0
+    dropped_sips: int = 0
     handler_errors: int = 0
 
 
@@ -681,6 +685,7 @@ class P2osClient:
             command_timeouts=self._command_timeouts,
             keepalives=self._keepalives,
             large_deltas=integrator.large_deltas if integrator else 0,
+            dropped_sips=integrator.dropped if integrator else 0,
             handler_errors=self._handler_errors,
         )
 
@@ -1305,6 +1310,15 @@ class P2osClient:
                 integrator.reset()
         if pose is None:
             update = integrator.update(sip, now)
+            if update.held:
+                # its step was impossible: a damaged packet that passed the checksum, or the counters jumped; the
+                # next SIP tells, and until then none of this SIP's fields is trusted
+                log.warning(
+                    "a SIP from %s moved the robot %.2f m since the last one: held until the next SIP confirms it",
+                    self._name,
+                    update.distance,
+                )
+                return
             pose = _compose(self._offset, (update.x, update.y, update.theta))
         v, omega = params.twist(sip.left_velocity, sip.right_velocity)
         for reading in sip.sonars:

@@ -6,11 +6,14 @@ never jumps: x, y in m, theta in rad, continuous (two left turns give 4*pi, not 
 """
 
 # Strategy: /work/shared/reference/p2os.md ("Standard SIP") gives the unwrap d = ((new - old + 0x4000) & 0x7FFF)
-# - 0x4000 and says not to drop large deltas silently. So every delta is applied, but one longer than the robot
-# could have travelled since the last SIP (top speed x margin x elapsed time, plus a slack for quantisation and
-# jitter) is flagged in the returned update and counted: a lost stretch of packets, a SETO or a stale session shows
-# up instead of vanishing. The heading delta is taken modulo one turn, so the firmware's two conventions
-# (-2048..2047 or 0..4095) integrate the same. Time comes in with each SIP (the caller's clock): no clock here.
+# - 0x4000 and says not to drop large deltas silently. A delta longer than the robot could have travelled since the
+# last SIP (top speed x margin x elapsed time, plus a slack for quantisation and jitter) is held for one SIP: if the
+# next SIP goes on from it, the counters really jumped (a SETO, a stale session, a lost stretch of packets) and the
+# whole step is applied, flagged and counted; if the next SIP goes on from the pose before it, the held SIP was a
+# damaged packet whose checksum happened to match (a 16-bit sum does so once in 65,536 damaged packets: on a noisy
+# link, every few minutes) and it is dropped and counted. Either way it shows instead of vanishing, and one bad
+# packet can no longer move the odometry for good. The heading delta is taken modulo one turn, so the firmware's two
+# conventions (-2048..2047 or 0..4095) integrate the same. Time comes in with each SIP (the caller's clock).
 
 from __future__ import annotations
 
@@ -60,7 +63,10 @@ class OdometryUpdate:
         v: forward velocity from the wheels, m/s.
         omega: rotational velocity from the wheels and DiffConvFactor, rad/s.
         distance: length of this SIP's position step, m.
-        large_delta: the step was longer than the robot could travel since the previous SIP; it was applied.
+        large_delta: the step was longer than the robot could travel since the previous SIP.
+        held: that step is held, not applied (the pose is the previous one): the next SIP tells whether the counters
+            really jumped (then the step is applied with it) or this SIP was damaged (then it is dropped). The
+            SIP's other fields are as doubtful as its counters.
     """
 
     stamp: float
@@ -71,6 +77,7 @@ class OdometryUpdate:
     omega: float
     distance: float
     large_delta: bool
+    held: bool = False
 
 
 class OdometryIntegrator:
@@ -106,6 +113,8 @@ class OdometryIntegrator:
         self._theta = 0.0
         self._updates = 0
         self._large_deltas = 0
+        self._dropped = 0
+        self._held: tuple[Sip, float] | None = None  # a SIP whose step was impossible, with its stamp
 
     @property
     def params(self) -> RobotParams:
@@ -124,12 +133,32 @@ class OdometryIntegrator:
 
     @property
     def large_deltas(self) -> int:
-        """Steps flagged as longer than the robot could travel (each one applied all the same)."""
+        """Steps longer than the robot could travel that the next SIP confirmed (applied)."""
         return self._large_deltas
+
+    @property
+    def dropped(self) -> int:
+        """SIPs dropped: their step was impossible and the next SIP went on from the pose before them."""
+        return self._dropped
 
     def reset(self) -> None:
         """Forget the last SIP: the next one sets the pose again (e.g. after SETO or a reconnection)."""
         self._last = None
+        self._held = None
+
+    def _step(self, old: Sip, new: Sip) -> tuple[float, float, float]:
+        """The position (m) and heading (rad) change from SIP ``old`` to SIP ``new``."""
+        params = self._params
+        return (
+            params.position_to_m(unwrap_15bit(old.x, new.x)),
+            params.position_to_m(unwrap_15bit(old.y, new.y)),
+            heading_delta(old.theta, new.theta, params.ticks_per_turn) * params.angle_conv,
+        )
+
+    def _possible(self, distance: float, elapsed: float) -> bool:
+        """Whether the robot could travel ``distance`` m in ``elapsed`` s (at least one SIP period)."""
+        elapsed = max(self._min_interval, elapsed)
+        return distance <= self._params.max_velocity * self._speed_margin * elapsed + self._slack
 
     def update(self, sip: Sip, stamp: float) -> OdometryUpdate:
         """Integrate one SIP.
@@ -151,17 +180,26 @@ class OdometryIntegrator:
             self._y = params.position_to_m(signed_15bit(sip.y))
             self._theta = params.heading_to_rad(sip.theta)
         else:
-            dx = params.position_to_m(unwrap_15bit(last.x, sip.x))
-            dy = params.position_to_m(unwrap_15bit(last.y, sip.y))
-            dtheta = heading_delta(last.theta, sip.theta, params.ticks_per_turn) * params.angle_conv
+            dx, dy, dtheta = self._step(last, sip)
+            distance = math.hypot(dx, dy)
+            held = self._held
+            self._held = None
+            if not self._possible(distance, stamp - self._stamp):
+                large = True
+                confirmed = held is not None and self._possible(
+                    math.hypot(*self._step(held[0], sip)[:2]), stamp - held[1]
+                )
+                if not confirmed:
+                    if held is not None:
+                        self._dropped += 1  # the one before this: nothing went on from it either
+                    self._held = (sip, stamp)
+                    return OdometryUpdate(stamp, self._x, self._y, self._theta, v, omega, distance, True, held=True)
+                self._large_deltas += 1  # two SIPs agree: the counters did jump
+            elif held is not None:
+                self._dropped += 1  # this SIP goes on from the pose before the held one: that one was damaged
             self._x += dx
             self._y += dy
             self._theta += dtheta
-            distance = math.hypot(dx, dy)
-            elapsed = max(self._min_interval, stamp - self._stamp)
-            if distance > params.max_velocity * self._speed_margin * elapsed + self._slack:
-                large = True
-                self._large_deltas += 1
         self._last = sip
         self._stamp = stamp
         self._updates += 1
