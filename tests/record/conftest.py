@@ -14,6 +14,7 @@ from pluto import msgs
 from pluto.bus import Bus, BusTimeout
 from pluto.record.carmen import import_carmen
 from pluto.record.recorder import CLOCK
+from pluto.record.replay import Replayer
 
 DATA = Path(__file__).parent / "data"
 EXCERPTS = {"intel": DATA / "intel-excerpt.log.gz", "freiburg": DATA / "freiburg-excerpt.log.gz"}
@@ -46,18 +47,25 @@ class ClockAfterReplay:
         self._bus = bus
         self._reader = bus.create_reader(CLOCK, msgs.SimTime)
 
-    def run_until(self, done: Callable[[], Any], *, step: float = 0.1, timeout: float = 10.0) -> None:
-        """Write ``Clock`` ticks ``step`` simulated s apart, each after the previous one came back, until ``done()``;
-        raise AssertionError after ``timeout`` wall s."""
+    def run_until(
+        self, replayer: Replayer, done: Callable[[], Any], *, step: float = 0.1, timeout: float = 10.0
+    ) -> None:
+        """Once ``replayer`` has run: write ``Clock`` ticks ``step`` simulated s apart, each after the previous one
+        came back, until ``done()``; raise AssertionError after ``timeout`` wall s.
+
+        The ticks go on from the replay's last one (the end of its log and tail), not from the newest value heard
+        here: the replay's last ticks may still be on their way, and a tick before them would be time running back
+        (the modules would start again)."""
         last = self._reader.read()
         assert last is not None, "the replay wrote no Clock"
+        stamp = max(last.stamp, replayer.schedule.end + replayer.schedule.tail)
         writer = self._bus.create_publisher(CLOCK, msgs.SimTime, reliable=True)
         deadline = time.monotonic() + timeout
         try:
             while not done():
                 assert time.monotonic() < deadline, f"not done within {timeout} s of simulated time running on"
-                last = msgs.SimTime(stamp=last.stamp + step, rate=last.rate, run=last.run)
-                writer.write(last)
+                stamp += step
+                writer.write(msgs.SimTime(stamp=stamp, rate=last.rate, run=last.run))
                 with contextlib.suppress(BusTimeout):
                     self._reader.wait_for_update(timeout=1.0)
         finally:

@@ -176,8 +176,9 @@ def test_the_public_data_sets_import_replay_through_localization_and_plot(
     clock = ClockAfterReplay(bus)
     localization.start()
     try:
-        result = Replayer(make_bus(), log, rate=50.0).run()
-        clock.run_until(lambda: bool(poses) and poses[-1].stamp == stamps[-1])
+        replayer = Replayer(make_bus(), log, rate=50.0)
+        result = replayer.run()
+        clock.run_until(replayer, lambda: bool(poses) and poses[-1].stamp == stamps[-1])
     finally:
         localization.stop()
     assert result.messages == log.message_count

@@ -142,9 +142,10 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
         # late (a busy machine) still sees the flush wait pass on its clock and integrates the samples that wait for
         # inertial data
         clock = ClockAfterReplay(session)
-        Replayer(make_bus(), log, rate=10.0, only=inputs).run()
+        replayer = Replayer(make_bus(), log, rate=10.0, only=inputs)
+        replayer.run()
         last = log.series("Base/Drive/State")[-1].message.stamp  # type: ignore[attr-defined]
-        clock.run_until(lambda: any(p.stamp >= last for p in dead_reckoning.snapshot()))
+        clock.run_until(replayer, lambda: any(p.stamp >= last for p in dead_reckoning.snapshot()))
     finally:
         again.stop()
     for name, replayed in (
