@@ -131,7 +131,9 @@ def test_save_on_request_goes_minus_1_then_0_with_setter_3_meanwhile(
         wait_until(lambda: any(s.element[4:] == [1] for s in statuses), timeout=5.0, message="no save")
         codes = [int(s.element[1]) for s in statuses]
         first = codes.index(SAVING)
-        assert SAVE in codes[:first] and codes[first + 1] == 0  # asked, saving, saved
+        # asked, saving, saved: the request is this test's own write, which may reach this subscription after the
+        # module's answer to it (the module hears it first and answers at once)
+        assert SAVE in codes and next((c for c in codes[first + 1 :] if c != SAVE), None) == 0
         wait_until(lambda: len([p for p in posts if not p.pose]) >= 2, timeout=5.0, message="no setter posts")
         assert [p.cmd_flags for p in posts if not p.pose][:2] == [3, 2]  # 3 while saving, then 2 again
         assert module.active
