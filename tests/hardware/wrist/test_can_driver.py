@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Iterator
 
@@ -69,11 +68,12 @@ def test_moves_to_the_target_with_the_commanded_ramp(driver: CanWristDriver, emu
     tilt_speeds = [r.velocity[1] for r in trace]
     assert max(pan_speeds) == pytest.approx(1.0, abs=0.02)  # cruised at the commanded velocity, never faster
     assert min(tilt_speeds) == pytest.approx(-0.5, abs=0.02)
-    # the acceleration between readings stays within the commanded one
-    for before, after in itertools.pairwise(trace):
-        dt = after.stamp - before.stamp
-        if dt > 0.01:
-            assert abs(after.velocity[0] - before.velocity[0]) / dt <= 4.0 * 1.5 + 1.0
+    # the speed ramps up at the commanded acceleration (0.9 rad/s more at 4 rad/s² takes 0.225 s), not in a step; the
+    # readings are stamped when they arrive, late by however long the machine took, so only a span of several
+    # readings is compared with it (readings 10 ms apart could be stamped 10 ms closer on a busy machine)
+    moving = next(r.stamp for r in trace if r.velocity[0] > 0.05)
+    cruising = next(r.stamp for r in trace if r.velocity[0] > 0.95)
+    assert cruising - moving >= 0.5 * 0.9 / 4.0
     sent = requests(emulator, pc.SetParameter)
     assert pc.SetParameter(1, pc.PARAM_TARGET_VEL, 1.0) in sent
     assert pc.SetParameter(1, pc.PARAM_TARGET_ACC, 4.0) in sent
@@ -134,6 +134,21 @@ def test_no_answer_takes_the_link_down_and_refuses_commands(
     driver.command([0.2, 0.0], [2.0, 1.0], [6.0, 1.0])
     readings_until(driver, lambda r: abs(r.position[0] - 0.2) < 1e-6)
     assert pc.Reset(1) in emulator.received
+
+
+def test_a_state_word_read_before_the_halt_took_effect_does_not_skip_the_reset(
+    driver: CanWristDriver, emulator: PowerCubeEmulator
+) -> None:
+    driver.halt()
+    wait_until(lambda: emulator.state_word(0) & pc.STATE_HALTED, timeout=GUARD)
+    # the answer to a state poll sent before the HALT, late on a busy machine: "not halted" (handed to the driver
+    # as its receive thread would, so that it is surely taken before the command)
+    with driver._lock:
+        driver._apply(pc.ParameterValue(1, pc.PARAM_CUBE_STATE, 0), driver._clock())
+    driver.command([0.2, 0.0], [2.0, 1.0], [6.0, 1.0])
+    assert pc.Reset(1) in emulator.received or wait_until(lambda: pc.Reset(1) in emulator.received, timeout=GUARD)
+    readings_until(driver, lambda r: abs(r.position[0] - 0.2) < 1e-6)
+    assert emulator.position()[0] == pytest.approx(0.2, abs=1e-6)  # reset, then moved
 
 
 def test_a_unit_that_went_on_moving_during_an_outage_is_halted_when_the_link_comes_back(

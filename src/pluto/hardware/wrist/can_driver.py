@@ -148,6 +148,7 @@ class _Module:
     velocity: float = 0.0
     state: int = 0
     fresh: bool = False
+    reset_due: bool = False  # HALT sent, no RESET since: a status read before the HALT took effect cannot clear it
     params: dict[int, float | int] = field(default_factory=dict)
 
 
@@ -352,11 +353,12 @@ class CanWristDriver(HostDriver):
                 a = float(acceleration[axis]) if axis < len(acceleration) else 0.0
                 target = float(position[axis]) if axis < len(position) else math.nan
                 moving = v > 0 and a > 0 and math.isfinite(v) and math.isfinite(a) and math.isfinite(target)
-                if module.state & (STATE_ERROR | STATE_HALTED):
+                if module.reset_due or module.state & (STATE_ERROR | STATE_HALTED):
                     if not moving:
                         continue  # halted: it stands still already
                     requests.append(Reset(module.address))
                     module.state &= ~(STATE_ERROR | STATE_HALTED)
+                    module.reset_due = False
                 if not moving:
                     requests.append(SetMotion(module.address, FVEL_MODE, 0.0))
                     continue
@@ -390,6 +392,7 @@ class CanWristDriver(HostDriver):
         for module in self._modules:
             self._send(Halt(module.address))
             module.state |= STATE_HALTED
+            module.reset_due = True
         self._last_command = -math.inf
 
     def _send(self, request: Request) -> None:
