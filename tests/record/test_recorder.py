@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -94,9 +95,11 @@ def test_every_message_is_recorded_in_order_on_the_robots_time(
         # they drop rather than stall) is exactly what the recorder counted as lost
         assert missing_between([m.message for m in series], values) == lost[name], name
         assert log.channels[name].count == len(series)
-    for m in log.series("Base/Drive/State") + log.series("GPS/State"):
-        # written at simulated time `stamp` (4x real time): its log time is that time, to a few ms of wall time
-        assert m.log_time == pytest.approx(m.message.stamp, abs=4 * 0.02)
+    # written at simulated time `stamp` (4x real time): its log time is when the recorder got it on that time base
+    # (the wall clock's would be 1.7e9 s off), a few ms of wall time later, or a stall of the busy machine later
+    lags = [m.log_time - m.message.stamp for m in log.series("Base/Drive/State") + log.series("GPS/State")]
+    assert all(-4 * 0.02 <= lag <= 4 * 1.0 for lag in lags), (min(lags), max(lags))
+    assert statistics.median(lags) < 4 * 0.02
     assert {i.name: i.count for i in status.interfaces} == {n: c.count for n, c in log.channels.items()}
 
 
