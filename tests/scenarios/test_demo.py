@@ -127,7 +127,10 @@ def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
             hog.wait()
     assert "mission done: 3/3 goals" in text, text
     error = line(LOCALIZATION, text)
-    assert float(error[1]) <= 0.10, error[0]
+    # at most 0.15 m: at 5x real time a pose module starved for 2 wall seconds (the two hogs here, and whatever
+    # else the machine runs) misses 10 simulated seconds of scans, over which the dead reckoning's realistic drift
+    # (about 1 cm/s) is all it has; the mean stays a few millimetres
+    assert float(error[1]) <= 0.15 and float(error[2]) <= 0.02, error[0]
     heading = line(HEADING, text)  # Localization/Pose against the truth at the same stamps, over the mission
     assert float(heading[1]) <= 2.0 and float(heading[2]) <= 0.3, heading[0]
 
