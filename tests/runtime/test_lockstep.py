@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import zenoh
 
 from pluto import msgs
 from pluto.bus import Bus
@@ -123,3 +125,42 @@ def test_a_hung_member_is_dropped_and_shown_then_rejoins(bus: Bus, sim: SimModul
         hanging.release.set()
         hanging.stop()
         consumer.stop()
+
+
+def test_closing_the_bus_while_a_member_steps_ends_the_lockstep_thread_quietly(
+    bus: Bus, sim: SimModule, make_bus: Any
+) -> None:
+    # The bus of a process that stops (Ctrl-C in the middle of a step): the step's acknowledgement finds its
+    # publisher withdrawn, and the lock-step thread ends without an error of its own.
+    failures: list[threading.ExceptHookArgs] = []
+    previous = threading.excepthook
+    threading.excepthook = failures.append
+    member_bus = make_bus()
+    hanging = Hanging(member_bus, sim_time(), name="hanging")
+    hanging.start()
+    try:
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["hanging"], timeout=10)
+        bus.call("sim/resume")
+        wait_until(lambda: hanging.clock.now() >= 0.5, timeout=10)  # in its step, waiting
+        gate = member_bus.gate
+        assert gate is not None and gate._executor is not None
+        closer = threading.Thread(target=member_bus.close)
+        closer.start()
+
+        def withdrawn() -> bool:
+            try:
+                gate._ack_pub.key_expr  # noqa: B018 - raises once the publisher is undeclared
+            except zenoh.ZError:
+                return True
+            return False
+
+        wait_until(withdrawn, timeout=10)
+        hanging.release.set()  # the step returns into a closed bus
+        closer.join(timeout=10)
+        gate._executor.join(timeout=10)
+        assert not gate._executor.is_alive()
+    finally:
+        hanging.release.set()
+        hanging.stop()
+        threading.excepthook = previous
+    assert not failures, [f.exc_value for f in failures]

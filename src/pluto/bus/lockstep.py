@@ -349,7 +349,12 @@ class LockstepGate:
                     # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
                     members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
                     message = LockstepAck(tick.run, tick.number, members, self.take_writes())
-                    self._ack_pub.put(msgspec.msgpack.encode(message))
+                    try:
+                        self._ack_pub.put(msgspec.msgpack.encode(message))
+                    except zenoh.ZError:
+                        if self._bus.closed:
+                            return  # the bus closed while this tick was handled: nobody waits for the answer
+                        log.exception("lock-step: acknowledging tick %d failed", tick.number)
 
     def close(self) -> None:
         for entity in (self._tick_sub, self._ack_pub):
