@@ -116,3 +116,14 @@ def test_module_command_passes_parameters_as_toml() -> None:
         "-p",
         'label="a \\"b\\""',
     ]
+
+
+def test_a_spawned_module_process_gets_one_thread_per_numerical_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # a user's own setting is kept
+    shown = tmp_path / "env.txt"
+    command = ["sh", "-c", f'echo "$OPENBLAS_NUM_THREADS $OMP_NUM_THREADS $MKL_NUM_THREADS" > {shown}']
+    assert launcher.spawn(command, tmp_path / "x.log").wait(timeout=30) == 0
+    assert shown.read_text().split() == ["1", "3", "1"]

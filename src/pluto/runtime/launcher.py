@@ -123,6 +123,10 @@ def bus_environment(cfg: BusConfig) -> dict[str, str]:
     }
 
 
+ONE_THREAD_LIBRARIES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Thread counts of numerical libraries that :func:`spawn` sets to 1 where the environment does not set them."""
+
+
 def spawn(
     cmd: Sequence[str], log_path: Path, *, with_parent: bool = False, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
@@ -133,9 +137,14 @@ def spawn(
             without it the command outlives it (``pluto start``).
         env: environment variables to set in the command's environment, over this process's own (see
             :func:`bus_environment`).
+
+    Numerical libraries get one thread each (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``),
+    unless the environment says otherwise: a module's matrices are small, and a robot runs a process per module,
+    so a pool of one thread per core in each would only fight over the cores (and make a module process's
+    threads grow with the machine's cores).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    variables = {**os.environ, **(env or {})}
+    variables = {**{name: "1" for name in ONE_THREAD_LIBRARIES}, **os.environ, **(env or {})}
     if with_parent:
         variables[PARENT_ENV] = str(os.getpid())
     with open(log_path, "ab") as log_file:
