@@ -53,6 +53,15 @@ def scan_points(
     return np.column_stack((ox + r[keep] * np.cos(th + a[keep]), oy + r[keep] * np.sin(th + a[keep])))
 
 
+def _segments(rows: FloatArray, color: str, width: float, label: str, alpha: float = 0.6) -> Any:
+    """A matplotlib LineCollection of segments, rows (x1, y1, x2, y2) m (matplotlib imported by the caller)."""
+    from matplotlib.collections import LineCollection
+
+    return LineCollection(
+        list(np.asarray(rows).reshape(-1, 2, 2)), colors=color, linewidths=width, alpha=alpha, label=label
+    )
+
+
 def plot_run(
     world: World,
     path: Path,
@@ -76,7 +85,6 @@ def plot_run(
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.collections import LineCollection
     from matplotlib.patches import Circle, Polygon
 
     xmin, ymin, xmax, ymax = world.bounds()
@@ -85,21 +93,13 @@ def plot_run(
     scale = 12.0 / max(width, height)
     fig, ax = plt.subplots(figsize=(max(4.0, width * scale) + 1.5, max(3.0, height * scale) + 1.0), dpi=110)
     walls = world.walls
-    ax.add_collection(LineCollection(list(walls.reshape(-1, 2, 2)), colors="0.15", linewidths=1.2, label="walls"))
+    ax.add_collection(_segments(walls, "0.15", 1.2, "walls", alpha=1.0))
     for polygon in world.polygons:
         ax.add_patch(Polygon(np.asarray(polygon.points), closed=True, facecolor="0.8", edgecolor="0.3"))
     for x, y, r in world.circles:
         ax.add_patch(Circle((x, y), r, facecolor="0.8", edgecolor="0.3"))
     if built is not None and len(built):
-        ax.add_collection(
-            LineCollection(
-                list(np.asarray(built).reshape(-1, 2, 2)),
-                colors="tab:purple",
-                linewidths=2.4,
-                alpha=0.6,
-                label="map built (SLAM)",
-            )
-        )
+        ax.add_collection(_segments(built, "tab:purple", 2.4, "map built (SLAM)"))
     if len(truth):
         ax.plot(truth[:, 0], truth[:, 1], "-", color="tab:blue", linewidth=1.8, label="true path")
         ax.plot(truth[0, 0], truth[0, 1], "o", color="tab:blue")
@@ -108,15 +108,7 @@ def plot_run(
     if scan is not None and len(scan):
         ax.plot(scan[:, 0], scan[:, 1], ".", color="tab:red", markersize=2.5, label="last scan")
     if lines is not None and len(lines):
-        ax.add_collection(
-            LineCollection(
-                list(np.asarray(lines).reshape(-1, 2, 2)),
-                colors="tab:green",
-                linewidths=3.0,
-                alpha=0.7,
-                label="wall lines of the last scan",
-            )
-        )
+        ax.add_collection(_segments(lines, "tab:green", 3.0, "wall lines of the last scan", alpha=0.7))
     ax.set_xlim(xmin - 1, xmax + 1)
     ax.set_ylim(ymin - 1, ymax + 1)
     ax.set_aspect("equal")

@@ -134,8 +134,7 @@ class MapScore:
 
     Attributes:
         built: walls in the built map.
-        fitting: built walls that fit a true wall.
-        strays: built walls that fit none.
+        fitting: built walls that fit a true wall (the others are :attr:`strays`).
         seen: true walls the robot saw (all of them when no scans were given).
         mapped: of those, the ones some built wall fits.
         worst_offset: m, the farthest end of a fitting built wall from its true wall's line (0 without one).
@@ -145,13 +144,17 @@ class MapScore:
 
     built: int
     fitting: int
-    strays: int
     seen: int
     mapped: int
     worst_offset: float
     worst_angle: float
     max_offset: float = MAX_OFFSET
     max_angle: float = MAX_ANGLE
+
+    @property
+    def strays(self) -> int:
+        """Built walls that fit no true wall."""
+        return self.built - self.fitting
 
     def describe(self) -> str:
         """``38 of the 41 walls seen mapped within 5 cm and 1° (at worst 4.3 cm, 0.46°); 52 walls in the map, 2 on no
@@ -205,7 +208,6 @@ def score_map(
     return MapScore(
         built=mapped_walls.shape[0],
         fitting=fitting,
-        strays=mapped_walls.shape[0] - fitting,
         seen=int(counted.sum()),
         mapped=int((hit & counted).sum()),
         worst_offset=worst_offset,
