@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from pluto import msgs
-from pluto.bus import Bus
+from pluto.bus import Bus, BusTimeout
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import open_bus
 from pluto.errors import ConfigError, LaunchError, PlutoError, RemoteError
@@ -96,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--timeout must be > 0 s, got {args.timeout}")
     with open_bus(args) as bus:
         if args.module not in bus.live_modules():
-            raise LaunchError(f"{args.module} is not running on robot {bus.robot} (`pluto mom` lists the modules)")
+            try:  # right after this process joined, the module's announcement can still be on its way
+                bus.wait_for_module(args.module, timeout=1.0)
+            except BusTimeout:
+                raise LaunchError(
+                    f"{args.module} is not running on robot {bus.robot} (`pluto mom` lists the modules)"
+                ) from None
         if args.action == "list":
             infos: list[msgs.ParameterInfo] = _call(
                 bus, args.module, "list_parameters", None, list[msgs.ParameterInfo], args.timeout
