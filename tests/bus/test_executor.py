@@ -110,3 +110,43 @@ def test_a_zenoh_thread_keeps_its_python_thread_state_from_one_callback_to_the_n
     for ident, had_mark in list(seen):
         assert had_mark == (ident in earlier)
         earlier.add(ident)
+
+
+def test_a_zenoh_thread_does_not_wait_for_a_worker_to_start(
+    make_bus: Callable[..., Bus], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A new thread may free the last reference to a closed session, whose teardown needs Zenoh's runtime: a Zenoh
+    # thread waiting for that new thread to start would hold it up. Here the worker's start is held up instead.
+    gate = threading.Event()
+    real_start = threading.Thread.start
+
+    def held_start(thread: threading.Thread) -> None:
+        if thread.name.startswith("pluto-exec:gated:"):
+            assert gate.wait(30.0)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", held_start)
+    pool = Executor("gated")  # no worker yet: the first job starts one
+    ran = threading.Event()
+    submitted = threading.Event()
+    on_zenoh: list[bool] = []
+
+    def on_sample(_sample: Any) -> None:
+        if not submitted.is_set():
+            on_zenoh.append(threading.get_ident() not in {t.ident for t in threading.enumerate()})
+            pool.submit(ran.set)
+            submitted.set()
+
+    bus, other = make_bus(), make_bus()
+    key = bus.key_raw("test/held-start")
+    subscriber = bus.session.declare_subscriber(key, on_zenoh_thread(on_sample))
+    try:
+        wait_until(lambda: other.session.put(key, b"x") or submitted.is_set(), timeout=10.0, message="the submit")
+        assert not ran.is_set()  # the worker is still held up, yet the callback went on
+    finally:
+        gate.set()
+        subscriber.undeclare()
+    assert ran.wait(10.0)
+    pool.close()
+    assert on_zenoh == [True]  # the callback ran on a Zenoh thread (a thread Python did not start)
+    assert not [t for t in threading.enumerate() if t.name.startswith("pluto-exec:gated:")]

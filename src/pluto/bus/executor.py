@@ -8,15 +8,23 @@ worker that waits for something (a handler calling a service of the same process
 time (:meth:`Executor.blocking`), so a chain of such waits cannot starve the pool. Workers beyond ``core`` end after
 ``idle_timeout`` s without work. Zenoh's own threads run Pluto's callbacks in place (:func:`on_zenoh_thread`) and
 keep their Python thread state from the first one on (:func:`keep_thread_state`).
+
+A Zenoh thread never waits for a worker to start (``Thread.start`` waits for the new thread to run): a worker
+needed by a callback is started by a short-lived helper thread instead. A new thread may run Python's garbage
+collector, and that can free the last reference to a closed Zenoh session of the process, whose teardown waits for
+tasks of Zenoh's runtime: were that runtime's thread waiting for the new one, both would wait until Zenoh gave up
+(10 s per task), and nothing else on that runtime would run meanwhile.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -89,6 +97,22 @@ class _Worker:
     def __init__(self, executor: Executor, name: str) -> None:
         self.inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.thread = threading.Thread(target=executor._work, args=(self,), name=name, daemon=True)
+        self.started = threading.Event()
+        """Set once ``thread.start()`` returned (it may be called on a helper thread: see :meth:`start`)."""
+
+    def start(self) -> None:
+        """Start the thread: here, or on a helper thread when called on a Zenoh thread (see the module's
+        docstring)."""
+        if hasattr(ZENOH_THREAD, "kept"):
+            _thread.start_new_thread(self._start, ())
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        try:
+            self.thread.start()
+        finally:
+            self.started.set()
 
 
 class Executor:
@@ -138,24 +162,30 @@ class Executor:
                 return False
             if not self._idle:
                 self._backlog.append(job)
-                self._grow()
-                return True
-            worker = self._idle.pop()
-        worker.inbox.put(job)  # wakes the worker: outside the lock, which it would wait for
+                new = self._grow()
+            else:
+                new = None
+                worker = self._idle.pop()
+        if new is not None:
+            new.start()  # outside the lock: a thread's start waits for the thread to run
+        else:
+            worker.inbox.put(job)  # wakes the worker: outside the lock, which it would wait for
         return True
 
     def on_worker(self) -> bool:
         """Whether the calling thread is one of this executor's workers."""
         return threading.current_thread() in self._workers
 
-    def _grow(self) -> None:
-        """Start a worker if jobs wait with no idle worker and there is room (lock held)."""
+    def _grow(self) -> _Worker | None:
+        """A new worker, to be started by the caller once it released the lock, if jobs wait with no idle worker and
+        there is room (lock held)."""
         if self._backlog and not self._idle and len(self._workers) - self._blocked < self.max_workers:
             self._serial += 1
             worker = _Worker(self, f"pluto-exec:{self.name}:{self._serial}")
             self._workers[worker.thread] = worker
             self.peak = max(self.peak, len(self._workers))
-            worker.thread.start()
+            return worker
+        return None
 
     def blocking(self) -> contextlib.AbstractContextManager[None]:
         """Around a wait on a worker of this executor: the worker's place is lent to others meanwhile (on any other
@@ -168,7 +198,9 @@ class Executor:
     def _lend(self) -> Iterator[None]:
         with self._lock:
             self._blocked += 1
-            self._grow()
+            new = self._grow()
+        if new is not None:
+            new.start()
         try:
             yield
         finally:
@@ -209,15 +241,17 @@ class Executor:
             if self._closed:
                 return
             self._closed = True
-            threads = list(self._workers)
+            workers = list(self._workers.values())
             for worker in self._idle:
                 worker.inbox.put(None)
                 self._workers.pop(worker.thread, None)
             self._idle.clear()
         me = threading.current_thread()
-        for thread in threads:
-            if thread is not me:
-                thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            if worker.thread is not me and worker.started.wait(max(0.0, deadline - time.monotonic())):
+                with contextlib.suppress(RuntimeError):  # its start failed (no thread to be had)
+                    worker.thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class Strand:
