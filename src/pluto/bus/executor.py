@@ -160,16 +160,16 @@ class Executor:
         with self._lock:
             if self._closed:
                 return False
-            if not self._idle:
+            if self._idle:
+                worker: _Worker | None = self._idle.pop()
+            else:
+                worker = None
                 self._backlog.append(job)
                 new = self._grow()
-            else:
-                new = None
-                worker = self._idle.pop()
-        if new is not None:
-            new.start()  # outside the lock: a thread's start waits for the thread to run
-        else:
+        if worker is not None:
             worker.inbox.put(job)  # wakes the worker: outside the lock, which it would wait for
+        elif new is not None:
+            new.start()  # outside the lock too: a thread's start waits for the thread to run
         return True
 
     def on_worker(self) -> bool:
