@@ -76,6 +76,23 @@ def test_a_chain_of_calls_deeper_than_the_pool_does_not_starve_it(make_bus: Call
     assert bus.call("chain/0", 0, int, timeout=20.0) == depth
 
 
+def test_a_job_that_finds_the_pool_full_waits_for_a_worker() -> None:
+    pool = Executor("full", core=1, max_workers=1)
+    release = threading.Event()
+    order: list[str] = []
+    try:
+        assert pool.submit(lambda: (release.wait(10.0), order.append("first")))
+        assert pool.submit(order.append, "second")  # the one worker is busy and there is no room for another
+        assert order == []
+        release.set()
+        wait_until(lambda: len(order) == 2, timeout=10.0, message="both jobs")
+    finally:
+        release.set()
+        pool.close()
+    assert order == ["first", "second"]
+    assert pool.peak == 1
+
+
 def test_a_closed_executor_takes_no_work() -> None:
     pool = Executor("closed")
     pool.close()
