@@ -39,12 +39,12 @@ class ClockAfterReplay:
 
     Modules on simulated time step when ``Clock`` moves. A replay's own clock runs on a little past its last message
     (its ``tail``), but at a high rate that is a few wall milliseconds: on a busy machine the last values can reach a
-    module after its last step, and then nothing would step it again. Created before the replay (so it hears its
-    ``Clock``); :meth:`run_until` then writes the next ticks of the same run (a new run id would restart the modules).
+    module after its last step, and then nothing would step it again. Created before the replay, on the modules' bus
+    (so it hears the replay's ``Clock``); :meth:`run_until` then writes the next ticks of the same run (a new run id
+    would restart the modules).
     """
 
     def __init__(self, bus: Bus) -> None:
-        self._bus = bus
         self._reader = bus.create_reader(CLOCK, msgs.SimTime)
 
     def run_until(
@@ -55,11 +55,13 @@ class ClockAfterReplay:
 
         The ticks go on from the replay's last one (the end of its log and tail), not from the newest value heard
         here: the replay's last ticks may still be on their way, and a tick before them would be time running back
-        (the modules would start again)."""
+        (the modules would start again). They are written on the replay's bus, after its own: one link carries both
+        to the modules, in order (a tick written on the modules' own bus would reach them at once, before the
+        replay's last ticks)."""
         last = self._reader.read()
         assert last is not None, "the replay wrote no Clock"
         stamp = max(last.stamp, replayer.schedule.end + replayer.schedule.tail)
-        writer = self._bus.create_publisher(CLOCK, msgs.SimTime, reliable=True)
+        writer = replayer.bus.create_publisher(CLOCK, msgs.SimTime, reliable=True)
         deadline = time.monotonic() + timeout
         try:
             while not done():
@@ -69,4 +71,4 @@ class ClockAfterReplay:
                 with contextlib.suppress(BusTimeout):
                     self._reader.wait_for_update(timeout=1.0)
         finally:
-            self._bus.release(writer)
+            replayer.bus.release(writer)
