@@ -46,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "allow_leaks(reason): the test may leave threads, child processes or open buses behind (say why)",
     )
     config.addinivalue_line("markers", "scenario: whole-stack runs in simulation")
+    config.addinivalue_line("markers", "faults: modules killed or hung during a mission (fault injection)")
     config.addinivalue_line("markers", "slow: takes a minute or more of wall time (deselect with -m 'not slow')")
 
 

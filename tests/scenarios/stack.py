@@ -356,13 +356,14 @@ class Lockstep:
         *,
         seed: int = 0,
         one_process: bool = True,
+        rate: float | str = "max",
         **sim_params: Any,
     ) -> Supervisor:
         """Start ``profile`` (a name or a profile) in lock-step with ``seed`` and these parameters of its ``sim``
-        module, its time held at 0."""
+        module, its time held at 0; ``rate`` (simulated seconds per wall second) caps its speed."""
         if isinstance(profile, str):
             profile = load_profile(profile)
-        profile = with_params(profile, "sim", lockstep=True, rate="max", seed=seed, **sim_params)
+        profile = with_params(profile, "sim", lockstep=True, rate=rate, seed=seed, **sim_params)
         self.supervisor = Supervisor(self.bus, profile, Config(), one_process=one_process)
         self.supervisor.start(resume=False)
         return self.supervisor
