@@ -177,6 +177,12 @@ class SimTimeSource:
         with self._cond:
             return self._now
 
+    @property
+    def run(self) -> int:
+        """The id of the simulated run (``SimTime.run``) the time belongs to; 0 before the first tick."""
+        with self._cond:
+            return self._run
+
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         with self._cond:
             jumps = self._jumps
@@ -220,6 +226,11 @@ class SimClock:
 
     def now(self) -> float:
         return self.source.now()
+
+    @property
+    def run(self) -> int:
+        """The id of the simulated run the time belongs to (0 before the first tick)."""
+        return self.source.run
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         return self.source.sleep_until(t, stop)

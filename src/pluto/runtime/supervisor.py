@@ -4,7 +4,10 @@ Strategy: each module starts only when the modules it requires are alive *and* h
 provide (the original robot's modules raced each other during sensor initialisation; here the order is decided,
 not hoped for). Modules run as separate processes by default so one crash cannot take the others down; a module that
 exits with an error or is killed is restarted after a back-off that doubles at each crash, up to a limit per time
-window. A module that exits cleanly (``pluto stop``) is left stopped. With ``one_process`` the modules share this
+window, and continues where its crashed instance was: the child's environment says it is a restart
+(``PLUTO_RESUME=1``) of which session (``PLUTO_SESSION``, new at every start, which also removes the state files an
+earlier session left), and the module loads the state it saved (:mod:`pluto.runtime.persist`). A module that exits
+cleanly (``pluto stop``) is left stopped. With ``one_process`` the modules share this
 process and its bus instead (cheaper on a small computer, faster in tests); there is then nothing to restart.
 
 A simulator in lock-step is started with its time held at 0, and let go once every module is up, so a run does not
@@ -36,6 +39,7 @@ from pluto.runtime.launcher import (
     wait_publishing,
 )
 from pluto.runtime.module import Module
+from pluto.runtime.persist import RESUME_ENV, SESSION_ENV, clear_states, new_session
 from pluto.runtime.profiles import Profile, ProfileEntry
 from pluto.runtime.runner import instantiate
 
@@ -95,6 +99,8 @@ class Supervisor:
         self._exits: queue.SimpleQueue[tuple[str, subprocess.Popen[bytes]]] = queue.SimpleQueue()
         self._stopping = False
         self.log_dir = runtime_dir(bus.robot)
+        self.session = new_session()
+        """The id of this run of the profile: a restarted module resumes only a state saved in the same one."""
 
     # -- start --------------------------------------------------------------------------------------------------
 
@@ -109,6 +115,9 @@ class Supervisor:
         """
         try:
             self._check_outside_requirements()
+            stale = clear_states(self.bus.robot, self.children)  # a new session never resumes an old one's state
+            if stale:
+                log.info("removed the saved states of an earlier session: %s", ", ".join(stale))
             total = len(self.profile.entries)
             for number, entry in enumerate(self.profile.entries, 1):
                 if self.progress is not None:
@@ -174,10 +183,16 @@ class Supervisor:
         config_path = str(self.config.path) if self.config.path else None
         params = spec.params
         if child.restarts and child.entry.name in self.held:
-            params = {**params, "paused": False}  # a restarted simulator goes on at once (a new run)
+            # a restarted simulator goes on at once: from its saved run and time, or, without one, as a new run
+            params = {**params, "paused": False}
         cmd = module_command(spec.module, spec.name, params, config_path)
-        # The child joins the supervisor's bus, however the supervisor was told which one that is.
-        env = bus_environment(self.bus.config)
+        # The child joins the supervisor's bus, however the supervisor was told which one that is; a restart after
+        # a crash continues from the state its crashed instance saved in this session (pluto.runtime.persist).
+        env = {
+            **bus_environment(self.bus.config),
+            SESSION_ENV: self.session,
+            RESUME_ENV: "1" if child.restarts else "0",
+        }
         child.process = process = spawn(cmd, self.log_dir / f"{child.entry.name}.log", with_parent=True, env=env)
         (self.log_dir / f"{child.entry.name}.pid").write_text(f"{process.pid}\n")
         threading.Thread(

@@ -40,6 +40,20 @@ F = G for the step's own displacement.
 A posted pose (§3, interface 2) never moves dead reckoning (interfaces 0 and 1): it becomes a rigid 2-D correction
 T with T ∘ DR(t_post) = posted pose, applied to interfaces 3 and 4.
 
+**Continuing.** :meth:`DeadReckoning.snapshot` gives the newest step with the base's raw odometry of its stamp; a
+new instance :meth:`DeadReckoning.resume` s from it: the first odometry sample after that is one step from the saved
+raw odometry, so the pose is the saved one composed with the odometry's motion since (the base's odometry is
+cumulative: the composition is exact whatever path it took meanwhile). That step's noise is widened for the time
+lost, ``resume_position_per_s`` and ``resume_heading_per_s`` per second of the gap and ``resume_position_per_m`` and
+``resume_heading_per_m`` per metre driven in it (standard deviations, added), since the inertial unit did not follow
+the heading meanwhile.
+
+**Odometry resets.** A base whose odometry starts again (a base restarted without its state, a ``reset_odometry``
+or ``set_odometry``) would be taken for a jump of the robot. A step is an odometry reset when its reading is exactly
+the origin after one that was not, or when it moved farther than the robot can, ``odometry_max_speed`` and
+``odometry_max_turn_rate`` over the step's time plus :data:`RESET_MARGIN` (so that bunched stamps never count): the
+pose is kept, the odometry re-anchored at the new reading, and the reset counted (``Counters.odometry_resets``).
+
 Nothing here reads a clock, the bus or a thread: every input carries its own stamp (s).
 """
 
@@ -59,6 +73,9 @@ Matrix = npt.NDArray[np.float64]
 
 ROBOT_POSE = -1
 """The setter value (``cmd_flags``) of a post that is a robot pose (any negative value is one)."""
+
+RESET_MARGIN = (0.5, 0.5)
+"""m, rad: an odometry step longer (turning more) than the robot can go in its time by more than this is a reset."""
 
 
 class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -81,6 +98,11 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
             inertial unit's filter settles after a stop).
         history: seconds of odometry steps kept for interpolation and late data.
         laser_mount: position of the laser's pan/tilt centre in the robot frame (x forward, y left, z up), m.
+        resume_position_per_s, resume_position_per_m: std dev added to the position of the first step after a
+            resume, m per second of the gap and m per metre driven in it.
+        resume_heading_per_s, resume_heading_per_m: the same for the heading, rad per s and rad per m.
+        odometry_max_speed, odometry_max_turn_rate: the fastest the robot goes, m/s and rad/s; an odometry step
+            beyond them (and :data:`RESET_MARGIN`) is a reset of the base's odometry.
     """
 
     distance_noise: float = 0.02
@@ -97,9 +119,21 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     still_settle: float = 0.5
     history: float = 10.0
     laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
+    resume_position_per_s: float = 0.02
+    resume_position_per_m: float = 0.05
+    resume_heading_per_s: float = 0.005
+    resume_heading_per_m: float = 0.02
+    odometry_max_speed: float = 3.0
+    odometry_max_turn_rate: float = 6.0
 
     def __post_init__(self) -> None:
         for name in (
+            "resume_position_per_s",
+            "resume_position_per_m",
+            "resume_heading_per_s",
+            "resume_heading_per_m",
+            "odometry_max_speed",
+            "odometry_max_turn_rate",
             "distance_noise",
             "lateral_noise",
             "odometry_heading_noise",
@@ -278,6 +312,25 @@ class _Series:
         return tuple(a + f * (b - a) for a, b in zip(self.values[i - 1], self.values[i], strict=True))
 
 
+class DeadReckoningState(msgspec.Struct, frozen=True, kw_only=True):
+    """The newest step of a dead reckoning, to continue from (:meth:`DeadReckoning.snapshot`).
+
+    Attributes:
+        stamp: s.
+        pose: (x, y, z, θ, φ, ψ) of the robot, m and rad.
+        odometry: the base's raw odometry (x, y, θ) at ``stamp``, its own frame, m and rad.
+        covariance, absolute: the step's 3x3 covariances (since the start, since the last post), 9 row-major values.
+        gyro_bias: the gyro bias estimated so far, rad/s.
+    """
+
+    stamp: float
+    pose: tuple[float, float, float, float, float, float]
+    odometry: tuple[float, float, float]
+    covariance: list[float]
+    absolute: list[float]
+    gyro_bias: float = 0.0
+
+
 @dataclass
 class Counters:
     """What the dead reckoning dropped or fell back on (for the status and logs)."""
@@ -288,6 +341,7 @@ class Counters:
     odometry_only_steps: int = 0
     dmu_steps: int = 0
     still_steps: int = 0  # steps with both wheels still: no heading change
+    odometry_resets: int = 0  # steps taken for a reset of the base's odometry: the pose kept, re-anchored
 
 
 @dataclass
@@ -334,6 +388,7 @@ class DeadReckoning:
         self._last_odometry: tuple[float, float, float, float] | None = None  # t, x, y, θ of the last integrated
         self._dmu_reference: float | None = None  # the inertial heading the last step ended on
         self._last_scan: float | None = None
+        self._resumed: tuple[float, float, float, float] | None = None  # the (t, x, y, θ) odometry resumed from
         self.dmu_ok = False
 
     # -- inputs -------------------------------------------------------------------------------------------------
@@ -441,6 +496,10 @@ class DeadReckoning:
         prev = self._steps[-1]
         lt, lx, ly, lth = last
         dt = stamp - lt
+        resumed, self._resumed = self._resumed, None
+        if self._is_reset(last, stamp, x, y, theta):
+            self._reanchor(prev, stamp, theta)
+            return
         # the base's displacement in its own mid-step frame (its chord direction, for an arc)
         dtheta_odo = theta - lth
         base_mid = lth + 0.5 * dtheta_odo
@@ -488,12 +547,93 @@ class DeadReckoning:
         q[1, 1] = sm * sm * var_along + cm * cm * var_across
         q[0, 1] = q[1, 0] = cm * sm * (var_along - var_across)
         q[2, 2] = var_theta
+        if resumed is not None:  # the gap of a restart: the inertial unit did not follow the heading meanwhile
+            std_position = p.resume_position_per_s * dt + p.resume_position_per_m * distance
+            std_heading = p.resume_heading_per_s * dt + p.resume_heading_per_m * distance
+            q[0, 0] += std_position**2
+            q[1, 1] += std_position**2
+            q[2, 2] += std_heading**2
         f = _jacobian(dx, dy)
         cov = f @ prev.cov @ f.T + q
         absolute = f @ prev.absolute @ f.T + q
         self._append(
             _Step(stamp, prev.x + dx, prev.y + dy, prev.z + dz, prev.theta + dtheta, phi, psi, dx, dy, q, cov, absolute)
         )
+
+    def _is_reset(
+        self, last: tuple[float, float, float, float], stamp: float, x: float, y: float, theta: float
+    ) -> bool:
+        """The odometry reading (x, y, θ) at ``stamp`` is a reset of the base's odometry, after the reading ``last``
+        (t, x, y, θ): exactly the origin after a reading that was not, or farther than the robot can go."""
+        _, lx, ly, lth = last
+        if x == 0.0 and y == 0.0 and theta == 0.0 and (lx, ly, lth) != (0.0, 0.0, 0.0):
+            return True
+        dt = max(stamp - last[0], 0.0)
+        p = self.params
+        return (
+            math.hypot(x - lx, y - ly) > RESET_MARGIN[0] + p.odometry_max_speed * dt
+            or abs(theta - lth) > RESET_MARGIN[1] + p.odometry_max_turn_rate * dt
+        )
+
+    def _reanchor(self, prev: _Step, stamp: float, theta: float) -> None:
+        """A step at ``stamp`` (s) that keeps the pose: the odometry was reset, its readings go on from the new one
+        (whose heading is ``theta``, rad)."""
+        self.counters.odometry_resets += 1
+        self._still_since = None
+        self._dmu_reference = self._dmu_heading(stamp)
+        self.dmu_ok = self._dmu_reference is not None
+        # the odometry's heading before the reset is in the old frame: its shape must not bridge the reset
+        self._odometry_heading = _Series(self.params.history)
+        for t, _x, _y, heading in ((stamp, 0.0, 0.0, theta), *self._waiting):
+            self._odometry_heading.add(t, (heading,))
+        zero = np.zeros((3, 3))
+        self._append(
+            _Step(
+                stamp, prev.x, prev.y, prev.z, prev.theta, prev.phi, prev.psi, 0.0, 0.0, zero, prev.cov, prev.absolute
+            )
+        )
+
+    def snapshot(self) -> DeadReckoningState | None:
+        """The newest step with the base's raw odometry of its stamp, to continue from (None before the first)."""
+        if not self._steps or self._last_odometry is None:
+            return None
+        step = self._steps[-1]
+        _, x, y, theta = self._last_odometry
+        return DeadReckoningState(
+            stamp=step.t,
+            pose=(step.x, step.y, step.z, step.theta, step.phi, step.psi),
+            odometry=(x, y, theta),
+            covariance=flat(step.cov),
+            absolute=flat(step.absolute),
+            gyro_bias=self.gyro_bias,
+        )
+
+    def resume(self, state: DeadReckoningState) -> None:
+        """Continue from another instance's :meth:`snapshot`: its step becomes this one's first, and the next odometry
+        sample a step from its raw odometry, widened for the gap (see the module's docstring).
+
+        Raises:
+            ValueError: odometry was given already, or the state is not finite.
+        """
+        if self._steps or self._waiting:
+            raise ValueError("a dead reckoning resumes before it takes any odometry")
+        values = [state.stamp, *state.pose, *state.odometry, *state.covariance, *state.absolute, state.gyro_bias]
+        if len(state.covariance) != 9 or len(state.absolute) != 9 or not all(math.isfinite(v) for v in values):
+            raise ValueError("a dead reckoning's state must be finite, with 3x3 covariances")
+        x, y, z, theta, phi, psi = state.pose
+        cov = np.array(state.covariance, dtype=float).reshape(3, 3)
+        absolute = np.array(state.absolute, dtype=float).reshape(3, 3)
+        self._append(_Step(state.stamp, x, y, z, theta, phi, psi, 0.0, 0.0, np.zeros((3, 3)), cov, absolute))
+        self._last_odometry = (state.stamp, *state.odometry)
+        self._received = self._first_odometry = state.stamp
+        self._odometry_heading.add(state.stamp, (state.odometry[2],))
+        self.gyro_bias = state.gyro_bias
+        self._resumed = self._last_odometry
+
+    @property
+    def resuming(self) -> bool:
+        """Resumed from a snapshot, and the first odometry step after it is not integrated yet."""
+        return self._resumed is not None
 
     def _append(self, step: _Step) -> None:
         self._steps.append(step)

@@ -13,6 +13,12 @@ odometry steps are integrated. Without the inertial unit (absent, or stopped) th
 ``model.dmu_wait`` ahead of the newest inertial state, in stamps; a scan likewise waits for the wrist's angles at its
 centre time. If the odometry itself stops (the end of a replay) while samples still wait, they are integrated with
 what there is after ``flush_wait``.
+
+Restarts: the service saves its newest estimate as it goes (the dead reckoning's step with the base's raw odometry
+of its stamp, and the posted correction; :mod:`pluto.runtime.persist`). Started again by the supervisor after a
+crash, it continues from that estimate, never from the start pose: the pose is the saved one composed with the
+odometry's motion since, its covariance widened for the time lost (``model.resume_*``), and the log says so. A base
+whose odometry starts again is seen as a reset (see :mod:`pluto.navigation.localization.core`): the pose is kept.
 """
 
 from __future__ import annotations
@@ -29,8 +35,15 @@ import msgspec
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.limits import LimitError, check_number
-from pluto.navigation.localization.core import DeadReckoning, LocalizationParams, PoseAdjustment, flat
+from pluto.navigation.localization.core import (
+    DeadReckoning,
+    DeadReckoningState,
+    LocalizationParams,
+    PoseAdjustment,
+    flat,
+)
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.persist import Continuation, clock_run
 from pluto.sim.module import fetch_settings
 
 STATUS = names.LOCALIZATION_STATUS
@@ -103,6 +116,22 @@ def read_start_pose(path: str) -> tuple[float, float, float, float, float, float
     return (values[0], values[1], values[2], values[3], values[4], values[5])
 
 
+class LocalizationState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted localization service continues from.
+
+    Attributes:
+        dead_reckoning: the newest step, with the base's raw odometry of its stamp.
+        setter, dx, dy, alpha, posts: the posted correction (:class:`PoseAdjustment`).
+    """
+
+    dead_reckoning: DeadReckoningState
+    setter: int = 0
+    dx: float = 0.0
+    dy: float = 0.0
+    alpha: float = 0.0
+    posts: int = 0
+
+
 class LocalizationModule(Module[LocalizationModuleParams]):
     """The localization service: dead reckoning and the five pose interfaces."""
 
@@ -133,7 +162,10 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self.pose_out = self.create_publisher(out[3], msgs.PoseEstimate)
         self.laser_pose_out = self.create_publisher(out[4], msgs.PoseEstimate)
         self.status = self.create_publisher(STATUS, msgs.FVectorState)
-        self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
+        self.continuation = Continuation.of(self, LocalizationState)
+        self._resume = self.continuation.resume  # at the first step, when the clock's time and run are known
+        if not self._resume:
+            self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
         for order, (name, cls) in enumerate(
             (
                 (names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
@@ -147,6 +179,8 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self._published_laser = False
         self._odometry_arrived: float | None = None  # module clock at the newest odometry message, s
         self.errors = 0
+        self._resumed_from: DeadReckoningState | None = None  # logged once the odometry since is integrated
+        self._resets_logged = 0
 
     def _enqueuer(self, order: int) -> Any:
         def enqueue(message: msgs.Message) -> None:
@@ -178,6 +212,9 @@ class LocalizationModule(Module[LocalizationModuleParams]):
                 self._queue = [item for item in self._queue if item[1] <= now + 1.0]
         if restart:
             self._start_again()
+        if self._resume:
+            self._resume = False
+            self._continue(now)
         with self._queue_lock:
             batch, self._queue = self._queue, []
         # inertial and wrist data first, then odometry, each in stamp order; posts and scans after (the core fuses
@@ -197,8 +234,10 @@ class LocalizationModule(Module[LocalizationModuleParams]):
             self.core.flush()  # the odometry stopped: nothing more will settle the samples still waiting
         if not self.core.started:
             return
+        self._report_continuity()
         if self.core.latest_stamp != integrated:
             self._publish_robot()
+            self.continuation.save_due(self._state, self.core.latest_stamp, clock_run(self.clock))
         if not self._published_laser:
             # so that interfaces 1 and 4 hold a value from the start; at the oldest step, not the newest, as the first
             # steps may come all at once (after the wait for an absent inertial unit) and scans among them still come
@@ -225,6 +264,85 @@ class LocalizationModule(Module[LocalizationModuleParams]):
                 ],
             )
         )
+
+    # -- continuing after a restart ---------------------------------------------------------------------------
+
+    def _state(self) -> LocalizationState:
+        snapshot = self.core.snapshot()
+        assert snapshot is not None  # saved only once the core has started
+        a = self.adjustment
+        return LocalizationState(
+            dead_reckoning=snapshot, setter=a.setter, dx=a.dx, dy=a.dy, alpha=a.alpha, posts=a.posts
+        )
+
+    def _continue(self, now: float) -> None:
+        """A restart: continue from the estimate the crashed instance saved, if there is a usable one."""
+        loaded = self.continuation.load(now, clock_run(self.clock))
+        if loaded is None:
+            self.get_logger().warning(
+                "restarted without a saved estimate to continue from: dead reckoning starts at the start pose"
+            )
+            self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
+            return
+        state, stamp = loaded
+        core = DeadReckoning(self.params_().model, self._start_pose)
+        try:
+            core.resume(state.dead_reckoning)
+        except ValueError as err:
+            self.continuation.corrupt += 1
+            self.get_logger().error("restarted, but the saved estimate is unusable (%s): starting fresh", err)
+            self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))
+            return
+        self.core = core
+        self.adjustment = PoseAdjustment(state.setter, state.dx, state.dy, state.alpha, state.posts)
+        self._resumed_from = state.dead_reckoning
+        # the setter in force goes on (an empty post changes only the setter)
+        self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=state.setter))
+        pose = self.adjustment.apply(state.dead_reckoning.pose)
+        self.get_logger().warning(
+            "restarted: resumed from the estimate of t=%.3f s, pose (%.3f, %.3f, %.1f°) (setter %d); the odometry "
+            "since then (from its reading (%.3f, %.3f, %.1f°)) is composed onto it",
+            stamp,
+            pose[0],
+            pose[1],
+            math.degrees(pose[3]),
+            state.setter,
+            state.dead_reckoning.odometry[0],
+            state.dead_reckoning.odometry[1],
+            math.degrees(state.dead_reckoning.odometry[2]),
+        )
+
+    def _report_continuity(self) -> None:
+        """Log the first step after a resume, and every odometry reset the core detected."""
+        core = self.core
+        saved = self._resumed_from
+        if saved is not None and not core.resuming:
+            self._resumed_from = None
+            pose = core.pose()
+            moved = math.hypot(pose.pose[0] - saved.pose[0], pose.pose[1] - saved.pose[1])
+            std = math.sqrt(max(pose.absolute[0, 0], pose.absolute[1, 1], 0.0))
+            self.get_logger().warning(
+                "odometry since t=%.3f s integrated up to t=%.3f s: moved %.3f m and turned %.1f° meanwhile; "
+                "position σ widened to %.3f m",
+                saved.stamp,
+                pose.stamp,
+                moved,
+                math.degrees(pose.pose[3] - saved.pose[3]),
+                std,
+            )
+        resets = core.counters.odometry_resets
+        if resets != self._resets_logged:
+            self._resets_logged = resets
+            self.get_logger().warning(
+                "the base's odometry was reset (%d so far): pose kept at t=%.3f s, odometry re-anchored",
+                resets,
+                core.latest_stamp,
+            )
+
+    def on_shutdown(self) -> None:
+        core = getattr(self, "core", None)  # None if the configuration failed
+        if core is not None and core.started:
+            self.continuation.save(self._state(), self.core.latest_stamp, clock_run(self.clock))
 
     def params_(self) -> LocalizationModuleParams:
         p = self.params
