@@ -78,6 +78,14 @@ class ActuatorState(Message, frozen=True):
     force: Annotated[FloatVec, _doc("Forces, accelerations or extra arguments, per interface.")] = msgspec.field(
         default_factory=list
     )
+    lease: Annotated[
+        float,
+        _doc(
+            "A command's lease, s: it holds only while its commander writes it again within this long (a module "
+            "that renews its command every step); a receiver that hears nothing for longer stops the robot and "
+            "waits for the renewal. 0: it holds until replaced (a command given once, by hand)."
+        ),
+    ] = 0.0
 
 
 class FVectorState(Message, frozen=True):

@@ -55,6 +55,12 @@ class Interface:
     writer: str
     readers: str
     description: str
+    period: float | None = None
+    """s between two values of a writer at its nominal rate (the slowest of its usual writers); None for an
+    interface written only now and then (its readers set no deadline)."""
+    latency: float = 0.0
+    """s a value's stamp is already old when it is written (a scan stamped at the centre of its sweep, a pose that
+    waits for the inertial unit)."""
 
     @property
     def name(self) -> str:
@@ -118,30 +124,35 @@ INTERFACES: dict[str, Interface] = _table(
         "drive",
         "base",
         "Velocity command: velocity[0] = v (m/s), velocity[1] = ω (rad/s); cmd_flags 0.",
+        period=0.1,
     ),
     Interface(
         BASE_DRIVE_STATE,
         "base",
         "all",
         "Odometry: x, y, θ, v, ω.",
+        period=0.1,
     ),
     Interface(
         BASE_SONAR,
         "base",
         "all",
         "Sonar ring ranges.",
+        period=0.1,
     ),
     Interface(
         BASE_CONTACT,
         "base",
         "all",
         "Bumpers and motor stall.",
+        period=0.1,
     ),
     Interface(
         BASE_POWER,
         "base",
         "all",
         "Battery.",
+        period=0.1,
     ),
     Interface(
         BASE_STATUS,
@@ -154,18 +165,23 @@ INTERFACES: dict[str, Interface] = _table(
         "sick",
         "all",
         "181 points, stamped on arrival (old-compatible).",
+        period=0.2,
     ),
     Interface(
         SICK_SCAN_MM,
         "sick",
         "all",
         "All points (361), stamped at the centre of the scan.",
+        period=0.2,
+        latency=0.2,
     ),
     Interface(
         SICK_TIMING,
         "sick",
         "localization",
         "Time the scan was taken, number of points.",
+        period=0.2,
+        latency=0.2,
     ),
     Interface(
         SICK_STATUS,
@@ -185,12 +201,16 @@ INTERFACES: dict[str, Interface] = _table(
         "dmu",
         "localization",
         "Inertial unit data, z up.",
+        period=0.05,
+        latency=0.2,
     ),
     Interface(
         DMU_STATE,
         "dmu",
         "localization",
         "Integrated heading, pitch, roll, filtered rates.",
+        period=0.05,
+        latency=0.2,
     ),
     Interface(
         DMU_STATUS,
@@ -210,6 +230,7 @@ INTERFACES: dict[str, Interface] = _table(
         "wrist",
         "all",
         "Pan/tilt state, as the command.",
+        period=0.05,
     ),
     Interface(
         WRIST_STATUS,
@@ -223,6 +244,7 @@ INTERFACES: dict[str, Interface] = _table(
         "gps",
         "all",
         "GPS fix on a local metric grid.",
+        period=1.0,
     ),
     Interface(
         GPS_STATUS,
@@ -236,12 +258,16 @@ INTERFACES: dict[str, Interface] = _table(
         "localization",
         "all",
         "(0) Dead reckoning of the robot since start, 6-D; continuous.",
+        period=0.05,
+        latency=0.25,
     ),
     Interface(
         LOCALIZATION_LASER_DEAD_RECKONING,
         "localization",
         "pose, slam",
         "(1) Laser and wrist at the time of the latest scan, 8-D; incremental covariance.",
+        period=0.2,
+        latency=0.45,
     ),
     Interface(
         LOCALIZATION_POST_POSE,
@@ -254,18 +280,23 @@ INTERFACES: dict[str, Interface] = _table(
         "localization",
         "all",
         "(3) Interface 0 adjusted by 2.",
+        period=0.05,
+        latency=0.25,
     ),
     Interface(
         LOCALIZATION_LASER_POSE,
         "localization",
         "pose, slam",
         "(4) Interface 1 adjusted by 2.",
+        period=0.2,
+        latency=0.45,
     ),
     Interface(
         LOCALIZATION_STATUS,
         "localization",
         "clients",
         "data = [dead-reckoning age s, inertial unit age s]; element = [setter, inertial unit ok 1/0].",
+        period=0.05,
     ),
     Interface(
         DRIVE_COMMAND,
@@ -278,6 +309,7 @@ INTERFACES: dict[str, Interface] = _table(
         "drive",
         "avoid",
         "Commanded velocities and obstacle code.",
+        period=0.05,
     ),
     Interface(
         AVOIDANCE_COMMAND,
@@ -290,6 +322,7 @@ INTERFACES: dict[str, Interface] = _table(
         "avoid",
         "motion",
         "Avoid status.",
+        period=0.1,
     ),
     Interface(
         MOTION_COMMAND,
@@ -302,6 +335,7 @@ INTERFACES: dict[str, Interface] = _table(
         "motion",
         "clients",
         "Motion status.",
+        period=0.1,
     ),
     Interface(
         FOLLOW_COMMAND,
@@ -315,18 +349,21 @@ INTERFACES: dict[str, Interface] = _table(
         "clients",
         "element = [thread 0 / -10, code: 0 idle, 1 searching, 2 following, 3 too close, -1 lost, -2 no scan, "
         "-3 no pose]; data = [target x, y m, distance m, bearing rad, v m/s, ω rad/s].",
+        period=0.1,
     ),
     Interface(
         POSE_STATUS,
         "pose",
         "clients",
         "Pose module command/status.",
+        period=0.05,
     ),
     Interface(
         SLAM_STATUS,
         "slam",
         "clients",
         "SLAM module command/status.",
+        period=0.05,
     ),
     Interface(
         ARM_COMMAND,
@@ -372,8 +409,28 @@ INTERFACES: dict[str, Interface] = _table(
     ),
 )
 
+STALE_PERIODS: Final = 4
+"""A state is stale once its stamp is older than its latency plus this many periods of its writer (a few values
+lost in a row): see :func:`stale_after`."""
+
+
+def stale_after(name: str) -> float | None:
+    """How old (s, stamp to the reader's clock) a value of state interface ``name`` may be before a reader that acts on
+    it treats it as absent: the interface's latency plus :data:`STALE_PERIODS` periods of its writer. None for an
+    interface without a declared period (a value written now and then, one not in the table). A command's receiver
+    measures its age on arrival instead (:data:`COMMANDS`; the base's is this deadline of ``Base/Drive/Command``).
+
+    This is the freshness contract of DESIGN.md (principle 8), declared once here from the writers' rates; a module's
+    readers take it as their deadline (:meth:`pluto.runtime.module.Module.create_reader`).
+    """
+    row = INTERFACES.get(name)
+    if row is None or row.period is None:
+        return None
+    return round(row.latency + STALE_PERIODS * row.period, 6)
+
+
 COMMANDS: dict[str, float] = {
-    "Base/Drive/Command": 1.0,
+    "Base/Drive/Command": 0.4,
     "drive/command": 4.0,
     "avoidance/command": 4.0,
     "motion/command": 4.0,
@@ -384,7 +441,9 @@ COMMANDS: dict[str, float] = {
 
 Commands are not states (DESIGN.md, principle 5): the bus never hands a command to a reader that joins after it was
 written, and a reader returns nothing once the newest command is older than this. The ages are those of the
-receivers' own timeouts (the base's 1 s, the drive's 4 s); a receiver may keep a goal it was given for longer.
+receivers' own timeouts (the base's 0.4 s: the deadline of ``Base/Drive/Command`` by
+:func:`stale_after`, whose regular writers write at least every 0.1 s; the drive's 4 s, the spec's timeout of a
+command given by hand); a receiver may keep a goal it was given for longer.
 """
 
 

@@ -568,6 +568,18 @@ class StateReader(_Receiver[M]):
 
     Create with :meth:`Bus.create_reader`. A reader created after the last write still gets that value: it asks
     the writers for it when it is created.
+
+    Freshness (DESIGN.md, principle 8): a reader with a ``deadline`` (s) judges a state by its stamp: :meth:`fresh`
+    returns the newest value only if its stamp is at most ``deadline`` s before the time the caller gives (its own
+    clock's), and None otherwise: a stale value is treated as absent. A module's readers get the deadline of the
+    interface table (:func:`pluto.names.stale_after`) unless the module gives another.
+
+    Attributes:
+        deadline: s a value's stamp may lag the reader's time before :meth:`fresh` treats it as absent; None: no
+            deadline (:meth:`fresh` is :meth:`read`).
+        stale_events: times :meth:`fresh` found the value stale after having found it fresh (or after the first
+            value, if it was stale from the start): how often the input was lost.
+        stale: the last :meth:`fresh` found a value, and it was stale.
     """
 
     def __init__(
@@ -579,8 +591,15 @@ class StateReader(_Receiver[M]):
         fetch_timeout: float = 3.0,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
     ) -> None:
         super().__init__(bus, name, cls, max_age, clock)
+        if deadline is not None and not (math.isfinite(deadline) and deadline > 0):
+            raise ValueError(f"deadline of {name} must be > 0 s, got {deadline}")
+        self.deadline = deadline
+        self.stale_events = 0
+        self.stale = False
+        self.judged: tuple[float, float] | None = None  # (time, age) of the last judgement of fresh()
         # A plain lock and one C-level queue per waiting thread: cheaper than a Condition on the hot path.
         self._lock = threading.Lock()
         self._waiters: list[queue.SimpleQueue[bool]] = []
@@ -626,6 +645,32 @@ class StateReader(_Receiver[M]):
                 self._value = None
                 self.expired += 1
             return self._value
+
+    def fresh(self, now: float) -> M | None:
+        """The newest value if it is fresh at ``now`` (s, the caller's clock: a module's step time), else None.
+
+        Fresh: its stamp is at most :attr:`deadline` s before ``now`` (a stamp ahead of ``now`` is fresh: the
+        writer's clock runs a little ahead, or the value is of this instant). Without a deadline, any value is.
+        A value that is stale counts in :attr:`stale_events` when it becomes so.
+        """
+        value = self.read()
+        if value is None or self.deadline is None:
+            return value
+        age = now - float(getattr(value, "stamp", 0.0))
+        stale = age > self.deadline
+        if stale and not self.stale:
+            self.stale_events += 1
+        self.stale = stale
+        self.judged = (now, age)
+        return None if stale else value
+
+    def stamp_age(self, now: float) -> float | None:
+        """How old (s) the newest value's stamp is at ``now`` (s, the caller's clock), or None if there is none."""
+        with self._lock:
+            value = self._value
+        if value is None:
+            return None
+        return now - float(getattr(value, "stamp", 0.0))
 
     def _wait(self, ready: Callable[[], bool], timeout: float | None, failure: str) -> M:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -1256,6 +1301,7 @@ class Bus:
         fetch_timeout: float = 3.0,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
     ) -> StateReader[M]: ...
     @overload
     def create_reader(
@@ -1265,6 +1311,7 @@ class Bus:
         fetch_timeout: float = 3.0,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
     ) -> StateReader[Any]: ...
     @overload
     def create_reader(
@@ -1275,6 +1322,7 @@ class Bus:
         fetch_timeout: float = 3.0,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
     ) -> StateReader[M]: ...
     def create_reader(
         self,
@@ -1284,16 +1332,19 @@ class Bus:
         fetch_timeout: float = 3.0,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
     ) -> StateReader[Any]:
         """Return a reader of interface ``name`` that already holds its current value, if any.
 
         A reader of a command interface (:data:`pluto.names.COMMANDS`, or any with ``max_age``) starts empty and
         returns None once the newest command is older than ``max_age`` s by ``clock`` (default: the table's age and
-        a monotonic clock).
+        a monotonic clock). ``deadline`` (s) is how old a state's stamp may be for :meth:`StateReader.fresh`.
         """
         self._check_open()
         cls = self._type_for(name, cls)
-        return self._own(StateReader(self, name, cls, fetch_timeout=fetch_timeout, max_age=max_age, clock=clock))
+        return self._own(
+            StateReader(self, name, cls, fetch_timeout=fetch_timeout, max_age=max_age, clock=clock, deadline=deadline)
+        )
 
     def create_subscription(
         self,
@@ -1416,6 +1467,24 @@ class Bus:
         """Announce that module ``name`` is alive until the returned token is undeclared or the process ends."""
         self._check_open()
         return self._own(self.session.liveliness().declare_token(self.module_key(name)))
+
+    def declare_token(self, suffix: str) -> zenoh.LivelinessToken:
+        """Declare the liveliness token ``pluto/<robot>/<suffix>`` until it is released or the process ends."""
+        self._check_open()
+        return self._own(self.session.liveliness().declare_token(self.key_raw(suffix)))
+
+    def watch_token(self, suffix: str, callback: Callable[[bool], Any]) -> Any:
+        """Call ``callback(present)`` on a Zenoh thread (keep it short) when the liveliness token
+        ``pluto/<robot>/<suffix>`` is declared (True, also at once if it is already) or goes (False: released, or
+        its process ended). Returns the Zenoh subscriber (release it with :meth:`release`)."""
+        self._check_open()
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            callback(sample.kind == zenoh.SampleKind.PUT)
+
+        return self._own(
+            self.session.liveliness().declare_subscriber(self.key_raw(suffix), on_zenoh_thread(on_sample), history=True)
+        )
 
     def _on_module_token(self, sample: zenoh.Sample) -> None:
         self._note_module(

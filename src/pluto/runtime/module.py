@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 
 import msgspec
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
 from pluto.bus.lockstep import LockstepTick
 from pluto.names import Topic
@@ -186,16 +186,29 @@ class Module(Generic[P]):
         return writer
 
     @overload
-    def create_reader(self, name: Topic[M], *, max_age: float | None = None) -> StateReader[M]: ...
+    def create_reader(
+        self, name: Topic[M], *, max_age: float | None = None, deadline: float | None = None
+    ) -> StateReader[M]: ...
     @overload
-    def create_reader(self, name: str, cls: type[M], *, max_age: float | None = None) -> StateReader[M]: ...
-    def create_reader(self, name: str, cls: type[M] | None = None, *, max_age: float | None = None) -> StateReader[M]:
+    def create_reader(
+        self, name: str, cls: type[M], *, max_age: float | None = None, deadline: float | None = None
+    ) -> StateReader[M]: ...
+    def create_reader(
+        self, name: str, cls: type[M] | None = None, *, max_age: float | None = None, deadline: float | None = None
+    ) -> StateReader[M]:
         """A reader of interface ``name`` holding its newest value.
 
         A command's age is measured by this module's clock (``max_age`` s, default the interface table's).
+
+        A state's freshness (DESIGN.md, principle 8): the reader's ``deadline`` is how old (s) a value's stamp may be
+        at the module's time before ``reader.fresh(now)`` treats it as absent; by default the interface table's
+        (:func:`pluto.names.stale_after`: the writer's latency plus a few of its periods), else the ``deadline``
+        given. The module's MOM entry notes the inputs that are stale.
         """
+        if deadline is None and max_age is None and names.command_max_age(name) is None:
+            deadline = names.stale_after(name)
         reader: StateReader[M] = self.bus.create_reader(
-            name, self.bus._type_for(name, cls), max_age=max_age, clock=self.clock.now
+            name, self.bus._type_for(name, cls), max_age=max_age, clock=self.clock.now, deadline=deadline
         )
         self._readers.append(reader)
         return reader
@@ -440,7 +453,7 @@ class Module(Generic[P]):
             ],
             requires=list(self.requires),
             dropped=sum(r.dropped for r in self._readers),
-            notes=self.notes(),
+            notes=[*self.notes(), *self.stale_notes()],
             reads=[
                 msgs.ReadStats(
                     name=r.name, type=r.type.__name__, count=r.received, writers=r.writers_heard(WRITERS_WINDOW, now)
@@ -453,6 +466,22 @@ class Module(Generic[P]):
     def notes(self) -> list[str]:
         """Remarks MOM shows under the module's interfaces (override to add some)."""
         return []
+
+    def stale_notes(self) -> list[str]:
+        """One remark per input that is stale now (its newest value older than its reader's deadline, by the module's
+        clock), with its age and how often it went stale."""
+        now = self.clock.now()
+        out = []
+        for reader in self._readers:
+            deadline = getattr(reader, "deadline", None)
+            if deadline is None:
+                continue
+            assert isinstance(reader, StateReader)
+            age = reader.stamp_age(now)
+            if age is not None and age > deadline:
+                times = f"; stale {reader.stale_events} times so far" if reader.stale_events else ""
+                out.append(f"stale input {reader.name}: {age:.2f} s old (deadline {deadline:g} s{times})")
+        return out
 
     # -- parameters -----------------------------------------------------------------------------------------------
 
