@@ -223,14 +223,14 @@ class Continuation(Generic[S]):
 
     # -- loading ------------------------------------------------------------------------------------------------
 
-    def load(self, now: float | None, run: int = 0) -> tuple[S, float] | None:
+    def load(self, now: float | None, run: int | None = 0) -> tuple[S, float] | None:
         """The state of the crashed instance this one replaces, with its stamp; None to start fresh.
 
         Args:
             now: the module's clock, s: a state stamped later is refused (None: no such check, for the clock's own
                 source, the simulator).
             run: the simulated run the module is in (``SimTime.run``; 0: the wall clock or not known yet); a state
-                of another run is refused.
+                of another run is refused (None: no such check, for the simulator, whose run the state says).
 
         Returns:
             (state, its stamp), or None: not a restart, no file, or a file refused (why is logged).
@@ -273,12 +273,12 @@ class Continuation(Generic[S]):
             return None
         return state, envelope.stamp
 
-    def _refusal(self, envelope: _Envelope, now: float | None, run: int) -> str:
+    def _refusal(self, envelope: _Envelope, now: float | None, run: int | None) -> str:
         if envelope.module != self.module:
             return f"module {envelope.module}'s, not {self.module}'s"
         if envelope.session != self.session:
             return f"of another session ({envelope.session or 'none'}, this one is {self.session or 'none'})"
-        if envelope.run != run and (envelope.run or run):
+        if run is not None and envelope.run != run and (envelope.run or run):
             return f"of another simulated run ({envelope.run}, the clock's is {run})"
         if now is not None and envelope.stamp > now + FUTURE_SLACK:
             return f"from the future of the clock (stamped {envelope.stamp:.3f} s, the clock says {now:.3f} s)"

@@ -142,10 +142,10 @@ class Barrier:
         return LockstepTick(self.run, self.number, stamp, frontier, paused)
 
     def first(self, wall: float) -> LockstepTick:
-        """The first tick of the run (time 0)."""
-        self.number = 0
+        """The first tick: of the run (time 0, tick 0), or of a restarted simulator going on with its run (the tick
+        number and time it was created with)."""
         self.sent_at = wall
-        return LockstepTick(self.run, 0, self.stamp, [], True)
+        return LockstepTick(self.run, self.number, self.stamp, [], True)
 
     def restart_wait(self, wall: float) -> None:
         """The current tick was sent again: its members get the full timeout from now."""

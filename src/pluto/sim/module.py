@@ -12,12 +12,20 @@ keep coming at that time, so modules can start and exchange their first values) 
 
 Services: ``sim/world`` (the settings), ``sim/pause``, ``sim/resume`` (-> paused or not), ``sim/lockstep`` (-> the
 barrier's state: tick, time, members, dropped members).
+
+Restarts: a simulator started again by the supervisor after a crash goes on with the same run, from where its time
+was (:mod:`pluto.runtime.persist`): the other modules see the time stall, then go on, not a new run. Before its time
+passes the time it last saved, it saves a time :data:`HORIZON` ahead (and a tick number :data:`HORIZON_TICKS` ahead),
+so that the time it restarts at is never earlier than one the modules have seen: the time jumps forward by less than
+:data:`HORIZON` at a restart. The simulated devices keep their own state the same way (the body's pose and odometry,
+the inertial unit's heading).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import secrets
 import threading
 import time
@@ -32,9 +40,24 @@ from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, LockstepTick
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.persist import Continuation
 from pluto.sim.lockstep import Barrier
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
 from pluto.sim.world import World, load_world
+
+HORIZON = 1.0
+"""s of simulated time: the time a simulator saves is this far ahead of the one it publishes."""
+
+HORIZON_TICKS = 100_000
+"""Lock-step ticks: the tick number a simulator saves is this far ahead of the one it publishes."""
+
+
+class SimState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted simulator goes on from: its run, and a time and a tick number it had not reached yet."""
+
+    run: int
+    stamp: float
+    tick: int = 0
 
 
 class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,6 +158,22 @@ class SimModule(Module[SimParams]):
         )
         self.run_id = secrets.randbits(63) | 1
         self.sim_time = 0.0
+        self.start_tick = 0
+        self.continuation = Continuation.of(self, SimState)
+        loaded = self.continuation.load(None, None)  # the simulator is the clock: no time to check it against
+        if loaded is not None:
+            state = loaded[0]
+            self.run_id, self.sim_time, self.start_tick = state.run, state.stamp, state.tick
+            self.get_logger().warning(
+                "restarted: the simulation goes on, run %d from %.3f s (tick %d): the modules saw the time stall",
+                self.run_id,
+                self.sim_time,
+                self.start_tick,
+            )
+        elif self.continuation.resume:
+            self.get_logger().warning("restarted without a saved time: a new run from 0 s")
+        self._time_offset = self.sim_time
+        self._promised = (-math.inf, -1)  # the time and tick saved: not to be passed before a new save
         self._wall_start: float | None = None
         self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher(names.CLOCK)
         self.create_service("world", lambda _req: self.settings)
@@ -152,8 +191,18 @@ class SimModule(Module[SimParams]):
         wall = time.monotonic()
         if self._wall_start is None:
             self._wall_start = wall
-        self.sim_time = (wall - self._wall_start) * p.speed
+        self.sim_time = self._time_offset + (wall - self._wall_start) * p.speed
+        self.promise(self.sim_time)
         self.clock_out.write(msgs.SimTime(stamp=self.sim_time, rate=p.speed, run=self.run_id))
+
+    def promise(self, stamp: float, tick: int = 0) -> None:
+        """Before publishing time ``stamp`` (s) and tick ``tick``: if they pass what was saved, save a time and a
+        tick ahead of them, so that a restart never goes back to a time the modules have seen."""
+        if stamp < self._promised[0] and tick < self._promised[1]:
+            return
+        self._promised = (stamp + HORIZON, tick + HORIZON_TICKS)
+        state = SimState(run=self.run_id, stamp=self._promised[0], tick=self._promised[1])
+        self.continuation.save(state, state.stamp, self.run_id)
 
     def _loop(self) -> None:
         if self.lockstep is None:
@@ -200,12 +249,15 @@ class LockstepCoordinator:
         self.sim = sim
         self.params = params
         self.log = logging.getLogger("pluto.sim.lockstep")
-        self.barrier = Barrier(run=sim.run_id, timeout=params.lockstep_timeout)
+        # a restarted simulator goes on with the run's tick numbers and time (members ignore older ticks of a run)
+        self.barrier = Barrier(
+            run=sim.run_id, timeout=params.lockstep_timeout, number=sim.start_tick, stamp=sim.sim_time
+        )
         self.paused = params.paused
         self._cond = threading.Condition()
         self._changed = False  # membership changed: the current tick goes out again
-        self._last = LockstepTick(self.barrier.run, 0, 0.0)
-        self._next_clock = 0.0
+        self._last = LockstepTick(self.barrier.run, self.barrier.number, self.barrier.stamp)
+        self._next_clock = self.barrier.stamp
         bus = sim.bus
         self._tick_pub = bus.session.declare_publisher(
             bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
@@ -278,6 +330,7 @@ class LockstepCoordinator:
     # -- the loop -----------------------------------------------------------------------------------------------
 
     def _publish(self, tick: LockstepTick) -> None:
+        self.sim.promise(tick.stamp, tick.number)
         self.sim.sim_time = tick.stamp
         # Members follow the ticks; ``Clock`` is for everyone else (tools, logs), so it need not come at every tick.
         if tick.stamp >= self._next_clock or tick.paused or tick.number == 0:

@@ -9,6 +9,10 @@ True), every command is taken as zero speed; velocity_mode changes nothing (the 
 speed_pid and position_pid are kept in ``pid_gains`` (the body has no controller to tune); speed_profile sets the
 body's limits (it has one acceleration limit each way: a deceleration sets it when no acceleration is given).
 
+A base started again by the supervisor after a crash goes on with the body where it was, odometry and battery
+included (:mod:`pluto.runtime.persist`; saved at most every 0.2 s of wall time, with the body's time): the odometry
+does not jump back to 0, and the true pose stays with it.
+
 One service of the simulated base only: ``base/place`` [x, y, theta] -> True puts the body there at once (in the
 world frame; the odometry does not see it), as when someone carries the robot elsewhere (a kidnapped robot). A
 place inside a wall or an obstacle is refused.
@@ -17,12 +21,16 @@ place inside a wall or an obstacle is refused.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import threading
 from collections.abc import Mapping
 
+import msgspec
+
 from pluto import msgs, names
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
+from pluto.runtime.persist import Continuation, clock_run
 from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.device import SimDevice, SimDeviceParams
 
@@ -41,6 +49,22 @@ class SimBaseParams(SimDeviceParams, BaseServerParams, kw_only=True, forbid_unkn
     max_turn_rate: float = 2.0
     max_accel: float = 1.0
     max_turn_accel: float = 3.0
+
+
+class SimBaseState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted simulated base goes on from: the body, and the time of its last step (s)."""
+
+    stamp: float
+    pose: tuple[float, float, float]
+    velocity: tuple[float, float, float]  # v, ω, the wheels' v
+    odometry: tuple[float, float, float]
+    odometry_velocity: tuple[float, float]
+    energy_wh: float
+    body_time: float
+    scale: float
+    next_sonar: float
+    motors_on: bool
+    rng: str  # the random generator's state, JSON (its integers are wider than MessagePack's)
 
 
 class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
@@ -69,6 +93,51 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
         self.motors_on = True
         self.pid_gains: dict[str, dict[str, float]] = {"speed": {}, "position": {}}
         self.create_service("place", self._srv_place, list[float])
+        self.continuation = Continuation.of(self, SimBaseState)
+        loaded = self.continuation.load(self.clock.now(), clock_run(self.clock))
+        if loaded is not None:
+            self._restore(loaded[0])
+
+    def _restore(self, state: SimBaseState) -> None:
+        body = self.body
+        body.x, body.y, body.theta = state.pose
+        body.v, body.omega, body.wheel_v = state.velocity
+        body.odom = list(state.odometry)
+        body.odom_v, body.odom_omega = state.odometry_velocity
+        body.energy_wh, body.t, body._scale = state.energy_wh, state.body_time, state.scale
+        self._last, self._next_sonar, self.motors_on = state.stamp, state.next_sonar, state.motors_on
+        self.rng.bit_generator.state = json.loads(state.rng)
+        self.get_logger().warning(
+            "restarted: the body goes on from %.3f s at (%.3f, %.3f, %.1f°), odometry (%.3f, %.3f, %.1f°)",
+            state.stamp,
+            body.x,
+            body.y,
+            math.degrees(body.theta),
+            *state.odometry[:2],
+            math.degrees(state.odometry[2]),
+        )
+
+    def _state(self) -> SimBaseState:
+        body = self.body
+        return SimBaseState(
+            stamp=self._last if self._last is not None else 0.0,
+            pose=(body.x, body.y, body.theta),
+            velocity=(body.v, body.omega, body.wheel_v),
+            odometry=(body.odom[0], body.odom[1], body.odom[2]),
+            odometry_velocity=(body.odom_v, body.odom_omega),
+            energy_wh=body.energy_wh,
+            body_time=body.t,
+            scale=body._scale,
+            next_sonar=self._next_sonar,
+            motors_on=self.motors_on,
+            rng=json.dumps(self.rng.bit_generator.state),
+        )
+
+    def close_base(self) -> None:
+        continuation = getattr(self, "continuation", None)  # None if the configuration failed before it
+        if continuation is not None and self._last is not None:
+            with self._body_lock:
+                continuation.save(self._state(), self._last, clock_run(self.clock))
 
     def initial_state(self, now: float) -> BaseState:
         return self._state_of(now, self.body.state())
@@ -86,6 +155,7 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
         v, omega = self._target
         with self._body_lock:
             state = self.body.step(v, omega, dt, self.world.mover_circles(now))
+            self.continuation.save_due(self._state, now, clock_run(self.clock))
         return self._state_of(now, state)
 
     def _state_of(self, now: float, s: BodyState) -> BaseState:

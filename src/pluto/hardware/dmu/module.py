@@ -1,12 +1,21 @@
 """The simulated inertial unit server: ``DMU/Raw`` (the sensor's data, z up) and ``DMU/State`` (filtered rates and
-accelerations, the heading integrated from the vertical rate, stamped later by the filter's delay)."""
+accelerations, the heading integrated from the vertical rate, stamped later by the filter's delay).
+
+A unit started again by the supervisor after a crash goes on with its integrated heading and filter where they were
+(:mod:`pluto.runtime.persist`), and takes the body's turn meanwhile into its heading: the localization service, which
+turns by the changes of this heading, sees no jump."""
 
 from __future__ import annotations
 
+import json
+import math
 import threading
+
+import msgspec
 
 from pluto import msgs, names
 from pluto.geometry import wrap_angle
+from pluto.runtime.persist import Continuation, clock_run
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.inertial import SimDmu
 
@@ -18,6 +27,20 @@ class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
 
     rate_hz: float = 20.0
     time_constant: float = 0.1
+
+
+class SimDmuState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted simulated inertial unit goes on from."""
+
+    last: float  # stamp of the body's pose last measured, s
+    last_heading: float  # the body's heading then, rad
+    heading: float  # the integrated heading, rad
+    history: list[tuple[float, float]]  # (t, heading) of the filter's delay line
+    rates: tuple[float, float, float]
+    accelerations: tuple[float, float, float]
+    bias: float
+    last_v: float | None
+    rng: str  # the random generator's state, JSON
 
 
 class SimDmuModule(SimDevice[SimDmuParams]):
@@ -41,6 +64,45 @@ class SimDmuModule(SimDevice[SimDmuParams]):
         self.state_out = self.create_publisher(names.DMU_STATE)
         self._last: float | None = None
         self._last_heading: float | None = None
+        self.continuation = Continuation.of(self, SimDmuState)
+        loaded = self.continuation.load(self.clock.now(), clock_run(self.clock))
+        if loaded is not None:
+            self._restore(loaded[0])
+
+    def _restore(self, state: SimDmuState) -> None:
+        dmu = self.dmu
+        self._last, self._last_heading = state.last, state.last_heading
+        dmu.filter.heading, dmu.theta = state.heading, state.heading
+        dmu.filter._history.extend(state.history)
+        dmu.filter.rates[:] = state.rates
+        dmu.filter.accelerations[:] = state.accelerations
+        dmu.bias, dmu._last_v = state.bias, state.last_v
+        self.rng.bit_generator.state = json.loads(state.rng)
+        self.get_logger().warning(
+            "restarted: the heading goes on from %.1f° at %.3f s (the body's turn since is taken in)",
+            math.degrees(state.heading),
+            state.last,
+        )
+
+    def _state(self) -> SimDmuState:
+        dmu = self.dmu
+        assert self._last is not None and self._last_heading is not None
+        r, a = dmu.filter.rates, dmu.filter.accelerations
+        return SimDmuState(
+            last=self._last,
+            last_heading=self._last_heading,
+            heading=dmu.filter.heading,
+            history=list(dmu.filter._history),
+            rates=(float(r[0]), float(r[1]), float(r[2])),
+            accelerations=(float(a[0]), float(a[1]), float(a[2])),
+            bias=dmu.bias,
+            last_v=dmu._last_v,
+            rng=json.dumps(self.rng.bit_generator.state),
+        )
+
+    def on_shutdown(self) -> None:
+        if self._last is not None:
+            self.continuation.save(self._state(), self._last, clock_run(self.clock))
 
     def _add_pose(self, pose: msgs.Odometry) -> None:
         with self._poses_lock:
@@ -51,6 +113,8 @@ class SimDmuModule(SimDevice[SimDmuParams]):
             poses, self._poses = self._poses, []
         for truth in poses:
             self._measure(truth)
+        if self._last is not None:
+            self.continuation.save_due(self._state, self._last, clock_run(self.clock))
 
     def _measure(self, truth: msgs.Odometry) -> None:
         # The unit measures the body as it was at the body's own time: stamped with the module's clock instead, a
