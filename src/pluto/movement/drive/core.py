@@ -6,8 +6,12 @@ Strategy: the spec (pluto-software.txt §6.1) stacks a few simple rules, applied
    (turn towards ``position[1]`` with ω = gain·error, capped so the turn can still be braked in time, while
    ``velocity[0]`` is scaled by cos(error) so the robot turns before it drives);
 2. a commander silent for ``timeout`` s makes the target zero (status -1);
-3. speeds are capped to ``max_speed`` / ``max_turn_rate`` and changes to ``max_accel`` / ``max_turn_accel``;
-4. safety clamps come last and may brake harder than the acceleration limit (they are stops, never speed-ups):
+3. a stale input stops the robot at once, without the acceleration ramp (status -2), until it is fresh again:
+   the command's lease ran out (a commander that renews its command every step and went silent:
+   ``ActuatorState.lease``), the commander halts the robot (``cmd_flags`` 2 or 12: an input it steers by went
+   stale), or the odometry a heading command needs is stale (the module passes a stale value as None);
+4. speeds are capped to ``max_speed`` / ``max_turn_rate`` and changes to ``max_accel`` / ``max_turn_accel``;
+5. safety clamps come last and may brake harder than the acceleration limit (they are stops, never speed-ups):
    with sonar protection (+10) the linear speed towards the nearest return is capped to a ramp that reaches zero at
    ``stop_distance`` (status 3, 4 or 5 by sector); a pressed bumper cancels the command and stops the robot
    (status 1 or 2); only motion away from the pressed bumper is allowed, without turning.
@@ -26,6 +30,7 @@ from pluto import msgs
 from pluto.geometry import wrap_angle
 
 __all__ = [
+    "HALT_FLAGS",
     "DriveController",
     "DriveOutput",
     "DriveParams",
@@ -36,11 +41,19 @@ __all__ = [
 ]
 
 
+HALT_FLAGS = (2, 12)
+"""``cmd_flags`` of a halt: stop at once, without the acceleration ramp (status -2); a commander sends it when an input
+it steers by went stale, and renews it while the input stays stale."""
+
+
 class DriveStatus(IntEnum):
     """``element[0]`` of ``drive/status``."""
 
     NORMAL = 0
     TIMEOUT = -1
+    STALE = -2
+    """Stopped at once for a stale input: the command's lease ran out, the commander halted the robot (cmd_flags 2),
+    or the odometry of a heading command is stale; the robot drives on when the input is fresh again."""
     STOPPED = -10
     FRONT_BUMPER = 1
     BACK_BUMPER = 2
@@ -240,6 +253,10 @@ class DriveController:
         flags = self._command.cmd_flags if self._command is not None else 0
         protect = flags >= 10
         v_target, w_target = (0.0, 0.0) if timed_out else self._target(odometry)
+        if not timed_out and self._stale(odometry, now):
+            # a stop for a stale input is a safety stop: at once, not down the acceleration ramp
+            status = DriveStatus.STALE
+            v_target = w_target = self._v = self._w = 0.0
 
         # Limits: speed, then acceleration.
         v_target = max(-p.max_speed, min(p.max_speed, v_target))
@@ -270,6 +287,17 @@ class DriveController:
             status = self._bumped
         self._v, self._w = v, w
         return DriveOutput(v, w, int(status), (v, w))
+
+    def _stale(self, odometry: msgs.Odometry | None, now: float) -> bool:
+        """The command in force cannot be carried out for a stale input: its lease ran out, it is a halt, or it is a
+        heading command without (fresh) odometry."""
+        cmd = self._command
+        if cmd is None or self._command_time is None:
+            return False
+        lease = cmd.lease if math.isfinite(cmd.lease) else 0.0
+        if lease > 0.0 and now - self._command_time > lease:
+            return True
+        return cmd.cmd_flags in HALT_FLAGS or (cmd.cmd_flags in (1, 11) and odometry is None)
 
     def _target(self, odometry: msgs.Odometry | None) -> tuple[float, float]:
         """The (v, ω) the command asks for, before limits (m/s, rad/s)."""

@@ -6,6 +6,10 @@ itself after 1 s without a command, so the drive keeps writing even when nothing
 (an ``FVectorState``: data[0..1] the commanded v m/s and ω rad/s, element[0] the status code of
 :class:`~.core.DriveStatus`; -10 once the control step is stopped).
 
+Inputs are used only while fresh (:meth:`pluto.bus.StateReader.fresh`: the odometry and bumpers by the interface
+table's deadline, the sonar by ``sensor_timeout``). A command with a lease (avoid renews its command every step) holds
+only while renewed: once its lease runs out the robot stops at once (status -2) and drives on with the next command.
+
 When the simulated time jumps back (a new run, a replay started again) the drive forgets its command and its speeds:
 a command of the old run is never obeyed in the new one, neither one received before the jump nor one that comes
 after it stamped in the old run's future (until the new run reaches the old run's time; counted in
@@ -125,6 +129,7 @@ class DriveModule(Module[DriveModuleParams]):
 
     def on_parameters_changed(self, old: DriveModuleParams, new: DriveModuleParams) -> None:
         self.controller.params = new.drive_params()
+        self.sonar.deadline = new.sensor_timeout
 
     def on_configure(self) -> None:
         p = self.params
@@ -143,7 +148,7 @@ class DriveModule(Module[DriveModuleParams]):
         self.controller = DriveController(p.drive_params(), calibration)
         self.commands = self.create_reader(names.DRIVE_COMMAND)
         self.odometry = self.create_reader(names.BASE_DRIVE_STATE)
-        self.sonar = self.create_reader(names.BASE_SONAR)
+        self.sonar = self.create_reader(names.BASE_SONAR, deadline=p.sensor_timeout)
         self.contact = self.create_reader(names.BASE_CONTACT)
         self.base = self.create_publisher(names.BASE_DRIVE_COMMAND)
         self.status = self.create_publisher(names.DRIVE_STATUS)
@@ -178,10 +183,9 @@ class DriveModule(Module[DriveModuleParams]):
             if command is not None and self._from_old_run(command.stamp, now):
                 self.stale_commands += 1
                 command = None
-        sonar = self.sonar.read()
-        if sonar is not None and abs(now - sonar.stamp) > self.params.sensor_timeout:
-            sonar = None
-        out = self.controller.step(command, self.odometry.read(), sonar, self.contact.read(), now)
+        # the inputs by the freshness contract: a stale one is absent (a heading command then stops at once, -2)
+        sonar = self.sonar.fresh(now)
+        out = self.controller.step(command, self.odometry.fresh(now), sonar, self.contact.fresh(now), now)
         self.publish(now, out)
 
     def publish(self, now: float, out: DriveOutput) -> None:
