@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The pose and slam modules' numba kernels, compiled once into numba's cache now rather than by the first
+	# module to need them (up to a minute on a busy machine, while its starter waits).
+	$(BIN)/pluto warm
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -6,6 +6,7 @@ Subprocesses find them through PYTHONPATH (set to the repository root by ``tests
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from pluto import msgs
@@ -36,6 +37,36 @@ class SlowProvider(Module):
     def on_configure(self) -> None:
         assert isinstance(self.params, SlowProviderParams)
         time.sleep(self.params.delay)
+        self.seq = 0
+        self.out: StateWriter[msgs.FVectorState] = self.create_publisher(SLOW, msgs.FVectorState)
+
+    def step(self, now: float) -> None:
+        self.seq += 1
+        self.out.write(msgs.FVectorState(stamp=now, element=[self.seq]))
+
+
+class GatedProviderParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    gate: a file; the module configures until it exists.
+    """
+
+    gate: str = ""
+
+
+class GatedProvider(Module):
+    """Configures until the file ``gate`` exists (a first run compiling its kernels, at the test's pace), then
+    writes a counter on Test/Slow."""
+
+    name = "gated-provider"
+    description = "test: configures until a file exists, then writes Test/Slow"
+    provides = (SLOW,)
+    Params: ClassVar[type[ModuleParams]] = GatedProviderParams
+
+    def on_configure(self) -> None:
+        assert isinstance(self.params, GatedProviderParams)
+        print("waiting for the gate", flush=True)
+        while not Path(self.params.gate).exists():
+            time.sleep(0.01)  # a file has no event to wait on
         self.seq = 0
         self.out: StateWriter[msgs.FVectorState] = self.create_publisher(SLOW, msgs.FVectorState)
 

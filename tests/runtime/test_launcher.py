@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from pluto.bus import Bus
 from pluto.errors import LaunchError
 from pluto.runtime import launcher
 from pluto.runtime.heartbeat import HeartbeatModule
+from pluto.runtime.module import STARTING_KEY
 from tests.helpers import wait_until
 
 CRASHER = "tests.runtime.sample_modules:CrashOnConfigure"
@@ -93,10 +96,20 @@ def test_a_module_that_crashes_at_start_reports_the_end_of_its_log(bus: Bus) -> 
 
 
 def test_a_module_that_never_publishes_times_out(bus: Bus) -> None:
-    params: dict[str, object] = {"delay": 5.0}
-    with pytest.raises(LaunchError, match=r"did not start publishing within 0\.5 s"):
+    params: dict[str, object] = {"delay": 0.0, "autostart": False}  # up, but it never steps, so never writes
+    with pytest.raises(LaunchError, match=r"did not start publishing within 0\.5 s of being up"):
         launcher.start_daemon(bus, "tests.runtime.sample_modules:SlowProvider", params=params, timeout=0.5)
     assert launcher.running_daemons(bus.robot) == {}
+
+
+def test_a_process_that_neither_says_it_is_starting_nor_is_up_times_out(bus: Bus, tmp_path: Path) -> None:
+    silent = launcher.spawn(["sleep", "60"], tmp_path / "silent.log")
+    try:
+        with pytest.raises(LaunchError, match=r"gated-provider did not start publishing within 0\.5 s$"):
+            launcher.wait_publishing(bus, "tests.runtime.sample_modules:GatedProvider", 0.5, process=silent)
+    finally:
+        silent.kill()
+        silent.wait()
 
 
 def test_module_command_passes_parameters_as_toml() -> None:
@@ -127,3 +140,93 @@ def test_a_spawned_module_process_gets_one_thread_per_numerical_library(
     command = ["sh", "-c", f'echo "$OPENBLAS_NUM_THREADS $OMP_NUM_THREADS $MKL_NUM_THREADS" > {shown}']
     assert launcher.spawn(command, tmp_path / "x.log").wait(timeout=30) == 0
     assert shown.read_text().split() == ["1", "3", "1"]
+
+
+GATED = "tests.runtime.sample_modules:GatedProvider"
+
+
+def _start_gated(bus: Bus, gate: Path) -> subprocess.Popen[bytes]:
+    """A gated provider's process, once it says it is starting (its configuration waits for ``gate``)."""
+    process = launcher.spawn(
+        launcher.module_command(GATED, params={"gate": str(gate)}),
+        launcher.runtime_dir(bus.robot) / "gated-provider.log",
+        env=launcher.bus_environment(bus.config),
+    )
+    bus.wait_for_token(f"{STARTING_KEY}/gated-provider", timeout=60.0)
+    return process
+
+
+def test_a_module_that_says_it_is_starting_is_waited_for_beyond_the_timeout(bus: Bus, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    process = _start_gated(bus, gate)
+    notices: list[str] = []
+    outcome: list[BaseException | None] = []
+
+    def wait() -> None:
+        try:
+            launcher.wait_publishing(
+                bus,
+                GATED,
+                0.2,
+                process=process,
+                notice=notices.append,
+                log_path=launcher.runtime_dir(bus.robot) / "gated-provider.log",
+            )
+            outcome.append(None)
+        except BaseException as err:
+            outcome.append(err)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        waiter.join(timeout=1.5)  # well past its 0.2 s: a waiter that gave up has ended by now
+        assert outcome == [], outcome
+        assert waiter.is_alive()
+    finally:
+        gate.touch()
+        waiter.join(timeout=60.0)
+        process.terminate()
+        process.wait()
+    assert outcome == [None]
+    assert notices, "the wait beyond the timeout is told"
+    assert notices[0].startswith("gated-provider is still starting after ")
+    assert notices[0].endswith(": waiting for the gate")  # the last line of its log
+
+
+def test_a_module_still_starting_at_the_limit_fails(bus: Bus, tmp_path: Path) -> None:
+    process = _start_gated(bus, tmp_path / "never")
+    try:
+        with pytest.raises(LaunchError, match=r"gated-provider was still starting after 1\.5 s"):
+            launcher.wait_publishing(bus, GATED, 0.2, process=process, starting_limit=1.5)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_a_module_that_ends_while_it_says_it_is_starting_fails_at_once(bus: Bus, tmp_path: Path) -> None:
+    process = _start_gated(bus, tmp_path / "never")
+    process.kill()
+    process.wait()
+    with pytest.raises(LaunchError, match="gated-provider exited with status -9 while starting"):
+        launcher.wait_publishing(bus, GATED, 0.2, process=process, starting_limit=600.0)
+
+
+def test_a_failed_start_quotes_only_this_run_s_lines_of_the_log(bus: Bus) -> None:
+    log = launcher.runtime_dir(bus.robot) / "crasher.log"
+    log.write_text("an earlier run's line\n" * 10)
+    with pytest.raises(LaunchError) as err:
+        launcher.start_daemon(bus, CRASHER, timeout=15)
+    assert "boom: the test device is missing" in str(err.value)
+    assert "an earlier run's line" not in str(err.value)
+
+
+def test_tail_reads_the_last_section_of_a_log(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    for word in ("first", "second"):
+        assert launcher.spawn(["sh", "-c", f"echo {word} 1; echo {word} 2"], log).wait(timeout=30) == 0
+    assert launcher.tail(log) == "second 1\nsecond 2"
+    assert launcher.last_line(log) == "second 2"
+    assert log.read_text().count(launcher.SECTION_MARK) == 2
+    plain = tmp_path / "plain.log"  # a log that spawn did not write
+    plain.write_text("a\nb\nc\n")
+    assert launcher.tail(plain, 2) == "b\nc"

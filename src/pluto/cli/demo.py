@@ -59,7 +59,7 @@ from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.profiles import Profile, ProfileEntry, load_profile, start_order, with_params
-from pluto.runtime.runner import ModuleSpec, stop_on_signals
+from pluto.runtime.runner import ModuleSpec, interruptible, stop_on_signals
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.device import TruthHistory
 from pluto.sim.laser import LaserParams, laser_pose
@@ -589,6 +589,7 @@ def run_demo(
 
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.
+        Interrupted: SIGINT or SIGTERM while the modules started (they are stopped again).
     """
     emulated = devices == "emulated"
     _check_devices(devices, rate, slam)
@@ -626,7 +627,14 @@ def run_demo(
     ):
         # the drivers' handshakes (the LMS's baud search, the Pioneer's SYNCs) take a while on a busy machine
         timeout = 40.0 if emulated else 20.0
-        supervisor = Supervisor(bus, profile, config, one_process=one_process, startup_timeout=timeout)
+        supervisor = Supervisor(
+            bus,
+            profile,
+            config,
+            one_process=one_process,
+            startup_timeout=timeout,
+            notice=lambda text: print(text, flush=True),
+        )
         if emulated:
             print(
                 f"Pluto demo on robot '{bus.robot}': the real drivers on emulated devices (P2OS, SICK LMS, Crossbow "
@@ -641,7 +649,8 @@ def run_demo(
         print(watch_live_hint(bus.robot, 1.0 if emulated else rate))
         print("", flush=True)
         try:
-            supervisor.start(resume=False)
+            with interruptible(stop):  # a Ctrl-C while the modules start ends the demo there
+                supervisor.start(resume=False)
             print(f"all publishing after {time.monotonic() - wall_start:.1f} s\n")
             print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
             bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)

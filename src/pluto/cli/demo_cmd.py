@@ -100,16 +100,21 @@ def run(args: argparse.Namespace) -> int:
         PlutoError: a bad combination of options, or a module that failed to start.
     """
     from pluto.cli.demo import run_demo
+    from pluto.runtime.runner import Interrupted
 
-    return run_demo(
-        config_from_args(args),
-        duration=args.duration,
-        rate=args.rate,
-        output=args.output,
-        seed=args.seed,
-        noise=args.noise,
-        lockstep=not args.no_lockstep,
-        one_process=args.one_process,
-        devices=args.devices,
-        slam=args.slam,
-    )
+    try:
+        return run_demo(
+            config_from_args(args),
+            duration=args.duration,
+            rate=args.rate,
+            output=args.output,
+            seed=args.seed,
+            noise=args.noise,
+            lockstep=not args.no_lockstep,
+            one_process=args.one_process,
+            devices=args.devices,
+            slam=args.slam,
+        )
+    except Interrupted:
+        print("demo interrupted while the modules started; all modules stopped", flush=True)
+        return 0

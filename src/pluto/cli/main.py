@@ -44,6 +44,7 @@ from pluto.cli import (
     sim_cmd,
     slam_cmd,
     up_cmd,
+    warm_cmd,
     web_cmd,
     xmlserver_cmd,
 )
@@ -113,6 +114,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     netmotion_cmd.register,  # netmotion
     foxglove_cmd.register,  # foxglove
     web_cmd.register,  # web
+    warm_cmd.register,  # warm
 )
 """How each command module registers its commands, in the order of ``pluto --help``."""
 

@@ -9,6 +9,7 @@ from typing import Any
 from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.common import config_from_args
+from pluto.cli.progress import say
 from pluto.errors import LaunchError, PlutoError
 from pluto.runtime import launcher
 from pluto.runtime.config import build_params, parse_override
@@ -55,7 +56,13 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("module", metavar="MODULE", nargs="+")
     p.add_argument("--name", help="name on the bus (one module only)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", help=PARAM_HELP)
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for it to publish (default 15)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=15.0,
+        help="seconds to wait for it to publish, or to say it is starting (default 15); one that says it is "
+        f"starting is waited for up to {launcher.STARTING_LIMIT:g} s",
+    )
     p.set_defaults(take_extra=add_module_options)
 
     p = add_parser(
@@ -148,6 +155,7 @@ def start(args: argparse.Namespace) -> int:
                 params=_params(args.param),
                 config=str(config.path) if config.path else None,
                 timeout=args.timeout,
+                notice=say,
             )
             name = args.name or module_name_of(module)
             print(f"started {name} (pid {pid}); log: {launcher.runtime_dir(bus.robot) / (name + '.log')}")

@@ -14,7 +14,7 @@ from pluto.cli.progress import say
 from pluto.errors import LaunchError
 from pluto.runtime import launcher
 from pluto.runtime.profiles import load_profile, parse_overrides
-from pluto.runtime.runner import stop_on_signals
+from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
 from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
 __all__ = ["down", "register", "up"]
@@ -40,7 +40,14 @@ def register(subparsers: Subparsers) -> None:
         help="run all modules in one process sharing one bus session (lighter; no crash isolation)",
     )
     p.add_argument("--detach", action="store_true", help="run the supervisor in the background and return")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        help="seconds each module has to start publishing, or to say it is starting (default 20); one that says "
+        f"it is starting is waited for up to {launcher.STARTING_LIMIT:g} s (a first run compiles the navigation "
+        "kernels)",
+    )
     p.add_argument(
         "--set",
         action="append",
@@ -88,9 +95,17 @@ def up(args: argparse.Namespace) -> int:
         with Bus(config.bus) as bus:
             total = len(profile.entries)
             for number, entry in enumerate(profile.entries, 1):
-                _starting(entry.name, number, total, args.timeout)
+                _starting(entry.name, number, total)
                 try:
-                    launcher.wait_publishing(bus, entry.spec.module, args.timeout, name=entry.name, process=process)
+                    launcher.wait_publishing(
+                        bus,
+                        entry.spec.module,
+                        args.timeout,
+                        name=entry.name,
+                        process=process,
+                        notice=say,
+                        log_path=launcher.runtime_dir(robot) / f"{entry.name}.log",
+                    )
                 except LaunchError as err:
                     if process.poll() is None:
                         launcher.terminate(process.pid)
@@ -107,17 +122,21 @@ def up(args: argparse.Namespace) -> int:
             config,
             one_process=args.one_process,
             startup_timeout=args.timeout,
-            progress=lambda name, number, total: _starting(name, number, total, args.timeout),
+            progress=_starting,
+            notice=say,
         )
         Path(pid_file).write_text(f"{os.getpid()}\n")
         try:
-            supervisor.start()
+            with interruptible(stop):  # a Ctrl-C while the modules start stops them there
+                supervisor.start()
             print(
                 f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
                 f"(Ctrl-C or `pluto down` stops it)",
                 flush=True,
             )
             supervisor.run(stop)
+        except Interrupted:
+            pass
         finally:
             supervisor.shutdown()
             Path(pid_file).unlink(missing_ok=True)
@@ -125,9 +144,9 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _starting(name: str, number: int, total: int, timeout: float) -> None:
+def _starting(name: str, number: int, total: int) -> None:
     """Say which module ``pluto up`` waits for now (on stderr)."""
-    say(f"[{number}/{total}] starting {name}, waiting until it publishes (up to {timeout:g} s) ...")
+    say(f"[{number}/{total}] starting {name}, waiting until it publishes ...")
 
 
 def down(args: argparse.Namespace) -> int:

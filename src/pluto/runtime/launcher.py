@@ -9,19 +9,22 @@ the low-level servers first and check by hand that they send data.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pluto.bus import Bus, BusConfig, BusTimeout
 from pluto.bus.lockstep import MEMBER_KEY
 from pluto.errors import LaunchError
+from pluto.runtime.module import STARTING_KEY
 from pluto.runtime.registry import load_module_class
 
 
@@ -148,6 +151,9 @@ def spawn(
     if with_parent:
         variables[PARENT_ENV] = str(os.getpid())
     with open(log_path, "ab") as log_file:
+        # Each run's lines start a section of their own: what :func:`tail` quotes of a failed start is this run's.
+        log_file.write(f"{SECTION_MARK} {time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(cmd)}\n".encode())
+        log_file.flush()
         return subprocess.Popen(
             list(cmd),
             stdin=subprocess.DEVNULL,
@@ -174,12 +180,40 @@ def end_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+SECTION_MARK = "==== pluto start"
+"""Start of the line :func:`spawn` writes in a log before the command's own lines (logs are appended to)."""
+
+TAIL_BYTES = 1 << 20
+"""A log's last bytes that :func:`tail` reads (its last section, unless a run wrote more than this)."""
+
+
 def tail(path: Path, lines: int = 5) -> str:
-    """The last lines of a log file (for error messages)."""
+    """The last lines of a log file's last section (the lines of the last run :func:`spawn` started), for error
+    messages."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(0, size - TAIL_BYTES))
+            text = log_file.read().decode(errors="replace")
     except OSError:
         return ""
+    found = text.rfind(SECTION_MARK)
+    if found >= 0:
+        text = text[found:].partition("\n")[2]
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def last_line(path: Path) -> str:
+    """The last line of a log file's last section ("" if none)."""
+    return tail(path, 1).strip()
+
+
+STARTING_LIMIT = 600.0
+"""s a module that says it is starting may take to be up, whatever the starter's own timeout (a first run may
+compile the navigation kernels: about a minute on a busy machine; a driver may search a device's baud rates)."""
+
+NOTICE_PERIOD = 10.0
+"""s between two notices of a module that is still starting."""
 
 
 def wait_publishing(
@@ -190,8 +224,18 @@ def wait_publishing(
     process: subprocess.Popen[bytes] | None = None,
     params: dict[str, object] | None = None,
     held: bool = False,
+    *,
+    starting_limit: float = STARTING_LIMIT,
+    notice: Callable[[str], None] | None = None,
+    log_path: Path | None = None,
 ) -> None:
     """Wait until a module is alive and every interface it provides has a value.
+
+    A module says it is starting (a liveliness token, ``@starting/<name>``) as soon as its process has joined the
+    bus, before it configures, which may take long (kernels compiled on a first run, a driver's handshake). While it
+    says so it is waited for up to ``starting_limit`` s, however short ``timeout``; one that neither says so nor is
+    alive within ``timeout`` s fails, as does one whose process ends (at once). Once alive, it has ``timeout`` s
+    more to write its interfaces.
 
     Args:
         module: installed module name or ``package.module:Class``.
@@ -200,28 +244,66 @@ def wait_publishing(
         params: its parameters (a ``driver`` among them picks the class, and so what it provides).
         held: a lock-stepped simulator holds the time: a module that follows simulated time is ready when it has
             joined the lock-step (its first values may need time to pass).
+        starting_limit: s a module that says it is starting has to be alive.
+        notice: told a line every :data:`NOTICE_PERIOD` s once a module that says it is starting has taken longer
+            than ``timeout`` (with the last line of ``log_path``, its log, if given).
+        log_path: the module's log.
 
     Raises:
-        LaunchError: the process exited, or the module did not publish within ``timeout`` seconds.
+        LaunchError: the process exited, or the module did not publish in time.
     """
     cls = load_module_class(module, params)
     bus_name = name or cls.name or cls.__name__.lower()
+    began = time.monotonic()
+    starting = threading.Event()  # the module says it is starting now
+    said = threading.Event()  # it said so at some point
+
+    def on_starting(present: bool) -> None:
+        if present:
+            starting.set()
+            said.set()
+        else:
+            starting.clear()
+
+    def check_process() -> None:
+        if process is not None and process.poll() is not None:
+            raise LaunchError(f"{bus_name} exited with status {process.returncode} while starting")
+
+    watch = bus.watch_token(f"{STARTING_KEY}/{bus_name}", on_starting)
+    try:
+        deadline = began + timeout
+        limit = began + max(timeout, starting_limit)
+        next_notice = began + timeout
+        while True:
+            check_process()
+            try:
+                bus.wait_for_module(bus_name, 0.25)
+                break
+            except BusTimeout:
+                pass
+            now = time.monotonic()
+            if starting.is_set():
+                deadline = max(deadline, now + timeout)  # had it stopped saying so without being up, time from then
+                if now >= limit:
+                    raise LaunchError(f"{bus_name} was still starting after {limit - began:g} s")
+                if notice is not None and now >= next_notice:
+                    line = last_line(log_path) if log_path is not None else ""
+                    notice(f"{bus_name} is still starting after {now - began:.0f} s" + (f": {line}" if line else ""))
+                    next_notice = now + NOTICE_PERIOD
+            elif now >= deadline:
+                why = " (it had said it was starting)" if said.is_set() else ""
+                raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s{why}")
+    finally:
+        bus.release(watch)
     deadline = time.monotonic() + timeout
 
     def remaining() -> float:
-        if process is not None and process.poll() is not None:
-            raise LaunchError(f"{bus_name} exited with status {process.returncode} while starting")
+        check_process()
         left = deadline - time.monotonic()
         if left <= 0:
-            raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s")
+            raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s of being up")
         return min(left, 0.25)
 
-    while True:
-        try:
-            bus.wait_for_module(bus_name, remaining())
-            break
-        except BusTimeout:
-            continue
     if held and (params or {}).get("use_sim_time", cls.Params().use_sim_time):
         while True:
             try:
@@ -246,8 +328,10 @@ def start_daemon(
     params: dict[str, object] | None = None,
     config: str | None = None,
     timeout: float = 15.0,
+    notice: Callable[[str], None] | None = None,
 ) -> int:
-    """Start a module as a daemon and wait until it publishes; return its pid.
+    """Start a module as a daemon and wait until it publishes (see :func:`wait_publishing`, which ``notice`` is
+    passed on to); return its pid.
 
     Raises:
         LaunchError: it is already running, or it failed to start (with the end of its log).
@@ -267,7 +351,9 @@ def start_daemon(
         process = spawn(module_command(module, name, params, config), log_file, env=bus_environment(bus.config))
         pid_file.write_text(f"{process.pid}\n")
     try:
-        wait_publishing(bus, module, timeout, name=name, process=process, params=params)
+        wait_publishing(
+            bus, module, timeout, name=name, process=process, params=params, notice=notice, log_path=log_file
+        )
     except LaunchError as err:
         if process.poll() is None:
             process.kill()
@@ -279,22 +365,35 @@ def start_daemon(
 
 def terminate(pid: int, timeout: float = 5.0) -> bool:
     """SIGTERM a process, then SIGKILL it if it is still there after ``timeout``; True if it had to be killed."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
+    return bool(terminate_all([pid], timeout))
+
+
+def terminate_all(pids: Sequence[int], timeout: float = 5.0) -> list[int]:
+    """SIGTERM every process at once (in the order given), then SIGKILL those still there after ``timeout``;
+    return the pids that had to be killed.
+
+    The processes stop side by side: stopping them one after the other would add their stopping times up (a
+    profile of eight modules on a busy machine took 2-3 s to go down that way).
+    """
+    waiting = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            waiting.append(pid)
     deadline = time.monotonic() + timeout
-    delay = 0.01
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return False
-    return True
+    delay = 0.005
+    while waiting and time.monotonic() < deadline:
+        waiting = [pid for pid in waiting if pid_alive(pid)]
+        if waiting:
+            time.sleep(delay)  # nothing tells the end of a process that is not our child but polling
+            delay = min(delay * 2, 0.05)
+    killed = []
+    for pid in waiting:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
 
 
 def stop_daemon(robot: str, name: str, timeout: float = 5.0) -> int:

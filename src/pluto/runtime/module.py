@@ -44,6 +44,9 @@ M = TypeVar("M", bound=msgs.Message)
 WRITERS_WINDOW = 10.0
 """s: a module's MOM entry lists the writers of each interface it reads heard from in this long."""
 
+STARTING_KEY = "@starting"
+"""Key of the liveliness token ``pluto/<robot>/@starting/<module>`` a module holds while it configures."""
+
 _DUE_SLACK = 1e-6
 """s: a step due this close after a tick's time runs at that tick (rounding of multiples of periods)."""
 
@@ -290,6 +293,9 @@ class Module(Generic[P]):
         if self._token is not None:
             return
         self._started = time.time()
+        # Said before the configuration, which may take long (a driver's handshake, kernels compiled on a first
+        # run): a starter waits for a module that says it is starting (see pluto.runtime.launcher.wait_publishing).
+        starting = self.bus.declare_token(f"{STARTING_KEY}/{self.module_name}")
         self.on_configure()
         self._services.append(self.bus.create_service(f"{self.module_name}/start_activity", self._srv_start))
         self._services.append(self.bus.create_service(f"{self.module_name}/stop_activity", self._srv_stop))
@@ -306,6 +312,7 @@ class Module(Generic[P]):
         if self.params.autostart:
             self.start_activity()
         self._token = self.bus.declare_module(self.module_name)
+        self.bus.release(starting)
         self._logger.info("%s started (pid %d)", self.module_name, os.getpid())
 
     def start_activity(self) -> bool:

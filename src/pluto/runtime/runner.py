@@ -58,13 +58,21 @@ def instantiate(spec: ModuleSpec, bus: Bus, config: Config) -> Module[Any]:
 
 
 @contextlib.contextmanager
-def running(modules: Sequence[Module[Any]]) -> Iterator[Sequence[Module[Any]]]:
-    """Start modules in order; stop them in reverse order when the block ends (even on error)."""
+def running(modules: Sequence[Module[Any]], stop: threading.Event | None = None) -> Iterator[Sequence[Module[Any]]]:
+    """Start modules in order; stop them in reverse order when the block ends (even on error).
+
+    With ``stop``, the event of :func:`stop_on_signals`, a signal that comes while a module configures (which may
+    take long: kernels compiled on a first run, a driver's handshake) ends its start at once (:class:`Interrupted`).
+    """
     started: list[Module[Any]] = []
     try:
         for module in modules:
-            module.start()
-            started.append(module)
+            try:
+                with interruptible(stop) if stop is not None else contextlib.nullcontext():
+                    module.start()
+            finally:
+                if module._token is not None:  # started, even if the signal came just after
+                    started.append(module)
         yield modules
     finally:
         for module in reversed(started):
@@ -72,6 +80,11 @@ def running(modules: Sequence[Module[Any]]) -> Iterator[Sequence[Module[Any]]]:
                 module.stop()
             except Exception:
                 log.exception("stopping %s failed", module.module_name)
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM within :func:`interruptible` (a BaseException, as KeyboardInterrupt, so that no handler
+    swallows it)."""
 
 
 class SignalStop(threading.Event):
@@ -90,6 +103,8 @@ class SignalStop(threading.Event):
 
     def __init__(self) -> None:
         super().__init__()
+        self.interrupt = False
+        """Set within :func:`interruptible`: the first signal also raises :class:`Interrupted`."""
         self._reader, self._writer = socket.socketpair()
         for end in (self._reader, self._writer):
             end.setblocking(False)
@@ -147,6 +162,8 @@ def stop_on_signals(interrupt: type[BaseException] | None = None) -> Iterator[th
         stop.set()
         if first and interrupt is not None:
             raise interrupt(name)
+        if first and stop.interrupt:
+            raise Interrupted(name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous_fd = signal.set_wakeup_fd(stop.wakeup_fd, warn_on_full_buffer=False)
@@ -159,9 +176,27 @@ def stop_on_signals(interrupt: type[BaseException] | None = None) -> Iterator[th
         stop.close()
 
 
+@contextlib.contextmanager
+def interruptible(stop: threading.Event) -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM that sets ``stop`` (the event of :func:`stop_on_signals`) also
+    raises :class:`Interrupted` in the main thread, for code that cannot look at the event (a module configuring, a
+    wait for modules to start); if ``stop`` is set already, the block does not run. Any other event: nothing."""
+    if not isinstance(stop, SignalStop):
+        yield
+        return
+    stop.interrupt = True
+    try:
+        if stop.is_set():  # a signal before the block (checked after arming, so none falls in between)
+            raise Interrupted("stopped")
+        yield
+    finally:
+        stop.interrupt = False
+
+
 def run_in_process(specs: Sequence[ModuleSpec], config: Config, stop: threading.Event) -> None:
-    """Run modules in this process on one bus until ``stop`` is set, then stop them cleanly."""
+    """Run modules in this process on one bus until ``stop`` is set, then stop them cleanly (also when it is set by
+    a signal while they start)."""
     with Bus(config.bus) as bus:
         modules = [instantiate(spec, bus, config) for spec in specs]
-        with running(modules):
+        with contextlib.suppress(Interrupted), running(modules, stop):
             stop.wait()

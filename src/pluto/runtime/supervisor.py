@@ -35,7 +35,7 @@ from pluto.runtime.launcher import (
     runtime_dir,
     spawn,
     tail,
-    terminate,
+    terminate_all,
     wait_publishing,
 )
 from pluto.runtime.module import Module
@@ -64,8 +64,11 @@ class Supervisor:
         profile: what to run.
         config: the configuration file the modules read (its path is passed on to child processes).
         one_process: run the modules in this process, sharing ``bus``.
-        startup_timeout: seconds each module has to start publishing.
+        startup_timeout: seconds each module has to start publishing, or to say it is starting (it is then waited
+            for longer: see :func:`~pluto.runtime.launcher.wait_publishing`).
         progress: told ``(name, number, total)`` as each module starts (its number counts from 1), to show it.
+        notice: told a line now and then while a module that says it is starting takes longer than
+            ``startup_timeout`` (by default it is logged).
     """
 
     def __init__(
@@ -77,9 +80,11 @@ class Supervisor:
         one_process: bool = False,
         startup_timeout: float = 20.0,
         progress: Callable[[str, int, int], None] | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.bus = bus
         self.progress = progress
+        self.notice = notice or log.warning
         self.profile = profile
         self.config = config
         self.one_process = one_process
@@ -158,11 +163,13 @@ class Supervisor:
                 name=entry.name,
                 params=entry.spec.params,
                 held=bool(self.held),
+                notice=self.notice,
             )
         else:
             child = self.children[entry.name]
             self._spawn(child)
             assert child.process is not None
+            log_file = self.log_dir / f"{entry.name}.log"
             try:
                 wait_publishing(
                     self.bus,
@@ -172,9 +179,10 @@ class Supervisor:
                     process=child.process,
                     params=entry.spec.params,
                     held=bool(self.held),
+                    notice=self.notice,
+                    log_path=log_file,
                 )
             except LaunchError as err:
-                log_file = self.log_dir / f"{entry.name}.log"
                 raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None
         log.info("%s is up", entry.name)
 
@@ -270,13 +278,19 @@ class Supervisor:
             except Exception:
                 log.exception("stopping %s failed", module.module_name)
         self.modules = []
+        # Every process is told at once (in the reverse of the start order) and they stop side by side: one after
+        # the other, their stopping times would add up.
+        processes = []
         for entry in reversed(self.profile.entries):
             child = self.children[entry.name]
             process, child.process = child.process, None
             child.restart_at = None
             if process is not None and process.poll() is None:
-                terminate(process.pid, timeout)
-                process.wait()
+                processes.append(process)
+        terminate_all([process.pid for process in processes], timeout)
+        for process in processes:
+            process.wait()
+        for entry in reversed(self.profile.entries):
             (self.log_dir / f"{entry.name}.pid").unlink(missing_ok=True)
 
     def status(self) -> dict[str, str]:

@@ -239,6 +239,10 @@ class WebModule(Module[WebParams]):
         from pluto.sim.module import fetch_settings
 
         try:
+            # Asked only of a simulator that is there: a call to none would wait out its timeout, and hold up a
+            # Ctrl-C that comes meanwhile (the module's stop waits for this thread).
+            if "sim" not in self.bus.live_modules(timeout=0.5):
+                return
             settings = fetch_settings(self.bus, timeout=1.0)
             world = settings.load_world()
         except Exception:  # no simulator yet, or its world file is gone: ask again later

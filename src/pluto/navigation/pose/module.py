@@ -30,9 +30,10 @@ import threading
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
+from pluto.navigation import kernels
 from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.pose.map import WallMap
-from pluto.navigation.pose.tracker import FIND_WALL, SEARCHING, SETTER, PoseModuleParams, PoseTracker, warm_up
+from pluto.navigation.pose.tracker import FIND_WALL, SEARCHING, SETTER, PoseModuleParams, PoseTracker
 from pluto.runtime.module import Module
 
 __all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModule", "PoseModuleParams"]
@@ -49,7 +50,7 @@ class PoseModule(Module[PoseModuleParams]):
 
     def on_configure(self) -> None:
         p = self.params
-        warm_up()  # the compiled kernels now, before the first scan
+        kernels.warm("pose", self.get_logger())  # the compiled kernels now, before the first scan
         self.tracker = PoseTracker(self._load_map(p.map), p, self.get_logger())
         self._find_requested = False
         self._lock_q = threading.Lock()

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from pluto import msgs, names
+from pluto.navigation import kernels
 from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.inputs import ScanInputs
@@ -53,7 +54,6 @@ from pluto.navigation.slam.scanmatch import (
     laser_increment_covariance,
     robot_increment_covariance,
     scan_points,
-    warm_up,
 )
 from pluto.runtime.module import Module, ModuleParams
 
@@ -166,7 +166,7 @@ class SlamModule(Module[SlamModuleParams]):
     def on_configure(self) -> None:
         p = self.params
         if p.scan_match:
-            warm_up()  # the scan matcher's compiled kernels now, before the first scan
+            kernels.warm("slam", self.get_logger())  # the scan matcher's compiled kernels now, before the first scan
         self.map_path = self._map_path()
         self.slam: WallSlam | None = None
         self.matcher: ScanMatcher | None = None

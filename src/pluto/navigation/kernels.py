@@ -1,0 +1,96 @@
+"""The navigation modules' compiled kernels: whether numba's on-disk cache holds them, and compiling them into it.
+
+The pose and slam modules' inner loops are numba functions compiled with ``cache=True``: the first process that calls
+them compiles them (about 10 s on a quiet machine, nearer a minute on a busy one) and leaves the machine code in
+numba's cache (``__pycache__`` beside the sources, or ``NUMBA_CACHE_DIR``); later processes load it in half a second.
+``make`` compiles them once the package is installed (``pluto warm``); after a plain ``pip install`` the first module
+to need them compiles them as it configures and says so in its log, and the starters wait for it (a module says it
+is starting before it configures: see :func:`pluto.runtime.launcher.wait_publishing`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+
+import numba
+
+__all__ = ["KERNELS", "missing", "warm", "warm_all"]
+
+KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "pose": (
+        "pluto.navigation.pose.tracker:warm_up",
+        ("pluto.navigation.pose.core", "pluto.navigation.pose.features", "pluto.navigation.pose.map"),
+    ),
+    "slam": ("pluto.navigation.slam.scanmatch:warm_up", ("pluto.navigation.slam.scanmatch",)),
+}
+"""Each set of kernels: the function that runs them all once (so that numba loads or compiles each), and the modules
+that define them."""
+
+
+def _dispatchers(module_name: str) -> list[numba.core.dispatcher.Dispatcher]:
+    module = importlib.import_module(module_name)
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, numba.core.dispatcher.Dispatcher) and value.__module__ == module_name
+    ]
+
+
+def _cached(dispatcher: numba.core.dispatcher.Dispatcher) -> bool:
+    """Whether numba's cache holds machine code of this function for its current source (an index of entries that
+    numba would load: it drops one written for another version of the source or of numba)."""
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    load_index = getattr(cache_file, "_load_index", None)
+    if load_index is None:  # another numba: say cached (a wrong "missing" would only cost a message)
+        return True
+    try:
+        return bool(load_index())
+    except Exception:
+        return False
+
+
+def missing(name: str) -> list[str]:
+    """The kernels of set ``name`` (a key of :data:`KERNELS`) that numba's cache lacks, as ``module.function``."""
+    _warm_up, modules = KERNELS[name]
+    return [
+        f"{module}.{dispatcher.py_func.__name__}"
+        for module in modules
+        for dispatcher in _dispatchers(module)
+        if not _cached(dispatcher)
+    ]
+
+
+def warm(name: str, log: logging.Logger | None = None) -> float:
+    """Run the kernels of set ``name`` once, so that numba loads them, or compiles them into its cache if it lacks
+    them (then a warning goes to ``log`` first, saying why the start takes long). Returns the seconds it took."""
+    where, _modules = KERNELS[name]
+    if log is not None:
+        lacking = missing(name)
+        if lacking:
+            log.warning(
+                "compiling the %s module's %d numba kernels into numba's cache (once after an install: `pluto warm` "
+                "does it beforehand; up to a minute on a busy machine) ...",
+                name,
+                len(lacking),
+            )
+    module_name, _, function = where.partition(":")
+    warm_up: Callable[[], None] = getattr(importlib.import_module(module_name), function)
+    began = time.monotonic()
+    warm_up()
+    return time.monotonic() - began
+
+
+def warm_all(say: Callable[[str], None] = print) -> dict[str, float]:
+    """Compile (or load) every set of kernels, telling ``say`` about each; return the seconds each took."""
+    took = {}
+    for name in KERNELS:
+        lacking = missing(name)
+        doing = f"compiling {len(lacking)} kernels ..." if lacking else "loading its kernels from the cache"
+        say(f"{name}: {doing}")
+        took[name] = warm(name)
+        say(f"{name}: ready in {took[name]:.1f} s")
+    return took
