@@ -47,7 +47,7 @@ def test_parse_command() -> None:
     assert (cmd.mode, cmd.avoidance, cmd.sonar, cmd.laser) == (Mode.GOTO, 3, True, True)
     assert parse_command(12, [], [], []).sonar and not parse_command(12, [], [], []).laser
     assert parse_command(-1, [], [], []).mode == -1
-    for bad in (-2, 4, 44, 40):
+    for bad in (-2, 5, 45, 40):  # T = 4 is the halt
         with pytest.raises(ValueError, match="cmd_flags"):
             parse_command(bad, [], [], [])
 

@@ -30,7 +30,15 @@ Commands (``avoidance/command`` cmd_flags = 10·A + T; -1 releases the robot):
   ``Localization/Pose`` frame, velocity[0] m/s); 2 goto (position[0..1] m, velocity[0..1] = maximum v m/s,
   ω rad/s, force[0] goal weight);
   3 wall follow (position[0] = distance from the robot centre to the wall on its left, m, 0 for the default;
-  velocity[0] = speed, m/s, 0 for the default).
+  velocity[0] = speed, m/s, 0 for the default); 4 halt: stop at once (the drive is told cmd_flags 2), sent by a
+  commander whose own input went stale.
+
+Stale inputs stop the robot at once (the drive's halt) and the command in force goes on when they are fresh again;
+element[0] says which: 7 the laser (with laser avoidance), 8 the pose or odometry of a goto or heading command (or a
+pose too uncertain to tell a goto's goal is reached: its position standard deviation above a third of
+``goal_tolerance``), 9 the commander (a command with a lease, ``ActuatorState.lease``, not renewed in time). A goto
+is reached (element[1] = 1) only on a fresh pose that is certain enough; its stuck and progress timers stand still
+while it is held.
 """
 
 from __future__ import annotations
@@ -48,12 +56,16 @@ __all__ = [
     "AVOID_LASER",
     "AVOID_NONE",
     "AVOID_SONAR",
+    "COMMANDER_SILENT",
+    "DRIVE_HALT",
     "GOTO_REACHED",
     "GOTO_RUNNING",
     "GOTO_STUCK",
+    "HALT",
     "LASER_FAULT",
     "LASER_SLOW",
     "RELEASE",
+    "STALE_POSE",
     "THREAD_STOPPED",
     "AvoidCommand",
     "AvoidController",
@@ -85,7 +97,18 @@ AVOID_NONE, AVOID_SONAR, AVOID_LASER, AVOID_BOTH = 0, 1, 2, 3
 LASER_SLOW = 6
 """element[0]: the laser slowed or stopped the robot."""
 LASER_FAULT = 7
-"""element[0]: the laser had a fatal error and is rebooting (every range -1)."""
+"""element[0]: the laser had a fatal error and is rebooting (every range -1), or its scans are stale: the robot is
+stopped at once (laser avoidance on) until a fresh scan."""
+STALE_POSE = 8
+"""element[0]: the pose (or the odometry) a goto or a heading command steers by is stale, or too uncertain to tell
+that the goal is reached: the robot is stopped at once; the command goes on when the pose is fresh (and certain)."""
+COMMANDER_SILENT = 9
+"""element[0]: the command's lease ran out (its commander, which renews it every step, went silent): the robot is
+stopped at once; the command goes on when it is renewed."""
+HALT = 4
+"""Command type T of a halt: stop at once (a commander whose own input went stale), the drive told cmd_flags 2."""
+DRIVE_HALT = 2
+"""The drive's cmd_flags of a halt (stop at once, no acceleration ramp)."""
 
 GOTO_REACHED = 1
 GOTO_STUCK = 2
@@ -215,8 +238,8 @@ def parse_command(cmd_flags: int, position: list[float], velocity: list[float], 
     if cmd_flags == RELEASE:
         return AvoidCommand(RELEASE, AVOID_NONE)
     a, t = divmod(cmd_flags, 10)
-    if cmd_flags < 0 or a > 3 or t > 3:
-        raise ValueError(f"avoidance cmd_flags must be -1 or 10*A+T with A, T in 0..3, got {cmd_flags}")
+    if cmd_flags < 0 or a > 3 or t > HALT:
+        raise ValueError(f"avoidance cmd_flags must be -1 or 10*A+T with A in 0..3, T in 0..4, got {cmd_flags}")
     return AvoidCommand(t, a, tuple(position), tuple(velocity), tuple(force))
 
 
@@ -436,6 +459,8 @@ class AvoidInputs:
         sonar: (M, 2) sonar points in the robot frame, m, or None.
         drive_data: data of ``drive/status`` (velocities actually commanded, m/s, rad/s).
         drive_code: element[0] of ``drive/status``.
+        pose_std: the pose's position uncertainty, m (the standard deviation along its worst axis); a goto is
+            reached only when it is well under the goal tolerance (a third of it).
     """
 
     pose: tuple[float, float, float] | None = None
@@ -445,6 +470,7 @@ class AvoidInputs:
     sonar: FloatArray | None = None
     drive_data: tuple[float, ...] = (0.0, 0.0)
     drive_code: int = 0
+    pose_std: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -486,11 +512,43 @@ class AvoidController:
     params: AvoidParams = field(default_factory=AvoidParams)
     current: AvoidCommand | None = None
     _goto: _GotoState = field(default_factory=_GotoState)
+    lease: float = 0.0
+    """s the command in force holds without a renewal (0: until replaced)."""
+    renewed: float = 0.0
+    _held_since: float | None = None  # the goto has been held (a stale input) since then
 
-    def command(self, cmd: AvoidCommand, now: float) -> None:
-        """Take a new command (a new goto restarts the reached/stuck bookkeeping)."""
+    def command(self, cmd: AvoidCommand, now: float, lease: float = 0.0) -> None:
+        """Take a new command (a new goto restarts the reached/stuck bookkeeping); ``lease`` (s): it holds only while
+        renewed (:meth:`renew`) within this long, 0 until replaced."""
         self.current = None if cmd.mode == RELEASE else cmd
         self._goto = _GotoState(best_time=now)
+        self.lease = lease if lease > 0.0 and math.isfinite(lease) else 0.0
+        self.renewed = now
+        self._held_since = None
+
+    def renew(self, now: float) -> None:
+        """The commander wrote the command in force again: it holds on, its goto's progress kept."""
+        self.renewed = now
+
+    def _hold(self, cmd: AvoidCommand, code: int, inputs: AvoidInputs, now: float) -> AvoidOutput:
+        """Stop at once for a stale input (``code``); a goto's timers do not run meanwhile."""
+        if self._held_since is None:
+            self._held_since = now
+        goto_state = GOTO_RUNNING if cmd.mode == Mode.GOTO and not (self._goto.reached or self._goto.stuck) else 0
+        if cmd.mode == Mode.GOTO and self._goto.reached:
+            goto_state = GOTO_REACHED
+        flags = DRIVE_HALT + (10 if cmd.sonar else 0)
+        return AvoidOutput(flags, data=(0.0, 0.0), element=(code, goto_state))
+
+    def _unhold(self, now: float) -> None:
+        """The inputs are fresh again: a held goto's timers go on from where they stopped."""
+        if self._held_since is None:
+            return
+        held, self._held_since = now - self._held_since, None
+        g = self._goto
+        g.best_time += held
+        if g.blocked_since is not None:
+            g.blocked_since += held
 
     def step(self, inputs: AvoidInputs, now: float) -> AvoidOutput:
         """One control step at time ``now`` (s).
@@ -502,6 +560,25 @@ class AvoidController:
         if cmd is None:
             return AvoidOutput(None, data=_pair(inputs.drive_data), element=(inputs.drive_code, 0))
         p = self.params
+        if self.lease > 0.0 and now - self.renewed > self.lease:
+            return self._hold(cmd, COMMANDER_SILENT, inputs, now)
+        if cmd.mode == HALT:
+            return AvoidOutput(DRIVE_HALT + (10 if cmd.sonar else 0), data=(0.0, 0.0), element=(inputs.drive_code, 0))
+        if cmd.mode == Mode.GOTO and inputs.pose is None and not (self._goto.reached or self._goto.stuck):
+            return self._hold(cmd, STALE_POSE, inputs, now)
+        if cmd.mode == Mode.HEADING and (inputs.pose is None or inputs.odometry_theta is None):
+            return self._hold(cmd, STALE_POSE, inputs, now)
+        if cmd.laser and (inputs.laser_fault or inputs.laser is None):
+            return self._hold(cmd, LASER_FAULT, inputs, now)
+        if (
+            cmd.mode == Mode.GOTO
+            and inputs.pose is not None
+            and not self._goto.reached
+            and inputs.pose_std > p.goal_tolerance / 3.0
+            and self._goal_distance(cmd, inputs.pose) < p.goal_tolerance
+        ):
+            return self._hold(cmd, STALE_POSE, inputs, now)  # at the goal, may be: the pose cannot tell
+        self._unhold(now)
         obstacles = self._obstacles(cmd, inputs)
         flags_base = 10 if cmd.sonar else 0
         goto_state = 0
@@ -538,6 +615,9 @@ class AvoidController:
         if inputs.drive_code != 0 and not slowed:
             data = _pair(inputs.drive_data)
         return AvoidOutput(flags, pos, (v, w), data, (code, goto_state), wrist)
+
+    def _goal_distance(self, cmd: AvoidCommand, pose: tuple[float, float, float]) -> float:
+        return math.hypot(_get(cmd.position, 0) - pose[0], _get(cmd.position, 1) - pose[1])
 
     # -- modes ------------------------------------------------------------------------------------------------------
 

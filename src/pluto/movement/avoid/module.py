@@ -8,8 +8,13 @@ the laser left for wall following (and back to 0 afterwards). cmd_flags -1 relea
 stop and the avoid thread stops (status element[1] = -10) until ``start_activity``. The control law is in
 :mod:`pluto.movement.avoid.core`.
 
-With laser avoidance on, a missing or stale scan (older than ``scan_timeout`` + 0.5 s) stops the robot like a
-scanner fault (element[0] = 7). Sonar avoidance (A = 1 or 3) also turns on the drive's sonar protection, which caps
+Every input is read by the freshness contract (:meth:`pluto.bus.StateReader.fresh`, the interface table's deadlines):
+a stale one is absent. With laser avoidance on, a missing or stale scan (or a wrist gone silent, so that the scan
+points nowhere known) stops the robot at once like a scanner fault (element[0] = 7); a goto or heading command stops
+at once on a stale pose or odometry (8), and a command with a lease on its commander's silence (9): motion and
+follow renew theirs every step, so a commander killed mid-goto stops the robot; a command given once (the command
+line) holds until replaced. The drive's commands carry a lease of four of this module's periods, so the drive stops
+at once if this module dies. Sonar avoidance (A = 1 or 3) also turns on the drive's sonar protection, which caps
 the speed towards any return within ±90° of the heading: in a 2 m doorway it can hold the robot still, so a goto
 through doorways goes best with laser avoidance alone (A = 2).
 
@@ -21,6 +26,7 @@ sonar scans and commands stamped in the old run's future are not used.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -41,7 +47,20 @@ from pluto.movement.commands import CommandQueue
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
 
-__all__ = ["AvoidModule", "AvoidModuleParams"]
+__all__ = ["AvoidModule", "AvoidModuleParams", "pose_std"]
+
+
+def pose_std(pose: msgs.PoseEstimate) -> float:
+    """The position uncertainty of ``pose``, m: the standard deviation along the worst axis of its (x, y) covariance
+    (inf for a covariance that is not one)."""
+    c = pose.covariance
+    if len(c) < 5:
+        return math.inf
+    xx, xy, yy = c[0], 0.5 * (c[1] + c[3]), c[4]
+    if not all(math.isfinite(v) for v in (xx, xy, yy)):
+        return math.inf
+    worst = 0.5 * (xx + yy) + math.sqrt(max(0.0, 0.25 * (xx - yy) ** 2 + xy * xy))
+    return math.sqrt(max(0.0, worst))
 
 
 class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -153,6 +172,8 @@ class AvoidModule(Module[AvoidModuleParams]):
         return self._old_run.holds(stamp, now)
 
     def on_deactivate(self) -> None:
+        if self.core.current is not None:  # a stop given once: the drive does not wait for a renewal
+            self.drive_out.write(msgs.ActuatorState(stamp=self.clock.now(), cmd_flags=0, velocity=[0.0, 0.0]))
         drive = self.drive_in.read()
         data = list(drive.data[:2]) if drive is not None else [0.0, 0.0]
         code = drive.element[0] if drive is not None and drive.element else 0
@@ -172,18 +193,23 @@ class AvoidModule(Module[AvoidModuleParams]):
                 self.bad_commands += 1
                 self.get_logger().warning("ignored command: %s", err)
                 continue
-            self.core.command(cmd, now)
+            if command.lease > 0.0 and cmd == self.core.current:
+                self.core.renew(now)  # the commander renews the command in force: it goes on as it was
+                continue
+            self.core.command(cmd, now, command.lease)
             if cmd.mode == RELEASE:
                 self._release(now)
                 return
         out = self.core.step(self._inputs(now), now)
         if out.drive_flags is not None:
+            # renewed every step: the drive stops at once if this module goes silent
             self.drive_out.write(
                 msgs.ActuatorState(
                     stamp=now,
                     cmd_flags=out.drive_flags,
                     position=list(out.drive_position),
                     velocity=list(out.drive_velocity),
+                    lease=names.STALE_PERIODS / self.params.rate_hz,
                 )
             )
         self._command_wrist(out.wrist_pan)
@@ -210,20 +236,22 @@ class AvoidModule(Module[AvoidModuleParams]):
 
     def _inputs(self, now: float) -> AvoidInputs:
         p = self.core.params
-        pose_msg = self.pose_in.read()
+        # every input by the freshness contract: a stale one is absent
+        pose_msg = self.pose_in.fresh(now)
         pose = (pose_msg.pose[0], pose_msg.pose[1], pose_msg.pose[3]) if pose_msg is not None else None
-        odometry = self.odometry_in.read()
-        wrist = self.wrist_in.read()
+        odometry = self.odometry_in.fresh(now)
+        wrist = self.wrist_in.fresh(now)
         pan = wrist.position[0] if wrist is not None and wrist.position else 0.0
         laser = None
-        fault = False
-        scan = self.scan_in.read()
-        if scan is not None and now - scan.stamp <= p.scan_timeout + 0.5 and not self._from_old_run(scan.stamp, now):
+        # the wrist went silent: the laser points nowhere known
+        fault = wrist is None and self.wrist_in.read() is not None
+        scan = self.scan_in.fresh(now)
+        if scan is not None and not fault and not self._from_old_run(scan.stamp, now):
             ranges = np.asarray(scan.ranges, dtype=float)
             fault = bool(len(ranges)) and bool(np.all(ranges < 0.0))
             laser = laser_points(ranges, np.asarray(scan.angles, dtype=float), pan, p.laser_mount_x, scan.max_range)
         sonar = None
-        sonar_msg = self.sonar_in.read()
+        sonar_msg = self.sonar_in.fresh(now)
         if sonar_msg is not None and not self._from_old_run(sonar_msg.stamp, now):
             sonar = sonar_points(
                 np.asarray(sonar_msg.ranges, dtype=float),
@@ -231,10 +259,11 @@ class AvoidModule(Module[AvoidModuleParams]):
                 sonar_msg.max_range,
                 p.robot_radius,
             )
-        drive = self.drive_in.read()
+        drive = self.drive_in.fresh(now)
         data = tuple(drive.data[:2]) if drive is not None else (0.0, 0.0)
         code = drive.element[0] if drive is not None and drive.element else 0
         return AvoidInputs(
+            pose_std=pose_std(pose_msg) if pose_msg is not None else 0.0,
             pose=pose,
             odometry_theta=odometry.theta if odometry is not None else None,
             laser=laser,
