@@ -103,6 +103,30 @@ def test_every_message_is_recorded_in_order_on_the_robots_time(
     assert {i.name: i.count for i in status.interfaces} == {n: c.count for n, c in log.channels.items()}
 
 
+def test_the_time_base_is_the_simulators_once_a_clock_writer_is_there_even_before_its_first_value(
+    tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]
+) -> None:
+    # A clock that has not written yet is what a recorder sees of one whose value is held up by a busy machine:
+    # the writer's presence decides, not a value arriving within some time.
+    other = make_bus()
+    clock = other.create_publisher("Clock", msgs.SimTime)
+    odometry = other.create_publisher("Base/Drive/State", msgs.Odometry)
+    path = tmp_path / "held.mcap"
+    with Recorder(bus, path, names=["Base/*"]) as recorder:
+        assert recorder.status().time_base == "sim"
+
+        def recorded() -> bool:  # written again until the recorder's subscription has reached the writer
+            clock.write(msgs.SimTime(stamp=50.0, rate=1.0))
+            odometry.write(msgs.Odometry(stamp=50.0))
+            return recorder.status().messages > 0
+
+        wait_until(recorded, timeout=10)
+    log = LogFile(path)
+    assert log.info["time_base"] == "sim"
+    times = [m.log_time for m in log.series("Base/Drive/State")]
+    assert times and all(50.0 <= t <= 50.5 for t in times), times  # simulated time, not the wall clock's 1.7e9 s
+
+
 def test_wall_clock_without_a_simulator_and_the_clock_only_when_named(
     tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]
 ) -> None:

@@ -237,8 +237,8 @@ class Recorder:
         path: the log file (with a split limit, the pattern of its parts: ``run.mcap`` -> ``run_000.mcap``...).
         names: interface names or globs to record; all if empty.
         exclude: names or globs not to record.
-        time_base: ``auto`` (simulated time if a ``Clock`` is written when the recording starts), ``sim`` or
-            ``wall``.
+        time_base: ``auto`` (simulated time if a writer of ``Clock`` is on the bus when the recording starts),
+            ``sim`` or ``wall``.
         force: overwrite existing files.
         split_size: bytes after which a new part starts (0: never).
         split_duration: log seconds after which a new part starts (0: never).
@@ -344,11 +344,24 @@ class Recorder:
         )
 
     def _detect_clock(self) -> None:
+        """Simulated time if a writer of ``Clock`` is on the bus, decided by its declaration (which this session
+        knows once settled), not by whether its value arrives within some time: a busy machine can hold a value up
+        for longer than any such window. Its current value, if it comes soon, is the first tick; else the first
+        tick recorded is, and what comes before it waits for it."""
+        self.bus.settle()  # every session's declarations are known from here on
+        querier = self.bus.session.declare_querier(self.bus.key(CLOCK))
+        try:
+            written = querier.matching_status.matching
+        finally:
+            with contextlib.suppress(zenoh.ZError):
+                querier.undeclare()  # type: ignore[no-untyped-call]
+        if not written:
+            return
+        self.time = RobotTime(sim=True)
         reader = self.bus.create_reader(CLOCK, msgs.SimTime, fetch_timeout=0.5)
         try:
             tick = reader.read()
             if tick is not None:
-                self.time = RobotTime(sim=True)
                 self.time.tick(tick.stamp, tick.rate, reader.last_write_time)
         finally:
             self.bus.release(reader)
