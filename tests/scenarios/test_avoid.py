@@ -239,7 +239,7 @@ def test_a_person_crossing_slows_and_stops_the_robot(bus: Bus, tmp_path: Path, s
 
 
 def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) -> None:
-    """The proxy and ``pluto avoid`` against an avoid module alone on the bus (no pose: a goto keeps running)."""
+    """The proxy and ``pluto avoid`` against an avoid module alone on the bus (no pose: a goto is held, running)."""
     import argparse
 
     from pluto.cli import avoid_cmd
@@ -252,7 +252,7 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
         drive_commands = bus.create_reader("drive/command", msgs.ActuatorState)
         avoid.goto(3.0, 1.0, 0.4, 0.8, 2.0, avoidance=2)
         command = drive_commands.wait_for_update(timeout=10)
-        assert command.cmd_flags == 0
+        assert command.cmd_flags == 2  # no pose and no scan: the goto is held, the drive told to halt
         assert module.command_in_force is not None and module.command_in_force.force == (2.0,)
         status = avoid.wait_status(timeout=10)
         while status.element[1] != -1:

@@ -34,6 +34,7 @@ from pluto.movement.motion.core import (
     EXPLORE,
     RELEASE,
     THREAD_STOPPED,
+    AvoidOrder,
     MotionController,
     MotionInputs,
     MotionParams,
@@ -100,6 +101,7 @@ class MotionModule(Module[MotionModuleParams]):
         self._want_avoid = False
         self._waited = 0
         self._avoid_asked = -float("inf")
+        self._held: AvoidOrder | None = None  # the command to avoid renewed at every step while a behaviour runs
         self.status_out = self.create_publisher(names.MOTION_STATUS)
         self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
         self.wrist_out = self.create_publisher(names.WRIST_COMMAND)
@@ -163,7 +165,13 @@ class MotionModule(Module[MotionModuleParams]):
         if waiting:
             self.commands.put_back(waiting)
         out = self.core.step(inputs, now)
-        for order in out.avoid:
+        # While a behaviour runs, its command to avoid is renewed every step with a lease: killed mid-moveto, this
+        # module leaves avoid a command that lapses, and avoid stops the robot. Anything else is given once.
+        lease = names.STALE_PERIODS / self.params.rate_hz if self.core.job is not None else 0.0
+        orders = list(out.avoid)
+        if not orders and lease > 0.0 and self._held is not None:
+            orders = [self._held]
+        for order in orders:
             self.avoid_out.write(
                 msgs.ActuatorState(
                     stamp=now,
@@ -171,8 +179,13 @@ class MotionModule(Module[MotionModuleParams]):
                     position=[float(v) for v in order.position],
                     velocity=[float(v) for v in order.velocity],
                     force=[float(v) for v in order.force],
+                    lease=lease,
                 )
             )
+        if lease == 0.0:
+            self._held = None
+        elif orders and orders[-1].cmd_flags != RELEASE:
+            self._held = orders[-1]
         if out.wrist is not None:
             self.wrist_out.write(self._wrist_command(*out.wrist))
         if out.unfold_arm and self.arm_out is not None:
