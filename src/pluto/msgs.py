@@ -296,6 +296,9 @@ class ParameterInfo(msgspec.Struct, frozen=True, kw_only=True):
     default: Annotated[Any, _doc("The value when none is given.")] = None
     dynamic: Annotated[bool, _doc("It can be changed while the module runs (set_parameters).")] = False
     description: str = ""
+    range: Annotated[
+        str, _doc("The valid values of a number, as an interval ([0.1, 1000], (0, 3]; a list's: of each element).")
+    ] = ""
 
 
 class ModuleInfo(Message, frozen=True):
@@ -316,6 +319,19 @@ class ModuleInfo(Message, frozen=True):
     services: Annotated[list[str], _doc("The services the module serves (request/reply).")] = msgspec.field(
         default_factory=list
     )
+    steps: Annotated[int, _doc("Control steps run since the module started.")] = 0
+    step_running: Annotated[float, _doc("Wall seconds the current control step has been running; 0 between steps.")] = (
+        0.0
+    )
+    step_overdue: Annotated[
+        float,
+        _doc(
+            "Wall seconds a control step has been due without beginning (its clock reached the step's time or, in "
+            "lock-step, a tick offered it); 0 when none waits."
+        ),
+    ] = 0.0
+    step_age: Annotated[float, _doc("Wall seconds since the last control step ended; -1 before the first.")] = -1.0
+    stopping: Annotated[bool, _doc("The module is stopping (pluto stop, shutdown): it is about to exit.")] = False
 
 
 # ---------------------------------------------------------------------------------------------------------------

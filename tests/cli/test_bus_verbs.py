@@ -193,10 +193,11 @@ def test_param_list_get_and_set(bus: Bus, started: list[Module[Any]], capsys: Ca
     status, out, _err = run(capsys, "param", "list", "drive")
     assert status == 0
     lines = {line.split()[0]: line.split() for line in out.splitlines()}
-    assert lines["NAME"][:5] == ["NAME", "TYPE", "VALUE", "DEFAULT", "RUN-TIME"]
+    assert lines["NAME"][:6] == ["NAME", "TYPE", "VALUE", "DEFAULT", "RANGE", "RUN-TIME"]
     assert lines["max_speed"][1] == "float"
-    assert lines["max_speed"][4] == "yes"
-    assert lines["calibration_file"][4] == "no"
+    assert lines["rate_hz"][4:6] == ["[0.1,", "1000]"]
+    assert lines["max_speed"][4:7] == ["(0,", "3]", "yes"]
+    assert lines["calibration_file"][4:6] == ["-", "no"]
 
     status, out, _err = run(capsys, "param", "set", "drive", "max_speed", "0.3")
     assert (status, out) == (0, "drive: max_speed = 0.3\n")
@@ -213,6 +214,7 @@ def test_param_list_get_and_set(bus: Bus, started: list[Module[Any]], capsys: Ca
     [
         (("set", "drive", "calibration_file", "a.toml"), "drive: calibration_file is read-only at run time"),
         (("set", "drive", "max_speed", "-2"), "drive: bad value"),
+        (("set", "drive", "rate_hz", "1e-300"), "drive: bad value: rate_hz = 1e-300 is out of range: it must be in"),
         (("set", "drive", "top_speed", "1"), "drive: no parameter top_speed (the parameters are: rate_hz,"),
         (("get", "drive", "top_speed"), "no parameter top_speed"),
         (("list", "nobody"), "nobody is not running on robot"),

@@ -5,17 +5,23 @@ Subprocesses find them through PYTHONPATH (set to the repository root by ``tests
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from pluto import msgs
 from pluto.bus import StateWriter
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.persist import RESUME_ENV
 
 SLOW = "Test/Slow"
 CONSUMER = "Test/Consumer"
 FLAKY = "Test/Flaky"
+HANGING = "Test/Hanging"
 
 
 class SlowProviderParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -127,3 +133,38 @@ class CycleA(Module):
 class CycleB(Module):
     name = "cycle-b"
     requires = ("cycle-a",)
+
+
+class HangingStepParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    hang_at: the step (counted from 1) that never returns; 0 for none.
+    work: seconds of work each step does.
+    """
+
+    hang_at: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 0
+    work: Annotated[float, msgspec.Meta(ge=0.0, le=60.0)] = 0.0
+
+
+class HangingStep(Module):
+    """Writes its step count on Test/Hanging; each step works ``work`` s, and step ``hang_at`` of a first start
+    (not of a restart after a crash: ``PLUTO_RESUME=1``) waits for an event nobody sets, as a step stuck on a device
+    that stopped answering."""
+
+    name = "hanging"
+    provides = (HANGING,)
+    Params: ClassVar[type[ModuleParams]] = HangingStepParams
+
+    def on_configure(self) -> None:
+        self.count = 0
+        self.never = threading.Event()
+        self.resumed = os.environ.get(RESUME_ENV) == "1"
+        self.out: StateWriter[msgs.FVectorState] = self.create_publisher(HANGING, msgs.FVectorState)
+
+    def step(self, now: float) -> None:
+        assert isinstance(self.params, HangingStepParams)
+        self.count += 1
+        if self.params.work:
+            time.sleep(self.params.work)  # the step's work: a slow computation
+        if self.count == self.params.hang_at and not self.resumed:
+            self.never.wait()
+        self.out.write(msgs.FVectorState(stamp=now, element=[self.count, 1 if self.resumed else 0]))

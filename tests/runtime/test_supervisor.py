@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -18,7 +19,7 @@ from pluto.runtime.config import Config
 from pluto.runtime.profiles import Profile, parse_profile
 from pluto.runtime.supervisor import Supervisor
 from tests.helpers import wait_until
-from tests.runtime.sample_modules import CONSUMER
+from tests.runtime.sample_modules import CONSUMER, HANGING
 
 SAMPLES = "tests.runtime.sample_modules"
 
@@ -216,3 +217,96 @@ def test_a_requirement_outside_the_profile_must_be_running(bus: Bus, running: Ru
     with pytest.raises(LaunchError, match="needs heartbeat"):
         running.start(profile_of({"modules": {"heartbeat-monitor": {}}}))
     assert launcher.running_daemons(bus.robot) == {}
+
+
+# -- liveness: steps, not only processes ----------------------------------------------------------------------------
+
+
+def hanging_profile(params: dict[str, Any], **restart: Any) -> Profile:
+    """A profile of the HangingStep sample with a quick liveness watch (``restart`` overrides its policy)."""
+    policy = {"max_restarts": 3, "backoff": 0.05, "backoff_max": 0.1, "poll_period": 0.1, **restart}
+    return profile_of({"restart": policy, "modules": {"hanging": {"module": f"{SAMPLES}:HangingStep", **params}}})
+
+
+def steps_of(bus: Bus, name: str) -> int:
+    try:
+        return bus.call(f"mom/{name}", reply_type=msgs.ModuleInfo, timeout=2.0).steps
+    except BusTimeout:
+        return -1
+
+
+def test_a_module_whose_step_hangs_is_killed_and_restarted(
+    bus: Bus, running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pluto.supervisor")
+    reader = bus.create_reader(HANGING, msgs.FVectorState)
+    supervisor = running.start(hanging_profile({"rate_hz": 20.0, "hang_at": 3}, step_timeout=0.5), run=True)
+    first = child_pid(supervisor, "hanging")
+    assert first is not None
+    # The first instance hangs in its third step; the restarted one (resumed) does not, and writes that it resumed.
+    while (value := reader.wait_for_update(timeout=60.0)).element[1] != 1:
+        pass
+    assert value.element[0] >= 1
+    assert supervisor.children["hanging"].restarts == 1
+    assert not launcher.pid_alive(first)
+    assert "hanging stopped stepping: its step has run for" in caplog.text
+    assert "hanging was killed for not stepping (stopped stepping: its step has run for" in caplog.text
+
+
+def test_a_stopped_process_is_killed_and_restarted(
+    bus: Bus, running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pluto.supervisor")
+    supervisor = running.start(
+        profile_of({**RESTARTING, "restart": {**RESTARTING["restart"], "poll_period": 0.1, "missed_polls": 3}}),
+        run=True,
+    )
+    first = child_pid(supervisor, "heartbeat")
+    assert first is not None
+    assert mom_pid(bus, "heartbeat") == first
+    os.kill(first, signal.SIGSTOP)  # alive, but frozen: it steps no more and answers nothing
+    try:
+        wait_until(lambda: (pid := child_pid(supervisor, "heartbeat")) is not None and pid != first, timeout=60.0)
+    finally:
+        if launcher.pid_alive(first):
+            os.kill(first, signal.SIGKILL)
+    second = child_pid(supervisor, "heartbeat")
+    wait_until(lambda: mom_pid(bus, "heartbeat") == second, timeout=30.0)
+    beat = bus.create_reader("Heartbeat", msgs.Heartbeat).wait_for_update(timeout=10.0)
+    assert beat.source == "heartbeat"
+    assert supervisor.children["heartbeat"].restarts == 1
+    assert "heartbeat does not answer: 3 liveness queries in a row unanswered" in caplog.text
+
+
+def test_a_slow_step_that_progresses_is_left_alone(
+    bus: Bus, running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pluto.supervisor")
+    # Each step works 0.2 s at a rate that asks for one every 0.05 s: always late, never hung.
+    supervisor = running.start(
+        hanging_profile({"rate_hz": 20.0, "work": 0.2}, step_timeout=5.0, due_timeout=5.0, missed_polls=50), run=True
+    )
+    pid = child_pid(supervisor, "hanging")
+    reader = bus.create_reader(HANGING, msgs.FVectorState)
+    reader.wait_for_value(timeout=10.0)
+    start = reader.read()
+    assert start is not None
+    while reader.wait_for_update(timeout=30.0).element[0] < start.element[0] + 25:
+        pass
+    assert child_pid(supervisor, "hanging") == pid
+    assert supervisor.children["hanging"].restarts == 0
+    assert "stopped stepping" not in caplog.text and "does not answer" not in caplog.text
+
+
+def test_a_hung_module_that_is_told_to_stop_is_not_restarted(bus: Bus, running: Running) -> None:
+    supervisor = running.start(hanging_profile({"rate_hz": 20.0, "hang_at": 2}, step_timeout=3.0), run=True)
+    pid = child_pid(supervisor, "hanging")
+    assert pid is not None
+    wait_until(lambda: steps_of(bus, "hanging") >= 1, timeout=30.0)
+    # `pluto stop`: it stops cleanly even with its step stuck (it waits 5 s for the step, then leaves its thread),
+    # and the supervisor, told by its MOM entry that it is stopping, does not take it for hung meanwhile
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: supervisor.status()["hanging"] == "stopped", timeout=30.0)
+    process = supervisor.children["hanging"].process
+    assert process is not None and process.returncode == 0
+    assert supervisor.children["hanging"].restarts == 0

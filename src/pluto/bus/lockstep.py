@@ -290,6 +290,19 @@ class LockstepGate:
             self._work = True
             self._ticks.notify_all()
 
+    @property
+    def latest(self) -> LockstepTick | None:
+        """The newest tick this process has heard of (handled or not), or None."""
+        with self._ticks:
+            return self._latest
+
+    def reschedule(self, name: str) -> None:
+        """Offer member ``name`` the next tick whatever it said was its next step's time (its rate changed: it plans
+        its steps again from that tick)."""
+        with self._ticks:
+            if name in self._dues:
+                self._dues[name] = -math.inf
+
     def on_executor(self) -> bool:
         """The calling thread is this process's lock-step executor (a member's step runs on it)."""
         return threading.current_thread() is self._executor

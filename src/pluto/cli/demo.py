@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -59,6 +59,8 @@ from pluto.runtime import launcher, mom
 from pluto.runtime.config import Config
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.profiles import Profile, ProfileEntry, load_profile, start_order, with_params
+from pluto.runtime.ranges import Rate as StepRate
+from pluto.runtime.ranges import between
 from pluto.runtime.runner import ModuleSpec, interruptible, stop_on_signals
 from pluto.runtime.supervisor import Supervisor
 from pluto.sim.device import TruthHistory
@@ -257,9 +259,9 @@ class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     duration: simulated seconds after which the mission gives up.
     """
 
-    rate_hz: float = 10.0
+    rate_hz: StepRate = 10.0
     use_sim_time: bool = True
-    duration: float = 900.0
+    duration: Annotated[float, between(0.0, 1000000.0, open_low=True)] = 900.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -23,9 +23,10 @@ __all__ = ["parse_value", "register", "run"]
 
 DESCRIPTION = """\
 Lists, reads or changes the parameters of a running module. `list` shows each parameter's type, value, default,
-whether it can change while the module runs, and what it means. `set` checks the new value against the module's
-parameter types and ranges; a parameter the module cannot change while running is refused ("read-only at run
-time": restart the module with -p NAME=VALUE). VALUE is JSON (0.3, true, "text", [1, 2]); a word that is not JSON
+valid range (of a number), whether it can change while the module runs, and what it means. `set` checks the new
+value against the module's parameter types and ranges: a value out of range is refused with the range, and the
+module goes on unchanged; a parameter the module cannot change while running is refused ("read-only at run time":
+restart the module with -p NAME=VALUE). VALUE is JSON (0.3, true, "text", [1, 2]); a word that is not JSON
 counts as a string.
 
 examples:
@@ -107,13 +108,21 @@ def run(args: argparse.Namespace) -> int:
                 bus, args.module, "list_parameters", None, list[msgs.ParameterInfo], args.timeout
             )
             rows = [
-                (p.name, p.type, _show(p.value), _show(p.default), "yes" if p.dynamic else "no", p.description)
+                (
+                    p.name,
+                    p.type,
+                    _show(p.value),
+                    _show(p.default),
+                    p.range or "-",
+                    "yes" if p.dynamic else "no",
+                    p.description,
+                )
                 for p in infos
             ]
-            header = ("NAME", "TYPE", "VALUE", "DEFAULT", "RUN-TIME", "DESCRIPTION")
-            widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+            header = ("NAME", "TYPE", "VALUE", "DEFAULT", "RANGE", "RUN-TIME", "DESCRIPTION")
+            widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
             for row in [header, *rows]:
-                print("  ".join(f"{cell:<{w}}" for cell, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
+                print("  ".join(f"{cell:<{w}}" for cell, w in zip(row[:6], widths, strict=True)) + "  " + row[6])
             return 0
         if args.action == "get":
             wanted = [args.name] if args.name else None

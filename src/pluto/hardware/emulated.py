@@ -25,14 +25,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Annotated, Literal
 
+import msgspec
 import numpy as np
 
 from pluto import msgs, names
 from pluto.hardware.base.p2os.emulator import P2osEmulator
 from pluto.hardware.link import DeviceEmulator, LinkNoise
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Baud, Latitude, Longitude, Port, Rate, Seed, Timeout, between
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
 
 __all__ = [
@@ -72,18 +74,11 @@ class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         link_noise: fraction of the bytes dropped and of those corrupted, in both directions, in [0, 1).
     """
 
-    rate_hz: float = 1.0
-    port: int = 0
+    rate_hz: Rate = 1.0
+    port: Port = 0
     noise: Literal["ideal", "realistic"] = "ideal"
-    seed: int = 0
-    link_noise: float = 0.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0 to 65535, got {self.port}")
-        if not 0.0 <= self.link_noise < 1.0:
-            raise ValueError(f"link_noise must be in [0, 1), got {self.link_noise}")
+    seed: Seed = 0
+    link_noise: Annotated[float, msgspec.Meta(ge=0.0, lt=1.0)] = 0.0
 
     def profile(self) -> NoiseProfile:
         """The device errors."""
@@ -113,17 +108,12 @@ class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=Tru
         catches up a second by default, where ``pluto p2os-sim`` skips all but 0.1 s.
     """
 
-    rate_hz: float = 50.0
-    port: int = 8101
+    rate_hz: Rate = 50.0
+    port: Port = 8101
     model: str = "p3dx"
     world: str = "office"
-    watchdog: float = 2.0
-    max_step: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not (math.isfinite(self.max_step) and 0.01 <= self.max_step <= 10.0):
-            raise ValueError(f"max_step must be 0.01 to 10 s, got {self.max_step}")
+    watchdog: Timeout = 2.0
+    max_step: Annotated[float, between(0.01, 10.0)] = 1.0
 
 
 class P2osEmulatorModule(Module[P2osEmulatorParams]):
@@ -167,9 +157,9 @@ class SickEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=Tru
         straight ahead, level.
     """
 
-    port: int = 8104
+    port: Port = 8104
     world: str = "office"
-    baud: int = 9600
+    baud: Baud = 9600
     on_wrist: bool = True
 
 
@@ -204,13 +194,8 @@ class DmuEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True
     packet_hz: packets per second when the unit streams.
     """
 
-    port: int = 8102
-    packet_hz: float = 100.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 < self.packet_hz <= 1000.0:
-            raise ValueError(f"packet_hz must be in (0, 1000], got {self.packet_hz}")
+    port: Port = 8102
+    packet_hz: Rate = 100.0
 
 
 class DmuEmulatorModule(Module[DmuEmulatorParams]):
@@ -246,15 +231,10 @@ class GpsEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True
     origin_lat, origin_lon: the world frame's origin, degrees (the simulated worlds' by default).
     """
 
-    port: int = 8103
-    epoch_hz: float = 1.0
-    origin_lat: float = 59.3498
-    origin_lon: float = 18.0707
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 < self.epoch_hz <= 50.0:
-            raise ValueError(f"epoch_hz must be in (0, 50], got {self.epoch_hz}")
+    port: Port = 8103
+    epoch_hz: Annotated[float, between(0.0, 50.0, open_low=True)] = 1.0
+    origin_lat: Latitude = 59.3498
+    origin_lon: Longitude = 18.0707
 
 
 class GpsEmulatorModule(Module[GpsEmulatorParams]):

@@ -12,6 +12,7 @@ Example profile entry::
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 
@@ -19,6 +20,7 @@ from pluto.errors import ConfigError
 from pluto.record.recorder import Recorder
 from pluto.record.units import parse_size
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Rate, Timeout, between
 
 __all__ = ["RecordModule", "RecordParams"]
 
@@ -35,15 +37,15 @@ class RecordParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     chunk_interval: wall seconds after which the chunk in progress is written (the most a crash loses).
     """
 
-    rate_hz: float = 1.0
+    rate_hz: Rate = 1.0
     output: str = ""
     names: list[str] = msgspec.field(default_factory=list)
     exclude: list[str] = msgspec.field(default_factory=list)
     time_base: str = "auto"
     force: bool = False
     split_size: str = ""
-    split_duration: float = 0.0
-    chunk_interval: float = 1.0
+    split_duration: Annotated[float, between(0.0, 10000000.0)] = 0.0
+    chunk_interval: Timeout = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -25,6 +25,7 @@ import msgspec
 
 from pluto.bus.config import BusConfig, bus_config
 from pluto.errors import ConfigError
+from pluto.runtime.ranges import check_ranges
 
 P = TypeVar("P", bound=msgspec.Struct)
 
@@ -116,11 +117,16 @@ def build_params(cls: type[P], *layers: dict[str, Any], where: str = "parameters
     """Merge parameter tables (later ones win) and validate them as ``cls``.
 
     Raises:
-        ConfigError: an unknown parameter or a value of the wrong type, with where it came from.
+        ConfigError: an unknown parameter, a value of the wrong type or out of its declared range (the message gives
+            the range), with where it came from.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
+    try:
+        check_ranges(cls, merged)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
     try:
         return msgspec.convert(merged, cls)
     except msgspec.ValidationError as err:

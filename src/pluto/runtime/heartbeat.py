@@ -12,6 +12,7 @@ from pluto import msgs, names
 from pluto.bus import StateReader, StateWriter
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.proxy import Proxy
+from pluto.runtime.ranges import Timeout
 
 
 class HeartbeatModule(Module[ModuleParams]):
@@ -36,7 +37,7 @@ class HeartbeatMonitorParams(ModuleParams, kw_only=True, forbid_unknown_fields=T
     stale_after: seconds without a beat after which the heartbeat counts as lost.
     """
 
-    stale_after: float = 1.0
+    stale_after: Timeout = 1.0
 
 
 class HeartbeatMonitor(Module[HeartbeatMonitorParams]):

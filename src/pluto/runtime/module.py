@@ -16,6 +16,21 @@ Every module also announces itself with a liveliness token (so MOM lists it and 
 parameters (rclpy's names): ``<name>/list_parameters``, ``<name>/get_parameters`` and ``<name>/set_parameters``.
 A parameter changes while the module runs only if the module says it can (:attr:`Module.dynamic_params`); the new
 set is validated against the module's ``Params`` as a whole before it replaces ``self.params``.
+
+Every number among the parameters declares its valid range once, in its Params class, as msgspec constraints::
+
+    max_speed: Annotated[float, msgspec.Meta(gt=0.0, le=3.0)] = 1.0
+
+(or with the shorthands of :mod:`pluto.runtime.ranges`). The range is enforced wherever parameters enter: a
+configuration file, ``-p``, a profile, ``set_parameters`` (``pluto param set``), a Params built in Python; a value
+outside it (nan and ±inf included, since every range is finite) is refused with the range in the message, and
+``list_parameters`` shows it. A cross-field rule (a slow-down distance beyond the stop distance) stays in the class's
+``__post_init__``.
+
+Liveness: the module counts its steps and knows whether one is running, since when, and whether one is due but has
+not begun (its clock reached the step's time, or, in lock-step, a tick offered it); its MOM entry says so
+(:class:`~pluto.msgs.ModuleInfo` ``steps``, ``step_running``, ``step_overdue``, ``step_age``), and the supervisor kills
+and restarts a module whose step hangs or whose steps stopped coming (:mod:`pluto.runtime.supervisor`).
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar, cast, overload
+from typing import Annotated, Any, ClassVar, Generic, TypeVar, Union, cast, get_args, get_origin, overload
 
 import msgspec
 
@@ -38,6 +53,7 @@ from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
 from pluto.bus.lockstep import LockstepTick
 from pluto.names import Topic
 from pluto.runtime.clock import Clock, SimClock, WallClock
+from pluto.runtime.ranges import Rate, check_ranges, parameter_ranges
 
 M = TypeVar("M", bound=msgs.Message)
 
@@ -57,8 +73,17 @@ def _next_multiple(t: float, period: float) -> float:
 
 
 def _type_name(kind: Any) -> str:
-    """``float``, ``list[float]``, ``str | None``: a parameter's type as written."""
-    return kind.__name__ if isinstance(kind, type) and not getattr(kind, "__args__", None) else str(kind)
+    """``float``, ``list[float]``, ``str | None``: a parameter's type as written, without its constraints."""
+    origin = get_origin(kind)
+    if origin is Annotated:
+        return _type_name(get_args(kind)[0])
+    if origin is Union or type(kind).__name__ == "UnionType":
+        return " | ".join("None" if a is type(None) else _type_name(a) for a in get_args(kind))
+    if origin is not None and get_args(kind) and isinstance(origin, type):
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in get_args(kind))}]"
+    if isinstance(kind, type):
+        return kind.__name__
+    return str(kind).replace("typing.", "")
 
 
 def _attribute_docs(cls: type, fields: list[str]) -> dict[str, str]:
@@ -95,13 +120,13 @@ class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         use_sim_time: follow the simulated time on the ``Clock`` interface instead of the wall clock.
     """
 
-    rate_hz: float = 10.0
+    rate_hz: Rate = 10.0
     autostart: bool = True
     use_sim_time: bool = False
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.rate_hz <= 10_000.0:
-            raise ValueError(f"rate_hz must be in (0, 10000], got {self.rate_hz}")
+        # msgspec checks the declared ranges when it converts plain values; this also checks a Params built in Python
+        check_ranges(type(self), {name: getattr(self, name) for name in self.__struct_fields__})
 
     def subset(self, cls: type[C]) -> C:
         """An instance of ``cls``, the parameters of a module's core (a dataclass), with every field of it that these
@@ -154,6 +179,8 @@ class Module(Generic[P]):
         self.bus = bus
         if params is not None and not isinstance(params, self.Params):
             raise TypeError(f"{type(self).__name__} takes {self.Params.__name__}, not {type(params).__name__}")
+        if params is not None:
+            check_ranges(type(params), {name: getattr(params, name) for name in params.__struct_fields__})
         self.params: P = params if params is not None else cast(P, self.Params())
         self.module_name = name or self.name or type(self).__name__.lower()
         self._logger = logging.getLogger(f"pluto.{self.module_name}")
@@ -169,7 +196,20 @@ class Module(Generic[P]):
         self._services: list[Service] = []
         self._token: Any = None
         self._stop_step = threading.Event()
+        self._wake = threading.Event()  # set to stop the control loop's wait: stopping, or a new rate
         self._thread: threading.Thread | None = None
+        # liveness (wall-clock times from time.monotonic), read by info() on another thread under _live_lock
+        self._live_lock = threading.Lock()
+        self.steps = 0
+        """Control steps run (finished, failed or not) since the module started."""
+        self._step_began: float | None = None
+        self._step_ended: float | None = None
+        self._overdue_since: float | None = None
+        self._free_due: float | None = None  # the free loop's next step time (clock time), while it waits for it
+        self._in_lockstep = False
+        self._stopping = False
+        self._tick_run: int | None = None
+        self._tick_due = math.inf
         self._lock = threading.Lock()
         self._started = 0.0
         self.step_errors = 0
@@ -293,6 +333,7 @@ class Module(Generic[P]):
         if self._token is not None:
             return
         self._started = time.time()
+        self._stopping = False
         # Said before the configuration, which may take long (a driver's handshake, kernels compiled on a first
         # run): a starter waits for a module that says it is starting (see pluto.runtime.launcher.wait_publishing).
         starting = self.bus.declare_token(f"{STARTING_KEY}/{self.module_name}")
@@ -321,6 +362,7 @@ class Module(Generic[P]):
             if self._thread is not None and self._thread.is_alive():
                 return False
             self._stop_step.clear()
+            self._wake.clear()
             self.on_activate()
             self._thread = threading.Thread(target=self._loop, name=f"{self.module_name}-control", daemon=True)
             self._thread.start()
@@ -333,6 +375,7 @@ class Module(Generic[P]):
             if thread is None:
                 return False
             self._stop_step.set()
+            self._wake.set()
             self._thread = None
         gate = self.bus.gate
         if gate is not None and gate.on_executor():
@@ -358,39 +401,59 @@ class Module(Generic[P]):
                 self._free_loop()
 
     def _safe_step(self, now: float) -> None:
+        with self._live_lock:
+            self._step_began = time.monotonic()
+            self._overdue_since = None
+            self._free_due = None
         try:
             self.step(now)
         except Exception as err:
             self.step_errors += 1
             self._report_step_error(err)
+        finally:
+            with self._live_lock:
+                self.steps += 1
+                self._step_began = None
+                self._step_ended = time.monotonic()
 
     def _free_loop(self) -> None:
         """Steps every period of the clock, as it comes (the wall clock, or a free-running simulated time)."""
         next_time = self.clock.now()
         lockstep = isinstance(self.clock, SimClock)
         while not self._stop_step.is_set():
-            self._safe_step(self.clock.now())
+            began = self.clock.now()
+            self._safe_step(began)
             period = 1.0 / self.params.rate_hz  # each time: set_parameters may change it
             next_time += period
             now = self.clock.now()
             if not now - period <= next_time <= now + period:  # fell behind (a long step) or time jumped: re-align
                 next_time = now
-            if self.clock.sleep_until(next_time, self._stop_step):
-                break
+            while True:
+                with self._live_lock:
+                    self._free_due = next_time
+                if not self.clock.sleep_until(next_time, self._wake):
+                    break  # the step's time came (or the clock jumped back)
+                self._wake.clear()
+                if self._stop_step.is_set():
+                    return
+                # a new rate: the next step comes one new period after the last one, if that is sooner
+                next_time = min(next_time, began + 1.0 / self.params.rate_hz)
             if lockstep and self.clock.lockstep:  # type: ignore[attr-defined]
                 return
 
     def _lockstep_loop(self, clock: SimClock) -> None:
         """Takes part in the lock-step while it lasts: the bus's lock-step executor calls :meth:`_on_tick`."""
         gate = self.bus.lockstep()
-        self._tick_run: int | None = None
+        self._tick_run = None
         self._tick_due = math.inf
         gate.register(self.module_name, self._on_tick)
+        self._in_lockstep = True
         try:
             while not self._stop_step.wait(0.5):
                 if not clock.lockstep:
                     return  # the simulator no longer runs in lock-step
         finally:
+            self._in_lockstep = False
             gate.unregister(self.module_name)
 
     def _on_tick(self, tick: LockstepTick) -> float:
@@ -420,10 +483,45 @@ class Module(Generic[P]):
             self._logger.error("step failed %d times so far; last: %s: %s", self.step_errors, type(err).__name__, err)
             self._last_error_log = now
 
+    def _reschedule(self) -> None:
+        """The rate changed: plan the next step at the new rate now, not after a step of the old one."""
+        self._wake.set()
+        gate = self.bus.gate
+        if self._in_lockstep and gate is not None:
+            gate.reschedule(self.module_name)
+
+    def _liveness(self) -> tuple[float, float, float]:
+        """(s the current step has run, s a due step has waited to begin, s since the last step ended or -1), in
+        wall-clock time."""
+        now = time.monotonic()
+        due = self.active and self._step_due()
+        with self._live_lock:
+            began, ended = self._step_began, self._step_ended
+            if began is not None or not due:
+                self._overdue_since = None
+            elif self._overdue_since is None:
+                self._overdue_since = now
+            overdue = now - self._overdue_since if self._overdue_since is not None else 0.0
+        running = now - began if began is not None else 0.0
+        return running, overdue, now - ended if ended is not None else -1.0
+
+    def _step_due(self) -> bool:
+        """A step is due and has not begun: in lock-step, a tick this process heard of offers it; else the clock
+        reached the time the loop waits for."""
+        if self._in_lockstep:
+            gate = self.bus.gate
+            tick = gate.latest if gate is not None else None
+            if tick is None:
+                return False
+            return tick.run != self._tick_run or self._tick_due <= tick.stamp + _DUE_SLACK
+        due = self._free_due
+        return due is not None and self.clock.now() >= due
+
     def stop(self) -> None:
         """Stop the control step, withdraw from the bus and close what the module created (idempotent)."""
         if self._token is None and not self._writers and not self._services:
             return
+        self._stopping = True
         self.stop_activity()
         try:
             self.on_shutdown()
@@ -440,6 +538,7 @@ class Module(Generic[P]):
 
     def info(self) -> msgs.ModuleInfo:
         """What MOM shows of this module."""
+        running, overdue, since = self._liveness()
         now = time.time()
         return msgs.ModuleInfo(
             name=self.module_name,
@@ -468,6 +567,11 @@ class Module(Generic[P]):
                 for r in self._readers
             ],
             services=[service.name for service in self._services],
+            steps=self.steps,
+            step_running=round(running, 3),
+            step_overdue=round(overdue, 3),
+            step_age=round(since, 3),
+            stopping=self._stopping,
         )
 
     def notes(self) -> list[str]:
@@ -493,9 +597,10 @@ class Module(Generic[P]):
     # -- parameters -----------------------------------------------------------------------------------------------
 
     def describe_parameters(self) -> list[msgs.ParameterInfo]:
-        """Every parameter of the module: its type, value, default, whether it can change at run time, and the
-        description from the ``Attributes:`` section of its Params docstrings."""
+        """Every parameter of the module: its type, value, default, whether it can change at run time, its valid
+        range (a number's), and the description from the ``Attributes:`` section of its Params docstrings."""
         docs = _attribute_docs(type(self.params), [field.name for field in msgspec.structs.fields(self.params)])
+        ranges = parameter_ranges(type(self.params))
         current = msgspec.to_builtins(self.params)
         out = []
         for field in msgspec.structs.fields(self.params):
@@ -513,6 +618,7 @@ class Module(Generic[P]):
                     default=default,
                     dynamic=field.name in self.dynamic_params,
                     description=docs.get(field.name, ""),
+                    range=ranges.get(field.name, ""),
                 )
             )
         return out
@@ -535,13 +641,15 @@ class Module(Generic[P]):
     def set_parameters(self, changes: dict[str, Any]) -> dict[str, Any]:
         """Change parameters while the module runs; return the new values of those changed.
 
-        The whole new set is validated against ``Params`` (types, ranges of its ``__post_init__``) before anything
-        changes; then ``self.params`` is replaced and :meth:`on_parameters_changed` applies it (if that fails, the
-        old parameters are put back).
+        The whole new set is validated against ``Params`` (types, the declared ranges, the rules of its
+        ``__post_init__``) before anything changes; then ``self.params`` is replaced and
+        :meth:`on_parameters_changed` applies it (if that fails, the old parameters are put back). A refused change
+        changes nothing.
 
         Raises:
             KeyError: a name is not a parameter of this module.
-            ValueError: a parameter is read-only at run time, or a value is not valid.
+            ValueError: a parameter is read-only at run time, or a value is not valid (out of its range: the
+                message gives the range).
         """
         self._check_parameter_names(list(changes))
         fixed = sorted(key for key in changes if key not in self.dynamic_params)
@@ -555,8 +663,9 @@ class Module(Generic[P]):
             old = self.params
             merged = {**msgspec.to_builtins(old), **changes}
             try:
+                check_ranges(type(old), changes)
                 new = msgspec.convert(merged, type=type(old), strict=False)
-            except msgspec.ValidationError as err:
+            except (ValueError, msgspec.ValidationError) as err:
                 raise ValueError(f"bad value: {err}") from None
             self.params = new
             try:
@@ -565,6 +674,8 @@ class Module(Generic[P]):
                 self.params = old
                 raise
         self._logger.info("parameters changed: %s", ", ".join(f"{k}={v!r}" for k, v in changes.items()))
+        if new.rate_hz != old.rate_hz:
+            self._reschedule()
         values: dict[str, Any] = msgspec.to_builtins(new)
         return {key: values[key] for key in changes}
 

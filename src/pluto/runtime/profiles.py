@@ -10,6 +10,11 @@ A profile is a TOML file::
     window = 60.0
     backoff = 0.5        # first delay, doubled at each crash up to `backoff_max`
     backoff_max = 10.0
+    liveness = true      # also kill and restart a module whose steps stopped (hung), as if it had crashed:
+    step_timeout = 10.0  #   a step running this long (wall seconds),
+    due_timeout = 10.0   #   a step due this long without beginning,
+    missed_polls = 5     #   or this many liveness queries (one every `poll_period` s) unanswered in a row
+    poll_period = 1.0
 
     [modules.heartbeat]  # the name on the bus; `module = "..."` picks another class
     rate_hz = 5.0        # parameters
@@ -31,24 +36,46 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from pluto.errors import ConfigError, ModuleNotFound
 from pluto.runtime.config import build_params
+from pluto.runtime.ranges import check_ranges
 from pluto.runtime.registry import load_module_class, without_driver
 from pluto.runtime.runner import ModuleSpec
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How the supervisor restarts a crashed module."""
+    """How the supervisor restarts a crashed module, and when it takes a running one for hung.
+
+    Attributes:
+        enabled: restart crashed modules at all.
+        max_restarts: restarts within ``window`` s, after which the supervisor gives up on the module.
+        window: s, see ``max_restarts``.
+        backoff: s before the first restart, doubled at each crash within the window up to ``backoff_max`` s.
+        backoff_max: s, see ``backoff``.
+        liveness: watch each module's steps, not only its process: a module that stopped stepping (below) is
+            killed and restarted like a crash, with the reason in the log.
+        step_timeout: wall seconds a control step may run before the module is taken for hung.
+        due_timeout: wall seconds a step may be due (its clock reached its time or, in lock-step, a tick offered
+            it) without beginning before the module is taken for hung.
+        poll_period: wall seconds between two liveness queries of a module (its ``mom/<name>`` service).
+        missed_polls: liveness queries a module may leave unanswered in a row (a stopped process) before it is
+            taken for hung.
+    """
 
     enabled: bool = True
-    max_restarts: int = 5
-    window: float = 60.0
-    backoff: float = 0.5
-    backoff_max: float = 10.0
+    max_restarts: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 5
+    window: Annotated[float, msgspec.Meta(gt=0.0, le=86_400.0)] = 60.0
+    backoff: Annotated[float, msgspec.Meta(ge=0.0, le=3600.0)] = 0.5
+    backoff_max: Annotated[float, msgspec.Meta(ge=0.0, le=3600.0)] = 10.0
+    liveness: bool = True
+    step_timeout: Annotated[float, msgspec.Meta(ge=0.05, le=3600.0)] = 10.0
+    due_timeout: Annotated[float, msgspec.Meta(ge=0.05, le=3600.0)] = 10.0
+    poll_period: Annotated[float, msgspec.Meta(ge=0.02, le=60.0)] = 1.0
+    missed_polls: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 5
 
 
 @dataclass(frozen=True)
@@ -202,8 +229,11 @@ def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None
     if not isinstance(lockstep, bool):
         raise ConfigError(f"{label}: lockstep must be true or false, got {lockstep!r}")
     try:
-        restart = msgspec.convert(data.get("restart", {}), RestartPolicy)
-    except msgspec.ValidationError as err:
+        table = data.get("restart", {})
+        if isinstance(table, dict):
+            check_ranges(RestartPolicy, table)
+        restart = msgspec.convert(table, RestartPolicy)
+    except (ValueError, msgspec.ValidationError) as err:
         raise ConfigError(f"{label}: [restart] {err}") from None
     modules = data.get("modules", {})
     if not isinstance(modules, dict) or not modules:

@@ -7,7 +7,16 @@ exits with an error or is killed is restarted after a back-off that doubles at e
 window, and continues where its crashed instance was: the child's environment says it is a restart
 (``PLUTO_RESUME=1``) of which session (``PLUTO_SESSION``, new at every start, which also removes the state files an
 earlier session left), and the module loads the state it saved (:mod:`pluto.runtime.persist`). A module that exits
-cleanly (``pluto stop``) is left stopped. With ``one_process`` the modules share this
+cleanly (``pluto stop``) is left stopped.
+
+A live process is not enough: the supervisor also watches that each module steps. It asks every module for its MOM
+entry (``mom/<name>``) every ``poll_period`` s, and a module whose step has run longer than ``step_timeout`` s (a
+hung step), whose next step has been due for more than ``due_timeout`` s without beginning (a stalled loop; in
+lock-step a step is due only once a tick offers it, so a paused or waiting simulator stalls nobody), or that leaves
+``missed_polls`` queries in a row unanswered (a stopped process) is killed (SIGKILL) and restarted like a crash, with
+the reason in the log ("drive stopped stepping: its step has run for 10.2 s"). The thresholds are wall-clock seconds
+of the profile's ``[restart]`` table (:class:`~pluto.runtime.profiles.RestartPolicy`). A module that is stopping is
+left to exit. With ``one_process`` the modules share this
 process and its bus instead (cheaper on a small computer, faster in tests); there is then nothing to restart.
 
 A simulator in lock-step is started with its time held at 0, and let go once every module is up, so a run does not
@@ -16,9 +25,11 @@ depend on how long each module took to start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -26,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pluto import msgs
 from pluto.bus import Bus
-from pluto.errors import LaunchError
+from pluto.errors import BusError, DecodeError, LaunchError
 from pluto.runtime.config import Config
 from pluto.runtime.launcher import (
     bus_environment,
@@ -40,7 +52,7 @@ from pluto.runtime.launcher import (
 )
 from pluto.runtime.module import Module
 from pluto.runtime.persist import RESUME_ENV, SESSION_ENV, clear_states, new_session
-from pluto.runtime.profiles import Profile, ProfileEntry
+from pluto.runtime.profiles import Profile, ProfileEntry, RestartPolicy
 from pluto.runtime.runner import instantiate
 
 log = logging.getLogger("pluto.supervisor")
@@ -54,6 +66,20 @@ class _Child:
     restart_at: float | None = None
     given_up: bool = False
     restarts: int = 0
+    hung: str | None = None
+    """Why the supervisor killed the current process for not stepping, until its exit is handled."""
+
+
+def stalled(name: str, info: msgs.ModuleInfo, policy: RestartPolicy) -> str | None:
+    """Why module ``name``, whose MOM entry is ``info``, counts as hung under ``policy``, in words; None if it is
+    stepping (or stopping, or not active and not in a step)."""
+    if info.stopping:
+        return None
+    if info.step_running >= policy.step_timeout:
+        return f"{name} stopped stepping: its step has run for {info.step_running:.1f} s"
+    if info.active and info.step_overdue >= policy.due_timeout:
+        return f"{name} stopped stepping: its next step has been due for {info.step_overdue:.1f} s and has not begun"
+    return None
 
 
 class Supervisor:
@@ -214,7 +240,24 @@ class Supervisor:
     # -- supervise ----------------------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Watch the modules until ``stop`` is set: restart crashed ones per the profile's restart policy."""
+        """Watch the modules until ``stop`` is set: restart crashed ones per the profile's restart policy, and kill
+        (and so restart) the ones that stopped stepping."""
+        policy = self.profile.restart
+        watchers = [
+            threading.Thread(target=self._watch, args=(child, stop), daemon=True, name=f"liveness-{name}")
+            for name, child in self.children.items()
+            if not self.one_process and policy.enabled and policy.liveness and child.entry.restart
+        ]
+        for watcher in watchers:
+            watcher.start()
+        try:
+            self._supervise(stop)
+        finally:
+            stop.set()
+            for watcher in watchers:
+                watcher.join(timeout=5.0)
+
+    def _supervise(self, stop: threading.Event) -> None:
         while not stop.is_set():
             timeout = 0.2
             now = time.monotonic()
@@ -230,15 +273,69 @@ class Supervisor:
                 continue
             self._on_exit(self.children[name], process)
 
+    def _watch(self, child: _Child, stop: threading.Event) -> None:
+        """Ask ``child``'s module how its steps go every ``poll_period`` s; kill it if it stopped stepping."""
+        policy = self.profile.restart
+        name = child.entry.name
+        query_timeout = min(max(2.0 * policy.poll_period, 0.5), 5.0)
+        watched: subprocess.Popen[bytes] | None = None
+        since, missed = 0.0, 0
+        answered = stopping = False
+        while not stop.wait(policy.poll_period) and not self._stopping:
+            process = child.process
+            if process is None or process.poll() is not None or child.hung is not None:
+                continue
+            if process is not watched:  # a new instance: judged afresh, after it had time to start
+                watched, since, missed, answered, stopping = process, time.monotonic(), 0, False, False
+            if stopping:
+                continue
+            try:
+                info: msgs.ModuleInfo | None = self.bus.call(
+                    f"mom/{name}", reply_type=msgs.ModuleInfo, timeout=query_timeout
+                )
+            except (BusError, DecodeError):
+                info = None
+            if process is not child.process or process.poll() is not None or self._stopping:
+                continue
+            if info is None or info.pid != process.pid:
+                if answered or time.monotonic() - since > self.startup_timeout:
+                    missed += 1
+                if missed < policy.missed_polls:
+                    continue
+                silent = time.monotonic() - since
+                reason = f"{name} does not answer: {missed} liveness queries in a row unanswered ({silent:.1f} s)"
+            else:
+                answered, missed = True, 0
+                since = time.monotonic()
+                if info.stopping:
+                    stopping = True  # `pluto stop` or a shutdown: it exits by itself
+                    continue
+                found = stalled(name, info, policy)
+                if found is None:
+                    continue
+                reason = found
+            self._kill_hung(child, process, reason)
+
+    def _kill_hung(self, child: _Child, process: subprocess.Popen[bytes], reason: str) -> None:
+        if self._stopping or process is not child.process or process.poll() is not None:
+            return
+        child.hung = reason
+        log.warning("%s; killing it (pid %d)", reason, process.pid)
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: its exit is handled as any other
+            os.kill(process.pid, signal.SIGKILL)
+
     def _on_exit(self, child: _Child, process: subprocess.Popen[bytes]) -> None:
         if self._stopping or process is not child.process:
             return
         (self.log_dir / f"{child.entry.name}.pid").unlink(missing_ok=True)
         code = process.returncode
+        hung, child.hung = child.hung, None
         if code == 0:
             log.info("%s exited cleanly; not restarting it", child.entry.name)
             return
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        if hung is not None:
+            how = f"was killed for not stepping ({hung.removeprefix(child.entry.name + ' ')})"
         policy = self.profile.restart
         if not (policy.enabled and child.entry.restart):
             log.error("%s %s; restarts are off for it", child.entry.name, how)

@@ -29,7 +29,7 @@ import math
 import secrets
 import threading
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import zenoh
@@ -41,6 +41,7 @@ from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, Locks
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.persist import Continuation
+from pluto.runtime.ranges import Rate, Seed, Timeout, between
 from pluto.sim.lockstep import Barrier
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
 from pluto.sim.world import World, load_world
@@ -105,22 +106,15 @@ class SimParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     lockstep_timeout: wall seconds a module may take over one tick before it is dropped from the lock-step.
     """
 
-    rate_hz: float = 200.0
+    rate_hz: Rate = 200.0
     world: str = "office"
-    rate: float | Literal["max"] = 1.0
+    rate: Annotated[float, between(0.0, 1000.0, open_low=True)] | Literal["max"] = 1.0
     noise: str = "ideal"
     noise_overrides: dict[str, float | bool] = msgspec.field(default_factory=dict)
-    seed: int = 0
+    seed: Seed = 0
     lockstep: bool = False
     paused: bool = False
-    lockstep_timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.rate != "max" and not 0.0 < self.rate <= 1000.0:
-            raise ValueError(f'rate must be in (0, 1000] or "max", got {self.rate}')
-        if not 0.0 < self.lockstep_timeout <= 3600.0:
-            raise ValueError(f"lockstep_timeout must be in (0, 3600] s, got {self.lockstep_timeout}")
+    lockstep_timeout: Timeout = 10.0
 
     @property
     def lockstepped(self) -> bool:

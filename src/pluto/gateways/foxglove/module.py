@@ -23,7 +23,7 @@ import threading
 import time
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import foxglove
 import msgspec
@@ -32,6 +32,7 @@ from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.record.format import SCHEMA_ENCODING, encode_message, schema_bytes, schema_name, to_ns
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Offset, Port, Rate, Timeout, between
 from pluto.sim.world import World, load_world
 
 from .translate import (
@@ -87,32 +88,24 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     backlog: messages buffered per viewer before the oldest are dropped.
     """
 
-    rate_hz: float = 2.0  # the step only sends the walls again
+    rate_hz: Rate = 2.0  # the step only sends the walls again
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: Port = DEFAULT_PORT
     map: str = ""
-    map_period: float = 2.0
+    map_period: Timeout = 2.0
     json: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_JSON_INTERFACES))
-    laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
+    laser_mount: tuple[Offset, Offset, Offset] = (0.25, 0.0, 0.9)
     map_pose: str = "localization"
-    max_rate_hz: float = 30.0
-    backlog: int = 1024
+    max_rate_hz: Annotated[float, between(0.0, 1000.0)] = 30.0
+    backlog: Annotated[int, between(1, 1000000)] = 1024
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if not self.map_period > 0.0:
-            raise ValueError(f"map_period must be > 0 s, got {self.map_period}")
         if self.map_pose not in MAP_POSES:
             raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {self.map_pose!r}")
         unknown = [name for name in self.json if names.message_type_of(name) is None]
         if unknown:
             raise ValueError(f"json names interfaces that are not in the table: {', '.join(unknown)}")
-        if not self.max_rate_hz >= 0.0:
-            raise ValueError(f"max_rate_hz must be >= 0, got {self.max_rate_hz}")
-        if self.backlog < 1:
-            raise ValueError(f"backlog must be >= 1, got {self.backlog}")
 
 
 class _LogToFoxglove(logging.Handler):

@@ -42,6 +42,7 @@ import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,7 +58,6 @@ from pluto.gateways.netmotion.server import (
     NetMotionService,
     ServerLimits,
     UdpNetMotionServer,
-    check_limits,
 )
 from pluto.hardware.arm.manager import MotionEventKind, MotionManager
 from pluto.hardware.arm.motion import MotionFileError, MotionLibrary, MotionSequence, Posture
@@ -66,6 +66,7 @@ from pluto.hardware.arm.proxy import ArmProxy
 from pluto.limits import Bound, LimitError, check, command_limits
 from pluto.runtime import launcher
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Port, Rate, Timeout, between
 
 __all__ = [
     "JOINT_VALUE",
@@ -111,37 +112,21 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         so the first IKP answers at once (else the first IKP of each link takes a fraction of a second).
     """
 
-    rate_hz: float = 31.25
+    rate_hz: Rate = 31.25
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: Port = DEFAULT_PORT
     motions: str = ""
-    arm_timeout: float = 15.0
-    tolerance: float = DEFAULT_TOLERANCE
-    posture_timeout: float = DEFAULT_TIMEOUT
-    max_datagram: int = MAX_DATAGRAM
-    client_rate: float = 50.0
-    client_burst: float = 100.0
-    budget_rate: float = 1000.0
-    budget_burst: float = 200.0
-    client_queue: int = 8
-    receive_buffer: int = DEFAULT_RECEIVE_BUFFER
+    arm_timeout: Timeout = 15.0
+    tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = DEFAULT_TOLERANCE
+    posture_timeout: Timeout = DEFAULT_TIMEOUT
+    max_datagram: Annotated[int, between(16, 65535)] = MAX_DATAGRAM
+    client_rate: Annotated[float, between(0.0, 1e9, open_low=True)] = 50.0
+    client_burst: Annotated[float, between(1.0, 1e9)] = 100.0
+    budget_rate: Annotated[float, between(0.0, 1e9, open_low=True)] = 1000.0
+    budget_burst: Annotated[float, between(1.0, 1e9)] = 200.0
+    client_queue: Annotated[int, between(1, 4096)] = 8
+    receive_buffer: Annotated[int, between(0, 1073741824)] = DEFAULT_RECEIVE_BUFFER
     prepare_ik: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0..65535, got {self.port}")
-        check_limits(
-            self,
-            positive=("arm_timeout", "tolerance", "posture_timeout", "client_rate", "budget_rate"),
-            at_least_one=("client_burst", "budget_burst"),
-        )
-        if not 16 <= self.max_datagram <= 65535:
-            raise ValueError(f"max_datagram must be 16..65535 bytes, got {self.max_datagram}")
-        if not 1 <= self.client_queue <= 4096:
-            raise ValueError(f"client_queue must be 1..4096 datagrams, got {self.client_queue}")
-        if not 0 <= self.receive_buffer <= 1 << 30:
-            raise ValueError(f"receive_buffer must be 0..{1 << 30} bytes, got {self.receive_buffer}")
 
 
 class NetMotionModule(Module[NetMotionParams]):

@@ -68,7 +68,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -123,6 +123,7 @@ from pluto.gateways.player.structs import (
 from pluto.geometry import compose, relative
 from pluto.movement.avoid.core import RELEASE, Mode
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import CommandTimeout, Port, Rate, Speed, Timeout, TurnRate, between
 
 __all__ = ["KEY_ENVIRONMENT", "PlayerModule", "PlayerParams", "load_key"]
 
@@ -156,52 +157,34 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     service_timeout: s to wait for the base's answer to a configuration request.
     """
 
-    rate_hz: float = 50.0
+    rate_hz: Rate = 50.0
     host: str = "127.0.0.1"
-    port: int = 6665
+    port: Port = 6665
     key_file: str = ""
     key: str = ""
-    max_clients: int = 256
-    max_per_address: int = 128
-    idle_timeout: float = 60.0
-    auth_backoff: float = 1.0
-    auth_backoff_max: float = 60.0
-    resend_period: float = 0.1
+    max_clients: Annotated[int, between(1, 100000)] = 256
+    max_per_address: Annotated[int, between(1, 100000)] = 128
+    idle_timeout: Timeout = 60.0
+    auth_backoff: Timeout = 1.0
+    auth_backoff_max: Timeout = 60.0
+    resend_period: Timeout = 0.1
     protect: bool = False
-    goto_avoidance: int = 3
-    goto_speed: float = 0.5
-    goto_turn_rate: float = 1.0
-    laser_pose: list[float] = msgspec.field(default_factory=lambda: [0.25, 0.0, 0.0])
-    laser_size: list[float] = msgspec.field(default_factory=lambda: [0.155, 0.155])
-    service_timeout: float = 2.0
+    goto_avoidance: Annotated[int, between(0, 3)] = 3
+    goto_speed: Speed = 0.5
+    goto_turn_rate: TurnRate = 1.0
+    laser_pose: list[Annotated[float, between(-5.0, 5.0)]] = msgspec.field(default_factory=lambda: [0.25, 0.0, 0.0])
+    laser_size: list[Annotated[float, between(0.0, 5.0)]] = msgspec.field(default_factory=lambda: [0.155, 0.155])
+    service_timeout: CommandTimeout = 2.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.key:
             raise ValueError(
                 "the AUTH key is not a parameter (parameters show on command lines and in logs): put it in a file "
                 f"and give its path as key_file, or set the environment variable {KEY_ENVIRONMENT}"
             )
-        if self.goto_avoidance not in (0, 1, 2, 3):
-            raise ValueError(f"goto_avoidance must be 0, 1, 2 or 3, got {self.goto_avoidance}")
         if len(self.laser_pose) != 3 or len(self.laser_size) != 2:
             raise ValueError("laser_pose is [x, y, yaw] (m, m, rad) and laser_size [width, length] (m)")
-        positive = {
-            "resend_period": self.resend_period,
-            "goto_speed": self.goto_speed,
-            "goto_turn_rate": self.goto_turn_rate,
-            "service_timeout": self.service_timeout,
-            "max_clients": float(self.max_clients),
-            "max_per_address": float(self.max_per_address),
-            "idle_timeout": self.idle_timeout,
-            "auth_backoff": self.auth_backoff,
-            "auth_backoff_max": self.auth_backoff_max,
-        }
-        for name, value in positive.items():
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0, got {value}")
 
 
 def load_key(key_file: str, environ: Mapping[str, str] = os.environ) -> tuple[bytes, str]:

@@ -21,7 +21,7 @@ import os
 import secrets
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -29,6 +29,7 @@ from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.runtime import mom
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Offset, Port, Rate, Speed, Timeout, TurnRate, between
 from pluto.sim.world import World, load_world
 
 from .commands import CommandLimits
@@ -102,26 +103,20 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     max_clients: browsers served at once.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: Port = DEFAULT_PORT
     token_file: str = ""
     map: str = ""
-    mom_period: float = 2.0
-    path_period: float = 0.5
-    laser_mount_x: float = 0.25
-    max_speed: float = 0.5
-    max_turn_rate: float = 1.0
-    max_clients: int = 64
+    mom_period: Timeout = 2.0
+    path_period: Timeout = 0.5
+    laser_mount_x: Offset = 0.25
+    max_speed: Speed = 0.5
+    max_turn_rate: TurnRate = 1.0
+    max_clients: Annotated[int, between(1, 100000)] = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if not (self.mom_period > 0.0 and self.path_period > 0.0):
-            raise ValueError("mom_period and path_period must be > 0 s")
-        if self.max_clients < 1:
-            raise ValueError(f"max_clients must be >= 1, got {self.max_clients}")
         CommandLimits(self.max_speed, self.max_turn_rate)
 
 

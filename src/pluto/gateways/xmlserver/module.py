@@ -25,6 +25,7 @@ from pluto import msgs, names
 from pluto.bus import StateReader
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Rate
 
 from .server import ServerSettings, XmlServer, command_interfaces
 
@@ -76,7 +77,7 @@ class XmlServerParams(_ServerParams, kw_only=True, forbid_unknown_fields=True):
     The others are the settings of the server (:class:`.server.ServerSettings`), under the same names.
     """
 
-    rate_hz: float = 1.0  # the control step does nothing: the server runs on its own thread
+    rate_hz: Rate = 1.0  # the control step does nothing: the server runs on its own thread
     token_file: str = ""
     writable: list[str] = msgspec.field(default_factory=lambda: sorted(command_interfaces()))
 

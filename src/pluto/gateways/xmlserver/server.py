@@ -59,13 +59,12 @@ import heapq
 import hmac
 import itertools
 import logging
-import math
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final, Self, TypeVar
+from typing import Annotated, Any, Final, Self, TypeVar
 
 import msgspec
 
@@ -75,6 +74,7 @@ from pluto.closing import close_at_exit
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.gateways.serving import ServerRunner, StreamListener
 from pluto.runtime.clock import Clock, WallClock
+from pluto.runtime.ranges import Port, Timeout, between, check_ranges
 
 from . import events
 from .codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT, XmlCodec, encode_event
@@ -166,52 +166,31 @@ class ServerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """
 
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: Port = DEFAULT_PORT
     token: str | None = None
-    max_clients: int = 100
-    max_clients_per_address: int = 64
-    idle_timeout: float = 60.0
-    auth_backoff: float = 0.5
-    auth_backoff_max: float = 30.0
-    max_subscriptions: int = 16
-    max_rate_hz: float = 1000.0
-    request_rate: float = 50.0
-    request_burst: int = 100
-    max_document: int = DEFAULT_MAX_DOCUMENT
-    max_depth: int = DEFAULT_MAX_DEPTH
-    max_bad_documents: int = 32
-    max_auth_failures: int = 3
-    write_buffer: int = 64 * 1024
-    send_buffer: int = 0
-    call_timeout: float = 2.0
-    max_call_timeout: float = 10.0
+    max_clients: Annotated[int, between(1, 100000)] = 100
+    max_clients_per_address: Annotated[int, between(1, 100000)] = 64
+    idle_timeout: Timeout = 60.0
+    auth_backoff: Timeout = 0.5
+    auth_backoff_max: Timeout = 30.0
+    max_subscriptions: Annotated[int, between(1, 10000)] = 16
+    max_rate_hz: Annotated[float, between(0.0, 10000.0, open_low=True)] = 1000.0
+    request_rate: Annotated[float, between(0.0, 100000.0, open_low=True)] = 50.0
+    request_burst: Annotated[int, between(1, 1000000)] = 100
+    max_document: Annotated[int, between(1024, 1073741824)] = DEFAULT_MAX_DOCUMENT
+    max_depth: Annotated[int, between(8, 10000)] = DEFAULT_MAX_DEPTH
+    max_bad_documents: Annotated[int, between(1, 1000000)] = 32
+    max_auth_failures: Annotated[int, between(1, 1000000)] = 3
+    write_buffer: Annotated[int, between(1024, 1073741824)] = 64 * 1024
+    send_buffer: Annotated[int, between(0, 1073741824)] = 0
+    call_timeout: Timeout = 2.0
+    max_call_timeout: Timeout = 10.0
     writable: frozenset[str] = msgspec.field(default_factory=command_interfaces)
 
     def __post_init__(self) -> None:
-        positive_ints = (
-            "max_clients",
-            "max_clients_per_address",
-            "max_subscriptions",
-            "request_burst",
-            "max_bad_documents",
-            "max_auth_failures",
-        )
-        for name in positive_ints:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        positive = ("max_rate_hz", "request_rate", "call_timeout", "max_call_timeout", "idle_timeout", "auth_backoff")
-        for name in (*positive, "auth_backoff_max"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be a positive number, got {value}")
+        check_ranges(type(self), {name: getattr(self, name) for name in self.__struct_fields__})
         if self.auth_backoff_max < self.auth_backoff:
             raise ValueError(f"auth_backoff_max ({self.auth_backoff_max}) is below auth_backoff ({self.auth_backoff})")
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if self.max_document < 1024 or self.max_depth < 8:
-            raise ValueError("max_document must be at least 1024 bytes and max_depth at least 8")
-        if self.write_buffer < 1024 or self.send_buffer < 0:
-            raise ValueError("write_buffer must be at least 1024 bytes and send_buffer >= 0")
         if self.token is not None and not self.token:
             raise ValueError("an empty token")
         for name in self.writable:

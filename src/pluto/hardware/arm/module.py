@@ -33,6 +33,7 @@ from pluto.hardware.arm.servo import ArmBackend
 from pluto.hardware.arm.sim import SimulatedArm
 from pluto.hardware.arm.ssc32 import DEFAULT_BAUDRATE, Ssc32Arm, Ssc32Error
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Baud, Rate
 
 __all__ = ["ArmModelFile", "ArmModule", "ArmParams", "read_model_file"]
 
@@ -91,18 +92,16 @@ class ArmParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     baudrate: the SSC-32's baud rate.
     """
 
-    rate_hz: float = 50.0
+    rate_hz: Rate = 50.0
     backend: str = "sim"
     model: str = "LynxArm6"
     port: str = "/dev/ttyUSB0"
-    baudrate: int = DEFAULT_BAUDRATE
+    baudrate: Baud = DEFAULT_BAUDRATE
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
-        if self.baudrate <= 0:
-            raise ValueError(f"baudrate must be > 0, got {self.baudrate}")
 
 
 class ArmModule(Module[ArmParams]):

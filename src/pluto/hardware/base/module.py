@@ -31,6 +31,7 @@ import msgspec
 from pluto import msgs, names
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
 from pluto.runtime.persist import Continuation, clock_run
+from pluto.runtime.ranges import Accel, Radius, Rate, Speed, TurnAccel, TurnRate
 from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.device import SimDevice, SimDeviceParams
 
@@ -42,13 +43,13 @@ class SimBaseParams(SimDeviceParams, BaseServerParams, kw_only=True, forbid_unkn
     radius, max_speed, max_turn_rate, max_accel, max_turn_accel: the body (m, m/s, rad/s, m/s², rad/s²).
     """
 
-    rate_hz: float = 20.0
-    sonar_hz: float = 10.0
-    radius: float = 0.4
-    max_speed: float = 1.5
-    max_turn_rate: float = 2.0
-    max_accel: float = 1.0
-    max_turn_accel: float = 3.0
+    rate_hz: Rate = 20.0
+    sonar_hz: Rate = 10.0
+    radius: Radius = 0.4
+    max_speed: Speed = 1.5
+    max_turn_rate: TurnRate = 2.0
+    max_accel: Accel = 1.0
+    max_turn_accel: TurnAccel = 3.0
 
 
 class SimBaseState(msgspec.Struct, frozen=True, kw_only=True):

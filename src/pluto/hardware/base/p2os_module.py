@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pluto import msgs, names
 from pluto.hardware.base.p2os.driver import P2osDriver, P2osError, P2osState
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
+from pluto.runtime.ranges import Rate
 
 log = logging.getLogger("pluto.p2os")
 
@@ -56,7 +57,7 @@ class P2osBaseParams(BaseServerParams, kw_only=True, forbid_unknown_fields=True)
     command_timeout: s without a new command after which the robot is stopped.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     port: str = "socket://127.0.0.1:8101"
     model: str = ""
 

@@ -67,6 +67,7 @@ from typing import Any, ClassVar, Final, TypeVar
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import CommandTimeout
 
 VELOCITY_MODES: Final = ("direct", "separate")
 """What ``velocity_mode`` takes: wheel velocities, or translation and rotation."""
@@ -107,18 +108,14 @@ class BaseServerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Parameters every base has.
 
     Attributes:
-        command_timeout: s without a new command after which the base stops.
+        command_timeout: s without a new command after which the base stops (by default the deadline of
+            ``Base/Drive/Command`` in the interface table: four periods of its slowest regular writer).
         calibration_file: TOML file of the odometry calibration (see the module's docstring), read at start; "" for
             none (the base's odometry as it is).
     """
 
-    command_timeout: float = 1.0
+    command_timeout: CommandTimeout = 0.4  # the deadline of Base/Drive/Command (names.stale_after)
     calibration_file: str = ""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not (math.isfinite(self.command_timeout) and self.command_timeout > 0):
-            raise ValueError(f"command_timeout must be > 0 s, got {self.command_timeout}")
 
 
 @dataclass(frozen=True)

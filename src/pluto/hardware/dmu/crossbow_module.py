@@ -21,11 +21,12 @@ Run it with ``pluto run dmu --driver crossbow --port /dev/ttyUSB0`` (``pluto dmu
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Annotated, Literal
 
 from pluto import msgs, names
 from pluto.hardware.device_module import DeviceModule
 from pluto.runtime.module import ModuleParams
+from pluto.runtime.ranges import Baud, Rate, between
 
 from .codec import DmuScale
 from .driver import CrossbowDriver
@@ -49,24 +50,21 @@ class CrossbowDmuParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     link_timeout: s without a packet after which the link is taken as lost.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     port: str = "socket://127.0.0.1:8102"
-    baud: int = 38400
+    baud: Baud = 38400
     mode: Literal["continuous", "polled"] = "continuous"
-    poll_hz: float = 50.0
+    poll_hz: Rate = 50.0
     measurement: Literal["angle", "scaled"] = "angle"
-    rate_range: float = 100.0
-    g_range: float = 2.0
-    time_constant: float = 0.1
-    link_timeout: float = 0.5
+    rate_range: Annotated[float, between(0.0, 2000.0, open_low=True)] = 100.0
+    g_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 2.0
+    time_constant: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.1
+    link_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 0.5
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.port:
             raise ValueError("port must name a serial device, a pty or a socket:// URL")
-        for name in ("poll_hz", "rate_range", "g_range", "time_constant", "link_timeout"):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
 class CrossbowDmu(DeviceModule[CrossbowDmuParams]):

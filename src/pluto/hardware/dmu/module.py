@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import math
 import threading
+from typing import Annotated
 
 import msgspec
 
 from pluto import msgs, names
 from pluto.geometry import wrap_angle
 from pluto.runtime.persist import Continuation, clock_run
+from pluto.runtime.ranges import Rate, between
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.inertial import SimDmu
 
@@ -25,8 +27,8 @@ class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     time_constant: of the state's low-pass filter, s (also the delay of its stamp).
     """
 
-    rate_hz: float = 20.0
-    time_constant: float = 0.1
+    rate_hz: Rate = 20.0
+    time_constant: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.1
 
 
 class SimDmuState(msgspec.Struct, frozen=True, kw_only=True):

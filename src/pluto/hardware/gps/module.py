@@ -5,12 +5,13 @@ sub-metre; 1: plain fix)."""
 from __future__ import annotations
 
 from pluto import msgs, names
+from pluto.runtime.ranges import Rate
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.gps import SimGps
 
 
 class SimGpsParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
-    rate_hz: float = 2.0
+    rate_hz: Rate = 2.0
 
 
 class SimGpsModule(SimDevice[SimGpsParams]):

@@ -18,10 +18,12 @@ Run it with ``pluto run gps --driver nmea --port /dev/ttyUSB0 --origin_lat 59.34
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 from pluto import msgs, names
 from pluto.hardware.device_module import DeviceModule
 from pluto.runtime.module import ModuleParams
+from pluto.runtime.ranges import Baud, Latitude, Longitude, Rate, between
 
 from .driver import NmeaDriver
 from .grid import LocalGrid
@@ -41,19 +43,17 @@ class NmeaGpsParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     link_timeout: s without a sentence after which the link is taken as lost.
     """
 
-    rate_hz: float = 10.0
+    rate_hz: Rate = 10.0
     port: str = "socket://127.0.0.1:8103"
-    baud: int = 4800
-    origin_lat: float = 59.3498
-    origin_lon: float = 18.0707
-    link_timeout: float = 3.0
+    baud: Baud = 4800
+    origin_lat: Latitude = 59.3498
+    origin_lon: Longitude = 18.0707
+    link_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 3.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.port:
             raise ValueError("port must name a serial device, a pty or a socket:// URL")
-        if not self.link_timeout > 0.0:
-            raise ValueError(f"link_timeout must be > 0, got {self.link_timeout}")
         LocalGrid(self.origin_lat, self.origin_lon)  # raises ValueError for an impossible origin
 
 

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Annotated
 
 from pluto import msgs, names
 from pluto.hardware.device_module import DeviceModule
 from pluto.runtime.module import ModuleParams
+from pluto.runtime.ranges import Baud, Rate, between
 
 from .client import LmsSettings, Scan
 from .driver import LmsDriver
@@ -49,13 +51,13 @@ class LmsSickParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     link_timeout: s without a scan before the scanner is taken as failed and restarted.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     port: str = "socket://127.0.0.1:8104"
-    baud: int = 38400
-    resolution: float = 0.5
+    baud: Baud = 38400
+    resolution: Annotated[float, between(0.5, 1.0)] = 0.5
     units: str = "cm"
-    range_m: int = 80
-    link_timeout: float = 1.0
+    range_m: Annotated[int, between(1, 1000)] = 80
+    link_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

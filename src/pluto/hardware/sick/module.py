@@ -13,11 +13,12 @@ error": every range is -1 while the scanner reboots (about 20 s).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from pluto import msgs, names
+from pluto.runtime.ranges import Rate, between
 from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
 from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.raycast import RayCaster
@@ -32,9 +33,9 @@ class SimSickParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
     reboot_time: s the scanner needs to recover.
     """
 
-    rate_hz: float = 5.0
-    fault_at: float = -1.0
-    reboot_time: float = 20.0
+    rate_hz: Rate = 5.0
+    fault_at: Annotated[float, between(-1.0, 1e6)] = -1.0
+    reboot_time: Annotated[float, between(0.0, 3600.0)] = 20.0
 
 
 class FaultRequest(msgspec.Struct, frozen=True):

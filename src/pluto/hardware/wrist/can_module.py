@@ -27,9 +27,11 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Annotated
 
 from pluto import msgs, names
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Angle, Rate, TurnAccel, TurnRate, between
 from pluto.sim.wrist import WristParams
 
 from .can_driver import CanWristDriver, CanWristLinkError, WristReading
@@ -60,38 +62,32 @@ class CanWristParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         module without hardware (``--interface virtual --channel NAME --emulate true``).
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     interface: str = "socketcan"
     channel: str = "can0"
-    bitrate: int = 0
-    pan_id: int = 1
-    tilt_id: int = 2
-    pan_min: float = _DEFAULT.pan_limits[0]
-    pan_max: float = _DEFAULT.pan_limits[1]
-    tilt_min: float = _DEFAULT.tilt_limits[0]
-    tilt_max: float = _DEFAULT.tilt_limits[1]
-    max_speed: float = _DEFAULT.max_speed[0]
-    max_accel: float = _DEFAULT.max_accel[0]
-    link_timeout: float = 0.5
-    command_timeout: float = 5.0
-    connect_timeout: float = 2.0
+    bitrate: Annotated[int, between(0, 10_000_000)] = 0
+    pan_id: Annotated[int, between(1, 31)] = 1
+    tilt_id: Annotated[int, between(1, 31)] = 2
+    pan_min: Angle = _DEFAULT.pan_limits[0]
+    pan_max: Angle = _DEFAULT.pan_limits[1]
+    tilt_min: Angle = _DEFAULT.tilt_limits[0]
+    tilt_max: Angle = _DEFAULT.tilt_limits[1]
+    max_speed: TurnRate = _DEFAULT.max_speed[0]
+    max_accel: TurnAccel = _DEFAULT.max_accel[0]
+    link_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 0.5
+    command_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 5.0
+    connect_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 2.0
     emulate: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.interface or not self.channel:
             raise ValueError("interface and channel must name a python-can interface and its channel")
-        if self.bitrate < 0:
-            raise ValueError(f"bitrate must be >= 0, got {self.bitrate}")
-        if not (1 <= self.pan_id <= 31 and 1 <= self.tilt_id <= 31 and self.pan_id != self.tilt_id):
-            raise ValueError(f"pan_id and tilt_id must be different addresses 1..31, got {self.pan_id}, {self.tilt_id}")
+        if self.pan_id == self.tilt_id:
+            raise ValueError(f"pan_id and tilt_id must be different addresses, got {self.pan_id} for both")
         for low, high, axis in ((self.pan_min, self.pan_max, "pan"), (self.tilt_min, self.tilt_max, "tilt")):
-            if not (math.isfinite(low) and math.isfinite(high) and low < high):
-                raise ValueError(f"{axis} limits must be finite with min < max, got {low}, {high}")
-        for name in ("max_speed", "max_accel", "link_timeout", "command_timeout", "connect_timeout"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0, got {value}")
+            if not low < high:
+                raise ValueError(f"{axis} limits must have min < max, got {low}, {high}")
 
 
 class CanWristModule(Module[CanWristParams]):

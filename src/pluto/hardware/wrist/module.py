@@ -8,12 +8,13 @@ and acceleration are both > 0; targets are held within the unit's limits. Tilt i
 from __future__ import annotations
 
 from pluto import msgs, names
+from pluto.runtime.ranges import Rate
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.wrist import SimWrist
 
 
 class SimWristParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
 
 
 class SimWristModule(SimDevice[SimWristParams]):

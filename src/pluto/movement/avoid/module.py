@@ -27,7 +27,7 @@ sonar scans and commands stamped in the old run's future are not used.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from pluto.movement.avoid.core import (
 from pluto.movement.commands import CommandQueue
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Angle, Offset, Radius, Speed, Timeout, TurnAccel, TurnRate, between
 
 __all__ = ["AvoidModule", "AvoidModuleParams", "pose_std"]
 
@@ -80,19 +81,19 @@ class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
     """
 
-    robot_radius: float = 0.4
-    laser_mount_x: float = 0.25
-    influence: float = 3.0
-    stop_distance: float = 0.25
-    slow_distance: float = 1.2
-    goal_tolerance: float = 0.3
-    stuck_time: float = 3.0
-    progress_time: float = 15.0
-    wall_distance: float = 1.0
-    wall_speed: float = 0.4
-    wall_pan: float = 1.05
-    wrist_speed: float = 1.0
-    wrist_accel: float = 2.0
+    robot_radius: Radius = 0.4
+    laser_mount_x: Offset = 0.25
+    influence: Annotated[float, between(0.0, 20.0, open_low=True)] = 3.0
+    stop_distance: Annotated[float, between(0.0, 10.0)] = 0.25
+    slow_distance: Annotated[float, between(0.0, 10.0)] = 1.2
+    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
+    stuck_time: Timeout = 3.0
+    progress_time: Timeout = 15.0
+    wall_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.0
+    wall_speed: Speed = 0.4
+    wall_pan: Angle = 1.05
+    wrist_speed: TurnRate = 1.0
+    wrist_accel: TurnAccel = 2.0
 
 
 class AvoidModule(Module[AvoidModuleParams]):

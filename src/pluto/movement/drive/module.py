@@ -18,15 +18,16 @@ after it stamped in the old run's future (until the new run reaches the old run'
 
 from __future__ import annotations
 
-import math
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.movement.drive.core import DriveController, DriveOutput, DriveParams, OdometryCalibration
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Accel, CommandTimeout, Rate, Speed, TurnAccel, TurnRate, between
 
 __all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
 
@@ -45,17 +46,17 @@ class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     calibration_file: TOML file with distance_scale and heading_scale; "" for none.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     # The controller's own defaults, in one place (DriveParams).
-    max_speed: float = _DEFAULTS.max_speed
-    max_turn_rate: float = _DEFAULTS.max_turn_rate
-    max_accel: float = _DEFAULTS.max_accel
-    max_turn_accel: float = _DEFAULTS.max_turn_accel
-    timeout: float = _DEFAULTS.timeout
-    slow_distance: float = _DEFAULTS.slow_distance
-    stop_distance: float = _DEFAULTS.stop_distance
-    heading_gain: float = _DEFAULTS.heading_gain
-    sensor_timeout: float = 1.0
+    max_speed: Speed = _DEFAULTS.max_speed
+    max_turn_rate: TurnRate = _DEFAULTS.max_turn_rate
+    max_accel: Accel = _DEFAULTS.max_accel
+    max_turn_accel: TurnAccel = _DEFAULTS.max_turn_accel
+    timeout: CommandTimeout = _DEFAULTS.timeout
+    slow_distance: Annotated[float, between(0.0, 10.0)] = _DEFAULTS.slow_distance
+    stop_distance: Annotated[float, between(0.0, 10.0)] = _DEFAULTS.stop_distance
+    heading_gain: Annotated[float, between(0.0, 20.0, open_low=True)] = _DEFAULTS.heading_gain
+    sensor_timeout: CommandTimeout = 1.0
     calibration_file: str = ""
 
     def drive_params(self) -> DriveParams:
@@ -77,9 +78,7 @@ class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.drive_params()
-        if not (math.isfinite(self.sensor_timeout) and self.sensor_timeout > 0.0):
-            raise ValueError(f"sensor_timeout must be positive, got {self.sensor_timeout}")
+        self.drive_params()  # the controller's own rules (slow_distance beyond stop_distance)
 
 
 def load_calibration(path: str | Path) -> OdometryCalibration:

@@ -25,7 +25,7 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 
@@ -34,6 +34,8 @@ from pluto.errors import PlutoError
 from pluto.geometry import compose, relative, wrap_angle
 from pluto.movement.commands import CommandQueue
 from pluto.movement.follow.core import (
+    MAX_DISTANCE,
+    MIN_DISTANCE,
     RELEASE,
     START,
     STOP,
@@ -48,6 +50,7 @@ from pluto.movement.follow.core import (
 from pluto.movement.follow.detect import scan_points
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Accel, CommandTimeout, Offset, Radius, Speed, Timeout, TurnRate, between
 
 __all__ = ["FollowModule", "FollowModuleParams"]
 
@@ -73,30 +76,18 @@ class FollowModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
         scan_timeout, pose_timeout: the robot stops on scans / poses older than this, s.
     """
 
-    distance: float = 1.0
-    max_speed: float = 0.9
-    max_turn_rate: float = 1.2
-    max_accel: float = 0.5
-    max_decel: float = 1.0
-    robot_radius: float = 0.4
-    laser_mount_x: float = 0.25
-    lost_timeout: float = 2.0
-    search_timeout: float = 10.0
-    max_distance: float = 4.0
-    scan_timeout: float = 0.7
-    pose_timeout: float = 0.6
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        parse_distance([self.distance], 1.0)
-        for name in ("max_speed", "max_turn_rate", "max_accel", "max_decel", "lost_timeout", "search_timeout"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be positive, got {value}")
-        for name in ("max_distance", "scan_timeout", "pose_timeout", "robot_radius"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be positive, got {value}")
+    distance: Annotated[float, between(MIN_DISTANCE, MAX_DISTANCE)] = 1.0
+    max_speed: Speed = 0.9
+    max_turn_rate: TurnRate = 1.2
+    max_accel: Accel = 0.5
+    max_decel: Accel = 1.0
+    robot_radius: Radius = 0.4
+    laser_mount_x: Offset = 0.25
+    lost_timeout: Timeout = 2.0
+    search_timeout: Timeout = 10.0
+    max_distance: Annotated[float, between(0.0, 30.0, open_low=True)] = 4.0
+    scan_timeout: CommandTimeout = 0.7
+    pose_timeout: CommandTimeout = 0.6
 
 
 class FollowModule(Module[FollowModuleParams]):

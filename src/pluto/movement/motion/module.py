@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from pluto.movement.motion.core import (
 )
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Angle, Offset, Radius, Speed, TurnAccel, TurnRate, between
 
 __all__ = ["MotionModule", "MotionModuleParams"]
 
@@ -69,17 +70,17 @@ class MotionModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
         wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
     """
 
-    robot_radius: float = 0.4
-    laser_mount_x: float = 0.25
-    speed: float = 0.6
-    turn_rate: float = 1.0
-    handover: float = 6.0
-    goal_tolerance: float = 0.3
-    look_pan: float = 1.4
-    ground_tilt: float = 0.35
+    robot_radius: Radius = 0.4
+    laser_mount_x: Offset = 0.25
+    speed: Speed = 0.6
+    turn_rate: TurnRate = 1.0
+    handover: Annotated[float, between(0.0, 100.0)] = 6.0
+    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
+    look_pan: Angle = 1.4
+    ground_tilt: Angle = 0.35
     has_arm: bool = False
-    wrist_speed: float = 1.5
-    wrist_accel: float = 4.0
+    wrist_speed: TurnRate = 1.5
+    wrist_accel: TurnAccel = 4.0
 
 
 class MotionModule(Module[MotionModuleParams]):

@@ -28,7 +28,7 @@ import math
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -44,6 +44,7 @@ from pluto.navigation.localization.core import (
 )
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.persist import Continuation, clock_run
+from pluto.runtime.ranges import Rate, between
 from pluto.sim.module import fetch_settings
 
 STATUS = names.LOCALIZATION_STATUS
@@ -65,18 +66,18 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
         inertial unit are integrated without it.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     start_pose_file: str = ""
-    start_pose: list[float] = msgspec.field(default_factory=list)
+    start_pose: list[Annotated[float, between(-1e5, 1e5)]] = msgspec.field(default_factory=list)
     start_from_sim: bool = False
     model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
-    scan_wait: float = 1.0
-    flush_wait: float = 0.5
+    scan_wait: Annotated[float, between(0.0, 60.0)] = 1.0
+    flush_wait: Annotated[float, between(0.0, 60.0)] = 0.5
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.start_pose and (len(self.start_pose) != 3 or not all(math.isfinite(v) for v in self.start_pose)):
-            raise ValueError(f"start_pose must be [x, y, theta] of finite numbers, got {self.start_pose}")
+        if self.start_pose and len(self.start_pose) != 3:
+            raise ValueError(f"start_pose must be [x, y, theta] (or empty), got {self.start_pose}")
 
     def initial_pose(self) -> tuple[float, float, float, float, float, float]:
         """The starting pose (x, y, z, θ, φ, ψ): from ``start_pose_file``, else ``start_pose``, else the origin.

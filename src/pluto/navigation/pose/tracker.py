@@ -3,25 +3,43 @@
 :class:`PoseTracker` is what the module's shell (:mod:`pluto.navigation.pose.module`) feeds with each scan and the
 localization service's laser poses of its time, and what benchmarks and tests run directly: the same code, whether
 on the bus or not.
+
+Continuing after a restart: :meth:`PoseTracker.snapshot` is what the module saves as it goes, and
+:meth:`PoseTracker.resume` what a restarted module gives it. The first scan after that does not take the pose from
+localization: the saved filter goes on, its covariance widened for the time between the saved scan and this one
+(``filter.resume_*_per_s``), moved by the dead reckoning's laser motion since the saved scan, then updated with the
+scan. If that scan does not match the map (or the widened filter is lost), the map is searched around the resumed
+estimate at once, within ``search_radius`` plus three of its standard deviations, and the whole map only after
+``global_after`` lost scans, as for any lost filter: a restart never starts from the world's start nor with a search
+of the whole map. A pose set by hand while the module was away (localization's laser pose with a setter < 0) wins
+over the saved state. Each of these is logged.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from pluto import msgs, names
-from pluto.navigation.pose.core import PoseFilter, PoseFilterParams, relocalize, scan_agreement
+from pluto.navigation.pose.core import (
+    PoseFilter,
+    PoseFilterParams,
+    PoseFilterState,
+    relocalize,
+    scan_agreement,
+)
 from pluto.navigation.pose.features import LineFeature, LineTable, line_table
 from pluto.navigation.pose.findwall import find_wall
 from pluto.navigation.pose.map import WallMap
 from pluto.runtime.module import ModuleParams
+from pluto.runtime.ranges import Rate, between
 from pluto.sim.raycast import RayCaster
 
-__all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModuleParams", "PoseTracker", "warm_up"]
+__all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModuleParams", "PoseTracker", "PoseTrackerState", "warm_up"]
 
 SETTER = 1
 """The pose module's setter on ``Localization/Post_Pose``."""
@@ -55,31 +73,37 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     filter: settings of the filter (gate, lost rules, ...).
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     use_sim_time: bool = True
     map: str = ""
     scan: str = names.SICK_SCAN_MM
-    range_sigma: float = 0.01
-    initial_std: float = 0.05
-    initial_heading_std: float = math.radians(2.0)
-    relocalize_every: int = 5
-    relocalize_min_fraction: float = 0.6
-    relocalize_margin: float = 1.25
-    max_tilt: float = math.radians(3.0)
+    range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
+    initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(2.0)
+    relocalize_every: Annotated[int, between(0, 10_000)] = 5
+    relocalize_min_fraction: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.6
+    relocalize_margin: Annotated[float, between(0.0, 100.0, open_low=True)] = 1.25
+    max_tilt: Annotated[float, between(0.0, math.pi / 2)] = math.radians(3.0)
     obstacles: bool = True
-    relocalize_range: float = 30.0
-    search_radius: float = 3.0
-    global_after: int = 50
+    relocalize_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
+    search_radius: Annotated[float, between(0.0, 100.0)] = 3.0
+    global_after: Annotated[int, between(0, 1_000_000)] = 50
     filter: PoseFilterParams = PoseFilterParams()
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("range_sigma", "initial_std", "initial_heading_std", "relocalize_margin", "relocalize_range"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        if self.relocalize_every < 0 or not 0.0 < self.relocalize_min_fraction <= 1.0:
-            raise ValueError("relocalize_every must be >= 0 and relocalize_min_fraction in (0, 1]")
+
+class PoseTrackerState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted pose module continues from (:meth:`PoseTracker.snapshot`).
+
+    Attributes:
+        stamp: the time of the last scan the filter took, s.
+        filter: the filter's state after it.
+        posts, relocalizations: the counters so far.
+    """
+
+    stamp: float
+    filter: PoseFilterState
+    posts: int = 0
+    relocalizations: int = 0
 
 
 class PoseTracker:
@@ -108,12 +132,96 @@ class PoseTracker:
         self.wall_data: list[float] = []  # data of the status: the wall in front, (γ, ρ) and covariance
         self._lost_scans = 0
         self._candidate: tuple[tuple[float, float, float], tuple[float, ...]] | None = None
+        self.stamp: float | None = None  # the last scan the filter took, s
+        self._resumed: tuple[PoseFilter, float] | None = None  # a saved filter and its stamp, for the next scan
+        self._check = False  # the first scan after a resume: search around the estimate if it does not match
+        self.resumes = 0
 
     def restart(self) -> None:
         """Take the pose from localization again at the next scan (the thread started, or a new run)."""
         self.filter = None
         self._lost_scans = 0
         self._candidate = None
+        self.stamp = None
+        self._resumed = None
+        self._check = False
+
+    # -- continuing after a restart ------------------------------------------------------------------------------
+
+    def snapshot(self) -> PoseTrackerState | None:
+        """The state to save (None before the filter has taken a scan)."""
+        if self.filter is None or self.stamp is None:
+            return None
+        return PoseTrackerState(
+            stamp=self.stamp,
+            filter=self.filter.snapshot(),
+            posts=self.posts,
+            relocalizations=self.relocalizations,
+        )
+
+    def resume(self, state: PoseTrackerState) -> None:
+        """Continue from a crashed instance's :meth:`snapshot` at the next scan (see the module docstring).
+
+        Raises:
+            ValueError: the state's pose or covariance is unusable (nothing is changed).
+        """
+        resumed = PoseFilter.resume(state.filter, self.params.filter)
+        self.restart()
+        self._resumed = (resumed, state.stamp)
+        self.posts = max(self.posts, state.posts)
+        self.relocalizations = max(self.relocalizations, state.relocalizations)
+
+    @property
+    def resuming(self) -> bool:
+        """A resumed state waits for the next scan."""
+        return self._resumed is not None
+
+    def _start(self, t: float, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None) -> bool:
+        """Start the filter at a scan: from a resumed state, else from localization's corrected laser pose.
+        False: not yet (no corrected pose came with this scan)."""
+        p = self.params
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and corrected is not None and corrected.cmd_flags < 0:
+            self.log.warning(
+                "the pose was set by hand (setter %d) while the module was away: starting from it at %.1f s, not "
+                "from the saved filter",
+                corrected.cmd_flags,
+                t,
+            )
+            resumed = None
+        if resumed is not None:
+            kept, stamp = resumed
+            saved = kept.pose
+            before = kept.status.position_std
+            kept.widen(t - stamp)
+            kept.predict(dr.pose, dr.covariance)  # the dead reckoning's motion since the saved scan
+            self.filter = kept
+            self._check = True
+            self.resumes += 1
+            x, y, theta = kept.pose
+            self.log.warning(
+                "restarted: the filter continues from its state of t=%.3f s, laser at (%.3f, %.3f, %.1f°); moved "
+                "by the dead reckoning to (%.3f, %.3f, %.1f°) at t=%.3f s; position σ widened from %.3f to %.3f m "
+                "for the %.3f s lost",
+                stamp,
+                saved[0],
+                saved[1],
+                math.degrees(saved[2]),
+                x,
+                y,
+                math.degrees(theta),
+                t,
+                before,
+                kept.status.position_std,
+                max(0.0, t - stamp),
+            )
+            return True
+        if corrected is None:
+            return False  # wait for a scan whose corrected laser pose came too
+        cov = np.array(corrected.covariance, dtype=float).reshape(3, 3)
+        floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
+        self.filter = PoseFilter(corrected.pose, cov + floor, reference=dr.pose, params=p.filter)
+        return True
 
     def request_find_wall(self) -> None:
         """Start "find wall": the next scan answers it."""
@@ -147,19 +255,30 @@ class PoseTracker:
             self.find_wall_code = wall.points if wall is not None else 0
             self.wall_data = wall.data() if wall is not None else []
         if self.filter is None:
-            if corrected is None:
-                return None  # wait for a scan whose corrected laser pose came too
-            cov = np.array(corrected.covariance, dtype=float).reshape(3, 3)
-            floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
-            self.filter = PoseFilter(corrected.pose, cov + floor, reference=dr.pose, params=p.filter)
+            if not self._start(t, dr, corrected):
+                return None
         else:
             self.filter.predict(dr.pose, dr.covariance)
+        assert self.filter is not None
+        self.stamp = t
         if len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt:
             self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
             return None
         pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
         self.matched = pairs[:, 0].tolist()
-        if self.filter.lost:
+        check, self._check = self._check, False
+        if check and (self.filter.lost or len(self.matched) < p.filter.min_matches):
+            # the resumed estimate does not explain this scan: search around it at once (never the whole map yet)
+            self._lost_scans = 0
+            self.log.warning(
+                "restarted: the scan at %.1f s matches %d walls from the resumed estimate; searching around it, "
+                "within %.2f m",
+                t,
+                len(self.matched),
+                p.search_radius + 3.0 * self.filter.status.position_std,
+            )
+            self._try_relocalize(t, self.features, dr, scan)
+        elif self.filter.lost:
             self._lost_scans += 1
             if p.relocalize_every and self._lost_scans % p.relocalize_every == 1 % p.relocalize_every:
                 self._try_relocalize(t, self.features, dr, scan)

@@ -35,7 +35,7 @@ import datetime
 import math
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -56,6 +56,7 @@ from pluto.navigation.slam.scanmatch import (
     scan_points,
 )
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.ranges import Rate, between
 
 __all__ = [
     "DEFAULT_MAP_NAME",
@@ -110,31 +111,27 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         (:mod:`pluto.navigation.slam.scanmatch`); false: the filter moves by the dead reckoning alone.
     """
 
-    rate_hz: float = 20.0
+    rate_hz: Rate = 20.0
     use_sim_time: bool = True
     autostart: bool = False
     map_file: str = ""
     map_name: str = "slam"
     scan: str = names.SICK_SCAN_MM
-    range_sigma: float = 0.01
-    initial_std: float = 0.01
-    initial_heading_std: float = math.radians(0.2)
-    max_tilt: float = math.radians(3.0)
+    range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
+    initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.01
+    initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(0.2)
+    max_tilt: Annotated[float, between(0.0, math.pi / 2)] = math.radians(3.0)
     compressed: bool = True
-    area_radius: float = 12.0
-    area_switch: float = 4.0
-    confirm: int = 3
-    min_wall_length: float = 0.6
-    max_range: float = 30.0
+    area_radius: Annotated[float, between(0.0, 1000.0, open_low=True)] = 12.0
+    area_switch: Annotated[float, between(0.0, 1000.0, open_low=True)] = 4.0
+    confirm: Annotated[int, between(1, 1000)] = 3
+    min_wall_length: Annotated[float, between(0.0, 100.0)] = 0.6
+    max_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
     filter: PoseFilterParams = PoseFilterParams()
     scan_match: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("range_sigma", "initial_std", "initial_heading_std", "max_range"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
         if not self.map_name.strip():
             raise ValueError("map_name must not be empty")
         self.area()  # checks the area's settings
