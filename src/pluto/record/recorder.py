@@ -351,7 +351,9 @@ class Recorder:
         self.bus.settle()  # every session's declarations are known from here on
         querier = self.bus.session.declare_querier(self.bus.key(CLOCK))
         try:
-            written = querier.matching_status.matching
+            # a MatchingStatus (zenoh's stubs say bool; the object is always true): its flag tells
+            status: Any = querier.matching_status
+            written = bool(status.matching)
         finally:
             with contextlib.suppress(zenoh.ZError):
                 querier.undeclare()  # type: ignore[no-untyped-call]
