@@ -33,6 +33,13 @@ position's standard deviation passes ``lost_position_std``, the filter says it i
 It keeps predicting and updating; the caller may search with :func:`relocalize` and, if it trusts the answer,
 :meth:`PoseFilter.reset` the filter. The core never moves itself to a pose found that way.
 
+**Continuing.** :meth:`PoseFilter.snapshot` gives the state (pose, covariance, the dead-reckoned laser pose it was
+last moved to, and the lost count); :meth:`PoseFilter.resume` builds a filter from it in a new process, and
+:meth:`PoseFilter.widen` adds the uncertainty of the time the filter did not follow: ``resume_position_per_s`` (m)
+and ``resume_heading_per_s`` (rad) of standard deviation per second of the gap, added to the position's and the
+heading's variances as (rate · gap)². The motion meanwhile is the dead reckoning's, composed by the next
+:meth:`PoseFilter.predict` from the saved reference (with its own growth per metre driven).
+
 **Relocalize.** Two non-parallel features fix a pose once they are assigned to two map walls (with a side each):
 θ from the first, (x, y) from the two line equations. Every assignment whose angle difference agrees is a
 hypothesis; those whose two segments do not overlap their walls are dropped, the rest are scored by the scan points
@@ -62,6 +69,7 @@ __all__ = [
     "Match",
     "PoseFilter",
     "PoseFilterParams",
+    "PoseFilterState",
     "Relocalization",
     "UpdateResult",
     "associate",
@@ -105,6 +113,9 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         turn_scale_std: heading error as a fraction of the turn, added the same way.
         correlation_length: distance over which such an error keeps its sign, m.
         informative_length: a scan counts as poor only if it has a line at least this long that matched nothing.
+        resume_position_per_s: std dev of the position added per second a resumed filter did not follow (the time
+            between its saved state and its first scan after a restart), m/s.
+        resume_heading_per_s: the same for the heading, rad/s.
     """
 
     gate: float = 9.21
@@ -121,6 +132,8 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     turn_scale_std: float = 0.02
     correlation_length: float = 20.0
     informative_length: float = 1.0
+    resume_position_per_s: float = 0.05
+    resume_heading_per_s: float = 0.01
 
     def __post_init__(self) -> None:
         for name in ("gate", "max_range", "lost_position_std"):
@@ -136,6 +149,8 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             "turn_scale_std",
             "correlation_length",
             "informative_length",
+            "resume_position_per_s",
+            "resume_heading_per_s",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -208,6 +223,24 @@ class FilterStatus:
     updates: int
     position_std: float
     heading_std: float
+
+
+class PoseFilterState(msgspec.Struct, frozen=True, kw_only=True):
+    """A :class:`PoseFilter`'s state, to continue from in another process (:meth:`PoseFilter.snapshot`).
+
+    Attributes:
+        pose: the laser's (x, y, θ) in the map frame, m and rad.
+        covariance: its 3x3 covariance, 9 row-major values.
+        reference: the dead-reckoned laser pose (x, y, θ, pan) the state was last moved to; None: not yet.
+        poor_scans: poor scans in a row.
+        lost: the lost flag.
+    """
+
+    pose: tuple[float, float, float]
+    covariance: list[float]
+    reference: tuple[float, float, float, float] | None = None
+    poor_scans: int = 0
+    lost: bool = False
 
 
 def planar(pose: PoseLike) -> tuple[float, float, float, float]:
@@ -629,6 +662,48 @@ class PoseFilter:
         self._reference = None if reference is None else planar(reference)
         self._poor = 0
         self._lost = False
+        self._check_lost()
+
+    # -- continuing ----------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> PoseFilterState:
+        """The state to continue from (see the module docstring)."""
+        return PoseFilterState(
+            pose=self.pose,
+            covariance=[float(v) for v in self._p.ravel()],
+            reference=self._reference,
+            poor_scans=self._poor,
+            lost=self._lost,
+        )
+
+    @classmethod
+    def resume(cls, state: PoseFilterState, params: PoseFilterParams | None = None) -> PoseFilter:
+        """A filter that continues from ``state`` (its next :meth:`predict` moves it from the saved reference).
+
+        Raises:
+            ValueError: a pose or covariance that is not finite, or a covariance that is not positive.
+        """
+        cov = _covariance(state.covariance, "covariance")
+        if np.any(np.diag(cov) < 0.0):
+            raise ValueError(f"a covariance must have a positive diagonal, got {np.diag(cov).tolist()}")
+        reference = None
+        if state.reference is not None:
+            x, y, theta, pan = state.reference
+            reference = (x, y, 0.0, theta, 0.0, 0.0, pan, 0.0)
+        out = cls(state.pose, cov, reference=reference, params=params)
+        out._poor = max(0, int(state.poor_scans))
+        out._lost = bool(state.lost)
+        out._check_lost()
+        return out
+
+    def widen(self, gap: float) -> None:
+        """Add the uncertainty of ``gap`` seconds the filter did not follow (``resume_*_per_s``; see the module
+        docstring). A gap of 0 or less changes nothing."""
+        if not gap > 0.0:
+            return
+        prm = self.params
+        position = (prm.resume_position_per_s * gap) ** 2
+        self._p = self._p + np.diag([position, position, (prm.resume_heading_per_s * gap) ** 2])
         self._check_lost()
 
     # -- predict -------------------------------------------------------------------------------------------------

@@ -20,12 +20,20 @@ robot pose with setter -1, wait for the service to show -1, start the thread (:m
 A lost filter searches the whole map for the pose that explains the scan (a robot moved by hand); a clear answer
 resets the filter and is logged and counted (element[4]), never a silent jump.
 
+Restarts: the module saves its filter's state as it goes (:mod:`pluto.runtime.persist`; the pose, its covariance,
+the dead-reckoned laser pose it was last moved to). Started again by the supervisor after a crash, it continues
+from that state at its first scan instead of taking the pose from localization: widened for the time lost, moved by
+the dead reckoning since, and searched for around that estimate if the scan does not match there (see
+:mod:`pluto.navigation.pose.tracker`); the log says which. Without a usable state it says so and starts from
+localization's corrected laser pose, which still holds the crashed instance's last correction.
+
 Map: ``map`` names a world file or a shipped world (``office``, ``campus``): the same XML format as the simulator's
 worlds and the SLAM module's saved maps; empty: the simulator's world (asked from ``sim``).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 
 from pluto import msgs, names
@@ -33,8 +41,16 @@ from pluto.errors import ConfigError
 from pluto.navigation import kernels
 from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.pose.map import WallMap
-from pluto.navigation.pose.tracker import FIND_WALL, SEARCHING, SETTER, PoseModuleParams, PoseTracker
+from pluto.navigation.pose.tracker import (
+    FIND_WALL,
+    SEARCHING,
+    SETTER,
+    PoseModuleParams,
+    PoseTracker,
+    PoseTrackerState,
+)
 from pluto.runtime.module import Module
+from pluto.runtime.persist import Continuation, clock_run
 
 __all__ = ["FIND_WALL", "SEARCHING", "SETTER", "PoseModule", "PoseModuleParams"]
 
@@ -60,6 +76,8 @@ class PoseModule(Module[PoseModuleParams]):
         self.inputs = ScanInputs(self, p.scan)
         # every value, not only the newest: the module's own status writes must not hide a client's request
         self.create_subscription(names.POSE_STATUS, self._on_status, depth=16)
+        self.continuation = Continuation.of(self, PoseTrackerState)
+        self._resume = self.continuation.resume  # at the first step, when the clock's time and run are known
         self._write_status(0.0)
 
     def _load_map(self, source: str) -> WallMap:
@@ -107,6 +125,9 @@ class PoseModule(Module[PoseModuleParams]):
         if restart:
             self.inputs.clear(new_run=True)
             self.tracker.restart()
+        if self._resume:
+            self._resume = False
+            self._continue(now)
         pairs = self.inputs.take()
         if find:
             self.tracker.request_find_wall()
@@ -115,7 +136,51 @@ class PoseModule(Module[PoseModuleParams]):
             post = self.tracker.process(t, scan, dr, corrected)
             if post is not None:
                 self.post.write(post)
+        if pairs and self.tracker.stamp is not None:
+            self.continuation.save_due(self._state, self.tracker.stamp, clock_run(self.clock))
         self._write_status(now)
+
+    # -- continuing after a restart ---------------------------------------------------------------------------
+
+    def _state(self) -> PoseTrackerState:
+        state = self.tracker.snapshot()
+        assert state is not None  # saved only once the filter has taken a scan
+        return state
+
+    def _continue(self, now: float) -> None:
+        """A restart: continue from the filter state the crashed instance saved, if there is a usable one."""
+        loaded = self.continuation.load(now, clock_run(self.clock))
+        if loaded is None:
+            self.get_logger().warning(
+                "restarted without a saved filter state: the filter starts from localization's corrected laser pose "
+                "at the first scan (it holds the last correction posted)"
+            )
+            return
+        state, stamp = loaded
+        try:
+            self.tracker.resume(state)
+        except ValueError as err:
+            self.continuation.corrupt += 1
+            self.get_logger().error(
+                "restarted, but the saved filter state is unusable (%s): starting from localization's laser pose", err
+            )
+            return
+        x, y, theta = state.filter.pose
+        self.get_logger().warning(
+            "restarted: resuming the filter saved at t=%.3f s, laser at (%.3f, %.3f, %.1f°) (%d posts, %d "
+            "relocalizations so far); it goes on at the first scan",
+            stamp,
+            x,
+            y,
+            math.degrees(theta),
+            state.posts,
+            state.relocalizations,
+        )
+
+    def on_shutdown(self) -> None:
+        tracker = getattr(self, "tracker", None)  # None if the configuration failed
+        if tracker is not None and tracker.stamp is not None and hasattr(self, "continuation"):
+            self.continuation.save(self._state(), tracker.stamp, clock_run(self.clock))
 
     def _write_status(self, now: float) -> None:
         k = self.tracker
