@@ -303,6 +303,8 @@ class FaultJob:
         out = self.outcome
         mission = self.mission
         last = [v.stamp for v in mission.written[out.target].snapshot() if v.stamp <= out.injected_at]
+        if not last:
+            out.notes.append(f"no value of {PROVIDES[out.target]} before the fault")
         out.stale_at = (last[-1] if last else out.injected_at) + stale_after(out.target)
         if out.target == "drive":  # nothing commands the base any more: it stops on its own
             out.stop_commanded_at = out.stopped_at

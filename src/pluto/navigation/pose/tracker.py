@@ -76,7 +76,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     rate_hz: Rate = 20.0
     use_sim_time: bool = True
     map: str = ""
-    scan: str = names.SICK_SCAN_MM
+    scan: str = names.SICK_SCAN_MM.name
     range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
     initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
     initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(2.0)

@@ -116,7 +116,7 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     autostart: bool = False
     map_file: str = ""
     map_name: str = "slam"
-    scan: str = names.SICK_SCAN_MM
+    scan: str = names.SICK_SCAN_MM.name
     range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
     initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.01
     initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(0.2)
