@@ -34,10 +34,18 @@ Commands (``motion/command``):
 * 46 just set the rectangle: (b, h) = velocity[0..1], home (x, y) = position[0..1], θ = force[0]. b = 0 removes it.
 
 Status (``motion/status``): data and element[0..1] are avoid's status; element[2] is the moveto status
-(-1 moveto point set, -2 nearing it with the simple goto, 1 at the goal, 2 investigate done, 0 otherwise);
+(-1 moveto point set, -2 nearing it with the simple goto, 1 at the goal, 2 investigate done, -3 the module restarted
+and could not continue the job it had (see below), 0 otherwise);
 element[3] is the motion status (-10 motion thread stopped, -1 not in motion with the rectangle set, 0 not in motion
 and no rectangle, 11 investigate moving towards the object, 12 investigate circling it, 1 scanning for new paths,
 3 following a path).
+
+Continuing after a restart: :meth:`MotionController.snapshot` is the controller's job (the running one and the
+stopped one waiting for a resume) and its rectangle; a restarted module's controller :meth:`MotionController.resume`
+s from it. A moveto or the way home goes on to its goal, deciding again from a new scan (as a resumed motion does);
+an exploration goes on in the same rectangle with the same home, looking around where the robot is (the coverage
+seen so far is not kept: it is seen again), the places it gave up on still avoided; an investigation looks for the
+closest object again.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
@@ -76,6 +85,7 @@ __all__ = [
     "NEARING",
     "PASS_LIMIT",
     "RELEASE",
+    "RESTART_LOST",
     "RESUME",
     "SCANNING",
     "SET_RECTANGLE",
@@ -83,10 +93,12 @@ __all__ = [
     "TOWARDS_OBJECT",
     "AvoidOrder",
     "Candidate",
+    "JobState",
     "MotionController",
     "MotionInputs",
     "MotionOutput",
     "MotionParams",
+    "MotionState",
     "Scan",
     "choose_way",
     "closest_object",
@@ -111,6 +123,8 @@ MOVETO_SET = -1
 NEARING = -2
 AT_GOAL = 1
 INVESTIGATE_DONE = 2
+RESTART_LOST = -3
+"""The module restarted and could not continue the job it had (or could not tell whether it had one)."""
 
 # -- element[3]: motion status ---------------------------------------------------------------------------------------
 THREAD_STOPPED = -10
@@ -607,6 +621,37 @@ class _Job:
     view_seen: bool = False  # a scan was taken from the current view
 
 
+class JobState(msgspec.Struct, frozen=True, kw_only=True):
+    """A behaviour to continue (:class:`MotionState`).
+
+    Attributes:
+        kind: moveto, home, explore or investigate.
+        goal: a moveto's or the way home's goal, m.
+        tried: the places an exploration gave up on or reached, m.
+        targets: the places an exploration went for so far.
+    """
+
+    kind: str
+    goal: tuple[float, float] | None = None
+    tried: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    targets: int = 0
+
+
+class MotionState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted motion module continues from (:meth:`MotionController.snapshot`).
+
+    Attributes:
+        rect: the rectangle (x, y, θ of its home, half-width b, height h; m, rad).
+        moveto_status: element[2].
+        job: the behaviour in progress; stopped: the one waiting for a resume.
+    """
+
+    rect: tuple[float, float, float, float, float]
+    moveto_status: int = MOVETO_IDLE
+    job: JobState | None = None
+    stopped: JobState | None = None
+
+
 @dataclass
 class MotionController:
     """The motion module's behaviours: call :meth:`command` on each command, :meth:`step` every period."""
@@ -684,6 +729,57 @@ class MotionController:
             self.rect = Rectangle(_get(position, 0), _get(position, 1), _get(force, 0), b, h if b > 0 else 0.0)
         else:
             raise ValueError(f"motion cmd_flags must be -1, 0..39 or 42..46, got {cmd_flags}")
+
+    # -- continuing after a restart ------------------------------------------------------------------------------
+
+    def snapshot(self) -> MotionState:
+        """The state to save (see the module docstring)."""
+        r = self.rect
+        return MotionState(
+            rect=(r.x, r.y, r.theta, r.b, r.h),
+            moveto_status=self.moveto_status,
+            job=_job_state(self.job),
+            stopped=_job_state(self.stopped),
+        )
+
+    def resume(self, state: MotionState, now: float) -> None:
+        """Continue from a crashed instance's :meth:`snapshot` (see the module docstring).
+
+        Raises:
+            ValueError: a job that cannot be continued (an unknown kind, a moveto without a goal, an exploration
+                without a rectangle, a value that is not finite); nothing is changed.
+        """
+        if not all(math.isfinite(v) for v in state.rect):
+            raise ValueError(f"the rectangle must be finite, got {state.rect}")
+        rect = Rectangle(*state.rect)
+        job = self._job_of(state.job, rect, now)
+        stopped = self._job_of(state.stopped, rect, now)
+        self.rect, self.job, self.stopped = rect, job, stopped
+        self.moveto_status = state.moveto_status
+        if job is not None and job.kind in ("moveto", "home"):
+            self.moveto_status = MOVETO_SET  # it decides its way again from a new scan
+
+    def _job_of(self, state: JobState | None, rect: Rectangle, now: float) -> _Job | None:
+        if state is None:
+            return None
+        if state.kind in ("moveto", "home"):
+            if state.goal is None or not all(math.isfinite(v) for v in state.goal):
+                raise ValueError(f"a {state.kind} needs a finite goal, got {state.goal}")
+            goal = (float(state.goal[0]), float(state.goal[1]))
+            return _Job(state.kind, _Nav(goal, True, phase_since=now, best_time=now))
+        if state.kind == "explore":
+            if not rect.set:
+                raise ValueError("an exploration needs its rectangle")
+            return _Job(
+                "explore",
+                grid=CoverageGrid(rect, self.params.explore_cell),
+                phase="look",
+                tried=[(float(x), float(y)) for x, y in state.tried],
+                targets=max(0, int(state.targets)),
+            )
+        if state.kind == "investigate":
+            return _Job("investigate", phase="find")
+        raise ValueError(f"unknown job {state.kind!r}")
 
     def _start_explore(self, now: float) -> None:
         self.job = _Job("explore", grid=CoverageGrid(self.rect, self.params.explore_cell), phase="look")
@@ -1359,6 +1455,13 @@ def _before(points: FloatArray, origin: tuple[float, float], goal: tuple[float, 
     keep = np.hypot(points[:, 0] - origin[0], points[:, 1] - origin[1]) < d + 0.2
     result: FloatArray = points[keep]
     return result
+
+
+def _job_state(job: _Job | None) -> JobState | None:
+    if job is None:
+        return None
+    goal = job.nav.goal if job.nav is not None and job.kind in ("moveto", "home") else None
+    return JobState(kind=job.kind, goal=goal, tried=list(job.tried), targets=job.targets)
 
 
 def _stop() -> AvoidOrder:

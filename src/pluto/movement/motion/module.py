@@ -17,6 +17,13 @@ not mistaken for obstacles.
 
 When the simulated time jumps back (a new run) the module drops what it was doing and the commands not taken yet,
 and tells avoid to stop if it had a behaviour going.
+
+Restarts: the module saves its job as it goes (:mod:`pluto.runtime.persist`: the behaviour in progress, the one
+stopped and waiting for a resume, the rectangle). Started again by the supervisor after a crash, it continues that
+job at its first step (see :mod:`pluto.movement.motion.core`): a moveto goes on to its goal. ``motion/status``
+element[4] says so: 1 after a restart that continued the job in progress, -1 after a restart that could not (no
+usable saved state, or a job that cannot be continued; element[2] is then -3, never a status that looks like the
+end of a job), 0 otherwise; a new command sets it back to 0. The log says what was continued or why not.
 """
 
 from __future__ import annotations
@@ -33,15 +40,18 @@ from pluto.movement.commands import CommandQueue
 from pluto.movement.motion.core import (
     EXPLORE,
     RELEASE,
+    RESTART_LOST,
     THREAD_STOPPED,
     AvoidOrder,
     MotionController,
     MotionInputs,
     MotionParams,
+    MotionState,
     Scan,
 )
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.persist import Continuation, clock_run
 from pluto.runtime.ranges import Angle, Offset, Radius, Speed, TurnAccel, TurnRate, between
 
 __all__ = ["MotionModule", "MotionModuleParams"]
@@ -112,6 +122,10 @@ class MotionModule(Module[MotionModuleParams]):
         self.scan_in = self.create_reader(names.SICK_SCAN_MM)
         self.wrist_in = self.create_reader(names.WRIST_STATE)
         self.create_subscription(names.MOTION_COMMAND, self.commands.put, msgs.ActuatorState, depth=64)
+        self.continuation = Continuation.of(self, MotionState)
+        self._resume = self.continuation.resume  # at the first step, when the clock's time and run are known
+        self.continued = 0  # element[4]: 1 the job went on after a restart, -1 it could not
+        self._saved_at: float | None = None  # the last step's time, s
 
     def on_activate(self) -> None:
         self.commands.clear()
@@ -135,6 +149,11 @@ class MotionModule(Module[MotionModuleParams]):
         pending = self.commands.take()
         if jumped_from is not None:
             self._restart(now, jumped_from)
+        if self._resume:
+            self._resume = False
+            self._continue(now)
+        if pending:
+            self.continued = 0  # a new command: what the restart did is no longer the news
         self._remember(now)
         inputs = self._inputs(now)
         waiting: list[msgs.ActuatorState] = []
@@ -196,8 +215,56 @@ class MotionModule(Module[MotionModuleParams]):
         elif self.avoid_in.read() is not None:
             self._want_avoid = False
         self.status_out.write(
-            msgs.FVectorState(stamp=now, data=[float(v) for v in out.data], element=[int(e) for e in out.element])
+            msgs.FVectorState(
+                stamp=now, data=[float(v) for v in out.data], element=[*(int(e) for e in out.element), self.continued]
+            )
         )
+        self._saved_at = now
+        self.continuation.save_due(self.core.snapshot, now, clock_run(self.clock))
+
+    # -- continuing after a restart ---------------------------------------------------------------------------
+
+    def _continue(self, now: float) -> None:
+        """A restart: continue the job the crashed instance saved, or say in the status that it cannot."""
+        log = self.get_logger()
+        loaded = self.continuation.load(now, clock_run(self.clock))
+        if loaded is None:
+            self.core.moveto_status = RESTART_LOST
+            self.continued = -1
+            log.warning("restarted without a saved job: a job in progress is lost (element[2] = %d)", RESTART_LOST)
+            return
+        state, stamp = loaded
+        try:
+            self.core.resume(state, now)
+        except ValueError as err:
+            self.continuation.corrupt += 1
+            self.core.moveto_status = RESTART_LOST
+            self.continued = -1
+            log.error(
+                "restarted, but the saved job cannot be continued (%s): it is lost (element[2] = %d)", err, RESTART_LOST
+            )
+            return
+        job = state.job
+        if job is None:
+            log.warning(
+                "restarted: no job was in progress at t=%.3f s%s",
+                stamp,
+                f"; the stopped {state.stopped.kind} waits for a resume" if state.stopped is not None else "",
+            )
+            return
+        self.continued = 1
+        self._want_avoid = True
+        what = f" to ({job.goal[0]:.2f}, {job.goal[1]:.2f})" if job.goal is not None else ""
+        if job.kind == "explore":
+            r = state.rect
+            what = f" of the rectangle {2 * r[3]:.2f} x {r[4]:.2f} m from home ({r[0]:.2f}, {r[1]:.2f})"
+        log.warning("restarted: the %s%s saved at t=%.3f s goes on", job.kind, what, stamp)
+
+    def on_shutdown(self) -> None:
+        core = getattr(self, "core", None)  # None if the configuration failed
+        stamp = getattr(self, "_saved_at", None)  # None before the first step
+        if core is not None and stamp is not None:
+            self.continuation.save(core.snapshot(), stamp, clock_run(self.clock))
 
     def unfold_arm(self, now: float) -> None:
         """The investigate's arm step: by default a no-op hook (override to drive a real arm's unfold motion)."""

@@ -24,6 +24,7 @@ from pluto.movement.motion.core import (
     MOVETO_SET,
     NEARING,
     RELEASE,
+    RESTART_LOST,
     RESUME,
     SCANNING,
     SET_RECTANGLE,
@@ -42,6 +43,7 @@ _ELEMENT2 = {
     NEARING: "nearing the moveto point",
     AT_GOAL: "at the goal",
     INVESTIGATE_DONE: "investigate done",
+    RESTART_LOST: "restarted without its job",
 }
 _ELEMENT3 = {
     THREAD_STOPPED: "motion thread stopped",
