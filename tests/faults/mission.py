@@ -259,10 +259,10 @@ class FaultJob:
         self.wall_injected = time.monotonic()
         os.kill(mission.pid(out.target), signal.SIGKILL if out.fault == "kill" else signal.SIGSTOP)
         self.injected.set()
-        # the robot must stop (unless the dead module is the clock: then no time runs until it is back)
-        while out.target != "sim":
-            truth = script.truth.read()
-            if truth is not None and abs(truth.v) < 0.01 and abs(truth.omega) < 0.01:
+        # the robot must stop: unless the dead module is the clock (no time runs until it is back) or the pose
+        # module (the chain steers by the localization, which goes on by dead reckoning)
+        while steers(out.target):
+            if self._stop_seen(now):
                 out.stopped_at = now
                 break
             if now > out.injected_at + 10.0:
@@ -298,6 +298,18 @@ class FaultJob:
         self._find_stop()
         self.done.set()
 
+    def _stop_seen(self, now: float) -> bool:
+        """The robot has been told to stop and is at rest (what can be seen of it: with the base dead, the stop
+        command only, as nothing moves the body)."""
+        out = self.outcome
+        told = out.target == "drive" or any(
+            c.stamp >= out.injected_at and stop_command(c) for c in self.mission.base_commands.snapshot()
+        )
+        if out.target == "base":
+            return told
+        truth = self.mission.truth.snapshot()
+        return told and bool(truth) and truth[-1].stamp > out.injected_at and at_rest(truth[-1])
+
     def _find_stop(self) -> None:
         """The stale time of the input and the time the stop was commanded, from what was collected."""
         out = self.outcome
@@ -306,21 +318,41 @@ class FaultJob:
         if not last:
             out.notes.append(f"no value of {PROVIDES[out.target]} before the fault")
         out.stale_at = (last[-1] if last else out.injected_at) + stale_after(out.target)
-        if out.target == "drive":  # nothing commands the base any more: it stops on its own
-            out.stop_commanded_at = out.stopped_at
+        if out.target == "drive":
+            # Nothing commands the base any more: it stops on its own once the command is stale. Its stop shows as
+            # the first slowing of the body (the base's step before it) after the fault.
+            for truth in mission.truth.snapshot():
+                if truth.stamp > out.injected_at and abs(truth.v) < out.speed_at_injection - 0.02:
+                    out.stop_commanded_at = truth.stamp - BASE_PERIOD
+                    return
             return
         for command in mission.base_commands.snapshot():
-            if command.stamp < out.injected_at:
-                continue
-            if len(command.velocity) >= 2 and abs(command.velocity[0]) < 1e-6 and abs(command.velocity[1]) < 1e-6:
+            if command.stamp >= out.injected_at and stop_command(command):
                 out.stop_commanded_at = command.stamp
                 return
 
 
+BASE_PERIOD = 0.05
+"""s: the simulated base's step (20 Hz)."""
+
+
+def steers(target: str) -> bool:
+    """The movement chain steers by an input that ``target`` writes (directly or through the modules below)."""
+    return target not in ("sim", "pose")
+
+
+def stop_command(command: msgs.ActuatorState) -> bool:
+    return len(command.velocity) >= 2 and abs(command.velocity[0]) < 1e-6 and abs(command.velocity[1]) < 1e-6
+
+
+def at_rest(truth: msgs.Odometry) -> bool:
+    return abs(truth.v) < 0.01 and abs(truth.omega) < 0.01
+
+
 def stale_after(target: str) -> float:
     """How long after its last value the input written by ``target`` counts as stale, s (the readers' deadline)."""
-    deadline = getattr(names, "stale_after", None)
-    return deadline(PROVIDES[target]) if deadline is not None else 0.3
+    deadline = names.stale_after(PROVIDES[target])
+    return deadline if deadline is not None else math.nan  # the clock: nothing goes stale while no time runs
 
 
 def pose_error(poses: list[msgs.PoseEstimate], truth: list[msgs.Odometry], at: float) -> float:

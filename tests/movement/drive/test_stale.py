@@ -71,3 +71,20 @@ def test_a_heading_command_stops_at_once_on_stale_odometry_and_turns_on_when_it_
     t += DT
     out = drive.step(None, msgs.Odometry(), None, None, t)
     assert out.status_code == DriveStatus.NORMAL and out.w > 0.0
+
+
+def test_a_base_gone_silent_holds_the_command_at_zero_and_it_drives_on_when_the_base_is_back() -> None:
+    drive = DriveController()
+    command = msgs.ActuatorState(velocity=[0.5, 0.1])
+    t = 0.0
+    out = drive.step(command, msgs.Odometry(), None, None, t)
+    for _ in range(40):
+        t += DT
+        out = drive.step(None, msgs.Odometry(), None, None, t)
+    assert out.v == pytest.approx(0.5) and out.status_code == DriveStatus.NORMAL
+    t += DT
+    out = drive.step(None, None, None, None, t, base_silent=True)  # a velocity command: stopped all the same
+    assert (out.v, out.w, out.status_code) == (0.0, 0.0, DriveStatus.STALE)
+    t += DT
+    out = drive.step(None, msgs.Odometry(), None, None, t)  # the base is back: the command goes on, up the ramp
+    assert out.status_code == DriveStatus.NORMAL and 0.0 < out.v <= P.max_accel * DT + 1e-9

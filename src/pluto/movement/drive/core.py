@@ -9,7 +9,8 @@ Strategy: the spec (pluto-software.txt §6.1) stacks a few simple rules, applied
 3. a stale input stops the robot at once, without the acceleration ramp (status -2), until it is fresh again:
    the command's lease ran out (a commander that renews its command every step and went silent:
    ``ActuatorState.lease``), the commander halts the robot (``cmd_flags`` 2 or 12: an input it steers by went
-   stale), or the odometry a heading command needs is stale (the module passes a stale value as None);
+   stale), the odometry a heading command needs is stale (the module passes a stale value as None), or the base,
+   heard from before, has gone silent (its odometry stale: nothing tells what the base is doing);
 4. speeds are capped to ``max_speed`` / ``max_turn_rate`` and changes to ``max_accel`` / ``max_turn_accel``;
 5. safety clamps come last and may brake harder than the acceleration limit (they are stops, never speed-ups):
    with sonar protection (+10) the linear speed towards the nearest return is capped to a ramp that reaches zero at
@@ -224,6 +225,8 @@ class DriveController:
         sonar: msgs.SonarScan | None,
         contact: msgs.Contact | None,
         now: float,
+        *,
+        base_silent: bool = False,
     ) -> DriveOutput:
         """One control step.
 
@@ -234,6 +237,8 @@ class DriveController:
             sonar: newest sonar scan (ranges m from the body's surface, bearings rad in the robot frame).
             contact: newest bumper state.
             now: time of the step, s.
+            base_silent: the base's odometry, seen before, has gone stale (the base or its link is gone): the
+                command in force is held at zero (status -2) until it is fresh again.
 
         Returns:
             The velocities to send to the base and the status.
@@ -253,7 +258,7 @@ class DriveController:
         flags = self._command.cmd_flags if self._command is not None else 0
         protect = flags >= 10
         v_target, w_target = (0.0, 0.0) if timed_out else self._target(odometry)
-        if not timed_out and self._stale(odometry, now):
+        if not timed_out and (base_silent or self._stale(odometry, now)):
             # a stop for a stale input is a safety stop: at once, not down the acceleration ramp
             status = DriveStatus.STALE
             v_target = w_target = self._v = self._w = 0.0

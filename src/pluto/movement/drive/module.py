@@ -184,7 +184,9 @@ class DriveModule(Module[DriveModuleParams]):
                 command = None
         # the inputs by the freshness contract: a stale one is absent (a heading command then stops at once, -2)
         sonar = self.sonar.fresh(now)
-        out = self.controller.step(command, self.odometry.fresh(now), sonar, self.contact.fresh(now), now)
+        odometry = self.odometry.fresh(now)
+        silent = odometry is None and self.odometry.read() is not None  # the base was heard, and no longer is
+        out = self.controller.step(command, odometry, sonar, self.contact.fresh(now), now, base_silent=silent)
         self.publish(now, out)
 
     def publish(self, now: float, out: DriveOutput) -> None:
