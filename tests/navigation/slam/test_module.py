@@ -128,7 +128,7 @@ def test_save_on_request_goes_minus_1_then_0_with_setter_3_meanwhile(
         module.start_activity()
         feed(module, [(3.0 + 0.1 * k, 2.0, 0.0) for k in range(5)])
         request.write(msgs.FVectorState(element=[1, SAVE]))
-        wait_until(lambda: any(s.element[4:] == [1] for s in statuses), timeout=5.0, message="no save")
+        wait_until(lambda: any(s.element[4:5] == [1] for s in statuses), timeout=5.0, message="no save")
         codes = [int(s.element[1]) for s in statuses]
         first = codes.index(SAVING)
         # asked, saving, saved: the request is this test's own write, which may reach this subscription after the

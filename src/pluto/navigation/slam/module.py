@@ -22,7 +22,15 @@ simulated time jumps back (a new run), the map starts again, unsaved.
     element[1]: a client writes 2 to save the map; the module writes -1 while saving (the setter is 3 meanwhile),
         then 0 once saved, or 1 if the save failed (the reason is logged; the old file is intact).
     element[2]: walls in the map.  element[3]: walls matched in the last scan.  element[4]: maps saved so far.
+    element[5]: -1 after a restart that lost the map the crashed instance was building (see below), else 0.
     data: the laser pose (x m, y m, θ rad) of the last scan, empty before the first.
+
+Restarts: the module saves whether its thread runs and how far its map got (:mod:`pluto.runtime.persist`). Started
+again by the supervisor after a crash, it starts its thread again if it was running (``autostart`` is false: without
+this the restarted module would sit idle). The map being built is not carried over: the filter of the walls and the
+pose is not saved, so the restarted module starts a new map at its first scan, from localization's corrected laser
+pose (which still holds the crashed instance's last correction, so the pose goes on). The log says so, with the
+walls lost and the last map saved (the map file keeps it until the next save), and element[5] is -1.
 
 The map file: ``map_file``, by default ``slam-map.xml`` in the runtime folder of the robot (beside the modules' logs,
 :func:`pluto.runtime.launcher.runtime_dir`); the service ``slam/map`` tells where it is and how many walls it has.
@@ -37,6 +45,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from pluto import msgs, names
@@ -56,6 +65,7 @@ from pluto.navigation.slam.scanmatch import (
     scan_points,
 )
 from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.persist import Continuation, clock_run
 from pluto.runtime.ranges import Rate, between
 
 __all__ = [
@@ -151,6 +161,25 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         )
 
 
+class SlamState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a restarted slam module continues from.
+
+    Attributes:
+        running: the thread was running.
+        walls: walls in the map being built.
+        scans_used: scans the map was built from.
+        saves: maps saved so far, saved_walls: walls in the last one saved (-1: none saved).
+        pose: the laser pose (x, y, θ) of the last scan, m and rad (empty before the first).
+    """
+
+    running: bool
+    walls: int = 0
+    scans_used: int = 0
+    saves: int = 0
+    saved_walls: int = -1
+    pose: list[float] = msgspec.field(default_factory=list)
+
+
 class SlamModule(Module[SlamModuleParams]):
     """A map of walls built with a filter that corrects the laser pose; posts it to localization with setter 2."""
 
@@ -164,6 +193,7 @@ class SlamModule(Module[SlamModuleParams]):
         p = self.params
         if p.scan_match:
             kernels.warm("slam", self.get_logger())  # the scan matcher's compiled kernels now, before the first scan
+        self._start_again = False
         self.map_path = self._map_path()
         self.slam: WallSlam | None = None
         self.matcher: ScanMatcher | None = None
@@ -185,7 +215,68 @@ class SlamModule(Module[SlamModuleParams]):
         self.create_subscription(names.SLAM_STATUS, self._on_status, depth=16)
         self.create_service("map", self._srv_map)
         self.get_logger().info("the map will be saved to %s", self.map_path)
+        self.map_lost = False  # element[5]
+        self.continuation = Continuation.of(self, SlamState)
+        self._start_again = self.continuation.resume and self._continue()
         self._write_status(0.0)
+
+    def start(self) -> None:
+        super().start()
+        if self._start_again:  # the crashed instance's thread was running
+            self._start_again = False
+            self.start_activity()
+
+    # -- continuing after a restart ---------------------------------------------------------------------------
+
+    def _state(self, running: bool) -> SlamState:
+        slam = self.slam
+        return SlamState(
+            running=running,
+            walls=0 if slam is None else slam.segments.active_count,
+            scans_used=self.scans_used,
+            saves=self.saves,
+            saved_walls=-1 if self.saved_walls is None else self.saved_walls,
+            pose=[] if slam is None or self.scans_used == 0 else [float(v) for v in slam.filter.pose],
+        )
+
+    def _save_state(self, running: bool) -> None:
+        self.continuation.save(self._state(running), self.clock.now(), clock_run(self.clock))
+
+    def _continue(self) -> bool:
+        """A restart: say what the crashed instance's map was and that it is lost; True if its thread ran.
+
+        Loaded while configuring, before the clock's time and run are known: the supervised session is the guard.
+        """
+        log = self.get_logger()
+        loaded = self.continuation.load(None, None)
+        self.map_lost = True
+        if loaded is None:
+            log.warning(
+                "restarted without a saved state: the map the crashed instance was building, if any, is lost, and "
+                "its thread is not started again (start it with pluto slam start)"
+            )
+            return False
+        state, stamp = loaded
+        self.map_lost = state.scans_used > 0
+        self.saves = state.saves
+        self.saved_walls = state.saved_walls if state.saved_walls >= 0 else None
+        where = "" if len(state.pose) < 3 else f", last at laser pose ({state.pose[0]:.2f}, {state.pose[1]:.2f})"
+        saved = (
+            f"the last map saved ({state.saved_walls} walls) stays in {self.map_path} until the next save"
+            if state.saved_walls >= 0
+            else "no map was saved"
+        )
+        log.warning(
+            "restarted: the map the crashed instance was building (%d walls from %d scans, t=%.3f s%s) is lost; %s; "
+            "a new map starts at the first scan from localization's corrected laser pose%s",
+            state.walls,
+            state.scans_used,
+            stamp,
+            where,
+            saved,
+            "; its thread was running: started again" if state.running else "",
+        )
+        return state.running
 
     def _map_path(self) -> Path:
         if self.params.map_file:
@@ -216,12 +307,15 @@ class SlamModule(Module[SlamModuleParams]):
         with self._work:
             if self.matcher is not None:
                 self.matcher.reset()  # the scans before the gap are no reference for the first one after it
+            self._save_state(running=True)
         self._write_status(self.clock.now(), running=True)
 
     def on_deactivate(self) -> None:
         # the setter goes 3 while saving, then 0: nobody improves the pose any more, the service keeps its last
         # correction
         self.save(self.clock.now(), setter=0)
+        with self._work:
+            self._save_state(running=False)
 
     def on_clock_jump(self, old: float, new: float) -> None:
         with self._lock_q:
@@ -298,6 +392,9 @@ class SlamModule(Module[SlamModuleParams]):
                     self.posts += 1
         if save:
             self.save(now, setter=SETTER)
+        if pairs:
+            with self._work:
+                self.continuation.save_due(lambda: self._state(True), now, clock_run(self.clock))
         self._write_status(now)
 
     def _process(
@@ -369,6 +466,7 @@ class SlamModule(Module[SlamModuleParams]):
                     walls,
                     self.matched,
                     self.saves,
+                    -1 if self.map_lost else 0,
                 ],
             )
         )
