@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ from pluto.runtime.config import Config
 from pluto.runtime.profiles import Profile, parse_profile
 from pluto.runtime.supervisor import Supervisor
 from tests.helpers import wait_until
-from tests.runtime.sample_modules import CONSUMER, HANGING
+from tests.runtime.sample_modules import CONSUMER, HANGING, SLOW
 
 SAMPLES = "tests.runtime.sample_modules"
 
@@ -45,8 +47,12 @@ class Running:
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def start(self, profile: Profile, *, one_process: bool = False, run: bool = False) -> Supervisor:
-        self.supervisor = Supervisor(self.bus, profile, Config(), one_process=one_process, startup_timeout=15.0)
+    def start(
+        self, profile: Profile, *, one_process: bool = False, run: bool = False, startup_timeout: float = 15.0
+    ) -> Supervisor:
+        self.supervisor = Supervisor(
+            self.bus, profile, Config(), one_process=one_process, startup_timeout=startup_timeout
+        )
         self.supervisor.start()
         if run:
             self.thread = threading.Thread(target=self.supervisor.run, args=(self.stop,), daemon=True)
@@ -310,3 +316,37 @@ def test_a_hung_module_that_is_told_to_stop_is_not_restarted(bus: Bus, running: 
     process = supervisor.children["hanging"].process
     assert process is not None and process.returncode == 0
     assert supervisor.children["hanging"].restarts == 0
+
+
+def test_a_restarted_module_that_says_it_is_starting_is_not_taken_for_hung(
+    bus: Bus, running: Running, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restarted module that configures for longer than the start-up timeout (a first run compiling its kernels)
+    says so, and the liveness watch waits for it instead of killing it as silent."""
+    caplog.set_level(logging.INFO, logger="pluto.supervisor")
+    gate = tmp_path / "gate"
+    gate.touch()
+    policy = {"backoff": 0.05, "backoff_max": 0.1, "poll_period": 0.1, "missed_polls": 3}
+    profile = profile_of(
+        {"restart": policy, "modules": {"gated-provider": {"module": f"{SAMPLES}:GatedProvider", "gate": str(gate)}}}
+    )
+    supervisor = running.start(profile, run=True, startup_timeout=0.5)
+    reader = bus.create_reader(SLOW, msgs.FVectorState)
+    reader.wait_for_value(timeout=30.0)
+    first = child_pid(supervisor, "gated-provider")
+    assert first is not None
+    gate.unlink()  # the restarted process configures until the gate is back
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: (pid := child_pid(supervisor, "gated-provider")) is not None and pid != first, timeout=30.0)
+    bus.wait_for_token("@starting/gated-provider", timeout=30.0)
+    process = supervisor.children["gated-provider"].process
+    assert process is not None
+    # The old watch judged it silent after the start-up timeout and three unanswered polls (0.8 s): it must live.
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=3.0)
+    gate.touch()
+    before = reader.read()
+    assert before is not None
+    reader.wait_for_update(timeout=30.0)
+    assert supervisor.children["gated-provider"].restarts == 1
+    assert "does not answer" not in caplog.text

@@ -50,7 +50,7 @@ from pluto.runtime.launcher import (
     terminate_all,
     wait_publishing,
 )
-from pluto.runtime.module import Module
+from pluto.runtime.module import STARTING_KEY, Module
 from pluto.runtime.persist import RESUME_ENV, SESSION_ENV, clear_states, new_session
 from pluto.runtime.profiles import Profile, ProfileEntry, RestartPolicy
 from pluto.runtime.runner import instantiate
@@ -275,6 +275,17 @@ class Supervisor:
 
     def _watch(self, child: _Child, stop: threading.Event) -> None:
         """Ask ``child``'s module how its steps go every ``poll_period`` s; kill it if it stopped stepping."""
+        # A module that says it is starting (configuring, compiling its kernels) is not judged until it is up.
+        starting = threading.Event()
+        token = self.bus.watch_token(
+            f"{STARTING_KEY}/{child.entry.name}", lambda present: starting.set() if present else starting.clear()
+        )
+        try:
+            self._watch_steps(child, stop, starting)
+        finally:
+            self.bus.release(token)
+
+    def _watch_steps(self, child: _Child, stop: threading.Event, starting: threading.Event) -> None:
         policy = self.profile.restart
         name = child.entry.name
         query_timeout = min(max(2.0 * policy.poll_period, 0.5), 5.0)
@@ -288,6 +299,9 @@ class Supervisor:
             if process is not watched:  # a new instance: judged afresh, after it had time to start
                 watched, since, missed, answered, stopping = process, time.monotonic(), 0, False, False
             if stopping:
+                continue
+            if starting.is_set():
+                since, missed = time.monotonic(), 0
                 continue
             try:
                 info: msgs.ModuleInfo | None = self.bus.call(
