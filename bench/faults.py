@@ -59,9 +59,7 @@ def main() -> int:
     with Bus() as bus:
         for spec in args.faults.split(","):
             fault, _, target = spec.rpartition(":")
-            with FaultMission(
-                bus, noise=args.noise, seed=args.seed, rate=args.rate, hold=False, lockstep_timeout=2.0
-            ) as mission:
+            with FaultMission(bus, noise=args.noise, seed=args.seed, rate=args.rate, hold=False) as mission:
                 out = mission.inject(target, fault or "kill")
             print(row(out), flush=True)
     return 0
