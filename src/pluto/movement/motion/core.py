@@ -38,7 +38,20 @@ Status (``motion/status``): data and element[0..1] are avoid's status; element[2
 and could not continue the job it had (see below), 0 otherwise);
 element[3] is the motion status (-10 motion thread stopped, -1 not in motion with the rectangle set, 0 not in motion
 and no rectangle, 11 investigate moving towards the object, 12 investigate circling it, 1 scanning for new paths,
-3 following a path).
+3 following a path; 7, 8, 9 waiting for a stale input, see below).
+
+Stale inputs (DESIGN.md, principle 8): a behaviour goes on only while the inputs it steers by are fresh. The module
+gives the controller the pose only when it is fresh (``MotionInputs.pose`` None otherwise) and says when the laser
+scans or avoid's status, heard before, went stale. A behaviour then stops the robot at once (avoid's halt, T = 4,
+which holds whatever it was doing: turning on the spot, driving straight, backing off, an avoid goto) and waits,
+element[3] saying for what: 7 the laser scans, 8 the pose (or a pose too uncertain to tell the goal is reached),
+9 avoid's status (the avoid module silent). Its timers for giving up (progress, turning, a blocked way, a
+doorway, backing off, looking) stand still while it waits; when the input is fresh again it goes on by itself, its
+last command to avoid given again. The goal is reported reached (element[2] = 1) only on a fresh pose whose position
+standard deviation is at most a third of ``goal_tolerance`` (:func:`pluto.movement.avoid.module.pose_std`, avoid's
+rule); a pose too uncertain at the goal holds the robot there (element[3] 8) until it is certain, and a goal that
+then turns out farther than ``near_enough`` is looked for again (a new scan): a goal status is never computed from a
+frozen or uncertain pose.
 
 Continuing after a restart: :meth:`MotionController.snapshot` is the controller's job (the running one and the
 stopped one waiting for a resume) and its rectangle; a restarted module's controller :meth:`MotionController.resume`
@@ -59,6 +72,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import wrap_angle
+from pluto.movement.avoid.core import HALT
 from pluto.movement.motion.geometry import (
     CoverageGrid,
     Gap,
@@ -91,6 +105,9 @@ __all__ = [
     "SET_RECTANGLE",
     "THREAD_STOPPED",
     "TOWARDS_OBJECT",
+    "WAITING_AVOID",
+    "WAITING_POSE",
+    "WAITING_SCAN",
     "AvoidOrder",
     "Candidate",
     "JobState",
@@ -134,6 +151,13 @@ SCANNING = 1
 FOLLOWING = 3
 TOWARDS_OBJECT = 11
 CIRCLING = 12
+WAITING_SCAN = 7
+"""element[3]: a behaviour waits, the robot stopped, for fresh laser scans (they went stale)."""
+WAITING_POSE = 8
+"""element[3]: a behaviour waits, the robot stopped, for a fresh pose (stale or none), or at the goal for a pose
+certain enough to tell it is reached."""
+WAITING_AVOID = 9
+"""element[3]: a behaviour waits, the robot stopped, for avoid's status (it went stale: the avoid module silent)."""
 
 _LASER_GOTO = 22  # avoid goto with laser avoidance
 _LASER_VELOCITY = 20  # avoid velocity with laser protection
@@ -141,6 +165,7 @@ _PLAIN_VELOCITY = 0  # avoid velocity, no protection: only for turning on the sp
 _FRONT_BUMPER = 1  # element[0] of avoid's status passed on from the drive: the front bumper is pressed
 _LASER_SLOW = 6  # element[0] of avoid's status: the laser protection slowed or stopped the robot
 _BACK_OFF_TIME = 2.0  # s a robot that touched something backs off (before lining up again, in a doorway)
+_HALT = HALT  # avoid's halt (T = 4, no avoidance): stop at once, given while a behaviour waits for a stale input
 
 
 @dataclass(frozen=True)
@@ -286,6 +311,10 @@ class MotionInputs:
         avoid_data: data of ``avoidance/status``.
         avoid_element: element[0..1] of ``avoidance/status`` (element[1] -10 when the avoid thread is stopped).
         has_arm: an arm is present (investigate asks for it to unfold).
+        pose_std: the pose's position uncertainty, m (standard deviation along its worst axis); the goal is reached
+            only when it is at most a third of ``goal_tolerance``.
+        scan_stale: the laser scans, heard before, are stale (``scan`` is then None).
+        avoid_stale: avoid's status, heard before (its thread not stopped), is stale.
     """
 
     pose: tuple[float, float, float] | None = None
@@ -294,6 +323,9 @@ class MotionInputs:
     avoid_data: tuple[float, float] = (0.0, 0.0)
     avoid_element: tuple[int, int] = (0, 0)
     has_arm: bool = False
+    pose_std: float = 0.0
+    scan_stale: bool = False
+    avoid_stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -665,6 +697,8 @@ class MotionController:
     _wrist: tuple[float, float] = (0.0, 0.0)
     _wrist_sent: float = -math.inf
     _last_scan_stamp: float = -math.inf
+    _waiting_since: float | None = None  # a behaviour has waited for a stale input since then (s)
+    _order: AvoidOrder | None = None  # the behaviour's last command to avoid, given again after a wait
 
     # -- commands ------------------------------------------------------------------------------------------------
 
@@ -682,6 +716,7 @@ class MotionController:
         Raises:
             ValueError: cmd_flags is not -1, 0..39 or 42..46, or a value it needs is missing.
         """
+        self._order = None  # what a behaviour gives again after a wait is its own last command, from now on
         if cmd_flags == RELEASE:
             self.job = self.stopped = None
             self._pending.append(AvoidOrder(RELEASE))
@@ -808,16 +843,29 @@ class MotionController:
         wrist: tuple[float, float] | None = None
         code = IDLE_RECTANGLE if self.rect.set else IDLE
         unfold = False
-        if job is not None and inputs.pose is not None:
+        waiting = self._waiting_for(inputs) if job is not None else None
+        if job is not None and waiting is not None:
+            # a stale input: stop at once (once: the module renews the halt), the timers stand still
+            code = waiting
+            if self._waiting_since is None:
+                self._waiting_since = now
+                orders.append(AvoidOrder(_HALT, (), (0.0, 0.0)))
+        elif job is not None:
+            resumed = self._end_wait(job, now)
             scan = inputs.scan if inputs.scan is not None and inputs.scan.stamp > self._last_scan_stamp else None
             if scan is not None:
                 self._last_scan_stamp = scan.stamp
             order, wrist_target, code, unfold = self._job_step(job, inputs, scan, now)
+            if order is None and resumed and self.job is job and self._order is not None:
+                order = self._order  # the halt replaced it at avoid: given again
+                if job.nav is not None and order.cmd_flags == _LASER_GOTO:
+                    job.nav.sent = now  # avoid's status is about the halt until it takes the goto again
             if order is not None:
                 orders.append(order)
+                self._order = order
             wrist = wrist_target
-        elif job is not None:
-            code = SCANNING
+        else:
+            self._waiting_since = None
         if self.job is None and self._wrist != (0.0, 0.0):
             wrist = (0.0, 0.0)
         if wrist is not None:
@@ -828,6 +876,34 @@ class MotionController:
         start_avoid = self.job is not None and inputs.avoid_element[1] == THREAD_STOPPED
         element = (inputs.avoid_element[0], inputs.avoid_element[1], self.moveto_status, code)
         return MotionOutput(tuple(orders), wrist, inputs.avoid_data, element, start_avoid, unfold)
+
+    def _waiting_for(self, inputs: MotionInputs) -> int | None:
+        """The element[3] code of the stale input a behaviour must wait for, or None if it can go on."""
+        if inputs.pose is None:
+            return WAITING_POSE
+        if inputs.avoid_stale:
+            return WAITING_AVOID
+        if inputs.scan_stale:
+            return WAITING_SCAN
+        return None
+
+    def _end_wait(self, job: _Job, now: float) -> bool:
+        """The inputs are fresh (again): after a wait, the job's timers go on from where they stood (True)."""
+        if self._waiting_since is None:
+            return False
+        waited, self._waiting_since = max(0.0, now - self._waiting_since), None
+        if job.view_since is not None:
+            job.view_since += waited
+        nav = job.nav
+        if nav is not None:
+            nav.phase_since += waited
+            nav.best_time += waited
+            nav.sent += waited
+            for name in ("view_since", "blocked_since", "backing_since"):
+                since = getattr(nav, name)
+                if since is not None:
+                    setattr(nav, name, since + waited)
+        return True
 
     def _wrist_lost(self, inputs: MotionInputs, now: float) -> bool:
         """The wrist is not where it was last sent, ``wrist_resend`` s after it was sent: the command was lost (a busy
@@ -854,6 +930,17 @@ class MotionController:
                     err = wrap_angle(self.rect.theta - pose[2])
                     w = max(-0.6, min(0.6, 1.5 * err))
                     return AvoidOrder(_PLAIN_VELOCITY, (), (0.0, w)), (0.0, 0.0), FOLLOWING, False
+                p = self.params
+                if inputs.pose_std > p.goal_tolerance / 3.0:
+                    return _stop(), (0.0, 0.0), WAITING_POSE, False  # at the goal, may be: the pose cannot tell
+                if math.hypot(job.nav.goal[0] - pose[0], job.nav.goal[1] - pose[1]) > max(
+                    p.near_enough, p.goal_tolerance + 0.1
+                ):
+                    # told done on a pose that was wrong: the certain pose shows the goal elsewhere
+                    job.nav.phase = "scan"
+                    order, wrist, code = self._enter(job.nav, "scan", now, None)
+                    self.moveto_status = MOVETO_SET
+                    return order, wrist, code, False
                 self._finish(AT_GOAL)
                 return _stop(), (0.0, 0.0), self._idle_code(), False
             if job.nav.phase == "failed":

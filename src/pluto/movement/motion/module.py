@@ -11,6 +11,12 @@ cmd_flags -1 releases the robot: passed to avoid (which stops), and the motion t
 
 An explore command (44) that arrives before the first pose (its home) waits for it, up to 4 s.
 
+The pose, the scans and avoid's status are read by the freshness contract (:meth:`pluto.bus.StateReader.fresh`,
+the interface table's deadlines): a stale pose is no pose, and a behaviour stops the robot at once and waits for a
+stale input (element[3] 7 the scans, 8 the pose, 9 avoid's status), then goes on by itself; the goal is reported
+reached only on a fresh pose certain enough (its position standard deviation, :func:`pose_std`, at most a third of
+``goal_tolerance``). See :mod:`pluto.movement.motion.core`.
+
 Each scan is placed by the pose and the wrist at its own stamp (kept for the last few seconds), so a scan taken
 while the robot turned or the wrist moved lands where it was taken, and scans taken while looking at the ground are
 not mistaken for obstacles.
@@ -36,6 +42,7 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.errors import PlutoError
+from pluto.movement.avoid.module import pose_std
 from pluto.movement.commands import CommandQueue
 from pluto.movement.motion.core import (
     EXPLORE,
@@ -310,7 +317,8 @@ class MotionModule(Module[MotionModuleParams]):
                 history.popleft()
 
     def _inputs(self, now: float) -> MotionInputs:
-        pose_msg = self.pose_in.read()
+        # by the freshness contract: a stale pose is none; a stale scan or avoid status, heard before, is waited for
+        pose_msg = self.pose_in.fresh(now)
         pose = (pose_msg.pose[0], pose_msg.pose[1], pose_msg.pose[3]) if pose_msg is not None else None
         wrist_msg = self.wrist_in.read()
         wrist = (
@@ -319,8 +327,9 @@ class MotionModule(Module[MotionModuleParams]):
             else None
         )
         scan = None
-        scan_msg = self.scan_in.read()
-        if scan_msg is not None and now - scan_msg.stamp < 1.0 and not self._old_run.holds(scan_msg.stamp, now):
+        scan_msg = self.scan_in.fresh(now)
+        scan_stale = scan_msg is None and self.scan_in.read() is not None
+        if scan_msg is not None and not self._old_run.holds(scan_msg.stamp, now):
             at = _at(self._wrists, scan_msg.stamp)
             pan, tilt = (at[1], at[2]) if at is not None else (wrist if wrist is not None else (0.0, 0.0))
             scan_pose = _at(self._poses, scan_msg.stamp)
@@ -334,11 +343,24 @@ class MotionModule(Module[MotionModuleParams]):
                 mount_x=self.params.laser_mount_x,
                 pose=scan_pose[1] if scan_pose is not None else None,
             )
-        avoid = self.avoid_in.read()
+        avoid = self.avoid_in.fresh(now)
+        last = self.avoid_in.read()
+        stopped = last is not None and len(last.element) >= 2 and last.element[1] == THREAD_STOPPED
+        if avoid is None and stopped:
+            avoid = last  # a stopped avoid thread says so once: known, not stale (it is started again)
+        avoid_stale = avoid is None and last is not None
         data = (avoid.data[0], avoid.data[1]) if avoid is not None and len(avoid.data) >= 2 else (0.0, 0.0)
         element = (avoid.element[0], avoid.element[1]) if avoid is not None and len(avoid.element) >= 2 else (0, 0)
         return MotionInputs(
-            pose=pose, scan=scan, wrist=wrist, avoid_data=data, avoid_element=element, has_arm=self.params.has_arm
+            pose=pose,
+            scan=scan,
+            wrist=wrist,
+            avoid_data=data,
+            avoid_element=element,
+            has_arm=self.params.has_arm,
+            pose_std=pose_std(pose_msg) if pose_msg is not None else 0.0,
+            scan_stale=scan_stale,
+            avoid_stale=avoid_stale,
         )
 
 

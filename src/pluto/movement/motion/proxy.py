@@ -30,6 +30,9 @@ from pluto.movement.motion.core import (
     SET_RECTANGLE,
     THREAD_STOPPED,
     TOWARDS_OBJECT,
+    WAITING_AVOID,
+    WAITING_POSE,
+    WAITING_SCAN,
 )
 from pluto.runtime.proxy import Proxy
 
@@ -53,6 +56,9 @@ _ELEMENT3 = {
     FOLLOWING: "following a path",
     TOWARDS_OBJECT: "moving towards the object",
     CIRCLING: "circling the object",
+    WAITING_SCAN: "stopped, waiting for fresh laser scans",
+    WAITING_POSE: "stopped, waiting for a fresh, certain pose",
+    WAITING_AVOID: "stopped, waiting for avoid (its status stale)",
 }
 
 
