@@ -167,12 +167,12 @@ def test_stale_scan_or_pose_stops_at_once_and_following_goes_on_after() -> None:
     assert run.step(3.0).data[4] > 0.3
     run.scans = False
     out = run.step(0.5)  # the last scan is 0.7 s old, then older
-    assert out.code == NO_SCAN and out.velocity == (0.0, 0.0)
+    assert out.code == NO_SCAN and out.velocity == (0.0, 0.0) and out.halt  # avoid's halt: at once
     run.scans = True
     assert run.step(0.5).code == FOLLOWING
     run.poses = False
     out = run.step(0.1)
-    assert out.code == NO_POSE and out.velocity == (0.0, 0.0)
+    assert out.code == NO_POSE and out.velocity == (0.0, 0.0) and out.halt
     run.poses = True
     assert run.step(0.3).code == FOLLOWING
 

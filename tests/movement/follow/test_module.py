@@ -11,6 +11,7 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.movement.avoid.core import HALT
 from pluto.movement.follow.core import NO_POSE
 from pluto.movement.follow.module import FollowModule, FollowModuleParams, pose_at
 from tests.gateways.clock import ManualClock
@@ -88,3 +89,33 @@ def test_release_is_passed_to_avoid(bus: Bus, clock: ManualClock, follow: Follow
             return any(a.cmd_flags == -1 for a in avoid)
 
     wait_until(released, message="the release passed to avoid")
+
+
+def test_following_commands_carry_a_lease_and_a_stale_pose_halts(
+    bus: Bus, clock: ManualClock, follow: FollowModule
+) -> None:
+    """While following, each command to avoid has a lease (a killed follow module's command lapses); a pose older
+    than ``pose_timeout`` at the module's time is no pose: avoid's halt (4), status -3, never "following"."""
+    lock = threading.Lock()
+    avoid: list[msgs.ActuatorState] = []
+
+    def on_avoid(value: msgs.ActuatorState) -> None:
+        with lock:
+            avoid.append(value)
+
+    bus.create_subscription("avoidance/command", on_avoid, msgs.ActuatorState, depth=64)
+    pose = bus.create_publisher("Localization/Pose", msgs.PoseEstimate)
+    pose.write(msgs.PoseEstimate(stamp=10.0 - follow.params.pose_timeout - 0.05, pose=[0.0] * 6))
+    wait_until(lambda: follow.pose_in.read() is not None, message="the pose")
+    send(bus, 1, [1.5])
+
+    def halted() -> bool:
+        follow.step(10.0)
+        with lock:
+            return any(a.cmd_flags == HALT for a in avoid)
+
+    wait_until(halted, message="the halt sent to avoid")
+    assert follow.core.code == NO_POSE and follow.pose_in.stale_events == 1
+    with lock:
+        halt = next(a for a in avoid if a.cmd_flags == HALT)
+    assert halt.velocity == [0.0, 0.0] and halt.lease == pytest.approx(4 / follow.params.rate_hz)

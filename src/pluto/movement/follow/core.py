@@ -26,8 +26,11 @@ velocity = (v, ω)): avoid's laser protection would stop the robot in front of t
 follow module does its own (above). A velocity command is written every step while following or searching (zero
 while searching), since avoid holds the last one.
 
-Never on stale input: a scan older than ``scan_timeout`` or a pose older than ``pose_timeout`` stops the robot at
-once (status -2 or -3) until fresh ones come; a target not seen for ``lost_timeout`` (or farther than
+Never on stale input: a scan older than ``scan_timeout`` or a pose older than ``pose_timeout`` (the module reads
+both by the freshness contract, with these as its readers' deadlines) stops the robot at once, by avoid's halt
+(:attr:`FollowOutput.halt`: avoid command type 4, the drive stops without its ramp), status -2 or -3, until fresh
+ones come; the person's distance and bearing, and so "following" (2) and "too close", with the person (3), are
+computed only from a fresh pose. A target not seen for ``lost_timeout`` (or farther than
 ``max_distance``) is lost: the robot stops and stays stopped, status -1, until following is started again. A search
 that finds nobody in ``search_timeout`` s also ends as lost.
 
@@ -211,11 +214,13 @@ class FollowOutput:
         velocity: (v m/s, ω rad/s) to command to avoid (cmd_flags 0), or None to write nothing.
         code: element[1] of the status.
         data: the status data (see the module docstring).
+        halt: stop at once for a stale input (avoid's halt, not a velocity command; ``velocity`` is (0, 0)).
     """
 
     velocity: tuple[float, float] | None
     code: int
     data: tuple[float, float, float, float, float, float]
+    halt: bool = False
 
 
 @dataclass
@@ -376,7 +381,8 @@ class FollowController:
             return self._lose()
         self._v = self._w = 0.0
         self.code = code
-        return self._output((0.0, 0.0), code)
+        out = self._output((0.0, 0.0), code)
+        return FollowOutput(out.velocity, out.code, out.data, halt=True)
 
     def _lose(self) -> FollowOutput:
         self.code = LOST

@@ -12,6 +12,14 @@ compared, is the newest localized pose brought up to now by the odometry (``Base
 comes a quarter of a second late, 15 cm at a walking pace (see :func:`pose_at`). The pose's age, not that of the
 odometry, decides whether it is stale.
 
+Freshness (DESIGN.md, principle 8): the pose and the scans are read by the freshness contract
+(:meth:`pluto.bus.StateReader.fresh`), with ``pose_timeout`` and ``scan_timeout`` as their readers' deadlines, and
+the odometry with the interface table's: a stale pose (or odometry, heard before, gone stale: the pose cannot be
+brought up to now) or scan stops the robot at once with avoid's halt (status -3 or -2), and following goes on when
+they are fresh again. The commands to avoid while searching or following carry a lease of four of this module's
+periods (renewed every step): a follow module killed mid-follow leaves avoid a command that lapses, and avoid stops
+the robot (its element[0] 9); the stop that ends following holds until replaced.
+
 Starting to follow also starts the avoid thread if it is stopped. cmd_flags -1 releases the robot: passed to avoid
 (which stops) and the follow thread stops (element[0] = -10) until ``start_activity``.
 
@@ -32,6 +40,7 @@ import numpy as np
 from pluto import msgs, names
 from pluto.errors import PlutoError
 from pluto.geometry import compose, relative, wrap_angle
+from pluto.movement.avoid.core import HALT
 from pluto.movement.commands import CommandQueue
 from pluto.movement.follow.core import (
     MAX_DISTANCE,
@@ -113,9 +122,9 @@ class FollowModule(Module[FollowModuleParams]):
         self._want_avoid = False
         self.status_out = self.create_publisher(names.FOLLOW_STATUS)
         self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
-        self.pose_in = self.create_reader(names.LOCALIZATION_POSE)
+        self.pose_in = self.create_reader(names.LOCALIZATION_POSE, deadline=self.params.pose_timeout)
         self.odometry_in = self.create_reader(names.BASE_DRIVE_STATE)
-        self.scan_in = self.create_reader(names.SICK_SCAN_MM)
+        self.scan_in = self.create_reader(names.SICK_SCAN_MM, deadline=self.params.scan_timeout)
         self.wrist_in = self.create_reader(names.WRIST_STATE)
         self.avoid_in = self.create_reader(names.AVOIDANCE_STATUS)
         self.create_subscription(names.FOLLOW_COMMAND, self.commands.put, msgs.ActuatorState, depth=64)
@@ -153,7 +162,13 @@ class FollowModule(Module[FollowModuleParams]):
         out = self.core.step(self._inputs(now), now)
         if out.velocity is not None:
             v, w = out.velocity
-            self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=0, velocity=[float(v), float(w)]))
+            # renewed every step while following: a command that lapses if this module dies; the last stop holds
+            lease = names.STALE_PERIODS / self.params.rate_hz if self.core.active else 0.0
+            self.avoid_out.write(
+                msgs.ActuatorState(
+                    stamp=now, cmd_flags=HALT if out.halt else 0, velocity=[float(v), float(w)], lease=lease
+                )
+            )
         if self._want_avoid:
             self._start_avoid()
         self._data = [float(v) for v in out.data]
@@ -219,12 +234,15 @@ class FollowModule(Module[FollowModuleParams]):
         pose = None
         pose_stamp = -math.inf
         newest = self._poses[-1] if self._poses else None
-        if newest is not None and not self._old_run.holds(newest[0], now):
+        # by the freshness contract: a stale pose is none, and so is one the stale odometry cannot bring up to now
+        odometry_stale = self.odometry_in.fresh(now) is None and self.odometry_in.read() is not None
+        fresh = self.pose_in.fresh(now) is not None and not odometry_stale
+        if fresh and newest is not None and not self._old_run.holds(newest[0], now):
             # the robot now: the newest localized pose, brought up to now by the odometry since
             pose = pose_at(self._poses, self._odometry, now, self._odometry_velocity)
             pose_stamp = newest[0]
         scan = None
-        scan_msg = self.scan_in.read()
+        scan_msg = self.scan_in.fresh(now)
         if scan_msg is not None and not self._old_run.holds(scan_msg.stamp, now):
             wrist = self.wrist_in.read()
             pan = wrist.position[0] if wrist is not None and wrist.position else 0.0
