@@ -29,7 +29,8 @@ Localization/Pose frame. The avoid module keeps commanding the drive until the n
 
 examples:
   pluto avoid goto 5 2                go to (5, 2) m around obstacles; `pluto avoid status` shows 1 when there
-  pluto avoid goto 5 2 --wait         the same, with the distance to go until there (exit 0) or stuck (exit 1)
+  pluto avoid goto 5 2 --wait         the same, with the distance to go until there (exit 0: avoid says so and
+                                      Localization/Pose, fresh and certain, shows it) or not (exit 1, and why)
   pluto avoid goto 5 2 --speed 0.3 --weight 2   slower, with weaker avoidance
   pluto avoid velocity 0.3 0          drive at 0.3 m/s, slowed and stopped by sonar and laser
   pluto avoid heading 1.57 0.3        turn to 1.57 rad and drive along it
@@ -120,13 +121,17 @@ SETTLE = 1.0
 
 
 def goto_outcome(code: int, running_seen: bool, since_sent: float) -> bool | None:
-    """Whether a goto is over, from avoid's status element[1]: True reached, False stuck or stopped, None not yet.
+    """Whether a goto is over, from avoid's status element[1]: True avoid says it is reached (to be verified by the
+    pose), False stuck or stopped, None not yet.
 
     A finished code counts only once the goto was seen running, or :data:`SETTLE` s after it was sent (the status
-    of the previous goal may still be on its way; a goal already within reach is never seen running).
+    of the previous goal may still be on its way; a goal already within reach is never seen running). Idle (0) after
+    the goto was seen running is a failure: avoid restarted without it, or another command replaced it.
     """
     from pluto.movement.avoid.core import GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED
 
+    if code == 0 and running_seen:
+        return False
     if code not in (GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED):
         return None
     if not running_seen and since_sent < SETTLE:
@@ -137,7 +142,7 @@ def goto_outcome(code: int, running_seen: bool, since_sent: float) -> bool | Non
 def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: float | None, avoidance: int) -> int:
     """Show the distance to go and the status in words until the goto is over; stop the robot on a timeout or
     Ctrl-C (the goal is cancelled: velocity 0 with the same protection)."""
-    from pluto.movement.avoid.core import GOTO_RUNNING
+    from pluto.movement.avoid.core import COMMANDER_SILENT, GOTO_RUNNING, LASER_FAULT, STALE_POSE, AvoidParams
     from pluto.movement.avoid.proxy import describe_status
 
     pose = bus.create_reader(names.LOCALIZATION_POSE, fetch_timeout=0.5)
@@ -145,23 +150,43 @@ def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: 
     progress.say(
         f"waiting for avoid to reach {where}" + (f" (up to {timeout:g} s)" if timeout else "") + "; Ctrl-C stops"
     )
+    # avoid's own rule: within goal_tolerance (the robot brakes after), on a pose whose position std is at most a
+    # third of it
+    tolerance = progress.parameter(bus, "avoid", "goal_tolerance", AvoidParams.goal_tolerance)
+    holds = {
+        LASER_FAULT: "held for the laser (stale scans or a fault)",
+        STALE_POSE: "held for a fresh, certain pose",
+        COMMANDER_SILENT: "held: its commander's lease ran out",
+    }
     running_seen = False
+    held = ""  # what avoid holds the robot for (a stale input), if it does
+    unverified: float | None = None  # since when avoid says the goal is reached and the pose does not show it
 
     def judge(status: msgs.FVectorState, since_sent: float) -> progress.Verdict:
-        nonlocal running_seen
-        code = [*status.element, 0, 0][1]
+        nonlocal running_seen, held, unverified
+        e0, code = [*status.element, 0, 0][:2]
         running_seen = running_seen or code == GOTO_RUNNING
+        held = holds.get(e0, "")
         to_go = progress.distance_to(pose.read(), goal)
         line = f"goto {where}: {to_go} to go; {describe_status(status)}"
         outcome = goto_outcome(code, running_seen, since_sent)
         if outcome is None:
             return line, None
-        words = "goal reached" if outcome else "goal not reached"
-        return line, (outcome, f"{words} {where}, {to_go} to go: {describe_status(status)}")
+        if not outcome:
+            why = " (avoid restarted without it, or another command replaced it)" if code == 0 else ""
+            return line, (False, f"goal not reached {where}, {to_go} to go{why}: {describe_status(status)}")
+        reason = progress.goal_check(pose.read(), status.stamp, goal, tolerance + 0.1, tolerance / 3.0)
+        if reason is None:
+            return line, (True, f"goal reached {where}, {to_go} to go: {describe_status(status)}")
+        unverified = since_sent if unverified is None else unverified
+        if since_sent - unverified < progress.VERIFY:
+            return f"{line}; checking the pose", None
+        return line, (False, f"goal not verified {where}: avoid says it is reached, but {reason}")
 
     def cancel(reason: str) -> str:
         avoid.set_velocity(0.0, 0.0, avoidance)
         time.sleep(0.1)  # let the stop leave before the bus closes
-        return f"{reason}, {progress.distance_to(pose.read(), goal)} to go: goal cancelled, robot stopped"
+        why = f" ({held})" if held else ""
+        return f"{reason}{why}, {progress.distance_to(pose.read(), goal)} to go: goal cancelled, robot stopped"
 
     return progress.follow_status("avoid", lambda t: avoid.wait_status(timeout=t), judge, cancel, timeout)

@@ -7,6 +7,10 @@ short. The outcome of the wait is a result: it goes to stdout.
 
 The options that say how long such a command waits are added here too, with one wording: the ``status`` action and
 its ``--timeout`` (:func:`add_status_action`), and ``--wait`` and ``--timeout`` for a goal (:func:`add_wait_options`).
+
+A goal is reported reached (exit 0) only when it is verified (:func:`goal_check`): a module's word that it is there
+is checked against ``Localization/Pose`` (fresh by the freshness contract, certain, at the goal); what is not
+verified before the wait ends is a failure, with the reason.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from pluto import msgs
-from pluto.errors import BusTimeout
+from pluto import msgs, names
+from pluto.errors import BusTimeout, PlutoError
 from pluto.runtime.runner import stop_on_signals
 
 if TYPE_CHECKING:
+    from pluto.bus import Bus
     from pluto.cli.command import Subparsers
 
 __all__ = [
@@ -34,6 +39,8 @@ __all__ = [
     "distance_to",
     "first_value",
     "follow_status",
+    "goal_check",
+    "parameter",
     "say",
     "seconds",
 ]
@@ -195,3 +202,49 @@ def distance_to(pose: msgs.PoseEstimate | None, goal: tuple[float, float]) -> st
     if pose is None or len(pose.pose) < 2:
         return "? m (no Localization/Pose)"
     return f"{math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1]):.2f} m"
+
+
+VERIFY = 2.0
+"""s a wait gives a module that says its goal is reached for a pose that shows it (a pose a step behind the status)
+before the goal counts as not reached."""
+
+
+def goal_check(
+    pose: msgs.PoseEstimate | None,
+    stamp: float,
+    goal: tuple[float, float] | None,
+    reach: float,
+    certainty: float,
+) -> str | None:
+    """Why ``pose`` (``Localization/Pose``) does not show a goal reached, in words, or None if it does.
+
+    It does when it is fresh at ``stamp`` (s, the robot's clock: the stamp of the status that says the goal is
+    reached): its own stamp at most the interface's deadline (:func:`pluto.names.stale_after`) before; certain: its
+    position standard deviation (:func:`pluto.movement.avoid.module.pose_std`) at most ``certainty`` m; and within
+    ``reach`` m of ``goal`` (None: anywhere, for a goal the caller does not know).
+    """
+    from pluto.movement.avoid.module import pose_std  # not at import: `pluto` imports this module for every command
+
+    if pose is None or len(pose.pose) < 2:
+        return "there is no Localization/Pose"
+    deadline = names.stale_after(names.LOCALIZATION_POSE) or 0.0
+    age = stamp - pose.stamp
+    if age > deadline:
+        return f"Localization/Pose is stale ({age:.2f} s old, deadline {deadline:g} s)"
+    std = pose_std(pose)
+    if std > certainty:
+        return f"the pose is too uncertain (position std {std:.2f} m, at most {certainty:.2f} m)"
+    if goal is not None:
+        distance = math.hypot(goal[0] - pose.pose[0], goal[1] - pose.pose[1])
+        if distance > reach:
+            return f"the pose is {distance:.2f} m from the goal (more than {reach:.2f} m)"
+    return None
+
+
+def parameter(bus: Bus, module: str, name: str, default: float) -> float:
+    """The running ``module``'s parameter ``name`` (a number), or ``default`` if it cannot be read."""
+    try:
+        values: dict[str, Any] = bus.call(f"{module}/get_parameters", [name], dict[str, Any], timeout=1.0)
+        return float(values[name])
+    except (PlutoError, KeyError, TypeError, ValueError):
+        return default

@@ -12,12 +12,14 @@ from typing import ClassVar
 from pluto import msgs, names
 from pluto.movement.avoid.core import (
     AVOID_BOTH,
+    COMMANDER_SILENT,
     GOTO_REACHED,
     GOTO_RUNNING,
     GOTO_STUCK,
     LASER_FAULT,
     LASER_SLOW,
     RELEASE,
+    STALE_POSE,
     THREAD_STOPPED,
     Mode,
 )
@@ -37,7 +39,9 @@ _ELEMENT0 = {
     4: "sonar back",
     5: "sonar sides",
     LASER_SLOW: "laser slow/stop",
-    LASER_FAULT: "laser fatal error (rebooting)",
+    LASER_FAULT: "laser fatal error (rebooting) or stale scans: held",
+    STALE_POSE: "stale pose or odometry, or a pose too uncertain at the goal: held",
+    COMMANDER_SILENT: "the commander's lease ran out: held",
 }
 _ELEMENT1 = {
     0: "idle",
