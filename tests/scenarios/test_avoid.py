@@ -28,7 +28,9 @@ from tests.scenarios.stack import Collector, Lockstep, Script, without
 pytestmark = pytest.mark.scenario
 
 SEED = 3
-DONE = (1, 2)  # element[1] of avoidance/status: the goto reached its goal (1) or is stuck (2)
+DONE = (1, 2, 3)
+"""element[1] of avoidance/status once a goto is over: reached its goal (1), stuck (2), or stopped at it by a pose too
+uncertain to tell (3, dead reckoning alone far from the start)."""
 
 
 def office_with_box() -> str:

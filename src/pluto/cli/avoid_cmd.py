@@ -122,17 +122,17 @@ SETTLE = 1.0
 
 def goto_outcome(code: int, running_seen: bool, since_sent: float) -> bool | None:
     """Whether a goto is over, from avoid's status element[1]: True avoid says it is reached (to be verified by the
-    pose), False stuck or stopped, None not yet.
+    pose), False stuck, stopped or unverified (at the goal by a pose too uncertain to tell), None not yet.
 
     A finished code counts only once the goto was seen running, or :data:`SETTLE` s after it was sent (the status
     of the previous goal may still be on its way; a goal already within reach is never seen running). Idle (0) after
     the goto was seen running is a failure: avoid restarted without it, or another command replaced it.
     """
-    from pluto.movement.avoid.core import GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED
+    from pluto.movement.avoid.core import GOTO_REACHED, GOTO_STUCK, GOTO_UNVERIFIED, THREAD_STOPPED
 
     if code == 0 and running_seen:
         return False
-    if code not in (GOTO_REACHED, GOTO_STUCK, THREAD_STOPPED):
+    if code not in (GOTO_REACHED, GOTO_STUCK, GOTO_UNVERIFIED, THREAD_STOPPED):
         return None
     if not running_seen and since_sent < SETTLE:
         return None

@@ -12,6 +12,7 @@ from pluto.movement.avoid.core import (
     DRIVE_HALT,
     GOTO_REACHED,
     GOTO_RUNNING,
+    GOTO_UNVERIFIED,
     HALT,
     LASER_FAULT,
     STALE_POSE,
@@ -78,11 +79,21 @@ def test_a_halt_command_stops_at_once() -> None:
 def test_a_goto_is_reached_only_on_a_pose_certain_enough() -> None:
     ctrl = AvoidController()
     ctrl.command(parse_command(22, [1.0, 0.0], [0.5, 1.0], [1.0]), 0.0)
+    out = ctrl.step(AvoidInputs(pose=(0.0, 0.0, 0.0), laser=FREE, pose_std=0.05), 0.1)
+    assert out.element[1] == GOTO_RUNNING
+    out = ctrl.step(AvoidInputs(pose=(0.95, 0.0, 0.0), laser=FREE, pose_std=0.05), 0.2)
+    assert out.element[1] == GOTO_REACHED
+
+
+def test_a_goto_at_its_goal_by_a_pose_too_uncertain_to_tell_ends_unverified_and_stops() -> None:
+    ctrl = AvoidController()
+    ctrl.command(parse_command(22, [1.0, 0.0], [0.5, 1.0], [1.0]), 0.0)
     at_goal = (0.95, 0.0, 0.0)
     out = ctrl.step(AvoidInputs(pose=at_goal, laser=FREE, pose_std=0.3), 0.1)  # 0.3 m: cannot tell
-    assert out.element == (STALE_POSE, GOTO_RUNNING) and out.drive_velocity == (0.0, 0.0)
-    out = ctrl.step(AvoidInputs(pose=at_goal, laser=FREE, pose_std=0.05), 0.2)
-    assert out.element[1] == GOTO_REACHED
+    assert out.element[1] == GOTO_UNVERIFIED and out.drive_velocity == (0.0, 0.0)
+    # a more certain pose later does not turn it into a success it did not verify when it stopped
+    out = ctrl.step(AvoidInputs(pose=(0.5, 0.0, 0.0), laser=FREE, pose_std=0.05), 0.2)
+    assert out.element[1] == GOTO_UNVERIFIED and out.drive_velocity == (0.0, 0.0)
 
 
 def test_pose_std_is_the_worst_axis_of_the_position_covariance() -> None:

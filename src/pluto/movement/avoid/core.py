@@ -34,11 +34,13 @@ Commands (``avoidance/command`` cmd_flags = 10·A + T; -1 releases the robot):
   commander whose own input went stale.
 
 Stale inputs stop the robot at once (the drive's halt) and the command in force goes on when they are fresh again;
-element[0] says which: 7 the laser (with laser avoidance), 8 the pose or odometry of a goto or heading command (or a
-pose too uncertain to tell a goto's goal is reached: its position standard deviation above a third of
-``goal_tolerance``), 9 the commander (a command with a lease, ``ActuatorState.lease``, not renewed in time). A goto
-is reached (element[1] = 1) only on a fresh pose that is certain enough; its stuck and progress timers stand still
-while it is held.
+element[0] says which: 7 the laser (with laser avoidance), 8 the pose or odometry of a goto or heading command, 9 the
+commander (a command with a lease, ``ActuatorState.lease``, not renewed in time). A goto's stuck and progress timers
+stand still while it is held. A goto is reached (element[1] = 1) only on a fresh pose certain enough to tell: its
+position standard deviation at most a third of ``goal_tolerance``. A goto that comes within the tolerance on a pose
+too uncertain to tell (dead reckoning alone, far from where the pose was last fixed) ends unverified (element[1] = 3):
+the robot stops there, and no one is told it arrived; waiting would not help, since dead reckoning only grows
+less certain.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ __all__ = [
     "GOTO_REACHED",
     "GOTO_RUNNING",
     "GOTO_STUCK",
+    "GOTO_UNVERIFIED",
     "HALT",
     "LASER_FAULT",
     "LASER_SLOW",
@@ -112,6 +115,8 @@ DRIVE_HALT = 2
 
 GOTO_REACHED = 1
 GOTO_STUCK = 2
+GOTO_UNVERIFIED = 3
+"""element[1]: the goto ended within the tolerance of its goal by a pose too uncertain to tell it is there."""
 GOTO_RUNNING = -1
 THREAD_STOPPED = -10
 
@@ -498,11 +503,17 @@ class AvoidOutput:
 class _GotoState:
     reached: bool = False
     stuck: bool = False
+    unverified: bool = False
     blocked_since: float | None = None
     best_distance: float = math.inf
     best_time: float = 0.0
     turn_sign: float = 1.0
     direction: tuple[float, float] | None = None
+
+    @property
+    def over(self) -> bool:
+        """The goto has ended (reached, stuck, or unverified)."""
+        return self.reached or self.stuck or self.unverified
 
 
 @dataclass
@@ -534,7 +545,7 @@ class AvoidController:
         """Stop at once for a stale input (``code``); a goto's timers do not run meanwhile."""
         if self._held_since is None:
             self._held_since = now
-        goto_state = GOTO_RUNNING if cmd.mode == Mode.GOTO and not (self._goto.reached or self._goto.stuck) else 0
+        goto_state = GOTO_RUNNING if cmd.mode == Mode.GOTO and not self._goto.over else 0
         if cmd.mode == Mode.GOTO and self._goto.reached:
             goto_state = GOTO_REACHED
         flags = DRIVE_HALT + (10 if cmd.sonar else 0)
@@ -564,7 +575,7 @@ class AvoidController:
             return self._hold(cmd, COMMANDER_SILENT, inputs, now)
         if cmd.mode == HALT:
             return AvoidOutput(DRIVE_HALT + (10 if cmd.sonar else 0), data=(0.0, 0.0), element=(inputs.drive_code, 0))
-        if cmd.mode == Mode.GOTO and inputs.pose is None and not (self._goto.reached or self._goto.stuck):
+        if cmd.mode == Mode.GOTO and inputs.pose is None and not self._goto.over:
             return self._hold(cmd, STALE_POSE, inputs, now)
         if cmd.mode == Mode.HEADING and (inputs.pose is None or inputs.odometry_theta is None):
             return self._hold(cmd, STALE_POSE, inputs, now)
@@ -573,11 +584,11 @@ class AvoidController:
         if (
             cmd.mode == Mode.GOTO
             and inputs.pose is not None
-            and not self._goto.reached
+            and not self._goto.over
             and inputs.pose_std > p.goal_tolerance / 3.0
             and self._goal_distance(cmd, inputs.pose) < p.goal_tolerance
         ):
-            return self._hold(cmd, STALE_POSE, inputs, now)  # at the goal, may be: the pose cannot tell
+            self._goto.unverified = True  # at the goal, may be: the pose cannot tell
         self._unhold(now)
         obstacles = self._obstacles(cmd, inputs)
         flags_base = 10 if cmd.sonar else 0
@@ -639,6 +650,8 @@ class AvoidController:
             return 0.0, 0.0, GOTO_REACHED
         if g.stuck:
             return 0.0, 0.0, GOTO_STUCK
+        if g.unverified:
+            return 0.0, 0.0, GOTO_UNVERIFIED
         if inputs.pose is None:
             return 0.0, 0.0, GOTO_RUNNING
         vmax = _get(cmd.velocity, 0) or p.default_speed

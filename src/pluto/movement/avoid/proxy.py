@@ -16,6 +16,7 @@ from pluto.movement.avoid.core import (
     GOTO_REACHED,
     GOTO_RUNNING,
     GOTO_STUCK,
+    GOTO_UNVERIFIED,
     LASER_FAULT,
     LASER_SLOW,
     RELEASE,
@@ -40,13 +41,14 @@ _ELEMENT0 = {
     5: "sonar sides",
     LASER_SLOW: "laser slow/stop",
     LASER_FAULT: "laser fatal error (rebooting) or stale scans: held",
-    STALE_POSE: "stale pose or odometry, or a pose too uncertain at the goal: held",
+    STALE_POSE: "stale pose or odometry: held",
     COMMANDER_SILENT: "the commander's lease ran out: held",
 }
 _ELEMENT1 = {
     0: "idle",
     GOTO_REACHED: "goal reached",
     GOTO_STUCK: "stuck",
+    GOTO_UNVERIFIED: "stopped at the goal by a pose too uncertain to tell (unverified)",
     GOTO_RUNNING: "goto running",
     THREAD_STOPPED: "avoid thread stopped",
 }
@@ -118,7 +120,7 @@ class AvoidProxy(Proxy):
         avoidance: int = AVOID_BOTH,
     ) -> None:
         """Go to (x, y) m in the ``Localization/Pose`` frame around obstacles (T = 2); watch :meth:`status`
-        element[1] (1 reached, 2 stuck).
+        element[1] (1 reached, 2 stuck, 3 stopped at the goal unverified: the pose too uncertain to tell).
 
         Args:
             x, y: the goal, m.
