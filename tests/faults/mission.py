@@ -70,6 +70,8 @@ class Outcome:
     """motion/status element[2] when the moveto ended (1 at the goal)."""
     distance_to_goal: float = math.nan
     """Of the truth when the moveto ended."""
+    end_pose_error: float = math.nan
+    """Localization/Pose against the truth when the moveto ended: "at the goal" is judged by that estimate."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -292,6 +294,7 @@ class FaultJob:
             now = yield
         truth = script.truth.read()
         out.ended_at = now
+        out.end_pose_error = pose_error(mission.poses.snapshot(), mission.truth.snapshot(), now)
         out.status = status.element[2] if status is not None and len(status.element) > 2 else 0
         if truth is not None:
             out.distance_to_goal = math.hypot(truth.x - self.goal[0], truth.y - self.goal[1])
