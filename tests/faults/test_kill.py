@@ -43,7 +43,7 @@ def problems(out: Outcome) -> list[str]:
     # the estimate's error at that moment (a few cm); never metres away, as a frozen or reset pose would make it
     if out.at_goal and not out.distance_to_goal <= GOAL_TOLERANCE + out.end_pose_error:
         found.append(
-            f"{out.target}: 'at the goal' {out.distance_to_goal:.2f} m from it (the pose {out.end_pose_error:.2f} m off)"
+            f"{out.target}: 'at the goal' {out.distance_to_goal:.2f} m from it (pose {out.end_pose_error:.2f} m off)"
         )
     return found
 
