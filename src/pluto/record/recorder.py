@@ -39,7 +39,7 @@ import zenoh
 from pluto import __version__, msgs, names
 from pluto.bus import Bus
 from pluto.bus.executor import on_zenoh_thread
-from pluto.bus.session import write_stamp
+from pluto.bus.session import ROSTER, write_stamp
 from pluto.errors import DecodeError, PlutoError
 from pluto.record.format import WALL_LOG_TIME, LogError, encode_message
 from pluto.record.logfile import match_names
@@ -227,6 +227,33 @@ class _Counts:
     log_end: float = 0.0
 
 
+def _writer_declared(bus: Bus, name: str) -> bool:
+    """Whether a writer of interface ``name`` is declared on the bus (its queryable of the current value is
+    known to this session): Zenoh's matching status of a querier of its key, read once the status is complete.
+
+    Settled, the session knows the declarations of the other peers, but a router (the rendezvous owner, or the
+    router a client is linked to) tells of its queryables only in answer to the interest a new querier sends it:
+    a status read at once says no writer while that answer is on its way (a simulator owning the rendezvous was
+    missed). A query to the router sent after the querier's declaration ends after that answer, which the router
+    sends first on the same link."""
+    bus.settle()  # every session's declarations are known from here on
+    querier = bus.session.declare_querier(bus.key(name))
+    try:
+        # a MatchingStatus (zenoh's stubs say bool; the object is always true): its flag tells
+        status: Any = querier.matching_status
+        if status.matching:
+            return True
+        if not bus.owner:
+            with contextlib.suppress(zenoh.ZError), bus.executor.blocking():
+                for _reply in bus.session.get(ROSTER, timeout=Bus.SETTLE_TIMEOUT):
+                    pass  # only its end matters: the router's answer to the querier's interest came before it
+            status = querier.matching_status
+        return bool(status.matching)
+    finally:
+        with contextlib.suppress(zenoh.ZError):
+            querier.undeclare()  # type: ignore[no-untyped-call]
+
+
 class Recorder:
     """Records the chosen interfaces of a robot's bus to an MCAP log (``pluto record``).
 
@@ -348,16 +375,7 @@ class Recorder:
         knows once settled), not by whether its value arrives within some time: a busy machine can hold a value up
         for longer than any such window. Its current value, if it comes soon, is the first tick; else the first
         tick recorded is, and what comes before it waits for it."""
-        self.bus.settle()  # every session's declarations are known from here on
-        querier = self.bus.session.declare_querier(self.bus.key(CLOCK))
-        try:
-            # a MatchingStatus (zenoh's stubs say bool; the object is always true): its flag tells
-            status: Any = querier.matching_status
-            written = bool(status.matching)
-        finally:
-            with contextlib.suppress(zenoh.ZError):
-                querier.undeclare()  # type: ignore[no-untyped-call]
-        if not written:
+        if not _writer_declared(self.bus, CLOCK):
             return
         self.time = RobotTime(sim=True)
         reader = self.bus.create_reader(CLOCK, msgs.SimTime, fetch_timeout=0.5)
