@@ -16,6 +16,7 @@ no token.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import secrets
@@ -152,6 +153,9 @@ class WebModule(Module[WebParams]):
             self._publish_map(self.world, p.map)
         self._path_version = -1
         self._next_path = 0.0
+        # Whether a simulator serves its world: Zenoh's matching status of a querier of sim/world, kept while the
+        # module runs so that it follows a simulator that comes (or goes) later without asking one that is not there.
+        self._sim_world: Any = None if p.map else self.bus.session.declare_querier(self.bus.service_key("sim/world"))
         self._stop_poll = threading.Event()
         self._poll = threading.Thread(target=self._poll_loop, name="web-poll", daemon=True)
         self._poll.start()
@@ -234,9 +238,11 @@ class WebModule(Module[WebParams]):
         from pluto.sim.module import fetch_settings
 
         try:
-            # Asked only of a simulator that is there: a call to none would wait out its timeout, and hold up a
-            # Ctrl-C that comes meanwhile (the module's stop waits for this thread).
-            if "sim" not in self.bus.live_modules(timeout=0.5):
+            # Asked only of a simulator that serves it: a call to none would wait out its timeout, and hold up a
+            # Ctrl-C that comes meanwhile (the module's stop waits for this thread). The status is a MatchingStatus
+            # (zenoh's stubs say bool; the object is always true): its flag tells.
+            querier = self._sim_world
+            if querier is None or not querier.matching_status.matching:
                 return
             settings = fetch_settings(self.bus, timeout=1.0)
             world = settings.load_world()
@@ -255,6 +261,10 @@ class WebModule(Module[WebParams]):
         if stop is not None:
             stop.set()
             self._poll.join(timeout=5)
+        querier = getattr(self, "_sim_world", None)
+        if querier is not None:
+            with contextlib.suppress(Exception):  # the bus may be closed already
+                querier.undeclare()
         server = getattr(self, "server", None)
         if server is not None:
             server.close()
