@@ -95,7 +95,7 @@ def up(args: argparse.Namespace) -> int:
         with Bus(config.bus) as bus:
             total = len(profile.entries)
             for number, entry in enumerate(profile.entries, 1):
-                _starting(entry.name, number, total)
+                _starting(entry.name, number, total, args.timeout)
                 try:
                     launcher.wait_publishing(
                         bus,
@@ -122,7 +122,7 @@ def up(args: argparse.Namespace) -> int:
             config,
             one_process=args.one_process,
             startup_timeout=args.timeout,
-            progress=_starting,
+            progress=lambda name, number, total: _starting(name, number, total, args.timeout),
             notice=say,
         )
         Path(pid_file).write_text(f"{os.getpid()}\n")
@@ -144,9 +144,13 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _starting(name: str, number: int, total: int) -> None:
-    """Say which module ``pluto up`` waits for now (on stderr)."""
-    say(f"[{number}/{total}] starting {name}, waiting until it publishes ...")
+def _starting(name: str, number: int, total: int, timeout: float) -> None:
+    """Say which module ``pluto up`` waits for now, and for how long (on stderr)."""
+    limit = max(timeout, launcher.STARTING_LIMIT)
+    say(
+        f"[{number}/{total}] starting {name}, waiting until it publishes "
+        f"(up to {timeout:g} s, or {limit:g} s while it says it is starting) ..."
+    )
 
 
 def down(args: argparse.Namespace) -> int:
