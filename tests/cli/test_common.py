@@ -185,7 +185,9 @@ def test_spawn_sets_the_variables_given_over_its_own(tmp_path: Path, bus_env: di
     code = "import os; print(os.environ['PLUTO_ROBOT'], os.environ['PLUTO_RUNTIME_DIR'])"
     process = launcher.spawn([sys.executable, "-c", code], log, env={"PLUTO_ROBOT": "given"})
     assert process.wait(timeout=30) == 0
-    assert log.read_text().split() == ["given", bus_env["PLUTO_RUNTIME_DIR"]]
+    marker, *output = log.read_text().splitlines()  # the run's marker line, then the command's own output
+    assert marker.startswith(launcher.SECTION_MARK)
+    assert " ".join(output).split() == ["given", bus_env["PLUTO_RUNTIME_DIR"]]
     assert os.environ["PLUTO_ROBOT"] == bus_env["PLUTO_ROBOT"]
 
 
