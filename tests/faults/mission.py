@@ -73,6 +73,8 @@ class Outcome:
     end_pose_error: float = math.nan
     """Localization/Pose against the truth when the moveto ended: "at the goal" is judged by that estimate."""
     notes: list[str] = field(default_factory=list)
+    chain: str = ""
+    """When each module of the movement chain first said it holds the robot for a stale input, after the fault."""
 
     @property
     def time_to_stop(self) -> float:
@@ -149,6 +151,8 @@ class FaultMission:
             self.base_commands = self.sim.collect(names.BASE_DRIVE_COMMAND, msgs.ActuatorState)
             self.poses = self.sim.collect(names.LOCALIZATION_POSE, msgs.PoseEstimate)
             self.motion_status = self.sim.collect(names.MOTION_STATUS, msgs.FVectorState)
+            self.avoid_status = self.sim.collect(names.AVOIDANCE_STATUS, msgs.FVectorState)
+            self.drive_status = self.sim.collect(names.DRIVE_STATUS, msgs.FVectorState)
             self.written = {name: self.sim.collect(topic, topic.type) for name, topic in PROVIDES.items()}
             self.script = FaultScript(self)
             self.sim.add(self.script)
@@ -317,10 +321,26 @@ class FaultJob:
         """The stale time of the input and the time the stop was commanded, from what was collected."""
         out = self.outcome
         mission = self.mission
+        holds = []
+        for module, collector, index, codes in (
+            ("motion", mission.motion_status, 3, (7, 8, 9)),
+            ("avoid", mission.avoid_status, 0, (7, 8, 9)),
+            ("drive", mission.drive_status, 0, (-2,)),
+        ):
+            for status in collector.snapshot():
+                if status.stamp > out.injected_at and len(status.element) > index and status.element[index] in codes:
+                    holds.append(f"{module} {status.element[index]} at {status.stamp:.2f} s")
+                    break
+        out.chain = ", ".join(holds)
+        # The last value the dead module wrote: the last one collected, or, if its last values were lost with its
+        # process before they reached the test (a process frozen with values in its queues), the earliest its
+        # declared rate and latency allow (so the stop is never judged from a stale time earlier than the real one).
+        row = names.INTERFACES.get(PROVIDES[out.target])
+        earliest = out.injected_at - (row.latency + (row.period or 0.0) if row is not None else 0.0)
         last = [v.stamp for v in mission.written[out.target].snapshot() if v.stamp <= out.injected_at]
         if not last:
             out.notes.append(f"no value of {PROVIDES[out.target]} before the fault")
-        out.stale_at = (last[-1] if last else out.injected_at) + stale_after(out.target)
+        out.stale_at = max([earliest, *last]) + stale_after(out.target)
         if out.target == "drive":
             # Nothing commands the base any more: it stops on its own once the command is stale. Its stop shows as
             # the first slowing of the body (the base's step before it) after the fault.

@@ -33,7 +33,7 @@ def problems(out: Outcome) -> list[str]:
         elif out.time_to_stop > STOP_WITHIN + TICK:
             found.append(
                 f"{out.target}: the stop was commanded {out.time_to_stop:.2f} s after the input went stale "
-                f"(stale at {out.stale_at:.2f} s, stop at {out.stop_commanded_at:.2f} s)"
+                f"(stale at {out.stale_at:.2f} s, stop at {out.stop_commanded_at:.2f} s; {out.chain})"
             )
     if not math.isfinite(out.back_at):
         found.append(f"{out.target}: it did not come back")
