@@ -62,7 +62,8 @@ def test_every_message_type_round_trips(name: str) -> None:
 def test_fields_are_attributes_and_vectors_are_elements() -> None:
     text = message_xml(msgs.ActuatorState(stamp=2.5, cmd_flags=10, velocity=[0.3, -0.1]))
     assert text == (
-        '<ActuatorState stamp="2.5" cmd_flags="10"><position/><velocity>0.3 -0.1</velocity><force/></ActuatorState>'
+        '<ActuatorState stamp="2.5" cmd_flags="10" lease="0.0"><position/><velocity>0.3 -0.1</velocity><force/>'
+        "</ActuatorState>"
     )
     assert message_xml(msgs.Contact(front=True)) == '<Contact stamp="0.0" front="true" rear="false" stall="false"/>'
 
