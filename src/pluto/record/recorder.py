@@ -227,6 +227,11 @@ class _Counts:
     log_end: float = 0.0
 
 
+WRITER_WAIT = 2.0
+"""s a recorder waits, after the bus settled, for a writer's declaration still on its way
+(:func:`_writer_declared`); on a robot with no simulator, recording starts that much later."""
+
+
 def _writer_declared(bus: Bus, name: str) -> bool:
     """Whether a writer of interface ``name`` is declared on the bus (its queryable of the current value is
     known to this session): Zenoh's matching status of a querier of its key, read once the status is complete.
@@ -248,7 +253,22 @@ def _writer_declared(bus: Bus, name: str) -> bool:
                 for _reply in bus.session.get(ROSTER, timeout=Bus.SETTLE_TIMEOUT):
                     pass  # only its end matters: the router's answer to the querier's interest came before it
             status = querier.matching_status
-        return bool(status.matching)
+        if status.matching:
+            return True
+        # A declaration still on its way from a peer that a busy machine held up: its arrival (not a value) is
+        # waited for, as long as a settle may take; a bus with no writer of it costs that wait.
+        found = threading.Event()
+        listener = querier.declare_matching_listener(
+            on_zenoh_thread(lambda change: found.set() if change.matching else None)
+        )
+        try:
+            if querier.matching_status.matching:  # type: ignore[attr-defined]
+                return True
+            with bus.executor.blocking():
+                return found.wait(WRITER_WAIT)
+        finally:
+            with contextlib.suppress(zenoh.ZError):
+                listener.undeclare()  # type: ignore[no-untyped-call]
     finally:
         with contextlib.suppress(zenoh.ZError):
             querier.undeclare()  # type: ignore[no-untyped-call]
