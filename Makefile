@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/record.py
 	$(BIN)/python bench/drivers.py
 	$(BIN)/python bench/web.py
+	$(BIN)/python bench/faults.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -12,7 +12,8 @@ rate. Columns (simulated seconds unless said):
 - stop: from the input the movement chain steers by going stale (the dead module's last value plus the readers'
   deadline) to the base being commanded to stop (for the drive, which commands the base: to the base stopping on
   its own); "-" where no input of the chain goes stale (the pose module: the localization goes on by dead reckoning);
-- still: from the fault to the robot at rest (truth);
+- still: from the fault to the robot at rest (truth; with the base dead, to its stop command: nothing moves the body);
+  "-" where the robot drives on;
 - back: wall seconds from the fault to the module writing its interfaces again (restart, start-up, first step);
 - error: the localization's distance from the truth 2 s after the module came back, m;
 - outcome: how the moveto ended, and the truth's distance from the goal then.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.faults (the fault harness)
 
-from tests.faults.mission import FaultMission, Outcome
+from tests.faults.mission import FaultMission, Outcome, steers
 
 from pluto.bus import Bus
 
@@ -38,7 +39,7 @@ FAULTS = ("localization", "pose", "drive", "avoid", "motion", "sick", "base", "s
 
 def row(out: Outcome) -> str:
     stop = "-" if out.target == "pose" or not math.isfinite(out.time_to_stop) else f"{out.time_to_stop:+.2f}"
-    still = out.stopped_at - out.injected_at
+    still = f"{out.stopped_at - out.injected_at:.2f}" if steers(out.target) else "-"
     ending = out.describe()
     fault = out.target if out.fault == "kill" else f"{out.target} ({out.fault})"
     return f"| {fault} | {stop} | {still:.2f} | {out.back_wall:.1f} | {out.pose_error:.3f} | {ending} |" + (
