@@ -48,31 +48,26 @@ def problems(out: Outcome) -> list[str]:
     return found
 
 
-def run_faults(bus: Bus, targets: list[str], fault: str = "kill", **mission: object) -> list[Outcome]:
+def run_faults(bus: Bus, faults: list[tuple[str, str]], **mission: object) -> list[Outcome]:
+    """Inject each (target, fault) in turn into one mission; fail with every problem found."""
     outcomes = []
     with FaultMission(bus, **mission) as run:  # type: ignore[arg-type]
-        for target in targets:
+        for target, fault in faults:
             outcomes.append(run.inject(target, fault))
     failures = [problem for out in outcomes for problem in problems(out)]
     assert not failures, "\n".join(failures) + "\n" + "\n".join(f"{o.target}: {o.describe()}" for o in outcomes)
     return outcomes
 
 
-def test_killed_navigation_modules_stop_the_robot_and_come_back_where_they_were(bus: Bus) -> None:
-    outcomes = run_faults(bus, ["localization", "pose"])
+def test_killed_or_hung_navigation_modules_stop_the_robot_and_come_back_where_they_were(bus: Bus) -> None:
+    outcomes = run_faults(bus, [("localization", "kill"), ("pose", "kill"), ("localization", "hang")])
     # the localization came back where the robot was: the moveto could go on to its goal
     assert outcomes[0].at_goal, outcomes[0].describe()
-
-
-def test_killed_movement_modules_stop_the_robot_and_come_back(bus: Bus) -> None:
-    outcomes = run_faults(bus, ["drive", "avoid", "motion"])
-    # the restarted motion module goes on with the moveto it saved: to its goal
     assert outcomes[2].at_goal, outcomes[2].describe()
 
 
-def test_killed_devices_and_clock_stop_the_robot_and_come_back(bus: Bus) -> None:
-    run_faults(bus, ["sick", "base", "sim"])
-
-
-def test_a_module_that_stops_stepping_is_restarted_and_the_robot_stops_meanwhile(bus: Bus) -> None:
-    run_faults(bus, ["localization"], fault="hang")
+def test_killed_movement_modules_devices_and_clock_stop_the_robot_and_come_back(bus: Bus) -> None:
+    targets = ["drive", "avoid", "motion", "sick", "base", "sim"]
+    outcomes = run_faults(bus, [(target, "kill") for target in targets])
+    # the restarted motion module goes on with the moveto it saved: to its goal
+    assert outcomes[2].at_goal, outcomes[2].describe()

@@ -1114,7 +1114,7 @@ class MotionController:
         assert pose is not None
         d = math.hypot(target[0] - pose[0], target[1] - pose[1])
         settled = now - nav.sent > 0.5  # avoid's status may still be about the previous goto
-        reached = d < p.goal_tolerance + 0.1 or (settled and inputs.avoid_element[1] == 1)
+        reached = d < p.goal_tolerance or (settled and inputs.avoid_element[1] == 1)
         if reached:
             if nav.phase == "near":
                 nav.phase = "done"
