@@ -1426,13 +1426,19 @@ class Bus:
         changed = threading.Event()
         querier = self.session.declare_querier(key)
         listener = querier.declare_matching_listener(on_zenoh_thread(lambda _status: changed.set()))
+
+        def matching() -> bool:
+            # a MatchingStatus (zenoh's stubs say bool, and the object is always true): its flag tells
+            status: Any = querier.matching_status
+            return bool(status.matching)
+
         try:
-            if querier.matching_status and not known:
+            if matching() and not known:
                 return True
             with self.executor.blocking():
                 while changed.wait(max(deadline - time.monotonic(), 0.0)):
                     changed.clear()
-                    if querier.matching_status:
+                    if matching():
                         return True
             return False
         finally:
