@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -164,3 +166,41 @@ def test_process_that_crashes_with_its_bus_open_still_exits() -> None:
         pytest.fail("the process hung at exit after its traceback")
     assert proc.returncode == 1
     assert "module crashed" in err
+
+
+@pytest.mark.parametrize("first", ["test", "peer"], ids=["test-owns-rendezvous", "peer-owns-rendezvous"])
+def test_links_closed_by_a_frozen_peer_are_opened_again(
+    start_peer: Callable[[], Peer], make_bus: Callable[..., Bus], monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """A process held still past the lease (SIGSTOP: as a starved process that reads its links late) has its links
+    closed; once it runs again they are opened again, and values, services and its module token flow both ways."""
+    monkeypatch.setenv("PLUTO_LEASE", "1")  # both processes
+    bus = make_bus() if first == "test" else None
+    peer = start_peer()
+    peer.wait_for_line("ready")
+    if bus is None:
+        bus = make_bus()
+    bus.wait_for_module("peer", timeout=5.0)
+    state = bus.create_reader("Base/Drive/State")
+    assert state.read() == msgs.Odometry(x=1.5)
+    command = bus.create_publisher("Base/Drive/Command")
+    command.write(msgs.ActuatorState(velocity=[0.3, 0.0]))
+    assert state.wait_for_update(timeout=5.0).v == 0.3
+
+    peer.proc.send_signal(signal.SIGSTOP)
+    try:
+        bus.wait_for_module("peer", timeout=10.0, alive=False)  # the lease ran out: the links are closed
+    finally:
+        peer.proc.send_signal(signal.SIGCONT)
+    bus.wait_for_module("peer", timeout=20.0)  # linked again: its token is declared again
+
+    def echoed(velocity: float) -> bool:
+        command.write(msgs.ActuatorState(velocity=[velocity, 0.0]))
+        with contextlib.suppress(BusTimeout):
+            return state.wait_for_update(timeout=0.5).v == velocity
+        return False
+
+    wait_until(lambda: echoed(-0.4), timeout=20.0, message="no command echoed after the links came back")
+    assert bus.call("peer/add", [1, 2], timeout=5.0) == 3
+    assert bus.create_reader("Base/Drive/State").read() == msgs.Odometry(x=1.5, v=-0.4)  # a late joiner too
+    assert peer.proc.poll() is None, peer.stderr()

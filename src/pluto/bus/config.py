@@ -19,6 +19,7 @@ itself (a robot's own router that links to another).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import tempfile
@@ -41,6 +42,7 @@ ENVIRONMENT = {
     "PLUTO_LISTEN": "endpoints this process listens on, comma-separated (default tcp/127.0.0.1:0)",
     "PLUTO_RENDEZVOUS": "loopback endpoint where local processes meet (default tcp/127.0.0.1:7448; empty: none)",
     "PLUTO_MULTICAST": "1 to also discover peers by UDP multicast scouting (default 0)",
+    "PLUTO_LEASE": "seconds a link that brings nothing is kept before it is closed (default 10)",
 }
 """The bus's environment variables and what each sets (they override the ``[bus]`` table)."""
 
@@ -58,6 +60,12 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         mode: "auto" (default: "client" when ``connect`` is set, else "peer"), "peer" (links directly to the other
             peers too), "client" (everything through the router in ``connect``) or "router" (routes for others).
         connect_timeout: seconds to wait for ``connect`` endpoints at start.
+        lease: seconds a link to another process may bring nothing (not even the keep-alives sent several times
+            within it) before it is closed as dead. It only decides for a process that is frozen or on a machine
+            that vanished: on one machine a process that ends closes its links at once, and the supervisor tells a
+            module that stopped stepping by its MOM entries. A starved process (a busy laptop: its Zenoh thread
+            waiting for the CPU or for Python's lock) reads its links late, so a short lease closed links between
+            live processes; a closed link is opened again (see :func:`zenoh_config_json`).
     """
 
     robot: str = DEFAULT_ROBOT
@@ -67,6 +75,7 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     multicast: bool = False
     mode: str = "auto"
     connect_timeout: float = 2.0
+    lease: float = 10.0
 
     def __post_init__(self) -> None:
         if not self.robot or any(c in self.robot for c in "/*$?#@ "):
@@ -75,6 +84,8 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             )
         if self.mode not in MODES:
             raise ConfigError(f"bus.mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if not 0.1 <= self.lease <= 3600:
+            raise ConfigError(f"bus.lease {self.lease!r}: expected seconds from 0.1 to 3600")
         if self.mode == "client" and not self.connect:
             raise ConfigError("bus.mode 'client' needs bus.connect (the router's endpoint)")
 
@@ -94,7 +105,8 @@ def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None
     """Build the bus settings from a ``[bus]`` table overridden by the environment.
 
     Environment: ``PLUTO_ROBOT``, ``PLUTO_CONNECT`` (comma-separated), ``PLUTO_MODE``, ``PLUTO_LISTEN``
-    (comma-separated), ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0); see :data:`ENVIRONMENT`.
+    (comma-separated), ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0), ``PLUTO_LEASE`` (s); see
+    :data:`ENVIRONMENT`.
 
     Raises:
         ConfigError: a value has the wrong type or is not allowed.
@@ -113,6 +125,11 @@ def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None
         merged["rendezvous"] = env["PLUTO_RENDEZVOUS"]
     if env.get("PLUTO_MULTICAST"):
         merged["multicast"] = env["PLUTO_MULTICAST"].lower() in ("1", "true", "yes", "on")
+    if env.get("PLUTO_LEASE"):
+        try:
+            merged["lease"] = float(env["PLUTO_LEASE"])
+        except ValueError:
+            raise ConfigError(f"PLUTO_LEASE {env['PLUTO_LEASE']!r}: expected seconds") from None
     try:
         return msgspec.convert(merged, BusConfig)
     except msgspec.ValidationError as err:
@@ -202,6 +219,12 @@ def rendezvous_free(cfg: BusConfig) -> bool:
 def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
     """Return the Zenoh configuration entries (key path -> value) for these settings.
 
+    A link closed while both ends live (a lease that ran out on a starved process) is opened again: a newcomer
+    retries the rendezvous for as long as it runs (every 100-250 ms; Zenoh reconnects to the endpoints of
+    ``connect``), and peers that were linked directly link again when gossip tells them of each other, while the
+    rendezvous owner routes between them meanwhile. Over the new link each side declares its subscribers,
+    queryables and liveliness tokens again, so readers, services and module tokens resume with no state lost.
+
     Args:
         owner: claim the local rendezvous endpoint (see :func:`rendezvous_free`) instead of connecting to it.
     """
@@ -209,9 +232,11 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
     entries: dict[str, Any] = {
         "mode": mode,
         "scouting/multicast/enabled": cfg.multicast,
-        # A killed process drops its TCP links at once; the lease only matters for a vanished machine.
-        "transport/link/tx/lease": 3000,
-        "transport/link/tx/keep_alive": 4,
+        # A killed process drops its TCP links at once; the lease only matters for a frozen process or a vanished
+        # machine, and must outlast the time a live process on a busy machine may read its links late (see
+        # BusConfig.lease). Keep-alives at least once a second: a sender that was held up is heard soon after.
+        "transport/link/tx/lease": int(cfg.lease * 1000),
+        "transport/link/tx/keep_alive": max(4, math.ceil(cfg.lease)),
         # Pluto's messages are small and copied out of the buffers at once: no shared memory (and none of its
         # watchdog threads).
         "transport/shared_memory/enabled": False,

@@ -123,6 +123,7 @@ def bus_environment(cfg: BusConfig) -> dict[str, str]:
         "PLUTO_MODE": "auto" if cfg.mode == "router" else cfg.mode,
         "PLUTO_RENDEZVOUS": cfg.rendezvous,  # empty: no local rendezvous
         "PLUTO_MULTICAST": "1" if cfg.multicast else "0",
+        "PLUTO_LEASE": f"{cfg.lease:g}",
     }
 
 
