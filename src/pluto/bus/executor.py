@@ -72,17 +72,20 @@ def keep_thread_state() -> None:
     ZENOH_THREAD.kept = True
 
 
-def on_zenoh_thread(fn: Callable[[Any], Any], *, keeps_state: bool = False) -> Any:
+def on_zenoh_thread(
+    fn: Callable[[Any], Any], *, keeps_state: bool = False, drop: Callable[[], Any] | None = None
+) -> Any:
     """A Zenoh handler that calls ``fn`` on the Zenoh thread that received the data.
 
     zenoh-python's default runs each Python callback on a thread of its own per subscriber or queryable (one thread
     per interface); Pluto's callbacks only decode, store and hand over to the executor, so they run in place, and
     the thread keeps its Python thread state from its first callback on (:func:`keep_thread_state`). With
     ``keeps_state`` ``fn`` sees to that itself, which saves a call on a hot path: it starts with ``if not
-    hasattr(ZENOH_THREAD, "kept"): keep_thread_state()``.
+    hasattr(ZENOH_THREAD, "kept"): keep_thread_state()``. ``drop`` is called once Zenoh is done with the handler
+    (the entity undeclared, a query ended: no call of ``fn`` follows).
     """
     if keeps_state:
-        return zenoh.handlers.Callback(fn, indirect=False)
+        return zenoh.handlers.Callback(fn, drop, indirect=False)
     kept = ZENOH_THREAD
 
     def call(arg: Any) -> Any:
@@ -90,7 +93,7 @@ def on_zenoh_thread(fn: Callable[[Any], Any], *, keeps_state: bool = False) -> A
             keep_thread_state()
         return fn(arg)
 
-    return zenoh.handlers.Callback(call, indirect=False)
+    return zenoh.handlers.Callback(call, drop, indirect=False)
 
 
 class _Worker:

@@ -489,7 +489,7 @@ class _Receiver(Generic[M]):
         self._bus.settle()
         try:
             # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
-            replies = self._bus.session.get(
+            replies = self._bus.query(
                 self._bus.key(self.name), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE
             )
         except zenoh.ZError as err:
@@ -954,6 +954,40 @@ def _reply_error(query: zenoh.Query, text: str) -> None:
         query.reply_err(text.encode())
 
 
+class Replies:
+    """The replies to one query, in their order of arrival: an iterator that ends when the query does (its final
+    reply, or its timeout). Made by :meth:`Bus.query` and :meth:`Bus.query_tokens`.
+
+    Zenoh hands each reply to a callback on its own thread, which queues it here; a caller may stop at any reply
+    (the first good one, an exception) and leave the rest to be dropped with this object. With Zenoh's own channel
+    a reply that comes after its receiver was dropped is an error that Zenoh writes to the terminal ("sending on a
+    closed channel"): a query that times out hands over the replies it held (consolidated, they wait for the end)
+    and then its timeout error at once, and a caller that went with the first had dropped the channel in between.
+    """
+
+    __slots__ = ("_queue",)
+
+    _END: Any = object()
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def handler(self) -> Any:
+        """The Zenoh handler that fills this (a callback, on the Zenoh thread)."""
+        put = self._queue.put
+        return on_zenoh_thread(put, drop=lambda: put(Replies._END))
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> zenoh.Reply:
+        reply = self._queue.get()
+        if reply is Replies._END:
+            self._queue.put(reply)  # a second loop over it ends too
+            raise StopIteration
+        return reply  # type: ignore[no-any-return]
+
+
 class _Batcher:
     """Sends batching writers' pending values once the oldest has waited its writer's ``batch_delay``: one thread
     per bus, started by the first batching writer."""
@@ -1125,7 +1159,7 @@ class Bus:
         expected: set[str] = set()
         if self.owner:
             expected = registered_sessions(self.config) - {self.zid}
-        for reply in [] if self.owner else self.session.get(ROSTER, timeout=self.SETTLE_TIMEOUT):
+        for reply in [] if self.owner else self.query(ROSTER, timeout=self.SETTLE_TIMEOUT):
             if reply.ok is None:
                 continue
             with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
@@ -1372,6 +1406,30 @@ class Bus:
 
     # -- request / reply ---------------------------------------------------------------------------------------
 
+    def query(
+        self,
+        selector: str,
+        *,
+        timeout: float,
+        payload: bytes | None = None,
+        consolidation: zenoh.ConsolidationMode | None = None,
+    ) -> Replies:
+        """Ask the queryables of ``selector`` (a Zenoh ``get``); its replies, which the caller may stop reading at
+        any one (see :class:`Replies`).
+
+        Raises:
+            zenoh.ZError: Zenoh refused the query (the session is closed).
+        """
+        replies = Replies()
+        self.session.get(selector, replies.handler(), payload=payload, timeout=timeout, consolidation=consolidation)
+        return replies
+
+    def query_tokens(self, key: str, *, timeout: float) -> Replies:
+        """The liveliness tokens matching ``key`` now (a Zenoh liveliness ``get``), as :class:`Replies`."""
+        replies = Replies()
+        self.session.liveliness().get(key, replies.handler(), timeout=timeout)
+        return replies
+
     def create_service(self, name: str, handler: Callable[[Any], Any], request_type: Any = Any) -> Service:
         """Serve requests on ``name``: ``handler(request)`` returns the reply (any msgspec-encodable value)."""
         self._check_open()
@@ -1396,7 +1454,7 @@ class Bus:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                replies = self.session.get(key, payload=payload, timeout=max(remaining, 0.001))
+                replies = self.query(key, payload=payload, timeout=max(remaining, 0.001))
             except zenoh.ZError as err:
                 raise BusError(f"cannot call {name}: {err}") from err
             for reply in replies:
@@ -1458,7 +1516,7 @@ class Bus:
         payload = msgspec.msgpack.encode(request) if request is not None else None
         key = f"{self.service_key(prefix)}/*"
         results: list[T] = []
-        for reply in self.session.get(key, payload=payload, timeout=timeout):
+        for reply in self.query(key, payload=payload, timeout=timeout):
             if reply.ok is None:
                 continue
             try:
@@ -1517,7 +1575,7 @@ class Bus:
         self.settle()
         prefix = f"{self.prefix}/@writer/"
         found: dict[int, str] = {}
-        for reply in self.session.liveliness().get(f"{prefix}**", timeout=timeout):
+        for reply in self.query_tokens(f"{prefix}**", timeout=timeout):
             if reply.ok is None:
                 continue
             wid, _, label = str(reply.ok.key_expr).removeprefix(prefix).partition("/")
@@ -1533,7 +1591,7 @@ class Bus:
         """
         self.settle()
         found: set[str] = set()
-        for reply in self.session.liveliness().get(f"{self.prefix}/@module/**", timeout=timeout):
+        for reply in self.query_tokens(f"{self.prefix}/@module/**", timeout=timeout):
             if reply.ok is not None:
                 found.add(str(reply.ok.key_expr).removeprefix(f"{self.prefix}/@module/"))
         with self._lock:
@@ -1618,7 +1676,7 @@ class Bus:
         """Interfaces that have a current value on this robot, with the wall-clock time of their last write."""
         self.settle()  # then every writer is known: one query reaches them all
         found: dict[str, float] = {}
-        replies = self.session.get(f"{self.prefix}/**", timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
+        replies = self.query(f"{self.prefix}/**", timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
         for reply in replies:
             if reply.ok is None:
                 continue
@@ -1640,7 +1698,7 @@ class Bus:
             # Ask too: the value may have been written before the subscriber existed. A writer that answers the query
             # has had the subscriber's declaration first (the same link, in order), so a later value reaches it.
             self.settle()
-            replies = self.session.get(key, timeout=max(deadline - time.monotonic(), 0.001))
+            replies = self.query(key, timeout=max(deadline - time.monotonic(), 0.001))
             if written.is_set() or any(reply.ok is not None for reply in replies):
                 return
             with self.executor.blocking():

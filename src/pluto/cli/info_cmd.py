@@ -74,9 +74,7 @@ def listen(bus: Bus, name: str, seconds: float) -> Heard:
     sub = bus.session.declare_subscriber(key, on_zenoh_thread(on_sample))
     try:
         bus.settle()
-        for reply in bus.session.get(
-            key, timeout=min(1.0, max(seconds, 0.1)), consolidation=zenoh.ConsolidationMode.NONE
-        ):
+        for reply in bus.query(key, timeout=min(1.0, max(seconds, 0.1)), consolidation=zenoh.ConsolidationMode.NONE):
             if reply.ok is not None:
                 written, _seq, wid, flags = write_mark(reply.ok.attachment)
                 heard.note(wid, written, flags, live=False)
