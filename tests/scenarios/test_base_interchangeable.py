@@ -47,14 +47,19 @@ class BaseIo:
     """What the scenario uses of a base: its command and its newest state; and what it found.
 
     ``lag`` says how far the base's own time trails the clock its states are stamped with (s): an emulator starved
-    of CPU skips time rather than catch up (0 for the simulated base in lock-step).
+    of CPU skips time rather than catch up (0 for the simulated base in lock-step). ``stops`` counts the stops the
+    base was given that the scenario did not ask for: on the wall clock a commander or a base starved of CPU renews
+    its command late, and the command rule then stops the robot, as it must (0 for the simulated base in lock-step).
+    A measure of steady motion over which the robot was stopped so is taken again.
     """
 
     command_out: StateWriter[msgs.ActuatorState]
     state_in: StateReader[msgs.Odometry]
     lag: Callable[[], float] = lambda: 0.0
+    stops: Callable[[], int] = lambda: 0
     found: dict[str, msgs.Odometry] = field(default_factory=dict)
     lags: dict[str, float] = field(default_factory=dict)
+    remeasured: int = 0
 
     def command(self, v: float, omega: float) -> None:
         self.command_out.write(msgs.ActuatorState(velocity=[v, omega]))
@@ -73,7 +78,10 @@ class BaseIo:
         elapsed = self.found[last].stamp - self.found[first].stamp
         skipped = self.lags[last] - self.lags[first]
         low, high = 0.9 * rate * (elapsed - skipped), 1.1 * rate * elapsed
-        assert low <= amount <= high, f"{amount} not in [{low}, {high}] ({elapsed} s, {skipped} s skipped)"
+        assert low <= amount <= high, (
+            f"{amount} not in [{low}, {high}] ({elapsed} s, {skipped} s skipped, {self.remeasured} times measured "
+            "again after a stop)"
+        )
 
     def elapsed_since(self, first: str, state: msgs.Odometry) -> float:
         """The base's time from a state it found to ``state`` (the newest), s."""
@@ -96,16 +104,20 @@ def steady_motion(
     base: BaseIo, name: str, v: float, omega: float, seconds: float = 1.0
 ) -> Generator[None, Any, msgs.Odometry]:
     """Command (v, omega) until the base moves steadily at it (``name``_first), then ``seconds`` (of the base's
-    time) more (``name``_last, returned)."""
-    while (first := base.state()) is None or not steady(first, v, omega):
-        base.command(v, omega)
-        yield
-    base.note(f"{name}_first", first)
-    while (last := base.state()) is None or base.elapsed_since(f"{name}_first", last) < seconds:
-        base.command(v, omega)
-        yield
-    base.note(f"{name}_last", last)
-    return last
+    time) more (``name``_last, returned); again from the start when the base was stopped meanwhile (``stops``)."""
+    while True:
+        while (first := base.state()) is None or not steady(first, v, omega):
+            base.command(v, omega)
+            yield
+        base.note(f"{name}_first", first)
+        stops = base.stops()  # the scenario's own stops before this motion have all come: the base is steady
+        while (last := base.state()) is None or base.elapsed_since(f"{name}_first", last) < seconds:
+            base.command(v, omega)
+            yield
+        if base.stops() == stops:
+            base.note(f"{name}_last", last)
+            return last
+        base.remeasured += 1
 
 
 def drive_and_turn(base: BaseIo) -> Generator[None, Any, None]:
@@ -161,6 +173,31 @@ def check_scenario(base: BaseIo) -> None:
     base.moved_at(last.theta - first.theta, TURN_RATE, "turn_first", "turn_last")
     assert math.hypot(last.x - first.x, last.y - first.y) < 0.02
     assert found["end"].theta > start.theta + 0.3
+
+
+class StopCounter:
+    """Counts the stops (VEL 0 then RVEL 0: a command that expired, in the base or in its driver) the emulated
+    robot received, from its recent commands, read at every step of the scenario."""
+
+    def __init__(self, emulator: P2osEmulator) -> None:
+        self.emulator = emulator
+        self.count = 0
+        self._packets = 0  # the robot's packets looked at
+        self._previous: tuple[Command, int | bytes | None] | None = None
+
+    def __call__(self) -> int:
+        with self.emulator.lock:
+            recent = self.emulator.robot.recent_commands
+            packets = self.emulator.robot.counters.packets
+        new, self._packets = packets - self._packets, packets
+        if new > len(recent):
+            self.count += 1  # packets left the window before they were looked at: take them for a stop
+        for _, packet in recent[len(recent) - min(new, len(recent)) :]:
+            current = (packet.command, packet.argument) if isinstance(packet, CommandPacket) else None
+            if self._previous == (Command.VEL, 0) and current == (Command.RVEL, 0):
+                self.count += 1
+            self._previous = current
+        return self.count
 
 
 def run_on_the_wall_clock(body: Generator[None, Any, None], timeout: float = HANG) -> None:
@@ -226,6 +263,7 @@ def test_scenario_on_the_p2os_base(bus: Bus, p2os_base: P2osBase, emulator: P2os
         bus.create_publisher("Base/Drive/Command", msgs.ActuatorState),
         bus.create_reader("Base/Drive/State", msgs.Odometry),
         lag=lambda: emulator.skipped_time,
+        stops=StopCounter(emulator),
     )
     check_interfaces(bus)
     run_on_the_wall_clock(drive_and_turn(base))

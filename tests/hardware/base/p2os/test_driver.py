@@ -546,16 +546,38 @@ def test_command_timeout_stops_once_while_pulses_go_on(
     assert driver.statistics().keepalives >= 3
 
 
+class ManualClock:
+    """A driver's clock that moves only when the test says so."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
 def test_renewed_commands_do_not_time_out(robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]) -> None:
+    # The command timeout is judged on the driver's clock, which the test moves: how late the test's own thread
+    # runs on a busy machine does not count. Each wait for a SIP that arrives after the clock moved is a step of the
+    # driver's timers at the new time (the reader steps them after every read).
     robot = robots()
-    driver = drivers(command_timeout=0.2, keepalive=0.05)
+    clock = ManualClock()
+    driver = drivers(command_timeout=0.2, keepalive=0.05, clock=clock)
     driver.connect()
     robot.received.clear()
-    for _ in range(8):  # a live commander renews its command well within the timeout
+    for _ in range(8):  # a live commander renews its command well within the timeout: 1.2 s in all
         driver.set_velocity(0.3, 0.0)
-        assert driver.wait_for_sip(1.0) is not None
+        clock.t += 0.15
+        assert driver.wait_for_sip(5.0) is not None
     assert (Command.VEL, 0) not in robot.commands()
     assert driver.statistics().command_timeouts == 0
+    # a commander that is late (0.2 s since its last command) is stopped, once
+    clock.t += 0.05
+    assert driver.wait_for_sip(5.0) is not None
+    commands = robot.commands()
+    assert commands.count((Command.VEL, 0)) == 1
+    assert commands[commands.index((Command.VEL, 0)) + 1] == (Command.RVEL, 0)
+    assert driver.statistics().command_timeouts == 1
 
 
 def test_close_says_goodbye_in_order_once(robots: Callable[..., FakeRobot], drivers: Callable[..., P2osDriver]) -> None:

@@ -1,4 +1,9 @@
-"""``pluto p2os-sim`` as a user runs it: a process that stops promptly on Ctrl-C, however slow its world."""
+"""``pluto p2os-sim`` as a user runs it: a process that stops cleanly on Ctrl-C, however slow its world.
+
+How long the stop takes is measured by bench/ctrl_c.py, not here: on a busy machine any wall-clock bound is the
+machine's, not the program's. Here the outcome is checked (it ends, with status 0, says so, and has no traceback);
+that a slow step is cut short when asked is checked on the robot itself, by its own time.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO
 
+import pytest
+
+from pluto.hardware.base.p2os.robot import P2osRobot
+
 GUARD = 30.0  # s: a hang guard for starting and ending the process, not a measure
-STOP_WITHIN = 1.0  # s from SIGINT to the end of the process
 CROWD = 10_000  # people walking in the world: each costs the physics a little at every 10 ms step
 
 
@@ -50,7 +57,15 @@ def wait_for_line(lines: queue.Queue[str], text: str) -> str:
     return line
 
 
-def test_p2os_sim_stops_within_1_s_of_sigint_even_in_a_slow_world(tmp_path: Path) -> None:
+def drain(lines: queue.Queue[str]) -> str:
+    """The rest of a process's output, up to its end."""
+    text = []
+    while line := lines.get(timeout=GUARD):
+        text.append(line)
+    return "".join(text)
+
+
+def test_p2os_sim_stops_cleanly_on_sigint_even_in_a_slow_world(tmp_path: Path) -> None:
     world = crowd_world(tmp_path / "crowd.xml", CROWD)
     process = subprocess.Popen(
         [sys.executable, "-m", "pluto", "p2os-sim", "--port", "0", "--world", str(world)],
@@ -68,14 +83,30 @@ def test_p2os_sim_stops_within_1_s_of_sigint_even_in_a_slow_world(tmp_path: Path
         # begins as it says it fell behind the wall clock: SIGINT comes at the start of that step, not by luck near
         # its end.
         wait_for_line(err, "fell behind")
-        sent = time.monotonic()
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=GUARD)
-        took = time.monotonic() - sent
+        process.wait(timeout=GUARD)  # a hang guard: it ends
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert process.returncode == 0
-    assert took <= STOP_WITHIN, f"p2os-sim took {took:.2f} s to stop after SIGINT"
     wait_for_line(out, "stopped")
+    errors = drain(err)
+    assert "Traceback" not in errors, errors
+
+
+def test_a_slow_step_is_cut_short_when_asked() -> None:
+    """What lets p2os-sim stop at once in a slow world: the robot's step ends between two 10 ms physics steps when
+    asked, and says how much of its time it did not simulate."""
+    robot = P2osRobot("p3dx")
+    robot.step(10.0)  # the time base
+    asked = 0
+
+    def interrupt() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 2  # two physics steps, then stop
+
+    left = robot.step(10.1, interrupt=interrupt)
+    assert left == pytest.approx(0.08)
+    assert robot.step(10.1) == 0.0  # the rest, when not asked to stop
