@@ -46,6 +46,20 @@ def test_sim_time_advances_the_newest_clock_value_written_before() -> None:
     assert clock.at(110.0) == pytest.approx(12.0)  # a stalled clock: at most 0.5 wall s past its last value
 
 
+def test_sim_time_never_passes_the_clock_value_written_after() -> None:
+    """A clock held up (a replay on a busy machine) falls behind its rate: a write between two of its values gets
+    no later time than the second, so one writer's values keep their order."""
+    clock = RobotTime(sim=True)
+    clock.tick(10.0, 1.0, 100.0)
+    assert not clock.settled(100.02)  # the next value may still bound it
+    clock.tick(10.01, 1.0, 100.03)  # 0.03 wall s later, 0.01 simulated
+    assert clock.settled(100.02) and not clock.settled(100.04)
+    assert clock.at(100.02) == pytest.approx(10.01)  # not 10.02
+    assert clock.at(100.035) == pytest.approx(10.015)
+    clock.tick(2.0, 1.0, 100.05)  # time started again: no bound on the writes before it
+    assert clock.at(100.04) == pytest.approx(10.02)
+
+
 def test_selection() -> None:
     everything = Selection()
     assert everything.wants("Base/Drive/State") and everything.wants("Anything/New")

@@ -4,7 +4,6 @@ times; --only, --remap; the log's Clock drives the localization service in step.
 from __future__ import annotations
 
 import itertools
-import statistics
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -172,48 +171,32 @@ def by_name(log: LogFile) -> dict[str, list[LoggedMessage]]:
     return {name: log.series(name) for name in log.names()}
 
 
-def timing_errors(
-    original: dict[str, list[LoggedMessage]], replayed: dict[str, list[LoggedMessage]]
-) -> tuple[list[float], list[float]]:
-    """How far each replayed message was from its original time (s, sorted): on the log's clock (as the replayed
-    Clock told the second recorder), and on the wall clock (when it went out, from the start of the replay)."""
-    on_log_clock = sorted(
-        abs(b.log_time - a.log_time) for name in original for a, b in zip(original[name], replayed[name], strict=True)
-    )
-    pairs = sorted(
-        (a.log_time, b.publish_time) for name in original for a, b in zip(original[name], replayed[name], strict=True)
-    )
-    t0, w0 = pairs[0]
-    return on_log_clock, sorted(abs((w - w0) - (t - t0)) for t, w in pairs)
-
-
-def within_5_ms(errors: list[float]) -> bool:
-    """Within 5 ms (median within 2 ms, 90 % within 5 ms); the rest, delayed by a busy machine, within 0.1 s."""
-    return statistics.median(errors) <= 0.002 and errors[int(0.9 * len(errors))] <= 0.005 and errors[-1] <= 0.1
-
-
 def test_record_replay_record_gives_the_same_messages_at_the_same_times(
     recorded: Path, tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]
 ) -> None:
+    """The same messages, in the same order, at the same log times (within one period of the replayed clock,
+    whatever the load: the recorder times a write by the ``Clock`` value written just before it, and never past the
+    one after it), and each sent when due on the wall clock, as late as the replay says at most (a busy machine
+    delays some; lateness does not add up)."""
     original = by_name(LogFile(recorded))
-    replayer_bus = make_bus()
-    timings = []
-    for attempt in range(2):  # a second chance at the timing only: other test runs may be loading the machine
-        again = tmp_path / f"again-{attempt}.mcap"
-        with Recorder(bus, again, time_base="sim") as recorder:
-            result = Replayer(replayer_bus, recorded).run()
-            wait_until(lambda: recorder.status().messages == result.messages, timeout=10)  # noqa: B023
-        replayed = by_name(LogFile(again))
-        assert set(replayed) == set(original)
-        assert result.messages == sum(len(v) for v in original.values())
-        for name, first in original.items():
-            assert [m.message for m in replayed[name]] == [m.message for m in first], name
-        timings.append(timing_errors(original, replayed))
-        if all(within_5_ms(errors) for errors in timings[-1]):
-            break
-    else:
-        worst = [(statistics.median(e), e[int(0.9 * len(e))], e[-1]) for t in timings for e in t]
-        raise AssertionError(f"replay timing (median, 90 %, max in s): {worst}")
+    again = tmp_path / "again.mcap"
+    with Recorder(bus, again, time_base="sim") as recorder:
+        replayer = Replayer(make_bus(), recorded)  # a bus opened after the recorder's: it knows its subscriber
+        result = replayer.run()
+        wait_until(lambda: recorder.status().messages == result.messages, timeout=10)
+    replayed = by_name(LogFile(again))
+    assert set(replayed) == set(original)
+    assert result.messages == sum(len(v) for v in original.values())
+    for name, first in original.items():
+        assert [m.message for m in replayed[name]] == [m.message for m in first], name
+    pairs = [(a, b) for name in original for a, b in zip(original[name], replayed[name], strict=True)]
+    period = replayer.schedule.clock_period
+    for a, b in pairs:
+        assert -1e-6 <= b.log_time - a.log_time <= period + 1e-6, (a.name, a.log_time, b.log_time)
+    pairs.sort(key=lambda pair: pair[0].log_time)
+    t0, w0 = pairs[0][0].log_time, pairs[0][1].publish_time
+    late = [(b.publish_time - w0) - (a.log_time - t0) for a, b in pairs]
+    assert max(abs(x) for x in late) <= result.max_late + 0.002, (max(late), min(late), result.max_late)
 
 
 def test_only_and_remap(recorded: Path, tmp_path: Path, bus: Bus, make_bus: Callable[..., Bus]) -> None:

@@ -10,9 +10,12 @@ The robot's time: a robot on simulated time (a ``Clock`` interface is written) i
 that publishes the log's time as the ``Clock`` recreates what the modules saw; otherwise on the wall clock. A
 write's robot time comes from the newest ``Clock`` value written before it, advanced at that value's rate by the
 wall time between the two writes (both times from the writers' attachments, so queueing in between does not
-matter). ``Clock`` itself is the log's time axis: it is recorded as a channel only when named. In the file, MCAP's
-``log_time`` is the wall-clock time of the write and ``publish_time`` the robot's (see :mod:`pluto.record.format`),
-so viewers show real dates.
+matter), but never past the next ``Clock`` value: a write after the newest value known waits for the next one (at
+most ``max_extrapolation`` s). A clock that fell behind its rate (a simulator or a replay held up by a busy machine)
+would otherwise carry a write past the values written after it, and a writer's values out of order. ``Clock``
+itself is the log's time axis: it is recorded as a channel only when named. In the file, MCAP's ``log_time`` is
+the wall-clock time of the write and ``publish_time`` the robot's (see :mod:`pluto.record.format`), so viewers show
+real dates.
 
 Writers drop values under congestion rather than stall (a state's newest value is what counts), so a recorder on a
 busy machine can miss some. Each sample's attachment carries its writer's sequence number; a jump in it is counted
@@ -69,7 +72,9 @@ class RobotTime:
     """Turns the wall-clock time of a write into the robot's time.
 
     On the wall clock (``sim=False``) the two are the same. On simulated time, feed every ``Clock`` value with
-    :meth:`tick`; :meth:`at` then advances the newest value written before the given wall time at its rate.
+    :meth:`tick`; :meth:`at` then advances the newest value written before the given wall time at its rate, up to
+    the value written after it (time only runs on: a write never gets a later time than a value written after it,
+    unless that value starts time again). :meth:`settled` tells whether that later value is known yet.
 
     Args:
         sim: the robot runs on simulated time.
@@ -110,7 +115,17 @@ class RobotTime:
             stamp, rate = self._ticks[0]
             return max(0.0, stamp - (self._walls[0] - wall) * rate)
         stamp, rate = self._ticks[i]
-        return stamp + min(wall - self._walls[i], self.max_extrapolation) * rate
+        t = stamp + min(wall - self._walls[i], self.max_extrapolation) * rate
+        if i + 1 < len(self._ticks):
+            following = self._ticks[i + 1][0]
+            if following >= stamp:  # (a smaller one: time started again, and says nothing of this write)
+                t = min(t, following)
+        return t
+
+    def settled(self, wall: float) -> bool:
+        """Whether :meth:`at` of a write at wall time ``wall`` (s) is final: on the wall clock always; on simulated
+        time once a ``Clock`` value written at or after it is known."""
+        return not self.sim or (bool(self._walls) and wall <= self._walls[-1])
 
 
 @dataclass(frozen=True)
@@ -350,6 +365,9 @@ class Recorder:
         self._undecodable = 0
         self._unstamped = 0
         self._pending: list[tuple[str, msgs.Message, float]] = []  # waiting for the first Clock value
+        # written after the newest Clock value known, waiting for the next one: (name, value, wall, due), due the
+        # monotonic time when it is written all the same (the clock stalled)
+        self._unsettled: list[tuple[str, msgs.Message, float, float]] = []
         self._subscriber: Any = None
         self._thread: threading.Thread | None = None
         self._writer: SplitLogWriter | None = None
@@ -454,9 +472,12 @@ class Recorder:
                         break
                     self._take(writer, item)
                 now = time.monotonic()
+                if self._unsettled and self._unsettled[0][3] <= now:
+                    self._write_unsettled(writer, now)
                 if now - last_flush >= self.chunk_interval:
                     writer.flush()
                     last_flush = now
+            self._write_unsettled(writer, None)
             self._unstamped += len(self._pending)
             self._pending.clear()
             writer.close()
@@ -512,6 +533,8 @@ class Recorder:
                 self.time.tick(value.stamp, value.rate, wall)
                 if not was_ready and self._pending:
                     self._write_pending(writer)
+                if self._unsettled:
+                    self._write_unsettled(writer, time.monotonic())
             if not self.selection.wants(CLOCK):
                 return
         if not self.time.ready:
@@ -520,12 +543,30 @@ class Recorder:
             else:
                 self._unstamped += 1
             return
-        self._write(writer, name, value, wall)
+        self._write_when_settled(writer, name, value, wall)
+
+    def _write_when_settled(self, writer: SplitLogWriter, name: str, value: msgs.Message, wall: float) -> None:
+        """Write the value now if its robot time is final, else when the next ``Clock`` value comes."""
+        if self.time.settled(wall):
+            self._write(writer, name, value, wall)
+        else:
+            self._unsettled.append((name, value, wall, time.monotonic() + self.time.max_extrapolation))
 
     def _write_pending(self, writer: SplitLogWriter) -> None:
         pending, self._pending = self._pending, []
         for name, value, wall in pending:
-            self._write(writer, name, value, wall)
+            self._write_when_settled(writer, name, value, wall)
+
+    def _write_unsettled(self, writer: SplitLogWriter, now: float | None) -> None:
+        """Write the values waiting for a ``Clock`` value that has come, and those that waited until ``now``
+        (monotonic s; all of them if None), in the order they came."""
+        waiting, self._unsettled = self._unsettled, []
+        for item in waiting:
+            name, value, wall, due = item
+            if now is None or due <= now or self.time.settled(wall):
+                self._write(writer, name, value, wall)
+            else:
+                self._unsettled.append(item)
 
     def _write(self, writer: SplitLogWriter, name: str, value: msgs.Message, wall: float) -> None:
         t = self.time.at(wall)

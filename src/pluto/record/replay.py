@@ -385,8 +385,6 @@ class Replayer:
                 if stop.is_set():
                     result.stopped = True
                     break
-                late = time.monotonic() - due
-                result.max_late = max(result.max_late, late)
                 if event.lap != lap:  # each pass is a run of its own: modules start it afresh
                     lap, run = event.lap, secrets.randbits(63) | 1
                 if self._clock_writer is not None and event.t > last_clock:
@@ -397,6 +395,8 @@ class Replayer:
                     self._writers[event.name].write(event.message)
                     result.counts[event.name] = result.counts.get(event.name, 0) + 1
                     result.messages += 1
+                # measured after the writes: neither went out later than this after its due time
+                result.max_late = max(result.max_late, time.monotonic() - due)
                 passes = int((event.t - t0) // schedule.pass_length) if schedule.loop else 0
                 if progress is not None and time.monotonic() >= next_report:
                     next_report += progress_interval

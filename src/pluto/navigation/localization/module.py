@@ -61,7 +61,8 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     model: the dead reckoning's noise model and laser mount. The service waits up to 2 s of stamps for a late
         inertial unit (``dmu_wait``; a busy computer delays its messages, and a heading extrapolated over a turn
         stays wrong), then goes on without it.
-    scan_wait: how long a scan waits for odometry to reach its centre time before it is dropped, s.
+    scan_wait: how long a scan waits for odometry to arrive past its centre time before it is dropped, s (once it
+        has, the scan waits for its fusion, which the waits for the inertial unit and the wrist bound).
     flush_wait: how long after the last odometry message (module clock, s) odometry samples still waiting for the
         inertial unit are integrated without it.
     """
@@ -251,8 +252,10 @@ class LocalizationModule(Module[LocalizationModuleParams]):
             except LookupError:
                 done = True  # out of order or too old: counted in the core
             if not done:
-                if now - t <= self.params_().scan_wait:
-                    break  # wait for the fused odometry (and the wrist) to reach the scan's centre time
+                if self.core.received_stamp >= t or now - t <= self.params_().scan_wait:
+                    # wait for the fused odometry (and the wrist) to reach the scan's centre time; odometry received
+                    # past it is fused in the end (the core bounds its waits for the inertial unit and the wrist)
+                    break
                 self.errors += 1  # odometry stopped: the scan cannot be placed
             self._scans.pop(0)
         self.status.write(
