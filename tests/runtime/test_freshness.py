@@ -3,7 +3,6 @@ in the interface table) and treats an older one as absent, by the stamp against 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import pytest
@@ -11,22 +10,7 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.runtime.module import Module, ModuleParams
-
-
-class FixedClock:
-    """A clock the test sets by hand (the module never steps on it: autostart is off)."""
-
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep_until(self, t: float, stop: threading.Event) -> bool:
-        return stop.wait(0.01)
-
-    def create_jump_callback(self, callback: object) -> None:
-        pass
+from tests.gateways.clock import ManualClock
 
 
 def test_stale_after_is_the_latency_plus_a_few_writer_periods() -> None:
@@ -46,7 +30,7 @@ def test_a_modules_reader_judges_a_state_by_its_stamp_against_the_module_clock(
 ) -> None:
     writer_bus = make_bus()
     pose_out = writer_bus.create_publisher(names.LOCALIZATION_POSE)
-    clock = FixedClock(100.0)
+    clock = ManualClock(100.0)
     module = Module(bus, ModuleParams(autostart=False), name="judge", clock=clock)
     module.start()
     try:
@@ -63,20 +47,20 @@ def test_a_modules_reader_judges_a_state_by_its_stamp_against_the_module_clock(
         assert pose.fresh(100.0) == value  # 0.2 s old: fresh
         assert module.stale_notes() == []
 
-        clock.t = 100.5  # 0.7 s old: past the 0.45 s deadline
-        assert pose.fresh(clock.t) is None
+        clock.set(100.5)  # 0.7 s old: past the 0.45 s deadline
+        assert pose.fresh(clock.now()) is None
         assert pose.stale and pose.stale_events == 1
-        assert own.fresh(clock.t) == value  # its own deadline of 2 s
-        assert pose.fresh(clock.t + 1.0) is None and pose.stale_events == 1  # still the same loss
+        assert own.fresh(clock.now()) == value  # its own deadline of 2 s
+        assert pose.fresh(clock.now() + 1.0) is None and pose.stale_events == 1  # still the same loss
         notes = module.stale_notes()
         assert len(notes) == 1 and "stale input Localization/Pose" in notes[0] and "0.70 s old" in notes[0]
         assert any("stale input Localization/Pose" in note for note in module.info().notes)
 
         pose_out.write(msgs.PoseEstimate(stamp=100.5))  # fresh again: used again
         pose.wait_for_update(5.0)
-        assert pose.fresh(clock.t) is not None and not pose.stale
-        clock.t = 101.5
-        assert pose.fresh(clock.t) is None and pose.stale_events == 2  # lost a second time
+        assert pose.fresh(clock.now()) is not None and not pose.stale
+        clock.set(101.5)
+        assert pose.fresh(clock.now()) is None and pose.stale_events == 2  # lost a second time
     finally:
         module.stop()
 

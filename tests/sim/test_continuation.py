@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 
@@ -13,25 +12,16 @@ from pluto.bus import Bus
 from pluto.hardware.base.module import SimBase, SimBaseParams
 from pluto.hardware.dmu.module import SimDmuModule, SimDmuParams
 from pluto.runtime import persist
-from pluto.runtime.clock import JumpCallback
 from pluto.sim.module import HORIZON, HORIZON_TICKS, SimModule, SimParams, SimState
+from tests.gateways.clock import ManualClock
 
 
-class FakeClock:
+class FakeClock(ManualClock):
     """A simulated clock the test sets (time and run)."""
 
     def __init__(self, now: float = 0.0, run: int = 5) -> None:
-        self.t = now
+        super().__init__(now)
         self.run = run
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep_until(self, t: float, stop: threading.Event) -> bool:
-        return stop.wait(0.01)
-
-    def create_jump_callback(self, callback: JumpCallback) -> None:
-        pass
 
 
 def test_the_simulator_saves_a_time_ahead_before_passing_the_one_saved(bus: Bus) -> None:
@@ -76,15 +66,15 @@ def test_a_restarted_simulated_base_goes_on_with_the_body_and_its_odometry(
         base.step(0.0)
         base.apply_command(0.8, 0.4, 0.0)
         for i in range(1, 61):
-            clock.t = i * 0.05
-            base.step(clock.t)
+            clock.set(i * 0.05)
+            base.step(clock.now())
         body = base.body
         before = (body.x, body.y, body.theta, *body.odom)
         assert math.hypot(body.odom[0], body.odom[1]) > 1.0
     finally:
         base.stop()  # a clean stop saves the body of the last step
     monkeypatch.setenv(persist.RESUME_ENV, "1")
-    clock.t = 4.0
+    clock.set(4.0)
     again = SimBase(bus, SimBaseParams(autostart=False), clock=clock)
     odometry = bus.create_reader("Base/Drive/State", msgs.Odometry)
     again.start()

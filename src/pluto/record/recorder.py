@@ -42,7 +42,7 @@ import zenoh
 from pluto import __version__, msgs, names
 from pluto.bus import Bus
 from pluto.bus.executor import on_zenoh_thread
-from pluto.bus.session import ROSTER, write_stamp
+from pluto.bus.session import write_stamp
 from pluto.errors import DecodeError, PlutoError
 from pluto.record.format import WALL_LOG_TIME, LogError, encode_message
 from pluto.record.logfile import match_names
@@ -249,35 +249,23 @@ WRITER_WAIT = 2.0
 
 def _writer_declared(bus: Bus, name: str) -> bool:
     """Whether a writer of interface ``name`` is declared on the bus (its queryable of the current value is
-    known to this session): Zenoh's matching status of a querier of its key, read once the status is complete.
+    known to this session): Zenoh's matching status of a querier of its key.
 
-    Settled, the session knows the declarations of the other peers, but a router (the rendezvous owner, or the
-    router a client is linked to) tells of its queryables only in answer to the interest a new querier sends it:
-    a status read at once says no writer while that answer is on its way (a simulator owning the rendezvous was
-    missed). A query to the router sent after the querier's declaration ends after that answer, which the router
-    sends first on the same link."""
-    bus.settle()  # every session's declarations are known from here on
+    Settled, the session knows the declarations of the other peers, but one may still be on its way: from a router
+    (the rendezvous owner, or the router a client is linked to), which tells of its queryables only in answer to the
+    interest a new querier sends it, or from a peer that a busy machine held up. A matching listener waits for it,
+    up to :data:`WRITER_WAIT` s."""
+    bus.settle()  # every session's declarations are known from here on, but for those still on their way
     querier = bus.session.declare_querier(bus.key(name))
+    found = threading.Event()
     try:
-        # a MatchingStatus (zenoh's stubs say bool; the object is always true): its flag tells
-        status: Any = querier.matching_status
-        if status.matching:
-            return True
-        if not bus.owner:
-            with contextlib.suppress(zenoh.ZError), bus.executor.blocking():
-                for _reply in bus.session.get(ROSTER, timeout=Bus.SETTLE_TIMEOUT):
-                    pass  # only its end matters: the router's answer to the querier's interest came before it
-            status = querier.matching_status
-        if status.matching:
-            return True
-        # A declaration still on its way from a peer that a busy machine held up: its arrival (not a value) is
-        # waited for, as long as a settle may take; a bus with no writer of it costs that wait.
-        found = threading.Event()
         listener = querier.declare_matching_listener(
             on_zenoh_thread(lambda change: found.set() if change.matching else None)
         )
         try:
-            if querier.matching_status.matching:  # type: ignore[attr-defined]
+            # a MatchingStatus (zenoh's stubs say bool; the object is always true): its flag tells
+            status: Any = querier.matching_status
+            if status.matching:
                 return True
             with bus.executor.blocking():
                 return found.wait(WRITER_WAIT)
