@@ -330,9 +330,10 @@ def test_a_restarted_module_that_says_it_is_starting_is_not_taken_for_hung(
     profile = profile_of(
         {"restart": policy, "modules": {"gated-provider": {"module": f"{SAMPLES}:GatedProvider", "gate": str(gate)}}}
     )
-    supervisor = running.start(profile, run=True, startup_timeout=0.5)
+    supervisor = running.start(profile, run=True, startup_timeout=30.0)  # a busy machine's first start is slow
     reader = bus.create_reader(SLOW, msgs.FVectorState)
     reader.wait_for_value(timeout=30.0)
+    supervisor.startup_timeout = 0.5  # what the liveness watch gives the restarted module before it polls
     first = child_pid(supervisor, "gated-provider")
     assert first is not None
     gate.unlink()  # the restarted process configures until the gate is back
