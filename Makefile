@@ -18,13 +18,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/pluto demo
 
-# Four workers on two cores: most tests wait on the bus or on processes (two workers kept the cores about 40 % busy).
+# Six workers on two cores: most tests wait on the bus or on processes (four workers kept the cores about 60 % busy).
 # The slow tests run after, alone: one of them starves the machine on purpose, which must not starve the tests beside
 # it.
 # Byte code is written (whatever PYTHONDONTWRITEBYTECODE says): every worker and every `pluto` process a test starts
 # would otherwise compile the sources, and pytest rewrite the tests' asserts, again (11 s of collection a worker).
 test: $(STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not slow"
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 6 --dist worksteal -m "not slow"
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
