@@ -21,10 +21,11 @@ HELP = "serve an emulated SICK LMS laser over its RS-232 telegrams (for testing 
 
 DESCRIPTION = """\
 Pretends to be a SICK LMS 200/291 laser scanner at the other end of a serial line. It speaks the LMS 2xx telegram
-protocol (CRC-16, ACK/NAK) that Pluto's lms driver, sicktoolbox and the ROS sicklms drivers speak: status,
-installation mode, variant (180° at 0.5° or 1°), configuration (cm or mm), baud rates 9600 to 500 k, and the
-continuous output of measured values, paced as the configured baud rate allows (a 361-point scan every ~213 ms at
-38400 baud; on TCP and a pty the rate is nominal, the pacing is kept). It starts at 9600 baud, as a scanner does.
+protocol (CRC-16, ACK/NAK) that Pluto's lms driver, sicktoolbox and the ROS sicklms drivers speak: status, type
+(an LMS200;30106), error messages, installation mode, variant (180° at 0.5° or 1°), configuration (cm or mm), baud
+rates 9600 to 500 k and the rate kept at power-on, one scan on request, and the continuous output of measured
+values, paced as the configured baud rate allows (a 361-point scan every ~213 ms at 38400 baud; on TCP and a pty the
+rate is nominal, the pacing is kept). It starts at 9600 baud, as a scanner does.
 
 The ranges come from a square room around the scanner, or with --world from the simulator's laser in that world:
 at --pose, or following the robot's true pose (Sim/Truth) and its wrist (Wrist/State) of a simulation running on the

@@ -9,7 +9,7 @@ from pluto.codec import NEED_DATA
 from pluto.hardware.sick.client import BaudRate, Fault, LmsClient, LmsError, LmsSettings, Ready, Scan, scan_timing
 from pluto.hardware.sick.device import LmsDevice
 from pluto.hardware.sick.emulator import FixedScan, SyntheticRoom
-from pluto.hardware.sick.telegram import UNITS_CM, UNITS_MM, LmsConfig
+from pluto.hardware.sick.telegram import UNITS_CM, UNITS_MM, LmsConfig, Mode
 
 DT = 0.002
 
@@ -95,6 +95,43 @@ def test_a_fatal_error_is_reported_the_scanner_reset_and_data_comes_back() -> No
     bench.run(4.0)
     assert bench.client.streaming and len(bench.scans()) > before and bench.client.fault is None
     assert bench.client.faults == 1
+
+
+def test_the_first_telegram_after_a_baud_change_waits_a_quarter_second() -> None:
+    device = LmsDevice(SyntheticRoom())
+    client = LmsClient(LmsSettings(baud=38400, resolution=100))
+    now, switched, sent_after = 0.0, None, None
+    client.start(now)
+    while now < 3.0 and sent_after is None:
+        now += DT
+        out = client.data_to_send()
+        if switched is not None and out:
+            sent_after = now - switched
+        device.receive_data(out, now)
+        device.step(now)
+        client.receive_data(device.data_to_send(now), now)
+        client.step(now)
+        while (event := client.next_event()) is not NEED_DATA:
+            if isinstance(event, BaudRate):
+                switched = now
+    # on the bench's stepped clock: the continuous-output request leaves 250 ms after the switch, not at once
+    assert sent_after is not None and sent_after == pytest.approx(0.25, abs=2 * DT)
+
+
+def test_stopping_puts_the_scanner_back_at_its_start_rate() -> None:
+    device = LmsDevice(SyntheticRoom())
+    bench = Bench(device, LmsSettings(baud=38400, resolution=100))
+    bench.run(2.0)
+    assert device.streaming and device.baud == 38400
+    bench.client.stop()
+    bench.run(0.5)
+    assert device.mode == Mode.REQUEST and device.baud == 9600
+    assert bench.client.baud == 9600  # the next start probes 9600 first
+
+
+def test_a_configuration_write_gets_fifteen_seconds() -> None:
+    # a real scanner writes its EEPROM before it answers a 0x77; sicktoolbox allows 15 s
+    assert LmsSettings().config_timeout == 15.0
 
 
 def test_impossible_settings_are_refused() -> None:

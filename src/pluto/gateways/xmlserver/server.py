@@ -11,7 +11,8 @@ Defences (each limit is a :class:`ServerSettings` field):
   else until it sends the right ``<auth>``: every other request, reads, listings and subscriptions included, is
   answered UNAUTHORIZED without being looked at. After a wrong token, the attempts from the same address are
   refused unchecked (RATE_LIMITED, saying when to try again) for a back-off that starts at ``auth_backoff`` and
-  doubles with each wrong token up to ``auth_backoff_max``; a right token ends it (:class:`.guard.AuthLimiter`).
+  doubles with each wrong token up to ``auth_backoff_max``; a right token ends it
+  (:class:`pluto.gateways.guard.AuthLimiter`).
 - Values in range: every message written, and every number and message of a call's request, passes
   :func:`pluto.limits.check` before it reaches the bus; a value out of range is refused BAD_VALUE naming the field,
   counted (``out_of_range``), and the connection carries on. Vectors longer than the limits are refused while the
@@ -27,7 +28,8 @@ Defences (each limit is a :class:`ServerSettings` field):
   (:mod:`.codec`), connections closed after ``max_bad_documents`` bad documents or ``max_auth_failures`` failed
   token attempts.
 - The log: at most one line about wrong tokens per address per 10 s, and a few lines about connections per
-  address per 10 s; the rest are counted and the counts logged with the next line (:class:`.guard.LogLimiter`).
+  address per 10 s; the rest are counted and the counts logged with the next line
+  (:class:`pluto.gateways.guard.LogLimiter`).
 
 The defences keep time on a monotonic clock (the ``monotonic`` argument; tests pass their own).
 """
@@ -72,6 +74,7 @@ from pluto import limits, msgs, names
 from pluto.bus import Bus, StateReader, StateWriter, Subscription
 from pluto.closing import close_at_exit
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
+from pluto.gateways.guard import AuthLimiter, LogLimiter
 from pluto.gateways.serving import ServerRunner, StreamListener
 from pluto.runtime.clock import Clock, WallClock
 from pluto.runtime.ranges import Port, Timeout, between, check_ranges
@@ -96,7 +99,6 @@ from .events import (
     Value,
     Written,
 )
-from .guard import AuthLimiter, LogLimiter
 from .pacing import Pacer, TokenBucket
 
 __all__ = ["ClientStats", "ServerSettings", "ServerStats", "XmlServer", "command_interfaces"]

@@ -16,12 +16,15 @@ The client never touches a port or a clock: the shell passes ``now`` (s, monoton
 # resolution), read the configuration (0x74) and, only if its units or measuring mode differ, enter the installation
 # mode (0x20 0x00 "SICK_LMS") and write it (0x77): the block lives in EEPROM, so an unchanged one is not rewritten at
 # every start. Then switch the baud rate (0x20 0x40/0x48/...; the reply still comes at the old rate, the port is
-# switched after it) and start continuous output (0x20 0x24). Each request is retried (retries) when its reply does
-# not come within its timeout; a sequence that fails is started again from the probe after a pause.
+# switched after it), wait BAUD_SETTLE s (a real scanner misses a telegram sent straight after its rate changed;
+# sicktoolbox waits as long) and start continuous output (0x20 0x24). A configuration write gets config_timeout
+# (15 s, as in sicktoolbox: the scanner writes its EEPROM before it answers). Each request is retried (retries) when
+# its reply does not come within its timeout; a sequence that fails is started again from the probe after a pause.
 # While streaming, a scan whose status byte reports a fatal error, or link_timeout s without a scan,
 # is a fault: the client reports it (the module publishes -1 ranges), sends a reset (0x10) and starts the sequence
 # again; a scanner that reboots (about 20 s on a real one) answers the probe once it is back. A port that fails is
-# the shell's to reopen (LinkLost, then start again).
+# the shell's to reopen (LinkLost, then start again). Stopping ends the continuous output and puts the scanner back
+# at the rate it starts at (9600 baud), so that the next host, which probes 9600 first, finds it at once.
 # Timing of a scan: arrival is the time its last byte was read; the telegram took len·10/baud s on the line (8N1)
 # before that, and the sweep it carries ended just before the transmission began. The mirror turns at 75 Hz: the
 # 180° half of a turn takes 6.7 ms, and a 0.5° scan interlaces two turns (0.25°: four), so the sweep lasts
@@ -66,6 +69,7 @@ from .telegram import config_request as _config_write
 
 __all__ = [
     "BAUD_RATES",
+    "BAUD_SETTLE",
     "MIRROR_HZ",
     "BaudRate",
     "ClientEvent",
@@ -83,6 +87,8 @@ BAUD_RATES: Final = (9600, 19200, 38400, 500000)
 """The rates an LMS speaks, in the order they are probed."""
 MIRROR_HZ: Final = 75.0
 """Turns of the LMS's mirror per second."""
+BAUD_SETTLE: Final = 0.25
+"""s between a baud-rate change and the next telegram (a real scanner needs it; sicktoolbox waits as long)."""
 
 
 class LmsError(PlutoError):
@@ -97,7 +103,7 @@ class LmsSettings:
         baud: streaming rate (9600, 19200, 38400 or 500000).  resolution: 25, 50 or 100 (1/100 °).
         angle: 180 or 100 °.  units, range_m: ("cm", 80) or ("mm", 8 | 16 | 32).
         probe_timeout: s to wait for the status at each rate.  reply_timeout: s to wait for a reply.
-        config_timeout: s to wait for the reply to a configuration write (seconds on a real scanner).
+        config_timeout: s to wait for the reply to a configuration write (a real scanner takes seconds).
         link_timeout: s without a scan while streaming before the scanner is taken as failed.
         retries: tries of each request.  pause: s between two start-up sequences that failed.
 
@@ -112,7 +118,7 @@ class LmsSettings:
     range_m: int = 80
     probe_timeout: float = 0.3
     reply_timeout: float = 1.0
-    config_timeout: float = 5.0
+    config_timeout: float = 15.0
     link_timeout: float = 1.0
     retries: int = 3
     pause: float = 0.5
@@ -293,10 +299,14 @@ class LmsClient:
         self._events.append(LinkLost(reason, self.baud))
 
     def stop(self) -> None:
-        """Queue the end of continuous output (at close)."""
+        """Queue the end of continuous output and the return to the scanner's start rate (at close); the port stays
+        at its rate for these bytes, the next :meth:`start` probes the start rate first."""
         self._pending = None
         self.phase = "idle"
         self._out += encode(mode_request(Mode.REQUEST))
+        if self.baud != BAUD_RATES[0]:
+            self._out += encode(mode_request(BAUD_CODES[BAUD_RATES[0]]))
+            self.baud = BAUD_RATES[0]
 
     def data_to_send(self) -> bytes:
         out = bytes(self._out)
@@ -322,11 +332,17 @@ class LmsClient:
 
     # -- the sequence ---------------------------------------------------------------------------------------------
 
-    def _request(self, phase: Phase, request: Request, reply: type, timeout: float, now: float) -> None:
+    def _request(
+        self, phase: Phase, request: Request, reply: type, timeout: float, now: float, delay: float = 0.0
+    ) -> None:
+        """Send ``request`` now, or ``delay`` s from now (step sends it then, as a first try)."""
         self.phase = phase
         pending = _Pending(phase, request, reply, timeout)
         self._pending = pending
-        self._send(pending, now)
+        if delay > 0:
+            pending.deadline = now + delay
+        else:
+            self._send(pending, now)
 
     def _send(self, pending: _Pending, now: float) -> None:
         pending.tries += 1
@@ -401,7 +417,7 @@ class LmsClient:
                 self._failed(f"the scanner refused {s.baud} baud", now)
                 return
             self._set_baud(s.baud)
-            self._request("stream", mode_request(Mode.CONTINUOUS), ModeReply, s.reply_timeout, now)
+            self._request("stream", mode_request(Mode.CONTINUOUS), ModeReply, s.reply_timeout, now, BAUD_SETTLE)
         elif isinstance(event, ModeReply) and pending.phase == "stream":
             if not event.accepted:
                 self._failed("the scanner refused the continuous output", now)

@@ -5,8 +5,10 @@
     device.step(now)
     link.write(device.data_to_send(now))        # only the bytes whose transmission has ended by ``now``
 
-It answers the start-up telegrams (status, operating modes with the installation password, baud rates, variant,
-configuration read and write, reset), and in continuous mode streams measured values as fast as the line allows.
+It answers the telegrams of the LMS 2xx listing that hosts use (status, type, error messages, one scan on request,
+operating modes with the installation password, baud rates and the rate kept at power-on, variant, configuration
+read and write, reset), and in continuous mode streams measured values as fast as the line allows. Every reply
+carries the status byte a real LMS 200 sends (0x10 when all is well; its low three bits 4 on a fatal error).
 """
 
 # Strategy: time is the caller's (``now``, s). The line is modelled, not the bytes' arrival: each telegram occupies
@@ -21,6 +23,11 @@ configuration read and write, reset), and in continuous mode streams measured va
 # byte of every telegram to "fatal error" and every point to an error code until the host resets the scanner
 # (0x10); the reset makes it silent for reboot_time s, after which it announces itself (0x90) at 9600 baud in the
 # request mode, its variant and configuration (EEPROM) unchanged.
+# Requests are answered as a real LMS 200 answers them (facts from the telegram listing and recordings of real units,
+# as used by sicktoolbox): the type (0x3A) is "LMS200;30106", one digit (3 in cm, 1 in mm), ";" and the software
+# version; the error request (0x32) lists (type, number) pairs, none while healthy; a poll (0x30 0x01) is answered
+# with the newest complete scan; 0x66 chooses the power-on rate (0x00: 9600, 0x01: the rate in force). A request the
+# scanner does not know, or with data it cannot take, is answered with "not acknowledged" (0x92) carrying its command.
 
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from .telegram import (
     NAK,
     PASSWORD,
     RANGE_MODES,
+    UNITS_MM,
     Command,
     LmsConfig,
     LmsDecoder,
@@ -51,10 +59,16 @@ from .telegram import (
 )
 from .telegram import ReplyCode as R
 
-__all__ = ["FATAL_STATUS", "LmsDevice", "ScanSource"]
+__all__ = ["FATAL_STATUS", "OK_STATUS", "TYPE", "LmsDevice", "ScanSource"]
 
-FATAL_STATUS = 0x04
-"""Status byte of a scanner with a fatal error."""
+OK_STATUS = 0x10
+"""Status byte of a healthy LMS 200 (a real one answers a mode change with ``06 02 80 03 00 A0 00 10 16 0A``)."""
+FATAL_STATUS = OK_STATUS | 0x04
+"""Status byte of a scanner with a fatal error (low three bits 4)."""
+TYPE = "LMS200;30106"
+"""The model an emulated scanner reports (sicktoolbox looks for this string in the type reply)."""
+FATAL_ERROR = (0x04, 0x01)
+"""(type, number) the error request reports while the scanner has a fatal error."""
 _MODES: dict[int, int] = {int(v): k for k, v in BAUD_CODES.items()}
 
 
@@ -173,6 +187,11 @@ class LmsDevice:
         """Forget half-received bytes (a new host on the line)."""
         self._decoder = LmsDecoder("device")
 
+    def type_string(self) -> str:
+        """What the scanner answers to the type request: model, a digit (3 in cm, 1 in mm) and software version."""
+        digit = "1" if self.config.units == UNITS_MM else "3"
+        return f"{TYPE}{digit};{self.version.strip()}"
+
     # -- answers ---------------------------------------------------------------------------------------------------
 
     def _period(self) -> float:
@@ -180,7 +199,7 @@ class LmsDevice:
         return turns / MIRROR_HZ
 
     def _status(self) -> int:
-        return FATAL_STATUS if self.failed else 0
+        return FATAL_STATUS if self.failed else OK_STATUS
 
     def _send(self, telegram: bytes, start: float) -> None:
         begin = max(start, self._line_free)
@@ -241,6 +260,19 @@ class LmsDevice:
             )
         elif command == Command.OPERATING_MODE and data:
             self._operating_mode(data, now)
+        elif command == Command.TYPE and not data:
+            self._reply(R.TYPE, self.type_string().encode("ascii"), now)
+        elif command == Command.ERRORS and not data:
+            self._reply(R.ERRORS, bytes(FATAL_ERROR) if self.failed else b"", now)
+        elif command == Command.MEASURED_VALUES and data == b"\x01":
+            points = self.angle * 100 // self.resolution + 1
+            period = self._period()
+            sweep_end = math.floor(now / period + 1e-9) * period  # the newest complete scan
+            _, sweep = scan_timing(points, self.resolution, self.angle, self.baud)
+            self._send(encode(self._scan(sweep_end - sweep / 2, points)), now)
+        elif command == Command.PERMANENT_BAUD and len(data) == 1 and data[0] in (0, 1):
+            self.power_on_baud = self.baud if data[0] else 9600
+            self._reply(R.PERMANENT_BAUD, bytes((1, data[0])), now)
         elif command == Command.VARIANT and len(data) == 4:
             angle, resolution = data[0] | data[1] << 8, data[2] | data[3] << 8
             ok = angle in (100, 180) and resolution in (25, 50, 100) and not (resolution == 25 and angle != 100)

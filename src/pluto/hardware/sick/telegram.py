@@ -108,8 +108,16 @@ class Command(IntEnum):
 
     RESET = 0x10
     OPERATING_MODE = 0x20
+    MEASURED_VALUES = 0x30
+    """Poll one scan: data 0x01 asks for all the values of the current scan."""
     STATUS = 0x31
+    ERRORS = 0x32
+    """The error and test messages (sicktoolbox's baud-rate detection asks for them at each rate)."""
+    TYPE = 0x3A
+    """The type string, e.g. ``LMS200;301063;V02.10``."""
     VARIANT = 0x3B
+    PERMANENT_BAUD = 0x66
+    """Which rate the scanner starts at: data 0x00 the factory 9600 baud, 0x01 the rate in force now."""
     CONFIG_READ = 0x74
     CONFIG = 0x77
 
@@ -123,7 +131,10 @@ class ReplyCode(IntEnum):
     OPERATING_MODE = 0xA0
     MEASURED_VALUES = 0xB0
     STATUS = 0xB1
+    ERRORS = 0xB2
+    TYPE = 0xBA
     VARIANT = 0xBB
+    PERMANENT_BAUD = 0xE6
     CONFIG_READ = 0xF4
     CONFIG = 0xF7
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pluto.gateways.xmlserver.guard import AuthLimiter, LogLimiter
+from pluto.gateways.guard import AuthLimiter, LogLimiter
 
 
 def test_the_back_off_doubles_up_to_its_cap_and_a_right_token_resets_it() -> None:

@@ -1,4 +1,4 @@
-"""Defences of the server against clients that misbehave: pure bookkeeping on times the caller passes in.
+"""Defences of a gateway's server against clients that misbehave: pure bookkeeping on times the caller passes in.
 
 :class:`AuthLimiter` slows down the guessing of the token: after a wrong token, the next attempts from the same
 address are refused unchecked for a back-off that doubles with each wrong token, up to a cap. :class:`LogLimiter`
