@@ -59,7 +59,7 @@ def test_without_noise_and_fewer_scans(small_log: Path, tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert "10 scans" in out and "odometry noise none" in out
     # the odometry is the reference itself
-    assert "odometry 0.000 ± 0.000 m, 0.00 ± 0.00°" in out
+    assert "odometry 0.000 m (95 % 0.000, max 0.000), 0.00° (95 % 0.00, max 0.00)" in out
 
 
 @pytest.mark.parametrize(
