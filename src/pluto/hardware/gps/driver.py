@@ -8,7 +8,9 @@ The port is opened with ``serial.serial_for_url`` (``/dev/ttyUSB0``, ``socket://
 """
 
 # Strategy: one reader thread owns the port (SerialDriver's): it reads, feeds the decoder, stamps every sentence
-# with the driver's clock when its bytes were read and hands it to the FixAssembler (fix.py), which makes the fixes.
+# with the driver's clock when its bytes were read and hands it to the FixAssembler (fix.py), which makes one fix per
+# epoch of the receiver from all its sentences; a read that brings nothing lets it complete an epoch whose last
+# sentence was lost.
 # A receiver only talks, so there is no handshake: the link is up while sentences with good checksums come, and lost
 # when none came for ``link_timeout`` s or the port fails; then the port is closed and opened again after a back-off
 # while ``reconnect`` holds. Nothing is handed out as fresh while the link is down.
@@ -124,16 +126,20 @@ class NmeaDriver(SerialDriver):
                 for event in self._decoder.events():
                     if isinstance(event, ConnectionClosed):  # pragma: no cover - the driver never ends the stream
                         continue
-                    fix = self._assembler.update(event, now)
-                    if fix is not None:
-                        with self._changed:
-                            self._fix = fix
-                            self._updates += 1
-                            self._changed.notify_all()
+                    self._publish(self._assembler.update(event, now))
                 if self._decoder.statistics().sentences != before:
                     self._heard_at(now)
                     if not self._connected:
                         self._link_up()
+            else:
+                self._publish(self._assembler.flush(now))
             heard = self._heard if self._heard is not None and self._heard >= opened else opened
             if now - heard > self.link_timeout:
                 return
+
+    def _publish(self, fixes: list[msgs.GpsFix]) -> None:
+        for fix in fixes:
+            with self._changed:
+                self._fix = fix
+                self._updates += 1
+                self._changed.notify_all()
