@@ -257,7 +257,7 @@ def gps_rows(seconds: float) -> list[Row]:
         for i, chunk in enumerate(chunks):
             d.receive_data(chunk)
             while (event := d.next_event()) is not NEED_DATA:
-                n += fixes.update(event, i / per_s) is not None
+                n += len(fixes.update(event, i / per_s))
         return n
 
     rows = []
