@@ -21,9 +21,11 @@ HELP = "serve an emulated Crossbow DMU/VG inertial unit (for testing DMU hosts a
 
 DESCRIPTION = """\
 Pretends to be a Crossbow DMU/VG inertial unit at the other end of a serial line: it answers R (ping) with H,
-switches to angle (a), scaled (c) or voltage (r) mode, sends one packet per G in polled mode, and streams packets
-(100 a second by default) after C. What it measures is a robot driving a circle on a gentle swell, or, with --sim,
-the simulated robot of a running simulation (`pluto sim` on the same robot), through the simulator's inertial model.
+switches to angle (a), scaled (c) or voltage (r) mode, sends one packet per G (a G also ends the continuous mode),
+streams packets (100 a second by default) after C, and answers S (serial number), v (version), B (built-in test),
+b (baud change), z (zero the rate sensors) and takes T (erection rate) as the manuals say. What it measures is a
+robot driving a circle on a gentle swell, or, with --sim, the simulated robot of a running simulation (`pluto sim` on
+the same robot), through the simulator's inertial model.
 
 Connect a host to the URL printed at start: socket://127.0.0.1:8102 over TCP, or with --pty a pseudo-terminal path
 such as /dev/pts/5 that any serial-port program can open. Pluto's own driver: `pluto run dmu --driver crossbow

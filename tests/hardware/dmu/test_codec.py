@@ -10,6 +10,7 @@ import pytest
 from pluto.codec import NEED_DATA, ConnectionClosed
 from pluto.hardware.dmu.codec import (
     ANGLE_PACKET_SIZE,
+    REPLIES,
     AngleData,
     Command,
     CrossbowDecoder,
@@ -119,7 +120,7 @@ def test_replies_between_packets() -> None:
 
 def test_buffer_is_capped_and_end_of_stream_counts_the_rest() -> None:
     decoder = CrossbowDecoder()
-    garbage = bytes(b for b in range(200) if b not in b"HACR")  # no header, no reply letter
+    garbage = bytes(b for b in range(200) if b not in REPLIES)  # no header, no reply letter
     decoder.receive_data(garbage * 50)  # all garbage, nothing kept
     assert decoder.buffered_bytes == 0 and decoder.statistics().garbage_bytes == len(garbage) * 50
     decoder.receive_data(PACKET[:10])
@@ -162,6 +163,13 @@ def test_device_role_decodes_commands() -> None:
     assert decoder.statistics().garbage_bytes == 1
     with pytest.raises(LocalProtocolError):
         Command("Z")
+    # z and T take the next byte as their argument, whatever it is
+    assert decode_all(CrossbowDecoder("device"), b"z\x00TRS") == [Command("z", 0), Command("T", 0x52), Command("S")]
+    assert encode(Command("T", 50)) == b"T2"
+    with pytest.raises(LocalProtocolError):
+        Command("T")
+    with pytest.raises(LocalProtocolError):
+        Command("R", 1)
 
 
 def test_every_intact_packet_survives_one_percent_corrupted_bytes() -> None:

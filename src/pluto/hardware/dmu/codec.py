@@ -28,8 +28,15 @@ voltage mode       18       the same channels as scaled mode, as raw unsigned 12
   on z (the DMU/VG700 user's manual, "DMU coordinate system"): the negative of the specific force an accelerometer
   measures, on every axis;
 - commands (one byte each): ``R`` reset to polled mode, answered ``H`` (also the ping); ``P`` polled mode (no
-  answer); ``C`` continuous mode; ``G`` get one packet (polled mode); ``a`` angle mode, answered ``A``; ``c``
-  scaled mode, answered ``C``; ``r`` voltage mode, answered ``R``.
+  answer); ``C`` continuous mode; ``G`` get one packet, and back to polled mode if the unit was streaming; ``a``
+  angle mode, answered ``A``; ``c`` scaled mode, answered ``C``; ``r`` voltage mode, answered ``R``; ``S`` the
+  serial number, answered with a packet of its 4 bytes (a 32-bit unsigned integer, big-endian: 9911750 is
+  ``FF 00 97 3D C6 9A``); ``v`` the unit's type and firmware version, a packet of VERSION_LENGTH (24) ASCII
+  characters; ``B`` built-in test, answered ``b``; ``b`` baud-rate change (autobaud), answered ``B``: the host then
+  switches its port and sends ``a`` at the new rate, answered ``A``;
+- commands with a one-byte argument: ``z<x>`` zero the rate sensors (measure their biases, the unit kept still),
+  answered ``Z``; ``x`` = 0 erases the stored biases instead; ``T<x>`` the vertical gyro's erection rate, ``x`` in
+  °/min (``T<50>`` is ``54 32``), no answer.
 
 Everything the codec hands out is SI in the unit's own frame (rad, rad/s, m/s², °C); turning it into Pluto's frame
 (z up, y left) is the driver's job (:func:`.driver.to_body_frame`).
@@ -43,7 +50,7 @@ Everything the codec hands out is SI in the unit's own frame (rad, rad/s, m/s²,
 # only while it waits for one (the handshake). Complete packets are decoded eagerly in receive_data, so the buffer
 # never holds more than one incomplete packet; events queue for next_event. Every byte received is accounted for:
 # bytes = garbage_bytes + replies + packet bytes + buffered_bytes. The device role decodes commands one byte at a
-# time (they are single bytes), counting unknown ones.
+# time, counting unknown ones; z and T take the byte after them as their argument, whatever it is (it is binary).
 
 from __future__ import annotations
 
@@ -58,10 +65,12 @@ from pluto.errors import LocalProtocolError
 __all__ = [
     "ANGLE_PACKET_SIZE",
     "COMMANDS",
+    "COMMAND_ARGUMENTS",
     "HEADER",
     "NEED_DATA",
     "REPLIES",
     "SCALED_PACKET_SIZE",
+    "VERSION_LENGTH",
     "AngleData",
     "Command",
     "ConnectionClosed",
@@ -77,6 +86,8 @@ __all__ = [
     "VoltageData",
     "checksum",
     "encode",
+    "serial_number_packet",
+    "version_packet",
 ]
 
 HEADER: Final = 0xFF
@@ -86,10 +97,14 @@ STANDARD_GRAVITY: Final = 9.80665
 
 Mode = Literal["angle", "scaled", "voltage"]
 PACKET_SIZE: Final[dict[str, int]] = {"angle": ANGLE_PACKET_SIZE, "scaled": SCALED_PACKET_SIZE, "voltage": 18}
-COMMANDS: Final = frozenset(b"RPCGacr")
+COMMANDS: Final = frozenset(b"RPCGacrSvBbzT")
 """The command bytes a unit understands."""
-REPLIES: Final = frozenset(b"HACR")
-"""The unit's one-byte answers: H to R (ping), A to a, C to c, R to r."""
+COMMAND_ARGUMENTS: Final = frozenset(b"zT")
+"""The commands followed by a one-byte argument."""
+REPLIES: Final = frozenset(b"HACRZbB")
+"""The unit's one-byte answers: H to R (ping), A to a, C to c, R to r, Z to z, b to B, B to b."""
+VERSION_LENGTH: Final = 24
+"""ASCII characters of the version packet's body (the answer to ``v``)."""
 MODE_COMMAND: Final[dict[str, bytes]] = {"angle": b"a", "scaled": b"c", "voltage": b"r"}
 MODE_REPLY: Final[dict[str, bytes]] = {"angle": b"A", "scaled": b"C", "voltage": b"R"}
 
@@ -188,13 +203,19 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A one-byte command of the host (see :data:`COMMANDS`)."""
+    """A command of the host (see :data:`COMMANDS`): one byte, and for ``z`` and ``T`` its argument byte."""
 
     code: str
+    argument: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.code) != 1 or ord(self.code) not in COMMANDS:
             raise LocalProtocolError(f"not a Crossbow command: {self.code!r}")
+        takes = ord(self.code) in COMMAND_ARGUMENTS
+        if takes and not (self.argument is not None and 0 <= self.argument <= 0xFF):
+            raise LocalProtocolError(f"the command {self.code!r} takes a one-byte argument, not {self.argument!r}")
+        if not takes and self.argument is not None:
+            raise LocalProtocolError(f"the command {self.code!r} takes no argument")
 
 
 Event = AngleData | ScaledData | VoltageData | Reply | Command | ConnectionClosed
@@ -237,6 +258,8 @@ def encode(message: AngleData | ScaledData | VoltageData | Command | Reply, scal
     Raises:
         LocalProtocolError: a value that is not finite, or a count outside 0..65535.
     """
+    if isinstance(message, Command) and message.argument is not None:
+        return message.code.encode("ascii") + bytes((message.argument,))
     if isinstance(message, Command | Reply):
         return message.code.encode("ascii")
     s = scale or DmuScale()
@@ -253,6 +276,35 @@ def encode(message: AngleData | ScaledData | VoltageData | Command | Reply, scal
             body = _ANGLE.pack(*angles, *words)
         else:
             body = _SCALED.pack(*words)
+    return bytes((HEADER,)) + body + bytes((checksum(body),))
+
+
+def serial_number_packet(serial: int) -> bytes:
+    """The unit's answer to ``S``: header, the serial number (4 bytes, big-endian), checksum.
+
+    Raises:
+        LocalProtocolError: a serial number that is not a 32-bit unsigned integer.
+    """
+    if not 0 <= serial <= 0xFFFFFFFF:
+        raise LocalProtocolError(f"a serial number is a 32-bit unsigned integer, not {serial!r}")
+    body = serial.to_bytes(4, "big")
+    return bytes((HEADER,)) + body + bytes((checksum(body),))
+
+
+def version_packet(version: str) -> bytes:
+    """The unit's answer to ``v``: header, its type and firmware version (VERSION_LENGTH ASCII characters, padded
+    with spaces), checksum.
+
+    Raises:
+        LocalProtocolError: a version that is not ASCII or longer than VERSION_LENGTH.
+    """
+    try:
+        body = version.encode("ascii")
+    except UnicodeEncodeError:
+        raise LocalProtocolError(f"the version is ASCII, not {version!r}") from None
+    if len(body) > VERSION_LENGTH:
+        raise LocalProtocolError(f"the version has at most {VERSION_LENGTH} characters, not {len(body)}")
+    body = body.ljust(VERSION_LENGTH, b" ")
     return bytes((HEADER,)) + body + bytes((checksum(body),))
 
 
@@ -286,6 +338,7 @@ class CrossbowDecoder(StreamDecoder[Event]):
         self._packets = 0
         self._bad_checksum = 0
         self._replies = 0
+        self._awaiting: str | None = None  # (device role) a command whose argument byte is still to come
 
     @property
     def mode(self) -> Mode:
@@ -316,7 +369,13 @@ class CrossbowDecoder(StreamDecoder[Event]):
 
     def _commands(self, data: bytes | bytearray) -> None:
         for byte in data:
-            if byte in COMMANDS:
+            if self._awaiting is not None:  # any byte: the argument is binary
+                self._events.append(Command(self._awaiting, byte))
+                self._awaiting = None
+            elif byte in COMMAND_ARGUMENTS:
+                self._replies += 1
+                self._awaiting = chr(byte)
+            elif byte in COMMANDS:
                 self._replies += 1
                 self._events.append(Command(chr(byte)))
             else:

@@ -21,6 +21,10 @@ from here too.
 # device turns them into its own (z down, y right, gravity counted positive down, as the unit's manual has it):
 # rates (x, y, z) -> (x, -y, -z), accelerations (x, y, z) -> (-x, y, z) (+1 g on z at rest), roll unchanged, pitch
 # negated.
+# Commands are answered as the DMU/VG and AHRS manuals have it (codec.py lists them): G also ends the continuous
+# mode; S and v answer with the serial-number and version packets; z measures the rate sensors' biases (the source
+# is what the unit measures, so the zeroing is recorded, not applied) and T sets the erection rate, both kept for a
+# host to read back from the device; b (autobaud) is answered B, the line's rate being nominal on TCP and a pty.
 
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ from .codec import (
     ScaledData,
     VoltageData,
     encode,
+    serial_number_packet,
+    version_packet,
 )
 from .filter import GRAVITY
 
@@ -66,6 +72,8 @@ __all__ = [
     "SyntheticMotion",
 ]
 
+DEFAULT_VERSION = "DMU-VG400CA-100 Ver 3.1"
+"""What an emulated unit answers to ``v`` (padded to 24 characters on the wire)."""
 MAX_OWED = 5
 """Packets a late step of the unit sends at most (the rest of the backlog is skipped)."""
 
@@ -165,6 +173,7 @@ class CrossbowDevice:
         rate_hz: packets per second in continuous mode.
         scale: the unit's ranges.
         temperature: of the unit, °C.
+        serial: the serial number it reports.  version: its type and firmware version (at most 24 characters).
 
     Raises:
         ValueError: a rate that is not positive.
@@ -177,9 +186,14 @@ class CrossbowDevice:
         rate_hz: float = 100.0,
         scale: DmuScale | None = None,
         temperature: float = 30.0,
+        serial: int = 9911750,
+        version: str = DEFAULT_VERSION,
     ) -> None:
         if not (math.isfinite(rate_hz) and rate_hz > 0.0):
             raise ValueError(f"rate_hz must be > 0, got {rate_hz!r}")
+        self._serial_packet = serial_number_packet(serial)
+        self._version_packet = version_packet(version)
+        self.serial, self.version = serial, version
         self.source: InertialSource = source if source is not None else SyntheticMotion()
         self.period = 1.0 / rate_hz
         self.scale = scale or DmuScale()
@@ -188,6 +202,12 @@ class CrossbowDevice:
         self.continuous = False
         self.packets_sent = 0
         self.commands = 0
+        self.erection_rate: int | None = None
+        """°/min set by the last T command (None: the unit's own)."""
+        self.bias_zeroings = 0
+        """z commands that measured the rate sensors' biases."""
+        self.biases_erased = 0
+        """z commands with argument 0 (the stored biases erased)."""
         self._decoder = CrossbowDecoder("device")
         self._out = bytearray()
         self._now: float | None = None
@@ -201,9 +221,9 @@ class CrossbowDevice:
         while (event := self._decoder.next_event()) is not NEED_DATA:
             if isinstance(event, Command):
                 self.commands += 1
-                self._command(event.code)
+                self._command(event.code, event.argument)
 
-    def _command(self, code: str) -> None:
+    def _command(self, code: str, argument: int | None = None) -> None:
         if code == "R":
             self.continuous = False
             self._out += encode(Reply("H"))
@@ -212,8 +232,26 @@ class CrossbowDevice:
         elif code == "C":
             self.continuous = True
             self._next = None
-        elif code == "G":
+        elif code == "G":  # one packet; a unit that was streaming is polled from now on
+            self.continuous = False
             self._packet(self._now if self._now is not None else time.monotonic())
+        elif code == "S":
+            self._out += self._serial_packet
+        elif code == "v":
+            self._out += self._version_packet
+        elif code == "B":  # built-in test: passed
+            self._out += encode(Reply("b"))
+        elif code == "b":  # autobaud: the host switches its rate and sends "a" at the new one
+            self.continuous = False
+            self._out += encode(Reply("B"))
+        elif code == "z":
+            if argument == 0:
+                self.biases_erased += 1
+            else:
+                self.bias_zeroings += 1
+            self._out += encode(Reply("Z"))
+        elif code == "T":
+            self.erection_rate = argument
         else:
             self.mode = {"a": "angle", "c": "scaled", "r": "voltage"}[code]  # type: ignore[assignment]
             self._out += MODE_REPLY[self.mode]
