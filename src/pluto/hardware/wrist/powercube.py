@@ -20,7 +20,8 @@ identifier           direction           data bytes
                                          ``08 pp ff ff ff ff`` SET_EXTENDED parameter pp = float32;
                                          ``0B mm ff ff ff ff`` SET_MOTION, motion mode mm, float32 argument
 0x0C0 + id (GET)     host -> module      ``0A pp`` GET_EXTENDED parameter pp
-0x100 (ALL)          host -> all         ``00`` / ``01`` / ``02`` reset, home, halt every module
+0x100 (ALL)          host -> all         ``00`` / ``01`` / ``02`` reset, home, halt every module (a module
+                                         also takes them with a second byte, ``02 00``, as libm5api sends them)
 0x0A0 + id (ACK)     module -> host      ``cc 64`` acknowledge of RESET/HOME/HALT cc (``cc`` alone accepted);
                                          ``08 pp 64`` SET_EXTENDED acknowledged;
                                          ``0A pp vv vv vv vv`` the parameter's value (float32 or uint32);
@@ -530,8 +531,8 @@ class PowerCubeCodec:
         command = data[0]
         if kind == "ack":
             return self._decode_reply(module, command, data, size)
-        if kind == "all":
-            if size != 1 or command not in (CMD_RESET, CMD_HOME, CMD_HALT):
+        if kind == "all":  # one byte, or two as Schunk's M5 library sends them (the second byte 0)
+            if size > 2 or command not in (CMD_RESET, CMD_HOME, CMD_HALT):
                 raise _Malformed("not a reset, home or halt to all modules")
             return (Reset, Home, Halt)[command](0)
         if kind == "get":
