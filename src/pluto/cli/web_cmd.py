@@ -34,7 +34,11 @@ motion/command, which needs the motion module: `pluto up mission`). Several brow
 It listens on 127.0.0.1 only unless --bind says otherwise. Bound elsewhere, commands need a token: the first line of
 the file --token-file names, else the environment variable PLUTO_WEB_TOKEN, else one made at start; the address
 printed carries it (?token=...). Watching needs none. The token is never an option of its own: every user of the
-computer can read a command line.
+computer can read a command line. Wrong tokens make the next attempts from their address wait, longer each time.
+
+It answers only requests that name it as localhost, 127.0.0.1, [::1] or the address it listens on, so a web page
+cannot reach it through a name of its own that it points at this computer (DNS rebinding). Opened by another name
+(the computer's name on the network, a reverse proxy's), give that name with --allow-host NAME.
 
 The map: --map names a shipped world (office, campus, clutter) or a map file (a SLAM map saved as XML too);
 without it, the world of the running simulator, as soon as one answers.
@@ -44,6 +48,7 @@ examples:
   pluto demo --rate 1 & pluto web          watch the demonstration at real speed
   pluto web --bind 0.0.0.0 --port 8081     from other computers; prints the address with a new token
   pluto web --bind 0.0.0.0 --token-file ~/.config/pluto/web-token       (chmod 600 the file)
+  pluto web --bind 0.0.0.0 --allow-host robot.local   opened as http://robot.local:8080/
   pluto web --map office.xml               the walls of a saved map
 """
 
@@ -60,6 +65,14 @@ def register(subparsers: Subparsers) -> None:
         "at start when bound beyond 127.0.0.1)",
     )
     p.add_argument("--token", metavar="T", help="refused: use --token-file or PLUTO_WEB_TOKEN (ps shows arguments)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name or address browsers use for this server besides localhost, 127.0.0.1, [::1] and the bound "
+        "address (e.g. robot.local); repeatable",
+    )
     p.add_argument(
         "--map",
         metavar="FILE|WORLD",
@@ -94,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
             params[param] = getattr(args, option)
     if args.token_file is not None:
         params["token_file"] = str(Path(args.token_file).expanduser().absolute())
+    if args.allow_host:
+        given = params.get("allow_hosts", [])
+        params["allow_hosts"] = [*(given if isinstance(given, list) else [given]), *args.allow_host]
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         module = instantiate(ModuleSpec(MODULE, params=params), bus, config)
         assert isinstance(module, WebModule)

@@ -4,7 +4,7 @@
 address are refused unchecked for a back-off that doubles with each wrong token, up to a cap. :class:`LogLimiter`
 keeps a flood of events from flooding the log: at most ``burst`` lines per key (an address) per interval, the events
 in between counted and reported with the next line. Neither touches a clock, a socket or a logger: the server
-passes the time (its loop's monotonic clock) and writes the lines.
+passes the time (its loop's monotonic clock) and writes the lines. The XML server and the web view use both.
 """
 
 # Strategy: both keep one small record per address in an insertion-ordered dict, moved to the end when used, so the

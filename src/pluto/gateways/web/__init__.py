@@ -4,6 +4,7 @@
   robot, estimate and its covariance ellipse, path, laser scan, sonar, goals).
 - :mod:`.mailbox`: newest wins, per browser (a slow browser skips frames, never queues them).
 - :mod:`.commands`: what a browser may send (teleop, stop, moveto, the token), range-checked, and the dead-man rule.
+- :mod:`.access`: which names (``Host``) the server answers to: its own, never a hostile site's (DNS rebinding).
 - :mod:`.server`: the aiohttp server (the page, one WebSocket per browser, ``/stats``) on a thread of its own.
 - :mod:`.module`: the ``web`` module binding them to the bus; the page is ``static/index.html`` (no build step).
 """

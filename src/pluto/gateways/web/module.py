@@ -11,7 +11,12 @@ Who may command: with ``host`` 127.0.0.1 (the default) every browser on this com
 browser that has the token: the first line of ``token_file``, else the environment variable ``PLUTO_WEB_TOKEN``, else
 a new one made at start (``pluto web`` prints the address to open with it). A given token is needed on 127.0.0.1 too.
 The token is never a parameter of its own (a command line can be read by every user of the computer). Watching needs
-no token.
+no token. Wrong tokens from an address make its next attempts wait (``auth_backoff``, doubled up to
+``auth_backoff_max``).
+
+Which names the server answers to: the loopback ones, the address it binds and the names in ``allow_hosts``
+(``pluto web --allow-host robot.local``); a request naming any other host, as a hostile page does through DNS
+rebinding, is refused (:mod:`.access`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.ranges import Offset, Port, Rate, Speed, Timeout, TurnRate, between
 from pluto.sim.world import World, load_world
 
+from .access import allowed_name
 from .commands import CommandLimits
 from .frames import INPUTS, ViewState, map_message
 from .server import DEFAULT_PORT, WebServer, WebSettings
@@ -101,7 +107,12 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     path_period: s between two sendings of the path (when it changed).
     laser_mount_x: forward offset of the wrist and laser axis from the robot's centre, m.
     max_speed, max_turn_rate: teleop limits, m/s and rad/s.
-    max_clients: browsers served at once.
+    max_clients: browsers served at once; one more pushes out the one idle longest (of the address holding the most).
+    allow_hosts: host names or addresses browsers may use for this server besides localhost, 127.0.0.1, [::1] and
+        ``host`` (the computer's name on the network, a reverse proxy's); a request naming any other is refused.
+    auth_backoff: s during which token attempts from an address are refused unchecked after its first wrong token;
+        doubled at each further one.
+    auth_backoff_max: the longest back-off, s.
     """
 
     rate_hz: Rate = 20.0
@@ -115,10 +126,17 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     max_speed: Speed = 0.5
     max_turn_rate: TurnRate = 1.0
     max_clients: Annotated[int, between(1, 100000)] = 64
+    allow_hosts: list[str] = msgspec.field(default_factory=list)
+    auth_backoff: Timeout = 0.5
+    auth_backoff_max: Timeout = 30.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         CommandLimits(self.max_speed, self.max_turn_rate)
+        for name in self.allow_hosts:
+            allowed_name(name)
+        if self.auth_backoff_max < self.auth_backoff:
+            raise ValueError(f"auth_backoff_max ({self.auth_backoff_max}) is below auth_backoff ({self.auth_backoff})")
 
 
 class WebModule(Module[WebParams]):
@@ -143,7 +161,16 @@ class WebModule(Module[WebParams]):
         for name in INPUTS:
             self.create_subscription(name, self._receiver(name), depth=4)
         limits = CommandLimits(p.max_speed, p.max_turn_rate, self._area(self.world))
-        settings = WebSettings(host=p.host, port=p.port, token=self.token, limits=limits, max_clients=p.max_clients)
+        settings = WebSettings(
+            host=p.host,
+            port=p.port,
+            token=self.token,
+            limits=limits,
+            allow_hosts=tuple(p.allow_hosts),
+            max_clients=p.max_clients,
+            auth_backoff=p.auth_backoff,
+            auth_backoff_max=p.auth_backoff_max,
+        )
         self.server = WebServer(settings, self._commands.write, self._robot_time, log)
         try:
             self.server.start()
