@@ -19,6 +19,7 @@ from pluto.record.carmen import (
     CarmenLaser,
     CarmenLineError,
     CarmenOdometry,
+    CarmenRawLaser,
     beam_angles,
     import_carmen,
     parse_line,
@@ -33,6 +34,21 @@ from tests.record.conftest import EXCERPTS, ClockAfterReplay
 def flaser(n: int, t: float, ranges: str | None = None, kind: str = "FLASER") -> str:
     values = ranges if ranges is not None else " ".join(["1.5"] * n)
     return f"{kind} {n} {values} 1 2 0.5 1 2 0.5 {t} host {t}"
+
+
+def robotlaser(ranges: str, t: float, remissions: str = "0", kind: str = "ROBOTLASER1") -> str:
+    """A ``ROBOTLASER`` line: a SICK (type 0) from -90° every 1°, 81.9 m, the laser 0.1 m ahead of the robot."""
+    n = len(ranges.split())
+    return (
+        f"{kind} 0 -1.5708 3.1416 0.0174533 81.9 0.01 0 {n} {ranges} {remissions} "
+        f"1.1 2 0.5 1 2 0.5 0.3 0.1 0.5 0.2 0 {t} host {t}"
+    )
+
+
+def rawlaser(ranges: str, t: float, remissions: str = "0", kind: str = "RAWLASER1") -> str:
+    """A ``RAWLASER`` line: a Hokuyo (type 2) from -2 rad every 0.01 rad, 5.6 m."""
+    n = len(ranges.split())
+    return f"{kind} 2 -2.0 4.0 0.01 5.6 0.01 0 {n} {ranges} {remissions} {t} host {t}"
 
 
 # -- lines --------------------------------------------------------------------------------------------------------
@@ -54,6 +70,42 @@ def test_laser_lines_and_their_beams() -> None:
     assert beam_angles(5) == pytest.approx([-math.pi / 2, -math.pi / 4, 0.0, math.pi / 4, math.pi / 2])
 
 
+def test_robotlaser_lines_give_their_beams_poses_and_range() -> None:
+    item = parse_line(robotlaser("1 2 3", 7.5, "3 10 20 30"), 4)
+    assert isinstance(item, CarmenLaser) and item.kind == "ROBOTLASER1" and not item.rear
+    assert (item.line, item.t, item.ranges) == (4, 7.5, (1.0, 2.0, 3.0))
+    # the laser's pose, then the robot's (odometry) pose; the remission values are left out
+    assert item.pose == (1.1, 2.0, 0.5) and item.odometry == (1.0, 2.0, 0.5)
+    assert item.max_range == 81.9 and item.angles() == pytest.approx(
+        [-1.5708, -1.5708 + 0.0174533, -1.5708 + 2 * 0.0174533]
+    )
+    rear = parse_line(robotlaser("1 2", 8.0, kind="ROBOTLASER2"), 5)
+    assert isinstance(rear, CarmenLaser) and rear.rear and rear.kind == "ROBOTLASER2"
+    # an FLASER keeps the bearings of its convention
+    front = parse_line(flaser(5, 1.0), 1)
+    assert (
+        isinstance(front, CarmenLaser) and front.angles() == pytest.approx(beam_angles(5)) and front.max_range is None
+    )
+
+
+def test_rawlaser_lines_give_a_scan_without_a_pose() -> None:
+    item = parse_line(rawlaser("0.5 0.6 0.7 0.8", 3.25, "2 100 200"), 9)
+    assert item == CarmenRawLaser(9, 3.25, "RAWLASER1", 1, (0.5, 0.6, 0.7, 0.8), -2.0, 0.01, 5.6)
+    assert item.angles() == pytest.approx([-2.0, -1.99, -1.98, -1.97])
+    other = parse_line(rawlaser("1 2", 4.0, kind="RAWLASER3"), 10)
+    assert isinstance(other, CarmenRawLaser) and other.number == 3
+
+
+def test_the_import_counts_the_newer_lasers_lines_and_leaves_them_out() -> None:
+    converter = CarmenImport()
+    converter.feed_lines(
+        [flaser(3, 1.0, "1 2 3"), robotlaser("1 2 3", 1.0), rawlaser("1 2 3", 1.0), rawlaser("1 2", 1.0)]
+    )
+    converter.messages()
+    assert converter.report.counts == {"Sick/Scan_mm": 1, "Sick/Timing": 1}
+    assert converter.report.ignored == {"RAWLASER1": 2, "ROBOTLASER1": 1} and not converter.report.malformed
+
+
 def test_other_lines() -> None:
     assert parse_line("", 1) is None and parse_line("   \n", 1) is None
     assert parse_line("# message formats defined: ODOM", 1) is None
@@ -73,6 +125,15 @@ def test_other_lines() -> None:
         (flaser(180, 3.0).replace(" 1.5", "", 1), "cut short"),
         (flaser(3, 3.0, "1 oops 3"), "range 2 is not a number"),
         ("PARAM lonely", "PARAM without"),
+        ("ROBOTLASER1 0 -1.57 3.14 0.017", "cut short before its ranges"),
+        (robotlaser("1 2 3", 5.0).replace(" 3 0 1.1", " 3 1.1"), "remission values is not an integer"),
+        (robotlaser("1 2 3", 5.0, "2 7"), "3 ranges and 2 remission values"),
+        (robotlaser("1 2 3", 5.0).replace("-1.5708", "left"), "start_angle is not a number"),
+        (robotlaser("1 2 3", 5.0).replace(" 0.2 0 5.0", " 0.2 0 inf"), "timestamp is not finite"),
+        (rawlaser("1 2", 5.0).replace(" 2 1 2 ", " two 1 2 "), "number of ranges is not an integer"),
+        ("RAWLASER1 2 -2.0 4.0 0.01 5.6 0.01 0 0 0 5.0 h 5.0", "no range"),
+        (rawlaser("1 2", 5.0).replace(" 0 5.0 host", " -1 5.0 host"), "-1 remission values"),
+        (rawlaser("1 2", 5.0) + " 6.0", "cut short"),
     ],
 )
 def test_malformed_lines_say_why(text: str, reason: str) -> None:

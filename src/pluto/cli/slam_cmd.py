@@ -42,14 +42,29 @@ The odometry's increments can be perturbed with seeded noise, so that logs whose
 "corrected" Radish logs) test the estimator: per increment of travel Δd and turn Δθ, the travel gets noise of std dev
 a1·|Δd| + a2·|Δθ| (m) and the turn a3·|Δθ| + a4·|Δd| (rad); the default is 0.05,0.01,0.05,0.01745 (5 % of the travel
 and of the turn, 1 cm per radian, 1° per metre). Where the log has a reference trajectory (a CARMEN log's laser
-poses; a simulated recording's Sim/Truth), the relative pose error of the SLAM trajectory and of the odometry is
-printed: over consecutive scans and over pairs of scans 5 m of travel apart, translation (m) and rotation (deg),
-mean ± std.
+poses; a simulated recording's Sim/Truth), the errors of the SLAM trajectory and of the odometry are printed, each
+as its mean, 95th percentile and maximum:
+
+- the relative pose error (Kümmerle et al. 2009; the TUM and KITTI benchmarks' RPE): for a pair of scans, the
+  estimated motion between them seen from the reference's, E = (δ*)⁻¹·δ, whose translation is |t - t*| (m) and
+  rotation the difference of the turns (deg); over consecutive scans and over pairs 5 m of travel apart;
+- the absolute trajectory error: the distance of each pose from the reference's after the rigid motion that moves
+  the whole trajectory onto the reference best (least squares, no scale), with its root mean square.
+
+--relations FILE adds the relative error over a Kümmerle .relations file's pairs (lines t1 t2 x y z roll pitch yaw:
+two scans' stamps and the reference motion between them), the pairs their published figures are over; it needs no
+reference in the log, but a log whose stamps are those the file names. A figure compares with a published one only
+when it is the same measure over the same data.
+
+The scans of a CARMEN log are taken in the file's order (each FLASER, ROBOTLASER1 line holds its own odometry;
+RAWLASER1 lines take the ODOM lines'); a log whose stamps cannot time it (all 0, constant, cut to too few digits) is
+read all the same, with one warning and no real-time factor.
 
 examples:
   pluto slam offline intel-corrected.log.gz -o intel.xml
   pluto slam offline run.mcap -o map.xml --odometry-noise none --plot map.png
   pluto slam offline fr079.log.gz -o fr079.xml --odometry-noise 0.1,0.02,0.1,0.035 --seed 7 --max-scans 500
+  pluto slam offline intel.log -o intel.xml --relations intel.relations
 """
 
 RPE_DISTANCE = 5.0
@@ -81,6 +96,12 @@ def register(subparsers: Subparsers) -> None:
     offline.add_argument("--seed", type=int, default=1, help="seed of the odometry noise (default 1)")
     offline.add_argument("--plot", type=Path, metavar="PNG", help="draw the map and the trajectories (matplotlib)")
     offline.add_argument("--max-scans", type=int, metavar="N", help="use the first N scans only")
+    offline.add_argument(
+        "--relations",
+        type=Path,
+        metavar="FILE",
+        help="a Kümmerle .relations file: also the relative pose error over its pairs of scans",
+    )
 
 
 def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -142,12 +163,12 @@ def run_offline_command(args: argparse.Namespace) -> int:
 
     Raises:
         ConfigError: bad options.
-        LogError: the log cannot be read or has no usable scans.
+        LogError: the log (or the relations file) cannot be read or has no usable scans.
         OSError, MapError: the map cannot be written.
     """
     from pluto.navigation.slam.mapfile import save_map
-    from pluto.navigation.slam.metrics import relative_pose_error
-    from pluto.navigation.slam.offline import OdometryNoise, read_log, run_offline
+    from pluto.navigation.slam.metrics import absolute_trajectory_error, relations_error, relative_pose_error
+    from pluto.navigation.slam.offline import OdometryNoise, read_log, read_relations, run_offline
 
     try:
         noise = OdometryNoise.parse(args.odometry_noise)
@@ -155,28 +176,61 @@ def run_offline_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--odometry-noise: {err}") from None
     if args.max_scans is not None and args.max_scans < 2:
         raise ConfigError(f"--max-scans must be >= 2, got {args.max_scans}")
+    relations = None if args.relations is None else read_relations(args.relations)
     log = read_log(args.log)
     if args.max_scans is not None:
         log = log.head(args.max_scans)
     if log.skipped:
         print(f"{len(log.skipped)} lines or messages left out of {args.log}, the first: {log.skipped[0]}")
+    for note in log.notes:
+        print(f"{args.log.name}: {note}")
+    if relations is not None and relations.skipped:
+        print(f"{len(relations.skipped)} lines left out of {args.relations}, the first: {relations.skipped[0]}")
     result = run_offline(log, noise=noise, seed=args.seed)
     n = len(log.scans)
     model = "none" if noise is None else f"{noise.a1:g},{noise.a2:g},{noise.a3:g},{noise.a4:g} (seed {args.seed})"
-    print(
-        f"{n} scans over {log.duration:.1f} s of log in {result.cpu_time:.2f} s of processing "
-        f"({1000.0 * result.cpu_time / max(n, 1):.1f} ms a scan, {result.real_time_factor:.1f}x real time); "
-        f"odometry noise {model}"
-    )
-    if log.reference is None:
-        print("the log has no reference trajectory: no relative pose error")
+    per_scan = f"{1000.0 * result.cpu_time / max(n, 1):.1f} ms a scan"
+    factor = result.real_time_factor
+    if factor is None or log.duration is None:
+        timing = f"{n} scans in {result.cpu_time:.2f} s of processing ({per_scan}; no real-time factor: the log's "
+        timing += "stamps cannot time it)"
     else:
+        timing = f"{n} scans over {log.duration:.1f} s of log in {result.cpu_time:.2f} s of processing "
+        timing += f"({per_scan}, {factor:.1f}x real time)"
+    print(f"{timing}; odometry noise {model}")
+    if log.reference is None:
+        print("the log has no reference trajectory: no error against it")
+    else:
+        print("errors as mean (95th percentile, maximum):")
         for label, distance in (("consecutive scans", None), (f"pairs {RPE_DISTANCE:g} m apart", RPE_DISTANCE)):
             slam_error = relative_pose_error(result.estimate, log.reference, distance)
             odometry_error = relative_pose_error(result.odometry, log.reference, distance)
             print(
                 f"relative pose error over {label} ({slam_error.pairs} pairs): SLAM {slam_error.describe()}; "
                 f"odometry {odometry_error.describe()}"
+            )
+        slam_ate = absolute_trajectory_error(result.estimate, log.reference)
+        odometry_ate = absolute_trajectory_error(result.odometry, log.reference)
+        print(
+            f"absolute trajectory error after a rigid alignment ({slam_ate.poses} poses): SLAM {slam_ate.describe()}; "
+            f"odometry {odometry_ate.describe()}"
+        )
+    if relations is not None:
+        stamps = [scan.t for scan in log.scans]
+        slam_error = relations_error(result.estimate, stamps, relations)
+        odometry_error = relations_error(result.odometry, stamps, relations)
+        unmatched = (
+            f", {slam_error.unmatched} of {len(relations)} name no scan of the log" if slam_error.unmatched else ""
+        )
+        if slam_error.pairs:
+            print(
+                f"relative pose error over the relations of {args.relations.name} ({slam_error.pairs} pairs"
+                f"{unmatched}): SLAM {slam_error.describe()}; odometry {odometry_error.describe()}"
+            )
+        else:
+            print(
+                f"no relative pose error over the relations of {args.relations.name}: none of its {len(relations)} "
+                "pairs names two scans of the log by their stamps"
             )
     path, walls = save_map(
         result.slam, args.output, name=args.log.name, description=f"Made by pluto slam offline from {args.log.name}."

@@ -8,9 +8,19 @@ message per line, fields separated by blanks:
 - ``FLASER n r_1 .. r_n x y theta odom_x odom_y odom_theta ipc_timestamp ipc_hostname logger_timestamp``, the
   front laser: ``n`` ranges (m) from -90° to +90° (1° apart for 180 or 181 beams, 0.5° for 360 or 361, else
   evenly over 180°), then the laser's pose and the odometry at the scan; ``RLASER`` the same for a rear laser.
+- ``ROBOTLASER1 laser_type start_angle field_of_view angular_resolution maximum_range accuracy remission_mode n
+  r_1 .. r_n m e_1 .. e_m laser_x laser_y laser_theta robot_x robot_y robot_theta tv rv forward_safety_dist
+  side_safety_dist turn_axis ipc_timestamp ipc_hostname logger_timestamp``, the newer loggers' laser with its pose
+  (``ROBOTLASER2`` the second laser): the beams from ``start_angle`` every ``angular_resolution`` (rad), ``m``
+  remission values, the laser's pose and the robot's (odometry) pose at the scan.
+- ``RAWLASER1 laser_type start_angle field_of_view angular_resolution maximum_range accuracy remission_mode n
+  r_1 .. r_n m e_1 .. e_m ipc_timestamp ipc_hostname logger_timestamp`` (``RAWLASER2`` to ``4`` the other
+  lasers): the same scan without a pose; its odometry comes from the ``ODOM`` lines.
 - ``PARAM name value ...``, ``# comments``; other message types (``SYNC``, ``TRUEPOS``, ``NEFF``...) are counted
   and left out.
 
+:func:`parse_line` reads all of these (the SLAM's offline reader takes the front laser of any of the three
+kinds); the import takes ``ODOM``, ``FLASER`` and ``RLASER`` and counts the other lasers' lines as left out.
 ``ODOM`` becomes ``Base/Drive/State`` (an :class:`~pluto.msgs.Odometry` whose heading is unwrapped, as Pluto's
 odometry is continuous); ``FLASER`` becomes ``Sick/Scan_mm`` and ``Sick/Timing``, so the localization service
 places each scan; ``RLASER`` becomes ``Sick/Rear/Scan_mm`` (two scanners on one interface would mix). Times are the
@@ -49,6 +59,7 @@ __all__ = [
     "CarmenImport",
     "CarmenLaser",
     "CarmenOdometry",
+    "CarmenRawLaser",
     "ImportReport",
     "LineProblem",
     "beam_angles",
@@ -82,7 +93,16 @@ class CarmenOdometry:
 
 @dataclass(frozen=True)
 class CarmenLaser:
-    """A ``FLASER`` or ``RLASER`` line: the ranges (m) and the laser's and odometry's poses at ``t`` (s)."""
+    """A ``FLASER``, ``RLASER`` or ``ROBOTLASER1``/``2`` line: the ranges (m) and the laser's and odometry's poses
+    at ``t`` (s).
+
+    Attributes:
+        rear: an ``RLASER`` or a ``ROBOTLASER2`` (not the front laser).
+        kind: the line's message type.
+        start_angle, resolution: bearing of the first beam and between beams, rad (a ``ROBOTLASER``'s); None: the
+            ``FLASER`` convention of :func:`beam_angles`.
+        max_range: the scanner's largest range as the line gives it, m (a ``ROBOTLASER``'s), else None.
+    """
 
     line: int
     t: float
@@ -90,6 +110,41 @@ class CarmenLaser:
     ranges: tuple[float, ...]
     pose: tuple[float, float, float]
     odometry: tuple[float, float, float]
+    kind: str = "FLASER"
+    start_angle: float | None = None
+    resolution: float | None = None
+    max_range: float | None = None
+
+    def angles(self) -> list[float]:
+        """Bearing of each beam, laser frame, rad."""
+        if self.start_angle is None or self.resolution is None:
+            return beam_angles(len(self.ranges))
+        return [self.start_angle + i * self.resolution for i in range(len(self.ranges))]
+
+
+@dataclass(frozen=True)
+class CarmenRawLaser:
+    """A ``RAWLASER1`` to ``RAWLASER4`` line: a scan at ``t`` (s) without a pose.
+
+    Attributes:
+        number: which laser (1 is the front one).
+        ranges: range per beam, m.
+        start_angle, resolution: bearing of the first beam and between beams, rad.
+        max_range: the scanner's largest range, m.
+    """
+
+    line: int
+    t: float
+    kind: str
+    number: int
+    ranges: tuple[float, ...]
+    start_angle: float
+    resolution: float
+    max_range: float
+
+    def angles(self) -> list[float]:
+        """Bearing of each beam, laser frame, rad."""
+        return [self.start_angle + i * self.resolution for i in range(len(self.ranges))]
 
 
 @dataclass(frozen=True)
@@ -138,7 +193,55 @@ def _number(token: str, what: str) -> float:
     return value
 
 
-def parse_line(text: str, line: int) -> CarmenOdometry | CarmenLaser | CarmenParam | str | None:
+_SCAN_HEADER = ("laser_type", "start_angle", "field_of_view", "angular_resolution", "maximum_range", "accuracy")
+_ROBOTLASER_POSES = ("laser_x", "laser_y", "laser_theta", "robot_x", "robot_y", "robot_theta")
+_ROBOTLASER_MOTION = ("tv", "rv", "forward_safety_dist", "side_safety_dist", "turn_axis")
+RAWLASER_KINDS = {f"RAWLASER{k}": k for k in range(1, 5)}
+ROBOTLASER_KINDS = {"ROBOTLASER1": 1, "ROBOTLASER2": 2}
+
+
+def _count(fields: list[str], at: int, kind: str, what: str) -> int:
+    """The count at ``fields[at]`` (0 to :data:`MAX_BEAMS`)."""
+    if at >= len(fields):
+        raise CarmenLineError(f"{kind} cut short before the number of {what}")
+    try:
+        n = int(fields[at])
+    except ValueError:
+        raise CarmenLineError(f"{kind}: the number of {what} is not an integer: {fields[at]!r}") from None
+    if not 0 <= n <= MAX_BEAMS:
+        raise CarmenLineError(f"{kind}: {n} {what} (expected 0 to {MAX_BEAMS})")
+    return n
+
+
+def _parse_scan(
+    kind: str, fields: list[str], tail: tuple[str, ...]
+) -> tuple[list[float], tuple[float, ...], tuple[float, ...]]:
+    """A ``ROBOTLASER`` or ``RAWLASER`` line's numbers: the 6 of its header (``laser_type`` to ``accuracy``), the
+    ranges, and the values named in ``tail`` (those between the remission values and the timestamp) followed by the
+    ``ipc_timestamp``. The remission mode and values are checked for their count only."""
+    if len(fields) < 9:
+        raise CarmenLineError(f"{kind} has {len(fields) - 1} values, cut short before its ranges")
+    header = [_number(tok, what) for tok, what in zip(fields[1:7], _SCAN_HEADER, strict=True)]
+    n = _count(fields, 8, kind, "ranges")
+    if n == 0:
+        raise CarmenLineError(f"{kind} with no range")
+    m = _count(fields, 9 + n, kind, "remission values")
+    expected = 9 + n + 1 + m + len(tail) + 3
+    if len(fields) != expected:
+        raise CarmenLineError(
+            f"{kind} with {n} ranges and {m} remission values has {expected - 1} values after its name, "
+            f"got {len(fields) - 1} (cut short?)"
+        )
+    ranges = tuple(_number(tok, f"range {i + 1}") for i, tok in enumerate(fields[9 : 9 + n]))
+    start = 10 + n + m
+    rest = tuple(
+        _number(tok, what)
+        for tok, what in zip(fields[start : start + len(tail) + 1], (*tail, "timestamp"), strict=True)
+    )
+    return header, ranges, rest
+
+
+def parse_line(text: str, line: int) -> CarmenOdometry | CarmenLaser | CarmenRawLaser | CarmenParam | str | None:
     """Parse one line of a CARMEN log.
 
     Args:
@@ -149,7 +252,8 @@ def parse_line(text: str, line: int) -> CarmenOdometry | CarmenLaser | CarmenPar
         The message; for another message type its name (``"SYNC"``); None for a blank line or a comment.
 
     Raises:
-        CarmenLineError: the line is an ``ODOM``, ``FLASER``, ``RLASER`` or ``PARAM`` that does not parse.
+        CarmenLineError: the line is an ``ODOM``, ``FLASER``, ``RLASER``, ``ROBOTLASER1``/``2``, ``RAWLASER1`` to
+            ``4`` or ``PARAM`` that does not parse.
     """
     fields = text.split()
     if not fields or fields[0].startswith("#"):
@@ -186,6 +290,23 @@ def parse_line(text: str, line: int) -> CarmenOdometry | CarmenLaser | CarmenPar
         return CarmenLaser(
             line, rest[6], kind == "RLASER", ranges, (rest[0], rest[1], rest[2]), (rest[3], rest[4], rest[5])
         )
+    if kind in ROBOTLASER_KINDS:
+        header, ranges, values = _parse_scan(kind, fields, (*_ROBOTLASER_POSES, *_ROBOTLASER_MOTION))
+        return CarmenLaser(
+            line,
+            values[-1],
+            ROBOTLASER_KINDS[kind] != 1,
+            ranges,
+            (values[0], values[1], values[2]),
+            (values[3], values[4], values[5]),
+            kind,
+            header[1],
+            header[3],
+            header[4],
+        )
+    if kind in RAWLASER_KINDS:
+        header, ranges, values = _parse_scan(kind, fields, ())
+        return CarmenRawLaser(line, values[-1], kind, RAWLASER_KINDS[kind], ranges, header[1], header[3], header[4])
     if kind == "PARAM":
         if len(fields) < 3:
             raise CarmenLineError("PARAM without a name and a value")
@@ -262,6 +383,11 @@ class CarmenImport:
             return
         if isinstance(item, str):
             self._ignored[item] += 1
+            return
+        if isinstance(item, CarmenRawLaser) or (
+            isinstance(item, CarmenLaser) and item.kind not in ("FLASER", "RLASER")
+        ):
+            self._ignored[item.kind] += 1
             return
         if isinstance(item, CarmenParam):
             self.report.params[item.name] = item.value

@@ -125,11 +125,13 @@ class ErrorSummary:
         """Root mean square."""
         return float(np.sqrt(np.mean(self.values**2))) if self.count else math.nan
 
-    def describe(self, unit: str, digits: int, scale: float = 1.0) -> str:
-        """``0.031 m (95 % 0.080, max 0.210)``: the mean, the 95th percentile and the maximum, times ``scale``."""
+    def describe(self, unit: str, digits: int, scale: float = 1.0, rmse: bool = False) -> str:
+        """``0.031 m (95 % 0.080, max 0.210)``: the mean, the 95th percentile and the maximum, times ``scale``
+        (with ``rmse``, the root mean square after them: ``..., max 0.210, RMSE 0.045)``)."""
+        rms = f", RMSE {self.rmse * scale:.{digits}f}" if rmse else ""
         return (
             f"{self.mean * scale:.{digits}f}{unit} "
-            f"(95 % {self.p95 * scale:.{digits}f}, max {self.max * scale:.{digits}f})"
+            f"(95 % {self.p95 * scale:.{digits}f}, max {self.max * scale:.{digits}f}{rms})"
         )
 
 
@@ -443,9 +445,10 @@ class AbsoluteTrajectoryError:
         return self.translation_summary.rmse
 
     def describe(self) -> str:
-        """``RMSE 0.120 m, 0.095 m (95 % 0.250, max 0.400), 1.10° (95 % ...)``."""
+        """``0.095 m (95 % 0.250, max 0.400, RMSE 0.120), 1.10° (95 % 2.50, max 4.00)``: mean (95th percentile,
+        maximum, and the positions' root mean square)."""
         return (
-            f"RMSE {self.rmse:.3f} m, {self.translation_summary.describe(' m', 3)}, "
+            f"{self.translation_summary.describe(' m', 3, rmse=True)}, "
             f"{self.rotation_summary.describe('°', 2, math.degrees(1.0))}"
         )
 

@@ -14,7 +14,15 @@ Logs (:func:`read_log`):
 
 - a CARMEN log (``.log`` or ``.log.gz``, the Radish data sets): each ``FLASER`` line holds the scan, the laser's
   pose and the odometry at the scan. The "corrected" Radish logs hold a trajectory corrected by a SLAM run in both;
-  that trajectory is the reference. Poses are taken as the laser's (the logs' laser offsets are 0 and 4 cm).
+  that trajectory is the reference. Poses are taken as the laser's (the logs' laser offsets are 0 and 4 cm). A log
+  without ``FLASER`` lines is read from its ``ROBOTLASER1`` lines (the same fields, the beams' bearings and the
+  largest range given by the line), else from its ``RAWLASER1`` lines with the ``ODOM`` lines' odometry (no
+  reference). The scans are taken in the file's order, which is the order of their poses (a line carries its own
+  odometry), whatever their stamps say: the Intel log has four scans stamped up to 0.9 s before the one before them,
+  whose poses follow on in the file's order, and logs whose stamps are all 0, constant or cut to six digits (the
+  Infinite Corridor's are 4.29497e+09) still hold every scan. The stamps only time the log (its duration, the real
+  time factor) and name scans for a relations file; where they cannot (stamps 0 or less, or many steps between scans
+  that do not go forward), the log says so once (:attr:`OfflineLog.untimed`) and has no duration.
 - a Pluto recording (MCAP): ``Sick/Scan_mm`` (else ``Sick/Scan``), with the odometry of ``Base/Drive/State`` (else
   ``Localization/Dead-Reckoning``) interpolated at each scan's stamp and carried to the laser by the localization
   service's laser mount; the reference is ``Sim/Truth`` when the recording has it (a simulated run), else there is
@@ -39,6 +47,7 @@ Nothing here prints, reads a clock for anything but the processing time it repor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import math
 import os
@@ -59,8 +68,16 @@ from pluto.navigation.pose.features import LineFeature, extract_lines
 from pluto.navigation.slam.association import AssociationParams
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import WallSlam
-from pluto.navigation.slam.scanmatch import ScanMatcher, ScanMatchParams, scan_points, warm_up
-from pluto.record.carmen import CarmenLaser, CarmenLineError, CarmenParam, beam_angles, parse_line
+from pluto.navigation.slam.metrics import Relations, parse_relations
+from pluto.navigation.slam.scanmatch import ScanMatcher, ScanMatchParams, scan_points
+from pluto.record.carmen import (
+    CarmenLaser,
+    CarmenLineError,
+    CarmenOdometry,
+    CarmenParam,
+    CarmenRawLaser,
+    parse_line,
+)
 from pluto.record.format import LogError
 
 __all__ = [
@@ -74,7 +91,9 @@ __all__ = [
     "read_carmen",
     "read_log",
     "read_recording",
+    "read_relations",
     "run_offline",
+    "warm_up",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -221,6 +240,9 @@ class OfflineLog:
         odometry: ``(n, 3)`` the laser's odometry pose at each scan (x, y, θ continuous), m and rad.
         reference: ``(n, 3)`` the reference laser pose at each scan, or None.
         skipped: lines or messages left out, with the reason (malformed, no odometry at the stamp...).
+        notes: what the reader noticed and did about it, for the user (scans out of time order taken in the file's
+            order, other lasers' lines left out...).
+        untimed: why the scans' stamps cannot time the log (then it has no duration), or "" when they can.
     """
 
     path: Path
@@ -228,16 +250,23 @@ class OfflineLog:
     odometry: FloatArray
     reference: FloatArray | None
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    untimed: str = ""
 
     @property
-    def duration(self) -> float:
-        """Time from the first scan to the last, s."""
-        return self.scans[-1].t - self.scans[0].t if len(self.scans) > 1 else 0.0
+    def duration(self) -> float | None:
+        """Time from the earliest scan to the latest, s; None when the stamps cannot time the log."""
+        if self.untimed:
+            return None
+        stamps = [scan.t for scan in self.scans]
+        return max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
 
     def head(self, count: int) -> OfflineLog:
         """The first ``count`` scans only."""
         ref = None if self.reference is None else self.reference[:count]
-        return OfflineLog(self.path, self.scans[:count], self.odometry[:count], ref, self.skipped)
+        head = OfflineLog(self.path, self.scans[:count], self.odometry[:count], ref, self.skipped, self.notes)
+        head.untimed = self.untimed or _untimed(np.array([scan.t for scan in head.scans]))
+        return head
 
 
 def _unwrap(poses: FloatArray) -> FloatArray:
@@ -255,21 +284,99 @@ def _open_text(path: Path) -> IO[str]:
     return open(path, encoding="utf-8", errors="replace")
 
 
+MAX_UNTIMED_STEPS = 0.1
+"""Above this share of the steps between consecutive scans that do not go forward in time (or of scans stamped 0 or
+less), a log's stamps do not time it."""
+
+FRONT_LASERS = ("FLASER", "ROBOTLASER1", "RAWLASER1")
+"""The lines a CARMEN log's front laser is read from, the first kind the log holds."""
+
+
+def _untimed(stamps: FloatArray) -> str:
+    """Why ``stamps`` (the scans' in the file's order, s) cannot time a log, or "" when they can."""
+    n = stamps.size
+    if n < 2:
+        return ""
+    unstamped = int(np.count_nonzero(stamps <= 0.0))
+    if unstamped > MAX_UNTIMED_STEPS * n:
+        return f"{unstamped} of its {n} scans are stamped 0 or less"
+    steps = np.diff(stamps[stamps > 0.0])
+    still = int(np.count_nonzero(steps == 0.0))
+    back = int(np.count_nonzero(steps < 0.0))
+    if steps.size == 0 or still + back > MAX_UNTIMED_STEPS * steps.size:
+        return (
+            f"{still + back} of the {steps.size} steps between its scans' stamps do not go forward, {still} of them "
+            "0 s (stamps all alike, or cut to too few digits)"
+        )
+    return ""
+
+
+def _time_order_note(stamps: FloatArray, kind: str) -> str:
+    """A note on the scans stamped before the scan before them, "" if none is."""
+    steps = np.diff(stamps[stamps > 0.0])
+    back = steps[steps < 0.0]
+    if back.size == 0:
+        return ""
+    return (
+        f"{back.size} {kind} scans are stamped before the scan before them (by up to {float(-back.min()):.3g} s): "
+        "they are taken in the file's order, which is the order of their poses"
+    )
+
+
+def _odometry_at(
+    scans: list[CarmenRawLaser], odometry: list[CarmenOdometry], timed: bool
+) -> tuple[list[int], FloatArray, list[str]]:
+    """The odometry at each ``RAWLASER`` scan: interpolated at its stamp between the ``ODOM`` lines' (in time
+    order) when both time the log, else the last ``ODOM`` line before it in the file. Returns the indices of the
+    scans that have one, their odometry ``(k, 3)`` (θ continuous), and why the others have none."""
+    table = np.array([(o.t, o.x, o.y, o.theta, o.line) for o in odometry], dtype=np.float64).reshape(-1, 5)
+    lost: list[str] = []
+    keep: list[int] = []
+    rows: list[FloatArray] = []
+    odometry_timed = timed and not _untimed(table[:, 0])
+    if odometry_timed:
+        table = table[table[:, 0] > 0.0]
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        table[:, 3] = np.unwrap(table[:, 3])
+        for k, scan in enumerate(scans):
+            if table.shape[0] < 2 or not table[0, 0] <= scan.t <= table[-1, 0]:
+                lost.append(f"line {scan.line}: a {scan.kind} scan stamped {scan.t:g} s, no odometry around it")
+                continue
+            keep.append(k)
+            rows.append(np.array([np.interp(scan.t, table[:, 0], table[:, c]) for c in (1, 2, 3)]))
+    else:
+        lines = table[:, 4]
+        for k, scan in enumerate(scans):
+            before = int(np.searchsorted(lines, scan.line)) - 1
+            if before < 0:
+                lost.append(f"line {scan.line}: a {scan.kind} scan before the first ODOM line, no odometry for it")
+                continue
+            keep.append(k)
+            rows.append(table[before, 1:4].copy())
+    poses = np.array(rows, dtype=np.float64).reshape(-1, 3)
+    return keep, _unwrap(poses), lost
+
+
 def read_carmen(path: str | os.PathLike[str], *, max_range: float | None = None) -> OfflineLog:
-    """The front laser's scans of a CARMEN log (plain or gzipped), with their odometry and laser poses.
+    """The front laser's scans of a CARMEN log (plain or gzipped), with their odometry and laser poses, in the file's
+    order (see the module docstring).
 
     Args:
         path: the log.
-        max_range: the scanner's largest range, m (no echo); None: the log's ``robot_front_laser_max``, else 80.
+        max_range: the scanner's largest range, m (no echo); None: the line's (``ROBOTLASER1``, ``RAWLASER1``),
+            else the log's ``robot_front_laser_max``, else 80.
 
     Returns:
-        The log; lines that do not parse, and scans without a timestamp or out of time order, are in ``skipped``.
+        The log; lines that do not parse, and ``RAWLASER1`` scans without odometry, are in ``skipped``; the notes
+        and ``untimed`` say what was made of the stamps.
 
     Raises:
-        LogError: the file cannot be read, or holds no scan.
+        LogError: the file cannot be read, or holds no front laser scan, or only ``RAWLASER1`` scans and no
+            ``ODOM`` line.
     """
     source = Path(path)
-    lasers: list[CarmenLaser] = []
+    lasers: dict[str, list[CarmenLaser | CarmenRawLaser]] = {kind: [] for kind in FRONT_LASERS}
+    odometry_lines: list[CarmenOdometry] = []
     skipped: list[str] = []
     params: dict[str, str] = {}
     try:
@@ -280,29 +387,78 @@ def read_carmen(path: str | os.PathLike[str], *, max_range: float | None = None)
                 except CarmenLineError as err:
                     skipped.append(f"line {number}: {err}")
                     continue
-                if isinstance(item, CarmenLaser) and not item.rear:
-                    if item.t <= 0.0 or (lasers and item.t < lasers[-1].t):
-                        skipped.append(f"line {number}: a scan stamped {item.t:g} s, out of time order")
-                        continue
-                    lasers.append(item)
+                if isinstance(item, (CarmenLaser, CarmenRawLaser)) and item.kind in lasers:
+                    lasers[item.kind].append(item)
+                elif isinstance(item, CarmenOdometry):
+                    odometry_lines.append(item)
                 elif isinstance(item, CarmenParam):
                     params[item.name] = item.value
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
         raise LogError(f"cannot read {source}: {getattr(err, 'strerror', None) or err}") from None
-    if not lasers:
-        raise LogError(f"{source} holds no front laser scan (FLASER)")
-    if max_range is None:
-        try:
-            max_range = float(params.get("robot_front_laser_max", "80"))
-        except ValueError:
-            max_range = 80.0
+    kind = next((k for k in FRONT_LASERS if lasers[k]), None)
+    if kind is None:
+        raise LogError(f"{source} holds no front laser scan ({', '.join(FRONT_LASERS)})")
+    chosen = lasers[kind]
+    notes = [
+        f"{len(lasers[other])} {other} lines left out: the {kind} lines are the front laser's scans"
+        for other in FRONT_LASERS
+        if other != kind and lasers[other]
+    ]
+    stamps = np.array([item.t for item in chosen], dtype=np.float64)
+    untimed = _untimed(stamps)
+    if untimed:
+        notes.insert(
+            0,
+            f"the scans' stamps cannot time the log: {untimed}; its {len(chosen)} {kind} scans are taken in the "
+            "file's order, and it has no duration and no real-time factor",
+        )
+    else:
+        order_note = _time_order_note(stamps, kind)
+        if order_note:
+            notes.insert(0, order_note)
+    if kind == "RAWLASER1":
+        if not odometry_lines:
+            raise LogError(f"{source} holds {len(chosen)} RAWLASER1 scans but no ODOM line: no odometry for them")
+        raw = [item for item in chosen if isinstance(item, CarmenRawLaser)]
+        keep, odometry, lost = _odometry_at(raw, odometry_lines, not untimed)
+        skipped.extend(lost)
+        if not keep:
+            raise LogError(f"{source}: no RAWLASER1 scan has odometry ({len(lost)} without)")
+        chosen = [raw[k] for k in keep]
+        reference = None
+    else:
+        with_pose = [item for item in chosen if isinstance(item, CarmenLaser)]
+        odometry = _unwrap(np.array([item.odometry for item in with_pose], dtype=np.float64))
+        reference = _unwrap(np.array([item.pose for item in with_pose], dtype=np.float64))
+    try:
+        logged = float(params.get("robot_front_laser_max", "80"))
+    except ValueError:
+        logged = 80.0
     scans = []
-    for item in lasers:
-        n = len(item.ranges)
-        scans.append(OfflineScan(item.t, np.array(item.ranges), np.array(beam_angles(n)), max_range))
-    odometry = _unwrap(np.array([item.odometry for item in lasers], dtype=np.float64))
-    reference = _unwrap(np.array([item.pose for item in lasers], dtype=np.float64))
-    return OfflineLog(source, scans, odometry, reference, skipped)
+    for item in chosen:
+        top = max_range if max_range is not None else (item.max_range or logged)
+        scans.append(OfflineScan(item.t, np.array(item.ranges), np.array(item.angles()), top))
+    log = OfflineLog(source, scans, odometry, reference, skipped, notes)
+    log.untimed = untimed if kind != "RAWLASER1" else _untimed(np.array([scan.t for scan in scans]))
+    return log
+
+
+def read_relations(path: str | os.PathLike[str]) -> Relations:
+    """A Kümmerle ``.relations`` file (plain or gzipped; see :func:`pluto.navigation.slam.metrics.parse_relations`).
+
+    Raises:
+        LogError: the file cannot be read, or holds no relation (with the first reason a line was left out).
+    """
+    source = Path(path)
+    try:
+        with _open_text(source) as text:
+            relations = parse_relations(text)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        raise LogError(f"cannot read {source}: {getattr(err, 'strerror', None) or err}") from None
+    if len(relations) == 0:
+        first = f": {relations.skipped[0]}" if relations.skipped else ""
+        raise LogError(f"{source} holds no relation (lines of t1 t2 x y z roll pitch yaw){first}")
+    return relations
 
 
 def _laser_of(robot: FloatArray, mount: tuple[float, float]) -> FloatArray:
@@ -478,9 +634,13 @@ class OfflineResult:
     area_sizes: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
     @property
-    def real_time_factor(self) -> float:
-        """Log time per processing time (inf for a run too short to time)."""
-        return self.log.duration / self.cpu_time if self.cpu_time > 0 else math.inf
+    def real_time_factor(self) -> float | None:
+        """Log time per processing time (inf for a run too short to time); None when the log's stamps cannot time
+        it (:attr:`OfflineLog.untimed`)."""
+        duration = self.log.duration
+        if duration is None:
+            return None
+        return duration / self.cpu_time if self.cpu_time > 0 else math.inf
 
 
 def run_offline(
@@ -490,6 +650,7 @@ def run_offline(
     seed: int = 1,
     params: OfflineParams | None = None,
     features: Callable[[OfflineScan], list[LineFeature]] | None = None,
+    warm: bool = True,
 ) -> OfflineResult:
     """The compressed wall SLAM over every scan of ``log``.
 
@@ -499,6 +660,8 @@ def run_offline(
         seed: the noise's seed.
         params: settings.
         features: the lines of a scan (default :func:`extract_lines` with ``params``); for tests.
+        warm: load every compiled kernel of the run (:func:`warm_up`) before the processing time starts; False:
+            the first scans' time includes what numba's loading (or compiling) costs.
 
     Returns:
         The trajectory, the odometry used, the map and the processing time.
@@ -528,10 +691,9 @@ def run_offline(
     area_sizes = np.zeros(n, dtype=np.intp)
     increments = _increments(odometry)
     matcher = None if prm.scan_match is None else ScanMatcher(prm.scan_match)
-    if n:
-        extract(log.scans[0])  # the line extractor compiled (or loaded from its cache) before the clock starts
-        if matcher is not None:
-            warm_up()  # and the scan matcher's kernels
+    if n and warm:
+        warm_up()  # every kernel of the run loaded (or compiled) before the clock starts
+        extract(log.scans[0])  # and a line extractor of the caller's
     total_start = time.process_time()
     for k, scan in enumerate(log.scans):
         begin = time.process_time()
@@ -557,3 +719,36 @@ def run_offline(
     if n:
         estimate[:, 2] = np.unwrap(estimate[:, 2])
     return OfflineResult(log, estimate, odometry, slam, cpu, times, noise, seed, candidates, area_sizes)
+
+
+def _room_ranges(pose: tuple[float, float, float], angles: FloatArray, half: tuple[float, float]) -> FloatArray:
+    """Ranges from a laser at ``pose`` to the walls of the box [-half[0], half[0]] x [-half[1], half[1]], m."""
+    x, y, theta = pose
+    dx, dy = np.cos(theta + angles), np.sin(theta + angles)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(dx > 0, (half[0] - x) / dx, (-half[0] - x) / dx)
+        ty = np.where(dy > 0, (half[1] - y) / dy, (-half[1] - y) / dy)
+    out: FloatArray = np.minimum(np.where(np.isfinite(tx), tx, np.inf), np.where(np.isfinite(ty), ty, np.inf))
+    return out
+
+
+@functools.cache
+def warm_up() -> None:
+    """Have numba load (or compile) every kernel the wall SLAM and its scan-matching front end call, with the
+    argument types they get, before a run's (or the slam module's) first scan: a short run over a synthetic room.
+
+    A kernel's first call in a process costs a fraction of a second when numba's cache holds it and seconds when it
+    does not (after a fresh install, before ``pluto warm``); without this the first scans of a timed run paid for it
+    (4.5 s of CPU time in the first scan of a fresh install). Warming each module's kernels on its own misses some:
+    the filter's predict, the association's greedy pairing, the line extractor's comparison of a scan's layout with
+    the last one's are first called at the second scan of a run. So this runs the run itself: four scans of a 10 x 8
+    m room as the laser drives 0.3 m and turns 0.1 rad, with noisy odometry, scan matching and the filter; the
+    walls the first scan maps are seen again by the next. Once per process.
+    """
+    angles = np.radians(np.arange(-90.0, 90.5, 1.0))
+    poses = [(-1.0 + 0.1 * k, 0.5, 0.033 * k) for k in range(4)]
+    scans = [
+        OfflineScan(0.2 * k, _room_ranges(p, angles, (5.0, 4.0)), angles.copy(), 80.0) for k, p in enumerate(poses)
+    ]
+    room = np.array(poses, dtype=np.float64)
+    run_offline(OfflineLog(Path("warm-up"), scans, room, room.copy()), noise=OdometryNoise(), seed=1, warm=False)
