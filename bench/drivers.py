@@ -215,9 +215,10 @@ def dmu_rows(seconds: float) -> list[Row]:
 
 
 def gps_rows(seconds: float) -> list[Row]:
-    """An NMEA receiver at 10 Hz (GGA, GSA, RMC an epoch); the driver's path adds the fix on the local grid."""
+    """An NMEA receiver at 10 Hz (RMC, VTG, GGA, GSA, GSV an epoch); the driver's path adds the fix on the local
+    grid."""
     from pluto.codec import NEED_DATA
-    from pluto.hardware.gps.codec import NmeaDecoder
+    from pluto.hardware.gps.codec import Gga, NmeaDecoder
     from pluto.hardware.gps.emulator import CircleTrack, NmeaReceiver
     from pluto.hardware.gps.fix import FixAssembler
     from pluto.hardware.gps.grid import LocalGrid
@@ -248,9 +249,8 @@ def gps_rows(seconds: float) -> list[Row]:
         for chunk in chunks:
             d.receive_data(chunk)
             while (event := d.next_event()) is not NEED_DATA:
-                n += 1
-                _ = event
-        return n // 3
+                n += isinstance(event, Gga)
+        return n
 
     def driver() -> int:
         d, fixes, n = NmeaDecoder(), FixAssembler(grid), 0
@@ -267,7 +267,7 @@ def gps_rows(seconds: float) -> list[Row]:
         ("+ fix on the grid", driver),
     ):
         cpu, items = _cpu(work)
-        rows.append(Row("NMEA GPS, GGA+GSA+RMC", f"{per_s:.0f} epochs/s", path, cpu / (count / per_s), items))
+        rows.append(Row("NMEA GPS, RMC+VTG+GGA+GSA+GSV", f"{per_s:.0f} epochs/s", path, cpu / (count / per_s), items))
     return rows
 
 

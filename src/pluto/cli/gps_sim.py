@@ -19,7 +19,8 @@ DEFAULT_PORT = 8103
 HELP = "serve an emulated NMEA 0183 GPS receiver (for testing GPS hosts and drivers)"
 
 DESCRIPTION = """\
-Pretends to be a GPS receiver at the other end of a serial line: it sends GGA, GSA and RMC sentences once a second.
+Pretends to be a GPS receiver at the other end of a serial line: it sends RMC, VTG, GGA, GSA and GSV sentences once
+a second, on whole seconds, in the order and with the fields of a u-blox receiver (gpsd and pynmeagps read them).
 The antenna drives a 20 m circle about the origin; with --sim it follows the simulated robot of a running simulation
 (`pluto sim` on the same robot) through the origin's local grid; with --replay it sends a recorded NMEA file again,
 one epoch (GGA to GGA) a second, in a loop.

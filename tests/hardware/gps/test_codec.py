@@ -49,7 +49,8 @@ def test_gga_rmc_gsa_decode_to_degrees_and_si() -> None:
     assert (gga.quality, gga.satellites, gga.hdop, gga.altitude) == (1, 8, 0.9, 545.4)
     assert gga.time is not None and (gga.time.hour, gga.time.minute, gga.time.second) == (12, 35, 19)
     assert rmc.valid and rmc.speed == pytest.approx(22.4 * 1852 / 3600) and rmc.course == 84.4
-    assert rmc.date == datetime.date(1994, 3, 23)
+    assert rmc.date == datetime.date(1994, 3, 23) and rmc.mode == ""  # NMEA 0183 2.1: no mode field
+    assert gga.geoid_separation == 46.9
     assert gsa.fix_type == 3 and gsa.satellites == (4, 5, 9, 12, 24)
     assert (gsa.pdop, gsa.hdop, gsa.vdop) == (2.5, 1.3, 2.1)
 

@@ -1,4 +1,5 @@
-"""NMEA 0183 as a pure codec (no I/O, no clock): GGA, RMC and GSA sentences in, typed fixes out, and back.
+"""NMEA 0183 as a pure codec (no I/O, no clock): GGA, RMC and GSA sentences in, typed fixes out, and back (with VTG
+and GSV, which an emulated receiver writes and the decoder hands out as OtherSentence).
 
     decoder = NmeaDecoder()
     decoder.receive_data(port.read(256))
@@ -38,12 +39,16 @@ __all__ = [
     "Event",
     "Gga",
     "Gsa",
+    "Gsv",
     "LocalProtocolError",
     "NeedData",
     "NmeaDecoder",
     "OtherSentence",
     "Rmc",
+    "SatelliteInView",
+    "Vtg",
     "encode",
+    "gsv_sentences",
 ]
 
 MAX_LINE: Final = 128
@@ -60,7 +65,8 @@ class Gga:
         time: UTC time of the fix, or None.  latitude, longitude: degrees (north, east positive), None without a fix.
         quality: 0 no fix, 1 GPS, 2 differential, 4/5 RTK, 6 estimated.  satellites: used in the fix.
         hdop: horizontal dilution of precision, or None.  altitude: above mean sea level, m, or None.
-        talker: ``GP``, ``GN``, ...
+        talker: ``GP``, ``GN``, ...  geoid_separation: the geoid's height above the WGS-84 ellipsoid, m, or None
+        (the height above the ellipsoid is altitude + geoid_separation).
     """
 
     time: datetime.time | None
@@ -71,6 +77,7 @@ class Gga:
     hdop: float | None
     altitude: float | None
     talker: str = "GP"
+    geoid_separation: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,8 @@ class Rmc:
 
     Attributes:
         valid: status A (True) or V (void).  speed: over ground, m/s, or None.  course: true, degrees, or None.
+        mode: the mode indicator of NMEA 0183 2.3 (A autonomous, D differential, E estimated, N no fix), or ""
+        for a receiver of an older version, which sends none.
     """
 
     time: datetime.time | None
@@ -89,6 +98,7 @@ class Rmc:
     course: float | None
     date: datetime.date | None
     talker: str = "GP"
+    mode: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,49 @@ class Gsa:
     vdop: float | None
     automatic: bool = True
     talker: str = "GP"
+
+
+@dataclass(frozen=True, slots=True)
+class Vtg:
+    """A VTG sentence (course and speed over ground), as an emulated receiver writes it.
+
+    Attributes:
+        course: true, degrees, or None.  speed: m/s, or None.  mode: A, D, E or N (no fix).
+    """
+
+    course: float | None
+    speed: float | None
+    mode: str = "A"
+    talker: str = "GP"
+
+
+@dataclass(frozen=True, slots=True)
+class SatelliteInView:
+    """One satellite of a GSV sentence: PRN, elevation and azimuth (degrees), signal-to-noise ratio (dB-Hz, None
+    when not tracked)."""
+
+    prn: int
+    elevation: int
+    azimuth: int
+    snr: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Gsv:
+    """One GSV sentence (satellites in view), as an emulated receiver writes it: sentence ``number`` of ``total``,
+    ``in_view`` satellites in all, up to four of them in this sentence."""
+
+    total: int
+    number: int
+    in_view: int
+    satellites: tuple[SatelliteInView, ...] = ()
+    talker: str = "GP"
+
+
+def gsv_sentences(satellites: tuple[SatelliteInView, ...], talker: str = "GP") -> list[Gsv]:
+    """The GSV sentences that list ``satellites``, four a sentence (one sentence saying 0 when there is none)."""
+    groups = [satellites[i : i + 4] for i in range(0, len(satellites), 4)] or [()]
+    return [Gsv(len(groups), n, len(satellites), group, talker) for n, group in enumerate(groups, 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +222,7 @@ def _event(sentence: pynmea2.NMEASentence) -> Gga | Rmc | Gsa | OtherSentence:
             hdop=_float(sentence.horizontal_dil),
             altitude=_float(sentence.altitude),
             talker=talker,
+            geoid_separation=_float(sentence.geo_sep),
         )
     if isinstance(sentence, pynmea2.RMC):
         lat, lon = _position(sentence)
@@ -182,6 +236,7 @@ def _event(sentence: pynmea2.NMEASentence) -> Gga | Rmc | Gsa | OtherSentence:
             course=course,
             date=sentence.datestamp or None,
             talker=talker,
+            mode=getattr(sentence, "mode_indicator", None) or "",
         )
     if isinstance(sentence, pynmea2.GSA):
         prns = tuple(int(p) for p in (getattr(sentence, f"sv_id{i:02d}") for i in range(1, 13)) if p)
@@ -287,13 +342,13 @@ def _num(value: float | None, digits: int) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def encode(event: Gga | Rmc | Gsa) -> bytes:
+def encode(event: Gga | Rmc | Gsa | Vtg | Gsv) -> bytes:
     """The sentence of ``event`` with its checksum and CR LF (for an emulated receiver).
 
     Raises:
-        LocalProtocolError: a value that is not finite, or more than 12 satellites in a GSA.
+        LocalProtocolError: a value that is not finite, more than 12 satellites in a GSA or 4 in a GSV.
     """
-    for name in ("latitude", "longitude", "hdop", "altitude", "speed", "course", "pdop", "vdop"):
+    for name in ("latitude", "longitude", "hdop", "altitude", "speed", "course", "pdop", "vdop", "geoid_separation"):
         value = getattr(event, name, None)
         if value is not None and not math.isfinite(value):
             raise LocalProtocolError(f"cannot write {name}={value!r}")
@@ -308,8 +363,8 @@ def encode(event: Gga | Rmc | Gsa) -> bytes:
             _num(event.hdop, 2),
             _num(event.altitude, 1),
             "M" if event.altitude is not None else "",
-            "",
-            "",
+            _num(event.geoid_separation, 1),
+            "M" if event.geoid_separation is not None else "",
             "",
             "",
         )
@@ -325,8 +380,32 @@ def encode(event: Gga | Rmc | Gsa) -> bytes:
             "" if event.date is None else event.date.strftime("%d%m%y"),
             "",
             "",
+            *((event.mode,) if event.mode else ()),
         )
         sentence = pynmea2.RMC(event.talker, "RMC", fields)
+    elif isinstance(event, Vtg):
+        knots = None if event.speed is None else event.speed / KNOT
+        fields = (
+            _num(event.course, 1),
+            "T",
+            "",
+            "M",
+            _num(knots, 3),
+            "N",
+            _num(None if event.speed is None else event.speed * 3.6, 3),
+            "K",
+            event.mode,
+        )
+        sentence = pynmea2.VTG(event.talker, "VTG", fields)
+    elif isinstance(event, Gsv):
+        if len(event.satellites) > 4:
+            raise LocalProtocolError(f"a GSV lists at most 4 satellites, not {len(event.satellites)}")
+        views: list[str] = []
+        for sat in event.satellites:
+            snr = "" if sat.snr is None else f"{sat.snr:02d}"
+            views += [f"{sat.prn:02d}", f"{sat.elevation:02d}", f"{sat.azimuth:03d}", snr]
+        fields = (str(event.total), str(event.number), f"{event.in_view:02d}", *views)
+        sentence = pynmea2.GSV(event.talker, "GSV", fields)
     else:
         if len(event.satellites) > 12:
             raise LocalProtocolError(f"a GSA lists at most 12 satellites, not {len(event.satellites)}")

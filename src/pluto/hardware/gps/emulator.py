@@ -1,9 +1,10 @@
 """An emulated NMEA 0183 GPS receiver that real host programs read, over TCP or a pseudo-terminal.
 
     with DeviceEmulator(NmeaReceiver(CircleTrack(LocalGrid(59.35, 18.07)))) as gps:
-        port = serial.serial_for_url(gps.url)        # socket://127.0.0.1:PORT: GGA, GSA, RMC once a second
+        port = serial.serial_for_url(gps.url)        # socket://127.0.0.1:PORT: RMC, VTG, GGA, GSA, GSV once a second
 
-:class:`NmeaReceiver` synthesises GGA, GSA and RMC each epoch from a :class:`Track`: :class:`CircleTrack` (an
+:class:`NmeaReceiver` synthesises RMC, VTG, GGA, GSA and GSV each epoch from a :class:`Track`, in the order u-blox
+receivers send them: :class:`CircleTrack` (an
 antenna driving a circle about the origin) or :class:`SimTruthTrack` (the simulated robot's true position on
 ``Sim/Truth`` taken through the origin's grid); :class:`NmeaReplay` sends the sentences of a recorded NMEA file
 again, one epoch (from one GGA to the next) per period. Both are device cores for
@@ -13,7 +14,11 @@ again, one epoch (from one GGA to the next) per period. Both are device cores fo
 # Strategy: the receivers are sans-I/O cores stepped with a time, as the inertial unit's emulator is; serving, the
 # links and the link noise are shared with it. A receiver ignores what a host sends (configuration sentences of real
 # receivers are out of scope). A track answers None for "no fix now": the receiver then sends what a real one does
-# without a fix: GGA quality 0 with empty position fields, GSA fix type 1, RMC void.
+# without a fix: RMC void with mode N, VTG mode N, GGA quality 0 with empty position fields, GSA fix type 1, GSV of
+# no satellite. An epoch's UTC time is on the receiver's grid (whole seconds at 1 Hz, tenths at 10 Hz), as a real
+# receiver's measurement epochs are, whatever the wall clock's fraction when the epoch is sent; two epochs never
+# share a time. RMC carries the NMEA 2.3 mode (D for a differential fix, A otherwise), GGA the geoid separation, and
+# GSV the satellites used plus two more in view, each at a fixed elevation, azimuth and signal for its PRN.
 
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from pluto.hardware.link import DeviceEmulator, EmulatorError, LinkNoise
 from pluto.sim.gps import SimGps
 from pluto.sim.noise import IDEAL, NoiseProfile
 
-from .codec import Gga, Gsa, Rmc, encode
+from .codec import Gga, Gsa, Gsv, Rmc, SatelliteInView, Vtg, encode, gsv_sentences
 from .grid import LocalGrid
 
 __all__ = [
@@ -62,6 +67,8 @@ class TrackPoint:
     quality: int = 2
     satellites: int = 9
     hdop: float = 0.8
+    geoid_separation: float = 23.4
+    """The geoid's height above the WGS-84 ellipsoid there, m (about 23 m around Stockholm)."""
 
 
 class Track(Protocol):
@@ -138,6 +145,15 @@ class SimTruthTrack:
         self._subscription.close()
 
 
+PRNS = (2, 5, 7, 9, 13, 16, 20, 23, 27, 29, 30, 31)
+"""The satellites an emulated receiver sees, in the order it uses them."""
+
+
+def _in_view(prn: int, used: bool) -> SatelliteInView:
+    """Where satellite ``prn`` stands (fixed for each PRN); one not used is received weakly."""
+    return SatelliteInView(prn, 10 + prn * 7 % 75, prn * 37 % 360, 30 + prn % 17 if used else 18)
+
+
 def _utc(wall: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(wall, tz=datetime.UTC)
 
@@ -154,6 +170,7 @@ class NmeaReceiver:
             raise ValueError(f"period must be > 0, got {period!r}")
         self.track, self.period, self._wall = track, period, wall
         self._next: float | None = None
+        self._last_epoch: int | None = None  # the previous epoch's index on the period grid
         self._out = bytearray()
         self.epochs = 0
 
@@ -170,20 +187,44 @@ class NmeaReceiver:
         self._out += self.epoch(now)
 
     def epoch(self, now: float) -> bytes:
-        """The sentences of one epoch at ``now``: GGA, GSA, RMC."""
+        """The sentences of one epoch at ``now``: RMC, VTG, GGA, GSA, GSV."""
         self.epochs += 1
-        utc = _utc(self._wall())
+        index = math.floor(self._wall() / self.period + 1e-6)
+        if self._last_epoch is not None and index <= self._last_epoch:
+            index = self._last_epoch + 1
+        self._last_epoch = index
+        utc = _utc(index * self.period)
+        t = utc.time()
         p = self.track.point(now)
         if p is None:
-            gga = Gga(utc.time(), None, None, 0, 0, None, None)
-            gsa = Gsa(1, (), None, None, None)
-            rmc = Rmc(utc.time(), False, None, None, None, None, utc.date())
+            sentences: list[Gga | Rmc | Gsa | Vtg | Gsv] = [
+                Rmc(t, False, None, None, None, None, utc.date(), mode="N"),
+                Vtg(None, None, "N"),
+                Gga(t, None, None, 0, 0, None, None),
+                Gsa(1, (), None, None, None),
+                *gsv_sentences(()),
+            ]
         else:
-            gga = Gga(utc.time(), p.latitude, p.longitude, p.quality, p.satellites, p.hdop, p.altitude)
-            prns = (2, 5, 7, 9, 13, 16, 20, 23, 27, 29, 30, 31)[: min(12, p.satellites)]
-            gsa = Gsa(3, prns, p.hdop * 1.6, p.hdop, p.hdop * 1.3)
-            rmc = Rmc(utc.time(), True, p.latitude, p.longitude, p.speed, p.course, utc.date())
-        return encode(gga) + encode(gsa) + encode(rmc)
+            mode = "D" if p.quality == 2 else "A"
+            used = PRNS[: min(len(PRNS), p.satellites)]
+            in_view = PRNS[: min(len(PRNS), p.satellites + 2)]
+            sentences = [
+                Rmc(t, True, p.latitude, p.longitude, p.speed, p.course, utc.date(), mode=mode),
+                Vtg(p.course, p.speed, mode),
+                Gga(
+                    t,
+                    p.latitude,
+                    p.longitude,
+                    p.quality,
+                    p.satellites,
+                    p.hdop,
+                    p.altitude,
+                    geoid_separation=p.geoid_separation,
+                ),
+                Gsa(3, used, p.hdop * 1.6, p.hdop, p.hdop * 1.3),
+                *gsv_sentences(tuple(_in_view(prn, prn in used) for prn in in_view)),
+            ]
+        return b"".join(encode(s) for s in sentences)
 
     def data_to_send(self) -> bytes:
         """What the receiver has to send now."""
