@@ -227,10 +227,13 @@ def test_too_many_clients_and_too_many_bad_documents(
     server = start_server(max_clients=2, max_bad_documents=5)
     address = server.server.address
     with XmlClient(address) as first, XmlClient(address) as second:
-        first.start()
-        second.start()
+        for client in (first, second):  # subscribed: neither makes room for a newcomer
+            client.start()
+            assert client.request('<subscribe name="Base/Drive/State" rate="1"/>').tag == "subscribed"
         with XmlClient(address) as third:
-            assert error_code(third.document()) == "too-many-clients"
+            refusal = third.document()
+            assert error_code(refusal) == "too-many-clients"
+            assert "at most 2 clients, and every one is authenticated and subscribed" in refusal.get("reason", "")
             assert third.closed_by_server()
         for i in range(4):
             assert error_code(first.request(f"<oops{i}/>")) == "unknown-operation"

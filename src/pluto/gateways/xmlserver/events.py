@@ -109,7 +109,9 @@ ERROR_MEANINGS: Final[dict[ErrorCode, str]] = {
     ErrorCode.TIMEOUT: "The service called did not reply in time.",
     ErrorCode.REMOTE_ERROR: "The service called replied with an error.",
     ErrorCode.TOO_MANY_CLIENTS: (
-        "The server has as many connections as it allows, in all or from the client's address; it closes this one."
+        "The server has as many connections as it allows, in all or from the client's address, and closes this one: "
+        "a new connection when every one in the way is authenticated and subscribed, else the one of those in the "
+        "way that is not and has been silent longest, to make room for a new one."
     ),
     ErrorCode.TOO_MANY_ERRORS: "The connection sent too many bad documents; the server closes it.",
     ErrorCode.IDLE: (

@@ -17,13 +17,17 @@ Defences (each limit is a :class:`ServerSettings` field):
   :func:`pluto.limits.check` before it reaches the bus; a value out of range is refused BAD_VALUE naming the field,
   counted (``out_of_range``), and the connection carries on. Vectors longer than the limits are refused while the
   request is read, before their numbers are.
-- Connections: at most ``max_clients`` in all and ``max_clients_per_address`` from one address; one more is sent an
-  ``<error code="too-many-clients">`` saying which limit, and closed. A connection idle for ``idle_timeout`` is sent
-  an ``<error code="idle">`` and closed. Idle means: no complete document came from the client, and nothing it was
-  sent was taken, for that long. A client that is handling a request, or that is subscribed and keeps up with what
-  it is sent (nothing waits in the socket for it, however quiet its interfaces are), is never idle; one subscribed
-  that stopped reading is, once the socket's buffers are full. Bytes that never make a document (a line that never
-  ends) do not count as activity.
+- Connections: at most ``max_clients`` in all and ``max_clients_per_address`` from one address. A newcomer over a cap
+  first makes room: the connection in the way (of its address, for the per-address cap) that has not authenticated or
+  holds no subscription and has been silent longest is sent an ``<error code="too-many-clients">`` saying which limit
+  and why it was chosen, closed and counted (``evicted``), and the newcomer is served; so idle sockets, even from the
+  client's own address, never lock a client out. Only when every connection in the way is authenticated and subscribed
+  is the newcomer refused: it gets the ``<error code="too-many-clients">`` and is closed. A connection idle for
+  ``idle_timeout`` is sent an ``<error code="idle">`` and closed. Idle means: no complete document came from the client,
+  and nothing it was sent was taken, for that long. A client that is handling a request, or that is subscribed and keeps
+  up with what it is sent (nothing waits in the socket for it, however quiet its interfaces are), is never idle; one
+  subscribed that stopped reading is, once the socket's buffers are full. Bytes that never make a document (a line that
+  never ends) do not count as activity.
 - Requests: at most ``request_rate`` a second on average per connection, documents capped in size and depth
   (:mod:`.codec`), connections closed after ``max_bad_documents`` bad documents or ``max_auth_failures`` failed
   token attempts.
@@ -47,7 +51,10 @@ The defences keep time on a monotonic clock (the ``monotonic`` argument; tests p
 # a service call, listing) runs on a small thread pool; a connection handles its requests one at a time, in order.
 # The defences (request rate, idle timeout, auth back-off, log limits) use a monotonic clock, not the robot's time:
 # they defend the computer. A housekeeping task looks at every connection a few times a second: it closes the idle
-# ones (cancelling their task, which then says why) and writes the summaries of the lines held back. When
+# ones (cancelling their task, which then says why) and writes the summaries of the lines held back. A connection
+# evicted to make room is closed the same way, and stops counting against the caps at once (its goodbye may take a
+# second to go out), so the newcomer is admitted in the same turn of the loop: the caps bound what is served, and
+# an evicted connection lingers for at most the two seconds its goodbye is given. When
 # the clock goes back (a new simulation run, a replay started again), the owner calls clock_jumped from any thread:
 # the loop then empties the timers and restarts every pacer, so the new run's values go out at once.
 
@@ -139,8 +146,10 @@ class ServerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     Attributes:
         host: address to listen on (127.0.0.1: this computer only; 0.0.0.0: every network).
         port: TCP port (0: any free one, logged; see :attr:`XmlServer.address`).
-        max_clients: connections served at once; more are refused with TOO_MANY_CLIENTS.
-        max_clients_per_address: connections served at once from one address; more are refused likewise.
+        max_clients: connections served at once; past it a newcomer evicts the connection silent longest that has
+            not authenticated or holds no subscription, and is refused with TOO_MANY_CLIENTS if there is none.
+        max_clients_per_address: connections served at once from one address; past it likewise, among that
+            address's connections.
         idle_timeout: s after which a connection that sent nothing and took nothing is closed.
         auth_backoff: s during which the token attempts from an address are refused after its first wrong token; it
             doubles with each further wrong token.
@@ -245,7 +254,9 @@ class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
         clients: the open connections.
         connections: connections accepted since it started.
         refused: connections refused because there were ``max_clients`` already, or ``max_clients_per_address``
-            from the same address.
+            from the same address, every one of them authenticated and subscribed.
+        evicted: connections closed to make room for a newcomer (past a cap, the one silent longest that had not
+            authenticated or held no subscription).
         idle_closed: connections closed for being idle.
         out_of_range: requests refused for a value out of range, on every connection since it started.
         auth_failures: wrong tokens checked since it started.
@@ -257,6 +268,7 @@ class ServerStats(msgspec.Struct, frozen=True, kw_only=True):
     clients: list[ClientStats]
     connections: int
     refused: int
+    evicted: int
     idle_closed: int
     out_of_range: int
     auth_failures: int
@@ -354,8 +366,9 @@ class _Client:
         self.closing = False
         self.dead = False
         self.ending = False  # it is being disconnected
+        self.counted = True  # it counts against the caps (until it is evicted or gone)
         self.busy = False  # a request is being handled
-        self.close_reason: str | None = None  # why the server closes it from outside its task (idle)
+        self.close_reason: str | None = None  # why the server closes it from outside its task (idle, evicted)
         self.authorized = s.token is None
         self.started = time.monotonic()
         self.last_active = server.monotonic()
@@ -453,6 +466,10 @@ class _Client:
         self.space.set()
         self.idle.set()
 
+    def evictable(self) -> bool:
+        """Not authenticated, or holding no subscription, and not being closed already: room for a newcomer."""
+        return self.counted and self.close_reason is None and not self.ending and not (self.authorized and self.subs)
+
     def keeps_up(self) -> bool:
         """Subscribed, and nothing waits in the transport for the socket to take it."""
         return bool(self.subs) and self.writer.transport.get_write_buffer_size() == 0
@@ -512,7 +529,8 @@ class XmlServer:
         self._auth_limiter = AuthLimiter(self.settings.auth_backoff, self.settings.auth_backoff_max)
         self._auth_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, 1)
         self._client_log: LogLimiter[str] = LogLimiter(LOG_INTERVAL, CLIENT_LOG_BURST)
-        self._per_address: dict[str, int] = {}
+        self._by_address: dict[str, dict[_Client, None]] = {}  # the connections counted against the caps
+        self._counted = 0
         s = self.settings
         listener = StreamListener(
             self._on_connect, s.host, s.port, limit=READ_CHUNK, reuse_address=True, backlog=BACKLOG
@@ -536,6 +554,7 @@ class XmlServer:
         self._address: tuple[str, int] | None = None
         self._connections = 0
         self._refused = 0
+        self._evicted = 0
         self._idle_closed = 0
         self._out_of_range = 0
         self._auth_failures = 0
@@ -637,6 +656,7 @@ class XmlServer:
             clients=[client.stats() for client in self._clients],
             connections=self._connections,
             refused=self._refused,
+            evicted=self._evicted,
             idle_closed=self._idle_closed,
             out_of_range=self._out_of_range,
             auth_failures=self._auth_failures,
@@ -655,18 +675,7 @@ class XmlServer:
         if s.send_buffer and sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, s.send_buffer)
         writer.transport.set_write_buffer_limits(high=s.write_buffer)
-        refusal = None
-        if self._closed:
-            refusal = "the server is stopping"
-        elif len(self._clients) >= s.max_clients:
-            refusal = f"at most {s.max_clients} clients"
-            count = len(self._clients)
-            self._client_line(logging.WARNING, host, "client %s refused: %d connections already", peer, count)
-        elif self._per_address.get(host, 0) >= s.max_clients_per_address:
-            refusal = f"at most {s.max_clients_per_address} connections from {host}"
-            count = self._per_address[host]
-            line = "client %s refused: %d connections from %s already"
-            self._client_line(logging.WARNING, host, line, peer, count, host)
+        refusal = "the server is stopping" if self._closed else self._make_room(host, peer)
         if refusal is not None:
             self._refused += 1
             writer.write(encode_event(ErrorReply(ErrorCode.TOO_MANY_CLIENTS, f"{refusal}; closing the connection")))
@@ -676,7 +685,8 @@ class XmlServer:
         task = asyncio.current_task()
         assert task is not None
         self._clients[client] = task
-        self._per_address[host] = self._per_address.get(host, 0) + 1
+        self._by_address.setdefault(host, {})[client] = None
+        self._counted += 1
         self._connections += 1
         self._client_line(logging.INFO, host, "client %s connected (%d open)", peer, len(self._clients))
         sender = asyncio.create_task(client.send_loop())
@@ -735,12 +745,8 @@ class XmlServer:
 
     def _forget(self, client: _Client, reason: str) -> None:
         """Count a connection that has closed as gone, and log its summary."""
-        if self._clients.pop(client, None) is not None:
-            left = self._per_address.get(client.host, 1) - 1
-            if left > 0:
-                self._per_address[client.host] = left
-            else:
-                self._per_address.pop(client.host, None)
+        self._clients.pop(client, None)
+        self._uncount(client)
         stats = client.codec.statistics
         self._client_line(
             logging.INFO,
@@ -759,6 +765,56 @@ class XmlServer:
             client.bytes_sent,
             stats.bytes,
         )
+
+    def _uncount(self, client: _Client) -> None:
+        """Stop counting a connection against the caps (evicted, or gone)."""
+        if not client.counted:
+            return
+        client.counted = False
+        self._counted -= 1
+        same = self._by_address.get(client.host)
+        if same is not None:
+            same.pop(client, None)
+            if not same:
+                del self._by_address[client.host]
+
+    def _make_room(self, host: str, peer: str) -> str | None:
+        """Make room for a newcomer from ``host`` under both caps, evicting if need be: None when it may be served,
+        else why it is refused (every connection in the way is authenticated and subscribed)."""
+        s = self.settings
+        same = self._by_address.get(host, {})
+        if len(same) >= s.max_clients_per_address:
+            cap = f"at most {s.max_clients_per_address} connections from {host}"
+            if not self._evict(list(same), cap):
+                line = "client %s refused: %d connections from %s already, all authenticated and subscribed"
+                self._client_line(logging.WARNING, host, line, peer, len(same), host)
+                return f"{cap}, and every one is authenticated and subscribed"
+        if self._counted >= s.max_clients:
+            cap = f"at most {s.max_clients} clients"
+            if not self._evict(list(self._clients), cap):
+                line = "client %s refused: %d connections already, all authenticated and subscribed"
+                self._client_line(logging.WARNING, host, line, peer, self._counted)
+                return f"{cap}, and every one is authenticated and subscribed"
+        return None
+
+    def _evict(self, candidates: list[_Client], cap: str) -> bool:
+        """Close the candidate that has not authenticated or holds no subscription and has been silent longest
+        (one handling a request last of all); False if there is none."""
+        open_to = [client for client in candidates if client.evictable()]
+        if not open_to:
+            return False
+        victim = min(open_to, key=lambda client: (client.busy, client.last_active))
+        quiet = max(0.0, self.monotonic() - victim.last_active)
+        why = "not authenticated" if not victim.authorized else "with no subscription"
+        self._evicted += 1
+        self._uncount(victim)
+        victim.close_reason = f"evicted to make room ({cap})"
+        reason = f"{cap}: this connection, {why} and silent for {quiet:.1f} s, makes room for a new one; closing it"
+        victim.reply_now(ErrorReply(ErrorCode.TOO_MANY_CLIENTS, reason))
+        line = "client %s: closing it to make room (%s), %s and silent for %.1f s"
+        self._client_line(logging.INFO, victim.host, line, victim.peer, cap, why, quiet)
+        self._clients[victim].cancel()
+        return True
 
     # -- defences -------------------------------------------------------------------------------------------------
 
