@@ -20,9 +20,10 @@ Motion files come from --motions (the examples shipped with Pluto by default). T
 unless --host says otherwise. The same runs as daemons with `pluto up netmotion`; with --arm bus, this command
 drives an arm module already running (`pluto start arm`).
 
-Against floods, each client (host and port) may send 50 datagrams a second, and the server handles 1,000 a second
-in all, shared equally by the clients sending; the rest is dropped before it is parsed and counted in
-netmotion/status (set client_rate, budget_rate and the like under [modules.netmotion] in the configuration file).
+Against floods, each client host (IP address, all its ports together) may send 50 datagrams a second, and the
+server handles 1,000 a second in all, shared equally by the hosts sending; the rest is dropped before it is parsed
+and counted in netmotion/status (set client_rate, budget_rate and the like under [modules.netmotion] in the
+configuration file).
 
 examples:
   pluto netmotion                                   simulated arm, UDP port 15000

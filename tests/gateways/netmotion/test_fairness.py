@@ -1,5 +1,6 @@
 """Fair sharing of the server's budget, without sockets: the fair queue on its own, and the server core driven by an
-injected clock with a synthetic flood from 100 ports beside a well-behaved client."""
+injected clock with a synthetic flood (from 100 hosts, or from 2,000 ports of one host) beside a well-behaved client
+on a host of its own."""
 
 from __future__ import annotations
 
@@ -176,19 +177,36 @@ class Run:
     worst: float = 0.0  # longest wait of the good client for its reply, s
     flooded: int = 0  # datagrams the flooders sent
     served: dict[Address, int] = field(default_factory=dict)  # replies per flooder
+    waits: list[float] = field(default_factory=list)  # the good client's wait for each reply, s
+
+
+def flood_hosts(count: int) -> list[Address]:
+    """One address on each of ``count`` hosts (loopback addresses: 127.1.0.1, 127.1.0.2, ...)."""
+    return [(f"127.1.{i // 250}.{i % 250 + 1}", 50000) for i in range(count)]
+
+
+def flood_ports(count: int) -> list[Address]:
+    """``count`` ports of one host, 127.0.0.1."""
+    return [("127.0.0.1", 50000 + i) for i in range(count)]
 
 
 def flood_run(
-    service: NetMotionService, flooders: int, flood_rate: float, duration: float, gap: float, tick: float = 1e-3
+    service: NetMotionService,
+    flooders: list[Address],
+    flood_rate: float,
+    duration: float,
+    gap: float,
+    tick: float = 1e-3,
 ) -> Run:
-    """Drive ``service`` as the UDP shell does, on a simulated clock in steps of ``tick`` s: every flooder sends
-    ``flood_rate`` datagrams a second; the good client sends PING, waits for PONG, waits ``gap`` s, sends again.
-    Each datagram is offered as it arrives, admitted ones are served at once, and waiting ones when the service
-    says the budget allows."""
+    """Drive ``service`` as the UDP shell does, on a simulated clock in steps of ``tick`` s: every flooder address
+    sends ``flood_rate`` datagrams a second; the good client (127.0.0.2) sends PING, waits for PONG, waits ``gap`` s,
+    sends again. Each datagram is offered as it arrives, admitted ones are served at once, and waiting ones when the
+    service says the budget allows."""
     run = Run()
-    good: Address = ("127.0.0.1", 40000)
-    ports: list[Address] = [("127.0.0.1", 50000 + i) for i in range(flooders)]
-    per_tick = round(flood_rate * tick)
+    good: Address = ("127.0.0.2", 40000)
+    ports = flooders
+    per_tick = flood_rate * tick
+    owed = 0.0
     asked_at: float | None = None
     next_ask = 0.0
 
@@ -199,13 +217,16 @@ def flood_run(
                 assert reply == b"PONG\n" and asked_at is not None
                 run.answered += 1
                 run.worst = max(run.worst, now - asked_at)
+                run.waits.append(now - asked_at)
                 asked_at, next_ask = None, now + gap
             else:
                 run.served[address] = run.served.get(address, 0) + 1
 
     for step in range(round(duration / tick)):
         now = step * tick
-        for _ in range(per_tick):
+        owed += per_tick
+        for _ in range(int(owed)):
+            owed -= 1.0
             for port in ports:
                 run.flooded += 1
                 if service.receive(b"PING", port, now):
@@ -226,14 +247,14 @@ def flood_run(
     [(50.0, 100.0), (UNLIMITED, UNLIMITED)],
     ids=["per-client-limit", "budget-only"],
 )
-def test_a_flood_from_100_ports_does_not_starve_a_well_behaved_client(rate: float, burst: float) -> None:
-    """100 ports at 5,000 datagrams/s each (500,000/s) for 2 s beside a client that asks, waits for the reply and
-    asks again 20 ms later: every request is answered within one round of the senders with datagrams waiting, the
+def test_a_flood_from_100_hosts_does_not_starve_a_well_behaved_client(rate: float, burst: float) -> None:
+    """100 hosts at 5,000 datagrams/s each (500,000/s) for 2 s beside a client that asks, waits for the reply and
+    asks again 20 ms later: every request is answered within one round of the hosts with datagrams waiting, the
     server handles no more than its budget, and the flooders share the rest equally."""
     budget, budget_burst, flooders, duration = 2000.0, 100.0, 100, 2.0
     limits = ServerLimits(rate=rate, burst=burst, budget=budget, budget_burst=budget_burst, queue=8)
     service = NetMotionService(FakeArm(), limits)
-    run = flood_run(service, flooders=flooders, flood_rate=5000.0, duration=duration, gap=0.02)
+    run = flood_run(service, flood_hosts(flooders), flood_rate=5000.0, duration=duration, gap=0.02)
     stats = service.statistics()
     handled = sum(run.served.values()) + run.answered
     summary = (
@@ -250,4 +271,28 @@ def test_a_flood_from_100_ports_does_not_starve_a_well_behaved_client(rate: floa
     flood = sorted(run.served.values())
     assert len(flood) == flooders and flood[-1] - flood[0] <= 1, summary
     assert stats.datagrams == run.flooded + run.asked, summary
+    assert stats.rate_limited + stats.commands + stats.waiting == stats.datagrams, summary
+
+
+def test_a_flood_from_2000_ports_of_one_host_is_one_sender() -> None:
+    """2,000 ports of 127.0.0.1 at 50 datagrams/s each (100,000/s) for 2 s, with the default limits, beside a
+    client on 127.0.0.2 that asks, waits for the reply and asks again 20 ms later: the flood is one host, held to
+    its rate and to one share of the budget, so every request is answered as soon as it arrives or after one of the
+    flood's datagrams at most; the server tracks two hosts."""
+    limits = ServerLimits()
+    service = NetMotionService(FakeArm(), limits)
+    duration = 2.0
+    run = flood_run(service, flood_ports(2000), flood_rate=50.0, duration=duration, gap=0.02)
+    stats = service.statistics()
+    flood = sum(run.served.values())
+    summary = (
+        f"good client: {run.answered}/{run.asked} answered, longest wait {run.worst * 1000:.1f} ms; flood: "
+        f"{run.flooded} sent, {flood} answered, {stats.rate_limited} dropped"
+    )
+    print(summary)
+    assert run.asked >= 50, summary
+    assert run.answered >= run.asked - 1, summary  # the last request may still wait when the run ends
+    assert run.worst <= 2.0 / limits.budget + 2e-3, summary  # one flood datagram ahead of it at most
+    assert flood <= limits.rate * duration + limits.burst, summary  # the host's rate, whatever its ports
+    assert service.clients == 2, summary
     assert stats.rate_limited + stats.commands + stats.waiting == stats.datagrams, summary

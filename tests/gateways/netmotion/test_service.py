@@ -1,5 +1,5 @@
-"""The server's logic without sockets: dispatch, errors as ERR, per-client rate limits, the bounded client table,
-and a fuzz run that nothing a client sends can break."""
+"""The server's logic without sockets: dispatch, errors as ERR, rate limits per client host, the bounded client
+table, and a fuzz run that nothing a client sends can break."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pluto.gateways.netmotion.server import Address, NetMotionService, ServerLim
 from pluto.hardware.arm.motion import MotionFileError
 
 A: Address = ("127.0.0.1", 40001)
-B: Address = ("127.0.0.1", 40002)
+B: Address = ("127.0.0.2", 40002)
+"""A client on another host (every 127/8 address is this computer's loopback)."""
 
 
 class FakeArm:
@@ -80,20 +81,36 @@ def test_errors_become_err_replies_and_are_counted() -> None:
     assert (stats.refused, stats.failures, stats.commands, stats.datagrams) == (3, 1, 4, 4)
 
 
-def test_each_client_is_rate_limited_on_its_own() -> None:
+def test_each_client_host_is_rate_limited_on_its_own() -> None:
     service = NetMotionService(FakeArm(), ServerLimits(rate=10.0, burst=5.0))
     answered = [service.datagram_received(b"PING", A, 100.0) for _ in range(8)]
     assert answered.count([b"PONG\n"]) == 5 and answered.count([]) == 3
-    assert service.datagram_received(b"PING", B, 100.0) == [b"PONG\n"]  # another client is not affected
+    assert service.datagram_received(b"PING", B, 100.0) == [b"PONG\n"]  # a client on another host is not affected
     assert service.datagram_received(b"PING", A, 100.05) == []  # half a token back
     assert service.datagram_received(b"PING", A, 100.2) == [b"PONG\n"]
     assert service.statistics().rate_limited == 4
 
 
+def test_the_ports_of_one_host_share_its_rate_and_each_reply_goes_to_its_port() -> None:
+    service = NetMotionService(FakeArm(), ServerLimits(rate=10.0, burst=5.0))
+    ports: list[Address] = [("127.0.0.1", 50000 + i) for i in range(8)]
+    answered = [service.datagram_received(b"PING", port, 100.0) for port in ports]
+    assert answered == [[b"PONG\n"]] * 5 + [[]] * 3  # one burst for the host, however many ports it sends from
+    assert service.clients == 1 and service.statistics().rate_limited == 3
+    assert service.datagram_received(b"PING", B, 100.0) == [b"PONG\n"]
+    tight = NetMotionService(FakeArm(), ServerLimits(budget=1.0, budget_burst=1.0))
+    assert tight.receive(b"STOP 2", ports[0], 0.0) and tight.receive(b"PING", ports[1], 0.0)
+    assert tight.serve(0.0) == [(ports[0], b"ERR no running motion has id 2\n")]
+    assert tight.serve(1.0) == [(ports[1], b"PONG\n")]  # it waited for the budget: the reply goes to its port
+
+
 def test_the_client_table_is_bounded() -> None:
     service = NetMotionService(FakeArm(), ServerLimits(max_clients=16))
-    for port in range(1000):
+    for port in range(1000):  # one host
         service.datagram_received(b"PING", ("127.0.0.1", port), 0.0)
+    assert service.clients == 1
+    for host in range(1000):
+        service.datagram_received(b"PING", (f"127.1.{host // 250}.{host % 250 + 1}", 40000), 0.0)
     assert service.clients == 16
 
 

@@ -35,12 +35,13 @@ class ScaledClock:
 
 
 class Client:
-    """A UDP client of the server: send a command, receive datagrams (text), each within ``timeout`` s."""
+    """A UDP client of the server: send a command, receive datagrams (text), each within ``timeout`` s; from
+    ``source`` (another loopback address, 127.0.0.2, is another client host)."""
 
-    def __init__(self, address: tuple[str, int], timeout: float = 20.0) -> None:
+    def __init__(self, address: tuple[str, int], timeout: float = 20.0, source: str = "127.0.0.1") -> None:
         self.address = address
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
 
     def send(self, data: str | bytes) -> None:

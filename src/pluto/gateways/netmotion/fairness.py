@@ -7,14 +7,14 @@ senders with datagrams waiting share equally.
         handle(datagram, sender)
     queue.next_time()                           # when take() will have something again (None: nothing waits)
 
-A sender (any hashable key: the (host, port) a datagram came from) may offer ``rate`` datagrams a second on
-average, ``burst`` at once; more are dropped at once. What it offers within that waits in a queue of its own, at most
-``depth`` datagrams (more are dropped). :meth:`FairQueue.take` hands out ``budget`` datagrams a second in all
-(``budget_burst`` at once), taking one datagram from each sender with datagrams waiting in turn. So while ``n``
-senders have datagrams waiting, each gets ``budget / n`` a second whatever the others send: a sender within that
-share (and within its own rate), sending bursts of at most ``depth`` datagrams, is never dropped, however hard the
-others flood. At most ``max_senders`` senders are tracked; the one heard from least recently is forgotten first
-(its waiting datagrams are dropped).
+A sender (any hashable key: the host a datagram came from, so that a flood from many ports of one host is one sender)
+may offer ``rate`` datagrams a second on average, ``burst`` at once; more are dropped at once. What it offers within
+that waits in a queue of its own, at most ``depth`` datagrams (more are dropped). :meth:`FairQueue.take` hands out
+``budget`` datagrams a second in all (``budget_burst`` at once), taking one datagram from each sender with datagrams
+waiting in turn. So while ``n`` senders have datagrams waiting, each gets ``budget / n`` a second whatever the others
+send: a sender within that share (and within its own rate), sending bursts of at most ``depth`` datagrams, is never
+dropped, however hard the others flood. At most ``max_senders`` senders are tracked; the one heard from least recently
+is forgotten first (its waiting datagrams are dropped).
 """
 
 # Strategy: deficit round robin with a quantum of one datagram (every datagram costs the same share of the budget,

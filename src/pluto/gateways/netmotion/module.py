@@ -13,14 +13,15 @@ netmotion`` starts both as daemons, and ``pluto start netmotion`` expects it run
 the module waits ``arm_timeout`` s at most for it to publish.
 ``netmotion/status`` (FVectorState) counts what the server saw: ``data`` = [datagrams, oversized dropped,
 rate-limited dropped, refused (ERR), failures, arm commands dropped out of range], ``element`` = [running motions,
-clients, UDP port].
+client hosts, UDP port].
 
-Limits against floods: each client (host and port) may send ``client_rate`` datagrams a second (50; bursts of
-``client_burst``, 100), and the server handles ``budget_rate`` datagrams a second in all (1000; bursts of
-``budget_burst``, 200), shared equally by the clients that have datagrams waiting: each client's datagrams wait in a
-queue of their own (``client_queue``, 8) and the clients are served in turn. A client that stays within its share
-(``budget_rate`` / clients sending, and its own rate) is answered however hard others flood, from however many
-ports; what is over a limit is dropped before it is parsed and counted as rate-limited. The socket asks the kernel
+Limits against floods, per client host (its IP address, all its source ports together): each host may send
+``client_rate`` datagrams a second (50; bursts of ``client_burst``, 100), and the server handles ``budget_rate``
+datagrams a second in all (1000; bursts of ``budget_burst``, 200), shared equally by the hosts that have datagrams
+waiting: each host's datagrams wait in a queue of their own (``client_queue``, 8) and the hosts are served in turn.
+A client that stays within its host's share (``budget_rate`` / hosts sending, and its host's rate) is answered
+however hard other hosts flood, from however many ports; what is over a limit is dropped before it is parsed and
+counted as rate-limited. Clients on one computer (or behind one NAT) share its limits. The socket asks the kernel
 for a receive buffer of ``receive_buffer`` bytes (4 MiB; Linux grants at most ``net.core.rmem_max``) so that a flood
 is drained by the server, which drops it cheaply, rather than by the kernel, which would drop every client alike.
 
@@ -101,12 +102,13 @@ class NetMotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     tolerance: how close every joint must come to a posture's target, rad.
     posture_timeout: time after which a posture counts as done anyway, s.
     max_datagram: larger datagrams are dropped, bytes.
-    client_rate: datagrams per second a client (host and port) may send (more are dropped), > 0.
-    client_burst: datagrams a client may send at once, >= 1.
-    budget_rate: datagrams per second the server handles in all, shared equally by the clients with datagrams
+    client_rate: datagrams per second a client host (IP address, all its ports together) may send (more are
+        dropped), > 0.
+    client_burst: datagrams a client host may send at once, >= 1.
+    budget_rate: datagrams per second the server handles in all, shared equally by the hosts with datagrams
         waiting, > 0.
     budget_burst: datagrams the server may handle at once, >= 1.
-    client_queue: datagrams of one client that may wait for the budget (more are dropped), 1..4096.
+    client_queue: datagrams of one client host that may wait for the budget (more are dropped), 1..4096.
     receive_buffer: kernel receive buffer to ask for the socket, bytes (0: the system's default).
     prepare_ik: build the inverse-kinematics table of the arm's last frame (the gripper) in the background at start,
         so the first IKP answers at once (else the first IKP of each link takes a fraction of a second).

@@ -6,27 +6,31 @@ and :meth:`NetMotionService.motion_response` turns a motion-manager event into t
 the motion. :class:`UdpNetMotionServer` runs it on a UDP socket served by an asyncio loop in a thread of its own
 (:class:`pluto.gateways.serving.ServerRunner`).
 
-Limits against hostile clients (:class:`ServerLimits`): datagrams over ``max_datagram`` bytes are dropped; each
-client (a host and port) may send ``rate`` datagrams per second (bursts of ``burst``); the server handles
-``budget`` datagrams per second in all (bursts of ``budget_burst``), shared equally by the clients with datagrams
-waiting: each client's datagrams wait in a queue of their own (at most ``queue``) and the clients are served in
-turn, one datagram each. So a flood from many ports cannot starve a client that stays within its share
-(``budget`` / clients sending); what is over a limit is dropped before it is parsed and counted as rate-limited. At
-most ``max_clients`` clients are tracked (the longest idle is forgotten first). Nothing a client sends can stop the
+Limits against hostile clients (:class:`ServerLimits`) are kept per client *host* (its IP address, whatever the
+source port: ports cost an attacker nothing, addresses do): datagrams over ``max_datagram`` bytes are dropped; each
+host may send ``rate`` datagrams per second (bursts of ``burst``) from all its ports together; the server handles
+``budget`` datagrams per second in all (bursts of ``budget_burst``), shared equally by the hosts with datagrams
+waiting: each host's datagrams wait in a queue of their own (at most ``queue``) and the hosts are served in turn,
+one datagram each, and every reply goes to the port that asked. So a flood from one host, from however many ports,
+gets one share of the budget and ``rate`` datagrams a second, and cannot starve a client on another host that stays
+within its share (``budget`` / hosts sending); what is over a limit is dropped before it is parsed and counted as
+rate-limited. Clients behind one address (one computer, or a NAT) share its rate and its share. At most
+``max_clients`` hosts are tracked (the longest idle is forgotten first). Nothing a client sends can stop the
 server: a failure while handling a command is answered with ``ERR``, counted and logged.
 """
 
-# Strategy: the reference server used an epoll service thread; asyncio's event loop is its modern form, and the
-# loop runs in its own thread so that the module's control step (the motion manager, on the module's clock) never
-# waits on the network. The socket is read in batches until it is empty (DatagramListener's read_batch), and each
-# datagram goes through the fair queue (fairness.py) at once: a datagram over its sender's share is dropped for the
-# price of a dictionary look-up, so the server drains the kernel's buffer faster than a flood fills it, and the
-# buffer is made large (SO_RCVBUF) to ride out the moments the thread does not run. Datagrams within the budget are
-# handled as they are read, so `MOTMANREG <id>` is sent before the next datagram is handled (reference:
-# "dispatched before the server reenters the command loop"); datagrams that wait for the budget are handled by a
-# timer when it allows. Motion events come from the control thread through the runner's call_soon, which queues
-# them behind the callback that is running: a motion's MOTMANRESP can never overtake its MOTMANREG. Replies the
-# socket cannot take at once wait in order in the transport, bounded, for the socket to be writable.
+# Strategy: the reference server used an epoll service thread; asyncio's event loop is its modern form, and the loop
+# runs in its own thread so that the module's control step (the motion manager, on the module's clock) never waits on
+# the network. The socket is read in batches until it is empty (DatagramListener's read_batch), and each datagram goes
+# through the fair queue (fairness.py) at once, keyed by its source host and carrying its source port along for the
+# reply: a datagram over its host's share is dropped for the price of a dictionary look-up, so the server drains the
+# kernel's buffer faster than a flood fills it, and the buffer is made large (SO_RCVBUF) to ride out the moments the
+# thread does not run. Datagrams within the budget are handled as they are read, so `MOTMANREG <id>` is sent before the
+# next datagram is handled (reference: "dispatched before the server reenters the command loop"); datagrams that wait
+# for the budget are handled by a timer when it allows. Motion events come from the control thread through the runner's
+# call_soon, which queues them behind the callback that is running: a motion's MOTMANRESP can never overtake its
+# MOTMANREG. Replies the socket cannot take at once wait in order in the transport, bounded, for the socket to be
+# writable.
 
 from __future__ import annotations
 
@@ -96,7 +100,8 @@ MAX_SEND_BACKLOG = 256 * 1024
 """Most bytes of replies kept waiting for the socket to be writable; more are dropped (and counted)."""
 
 Address = tuple[Any, ...]
-"""A client's address as the socket gives it ((host, port) for IPv4)."""
+"""A client's address as the socket gives it ((host, port) for IPv4); its host (``address[0]``) is what the limits
+count by."""
 
 
 class MotionService(Protocol):
@@ -147,12 +152,12 @@ def check_limits(owner: object, positive: tuple[str, ...], at_least_one: tuple[s
 class ServerLimits:
     """Attributes:
     max_datagram: larger datagrams are dropped, bytes.
-    rate: datagrams per second each client (host and port) may send on average.
-    burst: datagrams a client may send at once.
-    budget: datagrams per second the server handles in all, shared equally by the clients with datagrams waiting.
+    rate: datagrams per second each client host (IP address, all its ports together) may send on average.
+    burst: datagrams a host may send at once.
+    budget: datagrams per second the server handles in all, shared equally by the hosts with datagrams waiting.
     budget_burst: datagrams the server may handle at once.
-    queue: datagrams of one client that may wait for the budget; more are dropped.
-    max_clients: clients tracked for rate limiting.
+    queue: datagrams of one host that may wait for the budget; more are dropped.
+    max_clients: hosts tracked for rate limiting.
 
     Raises:
         ValueError: a rate or burst that is not finite, a rate <= 0, a burst < 1, or a size < 1.
@@ -201,7 +206,7 @@ class NetMotionService:
         self.arm = arm
         self.limits = limits = limits or ServerLimits()
         self._decoder = CommandDecoder(limits.max_datagram)
-        self._queue: FairQueue[Address, bytes] = FairQueue(
+        self._queue: FairQueue[Any, tuple[Address, bytes]] = FairQueue(  # keyed by host
             budget=limits.budget,
             budget_burst=limits.budget_burst,
             rate=limits.rate,
@@ -232,23 +237,23 @@ class NetMotionService:
 
     @property
     def clients(self) -> int:
-        """Client addresses seen recently (tracked for rate limiting)."""
+        """Client hosts seen recently (tracked for rate limiting)."""
         return self._queue.senders
 
     def receive(self, data: bytes, address: Address, now: float) -> bool:
         """Take one datagram from ``address`` at ``now`` (s, any monotonic clock) without parsing it: True if it
-        waits for :meth:`serve`, False if it was dropped (oversized, or over the client's rate or queue; counted)."""
+        waits for :meth:`serve`, False if it was dropped (oversized, or over its host's rate or queue; counted)."""
         self._received += 1
         if len(data) > self.limits.max_datagram:
             self._oversized += 1
             return False
-        return self._queue.offer(address, data, now)
+        return self._queue.offer(address[0], (address, data), now)
 
     def serve(self, now: float, limit: int | None = None) -> list[tuple[Address, bytes]]:
-        """Handle the waiting datagrams the budget allows at ``now`` (at most ``limit``), the clients in turn; the
+        """Handle the waiting datagrams the budget allows at ``now`` (at most ``limit``), the hosts in turn; the
         datagrams to send, with their addresses, in order."""
         out, self._outbox = self._outbox, []
-        for address, data in self._queue.take(now, limit):
+        for _host, (address, data) in self._queue.take(now, limit):
             out.extend((address, reply) for reply in self._handle_datagram(data, address))
         return out
 
