@@ -169,3 +169,113 @@ def test_recover_of_something_else_is_one_clear_line(
     assert len(err) == 1 and str(path) in err[0]
     assert not (tmp_path / "y.mcap").exists()
     assert not list(tmp_path.glob(".*recovering"))
+
+
+def _two_channel_log(path: Path) -> None:
+    """A zstd log of six chunks: 100 heartbeats and 20 odometries each."""
+    with LogWriter(path) as writer:
+        for i in range(1, 601):
+            writer.add("Heartbeat", msgs.Heartbeat(seq=i, source="test"), i / 100)
+            if i % 5 == 0:
+                writer.add("Base/Drive/State", msgs.Odometry(stamp=i / 100, x=i / 100), i / 100)
+            if i % 100 == 0:
+                writer.flush()
+
+
+def _damage(data: bytearray, chunk: tuple[int, int], where: str) -> None:
+    """Damage one chunk record of an MCAP file in place: ``frame`` (the start of its compressed data: zstd cannot
+    decompress it), ``data`` (bytes in the middle of its compressed data), ``size`` (its header's uncompressed size:
+    2**62), ``length`` (the record's length: 1 GB, past the end of the file) or ``data length`` (its header's length
+    of the compressed data, one byte more)."""
+    start, end = chunk
+    body = start + 9  # opcode and record length
+    name_length = struct.unpack_from("<I", data, body + 28)[0]
+    data_length_at = body + 32 + name_length
+    if where == "frame":
+        data[data_length_at + 8 : data_length_at + 12] = b"\x00" * 4
+    elif where == "data":
+        middle = (data_length_at + 8 + end) // 2
+        data[middle : middle + 8] = bytes(b ^ 0x5A for b in data[middle : middle + 8])
+    elif where == "size":
+        struct.pack_into("<Q", data, body + 16, 2**62)
+    elif where == "length":
+        struct.pack_into("<Q", data, start + 1, 10**9)
+    else:
+        struct.pack_into("<Q", data, data_length_at, struct.unpack_from("<Q", data, data_length_at)[0] + 1)
+
+
+@pytest.mark.parametrize("where", ["frame", "data", "size", "length", "data length"])
+def test_recover_skips_a_damaged_chunk_names_its_bytes_and_keeps_every_message_of_the_others(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original, broken, fixed = tmp_path / "run.mcap", tmp_path / "damaged.mcap", tmp_path / "fixed.mcap"
+    _two_channel_log(original)
+    data = bytearray(original.read_bytes())
+    chunks = _chunks(bytes(data))
+    assert len(chunks) == 6
+    _damage(data, chunks[2], where)
+    broken.write_bytes(bytes(data))
+
+    assert main(["log", "recover", str(broken), "-o", str(fixed)]) == 0
+    out = capsys.readouterr().out
+    start, end = chunks[2]
+    # the damaged range starts at the chunk and covers it (a wrong length: up to the next chunk found)
+    [damage] = LogFile(broken).damaged
+    assert damage.start == start and end <= damage.end <= chunks[3][0]
+    assert f"bytes {damage.start}-{damage.end}" in out
+
+    # every message of the five intact chunks, with its times, sequence number and bytes; none of the third's
+    kept = _indexed(fixed)
+    everything = _indexed(original)
+    lost = [m for m in everything if 2.0 < m[1] / 1e9 <= 3.0]
+    assert len(lost) == 120
+    assert kept == [m for m in everything if m not in lost]
+    if where in ("frame", "data"):  # the message index after the chunk says what was lost with it
+        assert damage.messages == 120 and "120 messages lost" in out
+    again = LogFile(fixed)
+    assert again.closed and not again.damaged and again.message_count == 600
+
+
+@pytest.mark.parametrize("where", ["frame", "data", "size", "length", "data length"])
+def test_log_info_export_and_readers_of_a_damaged_log_say_what_is_damaged(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "damaged.mcap"
+    _two_channel_log(path)
+    data = bytearray(path.read_bytes())
+    chunk = _chunks(bytes(data))[4]
+    _damage(data, chunk, where)
+    path.write_bytes(bytes(data))
+
+    assert main(["log", "info", str(path)]) == 0  # the log is described: what is there, and what is damaged
+    captured = capsys.readouterr()
+    assert "DAMAGED" in captured.out and f"bytes {chunk[0]}-" in captured.out
+    assert "Traceback" not in captured.err
+    [warning] = captured.err.strip().splitlines()
+    assert "is damaged" in warning and f"pluto log recover {path}" in warning
+    assert "messages   600" in captured.out  # of 720: the fifth chunk held 120
+
+    assert main(["log", "export", str(path), "--csv", str(tmp_path / "csv")]) == 0
+    captured = capsys.readouterr()
+    assert "is damaged" in captured.err
+    rows = (tmp_path / "csv" / "Heartbeat.csv").read_text().strip().splitlines()
+    assert len(rows) == 1 + 500  # a header and every heartbeat of the five intact chunks
+
+    log = LogFile(path)
+    seqs = [m.message.seq for m in log.messages(["Heartbeat"]) if isinstance(m.message, msgs.Heartbeat)]
+    assert seqs == [*range(1, 401), *range(501, 601)]
+
+
+def test_replay_of_a_damaged_log_warns_and_replays_the_rest(
+    tmp_path: Path, bus: Bus, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "damaged.mcap"
+    _two_channel_log(path)
+    data = bytearray(path.read_bytes())
+    _damage(data, _chunks(bytes(data))[1], "frame")
+    path.write_bytes(bytes(data))
+    assert main(["replay", str(path), "--rate", "100", "--no-announce", "--tail", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert f"pluto replay: warning: {path} is damaged" in captured.err and "pluto log recover" in captured.err
+    assert "replayed 600 messages" in captured.out  # of 720: all but the second chunk's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,11 @@ examples:
   pluto log export run.mcap --csv run-csv/
   pluto log plot run.mcap -o run.png
   pluto log import-carmen intel.log.gz -o intel.mcap
-  pluto log recover killed.mcap -o fixed.mcap    index and summary for a recording whose recorder was killed
+  pluto log recover killed.mcap -o fixed.mcap    index and summary for a recording whose recorder was killed,
+                                                or a copy of a damaged log without its damaged chunks
+
+A damaged log (bytes changed on a bad disk or in a bad copy) is read all the same: its damaged chunks are skipped,
+and info, export, plot and replay say which byte ranges could not be read (a warning on stderr; info exits 0).
 """
 
 
@@ -70,7 +75,8 @@ def register(subparsers: Subparsers) -> None:
     carmen.add_argument("--max-range", type=float, default=80.0, help="the lasers' maximum range, m (default 80)")
     carmen.add_argument("--list-all", action="store_true", help="list every skipped line")
     recover = actions.add_parser(
-        "recover", help="a killed recording as a complete file (index and summary) from its readable chunks"
+        "recover",
+        help="a killed recording or a damaged log as a complete file (index and summary) from its readable chunks",
     )
     recover.add_argument("file", metavar="BROKEN")
     recover.add_argument("-o", "--output", type=Path, required=True, metavar="FIXED", help="the repaired MCAP file")
@@ -88,6 +94,8 @@ def describe_log(log: LogFile) -> str:
     info = log.info
     base = info.get("time_base", "?")
     state = "closed" if log.closed else "NOT CLOSED"
+    if log.damaged:
+        state += f", DAMAGED ({len(log.damaged)} unreadable byte range{'s' if len(log.damaged) != 1 else ''})"
     lines = [f"file       {log.path}  ({human_size(log.size)}, {log.chunks} chunks; {state})"]
     robot = info.get("robot", "?") or "?"
     when = info.get("start_time") or info.get("imported", "")
@@ -117,7 +125,15 @@ def describe_log(log: LogFile) -> str:
             )
     for note in log.notes:
         lines.append(f"note: {note}")
+    if log.damaged:
+        lines.append(f"repair     pluto log recover {log.path} -o FIXED.mcap   (every readable message, a new index)")
     return "\n".join(lines)
+
+
+def _warn_damaged(log: LogFile) -> None:
+    warning = log.damage_warning()
+    if warning:
+        print(f"pluto log: warning: {warning}", file=sys.stderr)
 
 
 def _print_problems(title: str, problems: Sequence[Any], show_all: bool, limit: int = 10) -> None:
@@ -143,12 +159,15 @@ def run_log(args: argparse.Namespace) -> int:
         for i, path in enumerate(args.files):
             if i:
                 print()
-            print(describe_log(LogFile(path)))
+            log = LogFile(path)
+            print(describe_log(log))
+            _warn_damaged(log)
         return 0
     if args.action == "export":
         from pluto.record.export import export_csv
 
         log = LogFile(args.file)
+        _warn_damaged(log)
         written = export_csv(log, args.csv, args.names or None, force=args.force)
         for name, path in written.items():
             print(f"{name:<30} -> {path}")
@@ -159,6 +178,7 @@ def run_log(args: argparse.Namespace) -> int:
         from pluto.record.plot import plot_log
 
         log = LogFile(args.file)
+        _warn_damaged(log)
         output = args.output or Path(args.file).with_suffix(".png")
         path = plot_log(
             log,
@@ -201,7 +221,7 @@ def _recover(args: argparse.Namespace) -> int:
     from pluto.record.recover import recover_log
 
     report = recover_log(args.file, args.output, force=args.force)
-    if report.was_closed:
+    if report.was_closed and not report.damaged:
         print(f"{report.source} was closed properly (it has its summary); written again all the same")
     lost = (
         f"; the last {report.truncated_bytes:,} bytes (an unfinished chunk) were left out"
@@ -212,8 +232,13 @@ def _recover(args: argparse.Namespace) -> int:
         f"recovered {report.source} -> {report.output}: {report.messages:,} messages on {report.channels} channels "
         f"from {report.chunks} complete chunk{'s' if report.chunks != 1 else ''}{lost}"
     )
-    if report.bad_chunks:
-        print(f"  {report.bad_chunks} damaged chunks were skipped")
+    if report.damaged:
+        gone = sum(d.messages or 0 for d in report.damaged)
+        print(
+            f"  {len(report.damaged)} damaged byte range{'s' if len(report.damaged) != 1 else ''} "
+            f"({report.bad_chunks} chunk{'s' if report.bad_chunks != 1 else ''}) left out"
+            + (f", {gone:,} messages lost with them" if gone else "")
+        )
     if report.orphans:
         print(f"  {report.orphans} messages on undeclared channels were left out")
     for note in report.notes:

@@ -105,6 +105,9 @@ def run_replay(args: argparse.Namespace) -> int:
             tail=args.tail,
             announce=not args.no_announce,
         )
+        damage = replayer.log.damage_warning()
+        if damage:
+            print(f"pluto replay: warning: {damage}", file=out, flush=True)
         if not args.quiet:
             print(
                 f"replaying {', '.join(replayer.outputs[n] for n in replayer.names)} from {args.file} at "

@@ -1,10 +1,23 @@
-"""Reading Pluto logs (MCAP files), including ones whose recorder never closed them.
+"""Reading Pluto logs (MCAP files), including ones whose recorder never closed them and ones with damaged bytes.
 
 Strategy: the file is read front to back, record by record (MCAP's record framing: a one-byte opcode, an 8-byte
 length, the body), rather than through the summary at its end, because a recorder killed with SIGKILL leaves no
 summary. A record that runs past the end of the file is the chunk that was being written when the recorder died:
 it and everything after it are skipped, and :attr:`LogFile.notes` says so; every complete chunk before it is read.
-A chunk that does not decompress or fails its CRC is skipped with a note, and reading goes on.
+
+Damage (a bad disk block, a copy cut and patched, bytes overwritten) costs only the chunks it touches. A chunk's
+header is checked against its record's length before anything else; its data is decompressed into at most the size
+the header gives (:data:`MAX_CHUNK_BYTES` at most, so a damaged size cannot ask for gigabytes) and checked against
+the header's CRC; then its records are read, all or none. A chunk that fails any of this is skipped and its byte
+range is listed in :attr:`LogFile.damaged`, with the number of messages lost when the message index that the writer
+puts after each chunk still says it. A record whose length itself is wrong (its header does not add up, or it runs
+past the end of a file that goes on) leaves no way to know where the next record starts: reading resumes at the next
+chunk whose header is whole and consistent (or the data end record or the footer), and the bytes between are listed
+as damaged. A chunk whose opcode was changed into another record type shows by the message indexes after it (they
+follow chunks only), and is listed the same way. The summary section repeats the schemas and channels: a copy there
+that differs from the one read in a chunk is damage, and the chunk's is kept. A wrong byte inside a chunk whose
+writer left out the CRC can go unnoticed; everything else is caught. Nothing but
+:class:`~pluto.record.format.LogError` (for a file that is not a log at all) comes out.
 
 Messages are kept in memory as their JSON bytes and decoded when asked for: an hour of the simulated robot's full
 sensor suite takes about 500 MB.
@@ -17,15 +30,17 @@ import io
 import mmap
 import os
 import struct
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lz4.frame  # type: ignore[import-untyped]  # (a dependency of mcap)
+import zstandard
 from mcap.data_stream import ReadDataStream
 from mcap.exceptions import McapError
 from mcap.opcode import Opcode
-from mcap.records import Channel, Chunk, Footer, Message, Metadata, Schema
-from mcap.stream_reader import CRCValidationError, breakup_chunk
+from mcap.records import Channel, Footer, Message, Metadata, Schema
 
 from pluto import msgs
 from pluto.record.format import (
@@ -38,10 +53,25 @@ from pluto.record.format import (
     wall_log_time,
 )
 
-__all__ = ["ChannelInfo", "LogFile", "LoggedMessage", "match_names"]
+__all__ = ["MAX_CHUNK_BYTES", "ChannelInfo", "DamagedRange", "LogFile", "LoggedMessage", "match_names"]
 
 MAGIC = b"\x89MCAP0\r\n"
+MAX_CHUNK_BYTES = 256 * 1024 * 1024
+"""Largest uncompressed chunk read, bytes: Pluto writes chunks of 1 MB, other MCAP writers a few MB; a chunk header
+that claims more is damaged."""
+
 _RECORD_HEAD = struct.Struct("<BQ")
+_CHUNK_HEAD = struct.Struct("<QQQII")  # message start and end times, uncompressed size and CRC, compression's length
+_U64 = struct.Struct("<Q")
+_MESSAGE_FIELDS = struct.Struct("<HIQQ")  # a message record's channel id, sequence, log time and publish time
+_FOOTER_RECORD = _RECORD_HEAD.size + 20
+_DATA_END = bytes([Opcode.DATA_END]) + _U64.pack(4)
+_CHUNK_OPCODE = bytes([Opcode.CHUNK])
+
+
+def _valid_opcode(opcode: int) -> bool:
+    """True for MCAP's record types (0x01-0x0f) and the private ones (0x80-0xff)."""
+    return 0x01 <= opcode <= 0x0F or opcode >= 0x80
 
 
 @dataclass(frozen=True)
@@ -102,6 +132,29 @@ class _Entry:
 
 
 @dataclass
+class DamagedRange:
+    """Bytes of a log that could not be read and were skipped.
+
+    Attributes:
+        start, end: the byte range in the file, ``[start, end)``.
+        kind: what was there: ``chunk`` (a chunk of messages), ``record (opcode 0x0c)`` (another record), or
+            ``bytes`` (the records' framing was broken: from there to the next record found).
+        reason: why it could not be read.
+        messages: messages lost with it, from the message index after the chunk; None if unknown.
+    """
+
+    start: int
+    end: int
+    kind: str
+    reason: str
+    messages: int | None = None
+
+    def __str__(self) -> str:
+        lost = "" if self.messages is None else f"; {self.messages:,} messages lost"
+        return f"{self.kind} at bytes {self.start}-{self.end} ({self.end - self.start:,} bytes): {self.reason}{lost}"
+
+
+@dataclass
 class _Scan:
     """What one pass over the file found."""
 
@@ -111,6 +164,7 @@ class _Scan:
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
     chunks: int = 0
     bad_chunks: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
     footer: bool = False
     truncated: int = 0
     notes: list[str] = field(default_factory=list)
@@ -121,11 +175,197 @@ def match_names(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
+class _Damage(Exception):
+    """A record that cannot be read; ``framed``: its length agrees with its contents, so the next record starts
+    where it ends (otherwise reading finds the next record by its contents)."""
+
+    def __init__(self, reason: str, *, framed: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.framed = framed
+
+
+_KNOWN_COMPRESSIONS = ("", "zstd", "lz4")
+
+
+@dataclass(frozen=True)
+class _ChunkLayout:
+    uncompressed_size: int
+    crc: int
+    compression: str
+    data_start: int
+    data_end: int
+
+
+def _chunk_layout(data: bytes | mmap.mmap, start: int, length: int) -> _ChunkLayout:
+    """The fields of the chunk record whose body is ``data[start:start + length]``, checked against each other.
+
+    Raises:
+        _Damage: the lengths in the header do not add up to the record's length (``framed`` False), or the chunk
+            claims more than :data:`MAX_CHUNK_BYTES` or a compression this reader does not know (``framed`` True).
+    """
+    if length < _CHUNK_HEAD.size + 8:
+        raise _Damage(f"a chunk record of {length} bytes is shorter than a chunk's header", framed=False)
+    _begin, _end, uncompressed_size, crc, name_length = _CHUNK_HEAD.unpack_from(data, start)
+    name_end = start + _CHUNK_HEAD.size + name_length
+    if name_length > 16 or name_end + 8 > start + length:
+        raise _Damage(f"the chunk's compression name has an impossible length ({name_length})", framed=False)
+    (data_length,) = _U64.unpack_from(data, name_end)
+    if name_end + 8 + data_length != start + length:
+        raise _Damage(
+            f"the chunk's lengths do not add up (record {length} bytes, compressed data {data_length} bytes)",
+            framed=False,
+        )
+    try:
+        compression = bytes(data[start + _CHUNK_HEAD.size : name_end]).decode("ascii")
+    except UnicodeDecodeError:
+        raise _Damage("the chunk's compression name is not text", framed=False) from None
+    if compression not in _KNOWN_COMPRESSIONS:
+        raise _Damage(f"the chunk is compressed with {compression!r}, which this reader does not know")
+    if uncompressed_size > MAX_CHUNK_BYTES:
+        raise _Damage(f"the chunk claims {uncompressed_size:,} bytes uncompressed (at most {MAX_CHUNK_BYTES:,})")
+    return _ChunkLayout(uncompressed_size, crc, compression, name_end + 8, start + length)
+
+
+def _decompress(layout: _ChunkLayout, data: bytes | mmap.mmap) -> bytes:
+    """The chunk's records, decompressed into at most the size its header gives, and checked against its CRC.
+
+    Raises:
+        _Damage: the data does not decompress, has another size than the header says, or fails the CRC.
+    """
+    raw = bytes(data[layout.data_start : layout.data_end])
+    size = layout.uncompressed_size
+    try:
+        if layout.compression == "zstd":
+            declared = zstandard.frame_content_size(raw)
+            if declared >= 0 and declared != size:
+                raise _Damage(f"its zstd frame holds {declared:,} bytes, its header says {size:,}")
+            if declared == size:  # the usual frame: decompressed in one go into exactly that
+                out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=size)
+            else:  # a frame without its size: at most one byte more than declared shows a chunk that is longer
+                with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+                    out = reader.read(size + 1)
+        elif layout.compression == "lz4":
+            decompressor = lz4.frame.LZ4FrameDecompressor()
+            out = bytes(decompressor.decompress(raw, max_length=size + 1))
+            if not decompressor.eof and len(out) <= size:
+                raise _Damage("lz4: the compressed data ends before its frame does")
+        else:
+            out = raw
+    except (zstandard.ZstdError, RuntimeError, ValueError, EOFError) as err:
+        raise _Damage(f"its {layout.compression} data does not decompress ({err})") from None
+    if len(out) != size:
+        raise _Damage(f"it holds {len(out):,}{'+' if len(out) > size else ''} bytes, its header says {size:,}")
+    if layout.crc != 0:
+        crc = zlib.crc32(out)
+        if crc != layout.crc:
+            raise _Damage(f"CRC mismatch (the header says {layout.crc:#010x}, the data gives {crc:#010x})")
+    return out
+
+
+def _chunk_records(layout: _ChunkLayout, data: bytes | mmap.mmap) -> list[Schema | Channel | _Entry]:
+    """The schemas, channels and messages of one chunk, all or none.
+
+    Raises:
+        _Damage: the chunk cannot be read (see :func:`_decompress`), or its records are not valid.
+    """
+    body = _decompress(layout, data)
+    records: list[Schema | Channel | _Entry] = []
+    pos, size = 0, len(body)
+    unpack_head, unpack_message = _RECORD_HEAD.unpack_from, _MESSAGE_FIELDS.unpack_from
+    try:
+        while pos < size:
+            if pos + _RECORD_HEAD.size > size:
+                raise _Damage(f"a record inside the chunk is cut short at byte {pos}")
+            opcode, length = unpack_head(body, pos)
+            start = pos + _RECORD_HEAD.size
+            end = start + length
+            if end > size:
+                raise _Damage(f"a record inside the chunk runs past its end (byte {pos}, {length} bytes)")
+            if opcode == Opcode.MESSAGE:  # the bulk of a log: its fields read here, its data kept as bytes
+                if length < _MESSAGE_FIELDS.size:
+                    raise _Damage(f"a message inside the chunk is {length} bytes, shorter than its header")
+                channel, sequence, log_ns, publish_ns = unpack_message(body, start)
+                records.append(_Entry(log_ns, publish_ns, sequence, channel, body[start + _MESSAGE_FIELDS.size : end]))
+            elif opcode in (Opcode.SCHEMA, Opcode.CHANNEL):
+                stream = ReadDataStream(io.BytesIO(body[start:end]))
+                records.append(Schema.read(stream) if opcode == Opcode.SCHEMA else Channel.read(stream))
+            pos = end
+    except (McapError, struct.error, UnicodeDecodeError, ValueError) as err:
+        raise _Damage(f"a record inside the chunk is not valid: {err or type(err).__name__}") from None
+    return records
+
+
+def _message_index_count(body: bytes) -> int:
+    """Messages a message index record lists.
+
+    Raises:
+        _Damage: its lengths do not add up.
+    """
+    if len(body) < 6:
+        raise _Damage("a message index record shorter than its header", framed=False)
+    (records_length,) = struct.unpack_from("<I", body, 2)
+    if 6 + records_length != len(body) or records_length % 16:
+        raise _Damage("a message index record whose lengths do not add up", framed=False)
+    return int(records_length) // 16
+
+
+def _plausible_chunk(data: bytes | mmap.mmap, pos: int, size: int) -> bool:
+    """True if a chunk record whose header is whole and consistent starts at ``pos``."""
+    if pos + _RECORD_HEAD.size > size:
+        return False
+    opcode, length = _RECORD_HEAD.unpack_from(data, pos)
+    if opcode != Opcode.CHUNK or pos + _RECORD_HEAD.size + length > size:
+        return False
+    try:
+        _chunk_layout(data, pos + _RECORD_HEAD.size, length)
+    except _Damage:
+        return False
+    return True
+
+
+def _next_record(data: bytes | mmap.mmap, start: int, size: int) -> int | None:
+    """Where reading can go on after a stretch whose record framing is broken: the first position at or after
+    ``start`` where a chunk with a consistent header begins, or the data end record that closes the data section,
+    or the footer; None if there is none."""
+    candidates: list[int] = []
+    data_end = data.find(_DATA_END, start)
+    if data_end >= 0:
+        candidates.append(data_end)
+    footer = size - len(MAGIC) - _FOOTER_RECORD
+    if footer >= start and data[size - len(MAGIC) :] == MAGIC and data[footer] == Opcode.FOOTER:
+        candidates.append(footer)
+    limit = min(candidates, default=size)
+    pos = start
+    while pos < limit:
+        found = data.find(_CHUNK_OPCODE, pos, limit)
+        if found < 0:
+            break
+        if _plausible_chunk(data, found, size):
+            return found
+        pos = found + 1
+    return min(candidates) if candidates else None
+
+
 def _read_records(data: bytes | mmap.mmap, scan: _Scan, path: Path) -> None:
-    size = len(data)
-    if size < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+    """Read the whole file into ``scan``: every readable record, the damaged ranges, the unfinished end.
+
+    Raises:
+        LogError: it is not an MCAP file.
+    """
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise LogError(f"{path} is not an MCAP file (it does not start with the MCAP magic bytes)")
+    _walk(data, scan)
+    scan.notes.extend(f"skipped a damaged {damage}" for damage in scan.damaged)
+
+
+def _walk(data: bytes | mmap.mmap, scan: _Scan) -> None:
+    size = len(data)
     pos = len(MAGIC)
+    lost_with: DamagedRange | None = None  # the damaged chunk whose message indexes come next
+    # The last record taken that was not a chunk: (opcode, start, end, messages before it). Message indexes follow
+    # a chunk, so indexes after another record show a chunk whose opcode was damaged into another record type.
+    previous: tuple[int, int, int, int] | None = None
     while pos < size:
         if pos + _RECORD_HEAD.size > size:
             scan.truncated = size - pos
@@ -133,58 +373,109 @@ def _read_records(data: bytes | mmap.mmap, scan: _Scan, path: Path) -> None:
         opcode, length = _RECORD_HEAD.unpack_from(data, pos)
         body_start = pos + _RECORD_HEAD.size
         end = body_start + length
-        if end > size:
-            scan.truncated = size - pos
-            return
-        body = bytes(data[body_start:end])
         try:
-            if _take_record(opcode, body, scan, pos):
+            if not _valid_opcode(opcode):
+                raise _Damage(f"no record starts here (opcode {opcode:#04x})", framed=False)
+            if end > size:
+                raise _Damage(f"a record of {length:,} bytes runs past the end of the file", framed=False)
+            if opcode == Opcode.MESSAGE_INDEX:
+                count = _message_index_count(bytes(data[body_start:end]))
+                if lost_with is None and previous is not None:
+                    taken_as, start, stop, entries = previous
+                    del scan.entries[entries:]
+                    reason = f"it is followed by message indexes: a chunk whose opcode is damaged ({taken_as:#04x})"
+                    lost_with = DamagedRange(start, stop, "chunk", reason)
+                    scan.damaged.append(lost_with)
+                    scan.bad_chunks += 1
+                if lost_with is not None:
+                    lost_with.messages = (lost_with.messages or 0) + count
+                previous = None
+                pos = end
+                continue
+            lost_with = None
+            previous = None if opcode == Opcode.CHUNK else (opcode, pos, end, len(scan.entries))
+            if _take_record(opcode, data, body_start, length, scan):
                 return
-        except (McapError, struct.error, UnicodeDecodeError, ValueError) as err:
-            scan.notes.append(f"record at byte {pos} (opcode {opcode}) is not valid, skipped: {err}")
+        except _Damage as damage:
+            lost_with, previous = None, None
+            if damage.framed:
+                kind = "chunk" if opcode == Opcode.CHUNK else f"record (opcode {opcode:#04x})"
+                scan.damaged.append(DamagedRange(pos, end, kind, damage.reason))
+                if opcode == Opcode.CHUNK:
+                    scan.bad_chunks += 1
+                    lost_with = scan.damaged[-1]
+                pos = end
+                continue
+            following = _next_record(data, pos + 1, size)
+            if following is None and _valid_opcode(opcode) and end > size:
+                scan.truncated = size - pos  # the record being written when the writer stopped: not damage
+                return
+            stop = size if following is None else following
+            scan.damaged.append(DamagedRange(pos, stop, "chunk" if opcode == Opcode.CHUNK else "bytes", damage.reason))
+            if opcode == Opcode.CHUNK:
+                scan.bad_chunks += 1
+            if following is None:
+                return
+            pos = following
+            continue
         pos = end
 
 
-def _take_record(opcode: int, body: bytes, scan: _Scan, pos: int) -> bool:
-    """Take one top-level record; True at the footer."""
+def _take_record(opcode: int, data: bytes | mmap.mmap, start: int, length: int, scan: _Scan) -> bool:
+    """Take one top-level record; True at the footer.
+
+    Raises:
+        _Damage: the record cannot be read.
+    """
     if opcode == Opcode.CHUNK:
-        chunk = Chunk.read(ReadDataStream(io.BytesIO(body)))
-        try:
-            records = breakup_chunk(chunk, validate_crc=True)
-        except (McapError, CRCValidationError, struct.error, ValueError, RuntimeError) as err:
-            scan.bad_chunks += 1
-            scan.notes.append(f"chunk at byte {pos} is damaged, its messages are skipped: {err}")
-            return False
+        records = _chunk_records(_chunk_layout(data, start, length), data)
         scan.chunks += 1
         for record in records:
             _take_inner(record, scan)
-    elif opcode in (Opcode.SCHEMA, Opcode.CHANNEL, Opcode.MESSAGE):
-        stream = ReadDataStream(io.BytesIO(body))
-        if opcode == Opcode.SCHEMA:
-            _take_inner(Schema.read(stream), scan)
-        elif opcode == Opcode.CHANNEL:
-            _take_inner(Channel.read(stream), scan)
+        return False
+    if opcode not in (Opcode.SCHEMA, Opcode.CHANNEL, Opcode.MESSAGE, Opcode.METADATA, Opcode.FOOTER):
+        return False  # a record this reader does not need (indexes, statistics, attachments)
+    body = bytes(data[start : start + length])
+    stream = ReadDataStream(io.BytesIO(body))
+    try:
+        if opcode in (Opcode.SCHEMA, Opcode.CHANNEL):
+            declared = Schema.read(stream) if opcode == Opcode.SCHEMA else Channel.read(stream)
+            if not _take_inner(declared, scan):
+                what = "schema" if opcode == Opcode.SCHEMA else "channel"
+                raise _Damage(f"{what} {declared.id} differs from the one read before it, which is kept")
+        elif opcode == Opcode.MESSAGE:
+            if length < _MESSAGE_FIELDS.size:
+                raise _Damage(f"a message record of {length} bytes is shorter than its header")
+            _take_inner(Message.read(stream, length), scan)
+        elif opcode == Opcode.METADATA:
+            record = Metadata.read(stream)
+            scan.metadata[record.name] = dict(record.metadata)
         else:
-            _take_inner(Message.read(stream, len(body)), scan)
-    elif opcode == Opcode.METADATA:
-        record = Metadata.read(ReadDataStream(io.BytesIO(body)))
-        scan.metadata[record.name] = dict(record.metadata)
-    elif opcode == Opcode.FOOTER:
-        Footer.read(ReadDataStream(io.BytesIO(body)))
-        scan.footer = True
-        return True
+            Footer.read(stream)
+            scan.footer = True
+            return True
+    except (McapError, struct.error, UnicodeDecodeError, ValueError) as err:
+        raise _Damage(f"not a valid record: {err or type(err).__name__}") from None
     return False
 
 
-def _take_inner(record: object, scan: _Scan) -> None:
-    if isinstance(record, Message):
+def _take_inner(record: object, scan: _Scan) -> bool:
+    """Take a schema, channel or message; False for a schema or channel that differs from the one of its id read
+    before it (the first is kept: the summary section repeats them, and a damaged copy there must not replace a
+    chunk's, which passed its CRC)."""
+    if isinstance(record, _Entry):
+        scan.entries.append(record)
+    elif isinstance(record, Message):
         scan.entries.append(
             _Entry(record.log_time, record.publish_time, record.sequence, record.channel_id, record.data)
         )
     elif isinstance(record, Channel):
-        scan.channels[record.id] = record
+        known_channel = scan.channels.setdefault(record.id, record)
+        return known_channel == record
     elif isinstance(record, Schema):
-        scan.schemas[record.id] = record
+        known_schema = scan.schemas.setdefault(record.id, record)
+        return known_schema == record
+    return True
 
 
 class LogFile:
@@ -212,6 +503,12 @@ class LogFile:
         self.closed = scan.footer
         """True if the writer finished the file (it has its summary); False after a crash or a kill."""
         self.chunks = scan.chunks
+        """Complete chunks read."""
+        self.damaged = list(scan.damaged)
+        """Byte ranges that could not be read (damaged chunks, broken records), in file order; their messages are
+        not in the log. ``pluto log recover`` writes a copy without them."""
+        self.bad_chunks = scan.bad_chunks
+        """Chunks among :attr:`damaged`."""
         self.metadata = scan.metadata
         self.notes = list(scan.notes)
         self.truncated_bytes = scan.truncated
@@ -266,6 +563,21 @@ class LogFile:
         self._entries = entries
         self.undecodable = 0
         """Messages whose JSON did not decode as their type (counted as they are read)."""
+
+    def damage_warning(self) -> str:
+        """One line on what of the file could not be read and how to get a clean copy ("" if nothing was damaged)."""
+        if not self.damaged:
+            return ""
+        ranges = ", ".join(f"{d.start}-{d.end}" for d in self.damaged[:3])
+        if len(self.damaged) > 3:
+            ranges += f" and {len(self.damaged) - 3} more"
+        known = [d.messages for d in self.damaged if d.messages is not None]
+        lost = f", {sum(known):,}{'+' if len(known) < len(self.damaged) else ''} messages lost" if known else ""
+        return (
+            f"{self.path} is damaged: {len(self.damaged)} byte range{'s' if len(self.damaged) != 1 else ''} "
+            f"could not be read (bytes {ranges}){lost}; the rest is read. `pluto log recover {self.path} -o "
+            "FIXED.mcap` writes a copy with every readable message and a new index"
+        )
 
     # -- what the log holds -------------------------------------------------------------------------------------
 

@@ -1,14 +1,17 @@
-"""Repairing a log whose recorder was killed: a new MCAP file, with index and summary, from its readable chunks.
+"""Repairing a log whose recorder was killed, or that was damaged: a new MCAP file, with index and summary, from its
+readable chunks.
 
-Strategy: a recorder killed with SIGKILL leaves every complete chunk on disk but no summary, so indexed readers
-(the Python ``mcap`` reader's ``iter_messages``, ``@mcap/core``'s indexed reader) refuse the file or find nothing
-in it, while streaming readers and :class:`~pluto.record.logfile.LogFile` read it. The file is read front to back
-as :mod:`pluto.record.logfile` reads it (the chunk being written when the recorder died is skipped, a damaged chunk
-is skipped with a note), and everything found is written again in its order in the file: the schemas and channels
-(Pluto's and foreign ones, with their metadata), the metadata records, and every message with its log time,
-publish time and sequence number. The MCAP writer then adds the chunk indexes and the summary. The output is
-written to a temporary file beside it and renamed into place only when complete, so a failed repair leaves nothing
-half-written; the input is never changed.
+Strategy: a recorder killed with SIGKILL leaves every complete chunk on disk but no summary, so indexed readers (the
+Python ``mcap`` reader's ``iter_messages``, ``@mcap/core``'s indexed reader) refuse the file or find nothing in it,
+while streaming readers and :class:`~pluto.record.logfile.LogFile` read it. A damaged file (bytes changed inside a
+chunk, in its header or in a record's length) stops the ``mcap`` library's readers at the damaged chunk with a
+decompression or CRC error. The file is read front to back as :mod:`pluto.record.logfile` reads it: the chunk being
+written when the recorder died is skipped; a damaged chunk, or a stretch whose record framing is broken, is skipped
+and its byte range reported; every other chunk is read whole. Everything found is written again in its order in the
+file: the schemas and channels (Pluto's and foreign ones, with their metadata), the metadata records, and every
+message with its log time, publish time and sequence number. The MCAP writer then adds the chunk indexes and the
+summary. The output is written to a temporary file beside it and renamed into place only when complete, so a failed
+repair leaves nothing half-written; the input is never changed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from mcap.writer import CompressionType, Writer
 
 from pluto import __version__
 from pluto.record.format import LogError
-from pluto.record.logfile import _read_records, _Scan
+from pluto.record.logfile import DamagedRange, _read_records, _Scan
 from pluto.record.writer import CHUNK_SIZE
 
 __all__ = ["RecoverReport", "recover_log"]
@@ -37,6 +40,7 @@ class RecoverReport:
         source, output: the broken file and the repaired one.
         was_closed: the source had its summary already (it was not broken; it is written again all the same).
         chunks: complete chunks read; bad_chunks: damaged ones skipped.
+        damaged: the byte ranges of the source left out (damaged chunks, broken records), in file order.
         truncated_bytes: bytes at the end of the source that were skipped (the chunk in progress at the kill).
         messages: messages written; orphans: messages on channels never declared, left out.
         channels: channels written.
@@ -48,6 +52,7 @@ class RecoverReport:
     was_closed: bool = False
     chunks: int = 0
     bad_chunks: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
     truncated_bytes: int = 0
     messages: int = 0
     orphans: int = 0
@@ -92,6 +97,7 @@ def recover_log(
         was_closed=scan.footer,
         chunks=scan.chunks,
         bad_chunks=scan.bad_chunks,
+        damaged=list(scan.damaged),
         truncated_bytes=scan.truncated,
         notes=list(scan.notes),
     )
