@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -64,3 +65,41 @@ def test_numbers_and_poses() -> None:
         check_pose("start", [1, 2])
     with pytest.raises(LimitError, match=r"start\[0\] = 1e\+308"):
         check_pose("start", [1e308, 0, 0])
+
+
+POST = "Localization/Post_Pose"
+
+
+def _posted(covariance: list[float]) -> msgs.PoseEstimate:
+    return msgs.PoseEstimate(pose=[1.0, 2.0, 0.0, 0.5, 0.0, 0.0], covariance=covariance, cmd_flags=-1)
+
+
+@pytest.mark.parametrize(
+    ("covariance", "complaint"),
+    [
+        ([-1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0], r"covariance\[0\] = -1 is a variance: it is out of range \[0, 1e\+09\]"),
+        ([1.0, 0, 0, 0, 1.0, 0, 0, 0, -1e-3], r"covariance\[8\] = -0.001 is a variance"),
+        ([1.0, 0.5, 0, 0, 1.0, 0, 0, 0, 1.0], r"covariance is not symmetric: \[1\] = 0.5 but \[3\] = 0"),
+        # variances of 1 with a correlation of 2: a negative variance (-1) along x = -y
+        ([1.0, 2.0, 0, 2.0, 1.0, 0, 0, 0, 1.0], r"covariance is not positive semi-definite: .*\(-1\)"),
+        ([1.0, 0, 0, 1.0], r"covariance takes 9 values \(a 3x3 matrix, row-major\), got 4"),
+    ],
+)
+def test_a_posted_covariance_that_cannot_be_one_is_refused_naming_the_entry(
+    covariance: list[float], complaint: str
+) -> None:
+    with pytest.raises(LimitError, match=f"^{POST} {complaint}"):
+        check(POST, _posted(covariance))
+
+
+def test_a_covariance_within_rounding_of_one_passes() -> None:
+    turn = np.array([[math.cos(0.3), -math.sin(0.3), 0], [math.sin(0.3), math.cos(0.3), 0], [0, 0, 1]])
+    rotated = turn @ np.diag([0.04, 1e-4, 0.01]) @ turn.T  # as a filter computes it: symmetric up to rounding
+    for covariance in (
+        [float(v) for v in rotated.ravel()],
+        [0.0] * 9,  # a pose set by hand: exact
+        [],  # none given
+        [1.0, 1.0, 0, 1.0, 1.0, 0, 0, 0, 0],  # singular: fully correlated, no variance in θ
+        [1e-4, 0, 0, 0, 1e-4, 0, 0, 0, -1e-15],  # a variance of 0 that rounding made negative
+    ):
+        check(POST, _posted(covariance))

@@ -7,12 +7,16 @@ behind the interface still clamps to its own configured limits (this is the oute
 
 The limits are generous physical bounds, not tuning: a Pioneer drives at most ~1.5 m/s and an ATRV-2 ~2 m/s, so a
 velocity command above 3 m/s is an error rather than something to clamp.
+
+A covariance (a posted pose's, :func:`check_covariance`) must be one: finite, symmetric and positive semi-definite,
+within :data:`COVARIANCE_TOLERANCE` of its largest entry (the rounding of a filter's arithmetic). A negative
+variance, or a correlation larger than its two variances allow, would make every filter that takes it diverge.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +25,13 @@ import msgspec
 from pluto import msgs, names
 
 __all__ = [
+    "COVARIANCE_TOLERANCE",
     "MAX_ABS",
     "MAX_STAMP",
     "Bound",
     "LimitError",
     "check",
+    "check_covariance",
     "check_number",
     "check_pose",
     "command_limits",
@@ -43,6 +49,11 @@ MAX_VECTOR = 4096
 
 MAX_ACTUATOR_VECTOR = 32
 """Longest vector of an ``ActuatorState`` (an SSC-32 arm has 32 channels)."""
+
+
+COVARIANCE_TOLERANCE = 1e-6
+"""How far a covariance may be from symmetric and positive semi-definite, relative to its largest entry (and 1e-9
+absolute, for one of zeros): the rounding of a filter's arithmetic, never a real asymmetry or a negative variance."""
 
 
 class LimitError(ValueError):
@@ -153,13 +164,54 @@ def check_pose(where: str, pose: Iterable[Any], size: int = 3) -> list[float]:
     return [bounds[i].check(f"{where}[{i}]", check_number(f"{where}[{i}]", v)) for i, v in enumerate(values)]
 
 
+def check_covariance(where: str, values: Sequence[Any], size: int = 3) -> list[float]:
+    """Return a row-major ``size`` x ``size`` covariance (``size²`` values; empty: none given) if it can be one.
+
+    Its numbers are finite within ±1e9; it is symmetric, its variances (the diagonal) are >= 0 and it is positive
+    semi-definite (no direction with a negative variance: every eigenvalue >= 0), each within
+    :data:`COVARIANCE_TOLERANCE`.
+
+    Raises:
+        LimitError: the wrong length, a value out of range, an asymmetric pair, a negative variance, or a negative
+            eigenvalue; the message starts with ``where`` and names the entry.
+    """
+    if len(values) == 0:
+        return []
+    if len(values) != size * size:
+        raise LimitError(f"{where} takes {size * size} values (a {size}x{size} matrix, row-major), got {len(values)}")
+    numbers = [check_number(f"{where}[{i}]", v) for i, v in enumerate(values)]
+    tolerance = 1e-9 + COVARIANCE_TOLERANCE * max(abs(v) for v in numbers)
+    for i in range(size):
+        variance = numbers[i * size + i]
+        if variance < -tolerance:
+            raise LimitError(
+                f"{where}[{i * size + i}] = {variance:g} is a variance: it is out of range [0, {MAX_ABS:g}]"
+            )
+        for j in range(i + 1, size):
+            upper, lower = numbers[i * size + j], numbers[j * size + i]
+            if abs(upper - lower) > tolerance:
+                raise LimitError(
+                    f"{where} is not symmetric: [{i * size + j}] = {upper:g} but [{j * size + i}] = {lower:g} "
+                    f"(they may differ by {tolerance:.3g} at most)"
+                )
+    import numpy as np  # here, not at the top: the command line starts without numpy
+
+    lowest = float(np.linalg.eigvalsh(np.array(numbers).reshape(size, size))[0])
+    if lowest < -tolerance:
+        raise LimitError(
+            f"{where} is not positive semi-definite: it has a negative variance ({lowest:g}) along an eigenvector; "
+            "every eigenvalue must be >= 0 (a correlation cannot exceed the product of the standard deviations)"
+        )
+    return numbers
+
+
 def check(name: str, msg: msgs.Message) -> msgs.Message:
     """Return ``msg`` if it may be written to interface ``name``.
 
-    Every message: stamps finite within ±1e11 s, every other number finite within ±1e9, vectors at most 4,096 long
-    (32 for an ``ActuatorState``). Command interfaces (``Base/Drive/Command``, ``drive/command``,
-    ``avoidance/command``, ``motion/command``, ``Wrist/Command``, ``Arm/Command``): the vector lengths and physical
-    bounds of each element given in this module.
+    Every message: stamps finite within ±1e11 s, every other number finite within ±1e9, vectors at most 4,096 long (32
+    for an ``ActuatorState``), a ``covariance`` that can be one (:func:`check_covariance`). Command interfaces
+    (``Base/Drive/Command``, ``drive/command``, ``avoidance/command``, ``motion/command``, ``Wrist/Command``,
+    ``Arm/Command``): the vector lengths and physical bounds of each element given in this module.
 
     Raises:
         LimitError: the first field out of range, named as ``interface field[index]``.
@@ -170,6 +222,8 @@ def check(name: str, msg: msgs.Message) -> msgs.Message:
         where = f"{name} {field}"
         if isinstance(value, list):
             _check_vector(name, field, value, rules, isinstance(msg, msgs.ActuatorState))
+            if field == "covariance":
+                check_covariance(where, value)
         elif isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool)):
             check_number(where, value, MAX_STAMP if field == "stamp" else MAX_ABS)
         elif isinstance(value, msgspec.Struct):

@@ -93,6 +93,24 @@ def test_pub_refuses_a_bad_value_in_one_line(value: str, needle: str, capsys: Ca
     assert out == ""
 
 
+@pytest.mark.parametrize(
+    ("covariance", "needle"),
+    [
+        ("[-1, 0, 0, 0, 1, 0, 0, 0, 1]", "Localization/Post_Pose covariance[0] = -1 is a variance"),
+        ("[1, 2, 0, 2, 1, 0, 0, 0, 1]", "Localization/Post_Pose covariance is not positive semi-definite"),
+    ],
+)
+def test_pub_refuses_a_posted_pose_whose_covariance_cannot_be_one(
+    covariance: str, needle: str, capsys: Capture
+) -> None:
+    value = f'{{"pose": [1, 2, 0, 0.5, 0, 0], "covariance": {covariance}, "cmd_flags": -1}}'
+    status, out, err = run(capsys, "pub", "Localization/Post_Pose", value, "--once")
+    assert status == 1
+    [line] = err.strip().splitlines()
+    assert line.startswith("pluto pub: ") and needle in line, line
+    assert out == ""
+
+
 def test_pub_of_an_unknown_interface_wants_a_type(capsys: Capture) -> None:
     status, _out, err = run(capsys, "pub", "No/Such", "{}")
     assert status == 1

@@ -1,4 +1,4 @@
-"""The simulated laser module's step: when it scans, and from which true pose."""
+"""The simulated laser module's step: when it scans, and from which true pose; its fault service."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ from typing import Any
 import pytest
 
 from pluto import msgs
+from pluto.bus import Bus
+from pluto.errors import RemoteError
 from pluto.hardware.sick.module import SimSick, SimSickParams, _WristHistory
 from pluto.sim.device import TruthHistory
 from pluto.sim.laser import SimLaser
+from pluto.sim.module import SimModule, SimParams
 from pluto.sim.raycast import RayCaster
+from tests.gateways.clock import ManualClock
 from tests.sim.test_laser import BOX, CENTRE
 
 
@@ -100,3 +104,30 @@ def test_scans_are_centred_on_the_clocks_grid() -> None:
     assert len(stamps) > 50
     assert all(s == round(s, 9) for s in stamps)  # exactly on the grid, as the other devices' stamps are
     assert all(abs(s / period - round(s / period)) < 1e-9 for s in stamps)
+
+
+@pytest.mark.parametrize(("duration", "text"), [(999999999, "999999999"), (-5.0, "-5"), (float("nan"), "nan")])
+def test_a_fault_out_of_range_is_refused_naming_the_field_and_the_laser_serves_on(
+    bus: Bus, duration: float, text: str
+) -> None:
+    sim = SimModule(bus, SimParams(autostart=False))
+    sim.start()
+    clock = ManualClock(10.0)
+    sick = SimSick(bus, SimSickParams(autostart=False), clock=clock)
+    sick.start()
+    try:
+        with pytest.raises(RemoteError) as refused:
+            bus.call("sick/fault", {"duration": duration}, float, timeout=10)
+        message = str(refused.value)
+        assert "bad request to sick/fault" in message and f"duration = {text}" in message
+        assert "(0, 3600]" in message  # the range it must be in
+        assert not sick.laser.failed(10.0)  # the scanner was not touched
+        [service] = [s for s in sick._services if s.name == "sick/fault"]
+        assert service.failed == 1
+        # the module serves on: an hour is the longest fault, and no duration is the reboot time
+        assert bus.call("sick/fault", {"duration": 3600.0}, float, timeout=10) == pytest.approx(3610.0)
+        assert bus.call("sick/fault", None, float, timeout=10) == pytest.approx(10.0 + sick.params.reboot_time)
+        assert service.failed == 1 and service.served == 2
+    finally:
+        sick.stop()
+        sim.stop()

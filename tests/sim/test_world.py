@@ -8,10 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pluto.cli.main import main
 from pluto.errors import ConfigError
 from pluto.sim.raycast import segment_distance
 from pluto.sim.world import (
+    MAX_BYTES_ENV,
+    MAX_WALLS_ENV,
     MAX_WORLD_BYTES,
+    MAX_WORLD_WALLS,
     SCHEMA_PATH,
     MapError,
     Mover,
@@ -442,3 +446,66 @@ def test_a_huge_map_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
         file.write("</walls></world>\n")
     with pytest.raises(MapError, match="larger than 16 MB"):
         load_world(path)
+
+
+def _walls(count: int) -> str:
+    """``count`` short walls, one a line, on a grid (a 1,000 x N block of a city of sheds)."""
+    return "\n".join(
+        f'<wall x1="{i % 1000}" y1="{i // 1000}" x2="{i % 1000 + 0.5}" y2="{i // 1000}"/>' for i in range(count)
+    )
+
+
+def test_a_map_with_more_walls_than_the_limit_is_refused_at_the_first_one_too_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(MAX_WALLS_ENV, raising=False)
+    path = tmp_path / "sheds.xml"
+    path.write_text(world_doc(_walls(MAX_WORLD_WALLS + 1)))
+    with pytest.raises(MapError) as refused:
+        load_world(path)
+    error = refused.value
+    assert error.line == MAX_WORLD_WALLS + 4  # the first wall too many: the document's fourth line is the first wall
+    assert "more than 20,000 walls, the limit" in error.reason
+    assert f"raise the limit with {MAX_WALLS_ENV}=<walls>" in error.reason  # how, if a map really needs more
+    # the limit, raised for a map that needs it
+    monkeypatch.setenv(MAX_WALLS_ENV, "25_000")
+    assert load_world(path).walls.shape == (MAX_WORLD_WALLS + 1, 4)
+    monkeypatch.setenv(MAX_WALLS_ENV, "many")
+    with pytest.raises(MapError, match=f"{MAX_WALLS_ENV} must be a whole number > 0, got 'many'"):
+        load_world(path)
+
+
+def test_a_map_at_the_wall_limit_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MAX_WALLS_ENV, raising=False)
+    path = tmp_path / "sheds.xml"
+    path.write_text(world_doc(_walls(MAX_WORLD_WALLS)))
+    assert load_world(path).walls.shape == (MAX_WORLD_WALLS, 4)
+
+
+def test_a_map_of_too_many_elements_of_any_kind_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MAX_WALLS_ENV, "100")  # 500 elements in all
+    points = "".join(f'<point x="{np.cos(a):.6f}" y="{np.sin(a):.6f}"/>' for a in np.linspace(0, 6, 600))
+    doc = world_doc(extra=f'<obstacles><polygon name="round">{points}</polygon></obstacles>')
+    with pytest.raises(MapError, match=rf"more than 500 elements .* raise the limit with {MAX_WALLS_ENV}"):
+        parse_world(doc)
+
+
+def test_the_byte_limit_says_how_to_raise_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "office.xml"
+    path.write_text(world_doc(_walls(100)))
+    monkeypatch.setenv(MAX_BYTES_ENV, "2000")
+    with pytest.raises(MapError, match=f"larger than 2,000 bytes, the limit .* {MAX_BYTES_ENV}=<bytes>"):
+        load_world(path)
+    monkeypatch.setenv(MAX_BYTES_ENV, str(MAX_WORLD_BYTES))
+    assert load_world(path).walls.shape == (100, 4)
+
+
+def test_pluto_sim_refuses_a_map_of_too_many_walls_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(MAX_WALLS_ENV, raising=False)
+    path = tmp_path / "sheds.xml"
+    path.write_text(world_doc(_walls(MAX_WORLD_WALLS + 1)))
+    assert main(["sim", "--world", str(path)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"pluto sim: {path}:") and "more than 20,000 walls" in line

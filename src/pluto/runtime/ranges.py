@@ -10,6 +10,10 @@ msgspec enforces them when it converts plain values (a configuration file, ``-p`
 :func:`check_ranges` checks them first with a message that names the parameter and its range, and also checks a
 Params built in Python. Every range is finite, so nan and ±inf are refused. :func:`parameter_ranges` gives them as
 text for ``list_parameters`` (``pluto param list``).
+
+A service's request struct declares its ranges the same way (``duration: Timeout | None``); the service takes the
+request as plain values and :func:`convert_request` checks and converts it, so a refused request names the field and
+its range, and the bus counts it as a bad request (no traceback in the module's log).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -74,6 +78,7 @@ def between(low: float, high: float, *, open_low: bool = False) -> msgspec.Meta:
 
 
 _Numeric = msgspec.inspect.FloatType | msgspec.inspect.IntType
+_Request = TypeVar("_Request", bound=msgspec.Struct)
 
 
 def _g(x: float) -> str:
@@ -175,3 +180,19 @@ def check_ranges(cls: type[msgspec.Struct], values: Mapping[str, Any], *, prefix
         kind = fields.get(name)
         if kind is not None:
             _check_value(kind, value, f"{prefix}{name}")
+
+
+def convert_request(cls: type[_Request], values: Mapping[str, Any] | None) -> _Request:
+    """A service's request, taken as plain values (``dict[str, Any] | None``), as a ``cls``: its numbers checked
+    against the ranges ``cls`` declares first, then converted (None: every field's default).
+
+    Raises:
+        msgspec.ValidationError: a number out of its range (the message names the field and the range), or a value
+            of the wrong type. The bus answers a service's handler that raises it as a bad request and counts it.
+    """
+    plain: Mapping[str, Any] = {} if values is None else values
+    try:
+        check_ranges(cls, plain)
+    except ValueError as err:
+        raise msgspec.ValidationError(str(err)) from None
+    return msgspec.convert(plain, cls)

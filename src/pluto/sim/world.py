@@ -49,6 +49,10 @@ y left/north, angles counter-clockwise from +x)::
 * DTDs and entities are refused outright (``<!DOCTYPE`` or ``<!ENTITY`` anywhere in the file): a map never needs
   them, and refusing them closes the entity-expansion and external-entity attacks without depending on
   ``defusedxml``.
+* Sizes: at most :data:`MAX_WORLD_BYTES` (16 MB), checked before parsing, and :data:`MAX_WORLD_WALLS` walls
+  (20,000) and five times as many elements of any kind, counted while parsing, which stops at the first one too
+  many. Both are far above any real building (the shipped campus has 32 walls; a mapped office floor a few
+  hundred); a map that really needs more raises them with ``PLUTO_MAP_MAX_BYTES`` and ``PLUTO_MAP_MAX_WALLS``.
 
 Every problem raises :class:`MapError` with ``"<file>:<line>: <reason>"``.
 """
@@ -73,6 +77,10 @@ from pluto.errors import ConfigError
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_BYTES_ENV",
+    "MAX_WALLS_ENV",
+    "MAX_WORLD_BYTES",
+    "MAX_WORLD_WALLS",
     "SCHEMA_PATH",
     "WORLDS_DIR",
     "MapError",
@@ -340,9 +348,10 @@ def load_world(source: str | os.PathLike[str]) -> World:
             raise MapError(
                 f"no shipped world named {source!r} (available: {', '.join(available_worlds())}) and no such file"
             )
+    max_bytes, _ = _size_limits()
     try:
         with path.open("rb") as file:
-            data = file.read(MAX_WORLD_BYTES + 1)
+            data = file.read(max_bytes + 1)
     except OSError as err:
         raise MapError(f"cannot read the map: {err.strerror or err}", path) from err
     return dataclasses.replace(parse_world(data, os.fspath(path)), source=path)
@@ -360,20 +369,46 @@ def parse_world(data: str | bytes, file: str = "<string>") -> World:
 
     Raises:
         MapError: the document is not a valid map (``"<file>:<line>: <reason>"``), or is larger than
-            :data:`MAX_WORLD_BYTES`.
+            :data:`MAX_WORLD_BYTES` or has more than :data:`MAX_WORLD_WALLS` walls (or the limits raised by the
+            environment, :data:`MAX_BYTES_ENV` and :data:`MAX_WALLS_ENV`).
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if len(raw) > MAX_WORLD_BYTES:
-        raise MapError(f"the map is larger than {MAX_WORLD_BYTES // (1024 * 1024)} MB: not read", file)
-    root, lines = _parse_xml(raw, file)
+    max_bytes, max_walls = _size_limits()
+    if len(raw) > max_bytes:
+        limit = f"{max_bytes // 2**20} MB" if max_bytes % 2**20 == 0 else f"{max_bytes:,} bytes"
+        raise MapError(
+            f"the map is larger than {limit}, the limit (a building of thousands of walls is well under 1 MB): not "
+            f"read. If a map really is that large, raise the limit with {MAX_BYTES_ENV}=<bytes>",
+            file,
+        )
+    root, lines = _parse_xml(raw, file, max_walls)
     return _MapReader(file, lines).world(root)
+
+
+def _size_limits() -> tuple[int, int]:
+    """(bytes, walls): the limits of a map, :data:`MAX_WORLD_BYTES` and :data:`MAX_WORLD_WALLS` or the environment's.
+
+    Raises:
+        MapError: a limit in the environment is not a whole number > 0.
+    """
+    limits = []
+    for env, default in ((MAX_BYTES_ENV, MAX_WORLD_BYTES), (MAX_WALLS_ENV, MAX_WORLD_WALLS)):
+        text = os.environ.get(env, "").strip().replace("_", "")
+        if not text:
+            limits.append(default)
+            continue
+        if not text.isdigit() or int(text) == 0:
+            raise MapError(f"{env} must be a whole number > 0, got {os.environ[env]!r}")
+        limits.append(int(text))
+    return limits[0], limits[1]
 
 
 # -- XML with line numbers and no DTDs -------------------------------------------------------------------------------
 
 
-def _parse_xml(data: bytes, file: str) -> tuple[ET.Element, dict[ET.Element, int]]:
-    """The element tree of ``data`` and the line of each element's start tag."""
+def _parse_xml(data: bytes, file: str, max_walls: int) -> tuple[ET.Element, dict[ET.Element, int]]:
+    """The element tree of ``data`` and the line of each element's start tag; parsing stops at the wall past
+    ``max_walls``, or the element past five times as many."""
     for marker in (b"<!DOCTYPE", b"<!ENTITY"):
         at = data.find(marker)
         if at >= 0:
@@ -385,8 +420,28 @@ def _parse_xml(data: bytes, file: str) -> tuple[ET.Element, dict[ET.Element, int
     builder = ET.TreeBuilder()
     lines: dict[ET.Element, int] = {}
     parser = expat.ParserCreate()
+    max_elements = ELEMENTS_PER_WALL * max_walls
+    walls = 0
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        nonlocal walls
+        walls += tag == "wall"
+        if walls > max_walls:
+            raise MapError(
+                f"the map has more than {max_walls:,} walls, the limit (far above any real building: the shipped "
+                f"campus has 32, a mapped office floor a few hundred): not read. If a map really has that many, "
+                f"raise the limit with {MAX_WALLS_ENV}=<walls>",
+                file,
+                parser.CurrentLineNumber,
+            )
+        if len(lines) >= max_elements:
+            raise MapError(
+                f"the map has more than {max_elements:,} elements (points, circles, waypoints, walls), the limit "
+                f"({ELEMENTS_PER_WALL} per wall of {MAX_WALLS_ENV}, {max_walls:,}): not read. If a map really has "
+                f"that many, raise the limit with {MAX_WALLS_ENV}=<walls>",
+                file,
+                parser.CurrentLineNumber,
+            )
         lines[builder.start(tag, attrs)] = parser.CurrentLineNumber
 
     def end(tag: str) -> None:
@@ -440,7 +495,20 @@ _SPECS: dict[str, _Spec] = {
 
 MAX_WORLD_BYTES = 16 * 1024 * 1024
 """Largest map file read, bytes (a building of thousands of walls is well under 1 MB; an 83 MB file took 35 s and
-1.6 GB to parse)."""
+1.6 GB to parse). :data:`MAX_BYTES_ENV` raises it."""
+
+MAX_WORLD_WALLS = 20_000
+"""Most walls a map may have (the shipped campus has 32, a mapped office floor a few hundred; 300,000 walls took
+2 s and 400 MB to load, and make every laser scan and map match slow). :data:`MAX_WALLS_ENV` raises it."""
+
+ELEMENTS_PER_WALL = 5
+"""Elements of any kind (walls, polygon points, circles, waypoints) a map may have per wall of its wall limit."""
+
+MAX_BYTES_ENV = "PLUTO_MAP_MAX_BYTES"
+"""Environment variable that sets another limit than :data:`MAX_WORLD_BYTES` (bytes), for a map that needs it."""
+
+MAX_WALLS_ENV = "PLUTO_MAP_MAX_WALLS"
+"""Environment variable that sets another limit than :data:`MAX_WORLD_WALLS`, for a map that needs it."""
 
 MAX_COORDINATE = 1e6
 """Largest magnitude of any number in a map file (m, m/s, s, degrees): 1,000 km is no building any more."""

@@ -277,3 +277,22 @@ def test_a_gap_in_the_inertial_states_follows_the_odometrys_turn() -> None:
         assert pose is not None and pose.pose[3] == pytest.approx(0.5 * t * t, abs=1e-9)
     straight = 0.5 * 0.3**2 + (0.45 - 0.3) / 0.3 * (0.5 * 0.6**2 - 0.5 * 0.3**2)
     assert abs(straight - 0.5 * 0.45**2) > 0.01  # what straight interpolation would have made of it
+
+
+@pytest.mark.parametrize(
+    ("covariance", "complaint"),
+    [
+        ([-1.0, 0, 0, 0, 0.01, 0, 0, 0, 0.001], r"posted covariance\[0\] = -1 is a variance"),
+        ([0.01, 0.1, 0, 0.1, 0.01, 0, 0, 0, 0.001], "posted covariance is not positive semi-definite"),
+        ([0.01, 0.005, 0, 0, 0.01, 0, 0, 0, 0.001], "posted covariance is not symmetric"),
+    ],
+)
+def test_a_post_whose_covariance_cannot_be_one_changes_nothing(covariance: list[float], complaint: str) -> None:
+    dr = DeadReckoning()
+    adj = PoseAdjustment()
+    drive_arc(dr, 1.0, 0.2, 2.0)
+    assert adj.post(dr, 1.0, [5.0, 6.0, 0.0, 1.0, 0.0, 0.0], -1, [0.01, 0, 0, 0, 0.01, 0, 0, 0, 0.001])
+    before = (adj.setter, adj.dx, adj.dy, adj.alpha, adj.posts, adj.covariance(dr.pose().absolute))
+    with pytest.raises(ValueError, match=complaint):
+        adj.post(dr, 2.0, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0], 1, covariance)
+    assert (adj.setter, adj.dx, adj.dy, adj.alpha, adj.posts, adj.covariance(dr.pose().absolute)) == before

@@ -78,3 +78,39 @@ def test_start_from_sim_takes_the_worlds_start_unless_a_pose_is_given(bus: Bus) 
         ]  # odometry's origin
     finally:
         sim.stop()
+
+
+def test_a_post_whose_covariance_cannot_be_one_is_refused_counted_and_the_service_goes_on(bus: Bus) -> None:
+    params = LocalizationModuleParams(autostart=False, model=LocalizationParams(dmu_wait=0.0, wrist_wait=0.0))
+    module = LocalizationModule(bus, params)
+    module.start()
+    # written straight on the bus, as a program that bypasses the proxies' limits would
+    post = bus.create_publisher("Localization/Post_Pose", msgs.PoseEstimate, reliable=True)
+    pose = bus.create_reader("Localization/Pose", msgs.PoseEstimate)
+
+    def posted(covariance: list[float]) -> None:
+        value = msgs.PoseEstimate(pose=[10.0, 20.0, 0.0, 1.0, 0.0, 0.0], covariance=covariance, cmd_flags=-1)
+        post.write(value)
+        wait_until(lambda: any(item[2] == value for item in list(module._queue)), message="the post queued")
+        pose.read()
+        module.step(3.0)
+
+    try:
+        drive(bus, module, [i * 0.1 for i in range(31)], 1.0, 3.0)
+        errors = module.errors
+        posted([-1.0, 0, 0, 0, 0.01, 0, 0, 0, 0.001])
+        assert (module.refused_posts, module.errors) == (1, errors + 1)
+        assert module.adjustment.posts == 0 and module.adjustment.setter == 0  # nothing changed, not the setter
+        current = pose.read()
+        assert current is not None and abs(current.pose[0] - 3.0) < 1e-6 and current.cmd_flags == 0
+        [note] = module.info().notes
+        assert "1 posted poses refused" in note and "posted covariance[0] = -1 is a variance" in note
+        # the service goes on: a post that can be one is applied
+        posted([0.01, 0, 0, 0, 0.01, 0, 0, 0, 0.001])
+        after = pose.wait_for_update(timeout=5)
+        assert after.pose[:2] == [10.0, 20.0] and after.cmd_flags == -1
+        assert after.covariance[0] >= 0.01 and module.refused_posts == 1
+    finally:
+        bus.release(post)
+        bus.release(pose)
+        module.stop()

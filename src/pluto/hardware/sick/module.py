@@ -7,7 +7,8 @@
 
 The scan is computed from the robot's true pose and the wrist's pose *at the centre time*, so a moving robot gives
 the same skewed timing as the real scanner. ``sick/fault`` (or the ``fault_at`` parameter) injects the "fatal
-error": every range is -1 while the scanner reboots (about 20 s).
+error": every range is -1 while the scanner reboots (about 20 s, or the request's duration: at most an hour; a
+longer or negative one is refused as a bad request, naming the field and its range).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pluto import msgs, names
-from pluto.runtime.ranges import Rate, between
+from pluto.runtime.ranges import Rate, Timeout, between, convert_request
 from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
 from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.raycast import RayCaster
@@ -39,9 +40,11 @@ class SimSickParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):
 
 
 class FaultRequest(msgspec.Struct, frozen=True):
-    """Request of ``sick/fault``: how long the scanner stays down, s (None: its reboot time)."""
+    """Request of ``sick/fault``: how long the scanner stays down, s, in (0, 3600] (None: its reboot time).
 
-    duration: float | None = None
+    A longer fault is a typo or an attack, not a test: 999999999 s would hold the laser down for 31 years."""
+
+    duration: Timeout | None = None
 
 
 class SimSick(SimDevice[SimSickParams]):
@@ -69,13 +72,19 @@ class SimSick(SimDevice[SimSickParams]):
         self.scan_181 = self.create_publisher(names.SICK_SCAN)
         self.scan_mm = self.create_publisher(names.SICK_SCAN_MM)
         self.timing = self.create_publisher(names.SICK_TIMING)
-        self.create_service("fault", self._fault, FaultRequest)
+        self.create_service("fault", self._fault, dict[str, Any] | None)
         self._next_arrival: float | None = None
         self._fault_done = False
 
-    def _fault(self, request: FaultRequest | None) -> float:
-        duration = request.duration if request is not None else None
-        self.laser.inject_fault(self.clock.now(), duration)
+    def _fault(self, values: dict[str, Any] | None) -> float:
+        """``sick/fault``: the scanner fails now, for the request's duration; returns when it is back, s.
+
+        Raises:
+            msgspec.ValidationError: a duration out of (0, 3600] s or not a number (a bad request: refused and
+                counted by the service, the scanner untouched).
+        """
+        request = convert_request(FaultRequest, values)
+        self.laser.inject_fault(self.clock.now(), request.duration)
         return self.laser.failed_until
 
     def step(self, now: float) -> None:

@@ -38,7 +38,9 @@ since the last posted pose) is propagated forward step by step with the same Jac
 F = G for the step's own displacement.
 
 A posted pose (§3, interface 2) never moves dead reckoning (interfaces 0 and 1): it becomes a rigid 2-D correction
-T with T ∘ DR(t_post) = posted pose, applied to interfaces 3 and 4.
+T with T ∘ DR(t_post) = posted pose, applied to interfaces 3 and 4. Its covariance restarts the absolute covariance,
+so a post whose covariance cannot be one (not finite, not symmetric, a negative variance in some direction:
+:func:`pluto.limits.check_covariance`) is refused whole, with nothing changed, not even the setter.
 
 **Continuing.** :meth:`DeadReckoning.snapshot` gives the newest step with the base's raw odometry of its stamp; a
 new instance :meth:`DeadReckoning.resume` s from it: the first odometry sample after that is one step from the saved
@@ -68,6 +70,8 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 import numpy.typing as npt
+
+from pluto.limits import LimitError, check_covariance
 
 Matrix = npt.NDArray[np.float64]
 
@@ -904,19 +908,25 @@ class PoseAdjustment:
         """Apply a post: ``pose`` is a robot pose if ``setter < 0``, else a laser pose (6-D or 8-D), at ``stamp``.
 
         An empty pose only changes the setter (the pose module stopping). The posted covariance (9 values, world
-        frame) restarts the absolute covariance at ``stamp``.
+        frame; empty or None: zeros) restarts the absolute covariance at ``stamp``. A refused post changes nothing.
 
         Returns:
             True if the correction changed; False if only the setter did (empty pose, or no odometry yet).
 
         Raises:
-            ValueError: a pose that is not 3-, 6- or 8-D, or not finite.
+            ValueError: a pose that is not 3-, 6- or 8-D, or not finite; a covariance that cannot be one
+                (:class:`~pluto.limits.LimitError`, naming the entry: not 9 finite values, not symmetric, or not
+                positive semi-definite).
         """
+        if len(pose) and (len(pose) not in (3, 6, 8) or not all(math.isfinite(v) for v in pose)):
+            raise ValueError(f"a posted pose must be 3-, 6- or 8-D and finite, got {list(pose)}")
+        try:
+            checked = check_covariance("posted covariance", covariance or [])
+        except LimitError as err:
+            raise LimitError(f"{err} (the post is refused)") from None
         self.setter = int(setter)
         if len(pose) == 0:
             return False
-        if len(pose) not in (3, 6, 8) or not all(math.isfinite(v) for v in pose):
-            raise ValueError(f"a posted pose must be 3-, 6- or 8-D and finite, got {list(pose)}")
         if not dr.started:
             return False
         at = dr.pose_at(stamp)
@@ -938,11 +948,7 @@ class PoseAdjustment:
         self.dx = target[0] - (c * x - s * y)
         self.dy = target[1] - (s * x + c * y)
         self.posts += 1
-        posted = (
-            np.zeros((3, 3))
-            if covariance is None or len(covariance) != 9
-            else (np.array(covariance, dtype=float).reshape(3, 3))
-        )
+        posted = np.array(checked, dtype=float).reshape(3, 3) if checked else np.zeros((3, 3))
         dr.reset_absolute(stamp, _rotate_covariance(posted, -self.alpha))
         return True
 

@@ -4,6 +4,10 @@ Reads ``Base/Drive/State`` (required), ``DMU/State``, ``Wrist/State`` and ``Sick
 ``Localization/Post_Pose``; writes the five pose interfaces and ``localization/status``
 (FVectorState: data = [dead-reckoning age s, inertial age s], element = [setter, inertial unit ok 1/0]).
 
+A post that cannot be applied (a pose that is not 3-, 6- or 8-D and finite, a covariance that cannot be one:
+negative variances, asymmetric, not positive semi-definite) is refused whole, logged, counted (``refused_posts``,
+shown by ``pluto mom``), and changes nothing, not even the setter; the service goes on.
+
 Subscriptions only queue what arrives (they run on the bus's threads); the control step drains the queues into the
 pure core in stamp order and writes the results, so the core never sees two threads.
 
@@ -181,6 +185,10 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self._published_laser = False
         self._odometry_arrived: float | None = None  # module clock at the newest odometry message, s
         self.errors = 0
+        self.refused_posts = 0
+        """Posts on ``Localization/Post_Pose`` refused (a pose or covariance that cannot be one); counted in
+        :attr:`errors` too."""
+        self._refusal = ""
         self._resumed_from: DeadReckoningState | None = None  # logged once the odometry since is integrated
         self._resets_logged = 0
 
@@ -348,6 +356,11 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         if core is not None and core.started:
             self.continuation.save(self._state(), self.core.latest_stamp, clock_run(self.clock))
 
+    def notes(self) -> list[str]:
+        if not self.refused_posts:
+            return []
+        return [f"{self.refused_posts} posted poses refused; the last: {self._refusal}"]
+
     def params_(self) -> LocalizationModuleParams:
         p = self.params
         return p
@@ -367,7 +380,12 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         elif isinstance(message, msgs.PoseEstimate):
             # a post stamped 0 holds for the newest odometry (a pose set by hand: "the robot is here now")
             stamp = message.stamp if message.stamp > 0.0 else math.inf
-            self.adjustment.post(core, stamp, message.pose, message.cmd_flags, message.covariance)
+            try:
+                self.adjustment.post(core, stamp, message.pose, message.cmd_flags, message.covariance)
+            except ValueError as err:
+                self.refused_posts += 1
+                self._refusal = str(err)
+                raise
             if core.started:
                 self._publish_robot()  # the new correction, or just the new setter, shows on 3 at once
 

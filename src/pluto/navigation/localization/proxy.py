@@ -58,7 +58,9 @@ class LocProxy(Proxy):
             stamp: time the pose holds for, s; 0 means the service's newest odometry (now).
 
         Raises:
-            ValueError: a pose of the wrong size or not finite, or a covariance not of 9 values.
+            ValueError: a pose of the wrong size or not finite, or a covariance not of 9 values; a covariance that
+                cannot be one (:class:`~pluto.limits.LimitError`: a negative variance, asymmetric, not positive
+                semi-definite).
         """
         values = [float(v) for v in pose]
         if values and (len(values) not in (6, 8) or not all(math.isfinite(v) for v in values)):
