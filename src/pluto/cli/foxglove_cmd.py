@@ -26,6 +26,8 @@ field can be plotted. Every message carries the stamp of the Pluto message it co
 
 In Foxglove: Open connection -> Foxglove WebSocket -> ws://127.0.0.1:8765, then import the layout that
 `pluto foxglove --layout` prints (a 3-D panel with the map, the scan and the robot; a plot of speed; the log).
+Lichtblick, PlotJuggler and other clients of the protocol's first name (subprotocol foxglove.websocket.v1) connect
+the same way as Foxglove (foxglove.sdk.v1); a WebSocket that offers neither name is refused, saying why.
 It listens on 127.0.0.1 only unless --bind says otherwise. The same server runs as the module `foxglove`.
 
 examples:

@@ -4,6 +4,8 @@
   PoseInFrame, PosesInFrame, SceneUpdate for the walls, Log), shared by the live server and ``pluto record
   --foxglove``.
 - :mod:`.module`: the ``foxglove`` module, a Foxglove WebSocket server (``foxglove-sdk``) in front of the bus.
+- :mod:`.front`: the front of that server that accepts both names of the protocol (``foxglove.sdk.v1`` and
+  ``foxglove.websocket.v1``).
 - :mod:`.layout`: the shipped Foxglove layout (``pluto-layout.json``).
 """
 

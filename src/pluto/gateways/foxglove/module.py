@@ -13,6 +13,14 @@
 A message is encoded only when a viewer subscribes to its channel; every message is logged at its own stamp.
 Connect from Foxglove with "Open connection" -> ``ws://127.0.0.1:8765``, and import the layout shipped beside
 this file (:data:`LAYOUT_PATH`).
+
+Clients name the protocol by either of its two WebSocket subprotocols: ``foxglove.sdk.v1`` (Foxglove's app) or
+``foxglove.websocket.v1`` (Lichtblick, PlotJuggler, ``@foxglove/ws-protocol``). The SDK's server accepts only the
+first and has no option for the second, so it listens on 127.0.0.1 at a free port behind a thin front
+(:class:`.front.SubprotocolFront`) on ``host:port``: the front hands the SDK a client's handshake with
+``foxglove.websocket.v1`` offered as ``foxglove.sdk.v1`` (the same protocol under its new name), gives the client
+the SDK's answer under the name it offered, then relays the bytes unchanged. A client that offers neither name is
+answered ``400`` with the reason, counted (:attr:`FoxgloveModule.front` ``.refused``) and logged.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.ranges import Offset, Port, Rate, Timeout, between
 from pluto.sim.world import World, load_world
 
+from .front import SubprotocolFront
 from .translate import (
     FOXGLOVE_TOPICS,
     INPUTS,
@@ -130,7 +139,9 @@ class FoxgloveModule(Module[FoxgloveParams]):
     Params = FoxgloveParams
 
     server: Any
-    """The running :class:`foxglove.WebSocketServer`."""
+    """The running :class:`foxglove.WebSocketServer` (on 127.0.0.1, behind :attr:`front`)."""
+    front: SubprotocolFront
+    """Where viewers connect: the front of :attr:`server` that accepts both names of the protocol."""
 
     def on_configure(self) -> None:
         p = self.params
@@ -150,13 +161,19 @@ class FoxgloveModule(Module[FoxgloveParams]):
         try:
             self.server = foxglove.start_server(
                 name=f"pluto {self.bus.robot}",
-                host=p.host,
-                port=p.port,
+                host="127.0.0.1",
+                port=0,
                 context=self._context,
                 message_backlog_size=p.backlog,
             )
-        except Exception as err:  # the SDK raises its own error type for a port in use
-            raise ConfigError(f"foxglove cannot listen on {p.host}:{p.port}: {err}") from None
+        except Exception as err:  # the SDK raises its own error type
+            raise ConfigError(f"foxglove cannot start its WebSocket server: {err}") from None
+        self.front = SubprotocolFront(("127.0.0.1", self.server.port), p.host, p.port, logger=log)
+        try:
+            self.front.start()
+        except OSError as err:
+            self.server.stop()
+            raise ConfigError(f"foxglove cannot listen on {p.host}:{p.port}: {err.strerror or err}") from None
         self._channels: dict[str, foxglove.Channel] = {
             topic: foxglove.Channel(topic, schema=cls.get_schema(), message_encoding="protobuf", context=self._context)
             for topic, cls in FOXGLOVE_TOPICS.items()
@@ -176,9 +193,8 @@ class FoxgloveModule(Module[FoxgloveParams]):
 
     @property
     def port(self) -> int:
-        """The port the server listens on."""
-        port: int = self.server.port
-        return port
+        """The port viewers connect to."""
+        return self.front.address[1]
 
     def has_viewers(self, topic: str) -> bool:
         """Whether a viewer is subscribed to ``topic`` (a Foxglove topic or a Pluto interface served as JSON)."""
@@ -263,6 +279,9 @@ class FoxgloveModule(Module[FoxgloveParams]):
         watch = getattr(self, "_module_watch", None)
         if watch is not None:
             self.bus.release(watch)
+        front = getattr(self, "front", None)
+        if front is not None:
+            front.close()
         server = getattr(self, "server", None)
         if server is not None:
             server.stop()
