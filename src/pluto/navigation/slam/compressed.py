@@ -40,6 +40,7 @@ from pluto.navigation.slam.ekf import (
     anchor_of,
     check_covariance,
     check_increment,
+    check_shift,
     kalman_update,
     merge_noise,
     new_wall,
@@ -282,6 +283,21 @@ class CompressedWallEKF:
         if not self._current:
             self.full_update()
         return self._x.copy(), self._p.copy()
+
+    def shift(self, delta: npt.ArrayLike) -> None:
+        """As :meth:`WallEKF.shift <pluto.navigation.slam.ekf.WallEKF.shift>`: ``delta`` is added to X_A, to X_B(0)
+        (so X_B = X_B(0) + P_AB(0)ᵀ·θ moves by it) and to the state of the last full update, in O(N), without a
+        full update.
+
+        Raises:
+            ValueError: not one finite value per entry of the state.
+        """
+        d = check_shift(delta, POSE_SIZE + WALL_SIZE * self._walls)
+        self._x = self._x + d[: self._x.size]
+        added = [POSE_SIZE + WALL_SIZE * w + np.arange(WALL_SIZE) for w in self._added]
+        a = np.concatenate([self._a, *added]).astype(np.intp)
+        self._xa = self._xa + d[a]
+        self._xb0 = self._read_only(self._xb0 + d[self._b])
 
     def marginal(self, walls: Sequence[int]) -> tuple[FloatArray, FloatArray]:
         """The pose and the given walls, [x, y, θ, α_1, ρ_1, ...], and their joint covariance, exactly, without a

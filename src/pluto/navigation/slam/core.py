@@ -25,7 +25,7 @@ Nothing here reads a clock, the bus or a file.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,6 +86,8 @@ class SlamFilter(Protocol):
     def add_wall(self, observation: WallObservation) -> int: ...
 
     def merge(self, keep: int, drop: int, noise: npt.ArrayLike | None = None) -> float: ...
+
+    def shift(self, delta: npt.ArrayLike) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -191,12 +193,21 @@ class WallSlam:
             len(self._tentative),
         )
 
-    def merge_duplicates(self) -> list[tuple[int, int]]:
+    def merge_duplicates(self, walls: Iterable[int] | None = None) -> list[tuple[int, int]]:
         """Merge every pair of walls of the map that are one (:func:`duplicate`), as each scan does for the walls it
         grew or added; returns the (kept, dropped) pairs. The map is tidied so before it is saved: a pair that
-        failed the test when it last grew may pass it later, once the filter has seen more."""
-        walls = set(np.flatnonzero(self.segments.active).tolist())
-        return self._merge_duplicates(walls, walls)
+        failed the test when it last grew may pass it later, once the filter has seen more. ``walls``: only pairs
+        with one of these walls and a wall near it (after a loop closure moved them), else every pair."""
+        if walls is None:
+            every = set(np.flatnonzero(self.segments.active).tolist())
+            return self._merge_duplicates(every, every)
+        changed = {w for w in walls if self.segments.is_active(w)}
+        near: set[int] = set(changed)
+        for w in changed:
+            (x1, y1), (x2, y2) = self.segments.segment(w).tolist()
+            half = 0.5 * math.hypot(x2 - x1, y2 - y1)
+            near.update(self.segments.near(0.5 * (x1 + x2), 0.5 * (y1 + y2), half + self.params.join_gap).tolist())
+        return self._merge_duplicates(changed, near)
 
     def _merge_duplicates(self, changed: set[int], near: set[int]) -> list[tuple[int, int]]:
         """Merge each wall whose ends grew (or that is new) with a wall nearby that is the same line.
@@ -256,6 +267,13 @@ class WallSlam:
                 d_col = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
                 d2 = same_line_distances(state, covariance, k_col, d_col, tolerance)
                 marginal = (column, state, covariance, d2)
+                if isinstance(self.filter, CompressedWallEKF):
+                    # the walls of every pair that may merge join the local area in one full update, not one each
+                    passing = d2 < prm.gate * _GATE_SLACK
+                    outside = {w for (k, d), ok in zip(pairs, passing.tolist(), strict=True) if ok for w in (k, d)}
+                    outside = {w for w in outside if segments.is_active(w)} - set(self.filter.area_walls)
+                    if outside:
+                        self.filter.full_update(sorted(outside))
             column, state, covariance, d2 = marginal
             if not d2[n] < prm.gate * _GATE_SLACK:
                 continue

@@ -48,6 +48,7 @@ __all__ = [
     "anchor_of",
     "check_covariance",
     "check_increment",
+    "check_shift",
     "kalman_update",
     "merge_noise",
     "new_wall",
@@ -76,6 +77,18 @@ def check_covariance(value: npt.ArrayLike, shape: tuple[int, int], what: str) ->
     if m.shape != shape or not np.all(np.isfinite(m)):
         raise ValueError(f"{what} must be a finite {shape[0]}x{shape[1]} matrix, got shape {m.shape}")
     return 0.5 * (m + m.T)
+
+
+def check_shift(value: npt.ArrayLike, size: int) -> FloatArray:
+    """``value`` as a state-sized vector of finite numbers (a filter's :meth:`WallEKF.shift`).
+
+    Raises:
+        ValueError: the wrong size or a value that is not finite.
+    """
+    out = np.asarray(value, dtype=np.float64).ravel()
+    if out.shape != (size,) or not np.all(np.isfinite(out)):
+        raise ValueError(f"a shift of the state is {size} finite values, got shape {out.shape}")
+    return out
 
 
 def check_increment(value: npt.ArrayLike) -> FloatArray:
@@ -317,6 +330,16 @@ class WallEKF:
     def full_state(self) -> tuple[FloatArray, FloatArray]:
         """Copies of the whole state vector and its covariance."""
         return self._x.copy(), self._p.copy()
+
+    def shift(self, delta: npt.ArrayLike) -> None:
+        """Add ``delta`` to the whole state's mean, [x, y, θ, α_1, ρ_1, ...], leaving the covariance as it is: a
+        smoothing back end moves the pose and the walls to where an optimised trajectory puts them (their uncertainty
+        relative to each other is what the filter still knows best).
+
+        Raises:
+            ValueError: not one finite value per entry of the state.
+        """
+        self._x = self._x + check_shift(delta, self._x.size)
 
     def marginal(self, walls: Sequence[int]) -> tuple[FloatArray, FloatArray]:
         """The pose and the given walls, [x, y, θ, α_1, ρ_1, ...], and their joint covariance.

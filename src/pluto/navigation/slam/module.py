@@ -10,6 +10,14 @@ scan's points first refine the dead reckoning's motion since the previous scan (
 corrected laser pose is posted on ``Localization/Post_Pose`` with setter (cmd_flags) 2; the localization service
 treats setters 2 and 3 like the pose module's 1.
 
+Loop closing (``loop_closing``, on by default): every half metre or 20° the scan becomes a keyframe
+(:class:`~pluto.navigation.slam.backend.LoopBackEnd`), handed to a thread of its own
+(:class:`~pluto.navigation.slam.backend.LoopWorker`) that looks for the same place seen long before, checks it by
+scan matching and optimises the pose graph of keyframes (:mod:`pluto.navigation.slam.loops`). No scan waits for it:
+the scan loop only takes the newest optimisation, when there is one, before its next scan and moves the walls and
+the pose to it (a cost in the number of walls, not in the time spent), and checks a few moved walls per scan for
+copies of themselves across the closed loop. The saved map is the corrected one.
+
 As in the seed (spec §7.2), the thread does not start by itself (``autostart = false``): start it when the robot is
 ready (``pluto slam start``, :meth:`SlamProxy.start <pluto.navigation.slam.proxy.SlamProxy.start>`), and make sure
 the pose module's thread is stopped, since both would set the pose. The first scan after the start takes the pose
@@ -54,12 +62,15 @@ from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.slam.association import AssociationParams
+from pluto.navigation.slam.backend import LoopBackEnd, LoopWorker
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import SlamFilter, WallSlam
 from pluto.navigation.slam.ekf import WallEKF
+from pluto.navigation.slam.loops import LoopParams
 from pluto.navigation.slam.mapfile import save_map
 from pluto.navigation.slam.scanmatch import (
     ScanMatcher,
+    ScanMatchParams,
     laser_increment_covariance,
     robot_increment_covariance,
     scan_points,
@@ -119,6 +130,9 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     filter: the pose filter's settings used for the odometry's noise and the gate.
     scan_match: refine the dead reckoning's motion between scans by registering each scan on the last ones
         (:mod:`pluto.navigation.slam.scanmatch`); false: the filter moves by the dead reckoning alone.
+    loop_closing: keep keyframes, close loops and optimise a pose graph of them on a thread of its own, and move the
+        walls and the pose to the optimised trajectory between two scans (:mod:`pluto.navigation.slam.loops`,
+        :mod:`pluto.navigation.slam.backend`); false: the filter alone.
     """
 
     rate_hz: Rate = 20.0
@@ -139,6 +153,7 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     max_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
     filter: PoseFilterParams = PoseFilterParams()
     scan_match: bool = True
+    loop_closing: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -197,6 +212,9 @@ class SlamModule(Module[SlamModuleParams]):
         self.map_path = self._map_path()
         self.slam: WallSlam | None = None
         self.matcher: ScanMatcher | None = None
+        self.backend: LoopBackEnd | None = None
+        self.worker: LoopWorker | None = None
+        self.closures_applied = 0
         self.scans_used = 0
         self.posts = 0
         self.saves = 0
@@ -317,6 +335,23 @@ class SlamModule(Module[SlamModuleParams]):
         with self._work:
             self._save_state(running=False)
 
+    def on_shutdown(self) -> None:
+        with self._work:
+            self._stop_loop_closing()
+        super().on_shutdown()
+
+    def _stop_loop_closing(self) -> None:
+        """Stop the back end's thread (the map it served is gone or the module stops)."""
+        if self.worker is not None:
+            self.worker.stop()
+        self.worker = None
+        self.backend = None
+
+    def _on_loop_error(self, err: BaseException) -> None:
+        self.get_logger().error(
+            "loop closing stopped (%s: %s); the map goes on with the filter alone", type(err).__name__, err
+        )
+
     def on_clock_jump(self, old: float, new: float) -> None:
         with self._lock_q:
             self._restart = True
@@ -345,6 +380,8 @@ class SlamModule(Module[SlamModuleParams]):
                 ok = True
             else:
                 try:
+                    if self.backend is not None:
+                        self.backend.tidy()  # every wall checked for its copies across closed loops
                     stamp = datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
                     path, walls = save_map(
                         slam,
@@ -384,6 +421,7 @@ class SlamModule(Module[SlamModuleParams]):
             with self._work:
                 self.slam = None
                 self.matcher = None
+                self._stop_loop_closing()
         with self._work:
             for t, scan, dr, corrected in pairs:
                 post = self._process(t, scan, dr, corrected)
@@ -416,6 +454,9 @@ class SlamModule(Module[SlamModuleParams]):
             start = (float(corrected.pose[0]), float(corrected.pose[1]), float(corrected.pose[3]))
             self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
             self.matcher = ScanMatcher() if p.scan_match else None
+            if p.loop_closing:
+                self.backend = LoopBackEnd(self.slam, LoopParams())
+                self.worker = LoopWorker(self.backend.params, on_error=self._on_loop_error, name="slam-loops")
             self.get_logger().info(
                 "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
             )
@@ -425,22 +466,34 @@ class SlamModule(Module[SlamModuleParams]):
             features = []
         else:
             features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
+        if self.backend is not None and self.worker is not None:
+            correction = self.worker.poll()  # the newest optimisation, if one finished since the last scan
+            if correction is not None:
+                self.backend.apply(correction)
+                self.closures_applied = correction.closures
         pose, covariance = list(dr.pose), np.array(dr.covariance, dtype=float)
+        laser = (float(dr.pose[0]), float(dr.pose[1]), float(dr.pose[3]))
+        laser_increment = np.zeros((3, 3))
+        points = np.zeros((0, 2))
+        if covariance.size == 9 and (self.matcher is not None or self.backend is not None):
+            pan = float(dr.pose[6]) if len(dr.pose) >= 8 else 0.0
+            laser_increment = laser_increment_covariance(covariance, self.params.filter.laser_mount, laser[2] - pan)
+            if not tilted:
+                points = scan_points(scan.ranges, scan.angles, scan.max_range, ScanMatchParams())
         if self.matcher is not None and covariance.size == 9:
             # the front end works on the laser's motion: the robot's increment covariance is carried to the laser
             # by the mount's lever, and the refined one back, so the filter's predict takes it as it takes the
             # dead reckoning's
             mount, pan = self.params.filter.laser_mount, (float(dr.pose[6]) if len(dr.pose) >= 8 else 0.0)
-            laser = (float(dr.pose[0]), float(dr.pose[1]), float(dr.pose[3]))
-            points = (
-                np.zeros((0, 2))
-                if tilted
-                else scan_points(scan.ranges, scan.angles, scan.max_range, self.matcher.params)
-            )
-            front = self.matcher.step(laser, laser_increment_covariance(covariance, mount, laser[2] - pan), points)
+            front = self.matcher.step(laser, laser_increment, points)
             pose[0], pose[1], pose[3] = front.pose
             covariance = robot_increment_covariance(front.covariance, mount, front.pose[2] - pan)
+            laser, laser_increment = front.pose, front.covariance
         step = self.slam.step(pose, covariance, features)
+        if self.backend is not None and self.worker is not None:
+            keyframe = self.backend.observe(step, laser, laser_increment, points)
+            if keyframe is not None:
+                self.worker.submit(keyframe)  # searched and optimised on the worker's thread
         self.scans_used += 1
         self.matched = len(step.pairs)
         out = [float(v) for v in dr.pose]
@@ -480,8 +533,14 @@ class SlamModule(Module[SlamModuleParams]):
             return [f"map file {self.map_path} ({saved}); no scan used yet"]
         walls = slam.segments.active_count
         sx, sy = (math.sqrt(max(v, 0.0)) for v in np.diag(slam.filter.pose_covariance)[:2])
-        return [
+        notes = [
             f"map file {self.map_path} ({saved})",
             f"{walls} walls; scans used {self.scans_used}, posts {self.posts}, tilted {self.tilted}; last scan: "
             f"{self.matched} walls matched; position σ ({sx:.3f}, {sy:.3f}) m",
         ]
+        if self.backend is not None:
+            notes.append(
+                f"loop closing: {self.backend.keyframes} keyframes, {self.closures_applied} closures in the last "
+                f"correction applied ({self.backend.corrections} corrections), {self.backend.merged} walls merged"
+            )
+        return notes

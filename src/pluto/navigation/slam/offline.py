@@ -9,7 +9,12 @@ service. Between the two, as in the slam module, the scan-matching front end (:m
 scans, so the filter moves by the refined increment and its covariance. On the Radish logs (seed 1, default noise)
 that brings the mean relative pose error over pairs 5 m apart (E = (δ*)⁻¹·δ, :mod:`pluto.navigation.slam.metrics`)
 from 0.188 m to 0.054 m (Intel) and from 0.065 m to 0.044 m (Freiburg 079), at 2.0 and 2.2 ms a scan
-(``bench/slam.py``).
+(``bench/slam.py``). Behind the filter, the loop-closing back end (:attr:`OfflineParams.loops`,
+:mod:`pluto.navigation.slam.loops`) keeps keyframes, closes loops and optimises their pose graph, and the walls and
+the filter move to the optimised trajectory; the estimate returned is every scan's pose put on its optimised
+keyframe (the filter's own, as it went, is :attr:`OfflineResult.filter_estimate`). The slam module runs the search
+and the optimisation on a thread of its own; here they run in line, between two scans, so that a run gives the same
+result every time, and their time is reported apart (:attr:`OfflineResult.backend_times`).
 
 Logs (:func:`read_log`):
 
@@ -67,8 +72,10 @@ from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.features import LineFeature, extract_lines
 from pluto.navigation.slam.association import AssociationParams
+from pluto.navigation.slam.backend import LoopBackEnd
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import WallSlam
+from pluto.navigation.slam.loops import LoopParams, LoopSearch
 from pluto.navigation.slam.metrics import Relations, parse_relations
 from pluto.navigation.slam.scanmatch import ScanMatcher, ScanMatchParams, scan_points
 from pluto.record.carmen import (
@@ -586,6 +593,8 @@ class OfflineParams:
             log's poses are the laser's).
         scan_match: the scan-matching front end that refines each odometry increment before the filter's predict
             (:mod:`pluto.navigation.slam.scanmatch`); None: the filter moves by the odometry alone.
+        loops: the loop-closing back end (:mod:`pluto.navigation.slam.loops`): keyframes, closures, the pose graph,
+            the walls moved to the optimised trajectory; None: the filter alone.
     """
 
     range_sigma: float = 0.02
@@ -604,6 +613,7 @@ class OfflineParams:
         )
     )
     scan_match: ScanMatchParams | None = field(default_factory=ScanMatchParams)
+    loops: LoopParams | None = field(default_factory=LoopParams)
 
 
 @dataclass
@@ -621,6 +631,13 @@ class OfflineResult:
         seed: the noise's seed.
         candidates: ``(n,)`` mapped walls each scan was matched against (the walls around the laser).
         area_sizes: ``(n,)`` entries of the compressed filter's local state after each scan (N_A).
+        filter_estimate: ``(n, 3)`` the filter's pose after each scan, as it was then (``estimate`` is the same
+            put on the optimised keyframes when the loop-closing back end runs).
+        backend_times: ``(n,)`` the back end's search and optimisation at each scan, s of CPU time (in line here;
+            the slam module runs them on a thread of their own, off the scan loop, so they are not in
+            ``scan_times``).
+        backend: the back end's scan-loop side (keyframes, corrections), None without it.
+        search: the back end's search (the graph, the closures), None without it.
     """
 
     log: OfflineLog
@@ -633,6 +650,10 @@ class OfflineResult:
     seed: int
     candidates: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     area_sizes: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    filter_estimate: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    backend_times: FloatArray = field(default_factory=lambda: np.zeros(0))
+    backend: LoopBackEnd | None = None
+    search: LoopSearch | None = None
 
     @property
     def real_time_factor(self) -> float | None:
@@ -692,6 +713,10 @@ def run_offline(
     area_sizes = np.zeros(n, dtype=np.intp)
     increments = _increments(odometry)
     matcher = None if prm.scan_match is None else ScanMatcher(prm.scan_match)
+    point_params = prm.scan_match or ScanMatchParams()
+    backend = None if prm.loops is None else LoopBackEnd(slam, prm.loops, keep_trajectory=True)
+    search = None if prm.loops is None else LoopSearch(prm.loops)
+    back_times = np.zeros(n)
     if n and warm:
         warm_up()  # every kernel of the run loaded (or compiled) before the clock starts
         extract(log.scans[0])  # and a line extractor of the caller's
@@ -706,20 +731,48 @@ def run_offline(
             rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
             covariance = rot @ local @ rot.T  # the dead-reckoning frame, as the localization service gives it
         dr_pose: tuple[float, float, float] | FloatArray = odometry[k]
+        points = scan_points(scan.ranges, scan.angles, scan.max_range, point_params)
         if matcher is not None:
-            front = matcher.step(
-                odometry[k], covariance, scan_points(scan.ranges, scan.angles, scan.max_range, matcher.params)
-            )
+            front = matcher.step(odometry[k], covariance, points)
             dr_pose, covariance = front.pose, front.covariance
         step = slam.step(dr_pose, covariance, extract(scan))
         estimate[k] = step.pose
+        keyframe = None if backend is None else backend.observe(step, dr_pose, covariance, points)
         times[k] = time.process_time() - begin
+        if keyframe is not None and search is not None and backend is not None:
+            # the search in line (the slam module runs it on a thread of its own): its time is the back end's
+            begin = time.process_time()
+            correction = search.add(keyframe)
+            back_times[k] = time.process_time() - begin
+            if correction is not None:  # applied between this scan and the next: the scan loop's work
+                begin = time.process_time()
+                backend.apply(correction)
+                times[k] += time.process_time() - begin
         candidates[k] = step.candidates
         area_sizes[k] = slam_filter.area_size
     cpu = time.process_time() - total_start
     if n:
         estimate[:, 2] = np.unwrap(estimate[:, 2])
-    return OfflineResult(log, estimate, odometry, slam, cpu, times, noise, seed, candidates, area_sizes)
+    causal = estimate
+    if backend is not None and n:
+        backend.tidy()  # the walls the last corrections moved, and those mapped since, checked for copies
+        estimate = backend.trajectory()
+    return OfflineResult(
+        log,
+        estimate,
+        odometry,
+        slam,
+        cpu,
+        times,
+        noise,
+        seed,
+        candidates,
+        area_sizes,
+        filter_estimate=causal,
+        backend_times=back_times,
+        backend=backend,
+        search=search,
+    )
 
 
 def _room_ranges(pose: tuple[float, float, float], angles: FloatArray, half: tuple[float, float]) -> FloatArray:

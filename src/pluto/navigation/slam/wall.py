@@ -292,6 +292,20 @@ class WallSegments:
                 self._facing[index] = (c, s) if fx * c + fy * s >= 0.0 else (-c, -s)
             self._list(index)
 
+    def transform(self, index: int, motion: Sequence[float] | FloatArray) -> None:
+        """Move wall ``index`` rigidly: its ends, line and facing turned by θ about the map's origin and shifted by
+        (x, y) of ``motion`` (m, rad); its seen pieces, counted along it from its first end, go with it."""
+        x, y, theta = (float(v) for v in motion[:3])
+        c, s = math.cos(theta), math.sin(theta)
+        x1, y1, x2, y2 = self._ends[index].tolist()
+        self._ends[index] = (c * x1 - s * y1 + x, s * x1 + c * y1 + y, c * x2 - s * y2 + x, s * x2 + c * y2 + y)
+        alpha = float(self._lines[index, 0]) + theta
+        rho = float(self._lines[index, 1]) + x * math.cos(alpha) + y * math.sin(alpha)
+        self._lines[index] = (alpha, rho)
+        fx, fy = self._facing[index].tolist()
+        self._facing[index] = (c * fx - s * fy, s * fx + c * fy)
+        self._list(index)
+
     def to_wall_map(self, cell: float = 2.0) -> WallMap:
         """The active walls as the pose module's map (to localize on what was mapped)."""
         return WallMap.from_segments(self._ends[: self._count][self.active], cell=cell)

@@ -1,0 +1,444 @@
+"""The loop-closing back end's scan-loop side: keyframes out, optimised keyframe poses in, walls and filter moved.
+
+Strategy: the wall filter (:class:`~pluto.navigation.slam.core.WallSlam`) runs scan by scan as before; the back end
+(:mod:`pluto.navigation.slam.loops`) looks for loop closures and optimises a pose graph of keyframes, off the scan
+loop. This side does what must happen between two scans, at a cost that does not grow with the time spent:
+
+- :meth:`LoopBackEnd.observe`, after each scan's step: the front end's increment covariance propagated since the
+  last keyframe (Σ ← F·Σ·Fᵀ + Q), and a new :class:`~pluto.navigation.slam.loops.Keyframe` when the filter's pose has
+  moved :attr:`LoopParams.keyframe_distance <pluto.navigation.slam.loops.LoopParams.keyframe_distance>` or turned
+  :attr:`~pluto.navigation.slam.loops.LoopParams.keyframe_turn`; every wall the scan paired or added is carried by
+  the newest keyframe from then on (its position is known relative to that keyframe's pose), and the scan's pose is
+  kept relative to it (the smoothed trajectory).
+- :meth:`LoopBackEnd.apply`, when the back end has optimised: each keyframe's correction is the rigid motion from
+  where the scan loop last knew it to its optimised pose (keyframes made since the optimisation take the newest
+  optimised one's). Every wall moves with the correction of its keyframe, in the filter's state
+  (:meth:`CompressedWallEKF.shift <pluto.navigation.slam.compressed.CompressedWallEKF.shift>`: the mean only; the
+  covariance keeps what the filter knows of the walls relative to each other) and in the walls' ends
+  (:meth:`WallSegments.transform <pluto.navigation.slam.wall.WallSegments.transform>`); the filter's pose moves with
+  the newest keyframe's. Walls seen twice across the closed loop now lie on each other, and the filter's own test
+  merges them (:meth:`WallSlam.merge_duplicates <pluto.navigation.slam.core.WallSlam.merge_duplicates>`, the moved
+  walls against those near them): one straight wall where two parallel copies were.
+
+:class:`LoopWorker` runs a :class:`~pluto.navigation.slam.loops.LoopSearch` on a thread of its own (the slam
+module): keyframes go in through a queue, the newest correction comes back, and no scan waits for a search or an
+optimisation. The offline runner calls the search in line instead (the same results on every run), and reports its
+time apart from the scan loop's.
+
+Nothing here reads a clock, the bus or a file.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from pluto.geometry import Pose2D, compose, relative, wrap_angle
+from pluto.navigation.slam.core import SlamStep, WallSlam
+from pluto.navigation.slam.ekf import POSE_SIZE, WALL_SIZE
+from pluto.navigation.slam.loops import GraphCorrection, Keyframe, LoopParams, LoopSearch
+from pluto.navigation.slam.scanmatch import thin
+
+__all__ = ["LoopBackEnd", "LoopWorker", "rigid_corrections"]
+
+FloatArray = npt.NDArray[np.float64]
+
+_GATE = 16.27
+"""χ² (3 dof, 99.9 %) beyond which the filter's motion between keyframes is not the front end's: the filter jumped."""
+
+_OBSERVERS = 32
+"""Keyframes kept per wall as those that saw it."""
+
+_MOVED = 0.01
+"""A wall whose correction moves its ends less than this (m) is not checked for copies again."""
+
+
+def rigid_corrections(before: FloatArray, after: FloatArray) -> FloatArray:
+    """``(n, 3)`` the rigid motions (t_x, t_y, φ) that take the poses ``before`` to ``after`` (both ``(n, 3)``):
+    p ↦ R(φ)·p + t carries anything known relative to a pose with it."""
+    phi = after[:, 2] - before[:, 2]
+    c, s = np.cos(phi), np.sin(phi)
+    tx = after[:, 0] - (c * before[:, 0] - s * before[:, 1])
+    ty = after[:, 1] - (s * before[:, 0] + c * before[:, 1])
+    return np.column_stack((tx, ty, phi))
+
+
+def _pose(row: npt.ArrayLike) -> Pose2D:
+    values = np.asarray(row, dtype=np.float64).ravel()
+    return float(values[0]), float(values[1]), float(values[2])
+
+
+class LoopBackEnd:
+    """The scan loop's side of the back end for one map (see the module docstring).
+
+    Args:
+        slam: the map and filter to correct.
+        params: the back end's settings.
+        keep_trajectory: keep every scan's pose relative to its keyframe (:meth:`trajectory`; the offline runner).
+    """
+
+    def __init__(self, slam: WallSlam, params: LoopParams | None = None, *, keep_trajectory: bool = False) -> None:
+        self.slam = slam
+        self.params = params or LoopParams()
+        self.keep_trajectory = keep_trajectory
+        self._anchors: list[Pose2D] = []  # each keyframe's pose in the filter's frame as it is now
+        self._travelled: list[float] = []
+        self._observers: list[list[int]] = []  # per wall of the filter: keyframes that saw it
+        self._scan_keyframe: list[int] = []
+        self._scan_relative: list[Pose2D] = []
+        self._scans = 0
+        self._last_pose: Pose2D | None = None
+        self._last_reference: Pose2D | None = None
+        self._reference_at_key: Pose2D = (0.0, 0.0, 0.0)
+        self._since_key = np.zeros((3, 3))
+        self._distance = 0.0
+        self._unchecked: list[int] = []
+        self.jumps = 0
+        self.corrections = 0
+        self.merged = 0
+
+    @property
+    def keyframes(self) -> int:
+        """Keyframes made so far."""
+        return len(self._anchors)
+
+    def observe(
+        self, step: SlamStep, reference: npt.ArrayLike, increment: npt.ArrayLike, points: npt.ArrayLike
+    ) -> Keyframe | None:
+        """Take one scan's step; returns a new keyframe for the search when this scan is one.
+
+        Args:
+            step: what the filter made of the scan.
+            reference: the pose (x, y, θ) in the frame ``increment`` is given in: the front end's refined pose (or
+                the dead reckoning's without a front end).
+            increment: 3x3 covariance of the motion since the previous scan, in that frame (what the filter's
+                predict took).
+            points: ``(k, 2)`` the scan's points, laser frame, m (:func:`~pluto.navigation.slam.scanmatch.scan_points`).
+        """
+        pose = step.pose
+        ref = _pose(reference)
+        q = np.asarray(increment, dtype=np.float64).reshape(3, 3)
+        if self._last_reference is not None:
+            ux, uy = ref[0] - self._last_reference[0], ref[1] - self._last_reference[1]
+            f = np.array([[1.0, 0.0, -uy], [0.0, 1.0, ux], [0.0, 0.0, 1.0]])
+            self._since_key = f @ self._since_key @ f.T + 0.5 * (q + q.T)
+        if self._last_pose is not None:
+            self._distance += math.hypot(pose[0] - self._last_pose[0], pose[1] - self._last_pose[1])
+        self._last_reference = ref
+        self._last_pose = pose
+        new = None
+        p = self.params
+        if not self._anchors:
+            new = self._keyframe(step, ref, (0.0, 0.0, 0.0), np.zeros((3, 3)), points)
+        else:
+            key = self._anchors[-1]
+            moved = math.hypot(pose[0] - key[0], pose[1] - key[1])
+            if moved >= p.keyframe_distance or abs(wrap_angle(pose[2] - key[2])) >= p.keyframe_turn:
+                motion = relative(key, pose)
+                front = relative(self._reference_at_key, ref)
+                c = math.cos(self._reference_at_key[2])
+                s = math.sin(self._reference_at_key[2])
+                turn = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
+                covariance = turn @ self._since_key @ turn.T
+                floor = np.diag([p.edge_std**2, p.edge_std**2, p.edge_heading_std**2])
+                e = np.array([motion[0] - front[0], motion[1] - front[1], wrap_angle(motion[2] - front[2])])
+                if float(e @ np.linalg.solve(covariance + floor, e)) > _GATE:
+                    self.jumps += 1
+                    motion = front  # the filter jumped (a wall from long ago): the chain keeps the front end's
+                new = self._keyframe(step, ref, motion, covariance, points)
+        for w in [pair.wall for pair in step.pairs] + list(step.added):
+            self._carry(w)
+        for kept, _ in step.merged:
+            self._carry(kept)
+        if self._unchecked:
+            self.check_merges(p.merge_batch)
+        if self.keep_trajectory:
+            self._scan_keyframe.append(len(self._anchors) - 1)
+            self._scan_relative.append(relative(self._anchors[-1], pose))
+        self._scans += 1
+        return new
+
+    def _carry(self, wall: int) -> None:
+        """Note that the newest keyframe saw ``wall`` (a wall's keyframes are thinned to at most
+        :data:`_OBSERVERS`, the first and the newest always kept)."""
+        key = max(len(self._anchors) - 1, 0)
+        while len(self._observers) <= wall:
+            self._observers.append([key])
+        seen = self._observers[wall]
+        if seen[-1] != key:
+            seen.append(key)
+            if len(seen) > _OBSERVERS:
+                seen[:] = [*seen[:-1:2], seen[-1]]
+
+    def _wall_motion(self, wall: int, motions: FloatArray, anchors: FloatArray) -> tuple[float, float, float]:
+        """The rigid motion of ``wall`` for the keyframes' ``motions``: each of its ends moves with the correction of
+        the keyframe that saw it nearest that end (a long wall seen along a corridor turns with the corridor, not
+        with the last place it was seen from), and the wall takes the motion of the segment between them."""
+        seen = self._observers[wall] if wall < len(self._observers) else [len(self._anchors) - 1]
+        segments = self.slam.segments
+        if len(seen) == 1 or not segments.is_active(wall):
+            tx, ty, phi = (float(v) for v in motions[seen[-1]])
+            return tx, ty, phi
+        ends = segments.segment(wall)
+        where = anchors[seen, :2]
+        moved = np.empty((2, 2))
+        keys = []
+        for e in range(2):
+            key = seen[int(np.argmin(np.hypot(where[:, 0] - ends[e, 0], where[:, 1] - ends[e, 1])))]
+            tx, ty, phi = (float(v) for v in motions[key])
+            c, s = math.cos(phi), math.sin(phi)
+            moved[e] = (c * ends[e, 0] - s * ends[e, 1] + tx, s * ends[e, 0] + c * ends[e, 1] + ty)
+            keys.append(key)
+        if keys[0] == keys[1]:
+            tx, ty, phi = (float(v) for v in motions[keys[0]])
+            return tx, ty, phi
+        before, after = ends[1] - ends[0], moved[1] - moved[0]
+        phi = wrap_angle(math.atan2(after[1], after[0]) - math.atan2(before[1], before[0]))
+        c, s = math.cos(phi), math.sin(phi)
+        mid, mid_after = ends.mean(axis=0), moved.mean(axis=0)
+        return (
+            float(mid_after[0] - (c * mid[0] - s * mid[1])),
+            float(mid_after[1] - (s * mid[0] + c * mid[1])),
+            phi,
+        )
+
+    def _keyframe(
+        self, step: SlamStep, ref: Pose2D, motion: Pose2D, covariance: FloatArray, points: npt.ArrayLike
+    ) -> Keyframe:
+        index = len(self._anchors)
+        self._anchors.append(step.pose)
+        self._travelled.append(self._distance)
+        self._reference_at_key = ref
+        self._since_key = np.zeros((3, 3))
+        pts = thin(np.asarray(points, dtype=np.float64).reshape(-1, 2), self.params.spacing)
+        return Keyframe(index, self._scans, step.pose, pts, motion, covariance, self._distance, step.covariance.copy())
+
+    def apply(self, correction: GraphCorrection) -> int:
+        """Move the walls and the filter to the optimised keyframe poses; returns the walls that moved (they are
+        checked for copies over the next scans, :meth:`check_merges`).
+
+        Raises:
+            ValueError: a correction for keyframes this map never made.
+        """
+        n = correction.poses.shape[0]
+        if n == 0:
+            return 0
+        if n > len(self._anchors):
+            raise ValueError(f"a correction of {n} keyframes for a map of {len(self._anchors)}")
+        anchors = np.array(self._anchors, dtype=np.float64)
+        target = anchors.copy()
+        target[:n] = correction.poses
+        newest = rigid_corrections(anchors[n - 1 : n], correction.poses[n - 1 : n])[0]
+        if len(self._anchors) > n:  # keyframes made since the optimisation go with the newest optimised one
+            c, s = math.cos(newest[2]), math.sin(newest[2])
+            rest = anchors[n:]
+            target[n:, 0] = c * rest[:, 0] - s * rest[:, 1] + newest[0]
+            target[n:, 1] = s * rest[:, 0] + c * rest[:, 1] + newest[1]
+            target[n:, 2] = rest[:, 2] + newest[2]
+        motions = rigid_corrections(anchors, target)
+        slam = self.slam
+        walls = len(slam.filter)
+        delta = np.zeros(POSE_SIZE + WALL_SIZE * walls)
+        pose = slam.filter.pose
+        c, s = math.cos(newest[2]), math.sin(newest[2])
+        delta[:POSE_SIZE] = (
+            c * pose[0] - s * pose[1] + newest[0] - pose[0],
+            s * pose[0] + c * pose[1] + newest[1] - pose[1],
+            newest[2],
+        )
+        moved: list[int] = []
+        segments = slam.segments
+        for w in range(walls):
+            tx, ty, phi = self._wall_motion(w, motions, anchors)
+            new_alpha = float(slam.filter.wall(w)[0]) + phi
+            delta[POSE_SIZE + WALL_SIZE * w] = phi
+            delta[POSE_SIZE + WALL_SIZE * w + 1] = tx * math.cos(new_alpha) + ty * math.sin(new_alpha)
+            if segments.is_active(w):
+                before = segments.segment(w)
+                segments.transform(w, (tx, ty, phi))
+                if float(np.abs(segments.segment(w) - before).max()) >= _MOVED:
+                    moved.append(w)
+        slam.filter.shift(delta)
+        self._anchors = [_pose(row) for row in target]
+        self.corrections += 1
+        # the moved walls are checked for their copies a few per scan, the nearest to the robot (where the loop
+        # closed) first: checking a whole loop's walls at once costs more than a scan may
+        here = slam.filter.pose
+        queued = set(self._unchecked) | set(moved)
+        ends = segments.rows(np.array(sorted(queued), dtype=np.intp)).reshape(-1, 2, 2) if queued else None
+        if ends is not None:
+            far = np.hypot(ends.mean(axis=1)[:, 0] - here[0], ends.mean(axis=1)[:, 1] - here[1])
+            self._unchecked = [w for _, w in sorted(zip(far.tolist(), sorted(queued), strict=True))]
+        return len(moved)
+
+    def check_merges(self, walls: int | None = None) -> int:
+        """Merge moved walls with their copies: the next ``walls`` of those a correction moved (all: None); returns
+        the walls merged. :meth:`observe` does it for :attr:`LoopParams.merge_batch
+        <pluto.navigation.slam.loops.LoopParams.merge_batch>` walls each scan."""
+        count = len(self._unchecked) if walls is None else walls
+        batch, self._unchecked = self._unchecked[:count], self._unchecked[count:]
+        batch = [w for w in batch if self.slam.segments.is_active(w)]
+        if not batch:
+            return 0
+        merged = self.slam.merge_duplicates(batch)
+        merged += self._fold_copies(w for w in batch if self.slam.segments.is_active(w))
+        for kept, _ in merged:
+            self._carry(kept)
+        self.merged += len(merged)
+        return len(merged)
+
+    def _fold_copies(self, walls: Iterable[int]) -> list[tuple[int, int]]:
+        """Fold into one the walls that lie on each other but that the filter's test keeps apart: seen from the
+        same side, overlapping along their length, the shorter's ends over the overlap within
+        :attr:`LoopParams.copy_distance <pluto.navigation.slam.loops.LoopParams.copy_distance>` of the longer's line
+        (the filter's test weighs a short piece's poorly known direction against a long wall's, and a few degrees
+        on a wall of tens of metres fail it). The shorter leaves the map, its seen pieces go to the longer; the
+        filter is not told (the two lines differ by more than it believes: an update would pull the pose)."""
+        segments = self.slam.segments
+        limit = self.params.copy_distance
+        folded: list[tuple[int, int]] = []
+        for w in walls:
+            if not segments.is_active(w):
+                continue
+            (x1, y1), (x2, y2) = segments.segment(w).tolist()
+            half = 0.5 * math.hypot(x2 - x1, y2 - y1)
+            for v in segments.near(0.5 * (x1 + x2), 0.5 * (y1 + y2), half + limit).tolist():
+                if v == w or not (segments.is_active(v) and segments.is_active(w)):
+                    continue
+                if float(segments.facing([w])[0] @ segments.facing([v])[0]) <= 0.0:
+                    continue
+                long_, short = (
+                    (w, v)
+                    if segments.extent(w)[1] - segments.extent(w)[0] >= (segments.extent(v)[1] - segments.extent(v)[0])
+                    else (v, w)
+                )
+                alpha, rho = segments.line(long_)
+                normal = np.array([math.cos(alpha), math.sin(alpha)])
+                along = np.array([-math.sin(alpha), math.cos(alpha)])
+                ends_long, ends_short = segments.segment(long_), segments.segment(short)
+                t_long, t_short = ends_long @ along, ends_short @ along
+                low, high = max(t_long.min(), t_short.min()), min(t_long.max(), t_short.max())
+                if high <= low:
+                    continue
+                # the shorter wall's points at the overlap's ends, their distance from the longer wall's line
+                a, b = ends_short[0], ends_short[1]
+                span = float((b - a) @ along)
+                if abs(span) < 1e-9:
+                    continue
+                probe = np.array([a + (b - a) * ((t - float(a @ along)) / span) for t in (low, high)])
+                if float(np.abs(probe @ normal - rho).max()) > limit:
+                    continue
+                segments.absorb(long_, short)
+                segments.retire(short)
+                folded.append((long_, short))
+        return folded
+
+    def tidy(self) -> int:
+        """Before a map is saved: every wall checked for copies (the filter's test on every pair, then the folding of
+        :meth:`check_merges`), those a correction moved and those mapped since alike; returns the walls merged."""
+        self._unchecked = []
+        merged = self.slam.merge_duplicates()
+        merged += self._fold_copies(np.flatnonzero(self.slam.segments.active).tolist())
+        for kept, _ in merged:
+            self._carry(kept)
+        self.merged += len(merged)
+        return len(merged)
+
+    @property
+    def unchecked(self) -> int:
+        """Walls moved by a correction and not yet checked for copies."""
+        return len(self._unchecked)
+
+    def trajectory(self) -> FloatArray:
+        """``(n, 3)`` every scan's pose on its keyframe's current (optimised) pose (``keep_trajectory`` only), θ
+        continuous."""
+        if not self._scan_keyframe:
+            return np.zeros((0, 3))
+        rows = [compose(self._anchors[k], rel) for k, rel in zip(self._scan_keyframe, self._scan_relative, strict=True)]
+        out = np.array(rows, dtype=np.float64)
+        out[:, 2] = np.unwrap(out[:, 2])
+        return out
+
+
+class LoopWorker:
+    """A :class:`~pluto.navigation.slam.loops.LoopSearch` on a thread of its own: :meth:`submit` a keyframe (never
+    blocks), :meth:`poll` the newest correction (never blocks).
+
+    Args:
+        params: the search's settings.
+        on_error: called (on the worker's thread) with an exception that stopped the search; the worker then only
+            drops what it is given.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self,
+        params: LoopParams | None = None,
+        *,
+        on_error: Callable[[BaseException], None] | None = None,
+        name: str = "slam-loops",
+    ) -> None:
+        self.search = LoopSearch(params)
+        self._queue: queue.SimpleQueue[Keyframe | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._correction: GraphCorrection | None = None
+        self._on_error = on_error
+        self._failed = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._pending = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, keyframe: Keyframe) -> None:
+        """Hand a keyframe to the search (in order)."""
+        with self._lock:
+            self._pending += 1
+            self._idle.clear()
+        self._queue.put(keyframe)
+
+    def poll(self) -> GraphCorrection | None:
+        """The newest correction not taken yet, or None."""
+        with self._lock:
+            out, self._correction = self._correction, None
+        return out
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted keyframe has been searched; returns whether it was before ``timeout`` (s)."""
+        return self._idle.wait(timeout)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the thread after the keyframe it is on (the rest are dropped)."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread runs."""
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            keyframe = self._queue.get()
+            if keyframe is None:
+                return
+            try:
+                if not self._failed:
+                    found = self.search.add(keyframe)
+                    if found is not None:
+                        with self._lock:
+                            self._correction = found
+            except Exception as err:  # a bug must not kill the module's scan loop: it is reported, the map goes on
+                self._failed = True
+                if self._on_error is not None:
+                    self._on_error(err)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._idle.set()

@@ -1,0 +1,590 @@
+"""Loop closing for the wall SLAM: keyframes, closures found by place and checked by scan matching, and the pose
+graph that spreads a closure's correction along the loop.
+
+Strategy. The filter (:mod:`pluto.navigation.slam.core`) is good over a few metres and poor over a loop: walls seen
+long ago are out of its local area, and when the robot comes back after a long loop its drift (metres in a large
+building) is beyond the gate that pairs lines with walls, so it maps the place again beside itself. The back end
+keeps what is needed to correct that afterwards:
+
+1. **Keyframes** (:class:`Keyframe`): every :attr:`LoopParams.keyframe_distance` of travel or
+   :attr:`~LoopParams.keyframe_turn` of turn, the filter's pose, the scan's points (laser frame, thinned) and the
+   motion from the previous keyframe with its covariance (the scan-matching front end's increments propagated
+   between the two keyframes: what the chain of keyframes knows of each step). The motion is the filter's, unless it
+   disagrees with the front end's beyond a 3-dof gate (the filter jumped when it paired a wall from long ago); then
+   the front end's.
+2. **Candidates by place** (:meth:`LoopSearch.add`): keyframes at least :attr:`~LoopParams.min_travel` of travel back
+   whose estimated position lies within the search radius of the new keyframe's. The radius grows with the
+   uncertainty between the two through the graph: shortest paths (Dijkstra) over the edges' position variances and
+   heading variances, the heading's times the travel between them (a heading error turns the whole way after it),
+   and no more than the filter's own position uncertainty at the two keyframes (its walls hold the drift that the
+   increments alone would let grow); 3 σ, at least :attr:`~LoopParams.min_radius`, at most
+   :attr:`~LoopParams.max_radius`. A closed loop shortens
+   the paths, so the next pass searches a small region again. At most :attr:`~LoopParams.candidates` are checked per
+   keyframe, the nearest first, spread at least :attr:`~LoopParams.candidate_spacing` of travel apart.
+3. **Check** (:func:`match_place`): the new keyframe's points registered (the front end's point-to-line ICP,
+   :func:`~pluto.navigation.slam.scanmatch.register`, without a prior) on a submap of the candidate and its
+   neighbours (the keyframes of the same pass within :attr:`~LoopParams.submap_travel`), started from the estimated
+   relative pose and from the keyframe put on the candidate's position (the estimate can be metres off), each
+   coarse (pairs within 1 m) then fine. A match is believed when enough of the scan's points are inliers
+   (:attr:`~LoopParams.min_inlier_ratio`, :attr:`~LoopParams.min_inliers`), their rms residual is small, the points
+   fix all three degrees of freedom (not a bare corridor), and every start that converged converged to the same pose
+   (a place that matches in two ways is ambiguous and gives nothing).
+4. **Consistency**: the match must agree with the graph's estimate within the search region's own uncertainty
+   (a Mahalanobis gate); a closure whose region is wider than :attr:`~LoopParams.local_radius` (the loop is long
+   enough for a similar-looking place to fit in it) is held until a second closure from a later keyframe agrees
+   with it (the two together and the chains between them make a cycle whose error must be within
+   :attr:`~LoopParams.pair_tolerance`); a closure left alone is dropped. A false closure is worse than none.
+5. **Optimisation**: each accepted closure is a robust edge of the pose graph (:mod:`pluto.navigation.slam.posegraph`)
+   and the graph is optimised; the result (:class:`GraphCorrection`) goes to the scan loop, which moves the walls
+   and the filter (:mod:`pluto.navigation.slam.backend`).
+
+Nothing here reads a clock, the bus or a file; a :class:`LoopSearch` belongs to one thread (the back end's worker).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse  # type: ignore[import-untyped]  # scipy ships no type stubs
+import scipy.sparse.csgraph  # type: ignore[import-untyped]
+
+from pluto.geometry import Pose2D, compose, relative, wrap_angle
+from pluto.navigation.slam.posegraph import PoseGraph
+from pluto.navigation.slam.scanmatch import DEGENERATE, FALLBACK, LocalPointMap, ScanMatchParams, register
+
+__all__ = [
+    "ClosureCheck",
+    "GraphCorrection",
+    "Keyframe",
+    "LoopParams",
+    "LoopSearch",
+    "free_space_conflicts",
+    "match_place",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+_CHI2_3_999 = 16.27
+"""χ² with 3 degrees of freedom at 99.9 %: the gates on 3-dof disagreements."""
+
+
+@dataclass(frozen=True)
+class LoopParams:
+    """Settings of the loop-closing back end.
+
+    Attributes:
+        keyframe_distance: a scan this far (m) from the last keyframe becomes one, ...
+        keyframe_turn: ... or turned this much from it (rad).
+        spacing: a keyframe's points are thinned to one per this much of the scan's polyline, m.
+        min_travel: candidates lie at least this much travel back, m (nearer ones are the front end's business).
+        min_radius: the search radius is at least this, m, ...
+        max_radius: ... and at most this (a robot lost by more is not found by place).
+        sigmas: the search radius in standard deviations of the position's uncertainty.
+        filter_inflation: the filter's own position uncertainty bounds the search radius times this (an EKF's
+            covariance understates its error over a long way: linearisation, sightings of one wall that err alike).
+        candidates: candidates checked per keyframe at most.
+        candidate_spacing: the candidates of a keyframe lie at least this much travel apart, m.
+        submap_travel: a candidate's submap holds the keyframes of its pass within this much travel of it, m.
+        min_inliers: a match needs at least this many inlier points, ...
+        min_inlier_ratio: ... and this fraction of the keyframe's points within ``inlier_distance`` of the submap.
+        inlier_distance: m.
+        max_rms: the inliers' rms residual at most this, m.
+        agree_distance: two starts that end within this (m) ...
+        agree_turn: ... and this (rad) found the same pose.
+        distinct_margin: the best match must have this fraction of the keyframe's points more inliers than any
+            other pose a start converged to, else the place is ambiguous.
+        search_offsets: in a search region wider than ``local_radius``, starts are also put these distances (m) ahead,
+            behind and to either side of the estimate.
+        local_radius: a closure whose search radius is within this (m) is accepted alone; a wider one waits for a
+            second that agrees.
+        pair_window: a held closure waits this many keyframes for a second one.
+        pair_tolerance: the cycle through two closures closes within this (m) plus ``pair_drift`` of the travel
+            between their keyframes, and within ``pair_turn`` (rad).
+        pair_drift: see ``pair_tolerance``.
+        pair_turn: see ``pair_tolerance``.
+        closure_std: std dev floor of a closure's position, m, ...
+        closure_heading_std: ... and heading, rad (a scan matched from another viewpoint errs by more than its
+            points' spread says).
+        edge_std: std dev floor of a keyframe-to-keyframe motion's position, m, ...
+        edge_heading_std: ... and heading, rad.
+        max_conflicts: a match where more than this fraction of either scan's points lie in space the other saw
+            empty is two different places (:func:`free_space_conflicts`).
+        free_space_bin: the bearing bins of that test, rad, ...
+        free_space_margin: ... and how much nearer than the other scan's beam a point must be to conflict, m.
+        kernel: the closures' Cauchy kernel, in their standard deviations.
+        iterations: Gauss-Newton steps per optimisation at most.
+        merge_batch: walls moved by a correction checked for copies per scan (the scan loop's cost).
+        copy_distance: a moved wall and another seen from the same side that overlap and lie within this of each
+            other (m) are one wall (no two parallel faces of a building are so close).
+    """
+
+    keyframe_distance: float = 0.5
+    keyframe_turn: float = math.radians(20.0)
+    spacing: float = 0.05
+    min_travel: float = 10.0
+    min_radius: float = 1.0
+    max_radius: float = 15.0
+    sigmas: float = 3.0
+    filter_inflation: float = 3.0
+    candidates: int = 4
+    candidate_spacing: float = 1.0
+    submap_travel: float = 3.0
+    min_inliers: int = 60
+    min_inlier_ratio: float = 0.6
+    inlier_distance: float = 0.05
+    max_rms: float = 0.03
+    agree_distance: float = 0.1
+    agree_turn: float = math.radians(2.0)
+    distinct_margin: float = 0.05
+    search_offsets: tuple[float, ...] = (1.0, 2.0)
+    local_radius: float = 1.0
+    pair_window: int = 10
+    pair_tolerance: float = 0.15
+    pair_drift: float = 0.02
+    pair_turn: float = math.radians(3.0)
+    closure_std: float = 0.03
+    closure_heading_std: float = math.radians(0.5)
+    edge_std: float = 0.005
+    edge_heading_std: float = math.radians(0.1)
+    max_conflicts: float = 0.1
+    free_space_bin: float = math.radians(1.0)
+    free_space_margin: float = 0.15
+    kernel: float = 3.0
+    iterations: int = 20
+    merge_batch: int = 8
+    copy_distance: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in (
+            "keyframe_distance",
+            "keyframe_turn",
+            "spacing",
+            "min_radius",
+            "max_radius",
+            "sigmas",
+            "filter_inflation",
+            "candidate_spacing",
+            "submap_travel",
+            "min_inlier_ratio",
+            "inlier_distance",
+            "max_rms",
+            "agree_distance",
+            "agree_turn",
+            "local_radius",
+            "pair_tolerance",
+            "pair_turn",
+            "closure_std",
+            "closure_heading_std",
+            "edge_std",
+            "edge_heading_std",
+            "kernel",
+            "max_conflicts",
+            "distinct_margin",
+            "free_space_bin",
+            "free_space_margin",
+            "copy_distance",
+        ):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0 and finite, got {value}")
+        for name in ("min_travel", "pair_drift"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+        for name in ("candidates", "min_inliers", "pair_window", "iterations", "merge_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.min_inlier_ratio > 1.0:
+            raise ValueError(f"min_inlier_ratio is a fraction, got {self.min_inlier_ratio}")
+        if self.max_radius < self.min_radius:
+            raise ValueError(f"max_radius {self.max_radius} is below min_radius {self.min_radius}")
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    """A scan kept for loop closing (made by the scan loop, read by the back end's worker; never changed).
+
+    Attributes:
+        index: its place in the chain of keyframes, from 0.
+        scan: the scan it was taken at (its count since the map started).
+        pose: the filter's laser pose at the scan, m and rad, in the filter's frame when it was taken.
+        points: ``(k, 2)`` the scan's points, laser frame, thinned, m.
+        motion: the motion from the previous keyframe, in its frame (zeros for the first).
+        covariance: 3x3 covariance of that motion.
+        travelled: travel from the first keyframe, m.
+        uncertainty: 3x3 the filter's covariance of ``pose`` (in the map's frame).
+    """
+
+    index: int
+    scan: int
+    pose: Pose2D
+    points: FloatArray = field(repr=False)
+    motion: Pose2D
+    covariance: FloatArray = field(repr=False)
+    travelled: float
+    uncertainty: FloatArray = field(repr=False, default_factory=lambda: np.full((3, 3), np.inf))
+
+
+@dataclass(frozen=True)
+class ClosureCheck:
+    """What checking one candidate gave.
+
+    Attributes:
+        motion: the new keyframe's pose in the candidate's frame (x, y, θ), m and rad, or None if not matched.
+        covariance: 3x3 covariance of ``motion`` (with the floors of :class:`LoopParams`).
+        inliers: inlier points of the best match.
+        ratio: their fraction of the keyframe's points.
+        rms: their rms residual, m.
+        reason: why it was not matched ('' when it was).
+    """
+
+    motion: Pose2D | None
+    covariance: FloatArray
+    inliers: int
+    ratio: float
+    rms: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class GraphCorrection:
+    """The optimised poses of keyframes 0..n-1, in the frame of the graph (the filter's after the previous
+    corrections were applied); what the scan loop applies (:meth:`LoopBackEnd.apply
+    <pluto.navigation.slam.backend.LoopBackEnd.apply>`).
+
+    Attributes:
+        poses: ``(n, 3)`` m and rad.
+        closures: closures in the graph.
+    """
+
+    poses: FloatArray
+    closures: int
+
+
+_COARSE = ScanMatchParams(
+    pair_distance=1.0, inlier_distance=0.05, min_inliers=1, min_overlap=0.0, gate=1e12, iterations=30, keyframes=64
+)
+_FINE = ScanMatchParams(
+    pair_distance=0.3, inlier_distance=0.05, min_inliers=1, min_overlap=0.0, gate=1e12, iterations=30, keyframes=64
+)
+_FREE = np.diag([1e6, 1e6, 1e4])
+"""The registration's prior when checking a place: none to speak of (the guess only starts it)."""
+
+
+def _submap(poses: list[Pose2D], points: list[FloatArray], params: ScanMatchParams) -> LocalPointMap:
+    target = LocalPointMap(params)
+    for pose, pts in zip(poses, points, strict=True):
+        target.add(pts, pose)
+    return target
+
+
+def match_place(
+    points: FloatArray,
+    submap_poses: list[Pose2D],
+    submap_points: list[FloatArray],
+    guesses: list[Pose2D],
+    params: LoopParams,
+    candidate_points: FloatArray | None = None,
+) -> ClosureCheck:
+    """Register a keyframe's points on a submap from several starts and say whether it is that place.
+
+    Args:
+        points: ``(k, 2)`` the keyframe's points, laser frame, m.
+        submap_poses: the submap's keyframe poses in the candidate's frame (the candidate's is (0, 0, 0)).
+        submap_points: their points, each in its own laser frame.
+        guesses: starting poses of the keyframe in the candidate's frame.
+        params: the thresholds.
+        candidate_points: the candidate's own points (its laser frame), for the free-space test
+            (:func:`free_space_conflicts`); None: no such test.
+
+    Returns:
+        The check: a motion when the match is good, unique, fixes all three degrees of freedom and neither scan
+        sees through what the other saw.
+    """
+    none = np.zeros((3, 3))
+    n = int(points.shape[0])
+    if n < params.min_inliers:
+        return ClosureCheck(None, none, 0, 0.0, math.nan, f"{n} points, fewer than {params.min_inliers}")
+    coarse = _submap(submap_poses, submap_points, _COARSE)
+    fine = _submap(submap_poses, submap_points, _FINE)
+    found: list[tuple[Pose2D, FloatArray, int, float, str]] = []
+    for guess in guesses:
+        first = register(points, coarse, guess, _FREE, _COARSE)
+        if first.status == FALLBACK:
+            continue
+        match = register(points, fine, first.pose, _FREE, _FINE)
+        if match.status == FALLBACK:
+            continue
+        found.append((match.pose, match.information, match.inliers, match.rms, match.status))
+    if not found:
+        return ClosureCheck(None, none, 0, 0.0, math.nan, "no start converged")
+    found.sort(key=lambda f: -f[2])
+    pose, info, inliers, rms, status = found[0]
+    ratio = inliers / n
+    if inliers < params.min_inliers or ratio < params.min_inlier_ratio:
+        return ClosureCheck(None, none, inliers, ratio, rms, f"{inliers} inliers ({100 * ratio:.0f} %), too few")
+    if not rms <= params.max_rms:
+        return ClosureCheck(None, none, inliers, ratio, rms, f"rms residual {rms:.3f} m")
+    if status == DEGENERATE:
+        return ClosureCheck(None, none, inliers, ratio, rms, "the points leave a direction open (a corridor)")
+    for other, _, other_inliers, _, _ in found[1:]:
+        if other_inliers < inliers - params.distinct_margin * n:
+            continue  # clearly worse: the place is told from it
+        apart = math.hypot(other[0] - pose[0], other[1] - pose[1])
+        if apart > params.agree_distance or abs(wrap_angle(other[2] - pose[2])) > params.agree_turn:
+            return ClosureCheck(None, none, inliers, ratio, rms, f"ambiguous: two matches {apart:.2f} m apart")
+    if candidate_points is not None:
+        # each scan's points against the space the other scan saw empty, both ways
+        c, s = math.cos(pose[2]), math.sin(pose[2])
+        mine = points @ np.array([[c, s], [-s, c]]) + np.array(pose[:2])
+        back = (candidate_points - np.array(pose[:2])) @ np.array([[c, -s], [s, c]])
+        conflicts, covered = free_space_conflicts(mine, candidate_points, params)
+        more, seen = free_space_conflicts(back, points, params)
+        share = (conflicts + more) / max(covered + seen, 1)
+        if share > params.max_conflicts:
+            return ClosureCheck(
+                None,
+                none,
+                inliers,
+                ratio,
+                rms,
+                f"seen through: {100 * share:.0f} % of the points where the other saw free space",
+            )
+    floor = np.diag([params.closure_std**2, params.closure_std**2, params.closure_heading_std**2])
+    covariance = np.asarray(np.linalg.pinv(info + np.diag([1e-9, 1e-9, 1e-9])), dtype=np.float64) + floor
+    return ClosureCheck(pose, covariance, inliers, ratio, rms, "")
+
+
+def free_space_conflicts(points: FloatArray, scan: FloatArray, params: LoopParams) -> tuple[int, int]:
+    """How many of ``points`` lie where ``scan`` saw free space, of those it could have seen.
+
+    Both are ``(k, 2)`` in the frame of the laser that took ``scan`` (its points, m). The scan's bearings are cut in
+    bins of :attr:`LoopParams.free_space_bin`; in each, the nearest of its points is where its beams stopped. A point
+    of ``points`` in a bin that (with its two neighbours) holds some of the scan's points, nearer than the nearest of
+    them by more than
+    :attr:`~LoopParams.free_space_margin` plus 3 % of its range, lies in space the scan saw through: two views of one
+    place do not disagree so (but for what moved between them), two similar places do (a wall where the other saw a
+    doorway).
+
+    Returns:
+        (conflicting points, points in bins the scan covers).
+    """
+    width = params.free_space_bin
+    bins = math.ceil(2.0 * math.pi / width)
+    nearest = np.full(bins, np.inf)
+    if scan.shape[0] == 0 or points.shape[0] == 0:
+        return 0, 0
+    scan_bin = (np.floor((np.arctan2(scan[:, 1], scan[:, 0]) + math.pi) / width).astype(np.intp)) % bins
+    np.minimum.at(nearest, scan_bin, np.hypot(scan[:, 0], scan[:, 1]))
+    rng = np.hypot(points[:, 0], points[:, 1])
+    point_bin = (np.floor((np.arctan2(points[:, 1], points[:, 0]) + math.pi) / width).astype(np.intp)) % bins
+    # a bin and its two neighbours: the scan's beams (thinned) need not fall in every bin
+    limit = np.minimum(np.minimum(nearest[point_bin], nearest[(point_bin + 1) % bins]), nearest[point_bin - 1])
+    covered = np.isfinite(limit)
+    conflict = covered & (rng < limit - params.free_space_margin - 0.03 * rng)
+    return int(conflict.sum()), int(covered.sum())
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A closure waiting for a second that agrees with it."""
+
+    candidate: int
+    keyframe: int
+    motion: Pose2D
+    covariance: FloatArray
+
+
+class LoopSearch:
+    """The worker's side of the back end: the keyframes, the graph, the closures (see the module docstring).
+
+    Args:
+        params: settings.
+    """
+
+    def __init__(self, params: LoopParams | None = None) -> None:
+        self.params = params or LoopParams()
+        self.graph = PoseGraph(self.params.kernel)
+        self.keyframes: list[Keyframe] = []
+        self._held: list[_Held] = []
+        self._edges: list[tuple[int, int, float, float, float]] = []  # (i, j, position var, heading var, travel)
+        self.accepted = 0
+        self.rejected: dict[str, int] = {}
+        self.checked = 0
+        self.optimisations = 0
+
+    def _reject(self, why: str) -> None:
+        key = why.split(":")[0].split(" (")[0]
+        key = "".join(c for c in key if not c.isdigit()).strip()
+        self.rejected[key] = self.rejected.get(key, 0) + 1
+
+    def add(self, keyframe: Keyframe) -> GraphCorrection | None:
+        """Add a keyframe, look for closures at it, and optimise when one was accepted.
+
+        Returns:
+            The optimised keyframe poses when the graph changed, else None.
+
+        Raises:
+            ValueError: a keyframe out of order.
+        """
+        if keyframe.index != len(self.keyframes):
+            raise ValueError(f"keyframe {keyframe.index} after {len(self.keyframes)} keyframes")
+        graph = self.graph
+        if keyframe.index == 0:
+            graph.add_pose(keyframe.pose)
+        else:
+            previous = graph.poses[-1]
+            graph.add_pose(compose((float(previous[0]), float(previous[1]), float(previous[2])), keyframe.motion))
+            cov = self._edge_covariance(keyframe.covariance)
+            graph.add_edge(keyframe.index - 1, keyframe.index, keyframe.motion, np.linalg.inv(cov))
+            travel = keyframe.travelled - self.keyframes[-1].travelled
+            self._edges.append((keyframe.index - 1, keyframe.index, cov[0, 0] + cov[1, 1], cov[2, 2], travel))
+        self.keyframes.append(keyframe)
+        accepted = self._search(keyframe)
+        if not accepted:
+            return None
+        for first, second, motion, covariance in accepted:
+            graph.add_edge(first, second, motion, np.linalg.inv(covariance), robust=True)
+            self._edges.append((first, second, covariance[0, 0] + covariance[1, 1], covariance[2, 2], 0.0))
+            self.accepted += 1
+        graph.optimise(self.params.iterations)
+        self.optimisations += 1
+        return GraphCorrection(graph.poses, graph.closures)
+
+    def _edge_covariance(self, covariance: FloatArray) -> FloatArray:
+        p = self.params
+        floor = np.diag([p.edge_std**2, p.edge_std**2, p.edge_heading_std**2])
+        out: FloatArray = 0.5 * (covariance + covariance.T) + floor
+        return out
+
+    def _uncertainty(self, source: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Position variance, heading variance and travel of the least uncertain graph paths from ``source`` to
+        every keyframe."""
+        n = len(self.keyframes)
+        if not self._edges:
+            zero = np.zeros(n)
+            return zero, zero, zero
+        edges = np.array(self._edges, dtype=np.float64)
+        i, j = edges[:, 0].astype(np.intp), edges[:, 1].astype(np.intp)
+        out = []
+        for column in (2, 3, 4):
+            # a zero weight means "no edge" to csgraph: a tiny one stands for a free hop
+            weight = np.maximum(edges[:, column], 1e-12)
+            matrix = scipy.sparse.coo_matrix((weight, (i, j)), shape=(n, n)).tocsr()
+            out.append(np.asarray(scipy.sparse.csgraph.dijkstra(matrix, directed=False, indices=source)))
+        return out[0], out[1], out[2]
+
+    def _search(self, keyframe: Keyframe) -> list[tuple[int, int, Pose2D, FloatArray]]:
+        """The closures accepted at ``keyframe`` (with any held one it confirms)."""
+        p = self.params
+        k = keyframe.index
+        self._held = [h for h in self._held if k - h.keyframe <= p.pair_window]
+        travelled = np.array([f.travelled for f in self.keyframes])
+        old = np.flatnonzero(travelled <= keyframe.travelled - p.min_travel)
+        if old.size == 0:
+            return []
+        poses = self.graph.poses
+        here = poses[k]
+        distance = np.hypot(poses[old, 0] - here[0], poses[old, 1] - here[1])
+        var_t, var_h, travel = self._uncertainty(k)
+        lever = np.minimum(travel[old], keyframe.travelled - travelled[old])
+        radius = p.sigmas * np.sqrt(var_t[old] + var_h[old] * lever**2)
+        # the filter's own uncertainty of the two poses bounds it too: its walls hold the drift the chain's
+        # increments alone would let grow
+        mine = float(np.trace(keyframe.uncertainty[:2, :2]))
+        if math.isfinite(mine):
+            theirs = np.array([float(np.trace(self.keyframes[j].uncertainty[:2, :2])) for j in old.tolist()])
+            radius = np.minimum(radius, p.sigmas * p.filter_inflation * np.sqrt(mine + theirs))
+        radius = np.clip(radius, p.min_radius, p.max_radius)
+        inside = distance <= radius
+        if not inside.any():
+            return []
+        order = old[inside][np.argsort(distance[inside], kind="stable")]
+        picked: list[int] = []
+        for c in order.tolist():
+            if all(abs(travelled[c] - travelled[q]) >= p.candidate_spacing for q in picked):
+                picked.append(c)
+            if len(picked) >= p.candidates:
+                break
+        region = dict(zip(old[inside].tolist(), radius[inside].tolist(), strict=True))
+        pose_k = _pose(here)
+        for c in picked:
+            self.checked += 1
+            pose_c = _pose(poses[c])
+            estimate = relative(pose_c, pose_k)
+            check = self._check(keyframe, c, estimate, region[c])
+            if check.motion is None:
+                self._reject(check.reason)
+                continue
+            # agreement with the estimate within the region's own uncertainty (a 3 σ region: σ = radius / sigmas)
+            sigma_t = region[c] / p.sigmas
+            lever_c = max(keyframe.travelled - float(travelled[c]), 1.0)
+            sigma_h = max(math.sqrt(var_h[c]), sigma_t / lever_c)
+            error = relative(estimate, check.motion)
+            d2 = (error[0] ** 2 + error[1] ** 2) / sigma_t**2 + (error[2] / sigma_h) ** 2
+            if d2 > _CHI2_3_999 and math.hypot(error[0], error[1]) > p.min_radius:
+                self._reject("disagrees with the graph")
+                continue
+            found = (c, k, check.motion, check.covariance)
+            if region[c] <= p.local_radius:
+                return [found]
+            confirmed = self._confirmed(c, k, check.motion, travelled)
+            if confirmed is not None:
+                self._held = [h for h in self._held if h is not confirmed]
+                return [(confirmed.candidate, confirmed.keyframe, confirmed.motion, confirmed.covariance), found]
+            self._held.append(_Held(c, k, check.motion, check.covariance))
+            return []
+        return []
+
+    def _confirmed(self, candidate: int, keyframe: int, motion: Pose2D, travelled: FloatArray) -> _Held | None:
+        """A held closure that makes a consistent cycle with this one, or None."""
+        p = self.params
+        poses = self.graph.poses
+        for held in reversed(self._held):
+            if held.keyframe == keyframe:
+                continue
+            # the held keyframe's pose in this candidate's frame, through the held closure: c ← c_h ← k_h
+            via_old = relative(_pose(poses[candidate]), _pose(poses[held.candidate]))
+            since = relative(_pose(poses[held.keyframe]), _pose(poses[keyframe]))
+            predicted = compose(compose(via_old, held.motion), since)
+            error = relative(predicted, motion)
+            span = abs(float(travelled[keyframe] - travelled[held.keyframe])) + abs(
+                float(travelled[candidate] - travelled[held.candidate])
+            )
+            if math.hypot(error[0], error[1]) <= p.pair_tolerance + p.pair_drift * span and abs(error[2]) <= (
+                p.pair_turn
+            ):
+                return held
+        return None
+
+    def _check(self, keyframe: Keyframe, candidate: int, estimate: Pose2D, region: float) -> ClosureCheck:
+        p = self.params
+        frames = self.keyframes
+        poses = self.graph.poses
+        centre = frames[candidate].travelled
+        members = [
+            m
+            for m in range(max(0, candidate - 200), min(len(frames), candidate + 200))
+            if abs(frames[m].travelled - centre) <= p.submap_travel
+            and frames[m].travelled <= keyframe.travelled - p.min_travel
+        ]
+        origin = _pose(poses[candidate])
+        sub_poses = [relative(origin, _pose(poses[m])) for m in members]
+        sub_points = [frames[m].points for m in members]
+        guesses = [estimate, (0.0, 0.0, estimate[2])]
+        if region > p.local_radius:
+            # a wide region may hold a similar place beside the right one: starts around the estimate find it, and a
+            # match not clearly better than another is no match
+            c, s = math.cos(estimate[2]), math.sin(estimate[2])
+            for d in p.search_offsets:
+                if d <= region:
+                    for ux, uy in ((d, 0.0), (-d, 0.0), (0.0, d), (0.0, -d)):
+                        guesses.append((estimate[0] + c * ux - s * uy, estimate[1] + s * ux + c * uy, estimate[2]))
+        return match_place(keyframe.points, sub_poses, sub_points, guesses, p, frames[candidate].points)
+
+
+def _pose(row: FloatArray) -> Pose2D:
+    return float(row[0]), float(row[1]), float(row[2])
