@@ -145,6 +145,36 @@ def test_banner_devices_and_rounds(server: PlayerServer) -> None:
     assert stats.nacks == 1 and stats.errors == 1 and stats.protocol_errors == 0 and stats.failures == 0
 
 
+def read_reply(sock: socket.socket) -> tuple[Header, bytes]:
+    """The next reply (RESP_ACK, RESP_NACK or RESP_ERR) the server sends, skipping rounds of data."""
+    sock.settimeout(5)
+    buffer = b""
+    while True:
+        while len(buffer) < 32:
+            buffer += sock.recv(65536)
+        header = Header.unpack(buffer[:32])
+        while len(buffer) < 32 + header.size:
+            buffer += sock.recv(65536)
+        payload, buffer = buffer[32 : 32 + header.size], buffer[32 + header.size :]
+        if header.type in (MsgType.RESP_ACK, MsgType.RESP_NACK, MsgType.RESP_ERR):
+            return header, payload
+
+
+def test_the_device_list_request_of_libplayerc_is_answered_whatever_its_stack_held(server: PlayerServer) -> None:
+    # libplayerc 1.5 sends the whole 388-byte device-list struct with only the subtype set: the count (and the
+    # rest) is stack garbage, over 64 two times in three. Fifteen connections, fifteen ACKs.
+    expected = struct.pack(">HH", 1, 4) + b"".join(struct.pack(">HHH", c, 0, server.port) for c in (4, 30, 6, 5))
+    for garbage in range(15):
+        count = (0x7FFC1234 + 0x3FF1 * garbage) & 0xFFFF
+        request = encode_message(MsgType.REQ, 1, 0, struct.pack(">HH", 1, count) + bytes([garbage]) * 384)
+        with raw_connection(server) as sock:
+            sock.sendall(request)
+            header, payload = read_reply(sock)
+        assert (header.type, header.device, header.size) == (MsgType.RESP_ACK, 1, 388), count
+        assert payload == expected.ljust(388, b"\0")
+    assert server.statistics().nacks == 0
+
+
 def test_datamodes_and_frequency(server: PlayerServer) -> None:
     with PlayerClient(port=server.port) as client:
         client.subscribe("position")

@@ -244,8 +244,8 @@ def test_auth_with_a_key() -> None:
     assert one_reply(right).type == MsgType.RESP_ACK and session.authenticated
     listed = session.handle(request(1, struct.pack(">H", 1)), 0.0, everything, {})
     assert one_reply(listed).type == MsgType.RESP_ACK
-    keyless = ClientSession(DEVICES, port=1)
-    assert one_reply(keyless.handle(request(1, AuthRequest(b"any").pack()), 0.0, everything, {})).type == 4
+    keyless = ClientSession(DEVICES, port=1)  # no AUTH pending: NACK, as the 1.5 server
+    assert one_reply(keyless.handle(request(1, AuthRequest(b"any").pack()), 0.0, everything, {})).type == 6
 
 
 def test_nothing_is_sent_before_auth() -> None:
@@ -278,3 +278,93 @@ def test_a_clock_jump_restarts_the_rounds_and_the_data_counts_as_new(session: Cl
     fresh = session.tick(30.06, samples(5.0))
     assert fresh is not None and data_devices(fresh) == [(MsgType.DATA, 4), (MsgType.SYNCH, 1)]
     assert session.tick(30.1, samples(5.0)) is None  # then every 0.1 s again
+
+
+# ------------------------------------------------------------------------------------------ recorded exchanges
+# Bytes in (as a client sends them) and bytes out (the session's replies), byte for byte. Header fields a client
+# fills with garbage (times, reserved) hold garbage here too; the replies are made at the server time 3.5 s.
+
+
+def exchange(session: ClientSession, wire: bytes, now: float = 3.5) -> tuple[bytes, list[object]]:
+    """Decode ``wire`` as the server does and hand each message to the session: (the bytes it sends, its
+    outputs)."""
+    conn = PlayerConnection("server")
+    conn.receive_data(wire)
+    outputs: list[object] = []
+    while isinstance(event := conn.next_event(), Message):
+        outputs += session.handle(event, now, everything, {})
+    return b"".join(out.data for out in outputs if isinstance(out, Send)), outputs
+
+
+def client_header(mtype: int, device: int, size: int) -> bytes:
+    """A request header as a C client fills it: stx, type, device, index 0, then times and reserved left as the
+    stack had them."""
+    garbage = bytes.fromhex("7ffc1234 00005555 7ffc1234 00000000 deadbeef")
+    return struct.pack(">HHHH", 0x5878, mtype, device, 0) + garbage + struct.pack(">I", size)
+
+
+# libplayerc 1.5 (playerc_client_get_devlist) sends the whole 388-byte device-list struct and fills only its
+# subtype: the count and the 64 entries are whatever its stack held (here 0x7ffc1234 over and over).
+STACK_GARBAGE = bytes.fromhex("7ffc1234") * 2100
+LIBPLAYERC_DEVLIST = client_header(3, 1, 388) + b"\x00\x01" + STACK_GARBAGE[:386]
+# The reply of a server with position, position3d, laser and sonar on port 6665 (0x1a09), at 3.5 s.
+DEVLIST_REPLY = (
+    bytes.fromhex("5878 0004 0001 0000 00000003 0007a120 00000003 0007a120 00000000 00000184")
+    + bytes.fromhex("0001 0004 0004 0000 1a09 001e 0000 1a09 0006 0000 1a09 0005 0000 1a09")
+    + bytes(6 * 60)
+)
+
+
+def test_a_device_list_request_is_read_by_its_subtype_alone(session: ClientSession) -> None:
+    sent, _ = exchange(session, LIBPLAYERC_DEVLIST)
+    assert sent == DEVLIST_REPLY
+    padded = client_header(3, 1, 8160) + b"\x00\x01" + STACK_GARBAGE[:8158]  # the largest payload there is
+    assert exchange(session, padded)[0] == DEVLIST_REPLY
+    for count in (0, 64, 65, 0x1234, 0xFFFF):  # whatever the count field holds
+        body = struct.pack(">HH", 1, count) + STACK_GARBAGE[:384]
+        assert exchange(session, client_header(3, 1, 388) + body)[0] == DEVLIST_REPLY
+    assert session.statistics().nacks == 0
+
+
+# AUTH with the key "s3cret" (the key NUL-padded to 32 bytes).
+AUTH_S3CRET = client_header(3, 1, 34) + b"\x00\x07" + b"s3cret".ljust(32, b"\0")
+AUTH_GUESS = client_header(3, 1, 34) + b"\x00\x07" + b"guess".ljust(32, b"\0")
+ACK_AT_3_5 = bytes.fromhex("5878 0004 0001 0000 00000003 0007a120 00000003 0007a120 00000000 00000000")
+NACK_AT_3_5 = bytes.fromhex("5878 0006 0001 0000 00000003 0007a120 00000003 0007a120 00000000 00000000")
+
+
+def test_an_auth_after_a_successful_one_is_refused_and_the_session_goes_on() -> None:
+    # The 1.5 server answers AUTH only while one is pending; later ones get NACK ("unnecessary authentication
+    # request"), and the client stays connected and authenticated.
+    session = ClientSession(DEVICES, port=6665, key=b"s3cret")
+    assert exchange(session, AUTH_S3CRET)[0] == ACK_AT_3_5 and session.authenticated
+    for again in (AUTH_S3CRET, AUTH_GUESS):
+        sent, outputs = exchange(session, again)
+        assert sent == NACK_AT_3_5 and not any(isinstance(out, Close) for out in outputs)
+        assert session.authenticated
+    assert session.statistics().nacks == 2 and "AUTH" in session.statistics().last_problem
+    assert exchange(session, LIBPLAYERC_DEVLIST)[0] == DEVLIST_REPLY  # still served
+    keyless = ClientSession(DEVICES, port=6665)  # nothing pending: the same NACK
+    assert exchange(keyless, AUTH_S3CRET)[0] == NACK_AT_3_5
+
+
+def dev_request(code: int, access: bytes) -> bytes:
+    return client_header(3, 1, 7) + struct.pack(">HHHc", 3, code, 0, access)
+
+
+def dev_reply(code: int, access: bytes, driver: str) -> bytes:
+    head = bytes.fromhex("5878 0004 0001 0000 00000003 0007a120 00000003 0007a120 00000000 00000047")
+    return head + struct.pack(">HHHc", 3, code, 0, access) + driver.encode().ljust(64, b"\0")
+
+
+def test_an_unknown_access_after_a_close_leaves_c(session: ClientSession) -> None:
+    # The 1.5 server keeps the record of a closed device: 'c', which an unknown letter leaves as it is.
+    assert exchange(session, dev_request(4, b"a"))[0] == dev_reply(4, b"a", "pluto-base")
+    assert exchange(session, dev_request(4, b"c"))[0] == dev_reply(4, b"c", "pluto-base")
+    assert exchange(session, dev_request(4, b"x"))[0] == dev_reply(4, b"c", "pluto-base")
+    assert exchange(session, dev_request(5, b"c"))[0] == dev_reply(5, b"c", "pluto-sonar")  # closed unopened
+    assert exchange(session, dev_request(5, b"x"))[0] == dev_reply(5, b"c", "pluto-sonar")
+    assert exchange(session, dev_request(6, b"x"))[0] == dev_reply(6, b"e", "pluto-sick")  # never asked for
+    assert exchange(session, dev_request(4, b"r"))[0] == dev_reply(4, b"r", "pluto-base")  # open again
+    assert exchange(session, dev_request(4, b"x"))[0] == dev_reply(4, b"r", "pluto-base")
+    assert session.opened == {POSITION: Access.READ}

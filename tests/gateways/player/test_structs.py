@@ -192,6 +192,8 @@ def test_out_of_range_fields_are_the_callers_mistake() -> None:
 
 def test_player_requests_parse_by_subtype_and_size() -> None:
     assert parse_player_request(struct.pack(">H", 1)) == DeviceList()
+    for garbage in (struct.pack(">HH", 1, 0x1234) + bytes(384), struct.pack(">H", 1) + b"\xff" * 8158):
+        assert parse_player_request(garbage) == DeviceList()  # a DEVLIST request is its subtype alone
     assert parse_player_request(DeviceRequest(4, 0, b"r").pack()) == DeviceRequest(4, 0, b"r")
     assert parse_player_request(DataModeRequest(mode=1).pack()) == DataModeRequest(mode=1)
     assert parse_player_request(NameService("x", 0).pack()) == NameService("x", 0)

@@ -18,8 +18,12 @@ a device is handed to the backend as a :class:`Configure` or :class:`Command`.
 # AUTH key configured, a client gets nothing (no data, no SYNCH) until it has sent the right AUTH, which is ACKed;
 # anything else from it closes the connection without a reply, as the 1.5 server does (ClientData::HandleRequests
 # returns -1 and ClientManager::Write skips clients whose auth is pending); a wrong key is reported as such so the
-# server can slow down guessing. An access letter other than r, w, a, c changes nothing: the reply carries the
-# access the client holds (``e`` when it has not opened the device), as in the 1.5 server's UpdateRequested. Rounds
+# server can slow down guessing. Once authenticated (or with no key set), an AUTH request gets NACK and changes
+# nothing, as the 1.5 server answers one that is not pending ("unnecessary authentication request"). A DEVLIST
+# request is answered whatever follows its subtype (structs.parse_player_request). An access letter other than r,
+# w, a, c changes nothing: the reply carries the access the client holds, as in the 1.5 server's UpdateRequested,
+# which keeps a record of every served device a client asked for: ``c`` once it closed the device (until it opens
+# it again), else ``e`` when it has not opened it. Rounds
 # follow the clock the caller passes in (the module's, simulated or
 # not): a round is due every 1/frequency s; a late tick sends one round and the next ticks catch up one round per
 # tick, so a slow spell delays rounds but loses none, unless it lasts over 5 s (then the schedule restarts and the
@@ -182,6 +186,7 @@ class ClientSession:
         self.max_frequency = max_frequency
         self.authenticated = not key
         self.opened: dict[DeviceKey, Access] = {}
+        self._closed: set[DeviceKey] = set()  # served devices this client closed last (they read back as 'c')
         self.mode = DataMode.PUSH_NEW
         self.frequency = min(DEFAULT_FREQUENCY, max_frequency)
         self._next_round: float | None = None
@@ -359,9 +364,9 @@ class ClientSession:
             self.frequency = min(float(request.frequency), self.max_frequency)
             return [self._ack(header, b"", now)]
         if isinstance(request, AuthRequest):
-            if self.key and request.key != self.key:
-                return [Close("wrong AUTH key", auth_failed=True)]
-            return [self._ack(header, b"", now)]
+            why = "already authenticated" if self.key else "no key is set"
+            reason = f"an AUTH request when none is pending ({why})"
+            return [Send(self._problem(header, MsgType.RESP_NACK, reason, now))]
         port = self.port if request.name in ("", self.robot) else 0
         return [self._ack(header, NameService(request.name, port).pack(), now)]
 
@@ -377,7 +382,7 @@ class ClientSession:
             asked = Access.ERROR
         if asked == Access.ERROR:
             # Not a mode a client may ask for: nothing changes, and the reply says what the client holds.
-            held = self.opened.get(key, Access.ERROR)
+            held = self.opened.get(key, Access.CLOSE if key in self._closed else Access.ERROR)
             self._last_problem = (
                 f"access {request.access!r} to device {key} is not r, w, a or c; it stays {held.value.decode()!r}"
             )
@@ -391,6 +396,10 @@ class ClientSession:
         else:
             granted = asked
         outputs: list[Output] = []
+        if granted == Access.CLOSE and spec is not None:
+            self._closed.add(key)  # at most one per served device
+        else:
+            self._closed.discard(key)
         if granted in (Access.CLOSE, Access.ERROR):
             if self.opened.pop(key, None) is not None:
                 outputs.append(Opened(key, None))

@@ -12,8 +12,11 @@ turn a payload from a client into the right struct or say why they cannot.
 # GET_CONFIG, motor power of position and position3d). Player 1.5 has no geometry struct of its own for
 # position3d; its drivers of the time answered GET_GEOM with the position struct (``>B3H2H``), and so does this
 # server. GET_GEOM and the laser's GET_CONFIG may be sent as the subtype byte alone (libplayerc does) or as the
-# whole struct; every other request must have exactly its struct's size. Packing checks ranges and raises
-# LocalProtocolError (the caller's mistake); unpacking checks sizes and raises RemoteProtocolError (the peer's).
+# whole struct; a DEVLIST request is read by its subtype alone, the rest of its payload ignored whatever its size
+# (the 1.5 server never reads it; libplayerc 1.5 sends the whole 388-byte struct with only the subtype filled in,
+# the count and the entries left as its stack had them); every other request must have exactly its struct's
+# size. Packing checks ranges and raises LocalProtocolError (the caller's mistake); unpacking checks sizes and raises
+# RemoteProtocolError (the peer's).
 
 from __future__ import annotations
 
@@ -152,7 +155,8 @@ class DeviceAddress:
 
 @dataclass(frozen=True, slots=True)
 class DeviceList:
-    """DEVLIST request (only its subtype, 2 bytes) and reply (388 bytes): the devices the server offers."""
+    """DEVLIST request (its subtype; whatever follows is ignored) and reply (388 bytes): the devices the server
+    offers."""
 
     FORMAT: ClassVar[struct.Struct] = _fixed(">HH")
     ENTRY: ClassVar[struct.Struct] = _fixed(">HHH")
@@ -388,7 +392,7 @@ PlayerRequestStruct = (
 
 
 def parse_player_request(payload: bytes) -> PlayerRequestStruct:
-    """A request to the player device.
+    """A request to the player device (a DEVLIST request is its subtype alone: what follows is not read).
 
     Raises:
         RemoteProtocolError: shorter than its subtype, an unknown subtype, or the wrong size for it.
@@ -397,10 +401,7 @@ def parse_player_request(payload: bytes) -> PlayerRequestStruct:
         raise RemoteProtocolError(f"a player request starts with a u16 subtype; got {len(payload)} bytes")
     (subtype,) = struct.unpack_from(">H", payload)
     if subtype == PlayerRequest.DEVLIST:
-        if len(payload) == 2:
-            return DeviceList()
-        _check_size("DEVLIST request", payload, 2, DeviceList.SIZE)
-        return DeviceList.unpack(payload)
+        return DeviceList()  # the rest of the payload, whatever its size, is not read (as the 1.5 server)
     parsers: dict[int, type[DriverInfo | DeviceRequest | DataRequest | DataModeRequest | DataFreqRequest]] = {
         PlayerRequest.DRIVERINFO: DriverInfo,
         PlayerRequest.DEV: DeviceRequest,
