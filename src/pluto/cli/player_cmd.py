@@ -21,7 +21,9 @@ Serves the robot to Player 1.5 clients (libplayerc, the C++, Java and Tcl client
 pluto.player.client.PlayerClient): position (4) from the base's odometry, position3d (30) from the localization
 pose, laser (6) and sonar (5). Velocity commands go through the drive module when it runs, else straight to the
 base; position commands are gotos of the avoid module. It listens on the loopback only unless --host says
-otherwise. Ctrl-C stops it; when its last client with write access to position leaves, the robot is stopped.
+otherwise. Ctrl-C stops it; when its last client with write access to position leaves, the robot is stopped, and
+so it is when the clients with write access send no velocity command for 1 s (-p command_timeout=S; 0 holds a
+velocity for ever, as Player 1.5 did: unsafe, a client that hangs while connected keeps the robot moving).
 The same server runs as a module: `pluto start player`, or [modules.player] in a profile.
 
 The AUTH key clients must send first is never given on the command line (every user of the computer sees command

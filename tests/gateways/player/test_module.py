@@ -92,13 +92,17 @@ def stack(bus: Bus, tmp_path: Path) -> Iterator[Callable[..., tuple[Stack, Playe
     started: list[Stack] = []
 
     def start(
-        profile_modules: tuple[str, ...] | None = None, rate: float = RATE, use_sim_time: bool = True
+        profile_modules: tuple[str, ...] | None = None,
+        rate: float = RATE,
+        use_sim_time: bool = True,
+        command_timeout: float = 1.0,
     ) -> tuple[Stack, PlayerModule]:
         s = Stack(bus, room, profile_modules, rate)
         started.append(s)
         if profile_modules is None:
             s.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
-        player = s.add(PlayerModule(bus, PlayerParams(port=0, use_sim_time=use_sim_time)))
+        params = PlayerParams(port=0, use_sim_time=use_sim_time, command_timeout=command_timeout)
+        player = s.add(PlayerModule(bus, params))
         assert isinstance(player, PlayerModule)
         return s, player
 
@@ -112,6 +116,17 @@ def read_until(client: PlayerClient, predicate: Callable[[], bool], rounds: int 
     for _ in range(rounds):
         if predicate():
             return
+        client.read()
+    raise AssertionError(f"not reached within {rounds} rounds")
+
+
+def drive_until(client: PlayerClient, vx: float, va: float, predicate: Callable[[], bool], rounds: int = 600) -> None:
+    """Command (vx m/s, va rad/s) at every round read, as a libplayerc program does in its loop, until
+    ``predicate`` holds (at most ``rounds`` rounds)."""
+    for _ in range(rounds):
+        if predicate():
+            return
+        client.set_speed(vx, va)
         client.read()
     raise AssertionError(f"not reached within {rounds} rounds")
 
@@ -144,9 +159,9 @@ def test_drive_turn_and_read_back(bus: Bus, stack: Callable[..., tuple[Stack, Pl
         assert client.geometry("laser").pose == pytest.approx((0.25, 0.0, 0.0))
         assert len(client.sonar_geometry()) == 16
 
-        # 1 m forward at 0.25 m/s (the held command keeps the robot going between the client's commands)
-        client.set_speed(0.25, 0.0)
-        read_until(client, lambda: client.position.px >= 0.97)
+        # 1 m forward at 0.25 m/s, the command renewed at every round (the held command keeps the robot going
+        # between them)
+        drive_until(client, 0.25, 0.0, lambda: client.position.px >= 0.97)
         client.set_speed(0.0, 0.0)
         read_until(client, lambda: client.position.vx == 0.0 and client.position.va == 0.0)
         real = truth.wait_for_update(timeout=10)
@@ -157,8 +172,7 @@ def test_drive_turn_and_read_back(bus: Bus, stack: Callable[..., tuple[Stack, Pl
         assert client.position.py == pytest.approx(0.0, abs=0.002) and real.y == pytest.approx(START[1], abs=0.002)
 
         # 90 degrees to the left
-        client.set_speed(0.0, 0.4)
-        read_until(client, lambda: client.position.pa >= math.radians(87.0))
+        drive_until(client, 0.0, 0.4, lambda: client.position.pa >= math.radians(87.0))
         client.set_speed(0.0, 0.0)
         read_until(client, lambda: client.position.va == 0.0)
         real = truth.wait_for_update(timeout=10)
@@ -198,7 +212,7 @@ def test_drive_turn_and_read_back(bus: Bus, stack: Callable[..., tuple[Stack, Pl
 
 
 def test_the_last_writer_leaving_stops_the_robot(bus: Bus, stack: Callable[..., tuple[Stack, PlayerModule]]) -> None:
-    _, player = stack()
+    _, player = stack(command_timeout=0.0)  # Player 1.5's hold for ever: the command is held until the writer goes
     odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
     watcher = PlayerClient(port=player.port, timeout=10.0)
     with watcher:
@@ -217,6 +231,29 @@ def test_the_last_writer_leaving_stops_the_robot(bus: Bus, stack: Callable[..., 
         assert stopped.stamp - gone < 1.5
     assert player.ignored_commands == 0
     assert player.server.statistics().ignored >= 1  # the reader's command
+
+
+def test_a_silent_writer_s_velocity_lapses_after_the_command_timeout(
+    bus: Bus, stack: Callable[..., tuple[Stack, PlayerModule]]
+) -> None:
+    # A client with write access commands 0.3 rad/s and then sends nothing, its connection open: the held command
+    # lapses after command_timeout (1 s of the simulated clock) and the robot stops, instead of turning for as long
+    # as the connection stays open.
+    _, player = stack()
+    odometry = Collector(bus, "Base/Drive/State", msgs.Odometry)
+    with PlayerClient(port=player.port, timeout=10.0) as client:
+        assert client.subscribe("position", access="w") == "w"  # write only: it reads nothing either
+        before = odometry.wait_for(lambda o: True)  # the robot's time before the command
+        client.set_speed(0.0, 0.3)
+        turning = odometry.wait_for(lambda o: o.omega >= 0.29, timeout=20)
+        stopped = odometry.wait_for(lambda o: o.stamp > turning.stamp and o.omega == 0.0, timeout=20)
+        after = odometry.wait_for(lambda o: o.stamp >= stopped.stamp + 3.0, timeout=20)
+        still = [o.omega for o in odometry.snapshot() if stopped.stamp <= o.stamp <= after.stamp]
+        assert still and all(w == 0.0 for w in still)  # it stays stopped, the client still connected and silent
+    # held for command_timeout after the command came, then stopped within the braking time and a step or two
+    assert stopped.stamp - before.stamp >= 1.0
+    assert stopped.stamp - turning.stamp <= 2.0
+    assert player.lapsed_commands == 1 and player.server.statistics().failures == 0
 
 
 def test_position_mode_is_a_goto_of_the_avoid_module(

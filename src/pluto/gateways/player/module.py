@@ -6,10 +6,16 @@ module behind it runs (base, localization, sick); otherwise the client is grante
 
 Commands of clients with write access: a velocity goes to ``drive/command`` (cmd_flags 0; 10 with ``protect``) when
 the drive module runs, else straight to ``Base/Drive/Command``, and is held (written again every
-``resend_period`` s) until another command, or until the last client with write access closes, which commands zero
-speed. A position command (position: type 1, in the odometry frame of its data; position3d: after POSITION_MODE 1,
-in the frame of the localization pose) is a goto of the avoid module (``avoidance/command``, cmd_flags
-10·``goto_avoidance`` + 2), when it runs.
+``resend_period`` s) until another command, until the last client with write access closes, or until no velocity
+command has come for ``command_timeout`` s (1 by default); each of the last two commands zero speed once. So a
+client must renew its velocity command within ``command_timeout`` s (libplayerc programs that set the speed in
+their read loop do, at every round) or the robot stops: a client that hangs, or whose network goes away without
+its connection closing, cannot leave the robot moving. ``command_timeout`` 0 holds a velocity for ever, as the
+Player 1.5 server did; that is unsafe (a silent client keeps the robot moving until its connection closes) and
+meant only for old clients that set a speed once and then only read. A position command (position: type 1, in
+the odometry frame of its data; position3d: after POSITION_MODE 1, in the frame of the localization pose) is a goto
+of the avoid module (``avoidance/command``, cmd_flags 10·``goto_avoidance`` + 2), when it runs; a goto ends by
+itself and does not lapse.
 
 SET_ODOM and RESET_ODOM declare the robot's current odometry pose, as Player's position interface defines them: the
 position device reads back exactly the pose declared, and the robot does not move. The gateway keeps the declared
@@ -149,6 +155,9 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     idle_timeout: s after which a connection that holds no device and sends nothing is closed.
     auth_backoff, auth_backoff_max: s an address is blocked after a wrong key, doubled at each one up to the max.
     resend_period: s between writes of a held velocity command.
+    command_timeout: s without a new velocity command from the clients with write access after which the held
+        velocity lapses and the robot is stopped; 0 holds it for ever (Player 1.5's behaviour: unsafe, a client
+        that hangs while connected keeps the robot moving).
     protect: velocity commands through the drive module with its sonar protection (cmd_flags 10, not 0).
     goto_avoidance: A of the avoid module's goto (0 none, 1 sonar, 2 laser, 3 both).
     goto_speed, goto_turn_rate: limits of a goto whose command gives none, m/s, rad/s.
@@ -168,6 +177,7 @@ class PlayerParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     auth_backoff: Timeout = 1.0
     auth_backoff_max: Timeout = 60.0
     resend_period: Timeout = 0.1
+    command_timeout: Annotated[float, between(0.0, 60.0)] = 1.0
     protect: bool = False
     goto_avoidance: Annotated[int, between(0, 3)] = 3
     goto_speed: Speed = 0.5
@@ -248,7 +258,8 @@ class PlayerModule(Module[PlayerParams]):
         self.avoid_out = self.create_publisher(names.AVOIDANCE_COMMAND)
         self._state_lock = threading.Lock()  # the live modules, the held motion, the clients' settings
         self._live: set[str] = set()
-        self.motion = MotionHold(p.resend_period)
+        self.motion = MotionHold(p.resend_period, p.command_timeout)
+        self._last_lapse_log = -math.inf
         self.position_mode: dict[DeviceKey, bool] = {POSITION: False, POSITION3D: False}
         self.clock_in = None if p.use_sim_time else self.create_reader(names.CLOCK)
         self.laser_config: LaserConfig | None = None
@@ -367,7 +378,26 @@ class PlayerModule(Module[PlayerParams]):
     def _motion_step(self, now: float) -> list[MotionAction]:
         drive = self._running("drive")
         with self._state_lock:
-            return self.motion.step(now, drive)
+            lapses = self.motion.lapses
+            actions = self.motion.step(now, drive)
+            lapsed = self.motion.lapses
+        if lapsed != lapses:
+            wall = time.monotonic()
+            if wall - self._last_lapse_log >= 5.0:  # a client that renews too slowly would lapse again and again
+                self._last_lapse_log = wall
+                self.get_logger().warning(
+                    "no velocity command from the Player clients for %g s (command_timeout): the robot is stopped "
+                    "(%d times so far)",
+                    self.params.command_timeout,
+                    lapsed,
+                )
+        return actions
+
+    @property
+    def lapsed_commands(self) -> int:
+        """Held velocities that lapsed because no new one came for ``command_timeout`` s."""
+        with self._state_lock:
+            return self.motion.lapses
 
     def _apply(self, actions: list[MotionAction], now: float) -> None:
         p = self.params

@@ -2,12 +2,18 @@
 
 A Player client sets a speed once and expects the robot to keep it (a Player server holds the last command), while
 the drive module and the base stop on commands that are not renewed. :class:`MotionHold` keeps the newest command
-of the clients with write access and says, at each step, what the module must write.
+of the clients with write access and says, at each step, what the module must write. A held velocity lapses when
+no new one has come for ``command_timeout`` s: the robot is then stopped, so a client that falls silent while
+connected (hung, or cut off without its connection closing) does not keep the robot moving.
 """
 
 # Strategy: velocity commands go to the drive module (``drive/command``, cmd_flags 0) when it runs, otherwise
 # straight to the base (``Base/Drive/Command``); the held velocity is written again every ``resend_period`` s of
-# the module clock, well inside both timeouts (4 s and 1 s). A goal (position mode) goes once to the avoid module,
+# the module clock, well inside both timeouts (4 s and 1 s). Re-sent that way the command would never time out
+# downstream, so the hold has its own timeout: ``command_timeout`` s after the step that took in the newest velocity
+# (every velocity command renews it, the same one again too), zero speed is written once and the velocity is
+# dropped. 0 turns this off (Player 1.5's hold for ever: a client that hangs leaves the robot moving). A goal
+# (position mode) goes once to the avoid module,
 # which keeps driving towards it by itself; a velocity command or a stop while a goal is in force releases the avoid
 # module first (cmd_flags -1), since it would otherwise keep writing drive/command, and the next goal then starts
 # its control step again. A stop writes zero speed once and then nothing: the gateway must not hold the robot
@@ -54,12 +60,18 @@ class MotionHold:
 
     Args:
         resend_period: s between writes of a held velocity.
+        command_timeout: s after which a held velocity not renewed lapses and the robot is stopped; 0: never
+            (unsafe).
     """
 
-    def __init__(self, resend_period: float = 0.1) -> None:
+    def __init__(self, resend_period: float = 0.1, command_timeout: float = 1.0) -> None:
         self.resend_period = resend_period
+        self.command_timeout = command_timeout
+        self.lapses = 0
+        """Held velocities that lapsed (no new one for ``command_timeout`` s)."""
         self._velocity: Velocity | None = None
         self._fresh = False
+        self._taken_at = 0.0
         self._last_write: float | None = None
         self._stop = False
         self._goal: Goal | None = None
@@ -133,6 +145,12 @@ class MotionHold:
             self._goal_sent, self._goal = self._goal, None
             self._avoid_released = False
         velocity = self._velocity
+        if velocity is not None and self._fresh:
+            self._taken_at = now
+        elif velocity is not None and 0.0 < self.command_timeout <= now - self._taken_at + 1e-9:
+            self._velocity = velocity = None
+            self.lapses += 1
+            actions.append(WriteVelocity(0.0, 0.0, drive_running))
         if velocity is not None:
             last = self._last_write
             if self._fresh or last is None or now - last >= self.resend_period or now < last:
