@@ -6,7 +6,9 @@ after each: the echo it waits for moves it on, a *stopped* SIP (0x32) makes it s
 else (a *moving* SIP, 0x33) starts it over; after 50 tries it gives up. :class:`AriaStyleClient` does the same. A
 robot that keeps driving (and keeps answering with 0x33) therefore cannot be reconnected to: that is the failure
 these tests guard against, both when the dead program's connection closes and when it simply falls silent and the
-next program talks on the same line (as on a serial port).
+next program talks on the same line: a TCP connection left open, or the emulator's pseudo-terminal (``--pty``, the
+serial stand-in), where ARIA also sleeps 80 ms between two tries, so the SIPs of the old session pile up in the
+line meanwhile.
 
 Every wait is either for the emulator to act on what was sent (its counters) or for it to step to the fake clock's
 time (:attr:`P2osEmulator.stepped_at`); the robot's time is the only time measured.
@@ -15,6 +17,7 @@ time (:attr:`P2osEmulator.stepped_at`); the robot's time is the only time measur
 from __future__ import annotations
 
 import math
+import os
 import socket
 import time
 from collections import deque
@@ -64,9 +67,10 @@ class Rig:
     def robot(self) -> P2osRobot:
         return self.emulator.robot
 
-    def advance(self) -> None:
-        """Move the clock on by DT and wait until the emulator has stepped there and written what it sent."""
-        self.clock.t += DT
+    def advance(self, dt: float = DT) -> None:
+        """Move the clock on by ``dt`` (at most the emulator's MAX_STEP) and wait until the emulator has stepped
+        there and written what it sent."""
+        self.clock.t += dt
         _wait(lambda: self.emulator.stepped_at == self.clock.t, "step")
         with self.emulator.lock:
             v, omega = self.robot.truth_velocity
@@ -105,12 +109,35 @@ class Rig:
         return sock
 
 
+class PtyLine:
+    """The client's end of the emulator's pseudo-terminal, with the calls :class:`AriaStyleClient` makes of a
+    socket."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+
+    def setblocking(self, flag: bool) -> None:
+        os.set_blocking(self.fd, flag)
+
+    def recv(self, size: int) -> bytes:
+        return os.read(self.fd, size)  # BlockingIOError when nothing waits, as a socket
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 class AriaStyleClient:
-    """A P2OS client that connects the way ARIA does, over a socket, on the rig's clock.
+    """A P2OS client that connects the way ARIA does, over a socket or a serial line, on the rig's clock.
 
     Args:
         rig: the emulator and its clock.
-        sock: the connection (a new one, or one a dead program left behind).
+        sock: the connection (a new one, or one a dead program left behind), or the pseudo-terminal.
+        pause: s of the robot's time between two tries (ARIA sleeps 80 ms; 0 answers at once).
     """
 
     MAX_TRIES = 50
@@ -118,9 +145,10 @@ class AriaStyleClient:
     RECEIVE_TIMEOUT = 1.0  # s of the robot's time ARIA waits for the answer to each SYNC
     CLOSE_DRAIN = 0.5  # s of the robot's time it reads (and drops) packets after sending CLOSE
 
-    def __init__(self, rig: Rig, sock: socket.socket) -> None:
+    def __init__(self, rig: Rig, sock: socket.socket | PtyLine, pause: float = 0.0) -> None:
         self.rig = rig
         self.sock = sock
+        self.pause = pause
         self.decoder = P2osDecoder("client")
         self.queue: deque[Event] = deque()
         self.tries = 0
@@ -180,6 +208,8 @@ class AriaStyleClient:
                     return self._open(packet)
             else:
                 state = 0
+            if self.pause:
+                self.rig.advance(self.pause)
         return None
 
     def _close_and_drain(self) -> None:
@@ -256,3 +286,40 @@ def test_the_next_aria_client_connects_after_one_died_while_driving(rig: Rig, ho
             sock.close()
     finally:
         first_sock.close()
+
+
+@pytest.fixture
+def pty_rig() -> Iterator[Rig]:
+    clock = FakeClock()
+    robot = P2osRobot("p3dx", watchdog=WATCHDOG)
+    with P2osEmulator(robot, transport="pty", tick=TICK, clock=clock) as emulator:
+        rig = Rig(emulator, clock)
+        _wait(lambda: emulator.stepped_at == clock.t, "take its first step")
+        yield rig
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5, 1.0])
+def test_the_next_aria_client_connects_on_the_serial_line_a_dead_one_left_moving(pty_rig: Rig, delay: float) -> None:
+    # Nothing tells the robot on a serial line that its client died: the session stays open, the robot moving
+    # until the watchdog, and the next program (0 to 1 s later) talks on the same line, pausing between tries as
+    # ARIA does. It gets moving SIPs, then stopped ones once the watchdog has disabled the motors, closes the old
+    # session and synchronises.
+    rig = pty_rig
+    line = PtyLine(rig.emulator.pty_path)
+    try:
+        first = AriaStyleClient(rig, line)
+        assert first.connect() is not None
+        last_command = first.drive(300, 1.0)  # 0.3 m/s
+        for _ in range(round(delay / DT)):
+            rig.advance()
+        second = AriaStyleClient(rig, line, pause=0.08)
+        reply = second.connect()
+        assert reply is not None, f"the next client gave up after {second.tries} tries"
+        assert (reply.name, reply.subclass) == ("Pluto", "p3dx") and second.closes >= 1
+        rig.run(0.5)
+        with rig.emulator.lock:
+            assert rig.robot.state == "open" and not rig.robot.motors_enabled
+            assert rig.robot.counters.watchdog_trips == 1
+        assert rig.stopped_since() - last_command <= STOP_WITHIN
+    finally:
+        line.close()

@@ -18,11 +18,16 @@ clock, so every behaviour is tested by feeding bytes and calling ``step`` with c
 #   again (the client lost our echo); an out-of-order SYNC is ignored. Commands 1 and 2 mean SYNC1/SYNC2 during the
 #   handshake and OPEN/CLOSE after it; in state sync2 a bare command 2 is a repeated SYNC2 and one with an argument
 #   is CLOSE. While open, command 0 is PULSE: a live client's keepalive and a new client's SYNC0 are the same six
-#   bytes, so it cannot end the session by itself; the robot answers it with its SIPs, as the reference says, except
-#   in a session the watchdog has stopped and no command has renewed since (the program that opened it is
-#   presumably gone): there SYNC0 is also echoed, so a client that waits for the echo (ARIA) goes on to SYNC1. A
-#   bare command 1 (SYNC1; OPEN always carries an argument) is unambiguous: it ends an open session (the robot
-#   stops, the motors are disabled) and the handshake goes on from sync1. The end of the client's byte stream
+#   bytes, so it cannot end the session by itself; the robot answers it with its SIPs only, as the reference says,
+#   and echoes SYNC0 only at rest (no session open, no SIP stream): an echo among the SIPs would put a client that
+#   reads one packet per SYNC it sends (ARIA) one packet behind for good. A new client on a line its dead
+#   predecessor left open (a serial port: nothing tells the robot) gets SIPs, and ARIA closes such a session on a
+#   *stopped* SIP (0x32) only: so a SIP says stopped as soon as the motors are disabled (the watchdog, ENABLE 0,
+#   the e-stop), while the wheels may still be slowing down, and moving (0x33) only while the motors are enabled
+#   and the wheels turn. The new client's CLOSE then ends the session and its next SYNC0 is echoed, as on TCP,
+#   where the end of the dead client's connection ends the session at once. A bare command 1 (SYNC1; OPEN always
+#   carries an argument) is unambiguous: it ends an open session (the robot stops, the motors are disabled) and the
+#   handshake goes on from sync1. The end of the client's byte stream
 #   (``receive_data(b"")``: a TCP client went away) ends the session the same way, so a program that dies never
 #   leaves the robot driving. A session stays open until CLOSE, a new handshake, the end of the stream or, if
 #   ``link_timeout`` is set, that long without any packet (a P2OS robot on a serial line never times out, hence the
@@ -379,7 +384,6 @@ class P2osRobot:
         self._last_packet = 0.0  # any valid packet: the link timeout
         self._last_command = 0.0  # a command, OPEN, or a PULSE without a velocity command: the watchdog
         self._watchdog_armed = False
-        self._watchdog_stopped = False  # the watchdog tripped and no command came since
         self._sip_epoch = 0.0
         self._sip_index = 0
 
@@ -665,7 +669,6 @@ class P2osRobot:
             self._handle_link(int(packet.command), packet.argument is not None)
             return
         self._renew_watchdog()  # a command, even one not understood: the client is alive and commanding
-        self._watchdog_stopped = False
         if isinstance(packet, UnknownPacket):
             self._counts["unknown"] += 1
             return
@@ -705,13 +708,12 @@ class P2osRobot:
             self._next_firing = self._t
             self._new_sonar.clear()
             self._renew_watchdog()
-            self._watchdog_stopped = False
         elif action == "close":
             self._close_session()
         elif action == "pulse":
-            if self._watchdog_stopped:  # nobody commands this session any more: maybe a new client's SYNC0
-                self._echo(0)
-            elif not self._open_ended_motion():
+            # Never echoed: while SIPs flow an echo would sit among them, and a client that reads one packet per
+            # SYNC (ARIA) would from then on read each answer one packet late.
+            if not self._open_ended_motion():
                 self._renew_watchdog()
         elif action == "ignore":
             self._counts["ignored"] += 1
@@ -727,7 +729,7 @@ class P2osRobot:
         self._state = "closed"
         self._disable_motors()
         self._encoder_mode = self._io_mode = 0
-        self._watchdog_armed = self._watchdog_stopped = False
+        self._watchdog_armed = False
 
     def _check_link(self) -> None:
         """The watchdog and the link timeout, at the current time."""
@@ -738,7 +740,6 @@ class P2osRobot:
             return
         if self._watchdog > 0.0 and self._watchdog_armed and self._t - self._last_command >= self._watchdog:
             self._watchdog_armed = False  # one trip per silence
-            self._watchdog_stopped = True
             self._counts["watchdog_trips"] += 1
             self._disable_motors()
 
@@ -1072,7 +1073,7 @@ class P2osRobot:
         )
         self._new_sonar.clear()
         return Sip(
-            moving=left != 0 or right != 0,
+            moving=self._motors and (left != 0 or right != 0),  # stopped (0x32) from the moment the motors are off
             x=params.m_to_position(x) & 0x7FFF,
             y=params.m_to_position(y) & 0x7FFF,
             theta=params.rad_to_heading(theta),
