@@ -153,8 +153,11 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
         ("Localization/Laser_Dead-Reckoning", laser),
     ):
         original = {round(m.message.stamp, 6): m.message for m in log.series(name)}  # type: ignore[attr-defined]
+        # the clock runs on past the log's end until the service has integrated the last odometry (longer on a busy
+        # machine), and the service writes a pose at each of those ticks: compare the poses within the log's time
+        within = [pose for pose in replayed.snapshot() if round(pose.stamp, 6) <= max(original)]
         matched = []
-        for pose in replayed.snapshot():
+        for pose in within:
             before = original.get(round(pose.stamp, 6))
             if before is not None:
                 matched.append((pose, before))
@@ -164,7 +167,7 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
         if name == "Localization/Laser_Dead-Reckoning":
             assert len(matched) >= 0.9 * len(original), name
         else:
-            assert len(matched) >= max(20, 0.8 * len(replayed.snapshot())), name
+            assert len(matched) >= max(20, 0.8 * len(within)), name
         for pose, before in matched:
             # the same inputs in the same order, but not in the same batches of the service's steps: an inertial
             # state (stamped 0.1 s late) that came in the step after an odometry value live may come in the same
