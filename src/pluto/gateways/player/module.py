@@ -387,7 +387,7 @@ class PlayerModule(Module[PlayerParams]):
                 self._last_lapse_log = wall
                 self.get_logger().warning(
                     "no velocity command from the Player clients for %g s (command_timeout): the robot is stopped "
-                    "(%d times so far)",
+                    "(lapse %d)",
                     self.params.command_timeout,
                     lapsed,
                 )
