@@ -47,8 +47,9 @@ Connect a client to the URL printed at start: socket://127.0.0.1:8101 over TCP, 
 path such as /dev/pts/5 that any serial-port program can open. One client at a time, as on a real robot.
 As on a real Pioneer the motors start disabled (send ENABLE 1). A TCP client that disconnects without CLOSE ends
 its session: the robot stops and the next client synchronises at once. On a pty, as on a serial line, the robot
-stays open: the next client's SYNC0 is answered with SIPs (and, once the watchdog has stopped that session, echoed
-too), so it sends CLOSE, or goes on to SYNC1, and synchronises again.
+stays open: the next client's SYNC0 is answered with SIPs only (never echoed while SIPs flow), which say stopped
+(0x32) as soon as the motors are disabled (the 2 s watchdog stops a robot its dead client left moving), so it
+sends CLOSE, as ARIA does on a stopped SIP, and synchronises again.
 
 examples:
   pluto p2os-sim                                  a p3dx in an empty world on socket://127.0.0.1:8101
