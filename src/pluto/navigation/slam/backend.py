@@ -5,11 +5,14 @@ Strategy: the wall filter (:class:`~pluto.navigation.slam.core.WallSlam`) runs s
 loop. This side does what must happen between two scans, at a cost that does not grow with the time spent:
 
 - :meth:`LoopBackEnd.observe`, after each scan's step: the front end's increment covariance propagated since the
-  last keyframe (Σ ← F·Σ·Fᵀ + Q), and a new :class:`~pluto.navigation.slam.loops.Keyframe` when the filter's pose has
-  moved :attr:`LoopParams.keyframe_distance <pluto.navigation.slam.loops.LoopParams.keyframe_distance>` or turned
+  last keyframe (Σ ← F·Σ·Fᵀ + Q), and the scan's pose on the chain from the newest keyframe: the filter's motion
+  since the last scan, or the front end's where the two disagree beyond a 3-dof gate (the filter jumped when it
+  paired a wall from long ago: a correction the pose graph must not take as motion). A new
+  :class:`~pluto.navigation.slam.loops.Keyframe` is made when that pose has moved
+  :attr:`LoopParams.keyframe_distance <pluto.navigation.slam.loops.LoopParams.keyframe_distance>` or turned
   :attr:`~pluto.navigation.slam.loops.LoopParams.keyframe_turn`; every wall the scan paired or added is carried by
-  the newest keyframe from then on (its position is known relative to that keyframe's pose), and the scan's pose is
-  kept relative to it (the smoothed trajectory).
+  the keyframes nearest its ends that saw it (its position is known relative to their poses), and the scan's pose is
+  kept on the chain from its keyframe (the smoothed trajectory).
 - :meth:`LoopBackEnd.apply`, when the back end has optimised: each keyframe's correction is the rigid motion from
   where the scan loop last knew it to its optimised pose (keyframes made since the optimisation take the newest
   optimised one's). Every wall moves with the correction of its keyframe, in the filter's state
@@ -49,10 +52,10 @@ __all__ = ["LoopBackEnd", "LoopWorker", "rigid_corrections"]
 FloatArray = npt.NDArray[np.float64]
 
 _GATE = 16.27
-"""χ² (3 dof, 99.9 %) beyond which the filter's motion between keyframes is not the front end's: the filter jumped."""
+"""χ² (3 dof, 99.9 %) beyond which the filter's motion over a scan is not the front end's: the filter jumped."""
 
-_OBSERVERS = 32
-"""Keyframes kept per wall as those that saw it."""
+_STEP_FLOOR = np.diag([0.002**2, 0.002**2, math.radians(0.05) ** 2])
+"""Added to a scan's increment covariance in that test (a front end sure of a standing robot is not exact)."""
 
 _MOVED = 0.01
 """A wall whose correction moves its ends less than this (m) is not checked for copies again."""
@@ -88,7 +91,7 @@ class LoopBackEnd:
         self.keep_trajectory = keep_trajectory
         self._anchors: list[Pose2D] = []  # each keyframe's pose in the filter's frame as it is now
         self._travelled: list[float] = []
-        self._observers: list[list[int]] = []  # per wall of the filter: keyframes that saw it
+        self._end_keys = np.full((16, 2), -1, dtype=np.intp)  # per wall of the filter: the keyframe of each end
         self._scan_keyframe: list[int] = []
         self._scan_relative: list[Pose2D] = []
         self._scans = 0
@@ -96,6 +99,7 @@ class LoopBackEnd:
         self._last_reference: Pose2D | None = None
         self._reference_at_key: Pose2D = (0.0, 0.0, 0.0)
         self._since_key = np.zeros((3, 3))
+        self._chain: Pose2D = (0.0, 0.0, 0.0)  # the scan's pose on the chain from the newest keyframe
         self._distance = 0.0
         self._unchecked: list[int] = []
         self.jumps = 0
@@ -123,34 +127,38 @@ class LoopBackEnd:
         pose = step.pose
         ref = _pose(reference)
         q = np.asarray(increment, dtype=np.float64).reshape(3, 3)
-        if self._last_reference is not None:
-            ux, uy = ref[0] - self._last_reference[0], ref[1] - self._last_reference[1]
+        q = 0.5 * (q + q.T)
+        p = self.params
+        if self._last_reference is not None and self._last_pose is not None:
+            last_ref = self._last_reference
+            ux, uy = ref[0] - last_ref[0], ref[1] - last_ref[1]
             f = np.array([[1.0, 0.0, -uy], [0.0, 1.0, ux], [0.0, 0.0, 1.0]])
-            self._since_key = f @ self._since_key @ f.T + 0.5 * (q + q.T)
-        if self._last_pose is not None:
-            self._distance += math.hypot(pose[0] - self._last_pose[0], pose[1] - self._last_pose[1])
+            self._since_key = f @ self._since_key @ f.T + q
+            # the filter's motion since the last scan, unless it jumped (a wall from long ago pulled it): then the
+            # front end's, so the chain of keyframes and the trajectory on it stay continuous
+            step_filter = relative(self._last_pose, pose)
+            step_front = relative(last_ref, ref)
+            c, s = math.cos(last_ref[2]), math.sin(last_ref[2])
+            turn = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
+            e = np.array([step_filter[0] - step_front[0], step_filter[1] - step_front[1]])
+            e = np.append(e, wrap_angle(step_filter[2] - step_front[2]))
+            if float(e @ np.linalg.solve(turn @ q @ turn.T + _STEP_FLOOR, e)) > _GATE:
+                self.jumps += 1
+                self._chain = compose(self._chain, step_front)
+            else:
+                self._chain = compose(self._chain, step_filter)
+            self._distance += math.hypot(step_filter[0], step_filter[1])
         self._last_reference = ref
         self._last_pose = pose
         new = None
-        p = self.params
         if not self._anchors:
             new = self._keyframe(step, ref, (0.0, 0.0, 0.0), np.zeros((3, 3)), points)
         else:
-            key = self._anchors[-1]
-            moved = math.hypot(pose[0] - key[0], pose[1] - key[1])
-            if moved >= p.keyframe_distance or abs(wrap_angle(pose[2] - key[2])) >= p.keyframe_turn:
-                motion = relative(key, pose)
-                front = relative(self._reference_at_key, ref)
-                c = math.cos(self._reference_at_key[2])
-                s = math.sin(self._reference_at_key[2])
+            chain = self._chain
+            if math.hypot(chain[0], chain[1]) >= p.keyframe_distance or abs(chain[2]) >= p.keyframe_turn:
+                c, s = math.cos(self._reference_at_key[2]), math.sin(self._reference_at_key[2])
                 turn = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
-                covariance = turn @ self._since_key @ turn.T
-                floor = np.diag([p.edge_std**2, p.edge_std**2, p.edge_heading_std**2])
-                e = np.array([motion[0] - front[0], motion[1] - front[1], wrap_angle(motion[2] - front[2])])
-                if float(e @ np.linalg.solve(covariance + floor, e)) > _GATE:
-                    self.jumps += 1
-                    motion = front  # the filter jumped (a wall from long ago): the chain keeps the front end's
-                new = self._keyframe(step, ref, motion, covariance, points)
+                new = self._keyframe(step, ref, chain, turn @ self._since_key @ turn.T, points)
         for w in [pair.wall for pair in step.pairs] + list(step.added):
             self._carry(w)
         for kept, _ in step.merged:
@@ -159,53 +167,55 @@ class LoopBackEnd:
             self.check_merges(p.merge_batch)
         if self.keep_trajectory:
             self._scan_keyframe.append(len(self._anchors) - 1)
-            self._scan_relative.append(relative(self._anchors[-1], pose))
+            self._scan_relative.append(self._chain)
         self._scans += 1
         return new
 
     def _carry(self, wall: int) -> None:
-        """Note that the newest keyframe saw ``wall`` (a wall's keyframes are thinned to at most
-        :data:`_OBSERVERS`, the first and the newest always kept)."""
+        """Note that the newest keyframe saw ``wall``: it becomes the keyframe of each end it is nearer to than that
+        end's keyframe was (a long wall seen along a corridor is carried by the keyframes near its two ends)."""
         key = max(len(self._anchors) - 1, 0)
-        while len(self._observers) <= wall:
-            self._observers.append([key])
-        seen = self._observers[wall]
-        if seen[-1] != key:
-            seen.append(key)
-            if len(seen) > _OBSERVERS:
-                seen[:] = [*seen[:-1:2], seen[-1]]
-
-    def _wall_motion(self, wall: int, motions: FloatArray, anchors: FloatArray) -> tuple[float, float, float]:
-        """The rigid motion of ``wall`` for the keyframes' ``motions``: each of its ends moves with the correction of
-        the keyframe that saw it nearest that end (a long wall seen along a corridor turns with the corridor, not
-        with the last place it was seen from), and the wall takes the motion of the segment between them."""
-        seen = self._observers[wall] if wall < len(self._observers) else [len(self._anchors) - 1]
-        segments = self.slam.segments
-        if len(seen) == 1 or not segments.is_active(wall):
-            tx, ty, phi = (float(v) for v in motions[seen[-1]])
-            return tx, ty, phi
-        ends = segments.segment(wall)
-        where = anchors[seen, :2]
-        moved = np.empty((2, 2))
-        keys = []
+        while self._end_keys.shape[0] <= wall:
+            self._end_keys = np.vstack((self._end_keys, np.full_like(self._end_keys, -1)))
+        keys = self._end_keys[wall]
+        if keys[0] < 0 or not self._anchors:
+            keys[:] = key
+            return
+        here = self._anchors[key]
+        ends = self.slam.segments.segment(wall)
         for e in range(2):
-            key = seen[int(np.argmin(np.hypot(where[:, 0] - ends[e, 0], where[:, 1] - ends[e, 1])))]
-            tx, ty, phi = (float(v) for v in motions[key])
-            c, s = math.cos(phi), math.sin(phi)
-            moved[e] = (c * ends[e, 0] - s * ends[e, 1] + tx, s * ends[e, 0] + c * ends[e, 1] + ty)
-            keys.append(key)
-        if keys[0] == keys[1]:
-            tx, ty, phi = (float(v) for v in motions[keys[0]])
-            return tx, ty, phi
-        before, after = ends[1] - ends[0], moved[1] - moved[0]
-        phi = wrap_angle(math.atan2(after[1], after[0]) - math.atan2(before[1], before[0]))
-        c, s = math.cos(phi), math.sin(phi)
-        mid, mid_after = ends.mean(axis=0), moved.mean(axis=0)
-        return (
-            float(mid_after[0] - (c * mid[0] - s * mid[1])),
-            float(mid_after[1] - (s * mid[0] + c * mid[1])),
-            phi,
+            then = self._anchors[int(keys[e])]
+            x, y = float(ends[e, 0]), float(ends[e, 1])
+            if math.hypot(here[0] - x, here[1] - y) <= math.hypot(then[0] - x, then[1] - y):
+                keys[e] = key
+
+    def _wall_motions(self, motions: FloatArray, walls: int) -> FloatArray:
+        """``(walls, 3)`` the rigid motion of every wall for the keyframes' ``motions``: each end moves with the
+        correction of its keyframe (:meth:`_carry`), and the wall takes the motion of the segment between them (it
+        turns with the corridor it lines, not with the last place it was seen from)."""
+        keys = self._end_keys[:walls].copy()
+        unknown = keys < 0
+        keys[unknown] = len(self._anchors) - 1
+        ends = self.slam.segments.segments[:walls].reshape(-1, 2, 2)
+        moved = np.empty_like(ends)
+        for e in range(2):
+            m = motions[keys[:, e]]
+            c, s = np.cos(m[:, 2]), np.sin(m[:, 2])
+            moved[:, e, 0] = c * ends[:, e, 0] - s * ends[:, e, 1] + m[:, 0]
+            moved[:, e, 1] = s * ends[:, e, 0] + c * ends[:, e, 1] + m[:, 1]
+        before, after = ends[:, 1] - ends[:, 0], moved[:, 1] - moved[:, 0]
+        phi = np.arctan2(after[:, 1], after[:, 0]) - np.arctan2(before[:, 1], before[:, 0])
+        phi = np.mod(phi + math.pi, 2.0 * math.pi) - math.pi
+        # a wall of no length, or carried by one keyframe: that keyframe's motion
+        single = (np.hypot(before[:, 0], before[:, 1]) < 1e-6) | (keys[:, 0] == keys[:, 1])
+        phi[single] = motions[keys[single, 0], 2]
+        c, s = np.cos(phi), np.sin(phi)
+        mid, mid_after = ends.mean(axis=1), moved.mean(axis=1)
+        out = np.column_stack(
+            (mid_after[:, 0] - (c * mid[:, 0] - s * mid[:, 1]), mid_after[:, 1] - (s * mid[:, 0] + c * mid[:, 1]), phi)
         )
+        out[single] = motions[keys[single, 0]]
+        return out
 
     def _keyframe(
         self, step: SlamStep, ref: Pose2D, motion: Pose2D, covariance: FloatArray, points: npt.ArrayLike
@@ -215,6 +225,7 @@ class LoopBackEnd:
         self._travelled.append(self._distance)
         self._reference_at_key = ref
         self._since_key = np.zeros((3, 3))
+        self._chain = (0.0, 0.0, 0.0)
         pts = thin(np.asarray(points, dtype=np.float64).reshape(-1, 2), self.params.spacing)
         return Keyframe(index, self._scans, step.pose, pts, motion, covariance, self._distance, step.covariance.copy())
 
@@ -251,19 +262,21 @@ class LoopBackEnd:
             s * pose[0] + c * pose[1] + newest[1] - pose[1],
             newest[2],
         )
-        moved: list[int] = []
         segments = slam.segments
-        for w in range(walls):
-            tx, ty, phi = self._wall_motion(w, motions, anchors)
-            new_alpha = float(slam.filter.wall(w)[0]) + phi
-            delta[POSE_SIZE + WALL_SIZE * w] = phi
-            delta[POSE_SIZE + WALL_SIZE * w + 1] = tx * math.cos(new_alpha) + ty * math.sin(new_alpha)
-            if segments.is_active(w):
-                before = segments.segment(w)
-                segments.transform(w, (tx, ty, phi))
-                if float(np.abs(segments.segment(w) - before).max()) >= _MOVED:
-                    moved.append(w)
+        wall_motions = self._wall_motions(motions, walls)
+        before = segments.segments[:walls]
+        segments.transform_all(wall_motions)
+        # the filter's lines move as the walls' ends do: α + φ, ρ + t·n(α + φ) (the lines the ends were last put
+        # on stand for the filter's, which differ from them by the last scan's correction at most)
+        alpha = segments.lines[:walls, 0]
+        delta[POSE_SIZE::WALL_SIZE] = wall_motions[:, 2]
+        delta[POSE_SIZE + 1 :: WALL_SIZE] = wall_motions[:, 0] * np.cos(alpha) + wall_motions[:, 1] * np.sin(alpha)
+        shifted = np.abs(segments.segments[:walls] - before).max(axis=1) if walls else np.zeros(0)
+        moved = np.flatnonzero((shifted >= _MOVED) & segments.active[:walls]).tolist()
         slam.filter.shift(delta)
+        if self._last_pose is not None:  # the next scan's motion is measured from the corrected pose
+            x, y, theta = self._last_pose
+            self._last_pose = (c * x - s * y + newest[0], s * x + c * y + newest[1], theta + newest[2])
         self._anchors = [_pose(row) for row in target]
         self.corrections += 1
         # the moved walls are checked for their copies a few per scan, the nearest to the robot (where the loop

@@ -9,9 +9,9 @@ keeps what is needed to correct that afterwards:
 1. **Keyframes** (:class:`Keyframe`): every :attr:`LoopParams.keyframe_distance` of travel or
    :attr:`~LoopParams.keyframe_turn` of turn, the filter's pose, the scan's points (laser frame, thinned) and the
    motion from the previous keyframe with its covariance (the scan-matching front end's increments propagated
-   between the two keyframes: what the chain of keyframes knows of each step). The motion is the filter's, unless it
-   disagrees with the front end's beyond a 3-dof gate (the filter jumped when it paired a wall from long ago); then
-   the front end's.
+   between the two keyframes: what the chain of keyframes knows of each step). The motion is the filter's, but over
+   a scan where it disagrees with the front end's beyond a 3-dof gate (the filter jumped when it paired a wall from
+   long ago) the front end's.
 2. **Candidates by place** (:meth:`LoopSearch.add`): keyframes at least :attr:`~LoopParams.min_travel` of travel back
    whose estimated position lies within the search radius of the new keyframe's. The radius grows with the
    uncertainty between the two through the graph: shortest paths (Dijkstra) over the edges' position variances and
@@ -92,6 +92,8 @@ class LoopParams:
         min_inlier_ratio: ... and this fraction of the keyframe's points within ``inlier_distance`` of the submap.
         inlier_distance: m.
         max_rms: the inliers' rms residual at most this, m.
+        weakest_std: the match must fix its least certain direction to this (m, or rad times 1 m): a corridor with a
+            few features along it lets a scan slide by metres for a small loss of fit.
         agree_distance: two starts that end within this (m) ...
         agree_turn: ... and this (rad) found the same pose.
         distinct_margin: the best match must have this fraction of the keyframe's points more inliers than any
@@ -116,6 +118,9 @@ class LoopParams:
         free_space_margin: ... and how much nearer than the other scan's beam a point must be to conflict, m.
         kernel: the closures' Cauchy kernel, in their standard deviations.
         iterations: Gauss-Newton steps per optimisation at most.
+        publish_distance: an optimisation that moved no keyframe by this (m) ...
+        publish_turn: ... nor turned one by this (rad) is not handed to the scan loop (moving the map costs it a
+            full update of the filter); the next one carries it.
         merge_batch: walls moved by a correction checked for copies per scan (the scan loop's cost).
         copy_distance: a moved wall and another seen from the same side that overlap and lie within this of each
             other (m) are one wall (no two parallel faces of a building are so close).
@@ -136,6 +141,7 @@ class LoopParams:
     min_inlier_ratio: float = 0.6
     inlier_distance: float = 0.05
     max_rms: float = 0.03
+    weakest_std: float = 0.02
     agree_distance: float = 0.1
     agree_turn: float = math.radians(2.0)
     distinct_margin: float = 0.05
@@ -145,8 +151,8 @@ class LoopParams:
     pair_tolerance: float = 0.15
     pair_drift: float = 0.02
     pair_turn: float = math.radians(3.0)
-    closure_std: float = 0.03
-    closure_heading_std: float = math.radians(0.5)
+    closure_std: float = 0.05
+    closure_heading_std: float = math.radians(1.0)
     edge_std: float = 0.005
     edge_heading_std: float = math.radians(0.1)
     max_conflicts: float = 0.1
@@ -154,6 +160,8 @@ class LoopParams:
     free_space_margin: float = 0.15
     kernel: float = 3.0
     iterations: int = 20
+    publish_distance: float = 0.02
+    publish_turn: float = math.radians(0.2)
     merge_batch: int = 8
     copy_distance: float = 0.1
 
@@ -171,6 +179,7 @@ class LoopParams:
             "min_inlier_ratio",
             "inlier_distance",
             "max_rms",
+            "weakest_std",
             "agree_distance",
             "agree_turn",
             "local_radius",
@@ -186,6 +195,8 @@ class LoopParams:
             "free_space_bin",
             "free_space_margin",
             "copy_distance",
+            "publish_distance",
+            "publish_turn",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -287,7 +298,8 @@ def match_place(
     submap_points: list[FloatArray],
     guesses: list[Pose2D],
     params: LoopParams,
-    candidate_points: FloatArray | None = None,
+    *,
+    free_space: bool = True,
 ) -> ClosureCheck:
     """Register a keyframe's points on a submap from several starts and say whether it is that place.
 
@@ -297,8 +309,7 @@ def match_place(
         submap_points: their points, each in its own laser frame.
         guesses: starting poses of the keyframe in the candidate's frame.
         params: the thresholds.
-        candidate_points: the candidate's own points (its laser frame), for the free-space test
-            (:func:`free_space_conflicts`); None: no such test.
+        free_space: test the match against the space the submap's scans saw empty (:func:`free_space_conflicts`).
 
     Returns:
         The check: a motion when the match is good, unique, fixes all three degrees of freedom and neither scan
@@ -328,7 +339,8 @@ def match_place(
         return ClosureCheck(None, none, inliers, ratio, rms, f"{inliers} inliers ({100 * ratio:.0f} %), too few")
     if not rms <= params.max_rms:
         return ClosureCheck(None, none, inliers, ratio, rms, f"rms residual {rms:.3f} m")
-    if status == DEGENERATE:
+    weakest = float(np.linalg.eigvalsh(info)[0])
+    if status == DEGENERATE or weakest < 1.0 / params.weakest_std**2:
         return ClosureCheck(None, none, inliers, ratio, rms, "the points leave a direction open (a corridor)")
     for other, _, other_inliers, _, _ in found[1:]:
         if other_inliers < inliers - params.distinct_margin * n:
@@ -336,14 +348,19 @@ def match_place(
         apart = math.hypot(other[0] - pose[0], other[1] - pose[1])
         if apart > params.agree_distance or abs(wrap_angle(other[2] - pose[2])) > params.agree_turn:
             return ClosureCheck(None, none, inliers, ratio, rms, f"ambiguous: two matches {apart:.2f} m apart")
-    if candidate_points is not None:
-        # each scan's points against the space the other scan saw empty, both ways
-        c, s = math.cos(pose[2]), math.sin(pose[2])
-        mine = points @ np.array([[c, s], [-s, c]]) + np.array(pose[:2])
-        back = (candidate_points - np.array(pose[:2])) @ np.array([[c, -s], [s, c]])
-        conflicts, covered = free_space_conflicts(mine, candidate_points, params)
-        more, seen = free_space_conflicts(back, points, params)
-        share = (conflicts + more) / max(covered + seen, 1)
+    if free_space:
+        # the keyframe's points against the space each scan of the submap saw empty, and theirs against its own
+        conflicts = covered = 0
+        for member, pts in zip(submap_poses, submap_points, strict=True):
+            seen_from = relative(member, pose)  # the keyframe in the member's laser frame
+            c, s = math.cos(seen_from[2]), math.sin(seen_from[2])
+            mine = points @ np.array([[c, s], [-s, c]]) + np.array(seen_from[:2])
+            theirs = (pts - np.array(seen_from[:2])) @ np.array([[c, -s], [s, c]])
+            for a, b in ((mine, pts), (theirs, points)):
+                k, n_covered = free_space_conflicts(a, b, params)
+                conflicts += k
+                covered += n_covered
+        share = conflicts / max(covered, 1)
         if share > params.max_conflicts:
             return ClosureCheck(
                 None,
@@ -351,7 +368,7 @@ def match_place(
                 inliers,
                 ratio,
                 rms,
-                f"seen through: {100 * share:.0f} % of the points where the other saw free space",
+                f"seen through: {100 * share:.0f} % of the points where the other scans saw free space",
             )
     floor = np.diag([params.closure_std**2, params.closure_std**2, params.closure_heading_std**2])
     covariance = np.asarray(np.linalg.pinv(info + np.diag([1e-9, 1e-9, 1e-9])), dtype=np.float64) + floor
@@ -411,6 +428,8 @@ class LoopSearch:
         self.keyframes: list[Keyframe] = []
         self._held: list[_Held] = []
         self._edges: list[tuple[int, int, float, float, float]] = []  # (i, j, position var, heading var, travel)
+        self._published = np.zeros((0, 3))
+        self._unpublished = False
         self.accepted = 0
         self.rejected: dict[str, int] = {}
         self.checked = 0
@@ -425,7 +444,8 @@ class LoopSearch:
         """Add a keyframe, look for closures at it, and optimise when one was accepted.
 
         Returns:
-            The optimised keyframe poses when the graph changed, else None.
+            The optimised keyframe poses when the graph changed by :attr:`LoopParams.publish_distance` or
+            :attr:`~LoopParams.publish_turn` at some keyframe since the last correction, else None.
 
         Raises:
             ValueError: a keyframe out of order.
@@ -452,7 +472,27 @@ class LoopSearch:
             self.accepted += 1
         graph.optimise(self.params.iterations)
         self.optimisations += 1
-        return GraphCorrection(graph.poses, graph.closures)
+        poses = graph.poses
+        m = self._published.shape[0]
+        change = poses[:m] - self._published
+        moved = float(np.hypot(change[:, 0], change[:, 1]).max()) if m else math.inf
+        turned = float(np.abs(change[:, 2]).max()) if m else math.inf
+        if moved < self.params.publish_distance and turned < self.params.publish_turn:
+            self._unpublished = True  # too small to move the map for: the next correction carries it
+            return None
+        return self.correction()
+
+    def correction(self) -> GraphCorrection:
+        """The graph's current poses as a correction (the last one is taken as published)."""
+        poses = self.graph.poses
+        self._published = poses
+        self._unpublished = False
+        return GraphCorrection(poses, self.graph.closures)
+
+    @property
+    def unpublished(self) -> bool:
+        """Whether the graph moved since the last correction by less than was worth publishing."""
+        return self._unpublished
 
     def _edge_covariance(self, covariance: FloatArray) -> FloatArray:
         p = self.params
@@ -583,7 +623,7 @@ class LoopSearch:
                 if d <= region:
                     for ux, uy in ((d, 0.0), (-d, 0.0), (0.0, d), (0.0, -d)):
                         guesses.append((estimate[0] + c * ux - s * uy, estimate[1] + s * ux + c * uy, estimate[2]))
-        return match_place(keyframe.points, sub_poses, sub_points, guesses, p, frames[candidate].points)
+        return match_place(keyframe.points, sub_poses, sub_points, guesses, p)
 
 
 def _pose(row: FloatArray) -> Pose2D:

@@ -754,7 +754,9 @@ def run_offline(
     if n:
         estimate[:, 2] = np.unwrap(estimate[:, 2])
     causal = estimate
-    if backend is not None and n:
+    if backend is not None and search is not None and n:
+        if search.unpublished:  # the last optimisation's small change, so the map is the optimised one
+            backend.apply(search.correction())
         backend.tidy()  # the walls the last corrections moved, and those mapped since, checked for copies
         estimate = backend.trajectory()
     return OfflineResult(

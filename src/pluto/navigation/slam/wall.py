@@ -306,6 +306,27 @@ class WallSegments:
         self._facing[index] = (c * fx - s * fy, s * fx + c * fy)
         self._list(index)
 
+    def transform_all(self, motions: npt.ArrayLike) -> None:
+        """:meth:`transform` every wall at once: ``motions`` ``(n, 3)`` holds each wall's (x, y, θ), m and rad."""
+        m = np.asarray(motions, dtype=np.float64).reshape(-1, 3)
+        n = self._count
+        if m.shape[0] != n:
+            raise ValueError(f"{m.shape[0]} motions for {n} walls")
+        c, s = np.cos(m[:, 2]), np.sin(m[:, 2])
+        e = self._ends[:n]
+        x1 = c * e[:, 0] - s * e[:, 1] + m[:, 0]
+        y1 = s * e[:, 0] + c * e[:, 1] + m[:, 1]
+        x2 = c * e[:, 2] - s * e[:, 3] + m[:, 0]
+        y2 = s * e[:, 2] + c * e[:, 3] + m[:, 1]
+        self._ends[:n] = np.column_stack((x1, y1, x2, y2))
+        alpha = self._lines[:n, 0] + m[:, 2]
+        rho = self._lines[:n, 1] + m[:, 0] * np.cos(alpha) + m[:, 1] * np.sin(alpha)
+        self._lines[:n] = np.column_stack((alpha, rho))
+        f = self._facing[:n]
+        self._facing[:n] = np.column_stack((c * f[:, 0] - s * f[:, 1], s * f[:, 0] + c * f[:, 1]))
+        for index in np.flatnonzero(self._active[:n]).tolist():
+            self._list(index)
+
     def to_wall_map(self, cell: float = 2.0) -> WallMap:
         """The active walls as the pose module's map (to localize on what was mapped)."""
         return WallMap.from_segments(self._ends[: self._count][self.active], cell=cell)
