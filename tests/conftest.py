@@ -220,7 +220,10 @@ def bus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    for name in ("PLUTO_CONNECT", "PLUTO_MODE", "PLUTO_LISTEN", "PLUTO_CONFIG", "PLUTO_MULTICAST"):
+    for name in (
+        *("PLUTO_CONNECT", "PLUTO_MODE", "PLUTO_LISTEN", "PLUTO_CONFIG", "PLUTO_MULTICAST"),
+        *("PLUTO_TLS", "PLUTO_TLS_CA", "PLUTO_TLS_CERT", "PLUTO_TLS_KEY"),
+    ):
         monkeypatch.delenv(name, raising=False)
     return values
 

@@ -393,3 +393,57 @@ def test_sessions_at_the_rendezvous_are_listed_while_their_processes_live(
     assert registered_sessions(cfg) == set()
     assert not path.parent.exists()
     assert register_session(BusConfig(robot="r", connect=["tcp/127.0.0.1:7447"]), "cc") is None  # a client
+
+
+# -- a machine's certificate, for a secure router -------------------------------------------------------------------
+
+
+def test_tls_is_a_folder_or_three_paths_and_the_environment_overrides_each(tmp_path: Path) -> None:
+    folder = tmp_path / "tls"
+    connect = {"connect": ["tls/10.0.0.1:7447"]}
+    from_folder = bus_config({**connect, "tls": str(folder)}, env={}).tls
+    assert from_folder is not None
+    assert (from_folder.ca, from_folder.cert, from_folder.key) == tuple(
+        str(folder / name) for name in ("ca.pem", "cert.pem", "key.pem")
+    )
+    table = {"ca": "/etc/ca.pem", "cert": "/etc/me.pem", "key": "/etc/me.key"}
+    assert bus_config({**connect, "tls": table}, env={}).tls == from_folder.__class__(**table)
+    env = {"PLUTO_CONNECT": "tls/10.0.0.1:7447", "PLUTO_TLS": str(folder), "PLUTO_TLS_KEY": "/elsewhere/key.pem"}
+    over = bus_config({"tls": table}, env=env).tls
+    assert over is not None
+    assert (over.ca, over.key) == (str(folder / "ca.pem"), "/elsewhere/key.pem")
+    relative = bus_config({}, env={"PLUTO_TLS_CA": "ca.pem", "PLUTO_TLS_CERT": "c.pem", "PLUTO_TLS_KEY": "k.pem"}).tls
+    assert relative is not None and Path(relative.ca).is_absolute()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"tls": {"ca": "/ca.pem"}}, "bus.tls needs ca, cert and key: cert, key missing"),
+        ({"tls": 3}, "expected a folder"),
+        ({"tls": "/x", "connect": ["tcp/10.0.0.1:7447"]}, "use tls/10.0.0.1:7447"),
+        ({"connect": ["tls/10.0.0.1:7447"]}, "a tls/ endpoint needs this machine's certificate"),
+    ],
+    ids=["partial", "not-a-folder", "tcp-with-tls", "tls-without"],
+)
+def test_tls_settings_that_cannot_work_are_refused(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        bus_config(table, env={})
+
+
+def test_the_zenoh_configuration_of_a_machine_with_a_certificate() -> None:
+    cfg = bus_config({"connect": ["tls/10.0.0.1:7447"], "tls": "/m"}, env={})
+    entries = zenoh_config_json(cfg)
+    assert entries["transport/link/tls/root_ca_certificate"] == "/m/ca.pem"
+    assert entries["transport/link/tls/connect_certificate"] == "/m/cert.pem"
+    assert entries["transport/link/tls/connect_private_key"] == "/m/key.pem"
+    assert entries["transport/link/tls/enable_mtls"] is True
+    assert "transport/link/tls/root_ca_certificate" not in zenoh_config_json(BusConfig())
+
+
+def test_a_module_started_by_a_machine_with_a_certificate_gets_it() -> None:
+    from pluto.runtime import launcher
+
+    cfg = bus_config({"connect": ["tls/10.0.0.1:7447"], "tls": "/m"}, env={})
+    assert bus_config({}, launcher.bus_environment(cfg)).tls == cfg.tls
+    assert bus_config({}, launcher.bus_environment(BusConfig())).tls is None

@@ -14,6 +14,13 @@ the addresses they listen on, which other machines often cannot reach (a peer li
 and a peer linked only to the router is not sent what the router's other peers write. ``mode = "peer"`` with a
 reachable ``listen`` address suits machines that all reach each other; ``mode = "router"`` makes the process a router
 itself (a robot's own router that links to another).
+
+On a network that is not trusted the router runs secure (``pluto router --secure``): it listens on ``tls/``
+endpoints, admits only machines holding a certificate of the robot's CA, and lets each do what its role allows
+(:mod:`pluto.bus.certs`, :mod:`pluto.bus.access`). Every other process then connects to a ``tls/`` endpoint with
+its machine's CA certificate, certificate and key (``tls``: a folder made by ``pluto certs add``, or the three
+paths; ``PLUTO_TLS``, ``PLUTO_TLS_CA``, ``PLUTO_TLS_CERT``, ``PLUTO_TLS_KEY``). The local rendezvous of one machine
+stays on the loopback and needs none of it.
 """
 
 from __future__ import annotations
@@ -43,8 +50,36 @@ ENVIRONMENT = {
     "PLUTO_RENDEZVOUS": "loopback endpoint where local processes meet (default tcp/127.0.0.1:7448; empty: none)",
     "PLUTO_MULTICAST": "1 to also discover peers by UDP multicast scouting (default 0)",
     "PLUTO_LEASE": "seconds a link that brings nothing is kept before it is closed (default 10)",
+    "PLUTO_TLS": "folder of this machine's certificate (from pluto certs add): ca.pem, cert.pem, key.pem",
+    "PLUTO_TLS_CA": "the robot's CA certificate, for tls/ endpoints (overrides PLUTO_TLS's ca.pem)",
+    "PLUTO_TLS_CERT": "this machine's certificate, for tls/ endpoints (overrides PLUTO_TLS's cert.pem)",
+    "PLUTO_TLS_KEY": "this machine's private key, for tls/ endpoints (overrides PLUTO_TLS's key.pem)",
 }
 """The bus's environment variables and what each sets (they override the ``[bus]`` table)."""
+
+
+TLS_FILES = {"ca": "ca.pem", "cert": "cert.pem", "key": "key.pem"}
+"""The files of a machine's folder made by ``pluto certs add``, by their settings in ``[bus.tls]``."""
+
+
+class TlsFiles(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A machine's TLS files (absolute paths), for links to a secure router.
+
+    Attributes:
+        ca: the robot's CA certificate (PEM): the router's certificate must be signed by it.
+        cert: this machine's certificate (PEM), signed by the CA; its common name is the machine's name.
+        key: this machine's private key (PEM).
+    """
+
+    ca: str
+    cert: str
+    key: str
+
+    @classmethod
+    def folder(cls, path: str | os.PathLike[str]) -> TlsFiles:
+        """The files of a folder made by ``pluto certs add`` (``ca.pem``, ``cert.pem``, ``key.pem``)."""
+        where = Path(path).expanduser().absolute()
+        return cls(**{field: str(where / name) for field, name in TLS_FILES.items()})
 
 
 class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -66,6 +101,9 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             module that stopped stepping by its MOM entries. A starved process (a busy laptop: its Zenoh thread
             waiting for the CPU or for Python's lock) reads its links late, so a short lease closed links between
             live processes; a closed link is opened again (see :func:`zenoh_config_json`).
+        tls: this machine's certificate, for ``tls/`` endpoints in ``connect`` (a secure router); None: none. In
+            the file either a folder made by ``pluto certs add`` (``tls = "~/.config/pluto/tls"``) or a table of
+            the three paths (``[bus.tls]`` with ``ca``, ``cert``, ``key``).
     """
 
     robot: str = DEFAULT_ROBOT
@@ -76,6 +114,7 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     mode: str = "auto"
     connect_timeout: float = 2.0
     lease: float = 10.0
+    tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:
         if not self.robot or any(c in self.robot for c in "/*$?#@ "):
@@ -88,6 +127,17 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             raise ConfigError(f"bus.lease {self.lease!r}: expected seconds from 0.1 to 3600")
         if self.mode == "client" and not self.connect:
             raise ConfigError("bus.mode 'client' needs bus.connect (the router's endpoint)")
+        for endpoint in self.connect:
+            if self.tls is not None and endpoint.startswith("tcp/"):
+                raise ConfigError(
+                    f"bus.connect {endpoint}: bus.tls is set, so the router is a secure one: use "
+                    f"tls/{endpoint.removeprefix('tcp/')} (a plain tcp/ link would go unencrypted)"
+                )
+            if self.tls is None and endpoint.startswith("tls/"):
+                raise ConfigError(
+                    f"bus.connect {endpoint}: a tls/ endpoint needs this machine's certificate: set bus.tls or "
+                    "PLUTO_TLS to the folder `pluto certs add` made for this machine"
+                )
 
     @property
     def zenoh_mode(self) -> str:
@@ -105,7 +155,8 @@ def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None
     """Build the bus settings from a ``[bus]`` table overridden by the environment.
 
     Environment: ``PLUTO_ROBOT``, ``PLUTO_CONNECT`` (comma-separated), ``PLUTO_MODE``, ``PLUTO_LISTEN``
-    (comma-separated), ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0), ``PLUTO_LEASE`` (s); see
+    (comma-separated), ``PLUTO_RENDEZVOUS``, ``PLUTO_MULTICAST`` (1/0), ``PLUTO_LEASE`` (s), ``PLUTO_TLS`` (a
+    folder), ``PLUTO_TLS_CA``, ``PLUTO_TLS_CERT``, ``PLUTO_TLS_KEY`` (files, each over the folder's); see
     :data:`ENVIRONMENT`.
 
     Raises:
@@ -130,10 +181,36 @@ def bus_config(section: dict[str, Any] | None = None, env: dict[str, str] | None
             merged["lease"] = float(env["PLUTO_LEASE"])
         except ValueError:
             raise ConfigError(f"PLUTO_LEASE {env['PLUTO_LEASE']!r}: expected seconds") from None
+    tls = _tls_table(merged.get("tls"))
+    if env.get("PLUTO_TLS"):
+        tls = msgspec.structs.asdict(TlsFiles.folder(env["PLUTO_TLS"]))
+    files = {"ca": env.get("PLUTO_TLS_CA"), "cert": env.get("PLUTO_TLS_CERT"), "key": env.get("PLUTO_TLS_KEY")}
+    for field, path in files.items():
+        if path:
+            tls = {**(tls or {}), field: str(Path(path).expanduser().absolute())}
+    if tls is not None:
+        missing = [field for field in TLS_FILES if not tls.get(field)]
+        if missing:
+            raise ConfigError(
+                f"bus.tls needs ca, cert and key: {', '.join(missing)} missing (or give the folder `pluto certs "
+                'add` made: tls = "<folder>", PLUTO_TLS=<folder>)'
+            )
+        merged["tls"] = tls
     try:
         return msgspec.convert(merged, BusConfig)
     except msgspec.ValidationError as err:
         raise ConfigError(f"[bus] {err}") from None
+
+
+def _tls_table(value: Any) -> dict[str, Any] | None:
+    """The ``tls`` setting of a ``[bus]`` table as a table of absolute paths (a folder's files for a string)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return msgspec.structs.asdict(TlsFiles.folder(value)) if value else None
+    if isinstance(value, dict):
+        return {k: str(Path(v).expanduser().absolute()) if isinstance(v, str) and v else v for k, v in value.items()}
+    raise ConfigError(f"[bus] tls: expected a folder (a string) or a table of ca, cert and key, got {value!r}")
 
 
 def _tcp_port_free(endpoint: str) -> bool:
@@ -241,6 +318,15 @@ def zenoh_config_json(cfg: BusConfig, owner: bool = False) -> dict[str, Any]:
         # watchdog threads).
         "transport/shared_memory/enabled": False,
     }
+    if cfg.tls is not None:
+        # Mutual TLS: the router's certificate must be signed by the robot's CA and name the address connected to
+        # (Zenoh checks the name by default); this machine shows its own. A link stays up no longer than the
+        # certificates on it are valid.
+        entries["transport/link/tls/root_ca_certificate"] = cfg.tls.ca
+        entries["transport/link/tls/connect_certificate"] = cfg.tls.cert
+        entries["transport/link/tls/connect_private_key"] = cfg.tls.key
+        entries["transport/link/tls/enable_mtls"] = True
+        entries["transport/link/tls/close_link_on_expiration"] = True
     if cfg.connect:
         entries["connect/endpoints"] = list(cfg.connect)
         entries["connect/timeout_ms"] = int(cfg.connect_timeout * 1000)

@@ -225,6 +225,14 @@ class StateWriter(Generic[M]):
         self._pending_since = 0.0  # monotonic time of the oldest of them
         self._flags = COMMAND if self.command else 0
         self._bus = bus
+        self._refused = ""  # why the router drops what this writer writes (a viewer's machine), "" if it does not
+        if bus.role == "viewer":
+            self._refused = (
+                f"{name}: this machine is enrolled as a viewer ({bus.machine}), and the router drops what a viewer "
+                "writes"
+            )
+            if not self.command:
+                log.warning("%s", self._refused)
         self._key = bus.key(name)
         self._lock = threading.Lock()
         self._latest: tuple[bytes, float, int, int] | None = None  # (payload, write time, seq, flags)
@@ -252,9 +260,12 @@ class StateWriter(Generic[M]):
 
         Raises:
             TypeError: ``msg`` is not of the interface's type.
+            BusError: a command written on a viewer's machine (the router would drop it).
         """
         if type(msg) is not self.type:
             raise TypeError(f"{self.name} carries {self.type.__name__}, not {type(msg).__name__}")
+        if self._refused and self.command:
+            raise BusError(f"cannot command {self._refused}")
         data = msgs.encode(msg)
         now = time.time()
         gate = self._bus.gate
@@ -1046,11 +1057,23 @@ class Bus:
         config: bus settings; by default from the environment (``PLUTO_ROBOT``, ``PLUTO_CONNECT``, ...).
 
     Raises:
-        BusError: the session could not be opened (for instance the router in ``connect`` is unreachable).
+        BusError: the session could not be opened (for instance the router in ``connect`` is unreachable, or it
+            refused this machine's certificate: the message says why).
+        ConfigError: a TLS file of ``config.tls`` is missing, damaged, expired or not from its CA.
     """
 
     def __init__(self, config: BusConfig | None = None) -> None:
         self.config = config or bus_config()
+        self.machine = ""
+        """The name in this machine's certificate (``config.tls``), "" without one."""
+        self.role = ""
+        """The role in this machine's certificate: "robot", "viewer" (the router lets it read only, see
+        :mod:`pluto.bus.access`) or "" without one."""
+        if self.config.tls is not None:
+            from pluto.bus.tls import check_files
+
+            identity = check_files(self.config.tls)
+            self.machine, self.role = identity.name, identity.role
         self.robot = self.config.robot
         self.prefix = f"pluto/{self.robot}"
         self.drops = _DropCounter()
@@ -1104,6 +1127,13 @@ class Bus:
 
     def _open_error(self, err: Exception) -> BusError:
         where = ", ".join(self.config.connect) or ", ".join(self.config.listen)
+        if self.config.tls is not None:
+            # Zenoh only says it could not connect: a handshake of our own tells why.
+            from pluto.bus.tls import diagnose
+
+            reasons = [reason for reason in (diagnose(e, self.config.tls) for e in self.config.connect) if reason]
+            if reasons:
+                return BusError(f"cannot open the bus at {where}: {'; '.join(reasons)}")
         hint = " (is `pluto router` running there?)" if self.config.connect else ""
         return BusError(f"cannot open the bus at {where}{hint}: {err}")
 
@@ -1441,12 +1471,22 @@ class Bus:
         Raises:
             BusTimeout: no reply within ``timeout`` seconds (no module serves it, or it is too slow).
             RemoteError: the service replied with an error.
+            BusError: this machine is a viewer's and the service is not one a viewer may call
+                (:data:`pluto.bus.access.VIEWER_SERVICES`).
         """
         with self.executor.blocking():  # a handler or callback may call a service of its own process
             reply: T = self._call(name, request, reply_type, timeout)
         return reply
 
     def _call(self, name: str, request: Any, reply_type: type[T] | Any, timeout: float) -> T:
+        if self.role == "viewer":
+            from pluto.bus.access import viewer_may_call
+
+            if not viewer_may_call(name):
+                raise BusError(
+                    f"cannot call {name}: this machine is enrolled as a viewer ({self.machine}), and the router "
+                    "lets a viewer call only the services that read"
+                )
         payload = msgspec.msgpack.encode(request) if request is not None else None
         deadline = time.monotonic() + timeout
         key = self.service_key(name)

@@ -22,6 +22,7 @@ from pluto.cli import (
     avoid_cmd,
     call_cmd,
     catalog_cmd,
+    certs_cmd,
     demo_cmd,
     dmu_sim,
     drive_cmd,
@@ -101,6 +102,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     param_cmd.register,  # param
     catalog_cmd.register,  # modules, profiles
     router_cmd.register,  # router
+    certs_cmd.register,  # certs
     p2os_sim.register,  # p2os-sim
     sick_sim.register,  # sick-sim
     dmu_sim.register,  # dmu-sim

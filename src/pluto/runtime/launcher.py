@@ -112,9 +112,10 @@ PARENT_ENV = "PLUTO_PARENT_PID"
 def bus_environment(cfg: BusConfig) -> dict[str, str]:
     """The ``PLUTO_*`` environment variables that put a child process on the bus ``cfg`` describes.
 
-    A module started by another process joins its starter's bus (robot, router, rendezvous, discovery), whether the
-    starter took those settings from its command line, its environment or its configuration file. The rest of the
-    ``[bus]`` table, and what each process listens on, the child reads from the configuration file as usual.
+    A module started by another process joins its starter's bus (robot, router, certificate, rendezvous, discovery),
+    whether the starter took those settings from its command line, its environment or its configuration file. The
+    rest of the ``[bus]`` table, and what each process listens on, the child reads from the configuration file as
+    usual.
     """
     return {
         "PLUTO_ROBOT": cfg.robot,
@@ -124,6 +125,10 @@ def bus_environment(cfg: BusConfig) -> dict[str, str]:
         "PLUTO_RENDEZVOUS": cfg.rendezvous,  # empty: no local rendezvous
         "PLUTO_MULTICAST": "1" if cfg.multicast else "0",
         "PLUTO_LEASE": f"{cfg.lease:g}",
+        # The machine's certificate for a secure router (empty: none, or the file's).
+        "PLUTO_TLS_CA": cfg.tls.ca if cfg.tls else "",
+        "PLUTO_TLS_CERT": cfg.tls.cert if cfg.tls else "",
+        "PLUTO_TLS_KEY": cfg.tls.key if cfg.tls else "",
     }
 
 
