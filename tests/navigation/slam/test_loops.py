@@ -212,6 +212,50 @@ def test_walls_and_the_pose_move_with_their_keyframes_correction() -> None:
         backend.apply(GraphCorrection(np.zeros((3, 3)), 0))
 
 
+def _drive(
+    backend: LoopBackEnd, poses: list[tuple[float, float, float]], fronts: list[tuple[float, float, float]]
+) -> list[Keyframe]:
+    """Steps of a filter at ``poses`` whose front end says ``fronts`` (2 cm and 0.5° of increment noise); the
+    keyframes made."""
+    increment = np.diag([0.02**2, 0.02**2, math.radians(0.5) ** 2])
+    made = []
+    for pose, front in zip(poses, fronts, strict=True):
+        step = SlamStep(pose, np.eye(3) * 1e-4, (), 0.0, (), (), 0, 0)
+        keyframe = backend.observe(step, front, increment, np.zeros((0, 2)))
+        if keyframe is not None:
+            made.append(keyframe)
+    return made
+
+
+def test_a_jump_of_the_filter_stays_out_of_the_chain_and_the_trajectory() -> None:
+    """The filter jumps 1 m sideways at scan 12 (it paired walls from long ago): the chain of keyframes and the
+    trajectory on it follow the front end over that scan, and go on with the filter's motion after it."""
+    fronts = [(0.1 * k, 0.0, 0.0) for k in range(30)]
+    poses = [(0.1 * k, 0.0 if k < 12 else 1.0, 0.0) for k in range(30)]
+    backend = LoopBackEnd(_slam_with_a_wall(), keep_trajectory=True)
+    search = LoopSearch()
+    for keyframe in _drive(backend, poses, fronts):
+        assert search.add(keyframe) is None  # no place seen twice
+    assert backend.jumps == 1
+    steps = np.hypot(*np.diff(backend.trajectory(search.graph.poses)[:, :2], axis=0).T)
+    assert steps.max() == pytest.approx(0.1, abs=1e-9)
+    assert search.graph.poses[-1] == pytest.approx([2.5, 0.0, 0.0])  # the keyframes 0.5 m apart on the chain
+    assert backend.trajectory(search.graph.poses)[-1] == pytest.approx([2.9, 0.0, 0.0])
+
+
+def test_a_correction_is_no_jump_for_the_next_scan() -> None:
+    slam = _slam_with_a_wall()
+    backend = LoopBackEnd(slam, keep_trajectory=True)
+    _drive(backend, [(0.1 * k, 0.0, 0.0) for k in range(8)], [(0.1 * k, 0.0, 0.0) for k in range(8)])
+    assert backend.keyframes == 2
+    backend.apply(GraphCorrection(np.array([[0.0, 0.0, 0.0], [0.5, 0.3, 0.1]]), 1))
+    # keyframe 1 was made at (0.5, 0, 0) and the last scan at (0.7, 0, 0): it is now 0.2 m ahead of (0.5, 0.3, 0.1)
+    last = compose((0.5, 0.3, 0.1), (0.2, 0.0, 0.0))
+    moved = [compose(last, (0.1 * k, 0.0, 0.0)) for k in range(1, 5)]
+    _drive(backend, moved, [(0.1 * k, 0.0, 0.0) for k in range(8, 12)])
+    assert backend.jumps == 0
+
+
 def test_the_worker_searches_off_the_callers_thread() -> None:
     callers = {threading.get_ident()}
     seen: list[int] = []

@@ -367,12 +367,23 @@ class LoopBackEnd:
         """Walls moved by a correction and not yet checked for copies."""
         return len(self._unchecked)
 
-    def trajectory(self) -> FloatArray:
-        """``(n, 3)`` every scan's pose on its keyframe's current (optimised) pose (``keep_trajectory`` only), θ
-        continuous."""
+    def trajectory(self, keyframes: npt.ArrayLike | None = None) -> FloatArray:
+        """``(n, 3)`` every scan's pose on the chain from its keyframe (``keep_trajectory`` only), θ continuous.
+
+        Args:
+            keyframes: ``(k, 3)`` the keyframes' poses on the chain (the pose graph's, optimised or not: the filter's
+                own poses at keyframes made after it jumped are not on the chain); None: their poses in the filter's
+                frame as it is now (the optimised ones where a correction was applied).
+
+        Raises:
+            ValueError: fewer keyframe poses than keyframes.
+        """
         if not self._scan_keyframe:
             return np.zeros((0, 3))
-        rows = [compose(self._anchors[k], rel) for k, rel in zip(self._scan_keyframe, self._scan_relative, strict=True)]
+        anchors = self._anchors if keyframes is None else [_pose(row) for row in np.asarray(keyframes)]
+        if len(anchors) < len(self._anchors):
+            raise ValueError(f"{len(anchors)} keyframe poses for {len(self._anchors)} keyframes")
+        rows = [compose(anchors[k], rel) for k, rel in zip(self._scan_keyframe, self._scan_relative, strict=True)]
         out = np.array(rows, dtype=np.float64)
         out[:, 2] = np.unwrap(out[:, 2])
         return out

@@ -758,7 +758,7 @@ def run_offline(
         if search.unpublished:  # the last optimisation's small change, so the map is the optimised one
             backend.apply(search.correction())
         backend.tidy()  # the walls the last corrections moved, and those mapped since, checked for copies
-        estimate = backend.trajectory()
+        estimate = backend.trajectory(search.graph.poses)
     return OfflineResult(
         log,
         estimate,
