@@ -14,9 +14,11 @@ and over pairs 5 m of travel apart, and by the absolute trajectory error after a
 
 * ``pluto``: :func:`pluto.navigation.slam.offline.run_offline`, the compressed EKF over walls, one scan at a time,
   moved by the odometry refined by its scan-matching front end (point-to-line ICP on the last key scans,
-  :mod:`pluto.navigation.slam.scanmatch`); time per scan is the process's CPU time of the scan matching, the line
-  extraction and the filter. Its cost per scan as the map grows is shown by the mean of each fifth of the log and
-  drawn against the scan index (``--plot``).
+  :mod:`pluto.navigation.slam.scanmatch`), with its loop-closing back end (keyframes, closures checked by scan
+  matching, a pose graph, :mod:`pluto.navigation.slam.loops`); time per scan is the process's CPU time of the scan
+  matching, the line extraction, the filter and the back end (which the slam module runs on a thread of its own).
+  ``filter`` is the same without the back end. Its cost per scan as the map grows is shown by the mean of each
+  fifth of the log and drawn against the scan index (``--plot``).
 * ``icp+gtsam``: scan-matching odometry by point-to-point ICP between consecutive scans (scipy's KD-tree, started from
   the noisy odometry's increment, trimmed: the worst 20 % of the pairs are left out), then loop closures: every 5th
   scan is matched with the nearest scan more than 30 scans older within 2 m on the current estimate; a match whose
@@ -46,6 +48,7 @@ from pluto.navigation.slam.metrics import absolute_trajectory_error, relative_po
 from pluto.navigation.slam.offline import (  # noqa: E402
     OdometryNoise,
     OfflineLog,
+    OfflineParams,
     perturb_odometry,
     read_log,
     run_offline,
@@ -214,7 +217,12 @@ def main() -> None:
         )
         span = "untimed" if log.duration is None else f"{log.duration:.0f} s"
         lines.append(row(name, "odometry", result.odometry, log.reference, 0.0, f"{n} scans, {span}"))
-        lines.append(row(name, "pluto", result.estimate, log.reference, result.cpu_time / n))
+        closures = 0 if result.search is None else result.search.accepted
+        lines.append(
+            row(name, "pluto", result.estimate, log.reference, result.cpu_time / n, f"{closures} loop closures")
+        )
+        alone = run_offline(log, noise=noise, seed=args.seed, params=OfflineParams(loops=None))
+        lines.append(row(name, "filter", alone.estimate, log.reference, alone.cpu_time / n, "no loop closing"))
         odometry = perturb_odometry(log.odometry, noise, np.random.default_rng(args.seed))
         begin = time.process_time()
         graph, closures = pose_graph(log, odometry)

@@ -198,6 +198,12 @@ def run_offline_command(args: argparse.Namespace) -> int:
         timing = f"{n} scans over {log.duration:.1f} s of log in {result.cpu_time:.2f} s of processing "
         timing += f"({per_scan}, {factor:.1f}x real time)"
     print(f"{timing}; odometry noise {model}")
+    if result.search is not None and result.backend is not None:
+        print(
+            f"loop closing: {result.backend.keyframes} keyframes, {result.search.accepted} closures of "
+            f"{result.search.checked} places checked, {result.backend.corrections} corrections applied, "
+            f"{result.backend.merged} walls merged ({float(result.backend_times.sum()):.2f} s of the processing)"
+        )
     if log.reference is None:
         print("the log has no reference trajectory: no error against it")
     else:
