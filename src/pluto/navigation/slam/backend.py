@@ -15,13 +15,18 @@ loop. This side does what must happen between two scans, at a cost that does not
   kept on the chain from its keyframe (the smoothed trajectory).
 - :meth:`LoopBackEnd.apply`, when the back end has optimised: each keyframe's correction is the rigid motion from
   where the scan loop last knew it to its optimised pose (keyframes made since the optimisation take the newest
-  optimised one's). Every wall moves with the correction of its keyframe, in the filter's state
+  optimised one's). Each end of a wall moves with the correction of its keyframe and the wall takes the rigid
+  motion of the segment between them (a long wall turns with the corridor it lines), in the filter's state
   (:meth:`CompressedWallEKF.shift <pluto.navigation.slam.compressed.CompressedWallEKF.shift>`: the mean only; the
   covariance keeps what the filter knows of the walls relative to each other) and in the walls' ends
-  (:meth:`WallSegments.transform <pluto.navigation.slam.wall.WallSegments.transform>`); the filter's pose moves with
-  the newest keyframe's. Walls seen twice across the closed loop now lie on each other, and the filter's own test
-  merges them (:meth:`WallSlam.merge_duplicates <pluto.navigation.slam.core.WallSlam.merge_duplicates>`, the moved
-  walls against those near them): one straight wall where two parallel copies were.
+  (:meth:`WallSegments.transform_all <pluto.navigation.slam.wall.WallSegments.transform_all>`), in one vectorised
+  pass; the filter's pose moves with the newest keyframe's. Walls seen twice across the closed loop now lie on each
+  other. The moved walls are checked for their copies :attr:`~pluto.navigation.slam.loops.LoopParams.merge_batch`
+  per scan, the nearest to the robot first (:meth:`LoopBackEnd.check_merges`): the filter's own test
+  (:meth:`WallSlam.merge_duplicates <pluto.navigation.slam.core.WallSlam.merge_duplicates>`, the moved walls against
+  those near them), then any two walls seen from the same side that overlap within
+  :attr:`~pluto.navigation.slam.loops.LoopParams.copy_distance` of each other are folded into one: one straight wall
+  where two parallel copies were. :meth:`LoopBackEnd.tidy` checks every wall so before a map is saved.
 
 :class:`LoopWorker` runs a :class:`~pluto.navigation.slam.loops.LoopSearch` on a thread of its own (the slam
 module): keyframes go in through a queue, the newest correction comes back, and no scan waits for a search or an

@@ -16,27 +16,33 @@ keeps what is needed to correct that afterwards:
    whose estimated position lies within the search radius of the new keyframe's. The radius grows with the
    uncertainty between the two through the graph: shortest paths (Dijkstra) over the edges' position variances and
    heading variances, the heading's times the travel between them (a heading error turns the whole way after it),
-   and no more than the filter's own position uncertainty at the two keyframes (its walls hold the drift that the
-   increments alone would let grow); 3 σ, at least :attr:`~LoopParams.min_radius`, at most
-   :attr:`~LoopParams.max_radius`. A closed loop shortens
-   the paths, so the next pass searches a small region again. At most :attr:`~LoopParams.candidates` are checked per
-   keyframe, the nearest first, spread at least :attr:`~LoopParams.candidate_spacing` of travel apart.
+   and no more than :attr:`~LoopParams.filter_inflation` times the filter's own position uncertainty at the two
+   keyframes (its walls hold the drift that the increments alone would let grow); 3 σ, at least
+   :attr:`~LoopParams.min_radius`, at most :attr:`~LoopParams.max_radius`. A closed loop shortens the paths, so the
+   next pass searches a small region again. At most :attr:`~LoopParams.candidates` are checked per keyframe, the
+   nearest first, spread at least :attr:`~LoopParams.candidate_spacing` of travel apart.
 3. **Check** (:func:`match_place`): the new keyframe's points registered (the front end's point-to-line ICP,
    :func:`~pluto.navigation.slam.scanmatch.register`, without a prior) on a submap of the candidate and its
    neighbours (the keyframes of the same pass within :attr:`~LoopParams.submap_travel`), started from the estimated
-   relative pose and from the keyframe put on the candidate's position (the estimate can be metres off), each
-   coarse (pairs within 1 m) then fine. A match is believed when enough of the scan's points are inliers
-   (:attr:`~LoopParams.min_inlier_ratio`, :attr:`~LoopParams.min_inliers`), their rms residual is small, the points
-   fix all three degrees of freedom (not a bare corridor), and every start that converged converged to the same pose
-   (a place that matches in two ways is ambiguous and gives nothing).
+   relative pose, from the keyframe put on the candidate's position (the estimate can be metres off) and, in a
+   region wider than :attr:`~LoopParams.local_radius`, from :attr:`~LoopParams.search_offsets` ahead, behind and to
+   either side of the estimate, each coarse (pairs within 1 m) then fine. A match is believed when enough of the
+   scan's points are inliers (:attr:`~LoopParams.min_inlier_ratio`, :attr:`~LoopParams.min_inliers`), their rms
+   residual is small, the points fix every direction to :attr:`~LoopParams.weakest_std` (a corridor with a few
+   features lets a scan slide along it), no start found another pose nearly as good
+   (:attr:`~LoopParams.distinct_margin`: a place that matches in two ways gives nothing), and at most
+   :attr:`~LoopParams.max_conflicts` of the points of the keyframe and of the submap's scans lie where the other
+   side saw free space (:func:`free_space_conflicts`: a wall where the submap saw a doorway is another place that
+   looks alike).
 4. **Consistency**: the match must agree with the graph's estimate within the search region's own uncertainty
    (a Mahalanobis gate); a closure whose region is wider than :attr:`~LoopParams.local_radius` (the loop is long
    enough for a similar-looking place to fit in it) is held until a second closure from a later keyframe agrees
    with it (the two together and the chains between them make a cycle whose error must be within
    :attr:`~LoopParams.pair_tolerance`); a closure left alone is dropped. A false closure is worse than none.
 5. **Optimisation**: each accepted closure is a robust edge of the pose graph (:mod:`pluto.navigation.slam.posegraph`)
-   and the graph is optimised; the result (:class:`GraphCorrection`) goes to the scan loop, which moves the walls
-   and the filter (:mod:`pluto.navigation.slam.backend`).
+   and the graph is optimised; when it moved a keyframe by :attr:`~LoopParams.publish_distance` or
+   :attr:`~LoopParams.publish_turn` the result (:class:`GraphCorrection`) goes to the scan loop, which moves the
+   walls and the filter (:mod:`pluto.navigation.slam.backend`).
 
 Nothing here reads a clock, the bus or a file; a :class:`LoopSearch` belongs to one thread (the back end's worker).
 """
