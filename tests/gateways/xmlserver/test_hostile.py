@@ -95,7 +95,7 @@ def test_attacks_are_refused_and_harm_no_one(
             seen = seq
         assert commands.read() is None  # the refused write never reached the bus
 
-        stats = {c.peer.rsplit(":", 1)[1]: c for c in server.server.stats().clients}
+        stats = {c.peer.rsplit(":", 1)[1]: c for c in server.server.stats(timeout=30.0).clients}
         hostile = stats[str(attacker.sock.getsockname()[1])]
         assert hostile.bad_documents >= len(attacks)
         assert hostile.queued_bytes < 64 * 1024
@@ -169,7 +169,7 @@ def test_values_out_of_range_are_refused_with_the_field_and_counted(
         assert client.request('<call service="test/echo"><array><float>0.5</float></array></call>').tag == "reply"
         assert calls == [[0.5]]  # the refused calls never reached the service
 
-        stats = server.server.stats()
+        stats = server.server.stats(timeout=30.0)
         (mine,) = stats.clients
         assert mine.out_of_range == len(cases) + 3 == stats.out_of_range
         assert mine.bad_documents == 0  # a value out of range is a good document with a bad value
@@ -200,7 +200,7 @@ def test_with_a_token_nothing_is_served_before_the_auth(bus: Bus) -> None:
             reply = client.request(request)
             assert error_code(reply) == "unauthorized", request
             assert "auth" in reply.get("reason", "") and len(reply) == 0, reply.attrib
-        assert server.stats().topics == []  # the refused subscription subscribed to nothing on the bus
+        assert server.stats(timeout=30.0).topics == []  # the refused subscription subscribed to nothing on the bus
         assert error_code(client.request('<auth token="wrong"/>')) == "unauthorized"
         assert error_code(client.request('<read name="Base/Drive/State"/>')) == "unauthorized"
         assert client.updates == []  # no update came in all that time
@@ -238,11 +238,11 @@ def test_a_thousand_wrong_tokens_are_checked_a_few_times_and_logged_a_few_lines(
                 reply = guesser.request(f'<auth token="guess {i}"/>')
                 replies[error_code(reply)] += 1
             clock.t += 0.001
-        stats = server.stats()
+        stats = server.stats(timeout=30.0)
         # checked at 0 s and 0.5 s (the back-off doubles: the next is due at 1.5 s); the rest refused unchecked
         assert replies == {"unauthorized": 2, "rate-limited": 998}, replies
         assert (stats.auth_failures, stats.auth_refused) == (2, 998)
-        wait_until(lambda: server.stats().clients == [], message="the guessers are gone")
+        wait_until(lambda: server.stats(timeout=30.0).clients == [], message="the guessers are gone")
         lines = [r.getMessage() for r in caplog.records if r.name == "pluto.xmlserver"]
         about_tokens = [m for m in lines if "wrong token" in m]
         counts = f"{len(lines)} log lines, {len(about_tokens)} about tokens"
@@ -268,7 +268,7 @@ def test_a_thousand_wrong_tokens_are_checked_a_few_times_and_logged_a_few_lines(
 def wait_seen(server: XmlServer, count: int) -> None:
     """Wait until the server has taken in (served or refused) ``count`` connections since it started."""
     wait_until(
-        lambda: server.stats().connections + server.stats().refused >= count,
+        lambda: server.stats(timeout=30.0).connections + server.stats(timeout=30.0).refused >= count,
         timeout=60.0,
         message=f"the server takes in {count} connections",
     )
@@ -297,8 +297,11 @@ def test_three_hundred_idle_sockets_lock_no_one_out(bus: Bus) -> None:
             with XmlClient(server.address, source="127.0.0.1") as newcomer:
                 newcomer.start()
                 assert newcomer.request('<read name="Base/Drive/State"/>').tag == "value"
-            wait_until(lambda: len(server.stats().clients) == 10, message="the newcomer is gone, the idle ones stay")
-            stats = server.stats()
+            wait_until(
+                lambda: len(server.stats(timeout=30.0).clients) == 10,
+                message="the newcomer is gone, the idle ones stay",
+            )
+            stats = server.stats(timeout=30.0)
             assert (stats.evicted, stats.refused) == (290, 0)
             assert sorted(int(c.peer.rsplit(":", 1)[1]) for c in stats.clients) == sorted(
                 client.sock.getsockname()[1] for client in idle[290:]
@@ -331,7 +334,7 @@ def test_three_hundred_idle_sockets_from_the_clients_own_address_do_not_lock_it_
                 reason = notice.get("reason", "")
                 assert "at most 64 connections from 127.0.0.1" in reason and "makes room" in reason, reason
                 assert batch[0].closed_by_server()
-            stats = server.stats()
+            stats = server.stats(timeout=30.0)
             assert stats.refused == 0
             assert stats.evicted >= 3 * 300 - 64, stats.evicted  # every idle socket but the last 64 made room
             assert stats.connections == 3 * 301
@@ -364,7 +367,9 @@ def test_a_newcomer_evicts_the_longest_silent_connection_not_authenticated_or_su
     with XmlServer(bus, settings, monotonic=clock) as server, contextlib.ExitStack() as stack:
 
         def later() -> None:
-            server.stats()  # a turn of the server's loop: the replies sent so far are counted as taken, then
+            server.stats(
+                timeout=30.0
+            )  # a turn of the server's loop: the replies sent so far are counted as taken, then
             clock.t += 1.0
 
         a = joined(stack.enter_context(XmlClient(server.address)))
@@ -389,7 +394,7 @@ def test_a_newcomer_evicts_the_longest_silent_connection_not_authenticated_or_su
         evicted(a, "with no subscription and silent for 1.0 s")
         for client in (d, e):  # the others are served on
             assert client.request("<list/>").tag == "listing"
-        stats = server.stats()
+        stats = server.stats(timeout=30.0)
         assert (stats.evicted, stats.refused) == (3, 1)
 
 
@@ -409,7 +414,7 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
             # slowly enough that the socket's buffers hold what comes while the test looks elsewhere
             assert reader.request('<subscribe name="Base/Drive/State" rate="2"/>').tag == "subscribed"
             assert hog.request('<subscribe name="Sick/Scan" rate="100"/>').tag == "subscribed"
-            server.stats()  # a turn of the server's loop: what it sent so far is counted as taken, then
+            server.stats(timeout=30.0)  # a turn of the server's loop: what it sent so far is counted as taken, then
             clock.t += 1.0
             for client in idle[1:]:  # the first idle one is now the one silent longest
                 assert error_code(client.request('<unsubscribe name="Sick/Scan"/>')) == "not-subscribed"
@@ -419,13 +424,16 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
                 assert error_code(notice) == "too-many-clients" and "8" in notice.get("reason", ""), notice.attrib
                 assert idle[0].closed_by_server()
                 assert late.request("<list/>").tag == "listing"
-            wait_until(lambda: len(server.stats().clients) == 7, message="the evicted one and the late one are gone")
+            wait_until(
+                lambda: len(server.stats(timeout=30.0).clients) == 7,
+                message="the evicted one and the late one are gone",
+            )
             # the hog reads nothing: wait until its buffers are full (updates are skipped, and nothing more is sent)
             hog_port = hog.sock.getsockname()[1]
             seen: list[tuple[int, int]] = []
 
             def hog_stuck() -> bool:
-                (stats,) = [c for c in server.stats().clients if c.peer.endswith(f":{hog_port}")]
+                (stats,) = [c for c in server.stats(timeout=30.0).clients if c.peer.endswith(f":{hog_port}")]
                 seen.append((stats.bytes_sent, stats.updates_skipped))
                 return len(seen) > 1 and seen[-1][0] == seen[-2][0] and seen[-1][1] > seen[-2][1] + 2
 
@@ -439,7 +447,7 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
                 assert "30 s" in doc.get("reason", ""), doc.attrib
                 assert client.closed_by_server()
             wait_until(
-                lambda: [c.subscriptions for c in server.stats().clients] == [["Base/Drive/State"]],
+                lambda: [c.subscriptions for c in server.stats(timeout=30.0).clients] == [["Base/Drive/State"]],
                 timeout=30.0,
                 message="the idle ones and the hog are closed, the reader is not",
             )
@@ -447,7 +455,7 @@ def test_idle_clients_are_closed_saying_why_and_readers_are_not(bus: Bus) -> Non
             count = len(reader.updates)
             reader.wait_updates(count + 3)
             assert reader.request("<list/>").tag == "listing"
-            stats = server.stats()
+            stats = server.stats(timeout=30.0)
             assert (stats.idle_closed, stats.evicted, stats.refused) == (6, 1, 0)
             with XmlClient(server.address) as newcomer:  # there is room again
                 newcomer.start()
@@ -607,7 +615,7 @@ def test_fuzz_while_a_well_behaved_client_is_served(bus: Bus) -> None:
             fuzzer.close()
         updates = len(good.updates)
         good.wait_updates(updates + 2)  # its subscription still streams
-        stats = server.stats()
+        stats = server.stats(timeout=30.0)
         counts["out of range refused"] = stats.out_of_range
         counts["wrong tokens checked"] = stats.auth_failures
         counts["token attempts refused in the back-off"] = stats.auth_refused
