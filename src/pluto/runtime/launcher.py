@@ -263,12 +263,14 @@ def wait_publishing(
     began = time.monotonic()
     starting = threading.Event()  # the module says it is starting now
     said = threading.Event()  # it said so at some point
+    stopped_saying = [0.0]  # when it last stopped saying so (monotonic s)
 
     def on_starting(present: bool) -> None:
         if present:
             starting.set()
             said.set()
         else:
+            stopped_saying[0] = time.monotonic()
             starting.clear()
 
     def check_process() -> None:
@@ -296,7 +298,7 @@ def wait_publishing(
                     line = last_line(log_path) if log_path is not None else ""
                     notice(f"{bus_name} is still starting after {now - began:.0f} s" + (f": {line}" if line else ""))
                     next_notice = now + NOTICE_PERIOD
-            elif now >= deadline:
+            elif now >= max(deadline, stopped_saying[0] + timeout):  # time from when it stopped saying so
                 why = " (it had said it was starting)" if said.is_set() else ""
                 raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s{why}")
     finally:
