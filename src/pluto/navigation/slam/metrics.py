@@ -172,7 +172,25 @@ def pose_pairs(reference: npt.ArrayLike, distance: float | None = None) -> tuple
 
 
 @dataclass(frozen=True)
-class RelativePoseError:
+class _Errors:
+    """Per-pair or per-pose errors: translation (m) and rotation (rad), with their summaries."""
+
+    translation: FloatArray
+    rotation: FloatArray
+
+    @property
+    def translation_summary(self) -> ErrorSummary:
+        """The translational (position) errors, m."""
+        return ErrorSummary(self.translation)
+
+    @property
+    def rotation_summary(self) -> ErrorSummary:
+        """The rotational (heading) errors, rad."""
+        return ErrorSummary(self.rotation)
+
+
+@dataclass(frozen=True)
+class RelativePoseError(_Errors):
     """The relative pose error of a trajectory: E = (δ*)⁻¹·δ for each pair (see the module docstring).
 
     Attributes:
@@ -181,24 +199,12 @@ class RelativePoseError:
         unmatched: pairs that could not be formed (relations whose stamps name no scan), left out of the figures.
     """
 
-    translation: FloatArray
-    rotation: FloatArray
     unmatched: int = 0
 
     @property
     def pairs(self) -> int:
         """Number of pairs."""
         return int(self.translation.size)
-
-    @property
-    def translation_summary(self) -> ErrorSummary:
-        """The translational errors, m."""
-        return ErrorSummary(self.translation)
-
-    @property
-    def rotation_summary(self) -> ErrorSummary:
-        """The rotational errors, rad."""
-        return ErrorSummary(self.rotation)
 
     @property
     def translation_mean(self) -> float:
@@ -411,7 +417,7 @@ def align_trajectory(estimate: npt.ArrayLike, reference: npt.ArrayLike) -> Float
 
 
 @dataclass(frozen=True)
-class AbsoluteTrajectoryError:
+class AbsoluteTrajectoryError(_Errors):
     """The absolute trajectory error after a rigid alignment (see the module docstring).
 
     Attributes:
@@ -420,24 +426,12 @@ class AbsoluteTrajectoryError:
         alignment: the rigid motion applied to the estimate (x m, y m, φ rad).
     """
 
-    translation: FloatArray
-    rotation: FloatArray
     alignment: FloatArray
 
     @property
     def poses(self) -> int:
         """Number of poses."""
         return int(self.translation.size)
-
-    @property
-    def translation_summary(self) -> ErrorSummary:
-        """The position errors, m."""
-        return ErrorSummary(self.translation)
-
-    @property
-    def rotation_summary(self) -> ErrorSummary:
-        """The heading errors, rad."""
-        return ErrorSummary(self.rotation)
 
     @property
     def rmse(self) -> float:
