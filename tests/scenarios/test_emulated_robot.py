@@ -25,7 +25,7 @@ from pluto.sim.world import WORLDS_DIR
 from tests.helpers import free_tcp_port
 from tests.scenarios.stack import Collector
 
-pytestmark = [pytest.mark.scenario, pytest.mark.slow]
+pytestmark = pytest.mark.scenario
 
 START = (3.0, 10.0, 0.0)
 GOAL = (6.0, 10.5)
