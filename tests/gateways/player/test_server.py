@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pluto.gateways.player.devices import DeviceKey, DeviceSpec
 from pluto.gateways.player.protocol import BANNER, HEADER, STX, DataMode, Header, MsgType, encode_message
-from pluto.gateways.player.server import ConfigRefused, PlayerServer
+from pluto.gateways.player.server import ConfigRefused, PlayerServer, RateLimitedLog
 from pluto.gateways.player.session import Sample
 from pluto.gateways.player.structs import (
     AuthRequest,
@@ -552,3 +552,25 @@ def test_fuzzed_server_still_serves(fuzz_target: tuple[PlayerServer, PlayerClien
         assert fresh.device_list() == [(4, 0), (30, 0), (6, 0), (5, 0)]
     with pytest.raises(PlayerClientError):
         PlayerClient(port=1).connect()
+
+
+def test_log_lines_about_one_address_and_kind_are_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    note = RateLimitedLog(logging.getLogger("pluto.test.player"), 10.0, lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="pluto.test.player"):
+        for i in range(5):
+            note("10.0.0.1", "wrong AUTH key", f"failure {i + 1}")
+        note("10.0.0.2", "wrong AUTH key", "failure 1")  # another address has its own lines
+        assert [r.getMessage() for r in caplog.records] == [
+            "player: wrong AUTH key from 10.0.0.1: failure 1",
+            "player: wrong AUTH key from 10.0.0.2: failure 1",
+        ]
+        note.flush()  # the interval is not over: the count waits
+        assert len(caplog.records) == 2
+        now[0] = 10.0
+        note.flush()
+        assert caplog.records[-1].getMessage() == "player: wrong AUTH key from 10.0.0.1: 4 more in the last 10 s"
+        now[0] = 25.0
+        note("10.0.0.1", "wrong AUTH key", "failure 6")
+        assert caplog.records[-1].getMessage() == "player: wrong AUTH key from 10.0.0.1: failure 6"
+    assert note.lines == 4

@@ -19,7 +19,8 @@ Connections are a shared resource, guarded beyond what the 1.5 server did:
   connection in the way holds a device is the newcomer refused.
 - *Failed authentication* (a wrong AUTH key) blocks the address for a growing time (``auth_backoff`` s, doubled at
   each failure up to ``auth_backoff_max``): meanwhile its new connections are refused and what its open
-  connections send before authenticating is not even read as an attempt: they are closed.
+  connections send before authenticating is not even read as an attempt: they are closed. The back-off is the
+  one the XML and web gateways use (:class:`pluto.gateways.guard.AuthLimiter`).
 
 Player 1.5 has no message that says why a connection is refused: a refused connection gets the banner (so a client
 sees a server, not a dead port) and is closed at once, and the reason goes to the log. Log lines about one address
@@ -56,6 +57,7 @@ from dataclasses import dataclass
 from typing import Protocol, Self
 
 from pluto.errors import PlutoError
+from pluto.gateways.guard import AuthLimiter, LogLimiter
 from pluto.gateways.player.devices import DEVICES, DeviceKey, DeviceSpec
 from pluto.gateways.player.protocol import BANNER, NEED_DATA, Access, ConnectionClosed, Message, PlayerConnection
 from pluto.gateways.player.session import (
@@ -159,23 +161,16 @@ def _totals(session: SessionStatistics, conn: PlayerConnection) -> list[int]:
     return [getattr(session, name) for name in _SESSION_TOTALS] + [getattr(conn, name) for name in _CONNECTION_TOTALS]
 
 
-@dataclass
-class _LogEntry:
-    until: float
-    count: int
-    last: str
-
-
 class RateLimitedLog:
-    """Log lines rate-limited per address and kind: the first line is logged at once, the next ones within
-    ``interval`` s only counted, and the count logged in one line when the interval is over (at the next line of
-    that address and kind, or at :meth:`flush`, whichever comes first).
+    """Log lines rate-limited per address and kind (:class:`pluto.gateways.guard.LogLimiter`, one line per
+    ``interval``): the first line is logged at once, the next ones within the interval only counted, and the count
+    logged with the next line of that address and kind, or at :meth:`flush` once the interval is over.
 
     Args:
         logger: where the lines go.
         interval: s between two lines of one address and kind.
         monotonic: the clock, s.
-        max_keys: (address, kind) pairs remembered at most (the oldest is summed up and forgotten first).
+        max_keys: (address, kind) pairs remembered at most (the one used longest ago is forgotten first).
     """
 
     def __init__(
@@ -188,55 +183,24 @@ class RateLimitedLog:
         self.logger = logger
         self.interval = interval
         self.monotonic = monotonic
-        self.max_keys = max_keys
         self.lines = 0
         """Lines logged."""
-        self._entries: dict[tuple[str, str], _LogEntry] = {}
+        self._limiter: LogLimiter[tuple[str, str]] = LogLimiter(interval, 1, max_keys)
 
     def __call__(self, address: str, kind: str, message: str) -> None:
         """Note one event of ``kind`` (a few words: "refused", "wrong key") from ``address``."""
-        now = self.monotonic()
-        key = (address, kind)
-        entry = self._entries.get(key)
-        if entry is not None and now < entry.until:
-            entry.count += 1
-            entry.last = message
+        held = self._limiter.note((address, kind), self.monotonic())
+        if held is None:
             return
-        if entry is not None:
-            self._sum_up(key, self._entries.pop(key))
-        elif len(self._entries) >= self.max_keys:
-            oldest = next(iter(self._entries))
-            self._sum_up(oldest, self._entries.pop(oldest))
-        self._entries[key] = _LogEntry(now + self.interval, 0, message)
         self.lines += 1
-        self.logger.warning("player: %s from %s: %s", kind, address, message)
+        more = f" ({held} more since the last line)" if held else ""
+        self.logger.warning("player: %s from %s: %s%s", kind, address, message, more)
 
     def flush(self) -> None:
-        """Log the counts of the pairs whose interval is over, and forget them."""
-        now = self.monotonic()
-        for key, entry in list(self._entries.items()):
-            if now >= entry.until:
-                del self._entries[key]
-                self._sum_up(key, entry)
-
-    def _sum_up(self, key: tuple[str, str], entry: _LogEntry) -> None:
-        if entry.count:
+        """Log the counts held back of the pairs whose interval is over."""
+        for (address, kind), count in self._limiter.flush(self.monotonic()):
             self.lines += 1
-            self.logger.warning(
-                "player: %s from %s: %d more in the last %g s (the last: %s)",
-                key[1],
-                key[0],
-                entry.count,
-                self.interval,
-                entry.last,
-            )
-
-
-@dataclass
-class _AuthFailures:
-    count: int
-    blocked_until: float
-    last: float
+            self.logger.warning("player: %s from %s: %d more in the last %g s", kind, address, count, self.interval)
 
 
 class _Client(asyncio.Protocol):
@@ -494,7 +458,7 @@ class PlayerServer:
         self._clients: dict[int, _Client] = {}
         self._clients_lock = threading.Lock()  # statistics() reads the clients from other threads
         self._writers: dict[DeviceKey, set[int]] = {}
-        self._auth: dict[str, _AuthFailures] = {}
+        self._auth = AuthLimiter(auth_backoff, auth_backoff_max, forget=2.0 * auth_backoff_max)
         self._ids = itertools.count(1)
         self._counts = dict.fromkeys(
             (
@@ -676,35 +640,19 @@ class PlayerServer:
 
     def auth_blocked(self, address: str) -> bool:
         """Connections from ``address`` are refused for now (it sent wrong keys)."""
-        failures = self._auth.get(address)
-        return failures is not None and self.monotonic() < failures.blocked_until
+        return self._auth.wait(address, self.monotonic()) > 0.0
 
     def auth_failed(self, address: str) -> None:
         """``address`` sent a wrong key: block it for a time that doubles with each failure."""
         now = self.monotonic()
-        failures = self._auth.get(address)
-        if failures is None:
-            if len(self._auth) >= 4096:
-                self._forget_auth_failures(now, everything_unblocked=True)
-            failures = self._auth[address] = _AuthFailures(0, now, now)
-        failures.count += 1
-        failures.last = now
-        delay = min(self.auth_backoff * 2.0 ** min(failures.count - 1, 60), self.auth_backoff_max)
-        failures.blocked_until = now + delay
+        delay = self._auth.failed(address, now)
         self._counts["auth_failures"] += 1
-        self.note(address, "wrong AUTH key", f"failure {failures.count}; the address is blocked for {delay:g} s")
+        failures = self._auth.failures(address, now)
+        self.note(address, "wrong AUTH key", f"failure {failures}; the address is blocked for {delay:g} s")
 
     def auth_succeeded(self, address: str) -> None:
         """``address`` sent the right key: its failures are forgotten."""
-        self._auth.pop(address, None)
-
-    def _forget_auth_failures(self, now: float, everything_unblocked: bool = False) -> None:
-        # An address that has kept quiet for twice the longest block starts again from the shortest one.
-        for address, failures in list(self._auth.items()):
-            if now >= failures.blocked_until and (
-                everything_unblocked or now - failures.last >= 2.0 * self.auth_backoff_max
-            ):
-                del self._auth[address]
+        self._auth.succeeded(address)
 
     def run_in_worker(self, request: Configure) -> asyncio.Future[bytes]:
         loop = asyncio.get_running_loop()
@@ -725,7 +673,6 @@ class PlayerServer:
             await asyncio.sleep(period)
             try:
                 self._close_idle()
-                self._forget_auth_failures(self.monotonic())
                 self.note.flush()
             except Exception:
                 log.exception("player: housekeeping failed")
