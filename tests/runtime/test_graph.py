@@ -163,3 +163,15 @@ def test_a_module_that_wrote_once_has_handed_over_and_does_not_fight() -> None:
     both_correct = [post("pose", 51, 40), post("slam", 52, 30)]
     [warning] = mom.writer_warnings(mom.interface_uses(both_correct, NOW))
     assert warning.startswith("warning: Localization/Post_Pose has 2 writers in the last 10 s: pose, slam")
+
+
+def test_columns_follow_the_requirements_and_a_circle_is_drawn_not_refused() -> None:
+    assert graph.build_graph(stack(), NOW).modules == {"avoid": 2, "base": 0, "drive": 1, "mute": 0}
+    circle = [
+        mom.MomRow(name, msgs.ModuleInfo(name=name, requires=[needs]))
+        for name, needs in (("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"))
+    ]
+    columns = graph.build_graph(circle, NOW).modules
+    assert sorted(columns) == ["a", "b", "c", "d"]
+    assert sorted(columns[n] for n in "abc") == [0, 1, 2]  # the circle opened at one place, a chain of three
+    assert columns["d"] == columns["a"] + 1

@@ -10,6 +10,7 @@ recent writer is drawn in red, as MOM warns of it. Everything here is pure: rows
 
 from __future__ import annotations
 
+import graphlib
 import html
 from dataclasses import dataclass
 
@@ -29,17 +30,19 @@ class Graph:
 def _depths(rows: list[MomRow]) -> dict[str, int]:
     """Column of each module: 0 if it requires no running module, else one more than the deepest it requires."""
     requires = {row.name: [r for r in (row.info.requires if row.info else []) if r != row.name] for row in rows}
+    graph = {name: [r for r in needs if r in requires] for name, needs in sorted(requires.items())}
+    while True:
+        try:
+            order = list(graphlib.TopologicalSorter(graph).static_order())
+            break
+        except graphlib.CycleError as err:
+            # Modules that require each other in a circle (the launcher refuses such a profile, but the graph draws
+            # whatever runs): the circle's last requirement is drawn as one that goes back.
+            cycle = err.args[1]  # each one a requirement of the next
+            graph[cycle[1]].remove(cycle[0])
     depth: dict[str, int] = {}
-
-    def visit(name: str, path: frozenset[str]) -> int:
-        if name in depth:
-            return depth[name]
-        found = [visit(r, path | {name}) + 1 for r in requires.get(name, []) if r in requires and r not in path]
-        depth[name] = max(found, default=0)
-        return depth[name]
-
-    for name in sorted(requires):
-        visit(name, frozenset())
+    for name in order:
+        depth[name] = max((depth[r] + 1 for r in graph[name]), default=0)
     return depth
 
 
