@@ -11,6 +11,7 @@ the end of the stream, and the counts of bytes received and skipped; a decoder f
 
 from __future__ import annotations
 
+import abc
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class ConnectionClosed:
     truncated: int = 0
 
 
-class StreamDecoder(Generic[E]):
+class StreamDecoder(abc.ABC, Generic[E]):
     """The stream side of a byte decoder: feed bytes, take events, end the stream.
 
     A subclass decodes :attr:`_buffer` in :meth:`_process` (called after every feed): it appends what it decoded to
@@ -107,9 +108,9 @@ class StreamDecoder(Generic[E]):
             if isinstance(event, ConnectionClosed):
                 return
 
+    @abc.abstractmethod
     def _process(self) -> None:
         """Decode what :attr:`_buffer` holds (see the class)."""
-        raise NotImplementedError
 
     def _end_of_stream(self) -> None:
         """The stream ends: decode what the rest of :attr:`_buffer` still holds (by default, nothing)."""

@@ -29,12 +29,14 @@ the executor's lock; :meth:`StateReader.wait_for_update` takes the reader's lock
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import heapq
 import logging
 import math
 import os
 import queue
+import re
 import secrets
 import struct
 import threading
@@ -129,12 +131,39 @@ def write_time(attachment: zenoh.ZBytes | None) -> float:
     return write_stamp(attachment)[0]
 
 
+ZENOH_QUIET = "error,zenoh::api::handlers=off"
+"""Zenoh's own log unless asked for more: its errors, but not the one a reply handler logs when its receiver was
+dropped before a late reply came ("sending on a closed channel": harmless, and printed before a command's output)."""
+
+
+def zenoh_log_filter(level: int) -> str:
+    """What Zenoh's own log (Rust's tracing, on stderr) shows in a process whose ``zenoh`` logger (Python's
+    :mod:`logging`) has the effective level ``level``: Zenoh's debug lines at DEBUG (``pluto -vv``), its info at
+    INFO, else only its errors (:data:`ZENOH_QUIET`). ``RUST_LOG`` set by the user wins."""
+    if level <= logging.DEBUG:
+        return "debug"
+    if level <= logging.INFO:
+        return "info"
+    return ZENOH_QUIET
+
+
+_RUST_SOURCE = re.compile(r"\s+at\s+\S+\.rs:\d+(:\d+)?\.?")
+_SINGLE = re.compile(r"Single\(([^()]*)\)")
+
+
+def zenoh_reason(err: BaseException) -> str:
+    """Zenoh's error in words a user reads: without the places in Zenoh's Rust sources it names (``at
+    /root/.cargo/.../orchestrator.rs:388``) and with its endpoint lists written plainly."""
+    text = _SINGLE.sub(r"\1", _RUST_SOURCE.sub("", str(err))).strip()
+    return text.rstrip(".") or type(err).__name__
+
+
 def _start_zenoh_log() -> None:
     global _zenoh_log_started
     if not _zenoh_log_started:
         _zenoh_log_started = True
         with contextlib.suppress(Exception):
-            zenoh.init_log_from_env_or("error")
+            zenoh.init_log_from_env_or(zenoh_log_filter(logging.getLogger("zenoh").getEffectiveLevel()))
 
 
 class _Meter:
@@ -381,7 +410,7 @@ class StateWriter(Generic[M]):
                 entity.undeclare()
 
 
-class _Receiver(Generic[M]):
+class _Receiver(abc.ABC, Generic[M]):
     """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``."""
 
     def __init__(
@@ -476,10 +505,10 @@ class _Receiver(Generic[M]):
         """Whether this receiver follows the command rule (no late delivery, values expire after ``max_age``)."""
         return self.max_age is not None
 
+    @abc.abstractmethod
     def _take(self, value: M) -> None:
         """A value is let through to this receiver's user (at once, or when the lock-step releases it): count it
         (``received``), note its arrival for a command (``arrival``) and make it visible."""
-        raise NotImplementedError
 
     def _stale(self, arrival: float) -> bool:
         """A command that arrived at ``arrival`` (this receiver's clock) is too old now, or from before a jump back."""
@@ -504,7 +533,7 @@ class _Receiver(Generic[M]):
                 self._bus.key(self.name), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE
             )
         except zenoh.ZError as err:
-            raise BusError(f"cannot query {self.name}: {err}") from err
+            raise BusError(f"cannot query {self.name}: {zenoh_reason(err)}") from err
         for reply in replies:
             if reply.ok is None:
                 continue
@@ -1135,7 +1164,7 @@ class Bus:
             if reasons:
                 return BusError(f"cannot open the bus at {where}: {'; '.join(reasons)}")
         hint = " (is `pluto router` running there?)" if self.config.connect else ""
-        return BusError(f"cannot open the bus at {where}{hint}: {err}")
+        return BusError(f"cannot open the bus at {where}{hint}: {zenoh_reason(err)}")
 
     def _open(self, owner: bool) -> zenoh.Session:
         # Zenoh's runtimes start on the first session; Pluto's processes hold one session with little traffic, so
@@ -1496,7 +1525,7 @@ class Bus:
             try:
                 replies = self.query(key, payload=payload, timeout=max(remaining, 0.001))
             except zenoh.ZError as err:
-                raise BusError(f"cannot call {name}: {err}") from err
+                raise BusError(f"cannot call {name}: {zenoh_reason(err)}") from err
             for reply in replies:
                 if reply.ok is not None:
                     try:

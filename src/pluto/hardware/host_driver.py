@@ -30,6 +30,7 @@ are built on it.
 
 from __future__ import annotations
 
+import abc
 import threading
 from types import TracebackType
 from typing import ClassVar, Self
@@ -42,7 +43,7 @@ _JOIN_SLACK = 2.0
 """s that close() waits for the reader beyond one reader period."""
 
 
-class HostDriver:
+class HostDriver(abc.ABC):
     """The base of a host driver: one reader thread, :meth:`connect`, :meth:`close` once; a context manager.
 
     Subclasses set :attr:`error` and fill :meth:`connect`, :meth:`_run` and :meth:`_release`.
@@ -65,13 +66,13 @@ class HostDriver:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def connect(self) -> None:
         """Open the device and start the reader (:meth:`_start_reader`).
 
         Raises:
             PlutoError: (the driver's :attr:`error`) the driver was closed, or the device cannot be reached.
         """
-        raise NotImplementedError
 
     def close(self) -> None:
         """Stop the reader thread, then release the device (:meth:`_release`). Idempotent; safe from any thread."""
@@ -96,11 +97,11 @@ class HostDriver:
 
     # -- hooks ----------------------------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _run(self) -> None:
         """The reader thread: read the device until :attr:`_closing` is set."""
-        raise NotImplementedError
 
-    def _release(self) -> None:
+    def _release(self) -> None:  # noqa: B027 (an optional hook)
         """The reader has stopped (or close() runs on it): leave the device quiet, close it, wake the waiters."""
 
     # -- for the driver -------------------------------------------------------------------------------------------

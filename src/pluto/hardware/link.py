@@ -28,6 +28,7 @@ radio modem.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import math
@@ -302,7 +303,7 @@ def open_link(transport: Transport, host: str = "127.0.0.1", port: int = 0) -> L
 # ------------------------------------------------------------------------------------------------ serving
 
 
-class LinkServer:
+class LinkServer(abc.ABC):
     """A device served on a link in a background thread (or the caller's); a context manager.
 
     Subclasses fill :meth:`_serve`. The link noise may be changed while serving.
@@ -500,12 +501,12 @@ class LinkServer:
         noise = self.link_noise
         return noise.apply(data) if data and noise is not None else data
 
-    def _on_open(self, link: Link) -> None:
+    def _on_open(self, link: Link) -> None:  # noqa: B027 (an optional hook)
         """A hook: the link was just opened (before any serving)."""
 
+    @abc.abstractmethod
     def _serve(self, link: Link, stop: threading.Event) -> None:
         """The serving loop: move bytes between ``link`` and the device until ``stop`` is set."""
-        raise NotImplementedError
 
 
 class SteppedServer(LinkServer):
@@ -539,13 +540,13 @@ class SteppedServer(LinkServer):
         self.tick = tick
         self._clock = clock
 
+    @abc.abstractmethod
     def _receive(self, data: bytes, now: float) -> None:
         """Hand the host's bytes, read at ``now``, to the device."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _output(self, now: float) -> bytes:
         """Step the device to ``now`` and take what it has to send."""
-        raise NotImplementedError
 
     def _due(self) -> float:
         """When the device has bytes due before its next tick, by the clock (inf: none)."""

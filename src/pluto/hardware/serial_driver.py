@@ -32,6 +32,7 @@ The port is opened with ``serial.serial_for_url``, so a device path, ``socket://
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import math
@@ -175,13 +176,13 @@ class SerialDriver(HostDriver):
 
     # -- hooks ----------------------------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _session(self, port: SerialPort) -> None:
         """Talk to the device on a newly opened ``port`` until the link is lost (return) or the port fails (raise).
 
         Call :meth:`_link_up` once the device answered, :meth:`_heard_at` for every good data, :meth:`_fail` for
         a handshake that failed; return when :attr:`_closing` is set.
         """
-        raise NotImplementedError
 
     def _session_ended(self, port: SerialPort) -> None:
         """The session on ``port`` ended (the port is still open, maybe broken); e.g. leave the device quiet."""

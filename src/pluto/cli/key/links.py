@@ -10,6 +10,7 @@ them off its screen thread; everything else only writes a command and returns at
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any, ClassVar
 
@@ -60,7 +61,7 @@ class WristProxy(Proxy):
         )
 
 
-class Link:
+class Link(abc.ABC):
     """A page's link to its module.
 
     Args:
@@ -97,8 +98,9 @@ class Link:
         if self.proxy is None:
             self.proxy = self._open(timeout)
 
+    @abc.abstractmethod
     def _open(self, timeout: float) -> Any:
-        raise NotImplementedError
+        """Open the proxy of the module (within ``timeout`` s)."""
 
     def act(self, action: str, values: tuple[float, ...], now: float) -> None:
         """Carry out ``action`` (with the numbers typed for it) at ``now`` (s, monotonic).
@@ -127,7 +129,7 @@ class Link:
         if movement is not None and self.proxy is not None:
             self.send(movement)
 
-    def send(self, movement: Movement) -> None:
+    def send(self, movement: Movement) -> None:  # noqa: B027 (an optional hook)
         """Send a movement command (pages that move the robot)."""
 
     def stop(self) -> None:
