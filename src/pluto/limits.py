@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from pluto import msgs, names
+from pluto.errors import PlutoError
 
 __all__ = [
     "COVARIANCE_TOLERANCE",
@@ -56,7 +57,7 @@ COVARIANCE_TOLERANCE = 1e-6
 absolute, for one of zeros): the rounding of a filter's arithmetic, never a real asymmetry or a negative variance."""
 
 
-class LimitError(ValueError):
+class LimitError(PlutoError, ValueError):
     """A value is out of range; the message names the interface, the field, the value and the range."""
 
 

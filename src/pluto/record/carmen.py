@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pluto import __version__, msgs, names
+from pluto.errors import PlutoError
 from pluto.geometry import angle_difference
 from pluto.record.format import LogError
 from pluto.record.writer import LogWriter
@@ -74,7 +75,7 @@ REAR_LASER = names.SICK_REAR_SCAN_MM
 MAX_BEAMS = 10_000
 
 
-class CarmenLineError(ValueError):
+class CarmenLineError(PlutoError, ValueError):
     """A line of a CARMEN log that does not parse; the message says why."""
 
 

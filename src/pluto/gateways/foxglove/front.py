@@ -44,6 +44,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pluto.errors import PlutoError
 from pluto.gateways.serving import ProtocolListener, ServerRunner
 
 __all__ = [
@@ -91,7 +92,7 @@ _REASONS: Final = {
 }
 
 
-class BadHandshake(Exception):
+class BadHandshake(PlutoError):
     """A handshake the front refuses, with the HTTP status to answer and the reason to give."""
 
     def __init__(self, status: int, reason: str) -> None:

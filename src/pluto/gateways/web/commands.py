@@ -29,6 +29,7 @@ from typing import Final, TypeAlias
 import msgspec
 
 from pluto import limits, msgs, names
+from pluto.errors import PlutoError
 from pluto.movement.motion.core import MOVETO
 
 __all__ = [
@@ -60,7 +61,7 @@ DEADMAN_TIMEOUT: Final = 0.5
 """s without a repetition after which the server stops the robot itself."""
 
 
-class CommandError(ValueError):
+class CommandError(PlutoError, ValueError):
     """A request that cannot be carried out: malformed, out of range, or not allowed without the token."""
 
 

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from pluto.codec import NEED_DATA, NeedData
+from pluto.errors import PlutoError
 
 __all__ = [
     "ACK_BASE",
@@ -184,7 +185,7 @@ _POS_STATE = struct.Struct("<fBB")
 _MAX_EVENTS = 256
 
 
-class PowerCubeError(ValueError):
+class PowerCubeError(PlutoError, ValueError):
     """A request the codec refuses to encode (a module address, parameter or value out of the protocol)."""
 
 
