@@ -175,3 +175,25 @@ def test_columns_follow_the_requirements_and_a_circle_is_drawn_not_refused() -> 
     assert sorted(columns) == ["a", "b", "c", "d"]
     assert sorted(columns[n] for n in "abc") == [0, 1, 2]  # the circle opened at one place, a chain of three
     assert columns["d"] == columns["a"] + 1
+
+
+def test_one_module_and_one_interface_are_counted_in_the_singular() -> None:
+    alone = [mom.MomRow("base", msgs.ModuleInfo(name="base", provides=[stats("Base/Drive/State", "Odometry", 10)]))]
+    found = graph.build_graph(alone, NOW)
+    assert graph.render_text(found, "r1").splitlines()[0] == "robot r1: 1 module, 1 interface"
+    assert "robot r1: 1 module, 1 interface</text>" in graph.render_svg(found, "r1")
+
+
+def test_the_table_of_a_paused_simulation_says_paused_not_a_rate_of_zero() -> None:
+    never = msgs.InterfaceStats(name="drive/status", type="FVectorState", count=0, rate_hz=0.0, writer_id=30)
+    rows = [
+        mom.MomRow("base", msgs.ModuleInfo(name="base", provides=[stats("Base/Drive/State", "Odometry", 10)])),
+        mom.MomRow("drive", msgs.ModuleInfo(name="drive", provides=[never])),
+    ]
+    paused = mom.render(rows, "r1", now=NOW, paused=True).splitlines()
+    assert "simulated time paused" in paused[0]
+    assert "Hz" not in "\n".join(paused) and "never" not in "\n".join(paused)
+    assert paused[2].split()[-4:] == ["paused", "100", "ms", "10"]  # written once before: its age is known
+    assert paused[3].split()[-3:] == ["paused", "paused", "0"]
+    running = mom.render(rows, "r1", now=NOW)
+    assert "10.0 Hz" in running and "never" in running and "paused" not in running

@@ -6,14 +6,13 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from pluto import msgs, names
-from pluto.bus import Bus
 from pluto.cli import progress
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pluto import msgs
+    from pluto.bus import Bus
     from pluto.movement.avoid.proxy import AvoidProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
@@ -88,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         LaunchError: the avoid module is not running.
         BusTimeout: no status within 5 s (``status``).
     """
+    from pluto.cli.common import open_bus
     from pluto.movement.avoid.proxy import AvoidProxy, describe_status
 
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
@@ -142,6 +142,7 @@ def goto_outcome(code: int, running_seen: bool, since_sent: float) -> bool | Non
 def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: float | None, avoidance: int) -> int:
     """Show the distance to go and the status in words until the goto is over; stop the robot on a timeout or
     Ctrl-C (the goal is cancelled: velocity 0 with the same protection)."""
+    from pluto import names
     from pluto.movement.avoid.core import COMMANDER_SILENT, GOTO_RUNNING, LASER_FAULT, STALE_POSE, AvoidParams
     from pluto.movement.avoid.proxy import describe_status
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError, PlutoError
-from pluto.runtime import mom
+
+if TYPE_CHECKING:
+    from pluto.bus import Bus
 
 __all__ = ["register", "run", "services"]
 
@@ -44,6 +42,8 @@ def register(subparsers: Subparsers) -> None:
 
 def services(bus: Bus, timeout: float = 1.0) -> dict[str, list[str]]:
     """The services of the running modules, by module (a module that did not answer MOM has none listed)."""
+    from pluto.runtime import mom
+
     return {row.name: sorted(row.info.services) for row in mom.snapshot(bus, timeout) if row.info is not None}
 
 
@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no reply within ``--timeout``.
         RemoteError: the service replied with an error.
     """
+    import msgspec
+
+    from pluto.cli.common import open_bus
+
     request: Any = None
     if args.request is not None:
         try:

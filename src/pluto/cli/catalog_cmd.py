@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.runtime.profiles import available_profiles
-from pluto.runtime.registry import available_modules, load_module_class
 
 __all__ = ["modules", "profiles", "register"]
 
@@ -19,6 +17,8 @@ def register(subparsers: Subparsers) -> None:
 
 def modules(_args: argparse.Namespace) -> int:
     """Print every installed module and its one-line description; return 0."""
+    from pluto.runtime.registry import available_modules, load_module_class
+
     for name in sorted(available_modules()):
         cls = load_module_class(name)
         print(f"{name:<20} {cls.description}")
@@ -27,6 +27,8 @@ def modules(_args: argparse.Namespace) -> int:
 
 def profiles(_args: argparse.Namespace) -> int:
     """Print every profile and its description; return 0."""
+    from pluto.runtime.profiles import available_profiles
+
     for name, description in available_profiles().items():
         print(f"{name:<20} {description}")
     return 0

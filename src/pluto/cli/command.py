@@ -24,7 +24,11 @@ def common_options() -> argparse.ArgumentParser:
     add_bus_arguments(parser)
     # SUPPRESS: an option given before the command must not be reset by the command's own default.
     parser.add_argument(
-        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)"
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="more log output: -v Pluto's details, -vv also the libraries' (numba, Zenoh)",
     )
     return parser
 

@@ -654,7 +654,7 @@ def run_demo(
             with interruptible(stop):  # a Ctrl-C while the modules start ends the demo there
                 supervisor.start(resume=False)
             print(f"all publishing after {time.monotonic() - wall_start:.1f} s\n")
-            print(mom.render(mom.snapshot(bus), bus.robot) + "\n", flush=True)
+            print(mom.render(mom.snapshot(bus), bus.robot, paused=bool(supervisor.held)) + "\n", flush=True)
             bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)
             bus.create_subscription(names.LOCALIZATION_POSE, log.on_pose, msgs.PoseEstimate, depth=1024)
             bus.create_subscription(names.LOCALIZATION_DEAD_RECKONING, log.on_dead_reckoning, depth=1024)

@@ -56,6 +56,7 @@ from pluto.cli import (
     xmlserver_cmd,
 )
 from pluto.cli.command import Subparsers, common_options
+from pluto.cli.verbosity import setup_logging
 from pluto.errors import PlutoError
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
@@ -82,7 +83,8 @@ Getting started:
   pluto foxglove               watch it in Foxglove (scans, frames, walls, poses); `pluto record --foxglove` too
 
 Every command works on one robot: the one named by --robot, PLUTO_ROBOT or the configuration file ("pluto" by
-default). Several machines: run `pluto router --listen tcp/0.0.0.0:7447` on one and set PLUTO_CONNECT to
+default). Several machines: run `pluto router --listen tcp/<its address>:7447` on one, on its address in the
+robot's network (`pluto router --help`; --secure across networks you do not trust), and set PLUTO_CONNECT to
 tcp/<its address>:7447 on all.
 """
 
@@ -142,13 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbosity: int) -> None:
-    level = logging.WARNING - 10 * verbosity
-    logging.basicConfig(
-        level=max(level, logging.DEBUG), format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pluto`` with these arguments (default: the command line's).
 
@@ -163,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     take_extra: Callable[[argparse.Namespace, Sequence[str]], None] | None = getattr(args, "take_extra", None)
     if extra and take_extra is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    _setup_logging(getattr(args, "verbose", 0) + getattr(args, "base_verbosity", 0))
+    setup_logging(getattr(args, "verbose", 0), getattr(args, "base_verbosity", 0))
     try:
         if extra and take_extra is not None:
             take_extra(args, extra)

@@ -36,10 +36,13 @@ def register(subparsers: Subparsers) -> None:
         run,
         "run a bus router, the meeting point for several machines",
         "Runs a Zenoh router. On every machine of the robot set PLUTO_CONNECT (or bus.connect in the\n"
-        "configuration file) to its endpoint. It listens on the loopback only unless told otherwise.\n\n"
+        "configuration file) to its endpoint. It listens on the loopback only unless told otherwise. A plain\n"
+        "router lets anyone who reaches its port read and command the robot: listen on this machine's address in\n"
+        "the robot's network rather than on every network (tcp/0.0.0.0), and let the firewall admit the robot's\n"
+        "machines only.\n\n"
         "With --secure it listens on tls/ endpoints and admits only the machines enrolled with `pluto certs add`,\n"
         "each as its role allows (a viewer reads but cannot command); those set PLUTO_TLS to their folder.\n\n"
-        "example: pluto router --listen tcp/0.0.0.0:7447\n"
+        "example: pluto router --listen tcp/192.168.1.10:7447   (this machine's address in the robot's network)\n"
         "example: pluto router --secure --listen tls/192.168.1.10:7447",
     )
     p.add_argument(
@@ -89,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         session = zenoh.open(conf)
     except zenoh.ZError as err:
-        raise PlutoError(f"cannot listen on {', '.join(listen)} (port in use?): {err}") from None
+        from pluto.bus.session import zenoh_reason
+
+        raise PlutoError(f"cannot listen on {', '.join(listen)} (port in use?): {zenoh_reason(err)}") from None
     with stop_on_signals() as stop:
         endpoint = listen[0].replace("0.0.0.0", "<this host>")
         if secure:

@@ -56,11 +56,20 @@ def _writers_text(use: InterfaceUse) -> str:
     return ", ".join(w.short for w in use.writers) or "nobody"
 
 
+def _plural(count: int, noun: str) -> str:
+    """``1 module``, ``2 modules``: a count and its noun, in the number the count asks for."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _counted(graph: Graph) -> str:
+    return f"{_plural(len(graph.modules), 'module')}, {_plural(len(graph.interfaces), 'interface')}"
+
+
 def render_text(graph: Graph, robot: str) -> str:
     """One block per module: what it writes (and who reads each) and what it reads (and who writes each)."""
     if not graph.modules:
         return f"robot {robot}: no modules running"
-    out = [f"robot {robot}: {len(graph.modules)} modules, {len(graph.interfaces)} interfaces"]
+    out = [f"robot {robot}: {_counted(graph)}"]
     for module in sorted(graph.modules, key=lambda m: (graph.modules[m], m)):
         out.append(module)
         for use in graph.interfaces.values():
@@ -141,7 +150,7 @@ def render_svg(graph: Graph, robot: str) -> str:
         "orient='auto-start-reverse'><path d='M 0 0 L 10 5 L 0 10 z' fill='#555'/></marker></defs>",
         f'<rect width="100%" height="100%" fill="white"/>'
         f'<text x="{_PAD}" y="{_PAD + 8}" font-size="14">robot {html.escape(robot)}: '
-        f"{len(graph.modules)} modules, {len(graph.interfaces)} interfaces</text>",
+        f"{_counted(graph)}</text>",
     ]
     for use in graph.interfaces.values():
         target = f"i:{use.name}"

@@ -157,10 +157,26 @@ def _age(last: float, now: float) -> str:
     return f"{age * 1000:.0f} ms" if age < 1 else f"{age:.1f} s"
 
 
-def render(rows: list[MomRow], robot: str, now: float | None = None, labels: dict[int, str] | None = None) -> str:
+PAUSED = "paused"
+"""What the table says for a rate, and for the age of a value never written, while the simulated time is held."""
+
+
+def render(
+    rows: list[MomRow],
+    robot: str,
+    now: float | None = None,
+    labels: dict[int, str] | None = None,
+    *,
+    paused: bool = False,
+) -> str:
     """A text table: one line per interface a module writes (or one line for a module that writes none), then the
     modules' notes and the warnings of interfaces with more than one writer (``labels``: as for
-    :func:`interface_uses`)."""
+    :func:`interface_uses`).
+
+    ``paused``: the simulated time is held (a lock-stepped simulator before its run is let go): the modules that
+    follow it write nothing meanwhile, so the rates say :data:`PAUSED` rather than 0.0 Hz, and so does the age of a
+    value not written yet rather than "never".
+    """
     now = time.time() if now is None else now
     header = ("MODULE", "PID", "ACTIVE", "INTERFACE", "TYPE", "RATE", "AGE", "COUNT")
     lines: list[tuple[str, ...]] = []
@@ -179,8 +195,8 @@ def render(rows: list[MomRow], robot: str, now: float | None = None, labels: dic
                     *lead,
                     iface.name,
                     iface.type,
-                    f"{iface.rate_hz:.1f} Hz",
-                    _age(iface.last_write, now),
+                    PAUSED if paused else f"{iface.rate_hz:.1f} Hz",
+                    PAUSED if paused and not iface.last_write else _age(iface.last_write, now),
                     str(iface.count),
                 )
             )
@@ -188,7 +204,8 @@ def render(rows: list[MomRow], robot: str, now: float | None = None, labels: dic
         return f"robot {robot}: no modules running"
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    out = [f"robot {robot}: {len(rows)} module{'s' if len(rows) != 1 else ''}", fmt.format(*header)]
+    held = " (simulated time paused: rates once it runs)" if paused else ""
+    out = [f"robot {robot}: {len(rows)} module{'s' if len(rows) != 1 else ''}{held}", fmt.format(*header)]
     out += [fmt.format(*line).rstrip() for line in lines]
     for row in rows:
         for note in row.info.notes if row.info is not None else []:
