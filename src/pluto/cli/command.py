@@ -11,10 +11,28 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
-from pluto.cli.common import add_bus_arguments
-
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``parser.add_subparsers()`` returns: where a command registers itself."""
+
+
+def add_bus_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config FILE`` and ``--robot NAME`` to a parser (read by :func:`pluto.cli.common.config_from_args`).
+
+    Neither has a default in the namespace (``argparse.SUPPRESS``): an option given before the command's name is not
+    reset by the command's own parser, and an option missing from the namespace was not given.
+    """
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, ~/.config/pluto/config.toml)",
+    )
+    parser.add_argument(
+        "--robot",
+        metavar="NAME",
+        default=argparse.SUPPRESS,
+        help="robot to work on (default: PLUTO_ROBOT or the config)",
+    )
 
 
 @functools.cache

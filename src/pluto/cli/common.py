@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pluto.bus import Bus, BusConfig, bus_config
+from pluto.cli.command import add_bus_arguments
 from pluto.errors import ConfigError
 from pluto.runtime.config import Config, load_config
 
@@ -30,26 +31,6 @@ __all__ = [
 ARGUMENT_VARIABLES = {"robot": "PLUTO_ROBOT"}
 """The bus options of the command line (their ``argparse`` destinations) and the environment variable each one
 overrides."""
-
-
-def add_bus_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config FILE`` and ``--robot NAME`` to a parser.
-
-    Neither has a default in the namespace (``argparse.SUPPRESS``): an option given before the command's name is not
-    reset by the command's own parser, and an option missing from the namespace was not given.
-    """
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        default=argparse.SUPPRESS,
-        help="configuration file (default: PLUTO_CONFIG, ./pluto.toml, ~/.config/pluto/config.toml)",
-    )
-    parser.add_argument(
-        "--robot",
-        metavar="NAME",
-        default=argparse.SUPPRESS,
-        help="robot to work on (default: PLUTO_ROBOT or the config)",
-    )
 
 
 @dataclass(frozen=True)

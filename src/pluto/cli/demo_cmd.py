@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 from pluto.cli.sim_cmd import sim_rate
 
 # The mission is imported by run(), not here: `pluto` imports this module for every command.
@@ -99,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.
     """
+    from pluto.cli.common import config_from_args
     from pluto.cli.demo import run_demo
     from pluto.runtime.runner import Interrupted
 

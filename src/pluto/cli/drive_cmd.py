@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-from pluto import names
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.cli.progress import add_status_action, first_value, say
 from pluto.errors import ConfigError
-from pluto.runtime import mom
+
+if TYPE_CHECKING:
+    from pluto.bus import Bus
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
 
@@ -62,6 +62,9 @@ def register(subparsers: Subparsers) -> None:
 def _warn_of_rivals(bus: Bus) -> None:
     """Say on stderr when a module (avoid on a goto, say) also commands the drive: the newest command wins each
     time, so the two fight."""
+    from pluto import names
+    from pluto.runtime import mom
+
     rivals = [w.module for w in mom.other_writers(bus, names.DRIVE_COMMAND) if w.module is not None]
     if rivals:
         say(
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import math
 
+    from pluto.cli.common import open_bus
     from pluto.movement.drive.proxy import DriveProxy, describe_status
 
     values = [getattr(args, name) for name in ("v", "w", "heading", "duration") if hasattr(args, name)]

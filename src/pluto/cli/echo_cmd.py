@@ -8,15 +8,14 @@ import math
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from pluto import msgs, names
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.cli.progress import say
 from pluto.errors import PlutoError
-from pluto.runtime.runner import stop_on_signals
+
+if TYPE_CHECKING:
+    from pluto import msgs
 
 __all__ = ["echo", "hz", "register"]
 
@@ -51,6 +50,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
+    from pluto import msgs, names
+
     if type_name:
         return msgs.message_type(type_name)
     kind = names.message_type_of(name)
@@ -70,6 +71,11 @@ def echo(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: an interface of unknown type without ``--type``, a bad configuration or bus.
     """
+    import msgspec
+
+    from pluto.cli.common import open_bus
+    from pluto.runtime.runner import stop_on_signals
+
     kind = _interface_type(args.name, args.type)
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise PlutoError(f"--timeout must be > 0 s, got {args.timeout}")
@@ -113,6 +119,9 @@ def hz(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: an interface of unknown type without ``--type``, a bad configuration or bus.
     """
+    from pluto.cli.common import open_bus
+    from pluto.runtime.runner import stop_on_signals
+
     kind = _interface_type(args.name, args.type)
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise PlutoError(f"--timeout must be > 0 s, got {args.timeout}")

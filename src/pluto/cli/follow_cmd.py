@@ -6,7 +6,6 @@ import argparse
 import time
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.cli.progress import add_status_action, first_value
 from pluto.errors import ConfigError
 
@@ -53,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         LaunchError: the follow module is not running.
         BusTimeout: no status within --timeout s (5 by default).
     """
+    from pluto.cli.common import open_bus
     from pluto.movement.follow.proxy import FollowProxy, describe_status
 
     with open_bus(args) as bus, FollowProxy(bus, start=False) as follow:

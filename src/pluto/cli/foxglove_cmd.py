@@ -7,7 +7,6 @@ import logging
 import sys
 
 from pluto.cli.command import Subparsers, add_param_option, add_parser
-from pluto.cli.common import config_from_args
 
 # The bus, the SDK and the server are imported by run(), not here: `pluto` imports this module for every command.
 
@@ -66,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: a bad parameter or map, or a port that cannot be bound.
     """
+    from pluto.cli.common import config_from_args
+
     if args.layout:
         from pluto.gateways.foxglove.module import layout_text
 

@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
-from pluto.runtime import graph, mom
 
 __all__ = ["register", "run"]
 
@@ -41,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: the SVG file cannot be written.
         BusError: the bus cannot be opened.
     """
+    from pluto.cli.common import open_bus
+    from pluto.runtime import graph, mom
+
     with open_bus(args) as bus:
         found = graph.build_graph(mom.snapshot(bus), labels=bus.writer_labels(timeout=0.5))
         robot = bus.robot

@@ -11,17 +11,15 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from typing import TYPE_CHECKING
 
-import zenoh
-
-from pluto import names
-from pluto.bus import Bus
-from pluto.bus.executor import on_zenoh_thread
-from pluto.bus.session import COMMAND, write_mark
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
-from pluto.runtime import mom
+
+if TYPE_CHECKING:
+    import zenoh
+
+    from pluto.bus import Bus
 
 __all__ = ["Heard", "listen", "register", "run"]
 
@@ -53,6 +51,8 @@ class Heard:
         self.commands = False
 
     def note(self, wid: int, written: float, flags: int, live: bool) -> None:
+        from pluto.bus.session import COMMAND
+
         with self._lock:
             if live:
                 self.counts[wid] = self.counts.get(wid, 0) + 1
@@ -64,6 +64,11 @@ class Heard:
 
 def listen(bus: Bus, name: str, seconds: float) -> Heard:
     """Ask the writers of ``name`` for their current value, then count the values written for ``seconds``."""
+    import zenoh
+
+    from pluto.bus.executor import on_zenoh_thread
+    from pluto.bus.session import write_mark
+
     heard = Heard()
     key = bus.key(name)
 
@@ -101,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: a bad name or --listen.
         BusError: the bus cannot be opened.
     """
+    from pluto import names
+    from pluto.cli.common import open_bus
+    from pluto.runtime import mom
+
     name = names.check_name(args.name)
     if not 0.0 <= args.listen <= 60.0:
         raise ConfigError(f"--listen must be in [0, 60] s, got {args.listen}")

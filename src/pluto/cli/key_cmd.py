@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
 # Textual and the proxies are imported by run(), not here: `pluto` imports this module for every command.
@@ -74,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: a speed, turn rate or release time that is not valid.
     """
+    from pluto.cli.common import open_bus
     from pluto.cli.key.app import KeyApp
     from pluto.cli.key.teleop import TeleopParams
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pluto import names
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 
 __all__ = ["register", "run"]
 
@@ -33,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: a bad configuration, or a bus that cannot be opened.
     """
+    from pluto import names
+    from pluto.cli.common import open_bus
+
     if args.all:
         width = max(len(n) for n in names.INTERFACES)
         for iface in names.INTERFACES.values():

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
-from pluto.runtime import mom
-from pluto.runtime.runner import stop_on_signals
 
 __all__ = ["register", "run"]
 
@@ -35,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: a bad configuration, or a bus that cannot be opened.
     """
+    from pluto.cli.common import open_bus
+    from pluto.runtime import mom
+    from pluto.runtime.runner import stop_on_signals
+
     with open_bus(args) as bus, stop_on_signals() as stop:
         while True:
             table = mom.render(mom.snapshot(bus), bus.robot, labels=bus.writer_labels(timeout=0.5))

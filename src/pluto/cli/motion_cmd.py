@@ -6,14 +6,13 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from pluto import msgs, names
-from pluto.bus import Bus
 from pluto.cli import progress
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pluto import msgs
+    from pluto.bus import Bus
     from pluto.movement.motion.proxy import MotionProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
@@ -69,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         LaunchError: the motion module is not running.
         BusTimeout: no status within 5 s.
     """
+    from pluto.cli.common import open_bus
     from pluto.movement.motion.proxy import MotionProxy, describe_status
 
     with open_bus(args) as bus, MotionProxy(bus, start=False) as motion:
@@ -143,6 +143,7 @@ def _ended(element: list[int], started: bool) -> str:
 def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[float, float] | None) -> int:
     """Show the status (and the distance to a moveto's goal) until the motion is over; stop the motion on a
     timeout or Ctrl-C."""
+    from pluto import names
     from pluto.movement.motion.core import WAITING_AVOID, WAITING_POSE, WAITING_SCAN, MotionParams
     from pluto.movement.motion.proxy import describe_status
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 
 # The runtime is imported by run(), not here: `pluto` imports this module for every command.
 
@@ -62,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
+    from pluto.cli.common import config_from_args
     from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
     params: dict[str, object] = {

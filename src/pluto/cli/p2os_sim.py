@@ -15,7 +15,6 @@ from pluto.cli.emulator_command import (
     serve_until_signal,
 )
 from pluto.errors import ConfigError
-from pluto.hardware.base.p2os.models import ROBOT_PARAMS
 
 if TYPE_CHECKING:
     from pluto.hardware.base.p2os.emulator import P2osEmulator
@@ -32,6 +31,10 @@ __all__ = ["DEFAULT_PORT", "register", "run"]
 
 DEFAULT_PORT = 8101
 """The TCP port served by default (as MobileSim's; the same as :data:`.emulator.DEFAULT_PORT`)."""
+
+MODELS = ("p2dx", "p2de", "p2at", "p2pb", "p2pp", "p3dx", "p3at", "p3dx-sh", "p3at-sh", "peoplebot-sh")
+"""The models of :data:`pluto.hardware.base.p2os.models.ROBOT_PARAMS`, for the help, which is built without importing
+the codec (a test checks that they agree)."""
 
 HELP = "serve a simulated Pioneer robot over the P2OS protocol (for testing P2OS clients and drivers)"
 
@@ -65,7 +68,7 @@ def register(subparsers: Subparsers) -> None:
     """Register the ``p2os-sim`` subcommand."""
     p = add_parser(subparsers, "p2os-sim", run, HELP, DESCRIPTION)
     add_link_arguments(p, DEFAULT_PORT)
-    p.add_argument("--model", default="p3dx", help=f"robot model, one of {', '.join(ROBOT_PARAMS)} (default p3dx)")
+    p.add_argument("--model", default="p3dx", help=f"robot model, one of {', '.join(MODELS)} (default p3dx)")
     p.add_argument(
         "--world",
         default=None,

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from pluto import msgs
-from pluto.bus import Bus, BusTimeout
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError, LaunchError, PlutoError, RemoteError
+
+if TYPE_CHECKING:
+    from pluto import msgs
+    from pluto.bus import Bus
 
 __all__ = ["parse_value", "register", "run"]
 
@@ -55,6 +54,8 @@ def register(subparsers: Subparsers) -> None:
 
 def parse_value(text: str) -> Any:
     """A parameter value from the command line: JSON if it is JSON (``0.3``, ``true``, ``[1, 2]``), else the text."""
+    import msgspec
+
     try:
         return msgspec.json.decode(text.encode())
     except msgspec.DecodeError:
@@ -79,6 +80,8 @@ def _call(bus: Bus, module: str, method: str, request: Any, reply_type: Any, tim
 
 
 def _show(value: Any) -> str:
+    import msgspec
+
     return msgspec.json.encode(value).decode()
 
 
@@ -93,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
         PlutoError: the module refused (an unknown parameter, a bad value, a parameter read-only at run time).
         BusTimeout: the module did not answer within ``--timeout``.
     """
+    from pluto import msgs
+    from pluto.bus import BusTimeout
+    from pluto.cli.common import open_bus
+
     if args.timeout <= 0:
         raise ConfigError(f"--timeout must be > 0 s, got {args.timeout}")
     with open_bus(args) as bus:

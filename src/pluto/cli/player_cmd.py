@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 from pluto.errors import ConfigError
 
 # The bus and the module are imported by run(), not here: `pluto` imports this module for every command.
@@ -105,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: bad parameters, or the port cannot be bound.
     """
+    from pluto.cli.common import config_from_args
     from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
     params = module_params(args)

@@ -12,13 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pluto import msgs, names
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError, LaunchError
 
 # The proxies and the procedure are imported by run(), not here: `pluto` imports this module for every command.
 if TYPE_CHECKING:
+    from pluto import msgs
     from pluto.bus import Bus, StateReader
     from pluto.movement.drive.proxy import DriveProxy
     from pluto.navigation.pose.calibrate import CalibrationParams, CalibrationResult, CalibrationRun, WallReading
@@ -131,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no status, no answer to find wall, or localization did not take the pose, in time.
         CalibrationError: the calibration could not go on (no wall, the robot blocked, ...).
     """
+    from pluto.cli.common import open_bus
     from pluto.navigation.pose.proxy import PoseProxy
 
     values = [getattr(args, name) for name in ("x", "y", "theta", "distance", "speed") if hasattr(args, name)]
@@ -208,6 +208,8 @@ class _Statuses:
     """Every ``pose/status`` value from now on, in order (find wall must see the module's -1)."""
 
     def __init__(self, bus: Bus) -> None:
+        from pluto import msgs, names
+
         self.bus = bus
         self.queue: queue.SimpleQueue[msgs.FVectorState] = queue.SimpleQueue()
         self.sub: Any = bus.create_subscription(
@@ -233,6 +235,7 @@ class _Statuses:
 
 
 def _calibrate(bus: Bus, pose: PoseProxy, params: CalibrationParams, path: str | None) -> int:
+    from pluto import names
     from pluto.movement.drive.proxy import DriveProxy
     from pluto.navigation.pose.calibrate import (
         CalibrationError,
@@ -299,6 +302,7 @@ def _drive(
     pose: PoseProxy,
 ) -> None:
     """Step the calibration until its sightings are taken, re-sending its velocity to the drive at every step."""
+    from pluto import names
     from pluto.navigation.pose.calibrate import FIND_WALL_REQUEST, CalibrationError
 
     latest, changed = first, time.monotonic()

@@ -23,11 +23,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from pluto import msgs, names
 from pluto.errors import BusTimeout, PlutoError
-from pluto.runtime.runner import stop_on_signals
 
 if TYPE_CHECKING:
+    from pluto import msgs
     from pluto.bus import Bus
     from pluto.cli.command import Subparsers
 
@@ -172,6 +171,8 @@ def follow_status(
     Returns:
         the exit status: 0 reached, 1 not reached (or timed out, or the module fell silent), 130 after Ctrl-C.
     """
+    from pluto.runtime.runner import stop_on_signals
+
     line = ProgressLine()
     sent = time.monotonic()
     deadline = None if timeout is None else sent + timeout
@@ -223,6 +224,7 @@ def goal_check(
     position standard deviation (:func:`pluto.movement.avoid.module.pose_std`) at most ``certainty`` m; and within
     ``reach`` m of ``goal`` (None: anywhere, for a goal the caller does not know).
     """
+    from pluto import names
     from pluto.movement.avoid.module import pose_std  # not at import: `pluto` imports this module for every command
 
     if pose is None or len(pose.pose) < 2:

@@ -10,31 +10,29 @@ robot. What happens next follows the two kinds of interface (DESIGN.md, principl
   ``--rate``) and served until Ctrl-C.
 
 Nothing is sent that the user did not write, with one exception a user expects: Ctrl-C on a repeated velocity
-command (see :data:`STOPS`) sends one stop command of the same interface, so the robot does not roll on until its
+command (see :func:`stops`) sends one stop command of the same interface, so the robot does not roll on until its
 receiver's timeout. ``--once`` and ``--count`` never send a stop: the receiver's timeout ends their command.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from pluto import limits, msgs, names
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
-from pluto.runtime import mom
-from pluto.runtime.runner import stop_on_signals
 
-__all__ = ["STOPS", "decode_value", "register", "run", "stop_command"]
+if TYPE_CHECKING:
+    from pluto import msgs
+    from pluto.bus import Bus
+
+__all__ = ["decode_value", "register", "run", "stop_command", "stops"]
 
 DESCRIPTION = """\
 Writes JSON, an object of the fields of the interface's message type (`pluto list --all` lists the interfaces and
@@ -67,32 +65,44 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _velocity_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    from pluto import msgs
+
     return msgs.ActuatorState(cmd_flags=0, position=[0.0, 0.0], velocity=[0.0, 0.0])
 
 
 def _avoid_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    from pluto import msgs
+
     # velocity mode (T = 0) at zero speed, with the protection the user chose (A of cmd_flags = 10 A + T)
     avoidance = value.cmd_flags // 10 if 0 <= value.cmd_flags < 40 else 3
     return msgs.ActuatorState(cmd_flags=10 * avoidance, velocity=[0.0, 0.0])
 
 
 def _motion_stop(value: msgs.ActuatorState) -> msgs.ActuatorState:
+    from pluto import msgs
+
     return msgs.ActuatorState(cmd_flags=20, velocity=[0.0, 0.0])  # the motion's own stop (MotionProxy.stop)
 
 
-STOPS: dict[str, Callable[[msgs.ActuatorState], msgs.ActuatorState]] = {
-    names.BASE_DRIVE_COMMAND: lambda _value: msgs.ActuatorState(cmd_flags=0, velocity=[0.0, 0.0]),
-    names.DRIVE_COMMAND: _velocity_stop,
-    names.AVOIDANCE_COMMAND: _avoid_stop,
-    names.MOTION_COMMAND: _motion_stop,
-}
-"""The velocity command interfaces, and the stop command Ctrl-C sends on each (made from the value written)."""
+@functools.cache
+def stops() -> dict[str, Callable[[msgs.ActuatorState], msgs.ActuatorState]]:
+    """The velocity command interfaces, and the stop command Ctrl-C sends on each (made from the value written)."""
+    from pluto import msgs, names
+
+    return {
+        names.BASE_DRIVE_COMMAND: lambda _value: msgs.ActuatorState(cmd_flags=0, velocity=[0.0, 0.0]),
+        names.DRIVE_COMMAND: _velocity_stop,
+        names.AVOIDANCE_COMMAND: _avoid_stop,
+        names.MOTION_COMMAND: _motion_stop,
+    }
 
 
 def stop_command(name: str, value: msgs.Message) -> msgs.Message | None:
     """The stop command to send on ``name`` after repeating ``value`` there, or None if it is not a velocity
     command (a wrist or arm position is left where it was sent)."""
-    make = STOPS.get(name)
+    from pluto import msgs
+
+    make = stops().get(name)
     if make is None or not isinstance(value, msgs.ActuatorState):
         return None
     return make(value)
@@ -105,6 +115,10 @@ def decode_value(name: str, text: str, kind: type[msgs.Message]) -> msgs.Message
         ConfigError: not JSON, not an object of ``kind``'s fields (unknown field, wrong type), or out of range; the
             message says which and lists the fields.
     """
+    import msgspec
+
+    from pluto import limits
+
     fields = [f.name for f in msgspec.structs.fields(kind)]
     typed = ", ".join(f"{f.name}: {_type_name(f.type)}" for f in msgspec.structs.fields(kind))
     shape = f"{name} carries {kind.__name__} ({typed})"
@@ -138,6 +152,10 @@ def _type_name(kind: Any) -> str:
 
 
 def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
+    import msgspec
+
+    from pluto import msgs, names
+
     if type_name:
         try:
             return msgs.message_type(type_name)
@@ -159,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: a bad name, JSON, field or value, or a bad rate or count.
         BusError: the bus cannot be opened.
     """
+    from pluto import names
+    from pluto.cli.common import open_bus
+    from pluto.runtime.runner import stop_on_signals
+
     names.check_name(args.name)
     kind = _interface_type(args.name, args.type)
     value = decode_value(args.name, args.value, kind)
@@ -205,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
 def _warn_if_unread(bus: Bus, name: str) -> None:
     """Say on stderr when no live module reads ``name`` (a value that goes nowhere: is the module running?), and
     when a module writes it too (the two fight: each new value replaces the other's)."""
+    from pluto.runtime import mom
+
     rows = mom.snapshot(bus, timeout=0.5)
     use = mom.interface_uses(rows).get(name)
     if use is None or not use.readers:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 from pluto.errors import ConfigError, PlutoError
 from pluto.record.units import parse_duration, parse_size
 
@@ -169,6 +168,7 @@ def run_record(args: argparse.Namespace) -> int:
         PlutoError: bad options, a file that exists (without --force), a profile that does not start.
     """
     from pluto.bus import Bus
+    from pluto.cli.common import config_from_args
     from pluto.record.recorder import Recorder, profile_for
     from pluto.runtime.profiles import load_profile
     from pluto.runtime.runner import stop_on_signals

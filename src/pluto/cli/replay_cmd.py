@@ -7,7 +7,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 
 if TYPE_CHECKING:
     from pluto.record.replay import ReplayProgress
@@ -72,6 +71,7 @@ def run_replay(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: bad options, an unreadable log, or live modules writing the replayed interfaces.
     """
+    from pluto.cli.common import open_bus
     from pluto.record.replay import Replayer, parse_remap
     from pluto.runtime.runner import stop_on_signals
 

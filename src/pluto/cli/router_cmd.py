@@ -13,11 +13,8 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError, PlutoError
-from pluto.runtime.runner import stop_on_signals
 
 __all__ = ["DEFAULT_LISTEN", "DEFAULT_SECURE_LISTEN", "register", "run", "secure_config"]
 
@@ -74,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: an endpoint cannot be listened on; with ``--secure``, the router's files are missing or wrong.
     """
+    import msgspec
     import zenoh
+
+    from pluto.runtime.runner import stop_on_signals
 
     if args.tls is not None and not args.secure:
         raise ConfigError("--tls is for a secure router: add --secure")

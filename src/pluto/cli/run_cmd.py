@@ -6,19 +6,17 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 from pluto.cli.progress import say
 from pluto.errors import LaunchError, PlutoError
-from pluto.runtime import launcher
-from pluto.runtime.config import build_params, parse_override
-from pluto.runtime.registry import load_module_class, module_name_of, without_driver
-from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
 __all__ = ["add_module_options", "module_options", "register", "run", "start", "stop"]
 
 PARAM_HELP = 'set a parameter, NAME=VALUE (TOML value: 2, true, "text"); repeatable'
+
+STARTING_LIMIT = 600.0
+"""s: :data:`pluto.runtime.launcher.STARTING_LIMIT`, for the help texts, so that building the parser does not import
+the launcher and the bus (a test checks that the two agree)."""
 
 
 def register(subparsers: Subparsers) -> None:
@@ -61,7 +59,7 @@ def register(subparsers: Subparsers) -> None:
         type=float,
         default=15.0,
         help="seconds to wait for it to publish, or to say it is starting (default 15); one that says it is "
-        f"starting is waited for up to {launcher.STARTING_LIMIT:g} s",
+        f"starting is waited for up to {STARTING_LIMIT:g} s",
     )
     p.set_defaults(take_extra=add_module_options)
 
@@ -108,6 +106,8 @@ def add_module_options(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def _params(pairs: Sequence[str]) -> dict[str, Any]:
+    from pluto.runtime.config import parse_override
+
     return dict(parse_override(pair) for pair in pairs)
 
 
@@ -120,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: an unknown module, bad parameters or a bad configuration.
     """
+    from pluto.cli.common import config_from_args
+    from pluto.runtime.registry import load_module_class
+    from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
+
     config = config_from_args(args)
     params = _params(args.param)
     load_module_class(args.module, params)  # fail early, before opening the bus
@@ -138,6 +142,12 @@ def start(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: bad parameters (before anything starts), or a module that failed to start.
     """
+    from pluto.bus import Bus
+    from pluto.cli.common import config_from_args
+    from pluto.runtime import launcher
+    from pluto.runtime.config import build_params
+    from pluto.runtime.registry import load_module_class, module_name_of, without_driver
+
     if args.param and len(args.module) > 1:
         raise LaunchError("-p applies to one module; start modules with parameters one at a time")
     config = config_from_args(args)
@@ -171,6 +181,9 @@ def stop(args: argparse.Namespace) -> int:
     Raises:
         LaunchError: one of them is not running.
     """
+    from pluto.cli.common import config_from_args
+    from pluto.runtime import launcher
+
     robot = config_from_args(args).bus.robot
     for name in args.module:
         pid = launcher.stop_daemon(robot, name, timeout=args.timeout)

@@ -6,10 +6,7 @@ import argparse
 import math
 import time
 
-from pluto import names
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 
 # The simulator and the supervisor are imported by run(), not here: `pluto` imports this module for every command.
 
@@ -74,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         PlutoError: a bad world, noise profile or configuration, or a module that failed to start.
     """
+    from pluto import names
+    from pluto.bus import Bus
+    from pluto.cli.common import config_from_args
     from pluto.runtime.profiles import load_profile, with_params
     from pluto.runtime.runner import stop_on_signals
     from pluto.runtime.supervisor import Supervisor

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import open_bus
 from pluto.errors import ConfigError
 
 __all__ = ["add_command", "register", "run"]
@@ -124,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no status, or the map was not saved, in time.
         SaveFailed: the module could not write the map file.
     """
+    from pluto.cli.common import open_bus
+
     if args.action == "offline":
         return run_offline_command(args)
     from pluto.navigation.slam.proxy import SlamProxy, SlamStatus

@@ -7,15 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from pluto.bus import Bus
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.common import config_from_args
 from pluto.cli.progress import say
+from pluto.cli.run_cmd import STARTING_LIMIT
 from pluto.errors import LaunchError
-from pluto.runtime import launcher
-from pluto.runtime.profiles import load_profile, parse_overrides
-from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
-from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
 __all__ = ["down", "register", "up"]
 
@@ -45,7 +40,7 @@ def register(subparsers: Subparsers) -> None:
         type=float,
         default=20.0,
         help="seconds each module has to start publishing, or to say it is starting (default 20); one that says "
-        f"it is starting is waited for up to {launcher.STARTING_LIMIT:g} s (a first run compiles the navigation "
+        f"it is starting is waited for up to {STARTING_LIMIT:g} s (a first run compiles the navigation "
         "kernels)",
     )
     p.add_argument(
@@ -79,6 +74,13 @@ def up(args: argparse.Namespace) -> int:
     Raises:
         LaunchError: an unknown profile, a profile already up, or a module that failed to start.
     """
+    from pluto.bus import Bus
+    from pluto.cli.common import config_from_args
+    from pluto.runtime import launcher
+    from pluto.runtime.profiles import load_profile, parse_overrides
+    from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
+    from pluto.runtime.supervisor import Supervisor, profile_pid_file
+
     config = config_from_args(args)
     profile = load_profile(args.profile, parse_overrides(args.set))
     robot = config.bus.robot
@@ -146,6 +148,8 @@ def up(args: argparse.Namespace) -> int:
 
 def _starting(name: str, number: int, total: int, timeout: float) -> None:
     """Say which module ``pluto up`` waits for now, and for how long (on stderr)."""
+    from pluto.runtime import launcher
+
     limit = max(timeout, launcher.STARTING_LIMIT)
     say(
         f"[{number}/{total}] starting {name}, waiting until it publishes "
@@ -162,6 +166,10 @@ def down(args: argparse.Namespace) -> int:
     Raises:
         LaunchError: the profile named is not up.
     """
+    from pluto.cli.common import config_from_args
+    from pluto.runtime import launcher
+    from pluto.runtime.supervisor import profile_pid_file
+
     robot = config_from_args(args).bus.robot
     daemons = launcher.running_daemons(robot)
     profiles = {n.removeprefix("profile-"): pid for n, pid in daemons.items() if n.startswith("profile-")}

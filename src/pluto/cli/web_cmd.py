@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 from pluto.cli.command import Subparsers, add_param_option, add_parser
-from pluto.cli.common import config_from_args
 from pluto.errors import ConfigError
 
 # The bus and the server are imported by run(), not here: `pluto` imports this module for every command.
@@ -91,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: a bad parameter or map, a port that cannot be bound, or a token on the command line.
     """
     from pluto.bus import Bus
+    from pluto.cli.common import config_from_args
     from pluto.gateways.web.module import WebModule
     from pluto.runtime.config import parse_override
     from pluto.runtime.runner import ModuleSpec, instantiate, running, stop_on_signals
