@@ -32,12 +32,27 @@ from __future__ import annotations
 
 import abc
 import threading
+from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Self
 
 from pluto.errors import PlutoError
 
-__all__ = ["HostDriver"]
+__all__ = ["DriverStatistics", "HostDriver"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverStatistics:
+    """A serial driver's link counters, the same for every device: messages decoded (sentences, packets), dropped
+    for a bad checksum, malformed (a good checksum around fields that make no sense), garbage bytes skipped while
+    hunting for the next message, and reconnections."""
+
+    messages: int
+    bad_checksum: int
+    garbage_bytes: int
+    reconnects: int
+    malformed: int = 0
+
 
 _JOIN_SLACK = 2.0
 """s that close() waits for the reader beyond one reader period."""

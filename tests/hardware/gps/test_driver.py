@@ -37,7 +37,7 @@ def test_fixes_on_the_grid_from_the_emulated_receiver(transport: str) -> None:
     for f in fixes:
         assert f is not None and f.quality == 2 and f.satellites == 9 and f.hdop == 0.8
         assert math.hypot(f.x, f.y) == pytest.approx(20.0, abs=0.05)  # on the circle, to 1e-5 minute (2 cm)
-    assert stats.bad_checksum == 0 and stats.sentences >= 5 + 4 * 2  # GGA, GSA, RMC; ends on the fifth GGA
+    assert stats.bad_checksum == 0 and stats.messages >= 5 + 4 * 2  # GGA, GSA, RMC; ends on the fifth GGA
 
 
 def test_no_fix_comes_through_as_quality_zero() -> None:

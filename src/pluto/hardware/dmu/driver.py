@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pluto.errors import PlutoError
+from pluto.hardware.host_driver import DriverStatistics
 from pluto.hardware.serial_driver import SerialDriver, SerialPort
 
 from .codec import MODE_COMMAND, MODE_REPLY, AngleData, CrossbowDecoder, DmuScale, Reply, ScaledData
@@ -84,16 +85,6 @@ class DmuSample:
     number: int
     raw: DmuReading
     state: FilteredState
-
-
-@dataclass(frozen=True, slots=True)
-class DriverStatistics:
-    """The link's counters: packets decoded, bad checksums and garbage bytes dropped, reconnections."""
-
-    packets: int
-    bad_checksum: int
-    garbage_bytes: int
-    reconnects: int
 
 
 def to_body_frame(packet: AngleData | ScaledData, stamp: float) -> DmuReading:

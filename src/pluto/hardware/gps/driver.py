@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pluto import msgs
 from pluto.errors import PlutoError
+from pluto.hardware.host_driver import DriverStatistics
 from pluto.hardware.serial_driver import SerialDriver, SerialPort
 
 from .codec import ConnectionClosed, NmeaDecoder
@@ -39,18 +39,6 @@ READ_TIMEOUT = 0.05
 
 class GpsError(PlutoError):
     """The receiver's port cannot be opened."""
-
-
-@dataclass(frozen=True, slots=True)
-class DriverStatistics:
-    """Sentences decoded, dropped for a bad checksum, malformed, garbage bytes, fixes made, reconnections."""
-
-    sentences: int
-    bad_checksum: int
-    malformed: int
-    garbage_bytes: int
-    fixes: int
-    reconnects: int
 
 
 class NmeaDriver(SerialDriver):
@@ -107,9 +95,12 @@ class NmeaDriver(SerialDriver):
     def statistics(self) -> DriverStatistics:
         """A snapshot of the counters."""
         s = self._decoder.statistics()
-        return DriverStatistics(
-            s.sentences, s.bad_checksum, s.malformed, s.garbage_bytes, self._assembler.fixes, self.reconnects
-        )
+        return DriverStatistics(s.sentences, s.bad_checksum, s.garbage_bytes, self.reconnects, s.malformed)
+
+    @property
+    def fixes(self) -> int:
+        """Fixes made since the driver started."""
+        return self._assembler.fixes
 
     def wait_for_fix(self, timeout: float | None = None) -> msgs.GpsFix | None:
         """Wait for the next fix (one after this call); None if none came within ``timeout`` s."""
