@@ -66,12 +66,14 @@ def test_timestamp_and_quaternion() -> None:
     assert _yaw(q) == pytest.approx(0.3)
 
 
-def test_the_pose_before_any_odometry_places_base_link_in_the_map() -> None:
+def test_the_pose_before_any_odometry_places_odom_where_the_robot_is() -> None:
     tr = FoxgloveTranslator()
     outs = tr.feed("Localization/Pose", _pose(1.0, 2.0, 3.0, 0.5))
     frames = _frames(outs)
-    assert set(frames) == {("map", "base_link")}
-    assert (frames["map", "base_link"].translation.x, frames["map", "base_link"].translation.y) == (2.0, 3.0)
+    assert set(frames) == {("map", "odom"), ("odom", "base_link")}  # base_link's parent is odom from the start
+    assert (frames["map", "odom"].translation.x, frames["map", "odom"].translation.y) == (2.0, 3.0)
+    assert _yaw(frames["map", "odom"].rotation) == pytest.approx(0.5)
+    assert (frames["odom", "base_link"].translation.x, _yaw(frames["odom", "base_link"].rotation)) == (0.0, 0.0)
     pose = next(o for o in outs if o.topic == "/pose")
     assert isinstance(pose.message, PoseInFrame) and pose.log_time == 1.0
     read = decode(pose.message)
@@ -192,3 +194,18 @@ def test_walls_scene_and_log_levels() -> None:
     assert decode(log_message(1.0, logging.CRITICAL, "x", "m")).level == LogLevel.Fatal.value
     assert decode(log_message(1.0, logging.DEBUG, "x", "m")).level == LogLevel.Debug.value
     assert decode(log_message(1.0, 0, "x", "m")).level == LogLevel.Unknown.value
+
+
+def test_every_frame_has_one_parent_whatever_comes_first() -> None:
+    tr = FoxgloveTranslator()
+    outs = tr.feed("Sim/Truth", _odom(0.9, 10.0, 9.7, 0.0))  # the true pose before any odometry
+    outs += tr.feed("Localization/Pose", _pose(1.0, 10.0, 9.7, 0.0))
+    outs += tr.feed("Sick/Scan_mm", msgs.LaserScan(stamp=1.0, ranges=[1.0, 2.0], angles=[-0.1, 0.1]))
+    outs += tr.feed("Base/Drive/State", _odom(1.0, 0.0, 0.0, 0.0))
+    outs += tr.feed("Localization/Pose", _pose(1.1, 10.1, 9.7, 0.0))
+    parents: dict[str, set[str]] = {}
+    for o in outs:
+        if isinstance(o.message, FrameTransform):
+            m = decode(o.message)
+            parents.setdefault(m.child_frame_id, set()).add(m.parent_frame_id)
+    assert parents == {"odom": {"map"}, "base_link": {"odom"}, "laser": {"base_link"}}

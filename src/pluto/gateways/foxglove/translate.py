@@ -8,9 +8,11 @@ frames. The tree is the one ROS users know (REP 105)::
 - ``odom -> base_link`` is the base's odometry (``Base/Drive/State``), at its stamps.
 - ``map -> odom`` is what makes the robot's pose in the map come out right: the pose (``Localization/Pose``, or
   ``Sim/Truth`` while no localization writes one) composed with the inverse of the odometry of the same time (the
-  newest odometry at or before the pose's stamp). Before any odometry arrives, ``map -> base_link`` is given
-  directly. With ``map_pose="truth"`` the true pose alone places the robot: the map is then the simulated world's
-  frame exactly, which a localization started without the world's start pose (``pluto up sim``) does not share.
+  newest odometry at or before the pose's stamp). Before any odometry arrives, ``map -> odom`` is the pose itself
+  and ``odom -> base_link`` the identity, so every frame has one parent from the first message on (a viewer that
+  saw ``map -> base_link`` first and ``odom -> base_link`` later would have two parents for ``base_link``). With
+  ``map_pose="truth"`` the true pose alone places the robot: the map is then the simulated world's frame exactly,
+  which a localization started without the world's start pose (``pluto up sim``) does not share.
 - ``base_link -> laser`` is the laser's mount on the pan/tilt wrist (``Wrist/State`` turns it).
 
 The laser scan (``Sick/Scan_mm``, every point, stamped at the centre of the scan) is a ``foxglove.LaserScan`` in the
@@ -359,8 +361,9 @@ class FoxgloveTranslator:
         if topic is not None:
             out.append(Output(topic, _pose_in_map(stamp, pose), stamp))
         odom = self._odometry_at(stamp)
-        if odom is None:
-            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_BASE, *pose), stamp, FRAME_BASE))
+        if odom is None:  # no odometry yet: odom where the robot is, base_link at its origin
+            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_ODOM, *pose), stamp, FRAME_ODOM))
+            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_ODOM, FRAME_BASE, 0.0, 0.0, 0.0), stamp, FRAME_BASE))
         else:
             map_odom = _transform(stamp, FRAME_MAP, FRAME_ODOM, *_compose_inverse(pose, odom))
             out.append(Output(TOPIC_TF, map_odom, stamp, FRAME_ODOM))
