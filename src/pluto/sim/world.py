@@ -11,6 +11,10 @@ y left/north, angles counter-clockwise from +x)::
     <world name="office" version="1">
       <description>Free text.</description>                      optional
       <start x="12" y="9.6" theta="0"/>                           optional robot start pose; theta defaults to 0
+      <robots>                                                    optional: several robots in one simulation
+        <robot name="scout" x="10" y="9.7" theta="3.1416"/>       name, theta (0) and radius (0.4) optional
+        <robot x="14" y="9.7"/>
+      </robots>
       <walls>                                                     required (may be empty)
         <wall x1="0" y1="0" x2="40" y2="0" name="south"/>         a line segment; name optional
         <wall x1="0" y1="0" x2="0" y2="20" sigma_angle="0.01" sigma_offset="0.02"/>   with its uncertainty
@@ -42,6 +46,12 @@ y left/north, angles counter-clockwise from +x)::
 * A person walks its waypoints at a constant ``speed`` (m/s, >= 0) starting at the first waypoint at time 0.
   ``loop="true"`` walks on from the last waypoint back to the first and round again; ``loop="false"`` (the
   default) walks to the last waypoint and back, forever. ``radius`` (m, > 0) is the person's disc for sensors.
+* ``<robots>``: where the robots of a simulation of several (``pluto sim --robots N``) start, in order; the
+  first N are used (:meth:`World.fleet`). A robot's ``name`` is its robot name on the bus; an unnamed one is called
+  ``<prefix>-<i>`` after its place ``i`` in the list (from 1), the prefix being the simulator's own robot name.
+  Names are unique among the robots (and apart from the names of things) and may not contain ``/ * $ ? # @`` or
+  spaces. ``radius`` (m, > 0, default 0.4: the simulated base's) is the disc the other robots' sensors and bumpers
+  meet. Two robots may not start overlapping. Without ``<start>``, a single robot starts where the first one does.
 * ``<gps>``: the geodetic position (WGS-84 latitude and longitude in degrees, altitude in m, default 0) of the
   world's origin. With it, the local metric grid is east-north-up: x east, y north.
 * Numbers are plain decimals (``12``, ``-0.5``, ``1e3``); ``inf`` and ``nan`` are refused. No other elements or
@@ -86,6 +96,7 @@ __all__ = [
     "MapError",
     "Mover",
     "Polygon",
+    "RobotPlacement",
     "World",
     "available_worlds",
     "load_world",
@@ -214,6 +225,34 @@ class Mover:
         return position
 
 
+ROBOT_RADIUS = 0.4
+"""m: the radius of a robot of ``<robots>`` that gives none (the simulated base's default)."""
+
+_BAD_ROBOT_CHARS = frozenset("/*$?#@ \t\n")
+
+
+@dataclass(frozen=True)
+class RobotPlacement:
+    """Where one robot of a simulation of several starts.
+
+    Attributes:
+        name: its robot name on the bus, or None to be named after its place (see :meth:`World.fleet`).
+        x, y, theta: start pose, m, m, rad.
+        radius: the disc the other robots' sensors and bumpers meet, m.
+    """
+
+    name: str | None
+    x: float
+    y: float
+    theta: float = 0.0
+    radius: float = ROBOT_RADIUS
+
+    @property
+    def pose(self) -> tuple[float, float, float]:
+        """The start pose (x m, y m, θ rad)."""
+        return self.x, self.y, self.theta
+
+
 @dataclass(frozen=True, eq=False)
 class World:
     """A simulated world: static walls and obstacles, moving people, a start pose.
@@ -229,6 +268,7 @@ class World:
         circle_names: ``(M,)`` their names.
         movers: the walking people.
         start: robot start pose ``(x, y, theta)``, m, m, rad.
+        robots: where the robots of a simulation of several start (``<robots>``), in order; empty if not given.
         gps_origin: ``(latitude, longitude, altitude)`` of the origin, degrees, degrees, m; or None.
         source: the file it was read from, or None.
 
@@ -245,6 +285,7 @@ class World:
     circle_names: tuple[str, ...] = ()
     movers: tuple[Mover, ...] = ()
     start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    robots: tuple[RobotPlacement, ...] = ()
     gps_origin: tuple[float, float, float] | None = None
     source: Path | None = None
     _segments: FloatArray = field(init=False, repr=False)
@@ -284,6 +325,7 @@ class World:
             c[:, :2] - c[:, 2:3],
             c[:, :2] + c[:, 2:3],
             np.array([self.start[:2]]),
+            *(np.array([[r.x - r.radius, r.y - r.radius], [r.x + r.radius, r.y + r.radius]]) for r in self.robots),
         ]
         for m in self.movers:
             parts += [m.waypoints - m.radius, m.waypoints + m.radius]
@@ -291,6 +333,31 @@ class World:
         lo = points.min(axis=0)
         hi = points.max(axis=0)
         return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
+
+    def fleet(self, count: int, prefix: str) -> list[RobotPlacement]:
+        """The first ``count`` robots of :attr:`robots`, each with its name (an unnamed one is ``<prefix>-<i>``,
+        ``i`` its place in the list from 1).
+
+        Raises:
+            MapError: the world places fewer robots, or a made-up name is that of another robot.
+        """
+        if count < 1:
+            raise MapError(f"a simulation needs at least 1 robot, not {count}")
+        if count > len(self.robots):
+            placed = f"places {len(self.robots)}" if self.robots else "places none"
+            raise MapError(
+                f"world {self.name} {placed} in its <robots>, and {count} robots were asked for: add <robot> "
+                "elements to its <robots> (see pluto/sim/world.py)",
+                self.source,
+            )
+        chosen = [
+            dataclasses.replace(r, name=r.name or f"{prefix}-{i}") for i, r in enumerate(self.robots[:count], 1)
+        ]
+        names = [r.name for r in chosen]
+        for name in names:
+            if names.count(name) > 1:
+                raise MapError(f"two robots of world {self.name} would be called {name!r}: name them", self.source)
+        return chosen
 
     def mover_positions(self, t: float) -> FloatArray:
         """``(P, 2)`` positions (m) of the movers at time ``t`` (s), in the order of :attr:`movers`."""
@@ -477,10 +544,12 @@ _SPECS: dict[str, _Spec] = {
     "world": _Spec(
         ("name", "version"),
         ("xmlns:xsi", "xsi:noNamespaceSchemaLocation"),
-        ("description", "start", "walls", "obstacles", "movers", "gps"),
+        ("description", "start", "robots", "walls", "obstacles", "movers", "gps"),
     ),
     "description": _Spec(text=True),
     "start": _Spec(("x", "y"), ("theta",)),
+    "robots": _Spec(children=("robot",)),
+    "robot": _Spec(("x", "y"), ("name", "theta", "radius")),
     "walls": _Spec(children=("wall",)),
     "wall": _Spec(("x1", "y1", "x2", "y2"), ("name", "sigma_angle", "sigma_offset")),
     "obstacles": _Spec(children=("polygon", "circle")),
@@ -619,7 +688,8 @@ class _MapReader:
         description = ""
         if "description" in sections:
             description = " ".join((sections["description"].text or "").split())
-        start = (0.0, 0.0, 0.0)
+        robots = self.robots(sections["robots"]) if "robots" in sections else ()
+        start = robots[0].pose if robots else (0.0, 0.0, 0.0)
         if "start" in sections:
             s = sections["start"]
             start = (self.number(s, "x"), self.number(s, "y"), self.number(s, "theta", 0.0))
@@ -652,8 +722,37 @@ class _MapReader:
             circle_names=tuple(circle_names),
             movers=movers,
             start=start,
+            robots=robots,
             gps_origin=gps_origin,
         )
+
+    def robots(self, section: ET.Element) -> tuple[RobotPlacement, ...]:
+        """The robots of ``<robots>``: names unique among them and fit for the bus, no two overlapping."""
+        robots: list[RobotPlacement] = []
+        lines: dict[str, int] = {}
+        for element in section:
+            name = element.attrib.get("name")
+            if name is not None:
+                name = name.strip()
+                if not name or _BAD_ROBOT_CHARS & set(name):
+                    raise self.error(
+                        element, f"robot name {name!r} must not be empty or contain / * $ ? # @ or spaces"
+                    )
+                if name in lines:
+                    raise self.error(element, f"duplicate robot name {name!r} (first used on line {lines[name]})")
+                lines[name] = self.lines.get(element, 0)
+            x, y = self.point(element)
+            theta = self.number(element, "theta", 0.0)
+            radius = self.bounded(element, "radius", lambda v: 0.0 < v <= 10.0, "in (0, 10] m", ROBOT_RADIUS)
+            robot = RobotPlacement(name, x, y, theta, radius)
+            for i, other in enumerate(robots, 1):
+                gap = math.hypot(x - other.x, y - other.y) - radius - other.radius
+                if gap < 0.0:
+                    this = repr(name) if name else f"number {len(robots) + 1}"
+                    which = repr(other.name) if other.name else f"number {i}"
+                    raise self.error(element, f"robot {this} overlaps robot {which} at its start")
+            robots.append(robot)
+        return tuple(robots)
 
     def walls(
         self, section: ET.Element
