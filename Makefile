@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+# .[dev] is Pluto with every extra (web, foxglove, tui, gps, can, xml, secure, plot) and the test tools, at the
+# versions of constraints.txt, the ones every test passed with.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	# The pose and slam modules' numba kernels, compiled once into numba's cache now rather than by the first
 	# module to need them (up to a minute on a busy machine, while its starter waits).
 	$(BIN)/pluto warm
@@ -36,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(BIN)/python bench/bus.py
 	$(BIN)/python bench/sim_raycast.py
 	$(BIN)/python bench/sim_rtf.py

@@ -49,3 +49,7 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """Bytes from the peer do not form a valid packet or message; the message says where and why."""
+
+
+class MissingExtra(PlutoError, ImportError):
+    """A feature needs a library of an extra that is not installed; the message names the extra to install."""

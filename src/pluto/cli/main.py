@@ -58,6 +58,7 @@ from pluto.cli import (
 from pluto.cli.command import Subparsers, common_options
 from pluto.cli.verbosity import setup_logging
 from pluto.errors import PlutoError
+from pluto.extras import missing_extra
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
 
@@ -163,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra and take_extra is not None:
             take_extra(args, extra)
         return int(args.func(args))
+    except ModuleNotFoundError as err:
+        missing = missing_extra(err, f"pluto {args.command}")  # a library of an extra: say which to install
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return 1
     except PlutoError as err:
         print(f"pluto {args.command}: {err}", file=sys.stderr)
         return 1

@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from pluto.errors import ModuleNotFound
+from pluto.extras import missing_extra
 from pluto.runtime.module import Module
 
 GROUP = "pluto.modules"
@@ -53,6 +54,7 @@ def load_module_class(name: str, params: Mapping[str, object] | None = None) -> 
 
     Raises:
         ModuleNotFound: no such module (with the closest installed names), or no such driver of it.
+        MissingExtra: the module needs a library of an extra that is not installed (the message names the extra).
     """
     cls = _load(name)
     driver = (params or {}).get("driver")
@@ -67,6 +69,7 @@ def load_driver_class(module: str, driver: object) -> type[Module[Any]]:
 
     Raises:
         ModuleNotFound: no such driver (the message lists the installed ones), or it cannot be loaded.
+        MissingExtra: the driver needs a library of an extra that is not installed (the message names the extra).
     """
     drivers = available_drivers(module)
     if not isinstance(driver, str) or driver not in drivers:
@@ -93,6 +96,9 @@ def _load(name: str, what: str | None = None) -> type[Module[Any]]:
     try:
         cls = getattr(_import(module_path), attr)
     except (ImportError, AttributeError, OSError, SyntaxError) as err:
+        missing = missing_extra(err, what)  # a library of an extra: say which to install
+        if missing is not None:
+            raise missing from None
         raise ModuleNotFound(f"{what}: cannot load {target}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, Module)):
         raise ModuleNotFound(f"{what}: {target} is not a pluto Module class")
