@@ -62,6 +62,20 @@ TLS_FILES = {"ca": "ca.pem", "cert": "cert.pem", "key": "key.pem"}
 """The files of a machine's folder made by ``pluto certs add``, by their settings in ``[bus.tls]``."""
 
 
+def check_robot_name(name: str, what: str = "") -> str:
+    """Return ``name`` if it can be a robot's name on the bus (the ``<robot>`` of ``pluto/<robot>/...``).
+
+    Args:
+        what: what the name is, to start the message with (``"bus.robot "``).
+
+    Raises:
+        ConfigError: empty, or containing one of ``/ * $ ? # @`` or white space.
+    """
+    if not name or any(c in name for c in "/*$?#@") or any(c.isspace() for c in name):
+        raise ConfigError(f"{what}{name!r}: a robot name may not be empty or contain / * $ ? # @ or spaces")
+    return name
+
+
 class TlsFiles(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A machine's TLS files (absolute paths), for links to a secure router.
 
@@ -117,10 +131,7 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:
-        if not self.robot or any(c in self.robot for c in "/*$?#@ "):
-            raise ConfigError(
-                f"bus.robot {self.robot!r}: a robot name may not be empty or contain / * $ ? # @ or spaces"
-            )
+        check_robot_name(self.robot, "bus.robot ")
         if self.mode not in MODES:
             raise ConfigError(f"bus.mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if not 0.1 <= self.lease <= 3600:

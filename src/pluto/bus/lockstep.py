@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pluto.lockstep")
 
 WriteMark = tuple[str, int, int]
-"""A write: interface name, writer id, the writer's sequence number."""
+"""A write: the interface's key (``pluto/<robot>/<name>``: the robots of one simulation share one lock-step), writer
+id, the writer's sequence number."""
 
 TICK_KEY = "@lockstep/tick"
 ACK_KEY = "@lockstep/ack"
@@ -131,10 +132,10 @@ class LockstepGate:
         """Members run on this bus: its writes are lock-stepped and its reads gated."""
         return bool(self._handlers)
 
-    def note_write(self, name: str, writer_id: int, seq: int) -> None:
-        """Record a lock-stepped write (called by the writer after it published)."""
+    def note_write(self, key: str, writer_id: int, seq: int) -> None:
+        """Record a lock-stepped write to ``key`` (called by the writer after it published)."""
         with self._writes_lock:
-            self._writes[(name, writer_id)] = seq
+            self._writes[(key, writer_id)] = seq
 
     def take_writes(self) -> list[WriteMark]:
         """The writes made since the last call (for an acknowledgement)."""
@@ -246,12 +247,12 @@ class LockstepGate:
 
     def _wait_frontier(self, frontier: list[WriteMark]) -> None:
         """Wait until the local receivers got the frontier's values and their callbacks returned."""
-        by_name = self._bus.receivers_by_name()
+        by_key = self._bus.receivers_by_key()
         newest: dict[tuple[str, int], int] = {}
-        for name, wid, seq in frontier:
-            if seq > newest.get((name, wid), 0):
-                newest[(name, wid)] = seq
-        wanted = [(r, wid, seq) for (name, wid), seq in newest.items() for r in by_name.get(name, ())]
+        for key, wid, seq in frontier:
+            if seq > newest.get((key, wid), 0):
+                newest[(key, wid)] = seq
+        wanted = [(r, wid, seq) for (key, wid), seq in newest.items() for r in by_key.get(key, ())]
         deadline = time.monotonic() + FRONTIER_WAIT
         with self._cond:
             for receiver, wid, seq in wanted:
@@ -270,7 +271,7 @@ class LockstepGate:
                     self._waiting = True
                     self._cond.wait(left)
                     self._waiting = False
-        for receivers in by_name.values():
+        for receivers in by_key.values():
             for receiver in receivers:
                 receiver.wait_idle(max(0.0, deadline - time.monotonic()))
 

@@ -52,6 +52,7 @@ from pluto import msgs, names
 from pluto.bus.config import (
     BusConfig,
     bus_config,
+    check_robot_name,
     register_session,
     registered_sessions,
     rendezvous_free,
@@ -337,7 +338,7 @@ class StateWriter(Generic[M]):
             publisher.put(data, attachment=attachment)
         if stepped:
             assert gate is not None
-            gate.note_write(self.name, self.writer_id, seq)
+            gate.note_write(self._key, self.writer_id, seq)
 
     # rclpy's name for the same thing
     publish = write
@@ -411,14 +412,25 @@ class StateWriter(Generic[M]):
 
 
 class _Receiver(abc.ABC, Generic[M]):
-    """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``."""
+    """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``.
+
+    It reads the interface of the bus's robot, or of another robot named by ``robot`` (``pluto/<robot>/<name>``):
+    ``key`` is the one it reads."""
 
     def __init__(
-        self, bus: Bus, name: str, cls: type[M], max_age: float | None = None, clock: Callable[[], float] | None = None
+        self,
+        bus: Bus,
+        name: str,
+        cls: type[M],
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+        robot: str | None = None,
     ) -> None:
         self.name = str(name)
         self.type = cls
         self._bus = bus
+        self.robot = bus.robot if robot is None else check_robot_name(robot, "robot ")
+        self.key = bus.key(self.name, self.robot)
         # A command reader: values older than max_age (s, by ``clock``) are forgotten, none is taken from a query.
         self.max_age = names.command_max_age(name) if max_age is None else max_age
         if self.max_age is not None and not (math.isfinite(self.max_age) and self.max_age > 0):
@@ -529,9 +541,7 @@ class _Receiver(abc.ABC, Generic[M]):
         self._bus.settle()
         try:
             # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
-            replies = self._bus.query(
-                self._bus.key(self.name), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE
-            )
+            replies = self._bus.query(self.key, timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
         except zenoh.ZError as err:
             raise BusError(f"cannot query {self.name}: {zenoh_reason(err)}") from err
         for reply in replies:
@@ -561,14 +571,12 @@ class _Tap:
     """The one Zenoh subscriber of an interface in a process: a sample is decoded once and handed to every reader
     and subscription of that interface (and type) on the bus, however many there are."""
 
-    def __init__(self, bus: Bus, name: str, cls: type[Any]) -> None:
-        self.key = (name, cls)
+    def __init__(self, bus: Bus, key: str, cls: type[Any]) -> None:
+        self.key = (key, cls)
         self.type = cls
         self.receivers: tuple[_Receiver[Any], ...] = ()
         self._bus = bus
-        self._subscriber = bus.session.declare_subscriber(
-            bus.key(name), on_zenoh_thread(self._on_sample, keeps_state=True)
-        )
+        self._subscriber = bus.session.declare_subscriber(key, on_zenoh_thread(self._on_sample, keeps_state=True))
 
     def _on_sample(self, sample: zenoh.Sample) -> None:
         if not hasattr(ZENOH_THREAD, "kept"):
@@ -632,8 +640,9 @@ class StateReader(_Receiver[M]):
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
         deadline: float | None = None,
+        robot: str | None = None,
     ) -> None:
-        super().__init__(bus, name, cls, max_age, clock)
+        super().__init__(bus, name, cls, max_age, clock, robot)
         if deadline is not None and not (math.isfinite(deadline) and deadline > 0):
             raise ValueError(f"deadline of {name} must be > 0 s, got {deadline}")
         self.deadline = deadline
@@ -821,8 +830,9 @@ class Subscription(_Receiver[M]):
         current: bool = True,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        robot: str | None = None,
     ) -> None:
-        super().__init__(bus, name, cls, max_age, clock)
+        super().__init__(bus, name, cls, max_age, clock, robot)
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self._callback = callback
@@ -1228,9 +1238,10 @@ class Bus:
 
     # -- keys --------------------------------------------------------------------------------------------------
 
-    def key(self, name: str) -> str:
-        """The Zenoh key of interface ``name``."""
-        return f"{self.prefix}/{names.check_name(name)}"
+    def key(self, name: str, robot: str | None = None) -> str:
+        """The Zenoh key of interface ``name`` of this bus's robot, or of robot ``robot``."""
+        prefix = self.prefix if robot is None or robot == self.robot else f"pluto/{check_robot_name(robot, 'robot ')}"
+        return f"{prefix}/{names.check_name(name)}"
 
     def key_raw(self, suffix: str) -> str:
         """The Zenoh key ``pluto/<robot>/<suffix>``, unchecked (for the bus's own protocols)."""
@@ -1238,15 +1249,15 @@ class Bus:
 
     def _attach(self, receiver: _Receiver[Any]) -> None:
         """Let ``receiver`` see its interface's samples (through the interface's one subscriber in this process)."""
-        key = (receiver.name, receiver.type)
+        key = (receiver.key, receiver.type)
         with self._taps_lock:
             tap = self._taps.get(key)
             if tap is None:
-                tap = self._taps[key] = _Tap(self, receiver.name, receiver.type)
+                tap = self._taps[key] = _Tap(self, receiver.key, receiver.type)
             tap.receivers = (*tap.receivers, receiver)
 
     def _detach(self, receiver: _Receiver[Any]) -> None:
-        key = (receiver.name, receiver.type)
+        key = (receiver.key, receiver.type)
         with self._taps_lock:
             tap = self._taps.get(key)
             if tap is None or receiver not in tap.receivers:
@@ -1273,21 +1284,22 @@ class Bus:
                 self.gate = LockstepGate(self)
             return self.gate
 
-    def receivers_by_name(self) -> dict[str, list[_Receiver[Any]]]:
-        """The open readers and subscriptions of this bus, by interface name."""
+    def receivers_by_key(self) -> dict[str, list[_Receiver[Any]]]:
+        """The open readers and subscriptions of this bus, by the key they read (``pluto/<robot>/<interface>``: a
+        reader of another robot's interface is apart from one of this robot's)."""
         with self._lock:
-            by_name = self._by_name
-            if by_name is None:
-                by_name = {}
+            by_key = self._by_name
+            if by_key is None:
+                by_key = {}
                 for thing in self._owned:
                     if isinstance(thing, _Receiver):
-                        by_name.setdefault(thing.name, []).append(thing)
-                self._by_name = by_name
-        if any(r.closed for receivers in by_name.values() for r in receivers):
+                        by_key.setdefault(thing.key, []).append(thing)
+                self._by_name = by_key
+        if any(r.closed for receivers in by_key.values() for r in receivers):
             with self._lock:
                 self._by_name = None
-            return {n: [r for r in rs if not r.closed] for n, rs in by_name.items()}
-        return by_name
+            return {k: [r for r in rs if not r.closed] for k, rs in by_key.items()}
+        return by_key
 
     def service_key(self, name: str) -> str:
         """The Zenoh key of service ``name``."""
@@ -1395,6 +1407,7 @@ class Bus:
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
         deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[M]: ...
     @overload
     def create_reader(
@@ -1405,6 +1418,7 @@ class Bus:
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
         deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[Any]: ...
     @overload
     def create_reader(
@@ -1416,6 +1430,7 @@ class Bus:
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
         deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[M]: ...
     def create_reader(
         self,
@@ -1426,17 +1441,29 @@ class Bus:
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
         deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[Any]:
         """Return a reader of interface ``name`` that already holds its current value, if any.
 
         A reader of a command interface (:data:`pluto.names.COMMANDS`, or any with ``max_age``) starts empty and
         returns None once the newest command is older than ``max_age`` s by ``clock`` (default: the table's age and
         a monotonic clock). ``deadline`` (s) is how old a state's stamp may be for :meth:`StateReader.fresh`.
+        ``robot`` reads another robot's interface (``pluto/<robot>/<name>``; this bus's robot by default): in
+        lock-step its values are held back and waited for like this robot's.
         """
         self._check_open()
         cls = self._type_for(name, cls)
         return self._own(
-            StateReader(self, name, cls, fetch_timeout=fetch_timeout, max_age=max_age, clock=clock, deadline=deadline)
+            StateReader(
+                self,
+                name,
+                cls,
+                fetch_timeout=fetch_timeout,
+                max_age=max_age,
+                clock=clock,
+                deadline=deadline,
+                robot=robot,
+            )
         )
 
     def create_subscription(
@@ -1449,6 +1476,7 @@ class Bus:
         current: bool = True,
         max_age: float | None = None,
         clock: Callable[[], float] | None = None,
+        robot: str | None = None,
     ) -> Subscription[M]:
         """Call ``callback`` with every new value of ``name`` (on a thread of the subscription's own).
 
@@ -1456,10 +1484,19 @@ class Bus:
             depth: values queued for a slow callback; 1 keeps only the newest.
             current: also deliver the value the interface had when subscribing (never for a command).
             max_age, clock: for a command, a value that waited longer than ``max_age`` s by ``clock`` is skipped.
+            robot: the robot whose interface it is (``pluto/<robot>/<name>``); this bus's robot by default.
         """
         self._check_open()
         sub = Subscription(
-            self, name, self._type_for(name, cls), callback, depth=depth, current=current, max_age=max_age, clock=clock
+            self,
+            name,
+            self._type_for(name, cls),
+            callback,
+            depth=depth,
+            current=current,
+            max_age=max_age,
+            clock=clock,
+            robot=robot,
         )
         return self._own(sub)
 

@@ -230,14 +230,31 @@ class Module(Generic[P]):
 
     @overload
     def create_reader(
-        self, name: Topic[M], *, max_age: float | None = None, deadline: float | None = None
+        self,
+        name: Topic[M],
+        *,
+        max_age: float | None = None,
+        deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[M]: ...
     @overload
     def create_reader(
-        self, name: str, cls: type[M], *, max_age: float | None = None, deadline: float | None = None
+        self,
+        name: str,
+        cls: type[M],
+        *,
+        max_age: float | None = None,
+        deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[M]: ...
     def create_reader(
-        self, name: str, cls: type[M] | None = None, *, max_age: float | None = None, deadline: float | None = None
+        self,
+        name: str,
+        cls: type[M] | None = None,
+        *,
+        max_age: float | None = None,
+        deadline: float | None = None,
+        robot: str | None = None,
     ) -> StateReader[M]:
         """A reader of interface ``name`` holding its newest value.
 
@@ -247,20 +264,29 @@ class Module(Generic[P]):
         at the module's time before ``reader.fresh(now)`` treats it as absent; by default the interface table's
         (:func:`pluto.names.stale_after`: the writer's latency plus a few of its periods), else the ``deadline``
         given. The module's MOM entry notes the inputs that are stale.
+
+        ``robot`` reads the interface of another robot (``pluto/<robot>/<name>``), this module's by default.
         """
         if deadline is None and max_age is None and names.command_max_age(name) is None:
             deadline = names.stale_after(name)
         reader: StateReader[M] = self.bus.create_reader(
-            name, self.bus._type_for(name, cls), max_age=max_age, clock=self.clock.now, deadline=deadline
+            name, self.bus._type_for(name, cls), max_age=max_age, clock=self.clock.now, deadline=deadline, robot=robot
         )
         self._readers.append(reader)
         return reader
 
     def create_subscription(
-        self, name: str | Topic[M], callback: Callable[[M], Any], cls: type[M] | None = None, *, depth: int = 1
+        self,
+        name: str | Topic[M],
+        callback: Callable[[M], Any],
+        cls: type[M] | None = None,
+        *,
+        depth: int = 1,
+        robot: str | None = None,
     ) -> Subscription[M]:
-        """Call ``callback`` with every new value of ``name`` (on the subscription's own thread)."""
-        sub = self.bus.create_subscription(name, callback, cls, depth=depth, clock=self.clock.now)
+        """Call ``callback`` with every new value of ``name`` (on the subscription's own thread); of robot ``robot``
+        if given (``pluto/<robot>/<name>``), else of this module's."""
+        sub = self.bus.create_subscription(name, callback, cls, depth=depth, clock=self.clock.now, robot=robot)
         self._readers.append(sub)
         return sub
 
