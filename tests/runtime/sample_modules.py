@@ -168,3 +168,13 @@ class HangingStep(Module):
         if self.count == self.params.hang_at and not self.resumed:
             self.never.wait()
         self.out.write(msgs.FVectorState(stamp=now, element=[self.count, 1 if self.resumed else 0]))
+
+
+class ExitsSilently(Module):
+    """Ends its process as it configures, before printing a line (a crash that leaves nothing in its log)."""
+
+    name = "exits-silently"
+    description = "test: ends its process with status 3 as it configures, printing nothing"
+
+    def on_configure(self) -> None:
+        os._exit(3)

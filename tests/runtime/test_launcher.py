@@ -106,7 +106,11 @@ def test_a_module_that_never_publishes_times_out(bus: Bus) -> None:
 def test_a_process_that_neither_says_it_is_starting_nor_is_up_times_out(bus: Bus, tmp_path: Path) -> None:
     silent = launcher.spawn(["sleep", "60"], tmp_path / "silent.log")
     try:
-        with pytest.raises(LaunchError, match=r"gated-provider did not start publishing within 0\.5 s$"):
+        with pytest.raises(
+            LaunchError,
+            match=rf"gated-provider did not start publishing within 0\.5 s: its process \(pid {silent.pid}\) runs but "
+            "has not joined the bus to say it is starting",
+        ):
             launcher.wait_publishing(bus, "tests.runtime.sample_modules:GatedProvider", 0.5, process=silent)
     finally:
         silent.kill()
@@ -231,3 +235,59 @@ def test_tail_reads_the_last_section_of_a_log(tmp_path: Path) -> None:
     plain = tmp_path / "plain.log"  # a log that spawn did not write
     plain.write_text("a\nb\nc\n")
     assert launcher.tail(plain, 2) == "b\nc"
+
+
+def test_a_failed_start_whose_run_printed_nothing_says_so_and_quotes_no_earlier_run(bus: Bus) -> None:
+    log = launcher.runtime_dir(bus.robot) / "exits-silently.log"
+    log.write_text("an earlier run's line\n" * 10)
+    with pytest.raises(LaunchError) as err:
+        launcher.start_daemon(bus, "tests.runtime.sample_modules:ExitsSilently", timeout=15)
+    text = str(err.value)
+    assert text.startswith("exits-silently exited with status 3 while starting; ")
+    assert text.endswith(f"nothing in {log} from this run (its process has printed no line)")
+    assert "an earlier run's line" not in text
+
+
+def test_the_starter_tells_each_new_line_of_a_starting_module_s_log(
+    bus: Bus, make_bus: Callable[..., Bus], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "NOTICE_PERIOD", 1000.0)  # a new line is told as it comes, not at the next period
+    log = tmp_path / "gated-provider.log"
+    log.write_text(f"an earlier run's line\n{launcher.SECTION_MARK} now: pluto run gated-provider\n")
+    module_bus = make_bus()  # the module's process, as the starter sees it: it says it is starting
+    token = module_bus.declare_token(f"{STARTING_KEY}/gated-provider")
+    notices: list[str] = []
+    said = threading.Event()
+
+    def notice(text: str) -> None:
+        notices.append(text)
+        said.set()
+
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            launcher.wait_publishing(bus, GATED, 0.3, notice=notice, log_path=log, starting_limit=60.0)
+        except BaseException as err:
+            outcome.append(err)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        for number in (1, 2):
+            assert said.wait(timeout=30.0), notices
+            said.clear()
+            line = f"compiling numba kernel {number} of 2: features.extract_lines"
+            with open(log, "a") as out:
+                out.write(f"2026-11-29 08:19:06,647 pluto.gated-provider INFO: {line}\n")
+            wait_until(lambda line=line: any(n.endswith(f": {line}") for n in notices), timeout=30.0)
+    finally:
+        module_bus.release(token)  # it stops saying so, and is not up: the wait fails after its timeout
+        waiter.join(timeout=60.0)
+    # the first notice before the module's first line: this run's section has none yet
+    assert notices[0].startswith("gated-provider is still starting after ") and "earlier" not in notices[0]
+    assert notices[0].endswith(" s")
+    told = [n.split(": ", 1)[1] for n in notices[1:]]
+    assert told == [f"compiling numba kernel {n} of 2: features.extract_lines" for n in (1, 2)]
+    [error] = outcome
+    assert "it had said it was starting, then stopped saying so without being up" in str(error)

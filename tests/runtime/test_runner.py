@@ -1,5 +1,5 @@
 """Stopping on signals: the main thread's wait for SIGINT/SIGTERM ends even when the signal lands on another thread
-or just before the wait begins."""
+or just before the wait begins. Modules run in this process say they are starting before they are imported."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 
+from pluto.bus import Bus, BusTimeout
+from pluto.errors import ConfigError
+from pluto.runtime import runner
+from pluto.runtime.config import Config
+from pluto.runtime.module import STARTING_KEY, Module
 from pluto.runtime.runner import SignalStop, stop_on_signals
 
 
@@ -62,3 +68,23 @@ def test_off_the_main_thread_the_event_is_a_plain_one() -> None:
     thread.start()
     thread.join()
     assert type(events[0]) is threading.Event
+
+
+def test_an_installed_module_says_it_is_starting_before_its_classes_are_imported(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The imports (numba, scipy, a driver's libraries) take seconds on a busy machine: a starter waits for a module
+    # that says it is starting, so the module says so first.
+    said: list[bool] = []
+
+    def instantiate(spec: runner.ModuleSpec, _bus: Bus, _config: Config) -> Module[Any]:
+        bus.wait_for_token(f"{STARTING_KEY}/{spec.module}", timeout=30.0)  # raises BusTimeout if it was not said
+        said.append(True)
+        raise ConfigError("stopped before configuring")
+
+    monkeypatch.setattr(runner, "instantiate", instantiate)
+    with pytest.raises(ConfigError, match="stopped before configuring"):
+        runner.run_in_process([runner.ModuleSpec("heartbeat")], Config(), threading.Event())
+    assert said == [True]
+    with pytest.raises(BusTimeout):  # and the token went with the failed start
+        bus.wait_for_token(f"{STARTING_KEY}/heartbeat", timeout=0.5)

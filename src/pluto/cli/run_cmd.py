@@ -121,12 +121,14 @@ def run(args: argparse.Namespace) -> int:
         PlutoError: an unknown module, bad parameters or a bad configuration.
     """
     from pluto.cli.common import config_from_args
-    from pluto.runtime.registry import load_module_class
+    from pluto.runtime.registry import available_modules, load_module_class
     from pluto.runtime.runner import ModuleSpec, run_in_process, stop_on_signals
 
     config = config_from_args(args)
     params = _params(args.param)
-    load_module_class(args.module, params)  # fail early, before opening the bus
+    if ":" in args.module or args.module not in available_modules():
+        load_module_class(args.module, params)  # fail early, before opening the bus
+    # (an installed module is imported once the bus is open and it says it is starting: see run_in_process)
     spec = ModuleSpec(args.module, args.name, params)
     with stop_on_signals() as stop:
         run_in_process([spec], config, stop)

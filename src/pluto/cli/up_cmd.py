@@ -111,7 +111,7 @@ def up(args: argparse.Namespace) -> int:
                 except LaunchError as err:
                     if process.poll() is None:
                         launcher.terminate(process.pid)
-                    raise LaunchError(f"{err}; end of {log_path}:\n{launcher.tail(log_path, 8)}") from None
+                    raise LaunchError(f"{err}; {launcher.quote_log(log_path, 8)}") from None
         print(f"profile {profile.name} is up (supervisor pid {process.pid}); `pluto down` stops it")
         return 0
     pid_file = profile_pid_file(robot, profile.name)

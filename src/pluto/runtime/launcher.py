@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -214,12 +215,45 @@ def last_line(path: Path) -> str:
     return tail(path, 1).strip()
 
 
+def quote_log(path: Path, lines: int = 5) -> str:
+    """What an error quotes of a module's log: the last lines of this run's section (:func:`tail`), or that this run
+    has written nothing there yet (its process printed no line: still importing, say), never an earlier run's."""
+    found = tail(path, lines)
+    if not found.strip():
+        return f"nothing in {path} from this run (its process has printed no line)"
+    return f"end of {path}:\n{found}"
+
+
+_LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+ [A-Z]+: ")
+
+
+NEWS_BYTES = 8192
+"""A log's last bytes :func:`log_news` reads: a starter reads it four times a second."""
+
+
+def log_news(path: Path) -> str:
+    """The last line of this run of a module's log, without the time and logger name logging puts before it; ""
+    when this run has written none (the last line is then the one :func:`spawn` wrote before the run)."""
+    try:
+        with open(path, "rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(0, size - NEWS_BYTES))
+            lines = log_file.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    line = lines[-1].strip() if lines else ""
+    return "" if line.startswith(SECTION_MARK) else _LOG_PREFIX.sub("", line)
+
+
 STARTING_LIMIT = 600.0
 """s a module that says it is starting may take to be up, whatever the starter's own timeout (a first run may
 compile the navigation kernels: about a minute on a busy machine; a driver may search a device's baud rates)."""
 
+NOTICE_AFTER = 3.0
+"""s a module may say it is starting before its starter tells what it does (the last line of its log)."""
+
 NOTICE_PERIOD = 10.0
-"""s between two notices of a module that is still starting."""
+"""s between two notices of a module that is still starting and whose log has no new line."""
 
 
 def wait_publishing(
@@ -238,10 +272,10 @@ def wait_publishing(
     """Wait until a module is alive and every interface it provides has a value.
 
     A module says it is starting (a liveliness token, ``@starting/<name>``) as soon as its process has joined the
-    bus, before it configures, which may take long (kernels compiled on a first run, a driver's handshake). While it
-    says so it is waited for up to ``starting_limit`` s, however short ``timeout``; one that neither says so nor is
-    alive within ``timeout`` s fails, as does one whose process ends (at once). Once alive, it has ``timeout`` s
-    more to write its interfaces.
+    bus, before it imports its libraries and configures, which may take long (kernels compiled on a first run, a
+    driver's handshake). While it says so it is waited for up to ``starting_limit`` s, however short ``timeout``;
+    one that neither says so nor is alive within ``timeout`` s fails, as does one whose process ends (at once). Once
+    alive, it has ``timeout`` s more to write its interfaces. Each failure says which of these waits it was.
 
     Args:
         module: installed module name or ``package.module:Class``.
@@ -251,8 +285,9 @@ def wait_publishing(
         held: a lock-stepped simulator holds the time: a module that follows simulated time is ready when it has
             joined the lock-step (its first values may need time to pass).
         starting_limit: s a module that says it is starting has to be alive.
-        notice: told a line every :data:`NOTICE_PERIOD` s once a module that says it is starting has taken longer
-            than ``timeout`` (with the last line of ``log_path``, its log, if given).
+        notice: told what a module that says it is starting does, once it has taken :data:`NOTICE_AFTER` s (or
+            ``timeout``, if shorter): the last line of ``log_path``, its log, if given (compiling numba kernel 3 of
+            7, ...), each time it changes, and every :data:`NOTICE_PERIOD` s otherwise.
         log_path: the module's log.
 
     Raises:
@@ -281,7 +316,8 @@ def wait_publishing(
     try:
         deadline = began + timeout
         limit = began + max(timeout, starting_limit)
-        next_notice = began + timeout
+        next_notice = began + min(timeout, NOTICE_AFTER)
+        told = ""  # the log's line last told
         while True:
             check_process()
             try:
@@ -294,22 +330,36 @@ def wait_publishing(
                 deadline = max(deadline, now + timeout)  # had it stopped saying so without being up, time from then
                 if now >= limit:
                     raise LaunchError(f"{bus_name} was still starting after {limit - began:g} s")
-                if notice is not None and now >= next_notice:
-                    line = last_line(log_path) if log_path is not None else ""
+                line = log_news(log_path) if log_path is not None and notice is not None else ""
+                if (
+                    notice is not None
+                    and now >= began + min(timeout, NOTICE_AFTER)
+                    and (now >= next_notice or line != told)
+                ):
                     notice(f"{bus_name} is still starting after {now - began:.0f} s" + (f": {line}" if line else ""))
-                    next_notice = now + NOTICE_PERIOD
+                    told, next_notice = line, now + NOTICE_PERIOD
             elif now >= max(deadline, stopped_saying[0] + timeout):  # time from when it stopped saying so
-                why = " (it had said it was starting)" if said.is_set() else ""
-                raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s{why}")
+                if said.is_set():
+                    why = "it had said it was starting, then stopped saying so without being up"
+                elif process is not None:
+                    why = (
+                        f"its process (pid {process.pid}) runs but has not joined the bus to say it is starting "
+                        "(Python still starting on a busy machine? --timeout gives it longer)"
+                    )
+                else:
+                    why = "it has not joined the bus to say it is starting"
+                raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s: {why}")
     finally:
         bus.release(watch)
     deadline = time.monotonic() + timeout
+
+    waited = ["it has not joined the lock-step yet"]  # what it waits for now, in words for the error
 
     def remaining() -> float:
         check_process()
         left = deadline - time.monotonic()
         if left <= 0:
-            raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s of being up")
+            raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s of being up: {waited[0]}")
         return min(left, 0.25)
 
     if held and (params or {}).get("use_sim_time", cls.Params().use_sim_time):
@@ -320,6 +370,7 @@ def wait_publishing(
             except BusTimeout:
                 continue
     for interface in cls.provides:
+        waited[0] = f"no value on {interface} yet"
         while True:
             try:
                 bus.wait_published(interface, remaining())
@@ -367,7 +418,7 @@ def start_daemon(
             process.kill()
             process.wait()
         pid_file.unlink(missing_ok=True)
-        raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None
+        raise LaunchError(f"{err}; {quote_log(log_file)}") from None
     return process.pid
 
 

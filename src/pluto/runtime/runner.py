@@ -20,7 +20,7 @@ from typing import Any
 
 from pluto.bus import Bus
 from pluto.runtime.config import Config, build_params
-from pluto.runtime.module import Module
+from pluto.runtime.module import STARTING_KEY, Module
 from pluto.runtime.registry import load_module_class, without_driver
 
 log = logging.getLogger("pluto.runtime")
@@ -195,8 +195,29 @@ def interruptible(stop: threading.Event) -> Iterator[None]:
 
 def run_in_process(specs: Sequence[ModuleSpec], config: Config, stop: threading.Event) -> None:
     """Run modules in this process on one bus until ``stop`` is set, then stop them cleanly (also when it is set by
-    a signal while they start)."""
+    a signal while they start).
+
+    Each module whose name is known without importing it says it is starting (``@starting/<name>``) as soon as the
+    bus is open, before its classes are imported: importing numba, scipy or a driver's libraries takes seconds on a
+    busy machine, and a starter waits for a module that says it is starting (see
+    :func:`pluto.runtime.launcher.wait_publishing`), not for one that is silent. The module's own token takes over
+    while it configures (Zenoh keeps one token of a key alive while either is declared).
+    """
     with Bus(config.bus) as bus:
-        modules = [instantiate(spec, bus, config) for spec in specs]
-        with contextlib.suppress(Interrupted), running(modules, stop):
-            stop.wait()
+        early = [bus.declare_token(f"{STARTING_KEY}/{name}") for name in _names_known_early(specs)]
+        try:
+            modules = [instantiate(spec, bus, config) for spec in specs]
+            with contextlib.suppress(Interrupted), running(modules, stop):
+                for token in early:
+                    bus.release(token)
+                early = []
+                stop.wait()
+        finally:
+            for token in early:
+                bus.release(token)
+
+
+def _names_known_early(specs: Sequence[ModuleSpec]) -> list[str]:
+    """The bus names of the modules that are known before their classes are imported: a name given, or an
+    installed module's name (which is its bus name)."""
+    return [spec.name or spec.module for spec in specs if spec.name or ":" not in spec.module]

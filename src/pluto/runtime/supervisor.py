@@ -44,9 +44,9 @@ from pluto.runtime.config import Config
 from pluto.runtime.launcher import (
     bus_environment,
     module_command,
+    quote_log,
     runtime_dir,
     spawn,
-    tail,
     terminate_all,
     wait_publishing,
 )
@@ -93,8 +93,8 @@ class Supervisor:
         startup_timeout: seconds each module has to start publishing, or to say it is starting (it is then waited
             for longer: see :func:`~pluto.runtime.launcher.wait_publishing`).
         progress: told ``(name, number, total)`` as each module starts (its number counts from 1), to show it.
-        notice: told a line now and then while a module that says it is starting takes longer than
-            ``startup_timeout`` (by default it is logged).
+        notice: told what a module that says it is starting does while it takes long (the last line of its log;
+            see :func:`~pluto.runtime.launcher.wait_publishing`; by default it is logged).
     """
 
     def __init__(
@@ -209,7 +209,7 @@ class Supervisor:
                     log_path=log_file,
                 )
             except LaunchError as err:
-                raise LaunchError(f"{err}; end of {log_file}:\n{tail(log_file)}") from None
+                raise LaunchError(f"{err}; {quote_log(log_file)}") from None
         log.info("%s is up", entry.name)
 
     def _spawn(self, child: _Child) -> None:

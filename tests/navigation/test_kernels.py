@@ -1,0 +1,31 @@
+"""The progress a module compiling its numba kernels tells (its starter shows the log's last line as it changes)."""
+
+from __future__ import annotations
+
+import numba
+
+from pluto.navigation import kernels
+
+
+@numba.njit(cache=False)
+def _inner(x: float) -> float:
+    return x + 1.0
+
+
+@numba.njit(cache=False)
+def _outer(x: float) -> float:
+    return 2.0 * _inner(x)  # compiled within _outer's compilation
+
+
+def test_each_kernel_is_told_as_numba_begins_compiling_it() -> None:
+    said: list[str] = []
+    lacking = [f"{__name__}._outer", f"{__name__}._inner"]
+    with kernels._compile_progress(lacking, said.append):
+        assert _outer(1.0) == 4.0
+    assert said == [
+        "compiling numba kernel 1 of 2: test_kernels._outer",
+        "compiling numba kernel 2 of 2: test_kernels._inner",
+    ]
+    with kernels._compile_progress([], said.append):  # nothing missing: nothing told, no listener
+        assert _outer(2.0) == 6.0
+    assert len(said) == 2
