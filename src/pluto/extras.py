@@ -35,6 +35,7 @@ EXTRAS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         "xml": {"defusedxml": "defusedxml"},  # pluto xmlserver, the XML gateway
         "secure": {"cryptography": "cryptography"},  # pluto certs, pluto router --secure, PLUTO_TLS
         "plot": {"matplotlib": "matplotlib"},  # the demo's picture, pluto log plot
+        "ros": {"rosbags": "rosbags", "yaml": "pyyaml"},  # ROS bags, map_server occupancy grids
     }
 )
 """Each extra: the modules it installs, by import name, and the package (distribution) each one comes in."""

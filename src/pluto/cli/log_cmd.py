@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.record_cmd import human_size
-from pluto.errors import PlutoError
+from pluto.errors import ConfigError, PlutoError
 
 if TYPE_CHECKING:
     from pluto.record.logfile import LogFile
@@ -26,6 +27,8 @@ Looks into log files: what they hold, their data as CSV, a picture of the run, a
 examples:
   pluto log info run.mcap
   pluto log export run.mcap --csv run-csv/
+  pluto log export --rosbag2 run-bag/ run.mcap   a ROS 2 bag (MCAP, CDR): /scan, /odom, /tf, /tf_static, /cmd_vel
+  pluto log info ros2-bag/                       what Pluto reads of a ROS 2 or ROS 1 bag
   pluto log plot run.mcap -o run.png
   pluto log import-carmen intel.log.gz -o intel.mcap
   pluto log recover killed.mcap -o fixed.mcap    index and summary for a recording whose recorder was killed,
@@ -33,6 +36,13 @@ examples:
 
 A damaged log (bytes changed on a bad disk or in a bad copy) is read all the same: its damaged chunks are skipped,
 and info, export, plot and replay say which byte ranges could not be read (a warning on stderr; info exits 0).
+
+--rosbag2 writes the log as a ROS 2 bag folder (MCAP storage, CDR) with the standard types: the laser scans as
+sensor_msgs/LaserScan on /scan (frame laser), the odometry as nav_msgs/Odometry on /odom, the transforms
+map -> odom -> base_link -> laser as tf2_msgs/TFMessage on /tf and /tf_static (map -> odom from the pose and the
+odometry at its stamp), the velocity commands as geometry_msgs/Twist on /cmd_vel; every message at its log time,
+stamped with its Pluto message's stamp. ROS bags (ROS 2 folders or .mcap files, ROS 1 .bag files) are read by
+info, replay and slam offline. A file that is not what it claims exits with status 2.
 """
 
 
@@ -48,11 +58,20 @@ def register(subparsers: Subparsers) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     info = actions.add_parser("info", help="channels, counts, rates, duration and time range of logs")
     info.add_argument("files", metavar="FILE", nargs="+")
-    export = actions.add_parser("export", help="one CSV file per channel")
+    export = actions.add_parser("export", help="one CSV file per channel, or a ROS 2 bag")
     export.add_argument("file", metavar="FILE")
-    export.add_argument("names", metavar="NAMES", nargs="*", help="only these interfaces (globs allowed)")
-    export.add_argument("--csv", required=True, type=Path, metavar="DIR", help="folder for the CSV files")
-    export.add_argument("--force", action="store_true", help="overwrite CSV files that exist")
+    export.add_argument("names", metavar="NAMES", nargs="*", help="only these interfaces (globs allowed; CSV)")
+    target = export.add_mutually_exclusive_group(required=True)
+    target.add_argument("--csv", type=Path, metavar="DIR", help="folder for the CSV files")
+    target.add_argument(
+        "--rosbag2", type=Path, metavar="DIR", help="a ROS 2 bag (MCAP storage, CDR) in this folder (created)"
+    )
+    export.add_argument("--force", action="store_true", help="overwrite CSV files (or a bag) that exist")
+    export.add_argument(
+        "--laser-mount",
+        metavar="X,Y,Z",
+        help="the laser on the robot for base_link -> laser, m (default: the localization service's, 0.25,0,0.9)",
+    )
     plot = actions.add_parser("plot", help="trajectories and laser points in the world frame, as a PNG")
     plot.add_argument("file", metavar="FILE")
     plot.add_argument("-o", "--output", type=Path, help="the picture (default: the log's name with .png)")
@@ -156,13 +175,17 @@ def run_log(args: argparse.Namespace) -> int:
     from pluto.record.logfile import LogFile
 
     if args.action == "info":
+        from pluto.record.rosbag import open_log
+
         for i, path in enumerate(args.files):
             if i:
                 print()
-            log = LogFile(path)
+            log = open_log(path)
             print(describe_log(log))
             _warn_damaged(log)
         return 0
+    if args.action == "export" and args.rosbag2 is not None:
+        return _export_rosbag2(args)
     if args.action == "export":
         from pluto.record.export import export_csv
 
@@ -215,6 +238,45 @@ def run_log(args: argparse.Namespace) -> int:
     if args.action == "recover":
         return _recover(args)
     raise PlutoError(f"unknown log action {args.action!r}")
+
+
+def _laser_mount(text: str | None) -> tuple[float, float, float]:
+    """``--laser-mount X,Y,Z``, or the localization service's mount.
+
+    Raises:
+        ConfigError: not three finite numbers.
+    """
+    if text is None:
+        from pluto.navigation.localization.core import LocalizationParams
+
+        x, y, z = LocalizationParams().laser_mount
+        return (float(x), float(y), float(z))
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"--laser-mount takes X,Y,Z in m (three numbers), got {text!r}")
+    return (values[0], values[1], values[2])
+
+
+def _export_rosbag2(args: argparse.Namespace) -> int:
+    from pluto.record.logfile import LogFile
+    from pluto.record.rosbag import export_rosbag2
+
+    if args.names:
+        raise ConfigError("--rosbag2 exports the scans, odometry, transforms and commands: it takes no NAMES")
+    mount = _laser_mount(args.laser_mount)
+    log = LogFile(args.file)
+    _warn_damaged(log)
+    report = export_rosbag2(log, args.rosbag2, laser_mount=mount, force=args.force)
+    counts = ", ".join(f"{topic} {count:,}" for topic, count in report.counts.items())
+    print(f"wrote the ROS 2 bag {report.output} ({report.end - report.start:.1f} s of log): {counts}")
+    if report.skipped:
+        print(f"{len(report.skipped)} messages left out, the first: {report.skipped[0]}")
+    for note in report.notes:
+        print(f"note: {note}")
+    return 0
 
 
 def _recover(args: argparse.Namespace) -> int:

@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``take_extra`` in its namespace; one that logs more by default sets ``base_verbosity``.
 
     Returns:
-        the exit status: the command's, 1 after an error (told in one line on stderr), 130 after Ctrl-C.
+        the exit status: the command's, 1 after an error (told in one line on stderr; 2 when an input file is not
+        what it claims: a ROS bag, an occupancy grid), 130 after Ctrl-C.
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except PlutoError as err:
         print(f"pluto {args.command}: {err}", file=sys.stderr)
-        return 1
+        return int(getattr(err, "exit_status", 1))  # 2: an input file that is not what it claims (a bag, a grid)
     except KeyboardInterrupt:
         return 130
 

@@ -27,6 +27,12 @@ examples:
   pluto replay run.mcap --rate 10 --only Base/Drive/State 'Sick/*' 'DMU/*'
   pluto replay run.mcap --start 30 --end 90 --loop
   pluto replay run.mcap --remap Sick/Scan_mm=Rear/Scan_mm
+  pluto replay ros2-bag/ --scan-topic /base_scan
+
+A ROS bag (a ROS 2 bag's folder or .mcap file, a ROS 1 .bag) is replayed as a Pluto log: its sensor_msgs/LaserScan
+topic as Sick/Scan_mm and Sick/Timing, nav_msgs/Odometry as Base/Drive/State, geometry_msgs/Twist as
+Base/Drive/Command, at the bag's times; topics are chosen by type, or named with --scan-topic, --odom-topic and
+--cmd-topic. The laser's mount comes from the bag's transforms: localization must be told it (its laser_mount).
 """
 
 
@@ -63,6 +69,9 @@ def register(subparsers: Subparsers) -> None:
         "--no-announce", action="store_true", help="do not announce the modules that wrote the replayed interfaces"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line and no summary")
+    p.add_argument("--scan-topic", metavar="TOPIC", help="a ROS bag's LaserScan topic (default: by type)")
+    p.add_argument("--odom-topic", metavar="TOPIC", help="a ROS bag's Odometry topic (default: by type)")
+    p.add_argument("--cmd-topic", metavar="TOPIC", help="a ROS bag's Twist topic (default: by type)")
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -73,11 +82,23 @@ def run_replay(args: argparse.Namespace) -> int:
     """
     from pluto.cli.common import open_bus
     from pluto.record.replay import Replayer, parse_remap
+    from pluto.record.rosbag import open_log
     from pluto.runtime.runner import stop_on_signals
 
     remap = parse_remap(args.remap)
     out = sys.stderr
     tty = out.isatty()
+    log = open_log(args.file, scan_topic=args.scan_topic, odom_topic=args.odom_topic, cmd_topic=args.cmd_topic)
+    if log.info.get("source", "").startswith("rosbag") and not args.quiet:
+        for note in log.notes:
+            print(f"pluto replay: {note}", file=out, flush=True)
+        mount = log.info.get("laser_mount", "")
+        print(
+            f"pluto replay: {args.file} is a ROS bag: {log.info.get('scan_topic')} is replayed as Sick/Scan_mm; its "
+            f"laser is at {mount.replace(' ', ', ')} m from the odometry's frame (localization's laser_mount)",
+            file=out,
+            flush=True,
+        )
 
     def show(progress: ReplayProgress) -> None:
         if args.quiet or not tty:
@@ -93,7 +114,7 @@ def run_replay(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop, open_bus(args) as bus:
         replayer = Replayer(
             bus,
-            args.file,
+            log,
             rate=args.rate,
             start=args.start,
             end=args.end,

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pluto.sim.world import World
 
 __all__ = ["add_command", "register", "run"]
 
@@ -28,12 +33,16 @@ examples:
   pluto slam status
   pluto slam offline intel.log.gz -o intel.xml --plot intel.png
                                     the same SLAM over a log, as fast as the processor allows (no bus)
+  pluto slam export-grid intel.xml intel.yaml
+                                    a map as a ROS map_server occupancy grid (YAML + PGM)
 """
 
 OFFLINE_DESCRIPTION = """\
 Runs the slam module's estimator (scan matching in front of the compressed filter over walls) over a recorded log,
-as fast as the processor allows, without the bus: a CARMEN log (.log or .log.gz, such as the Radish data sets) or a
-Pluto recording (MCAP with Sick/Scan_mm or Sick/Scan and Base/Drive/State or Localization/Dead-Reckoning). Each scan
+as fast as the processor allows, without the bus: a CARMEN log (.log or .log.gz, such as the Radish data sets), a
+Pluto recording (MCAP with Sick/Scan_mm or Sick/Scan and Base/Drive/State or Localization/Dead-Reckoning), or a ROS
+bag (a ROS 2 bag's folder or .mcap file, a ROS 1 .bag: its sensor_msgs/LaserScan and nav_msgs/Odometry topics,
+chosen by type or named with --scan-topic and --odom-topic, the laser's mount from its transforms). Each scan
 is paired with the odometry at its stamp, whose increment since the previous scan is refined by registering the
 scan on the last ones before it moves the filter. The map is written as a world file.
 
@@ -64,6 +73,19 @@ examples:
   pluto slam offline run.mcap -o map.xml --odometry-noise none --plot map.png
   pluto slam offline fr079.log.gz -o fr079.xml --odometry-noise 0.1,0.02,0.1,0.035 --seed 7 --max-scans 500
   pluto slam offline intel.log -o intel.xml --relations intel.relations
+  pluto slam offline ros2-bag/ -o map.xml --scan-topic /base_scan --grid map.yaml
+"""
+
+EXPORT_GRID_DESCRIPTION = """\
+Writes a map (a world file: a saved SLAM map, or any map the simulator reads) as a ROS map_server occupancy grid: a
+YAML file (image, resolution, origin, negate, occupied_thresh, free_thresh, mode) and a PGM image beside it, with
+map_saver's values (walls occupied, 0; the rest unknown, 205). Nav2's and ROS 1's map_server load it as it is. The
+other way, a map_server grid's YAML file is a map wherever Pluto takes one (pluto sim --world grid.yaml, the pose
+module's map): walls are found in its occupied cells.
+
+examples:
+  pluto slam export-grid slam-map.xml office.yaml
+  pluto slam export-grid office office.yaml --resolution 0.1
 """
 
 RPE_DISTANCE = 5.0
@@ -101,6 +123,29 @@ def register(subparsers: Subparsers) -> None:
         metavar="FILE",
         help="a Kümmerle .relations file: also the relative pose error over its pairs of scans",
     )
+    offline.add_argument("--scan-topic", metavar="TOPIC", help="a ROS bag's LaserScan topic (default: by type)")
+    offline.add_argument("--odom-topic", metavar="TOPIC", help="a ROS bag's Odometry topic (default: by type)")
+    offline.add_argument(
+        "--grid", type=Path, metavar="GRID.yaml", help="also write the map as a ROS map_server occupancy grid"
+    )
+    offline.add_argument(
+        "--resolution", type=float, default=0.05, metavar="M", help="the grid's cell size, m (default 0.05)"
+    )
+    grid = add_parser(
+        actions,
+        "export-grid",
+        run_export_grid,
+        "a map as a ROS map_server occupancy grid (YAML + PGM)",
+        EXPORT_GRID_DESCRIPTION,
+    )
+    grid.add_argument("map", metavar="MAP", help="a map file (world XML), or a shipped world's name")
+    grid.add_argument("output", type=Path, metavar="OUT.yaml", help="the grid's YAML file (the PGM goes beside it)")
+    grid.add_argument(
+        "--resolution", type=float, default=0.05, metavar="M", help="the grid's cell size, m (default 0.05)"
+    )
+    grid.add_argument(
+        "--margin", type=float, default=1.0, metavar="M", help="unknown border around the walls, m (default 1)"
+    )
 
 
 def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -127,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "offline":
         return run_offline_command(args)
+    if args.action == "export-grid":
+        return run_export_grid(args)
     from pluto.navigation.slam.proxy import SlamProxy, SlamStatus
 
     with open_bus(args) as bus, SlamProxy(bus, start=False, timeout=5.0) as slam:
@@ -148,6 +195,37 @@ def run(args: argparse.Namespace) -> int:
         info = slam.save(timeout=SAVE_TIMEOUT)
         print(_saved(info.path, info.saved_walls), flush=True)
         return 0
+
+
+def _save_grid(world: World, output: Path, resolution: float, margin: float) -> None:
+    """Write a world's walls (and obstacles) as an occupancy grid and say where."""
+    from pluto.sim.gridmap import GridError, grid_of_walls, write_grid
+
+    try:
+        grid = grid_of_walls(world.segments(), resolution=resolution, margin=margin, circles=world.circles)
+    except ValueError as err:
+        raise GridError(str(err), output) from None
+    yaml_path, image = write_grid(grid, output)
+    rows, columns = grid.shape
+    print(f"occupancy grid saved to {yaml_path} and {image} ({columns} x {rows} cells of {resolution:g} m)")
+
+
+def run_export_grid(args: argparse.Namespace) -> int:
+    """``pluto slam export-grid MAP OUT.yaml``: a map as a ``map_server`` occupancy grid.
+
+    Raises:
+        ConfigError: bad options; MapError: the map cannot be read; GridError: the grid cannot be written.
+    """
+    from pluto.sim.world import load_world
+
+    if not (math.isfinite(args.resolution) and args.resolution > 0):
+        raise ConfigError(f"--resolution must be > 0 m, got {args.resolution}")
+    if not (math.isfinite(args.margin) and args.margin >= 0):
+        raise ConfigError(f"--margin must be >= 0 m, got {args.margin}")
+    world = load_world(args.map)
+    _save_grid(world, args.output, args.resolution, args.margin)
+    sys.stdout.flush()
+    return 0
 
 
 def _saved(path: str, walls: int | None) -> str:
@@ -177,8 +255,10 @@ def run_offline_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--odometry-noise: {err}") from None
     if args.max_scans is not None and args.max_scans < 2:
         raise ConfigError(f"--max-scans must be >= 2, got {args.max_scans}")
+    if not (math.isfinite(args.resolution) and args.resolution > 0):
+        raise ConfigError(f"--resolution must be > 0 m, got {args.resolution}")
     relations = None if args.relations is None else read_relations(args.relations)
-    log = read_log(args.log)
+    log = read_log(args.log, scan_topic=args.scan_topic, odom_topic=args.odom_topic)
     if args.max_scans is not None:
         log = log.head(args.max_scans)
     if log.skipped:
@@ -243,6 +323,10 @@ def run_offline_command(args: argparse.Namespace) -> int:
         result.slam, args.output, name=args.log.name, description=f"Made by pluto slam offline from {args.log.name}."
     )
     print(f"map saved to {path} ({walls} walls)")
+    if args.grid is not None:
+        from pluto.sim.world import load_world
+
+        _save_grid(load_world(path), args.grid, args.resolution, 1.0)
     if args.plot is not None:
         try:
             from pluto.navigation.slam.offline_plot import plot_offline

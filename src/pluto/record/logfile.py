@@ -31,7 +31,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,9 +46,14 @@ from pluto import msgs
 from pluto.record.format import (
     MESSAGE_ENCODING,
     METADATA_NAME,
+    SCHEMA_ENCODING,
     LogError,
     decode_message,
+    encode_message,
     from_ns,
+    schema_bytes,
+    schema_name,
+    to_ns,
     type_of_schema,
     wall_log_time,
 )
@@ -500,6 +505,62 @@ class LogFile:
                     _read_records(data, scan, self.path)
         except OSError as err:
             raise LogError(f"cannot read {self.path}: {err.strerror or err}") from None
+        self._take(scan)
+
+    @classmethod
+    def from_messages(
+        cls,
+        path: str | os.PathLike[str],
+        messages: Iterable[tuple[str, msgs.Message, float]],
+        *,
+        metadata: Mapping[str, str] | None = None,
+        notes: Iterable[str] = (),
+    ) -> LogFile:
+        """A log held in memory only, of messages read from another format (a ROS bag), so that everything that
+        reads Pluto logs (replay, the offline SLAM, the readers, CSV export) reads it too.
+
+        Args:
+            path: the file the messages were read from (for messages and :attr:`path`).
+            messages: (interface, message, log time in s) in any order; equal times keep this order.
+            metadata: the ``pluto`` metadata record (robot, source, ...).
+            notes: what the conversion noticed, for the user.
+
+        Raises:
+            LogError: a log time is negative or not finite.
+        """
+        log = cls.__new__(cls)
+        log.path = Path(path)
+        scan = _Scan(footer=True)
+        channel_ids: dict[str, int] = {}
+        schema_ids: dict[type[msgs.Message], int] = {}
+        sequences: dict[int, int] = {}
+        for name, message, t in messages:
+            kind = type(message)
+            sid = schema_ids.get(kind)
+            if sid is None:
+                sid = schema_ids[kind] = len(schema_ids) + 1
+                scan.schemas[sid] = Schema(
+                    id=sid, name=schema_name(kind), encoding=SCHEMA_ENCODING, data=schema_bytes(kind)
+                )
+            cid = channel_ids.get(name)
+            if cid is None:
+                cid = channel_ids[name] = len(channel_ids) + 1
+                scan.channels[cid] = Channel(
+                    id=cid, topic=name, message_encoding=MESSAGE_ENCODING, metadata={}, schema_id=sid
+                )
+            sequences[cid] = sequences.get(cid, 0) + 1
+            data = encode_message(message)
+            ns = to_ns(t)
+            scan.entries.append(_Entry(ns, ns, sequences[cid], cid, data))
+        if metadata:
+            scan.metadata[METADATA_NAME] = dict(metadata)
+        scan.notes.extend(notes)
+        log.size = sum(len(e.data) for e in scan.entries)
+        log._take(scan)
+        return log
+
+    def _take(self, scan: _Scan) -> None:
+        """Take what a pass over a file found (or a conversion made): channels, messages, notes."""
         self.closed = scan.footer
         """True if the writer finished the file (it has its summary); False after a crash or a kill."""
         self.chunks = scan.chunks

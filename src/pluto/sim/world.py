@@ -399,7 +399,9 @@ def load_world(source: str | os.PathLike[str]) -> World:
     """Read a world: a shipped world by name (``'office'``, ``'campus'``, ``'clutter'``) or a map file.
 
     Args:
-        source: a name from :func:`available_worlds`, or the path of a map file.
+        source: a name from :func:`available_worlds`, or the path of a map file: a world file, or the YAML file of
+            a ROS ``map_server`` occupancy grid (``.yaml``, ``.yml``), whose occupied cells become walls
+            (:func:`pluto.sim.gridmap.grid_world`).
 
     Returns:
         The world, with ``source`` set to the file read.
@@ -415,6 +417,10 @@ def load_world(source: str | os.PathLike[str]) -> World:
             raise MapError(
                 f"no shipped world named {source!r} (available: {', '.join(available_worlds())}) and no such file"
             )
+    if path.suffix.lower() in (".yaml", ".yml"):  # a ROS map_server occupancy grid: its occupied cells as walls
+        from pluto.sim.gridmap import grid_world
+
+        return grid_world(path)
     max_bytes, _ = _size_limits()
     try:
         with path.open("rb") as file:

@@ -33,6 +33,8 @@ Logs (:func:`read_log`):
   ``Localization/Dead-Reckoning``) interpolated at each scan's stamp and carried to the laser by the localization
   service's laser mount; the reference is ``Sim/Truth`` when the recording has it (a simulated run), else there is
   none and no error can be computed.
+- a ROS 1 or ROS 2 bag, read as a recording by :func:`pluto.record.rosbag.read_rosbag`: its ``LaserScan`` and
+  ``Odometry`` topics (by type, or named), the laser at the mount its transforms give; no reference.
 
 Odometry noise (:class:`OdometryNoise`): the "corrected" logs' odometry is the reference itself, so an estimator is
 tested by perturbing the odometry's increments with seeded noise (:func:`perturb_odometry`) and comparing its
@@ -62,7 +64,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +89,9 @@ from pluto.record.carmen import (
     parse_line,
 )
 from pluto.record.format import LogError
+
+if TYPE_CHECKING:
+    from pluto.record.logfile import LogFile
 
 __all__ = [
     "NOISE_FLOOR",
@@ -484,15 +489,17 @@ def _interpolate(times: FloatArray, poses: FloatArray, at: FloatArray) -> tuple[
     return out, inside
 
 
-def read_recording(path: str | os.PathLike[str]) -> OfflineLog:
-    """The scans of a Pluto recording (MCAP) with the odometry at their stamps (see the module docstring).
+def read_recording(path: str | os.PathLike[str] | LogFile) -> OfflineLog:
+    """The scans of a Pluto recording (MCAP), or of a log read from elsewhere (a ROS bag), with the odometry at their
+    stamps (see the module docstring). The laser is at the localization service's mount, or at the one the log's
+    metadata gives (``laser_mount``: "x y z", m; a ROS bag's transforms).
 
     Raises:
         LogError: the file cannot be read, or has no scans or no odometry.
     """
     from pluto.record.logfile import LogFile
 
-    log = LogFile(path)
+    log = path if isinstance(path, LogFile) else LogFile(path)
     scan_name = next((n for n in (names.SICK_SCAN_MM, names.SICK_SCAN) if log.series(n)), None)
     if scan_name is None:
         raise LogError(f"{log.path} has no laser scans ({names.SICK_SCAN_MM} or {names.SICK_SCAN})")
@@ -542,7 +549,7 @@ def read_recording(path: str | os.PathLike[str]) -> OfflineLog:
         reference = ref
     for k in np.flatnonzero(~keep).tolist():
         skipped.append(f"the scan at {stamps[k]:.3f} s: no odometry (or reference) around its stamp")
-    mount = LocalizationParams().laser_mount
+    mount = _logged_mount(log.info) or LocalizationParams().laser_mount
     lever = (float(mount[0]), float(mount[1]))
     idx = np.flatnonzero(keep)
     if idx.size == 0:
@@ -552,16 +559,40 @@ def read_recording(path: str | os.PathLike[str]) -> OfflineLog:
         for k in idx.tolist()
     ]
     ref_out = None if reference is None else _laser_of(reference[idx], lever)
-    return OfflineLog(Path(path), scans, _laser_of(odom[idx], lever), ref_out, skipped)
+    return OfflineLog(log.path, scans, _laser_of(odom[idx], lever), ref_out, skipped)
 
 
-def read_log(path: str | os.PathLike[str]) -> OfflineLog:
-    """A CARMEN log or a Pluto recording, told apart by the file's first bytes (MCAP's magic).
+def _logged_mount(info: dict[str, str]) -> tuple[float, ...] | None:
+    """The laser mount a log's metadata gives (``laser_mount``: "x y z", m), or None."""
+    try:
+        mount = tuple(float(v) for v in info.get("laser_mount", "").split())
+    except ValueError:
+        return None
+    return mount if len(mount) == 3 and all(math.isfinite(v) for v in mount) else None
+
+
+def read_log(
+    path: str | os.PathLike[str], *, scan_topic: str | None = None, odom_topic: str | None = None
+) -> OfflineLog:
+    """A CARMEN log, a Pluto recording or a ROS bag (:mod:`pluto.record.rosbag`), told apart by the file's first
+    bytes (MCAP's magic, and the profile of a ROS 2 bag's MCAP) or a bag's folder.
+
+    Args:
+        path: the log.
+        scan_topic, odom_topic: a ROS bag's topics to read (default: chosen by their types).
 
     Raises:
-        LogError: the file cannot be read or holds no usable scans.
+        LogError: the file cannot be read or holds no usable scans; a ROS bag's
+            :class:`~pluto.record.rosbag.BagError`.
     """
+    from pluto.record.rosbag import bag_kind, open_log
+
     source = Path(path)
+    if bag_kind(source) is not None or scan_topic is not None or odom_topic is not None:
+        bag = open_log(source, scan_topic=scan_topic, odom_topic=odom_topic)
+        read = read_recording(bag)
+        read.notes[:0] = bag.notes
+        return read
     try:
         with open(source, "rb") as file:
             magic = file.read(8)
