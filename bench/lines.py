@@ -7,8 +7,8 @@ and every other beam (181) as ``Sick/Scan`` does. Each set of scans is extracted
 the best pass counts. Time is this process's CPU time (``time.process_time``), so other work on a shared machine
 does not count, and the best pass is the least disturbed one (caches, frequency).
 
-The published figure is split-and-merge in C++ on real office scans (Nguyen et al. 2005/2007, see
-reference/estimation.md): 1,500 to 1,800 scans/s on the hardware of the time; it is quoted, not measured here.
+The published figure is split-and-merge in C++ on real office scans (Nguyen et al., IROS 2005 and
+Autonomous Robots 2007): 1,500 to 1,800 scans/s on the hardware of the time; it is quoted, not measured here.
 Target: >= 2,000 scans/s of 361 beams.
 
 Run from the project root:

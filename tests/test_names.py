@@ -7,7 +7,7 @@ import zenoh
 
 from pluto import msgs, names
 
-# The "Interface names" table of DESIGN.md.
+# The interface table of docs/design.md.
 DESIGN_TABLE: dict[str, type[msgs.Message]] = {
     "Base/Drive/Command": msgs.ActuatorState,
     "Base/Drive/State": msgs.Odometry,
@@ -63,7 +63,7 @@ def test_every_table_name_is_a_valid_bus_name_and_its_own_key() -> None:
 
 
 def test_the_base_is_base_whatever_the_robot() -> None:
-    # The original named it ATRV2/ after its robot.
+    # The original (docs/design.md) named it ATRV2/ after its robot.
     assert not any(name.startswith("ATRV2/") for name in names.INTERFACES)
 
 

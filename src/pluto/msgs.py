@@ -4,8 +4,8 @@ Every message is a frozen msgspec Struct tagged with its type name, encoded as M
 s, m/s, rad/s, V) and are stated in each field's description, which also lands in the JSON Schema that
 :func:`schema_of` returns (so a recorder can store it beside the data).
 
-The command and status vectors keep the shape of the original robot's CORBA types: ``ActuatorState`` (time stamp,
-``cmdFlags``, position[], velocity[], force[]) and ``FVectorState`` (time stamp, data[], element[]), because the
+The command and status vectors keep the shape of the original's CORBA types (docs/design.md): ``ActuatorState`` (time
+stamp, ``cmdFlags``, position[], velocity[], force[]) and ``FVectorState`` (time stamp, data[], element[]), because the
 meaning of their elements is defined per interface by the robot's documentation.
 
 Decoding is strict: :func:`decode` raises :class:`~pluto.errors.DecodeError` with the reason for any bytes that are
@@ -60,7 +60,7 @@ class Message(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Command and status vectors of the movement chain and of simple devices (shapes from the original robot).
+# Command and status vectors of the movement chain and of simple devices (shapes from the original, docs/design.md).
 
 
 class ActuatorState(Message, frozen=True):

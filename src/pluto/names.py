@@ -1,8 +1,8 @@
 """The interface names of the robot, in one place.
 
-Names and meanings follow the original robot software (its CORBA names), except that the base is ``Base/`` whatever
-the robot is. Each interface has one message type; the bus refuses to write another type and counts received bytes
-that do not decode as that type.
+Names and meanings follow the original robot software (its CORBA names; docs/design.md), except that the base is
+``Base/`` whatever the robot is. Each interface has one message type; the bus refuses to write another type and counts
+received bytes that do not decode as that type.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Topic(str, Generic[M]):
         return f"Topic({self.name!r}, {self.type.__name__})"
 
 
-# -- the interfaces (names as in the original robot software) -----------------------------------------------------
+# -- the interfaces (names as in the original robot software, docs/design.md) -------------------------------------
 
 
 @dataclass(frozen=True)
@@ -420,8 +420,8 @@ def stale_after(name: str) -> float | None:
     interface without a declared period (a value written now and then, one not in the table). A command's receiver
     measures its age on arrival instead (:data:`COMMANDS`; the base's is this deadline of ``Base/Drive/Command``).
 
-    This is the freshness contract of DESIGN.md (principle 8), declared once here from the writers' rates; a module's
-    readers take it as their deadline (:meth:`pluto.runtime.module.Module.create_reader`).
+    This is the freshness contract of docs/design.md (principle 8), declared once here from the writers' rates; a
+    module's readers take it as their deadline (:meth:`pluto.runtime.module.Module.create_reader`).
     """
     row = INTERFACES.get(name)
     if row is None or row.period is None:
@@ -439,7 +439,7 @@ COMMANDS: dict[str, float] = {
 }
 """The command interfaces, with how long (s, by the receiver's clock) a command stays good after it arrived.
 
-Commands are not states (DESIGN.md, principle 5): the bus never hands a command to a reader that joins after it was
+Commands are not states (docs/design.md, principle 5): the bus never hands a command to a reader that joins after it was
 written, and a reader returns nothing once the newest command is older than this. The ages are those of the
 receivers' own timeouts (the base's 0.4 s: the deadline of ``Base/Drive/Command`` by
 :func:`stale_after`, whose regular writers write at least every 0.1 s; the drive's 4 s, the spec's timeout of a

@@ -1,6 +1,6 @@
 """The pose module on the simulated robot (realistic noise, in lock-step, one process): it keeps the localization
 pose on the map where dead reckoning drifts, finds a robot carried elsewhere, answers "find wall", and hands the
-setter over the seed's way when the pose is set by hand."""
+setter over the original's way when the pose is set by hand."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_find_wall_and_the_setter_when_the_pose_is_set_by_hand(bus: Bus, sim: Lo
         assert wall.points > 50
         assert wall.rho == pytest.approx(10.0 - START[0] - 0.25, abs=0.05)
         assert abs(wall.gamma) < math.radians(2)
-        # the seed's way, to about where the robot is (a hand measurement): the module goes on from there
+        # the original's way, to about where the robot is (a hand measurement): the module goes on from there
         proxy.set_pose(START[0] + 0.1, START[1] - 0.05, START[2] + 0.03, timeout=60.0)
         running = proxy.wait(0, timeout=60.0)
         while not running.element[0]:

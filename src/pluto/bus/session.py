@@ -1,17 +1,17 @@
 """The bus: one Zenoh session per process, and the interfaces, services and liveliness built on it.
 
-Strategy: interfaces are *states* (the CORBA state objects of the original robot). A writer publishes each new
-value and keeps the newest one in a queryable on the interface's key (the shape of Zenoh's AdvancedPublisher cache,
-with Pluto's write stamp in the attachment); a reader that joins late asks for it when it is created, with no
-consolidation (every writer answers, the newest write wins), and has it at once; from then on it keeps the newest
-published value. The query reaches every writer because the session has heard of every other session first
+Strategy: interfaces are *states* (the CORBA state objects of the robot software Pluto follows, docs/design.md). A
+writer publishes each new value and keeps the newest one in a queryable on the interface's key (the shape of Zenoh's
+AdvancedPublisher cache, with Pluto's write stamp in the attachment); a reader that joins late asks for it when it is
+created, with no consolidation (every writer answers, the newest write wins), and has it at once; from then on it keeps
+the newest published value. The query reaches every writer because the session has heard of every other session first
 (:meth:`Bus.settle`, no fixed wait): a newcomer is linked to the rendezvous owner when Zenoh's open returns (with
 its declarations: ``open/return_conditions``); it then asks the owner which sessions it knows (a process that
 took the rendezvous over reads the sessions listed in the rendezvous's folder instead) and waits for each one's
 liveliness token ``pluto/@session/<zid>``. Zenoh sends what a session has declared to a new link in a fixed
 order, subscribers, queryables, then liveliness tokens, so once the token is in, that session's writers and
 services are known. Service calls that find nobody wait on Zenoh's matching status of the service key, not on a
-timer. Commands are the exception to late delivery (DESIGN.md, principle 5; the table in
+timer. Commands are the exception to late delivery (docs/design.md, principle 5; the table in
 :data:`pluto.names.COMMANDS`): a command writer marks its values, readers never take a marked value from a query (a
 command is never handed to a reader that joins later), and a command reader forgets a command once it is older
 than its ``max_age`` by the reader's own clock. The rule lives here, so no module can forget it.
@@ -617,7 +617,7 @@ class StateReader(_Receiver[M]):
     Create with :meth:`Bus.create_reader`. A reader created after the last write still gets that value: it asks
     the writers for it when it is created.
 
-    Freshness (DESIGN.md, principle 8): a reader with a ``deadline`` (s) judges a state by its stamp: :meth:`fresh`
+    Freshness (docs/design.md, principle 8): a reader with a ``deadline`` (s) judges a state by its stamp: :meth:`fresh`
     returns the newest value only if its stamp is at most ``deadline`` s before the time the caller gives (its own
     clock's), and None otherwise: a stale value is treated as absent. A module's readers get the deadline of the
     interface table (:func:`pluto.names.stale_after`) unless the module gives another.

@@ -1,4 +1,4 @@
-"""``pluto key PAGE``: keyboard interfaces to the modules, one page per module (the seed's ``xxx_i`` programs)."""
+"""``pluto key PAGE``: keyboard interfaces to the modules, one page per module (the original's ``xxx_i`` programs)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``pluto pose``: the pose module by hand (the seed's ``pose_i``): its thread, status, the pose, find wall, and the
+"""``pluto pose``: the pose module by hand (the original's ``pose_i``): its thread, status, the pose, find wall, and the
 odometry calibration against a wall."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ HELP = "the pose module: start, stop, status, set the pose, find the wall in fro
 
 DESCRIPTION = """\
 Works with the running pose module (start it with `pluto start pose`, or `pluto up mission`): starts and stops its
-thread, prints its status, sets the robot's pose the seed's way (stop the thread, post the pose to localization with
+thread, prints its status, sets the robot's pose the original's way (stop the thread, post the pose to localization with
 setter -1, wait until localization shows it, start the thread again), finds the longest wall in front of the laser,
 and calibrates the odometry against that wall.
 

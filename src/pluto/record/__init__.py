@@ -1,5 +1,5 @@
-"""Data collection and replay on MCAP files (spec §2: "a data collection program to save data to disk"; §5:
-readers that "read data from a file instead of live data").
+"""Data collection and replay on MCAP files (the original's data collection program and
+readers, which read data from a file instead of live data: docs/design.md).
 
 - :mod:`pluto.record.format`: how bus messages lie in an MCAP file (JSON with JSON Schemas, times, metadata).
 - :mod:`pluto.record.writer`: :class:`~pluto.record.writer.LogWriter`, split logs, crash-safe chunks.

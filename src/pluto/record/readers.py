@@ -1,5 +1,5 @@
-"""Readers: the read API of a module's proxy, with the data taken from a log instead of the robot (spec §5: "for
-some sensors the proxies can be replaced by readers which read data from a file instead of live data").
+"""Readers: the read API of a module's proxy, with the data taken from a log instead of the robot (as the
+original's readers did for some sensors: docs/design.md, "Processes and commands").
 
 A reader has a current time (a log time, s). Like a proxy, it numbers the module's interfaces from 0, opens those
 chosen by a mask (the sum of 2^n), and :meth:`LogReader.get` returns the newest value of an interface *at the
@@ -183,7 +183,7 @@ class LogReader:
 
 
 class SickReader(LogReader):
-    """The laser's interfaces (spec §8.1): 0 ``Sick/Scan`` (181 points, stamped on arrival), 1 ``Sick/Scan_mm``
+    """The laser's interfaces (docs/design.md): 0 ``Sick/Scan`` (181 points, stamped on arrival), 1 ``Sick/Scan_mm``
     (all points, stamped at the centre of the scan), 2 ``Sick/Timing``."""
 
     interfaces: ClassVar[tuple[str, ...]] = (names.SICK_SCAN, names.SICK_SCAN_MM, names.SICK_TIMING)
@@ -247,7 +247,7 @@ class BaseReader(LogReader):
 
 
 class DmuReader(LogReader):
-    """The inertial unit's interfaces (spec §8.2): 0 ``DMU/State`` (filtered, integrated heading), 1 ``DMU/Raw``."""
+    """The inertial unit's interfaces: 0 ``DMU/State`` (filtered, integrated heading), 1 ``DMU/Raw``."""
 
     interfaces: ClassVar[tuple[str, ...]] = (names.DMU_STATE, names.DMU_RAW)
 
@@ -270,7 +270,7 @@ class DmuReader(LogReader):
 
 
 class GpsReader(LogReader):
-    """The GPS's interface (spec §8.4): 0 ``GPS/State``."""
+    """The GPS's interface (docs/design.md): 0 ``GPS/State``."""
 
     interfaces: ClassVar[tuple[str, ...]] = (names.GPS_STATE,)
 
@@ -288,7 +288,7 @@ class GpsReader(LogReader):
 
 
 class LocReader(LogReader):
-    """The localization service's five pose interfaces, numbered as the ``LocProxy`` numbers them (spec §3)."""
+    """The localization service's five pose interfaces, numbered as the ``LocProxy`` numbers them (docs/design.md)."""
 
     interfaces: ClassVar[tuple[str, ...]] = names.LOCALIZATION_INTERFACES
 

@@ -1,4 +1,4 @@
-"""Starting and stopping modules as daemons (the original's ``xxx_server`` scripts and ``xxx_server -k``).
+"""Starting and stopping modules as daemons (the original's ``xxx_server`` scripts and ``-k``: docs/design.md).
 
 A daemon is ``python -m pluto run MODULE`` in a session of its own, with its output in ``<module>.log`` and its pid
 in ``<module>.pid`` under the runtime directory (``PLUTO_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/pluto``, else

@@ -1,7 +1,7 @@
 """The Module base class: the shell that binds a module's pure logic to the bus.
 
-A module (the original's ``xxxModule`` + ``xxx_control``) declares its name, the interfaces it provides, the
-modules it requires and its parameters; it creates its publishers and readers in :meth:`Module.on_configure`, and
+A module (the original's ``xxxModule`` + ``xxx_control``, docs/design.md) declares its name, the interfaces it provides,
+the modules it requires and its parameters; it creates its publishers and readers in :meth:`Module.on_configure`, and
 its control step runs at ``rate_hz`` on a thread of its own while the module is *active* (the original's
 ``start_activity``; ``stop_activity`` stops the thread but leaves the module's interfaces up).
 
@@ -260,8 +260,8 @@ class Module(Generic[P]):
 
         A command's age is measured by this module's clock (``max_age`` s, default the interface table's).
 
-        A state's freshness (DESIGN.md, principle 8): the reader's ``deadline`` is how old (s) a value's stamp may be
-        at the module's time before ``reader.fresh(now)`` treats it as absent; by default the interface table's
+        A state's freshness (docs/design.md, principle 8): the reader's ``deadline`` is how old (s) a value's stamp may
+        be at the module's time before ``reader.fresh(now)`` treats it as absent; by default the interface table's
         (:func:`pluto.names.stale_after`: the writer's latency plus a few of its periods), else the ``deadline``
         given. The module's MOM entry notes the inputs that are stale.
 

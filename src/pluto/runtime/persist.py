@@ -1,6 +1,6 @@
 """A module's continuation state: what a restarted module needs to go on where its crashed instance was.
 
-DESIGN.md, principle 8: a module that restarts continues from its last published estimate, never from a default.
+docs/design.md, principle 8: a module that restarts continues from its last published estimate, never from a default.
 A module keeps a :class:`Continuation` of a msgspec type of its own; it saves its state as it goes
 (:meth:`Continuation.save_due`, at most every ``period`` wall seconds, and :meth:`Continuation.save` on a clean
 shutdown) and, when it starts, asks :meth:`Continuation.load` for the state of the instance it replaces.

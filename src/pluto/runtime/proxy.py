@@ -1,8 +1,8 @@
 """The base of every proxy: the client-side API of a module.
 
-A proxy finds the module it needs on the bus, or starts it as a daemon (the original's proxies did the same) and
-waits until it publishes; then it turns simple method calls into reads, writes and requests on the module's
-interfaces, so users need not know the module's protocol.
+A proxy finds the module it needs on the bus, or starts it as a daemon (the original's proxies did the same:
+docs/design.md) and waits until it publishes; then it turns simple method calls into reads, writes and requests on the
+module's interfaces, so users need not know the module's protocol.
 
 The interfaces a proxy can open are numbered, and which ones to open is chosen with a bit mask (the sum of 2^n for
 each interface n), the convention of the original localization proxy: ``LocProxy(bus, 9)`` opens interfaces 0 and 3.

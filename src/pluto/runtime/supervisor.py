@@ -1,10 +1,10 @@
 """The supervisor behind ``pluto up``: starts a profile in dependency order and keeps it running.
 
 Strategy: each module starts only when the modules it requires are alive *and* have written every interface they
-provide (the original robot's modules raced each other during sensor initialisation; here the order is decided,
-not hoped for). Modules run as separate processes by default so one crash cannot take the others down; a module that
-exits with an error or is killed is restarted after a back-off that doubles at each crash, up to a limit per time
-window, and continues where its crashed instance was: the child's environment says it is a restart
+provide (the modules of the robot software Pluto follows, docs/design.md, raced each other during sensor initialisation;
+here the order is decided, not hoped for). Modules run as separate processes by default so one crash cannot take the
+others down; a module that exits with an error or is killed is restarted after a back-off that doubles at each crash, up
+to a limit per time window, and continues where its crashed instance was: the child's environment says it is a restart
 (``PLUTO_RESUME=1``) of which session (``PLUTO_SESSION``, new at every start, which also removes the state files an
 earlier session left), and the module loads the state it saved (:mod:`pluto.runtime.persist`). A module that exits
 cleanly (``pluto stop``) is left stopped.

@@ -6,9 +6,9 @@ the radius and each sub-step is checked against the world, so the robot can neve
 sub-step is bisected so the robot stops touching the obstacle, which then presses the bumper on that side and
 stalls the motors. Turning in place is always possible for a disc.
 
-Odometry is the ideal one of the original robot's dummies unless the noise profile says otherwise: then the wheels
-have a scale error (and, if set, an exact error of the distances alone) and slip, and keep turning (so odometry keeps
-counting) while the body is stalled.
+Odometry is the ideal one of the original's dummies (docs/design.md) unless the noise profile says otherwise: then the
+wheels have a scale error (and, if set, an exact error of the distances alone) and slip, and keep turning (so odometry
+keeps counting) while the body is stalled.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class BodyParams:
         max_speed: |v| limit, m/s.  max_turn_rate: |ω| limit, rad/s.
         max_accel: linear acceleration limit, m/s².  max_turn_accel: angular acceleration limit, rad/s².
         sonar_count: transducers, evenly spaced around the body, the first facing forward.
-        sonar_max_range: m (the original dummies reported 8 m).  sonar_cone: half-angle of a transducer's cone, rad.
+        sonar_max_range: m (the original's dummies reported 8 m).  sonar_cone: half-angle of a transducer's cone, rad.
         battery_wh: capacity, Wh.  voltage_full, voltage_empty: V.
         idle_power: W.  drive_power: W per m/s.  turn_power: W per rad/s.
     """

@@ -1,7 +1,7 @@
 """The simulated GPS receiver: fixes on a local metric grid and in latitude/longitude.
 
 The local grid is east (x) / north (y) of the world's GPS origin, which is the world frame's origin. Quality follows
-the original robot's reading of its receiver: 2 is a differential (sub-metre) fix, 1 a plain fix; more than 5
+the original's reading of its receiver (docs/design.md): 2 is a differential (sub-metre) fix, 1 a plain fix; more than 5
 satellites are wanted. The noise profile can make the receiver lose and regain the differential fix.
 """
 

@@ -1,4 +1,5 @@
-"""The simulated inertial unit (a Crossbow-like DMU) and the filtering the original ``DMU/State`` did.
+"""The simulated inertial unit (a Crossbow-like DMU) and the filtering the original's ``DMU/State`` did
+(docs/design.md).
 
 Raw data has z up, x forward, y left: pitch φ and roll ψ (filtered in the sensor to agree with gravity, so 0 on flat
 ground plus noise), the angular rates and the accelerations (specific force: +g on z at rest). The state low-pass

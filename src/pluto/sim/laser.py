@@ -6,8 +6,8 @@ horizontal distance d along the beam's horizontal direction is hit at d / |horiz
 h / (cos α sin τ) when the beam points down. The range is the nearer of the two, rounded to the scanner's
 resolution (cm in its default mode), at most 80 m.
 
-Faults follow the original robot's description: a "fatal error" sets every range to -1 while the scanner reboots,
-which takes about 20 s.
+Faults follow the original's sick server (docs/design.md): a "fatal error" sets every range to -1 while the scanner
+reboots, which takes about 20 s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sensor and motion noise of the simulated robot.
 
-The original robot's dummies were ideal (odometry without error, perfect scans); that stays the default
+The original's dummies (docs/design.md) were ideal (odometry without error, perfect scans); that stays the default
 (:data:`IDEAL`). :data:`REALISTIC` adds the errors a real outdoor robot shows, each a named setting a user can
 override in the configuration file. All randomness comes from a numpy ``Generator`` seeded per device from one seed,
 so the same seed gives the same noisy run.

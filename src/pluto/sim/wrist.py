@@ -1,8 +1,8 @@
 """The simulated pan/tilt wrist: each axis moves toward its commanded position with the commanded velocity and
 acceleration, within the unit's limits.
 
-As on the original robot's wrist, an axis moves only when its commanded velocity *and* acceleration are both > 0.
-Each axis follows the time-optimal profile: accelerate, cruise, and brake so as to stop on the target.
+As on the original's wrist (docs/design.md), an axis moves only when its commanded velocity *and* acceleration are both
+> 0. Each axis follows the time-optimal profile: accelerate, cruise, and brake so as to stop on the target.
 """
 
 from __future__ import annotations

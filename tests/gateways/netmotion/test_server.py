@@ -1,8 +1,8 @@
 """The NetworkMotionServer end to end: the netmotion module and a simulated arm module on the bus, real UDP sockets,
 and the modules' clock running faster than real time.
 
-The seed's transcript (PING/PONG, FK, RUNMS, IKP and the MOTMANREG / MOTMANRESP order), the reference's FK vector
-byte for byte, two clients interleaving, the added commands, hostile input, and the launcher.
+The published transcript (docs/protocols/netmotion.md: PING/PONG, FK, RUNMS, IKP and the MOTMANREG / MOTMANRESP order),
+the reference's FK vector byte for byte, two clients interleaving, the added commands, hostile input, and the launcher.
 """
 
 from __future__ import annotations

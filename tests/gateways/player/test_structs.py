@@ -1,4 +1,4 @@
-"""Every Player 1.5 struct against its byte layout and size in /work/shared/reference/player-1.5-wire.md.
+"""Every Player 1.5 struct against its byte layout and size in docs/protocols/player.md.
 
 The expected bytes are packed here with the reference's format strings, independently of the codec's own, and the
 sizes are the reference's numbers.

@@ -1,4 +1,4 @@
-"""The seed's find wall: the longest wall in front, its points, (γ, ρ) and covariance."""
+"""The original's find wall (docs/design.md): the longest wall in front, its points, (γ, ρ) and covariance."""
 
 from __future__ import annotations
 

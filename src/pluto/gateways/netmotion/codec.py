@@ -18,8 +18,8 @@ of the datagram)::
     JOINTS                  -> JOINTS <v0> ... <vn-1>     rad, mm for prismatic joints (the gripper)
     anything else           -> ERR <reason>
 
-Numbers in replies are C's ``%.6E`` (``1.000000E+00``, ``-4.371139E-08``), as in the original transcript. Every
-reply is one datagram ending with LF.
+Numbers in replies are C's ``%.6E`` (``1.000000E+00``, ``-4.371139E-08``), as in the published transcript
+(docs/protocols/netmotion.md). Every reply is one datagram ending with LF.
 """
 
 # Strategy: UDP keeps message boundaries, so a datagram is always complete: the decoder holds no bytes between

@@ -5,7 +5,7 @@ localization pose (``Localization/Pose``), laser (6) ``Sick/Scan_mm`` and sonar 
 is pure: the module shell reads the bus and calls these functions.
 """
 
-# Strategy: SI inside, protocol units only here and in structs.py (DESIGN.md principle 4). Values that do not fit
+# Strategy: SI inside, protocol units only here and in structs.py (docs/design.md, principle 4). Values that do not fit
 # their field are saturated, never wrapped: a robot 3000 km from its origin reports the largest i32 mm rather than
 # a negative position, and a laser range beyond what 16 bits of range_res mm hold reports the largest range. A
 # laser range of -1 (a scanner error on the bus) is sent as 0, which Player clients of the time treat as no

@@ -7,7 +7,7 @@
     offset = stamp_clock_offset(now, sim_now, newest_stamp)
 """
 
-# Strategy: Player's position interface (spec/player-position.txt, "Set odometry", "Reset odometry") declares the
+# Strategy: Player's position interface (Player 1.5 manual §6.19, "Set odometry", "Reset odometry") declares the
 # robot's current odometry pose; the robot does not move. The 1.5 p2os driver did it with offsets of its own
 # (sippacket x_offset, y_offset, angle_offset), so only what the position device reports changed. The gateway does
 # the same: it keeps where the base's odometry frame sits in the declared one and applies it to what it reports and

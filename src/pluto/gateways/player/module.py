@@ -50,7 +50,7 @@ put on that clock too (see :mod:`.frames`), so that both header times of a messa
 Run it with ``pluto player [--port N]`` or ``pluto run player``; ``host`` is the loopback unless configured.
 """
 
-# Strategy: the module is the shell of principle 1 (DESIGN.md): protocol and session logic live in protocol.py,
+# Strategy: the module is the shell of principle 1 (docs/design.md): protocol and session logic live in protocol.py,
 # structs.py and session.py, the conversions in devices.py, the held command in motion.py, the sockets in
 # server.py. The module's step (at ``rate_hz`` on the module clock, so simulated time drives the rounds) reads the
 # newest bus values with non-blocking readers, builds each device's payload once when its source changed, and

@@ -9,7 +9,7 @@
 ``role="client"`` first expects the server's 32-byte banner (a :class:`Banner` event).
 """
 
-# Strategy: /work/shared/reference/player-1.5-wire.md. Every message is a 32-byte big-endian header
+# Strategy: docs/protocols/player.md. Every message is a 32-byte big-endian header
 # (``>HHHHIIIIII``: stx, type, device, index, time, timestamp, reserved, size) and ``size`` payload bytes. The
 # largest message Player 1.5 sends or receives is PLAYER_MAX_MESSAGE_SIZE = 8192 bytes, header included, so the
 # largest payload is 8192 - 32 = 8160 bytes (PLAYER_MAX_PAYLOAD_SIZE; the 1.5 server's reader drops a header whose

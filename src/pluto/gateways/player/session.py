@@ -10,7 +10,7 @@ The session answers everything the player device (code 1) is asked itself; a con
 a device is handed to the backend as a :class:`Configure` or :class:`Command`.
 """
 
-# Strategy: /work/shared/reference/player-1.5-wire.md. A reply echoes the request's device and index and has
+# Strategy: docs/protocols/player.md. A reply echoes the request's device and index and has
 # exactly its struct's size. A REQ to a device the client has not opened gets RESP_ERR (so does a REQ to a device
 # that is not served: it cannot have been opened); a REQ that does not parse (unknown subtype, wrong size) gets
 # NACK; a CMD from a client without write access, or that does not parse, is ignored and counted (commands are

@@ -6,7 +6,7 @@ Fields are in protocol units (mm, degrees, arc-seconds, 0.01 degrees): the conve
 turn a payload from a client into the right struct or say why they cannot.
 """
 
-# Strategy: /work/shared/reference/player-1.5-wire.md gives each struct's format and size; the tests pack every
+# Strategy: docs/protocols/player.md gives each struct's format and size; the tests pack every
 # struct with those format strings as an independent check. Config structs keep their subtype as the first field,
 # because several subtypes share a layout (speed and position PID, the seven RMP requests, the laser's SET and
 # GET_CONFIG, motor power of position and position3d). Player 1.5 has no geometry struct of its own for

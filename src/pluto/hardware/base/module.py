@@ -1,4 +1,4 @@
-"""The simulated base server (the original's dummy base, made physical).
+"""The simulated base server (the original's dummy base, docs/design.md, made physical).
 
 A :class:`~pluto.hardware.base.server.BaseServer` (its docstring describes the interfaces, the command rule and the
 services) on the simulated body: commands move the body; the odometry, sonar ring, bumpers, stall and battery are

@@ -17,7 +17,7 @@ speed_pid and position_pid answer an error: P2OS has no command to set them; spe
 SETRA.
 """
 
-# Strategy: the module is a thin shell around P2osDriver (principle 1 of DESIGN.md): the driver owns the link,
+# Strategy: the module is a thin shell around P2osDriver (principle 1 of docs/design.md): the driver owns the link,
 # the timers and the units; BaseServer owns the bus side shared with the simulated base (hardware/base/module.py),
 # so either base can stand behind Base/* unchanged. The driver connects in open_base so that a missing robot fails
 # the start with one clear line instead of a module that publishes nothing. Stamps are the module clock's time at
@@ -25,7 +25,7 @@ SETRA.
 # step, so that v·Δt computed from two stamps is not blurred by the step's phase. While the link is down (the
 # driver reconnects by itself) nothing is published on Base/*: a stale value must not look fresh, and a command is
 # dropped, never replayed after the outage; base/status, written at every step, says whether the link is up and how
-# long the robot has been silent. The PID services: /work/shared/reference/p2os.md lists no command that sets the
+# long the robot has been silent. The PID services: docs/protocols/p2os.md lists no command that sets the
 # PID gains (only the CONFIGpac reports them), so they answer with an error that says so.
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ p2os_module.py, a Pioneer. Bases are installed as drivers of the ``base`` module
 entry-point group (see :mod:`pluto.runtime.registry`); ``pluto run base --driver p2os`` picks one.
 """
 
-# Strategy: the shell owns the command rule and the service contract (principles 1, 5 and 6 of DESIGN.md), as
+# Strategy: the shell owns the command rule and the service contract (principles 1, 5 and 6 of docs/design.md), as
 # python-can's bus base class owns the receive loop and the filters while each backend fills a couple of hooks.
 # A base is told only what changes: apply_command is called when a new command arrives, with zeros when the one in
 # force expires, and again with the one in force when a service changes how commands are carried out (motor power,

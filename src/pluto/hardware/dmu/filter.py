@@ -5,10 +5,10 @@ Pure: no clock, no I/O. The simulated unit (:class:`pluto.sim.inertial.SimDmu`) 
 (:mod:`.driver`) both feed it, so ``DMU/State`` means the same whichever unit is behind it.
 """
 
-# Strategy: the original DMU/State low-pass filtered the raw rates and accelerations and delayed its stamp "to
-# account for the filter delay". A first-order low-pass with time constant τ delays a ramp by τ, so the heading,
-# integrated without filtering, is given as it was τ before the newest sample and stamped with that time: the stamp
-# is then exactly true, whatever the time between samples (a unit read late on a busy computer does not give a
+# Strategy: the original's DMU/State (docs/design.md) low-pass filtered the raw rates and accelerations and delayed its
+# stamp "to account for the filter delay". A first-order low-pass with time constant τ delays a ramp by τ, so the
+# heading, integrated without filtering, is given as it was τ before the newest sample and stamped with that time: the
+# stamp is then exactly true, whatever the time between samples (a unit read late on a busy computer does not give a
 # turn's heading the wrong time). The integrated heading is kept over the last τ and interpolated there. The
 # filter's α = dt / (τ + dt) is the exact discretisation of the first-order lag for a held input.
 

@@ -9,14 +9,14 @@
 The client never touches a port or a clock: the shell passes ``now`` (s, monotonic) with each call.
 """
 
-# Strategy: the sequence is that of the original sick server and of the open LMS drivers. The scanner starts at
-# 9600 baud (unless told otherwise in its flash), so the client asks for the status at 9600 and, with no answer
-# within probe_timeout, at 19200, 38400 and 500 k in turn (a scanner left streaming by a previous run answers at
-# its streaming rate). Then: stop any continuous output (0x20 0x25), set the variant (0x3B: 180° at the chosen
-# resolution), read the configuration (0x74) and, only if its units or measuring mode differ, enter the installation
-# mode (0x20 0x00 "SICK_LMS") and write it (0x77): the block lives in EEPROM, so an unchanged one is not rewritten at
-# every start. Then switch the baud rate (0x20 0x40/0x48/...; the reply still comes at the old rate, the port is
-# switched after it), wait BAUD_SETTLE s (a real scanner misses a telegram sent straight after its rate changed;
+# Strategy: the sequence is that of the original's sick server and of the open LMS drivers (docs/protocols/sick-lms.md).
+# The scanner starts at 9600 baud (unless told otherwise in its flash), so the client asks for the status at 9600 and,
+# with no answer within probe_timeout, at 19200, 38400 and 500 k in turn (a scanner left streaming by a previous run
+# answers at its streaming rate). Then: stop any continuous output (0x20 0x25), set the variant (0x3B: 180° at the
+# chosen resolution), read the configuration (0x74) and, only if its units or measuring mode differ, enter the
+# installation mode (0x20 0x00 "SICK_LMS") and write it (0x77): the block lives in EEPROM, so an unchanged one is not
+# rewritten at every start. Then switch the baud rate (0x20 0x40/0x48/...; the reply still comes at the old rate, the
+# port is switched after it), wait BAUD_SETTLE s (a real scanner misses a telegram sent straight after its rate changed;
 # sicktoolbox waits as long) and start continuous output (0x20 0x24). A configuration write gets config_timeout
 # (15 s, as in sicktoolbox: the scanner writes its EEPROM before it answers). Each request is retried (retries) when
 # its reply does not come within its timeout; a sequence that fails is started again from the probe after a pause.

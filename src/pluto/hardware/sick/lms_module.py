@@ -1,6 +1,7 @@
 """The laser server of a SICK LMS 200/291: the LMS driver on the bus, interchangeable with the simulated laser.
 
-It writes the three interfaces of the original sick module, as :class:`~pluto.hardware.sick.module.SimSick` does:
+It writes the three interfaces of the original's sick module (docs/design.md), as
+:class:`~pluto.hardware.sick.module.SimSick` does:
 
 - ``Sick/Scan``: 181 points (one per degree), stamped when the scan arrived (old-compatible);
 - ``Sick/Scan_mm``: every point (361 at 0.5°), stamped at the centre of the scan's sweep;
@@ -17,8 +18,8 @@ Run it with ``pluto run sick --driver lms --port /dev/ttyUSB0`` (``pluto sick-si
 # The driver stamps a scan with its clock (time.monotonic) at the arrival of its last byte; the module carries that
 # over to its own clock (now - (monotonic now - arrival)), and the centre the same way: centre = arrival -
 # transmission (telegram bytes x 10 / baud) - half the sweep (6.7 ms at 1°, 20 ms at 0.5°: see client.py). A fatal
-# error or a silent scanner (its port still open) is what the original called a fatal error: every range is -1 on
-# all three interfaces, written once per scan period, while the driver resets the scanner and sets it up again
+# error or a silent scanner (its port still open) is what the original's sick server called a fatal error: every range
+# is -1 on all three interfaces, written once per scan period, while the driver resets the scanner and sets it up again
 # (a real one needs about 20 s); the data comes back by itself. While the port itself is gone (unplugged), nothing
 # is written on Sick/*: a stale scan must not look fresh; sick/status says so.
 

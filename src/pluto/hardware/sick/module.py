@@ -1,4 +1,4 @@
-"""The simulated SICK laser server, with the three interfaces of the original sick module.
+"""The simulated SICK laser server, with the three interfaces of the original's sick module (docs/design.md).
 
 - ``Sick/Scan``: 181 points (one per degree), stamped when the scan arrived (old-compatible);
 - ``Sick/Scan_mm``: all 361 points, stamped at the centre of the scan (about 200 ms before it arrives), with the

@@ -6,9 +6,10 @@
     # leaving the block sends HALT to both modules and shuts the bus down
 
 The interface is any of python-can's (``socketcan``, ``virtual``, ``slcan``, ``pcan``, ...), with its channel and
-bit rate. A command follows the original wrist's rule: an axis moves only when its velocity and acceleration are
-both > 0; the target is clamped to the limits (the configured ones, narrowed to the modules' own MIN_POS/MAX_POS),
-the velocity and acceleration to the unit's maxima. An axis told not to move is stopped (velocity mode, 0 rad/s).
+bit rate. A command follows the wrist's rule (docs/protocols/powercube.md): an axis moves only when its velocity and
+acceleration are both > 0; the target is clamped to the limits (the configured ones, narrowed to the modules' own
+MIN_POS/MAX_POS), the velocity and acceleration to the unit's maxima. An axis told not to move is stopped (velocity
+mode, 0 rad/s).
 """
 
 # Strategy: the wire format is the sans-I/O codec's (powercube.py); this shell owns the bus, one reader thread and

@@ -12,7 +12,7 @@ bus with ``--interface virtual --channel NAME`` in the emulator's process; in a 
 ``[modules.wrist]``.
 """
 
-# Strategy: the module is a thin shell around CanWristDriver (principle 1 of DESIGN.md): the driver owns the bus,
+# Strategy: the module is a thin shell around CanWristDriver (principle 1 of docs/design.md): the driver owns the bus,
 # the polling, the link and its timers; this shell forwards each new command once and publishes each new reading.
 # The driver connects in on_configure, so that a unit that does not answer fails the start with one clear line. A
 # reading is stamped with the module clock's time at which its last value arrived (the driver's arrival time carried

@@ -1,8 +1,8 @@
 """The simulated wrist (pan/tilt unit) server.
 
 ``Wrist/Command`` and ``Wrist/State`` are ActuatorStates whose position, velocity and force (acceleration) vectors
-are (pan, tilt) in rad, rad/s and rad/s². As on the original wrist, an axis moves only when its commanded velocity
-and acceleration are both > 0; targets are held within the unit's limits. Tilt is positive downward.
+are (pan, tilt) in rad, rad/s and rad/s². As on the original's wrist (docs/design.md), an axis moves only when its
+commanded velocity and acceleration are both > 0; targets are held within the unit's limits. Tilt is positive downward.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ no I/O, no clock (``now`` is passed in). Obstacles are points in the robot frame
 the vector sum independent of the scanner's beam density, the points are first reduced to the nearest one per
 angular sector. The goto adds an attraction (length ``force[0]``) to a repulsion from every sector's nearest point
 within ``influence`` (3 m) that lies in or near the robot's way, weighted by how much the point lies ahead of the
-robot, and steers along the sum (pluto-software.txt §6.2: "reacts to near (<3 m) obstacles ... using a vector
-summation rule"). The speed is scaled down by the free distance ahead (laser slow/stop, element[0] = 6).
+robot, and steers along the sum (the original avoid of docs/design.md "reacts to near (<3 m) obstacles ... using a
+vector summation rule"). The speed is scaled down by the free distance ahead (laser slow/stop, element[0] = 6).
 
 The attraction does not point at the goal itself but at a look-ahead point on the way to it, shifted across that
 way to the middle of the free space beside the robot ("down the middle of the street"): walls beside the way set

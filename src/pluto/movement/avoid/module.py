@@ -1,5 +1,5 @@
-"""The avoid module (the original's avoidModule + avoid_control): goto with obstacle avoidance, wall following and
-laser protection on top of the drive module.
+"""The avoid module (the original's avoidModule + avoid_control, docs/design.md): goto with obstacle avoidance, wall
+following and laser protection on top of the drive module.
 
 Reads ``avoidance/command`` (every command, in order), ``drive/status``, ``Localization/Pose``, ``Base/Drive/State``
 (the drive's odometry frame, for heading commands), ``Sick/Scan_mm``, ``Base/Sonar`` and ``Wrist/State``; writes

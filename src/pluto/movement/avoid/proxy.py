@@ -1,4 +1,4 @@
-"""AvoidProxy: the client API of the avoid module (the original's avoid proxy, spec §6.2).
+"""AvoidProxy: the client API of the avoid module (the original's avoid proxy: docs/design.md, "avoid").
 
 Interfaces: 0 ``avoidance/status``. Commands go to ``avoidance/command`` with cmd_flags = 10·A + T, A chosen by
 the ``avoidance`` argument (0 none, 1 sonar, 2 laser, 3 both; default 3).

@@ -1,6 +1,6 @@
 """The drive's control law, with no I/O: from a command and the base's sensors to the velocities sent to the base.
 
-Strategy: the spec (pluto-software.txt §6.1) stacks a few simple rules, applied in this order every step:
+Strategy: the original drive (docs/design.md, "drive") stacks a few simple rules, applied in this order every step:
 
 1. the *target* comes from the newest command: (v, ω) for ``cmd_flags`` 0/10, or the heading regulator for 1/11
    (turn towards ``position[1]`` with ω = gain·error, capped so the turn can still be braked in time, while

@@ -1,4 +1,5 @@
-"""The drive module (the original's ``driveModule``): the bus shell around :class:`~.core.DriveController`.
+"""The drive module (the original's ``driveModule``, docs/design.md): the bus shell around
+:class:`~.core.DriveController`.
 
 Reads ``drive/command`` (an ``ActuatorState``: cmd_flags 0, 1, 10, 11), the base's odometry ``Base/Drive/State``,
 sonar ``Base/Sonar`` and bumpers ``Base/Contact``; writes ``Base/Drive/Command`` every step (the base stops by

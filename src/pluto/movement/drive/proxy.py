@@ -1,4 +1,4 @@
-"""DriveProxy: the client API of the drive module (the original's drive proxy, spec §6.1).
+"""DriveProxy: the client API of the drive module (the original's drive proxy: docs/design.md, "drive").
 
 Interface 0 is ``drive/status``. Commands are written to ``drive/command``; the drive stops by itself when no new
 command came for its timeout (4 s), so a caller that wants to keep moving re-sends its command.

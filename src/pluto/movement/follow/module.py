@@ -12,7 +12,7 @@ compared, is the newest localized pose brought up to now by the odometry (``Base
 comes a quarter of a second late, 15 cm at a walking pace (see :func:`pose_at`). The pose's age, not that of the
 odometry, decides whether it is stale.
 
-Freshness (DESIGN.md, principle 8): the pose and the scans are read by the freshness contract
+Freshness (docs/design.md, principle 8): the pose and the scans are read by the freshness contract
 (:meth:`pluto.bus.StateReader.fresh`), with ``pose_timeout`` and ``scan_timeout`` as their readers' deadlines, and
 the odometry with the interface table's: a stale pose (or odometry, heard before, gone stale: the pose cannot be
 brought up to now) or scan stops the robot at once with avoid's halt (status -3 or -2), and following goes on when

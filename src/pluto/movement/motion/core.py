@@ -4,7 +4,7 @@ with the wrist, and the status codes of ``motion/status``.
 Every step gets the newest pose, laser scan, wrist state and ``avoidance/status`` and returns the command for the
 avoid module (or nothing), the wrist target and the status; no I/O, no clock (``now`` is passed in).
 
-Moveto (ray following, pluto-software.txt §6.3): the robot stops and scans (element[3] = 1): it looks straight
+Moveto (ray following, docs/design.md, "motion"): the robot stops and scans (element[3] = 1): it looks straight
 ahead, then pans the wrist to the side it is about to turn to and tilts it to look at the ground there. From the
 scans it weighs two kinds of ways: free rays (strips as wide as the robot plus a margin, every 5° of the directions
 seen, cut at the rectangle) and openings (doorways: the edges where the range jumps up and down again). Each way is
@@ -40,7 +40,7 @@ element[3] is the motion status (-10 motion thread stopped, -1 not in motion wit
 and no rectangle, 11 investigate moving towards the object, 12 investigate circling it, 1 scanning for new paths,
 3 following a path; 7, 8, 9 waiting for a stale input, see below).
 
-Stale inputs (DESIGN.md, principle 8): a behaviour goes on only while the inputs it steers by are fresh. The module
+Stale inputs (docs/design.md, principle 8): a behaviour goes on only while the inputs it steers by are fresh. The module
 gives the controller the pose only when it is fresh (``MotionInputs.pose`` None otherwise) and says when the laser
 scans or avoid's status, heard before, went stale. A behaviour then stops the robot at once (avoid's halt, T = 4,
 which holds whatever it was doing: turning on the spot, driving straight, backing off, an avoid goto) and waits,

@@ -1,5 +1,5 @@
-"""The motion module (the original's motionModule + motion_control): moveto by ray following, explore, investigate
-and the rectangle, on top of the avoid module; active scanning with the wrist.
+"""The motion module (the original's motionModule + motion_control, docs/design.md): moveto by ray following, explore,
+investigate and the rectangle, on top of the avoid module; active scanning with the wrist.
 
 Reads ``motion/command`` (every command, in order), ``avoidance/status``, ``Localization/Pose``, ``Sick/Scan_mm``
 and ``Wrist/State``; writes ``avoidance/command`` (the commands passed through, and those of its behaviours),

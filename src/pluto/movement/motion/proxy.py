@@ -1,4 +1,4 @@
-"""MotionProxy: the client API of the motion module (the original's motion proxy, spec §6.3).
+"""MotionProxy: the client API of the motion module (the original's motion proxy: docs/design.md, "motion").
 
 Interfaces: 0 ``motion/status``. Commands go to ``motion/command``; the codes are in
 :mod:`pluto.movement.motion.core`.

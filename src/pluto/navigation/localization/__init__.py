@@ -1,4 +1,5 @@
-"""The localization service (the original's localModule): dead reckoning, laser poses at scan time, posted poses.
+"""The localization service (the original's localModule, docs/design.md): dead reckoning, laser poses at scan time,
+posted poses.
 
 ``core`` holds the pure logic, ``module`` the shell on the bus, ``proxy`` the client API (:class:`LocProxy`).
 """

@@ -1,6 +1,6 @@
 """The localization service's pure logic: dead reckoning, laser-pose interpolation and pose adjustment.
 
-Strategy: (spec/pluto-software.txt §3) dead reckoning integrates the base's odometry increments, taking the heading
+Strategy: (docs/design.md, "Interfaces") dead reckoning integrates the base's odometry increments, taking the heading
 increment from the inertial unit's integrated heading while it is fresh and from the odometry otherwise.
 
 Two facts of a wheeled robot keep the gyro's errors out of the heading:
@@ -212,7 +212,7 @@ class _Step:
 
 
 def rotation(theta: float, phi: float, psi: float) -> Matrix:
-    """The rotation matrix Rz(θ)·Ry(φ)·Rx(ψ) of the seed's angle convention (3x3)."""
+    """The rotation matrix Rz(θ)·Ry(φ)·Rx(ψ) (3x3) of the pose's angle convention (docs/design.md)."""
     ct, st = math.cos(theta), math.sin(theta)
     cp, sp = math.cos(phi), math.sin(phi)
     cs, ss = math.cos(psi), math.sin(psi)

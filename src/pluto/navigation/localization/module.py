@@ -1,4 +1,4 @@
-"""The localization service on the bus (the original's localModule, spec/pluto-software.txt §3).
+"""The localization service on the bus (the original's localModule: docs/design.md, "Interfaces").
 
 Reads ``Base/Drive/State`` (required), ``DMU/State``, ``Wrist/State`` and ``Sick/Timing`` (optional) and
 ``Localization/Post_Pose``; writes the five pose interfaces and ``localization/status``

@@ -1,4 +1,4 @@
-"""LocProxy: the client API of the localization service (the original's ``loc_proxy``, spec §3 and §7.1).
+"""LocProxy: the client API of the localization service (the original's ``loc_proxy``: docs/design.md, "Interfaces").
 
 Interfaces are numbered 0..4 as in :data:`pluto.names.LOCALIZATION_INTERFACES`; choose them with a mask
 (``LocProxy(bus, 9)`` opens 0 and 3). The setter protocol of §7.1: stop the pose module, post a robot pose with

@@ -1,8 +1,8 @@
-"""The pose module's pure core (the original's poseModule): walls in laser scans, an a-priori wall map, and an
-extended Kalman filter of the laser's pose that corrects the localization service's dead reckoning.
+"""The pose module's pure core (the original's poseModule, docs/design.md): walls in laser scans, an a-priori wall map,
+and an extended Kalman filter of the laser's pose that corrects the localization service's dead reckoning.
 
 ``features`` extracts lines from a scan, ``map`` holds the map's walls and their index, ``core`` is the filter (with
-its lost status and a global relocalization), ``findwall`` the seed's "find wall" and ``calibration`` the odometry
+its lost status and a global relocalization), ``findwall`` the original's "find wall" and ``calibration`` the odometry
 calibration from one wall. Nothing here touches the bus, a thread or a clock.
 """
 

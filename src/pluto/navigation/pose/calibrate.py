@@ -1,4 +1,4 @@
-"""The odometry calibration procedure (the seed's ``pose_i`` use of "find wall", spec/pluto-software.txt §7.1): the
+"""The odometry calibration procedure (the original's ``pose_i`` use of "find wall", docs/design.md): the
 moves in front of a wall, the "find wall" exchanges with the pose module, the fit and the calibration file.
 
 Strategy: the robot starts facing a wall. It stops, lets the pose module find the wall, and notes its own odometry

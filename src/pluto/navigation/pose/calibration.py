@@ -1,6 +1,6 @@
-"""Odometry calibration from one wall seen again and again while the robot drives (the seed's pose_i use of find wall).
+"""Odometry calibration from one wall seen again and again while the robot drives (the original's pose_i).
 
-Strategy (reference/estimation.md): a fixed wall is a reference the odometry cannot fool. With the wall's line
+Strategy (docs/design.md, "pose and slam"): a fixed wall is a reference the odometry cannot fool. With the wall's line
 (γ_k, ρ_k) measured in the laser frame at dead-reckoned laser poses (x_k, y_k, θ_k):
 
 * **Distance scale.** Driving toward or away from the wall, ρ_k = ρ₀ - c·d_k, where d_k is the odometry's

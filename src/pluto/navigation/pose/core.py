@@ -1,6 +1,6 @@
 """The pose module's estimator: an extended Kalman filter of the laser's pose on an a-priori map of walls.
 
-Strategy (spec/pluto-software.txt §3, §7.1; reference/estimation.md for the wall model): the state is the planar
+Strategy (docs/design.md, "pose and slam"; the wall model of Arras and Siegwart, SPIE 1997): the state is the planar
 pose (x, y, θ) of the **laser** in the map frame, because that is what the scans measure, what the localization
 service gives at scan time (``Localization/Laser_Dead-Reckoning``) and what the pose module posts back
 (``Localization/Post_Pose`` with setter 1 is a laser pose). θ is not wrapped: it follows the dead reckoning's

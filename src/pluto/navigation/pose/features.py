@@ -1,7 +1,7 @@
 """Walls in a laser scan: lines extracted by split-and-merge, each with its (α, r) covariance.
 
 Strategy: split-and-merge is the fastest established line extractor and works in scan order (Nguyen et al.,
-reference/estimation.md), which is what a laser gives. In four steps, all of them in one function compiled with
+IROS 2005), which is what a laser gives. In four steps, all of them in one function compiled with
 numba (:func:`_extract`): a scan is processed every 200 ms beside everything else the robot does, and in numpy the
 recursion of split-and-merge costs a few dozen array calls per level, each on a handful of points, so the calls' own
 overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed, and what

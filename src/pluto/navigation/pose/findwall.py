@@ -1,6 +1,7 @@
-"""The seed's "find wall": the longest wall in front of the laser, as the pose module's status reports it.
+"""The original's "find wall" (docs/design.md): the longest wall in front of the laser, as the pose module's status
+reports it.
 
-Strategy (spec/pluto-software.txt §7.1): a wall is in front when the normal of its line, as seen from the laser,
+Strategy (docs/design.md, "pose and slam"): a wall is in front when the normal of its line, as seen from the laser,
 points within ``sector`` of straight ahead (|γ| <= sector); of those the longest segment wins. The status carries the
 number of its scan points and 6 numbers: γ, ρ and the 2x2 covariance of (γ, ρ), row-major.
 """

@@ -1,4 +1,5 @@
-"""The pose module (the original's poseModule): walls in each laser scan matched to a map, in a Kalman filter.
+"""The pose module (the original's poseModule, docs/design.md): walls in each laser scan matched to a map, in a Kalman
+filter.
 
 Reads ``Sick/Scan_mm`` and, for each scan, the localization service's ``Localization/Laser_Dead-Reckoning`` (the
 laser and wrist pose at the scan's time, with the covariance of the odometry since the previous scan) and
@@ -7,10 +8,10 @@ updates an EKF of the laser pose (:mod:`pluto.navigation.pose.core`), then posts
 ``Localization/Post_Pose`` with setter (cmd_flags) 1; the service turns it into ``Localization/Pose``.
 
 The thread starts active by default. On start it takes the pose from localization (interface 4 at the first scan);
-on stop it posts the setter 0 (an empty pose). Setting the pose by hand follows the seed: stop the thread, post a
+on stop it posts the setter 0 (an empty pose). Setting the pose by hand follows the original: stop the thread, post a
 robot pose with setter -1, wait for the service to show -1, start the thread (:meth:`PoseProxy.set_pose`).
 
-``pose/status`` (FVectorState, command and status, as the seed):
+``pose/status`` (FVectorState, command and status, as the original's):
     element[0]: the thread, 1 running, 0 stopped.
     element[1]: a client writes 2 to start "find wall"; the module writes -1 while searching, then the number of
         scan points of the longest wall in front (0 if there is none); data = (γ rad, ρ m) of that wall and its

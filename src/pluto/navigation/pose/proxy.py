@@ -1,9 +1,9 @@
-"""PoseProxy: the client API of the pose module (the original's pose proxy, spec §7.1).
+"""PoseProxy: the client API of the pose module (the original's pose proxy: docs/design.md, "pose and slam").
 
 Interface 0 is ``pose/status`` (see :mod:`pluto.navigation.pose.module` for its elements). The thread is started and
-stopped with the module's services; "find wall" is asked on ``pose/status`` itself (element[1] = 2), as the seed
-does; the pose is set the seed's way: stop the thread, post the robot pose to localization with setter -1, wait
-until the service shows it, start the thread again.
+stopped with the module's services; "find wall" is asked on ``pose/status`` itself (element[1] = 2), as the
+original does (docs/design.md); the pose is set the original's way: stop the thread, post the robot pose to localization
+with setter -1, wait until the service shows it, start the thread again.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class PoseProxy(Proxy):
             self.bus.release(watch)
 
     def set_pose(self, x: float, y: float, theta: float, *, timeout: float = 5.0, restart: bool = True) -> None:
-        """Set the robot's pose the seed's way: stop the pose thread, post (x, y, θ) to localization with setter -1,
+        """Set the robot's pose the original's way: stop the pose thread, post (x, y, θ) to localization with setter -1,
         wait until the service shows setter -1, then start the thread again (it goes on from that pose).
 
         Raises:

@@ -262,7 +262,7 @@ class PoseTracker:
         assert self.filter is not None
         self.stamp = t
         if len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt:
-            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
+            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
             return None
         pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
         self.matched = pairs[:, 0].tolist()

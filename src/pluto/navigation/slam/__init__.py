@@ -1,5 +1,5 @@
-"""The slam module's pure core (the original's slamModule): a map of walls built while the same filter corrects the
-laser's pose.
+"""The slam module's pure core (the original's slamModule, docs/design.md): a map of walls built while the same filter
+corrects the laser's pose.
 
 ``ekf`` is the full extended Kalman filter over the pose and the walls (with the wall measurement model, new walls
 and the odometry shared with the pose module), ``compressed`` the compressed filter of Guivant and Nebot that gives

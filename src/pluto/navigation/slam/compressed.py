@@ -1,6 +1,6 @@
 """The slam module's compressed extended Kalman filter: the cost of a scan depends on the walls near the robot only.
 
-Strategy (Guivant and Nebot 2001, as summarised in reference/estimation.md): the state X = [X_A; X_B] is split into
+Strategy (Guivant and Nebot, IEEE Trans. Robotics and Automation 17(3), 2001): the state X = [X_A; X_B] is split into
 the local area A, the laser's pose and the walls within ``radius`` of the area's centre (by their ends when the
 caller says where they are, else by the point where each was first seen), and B, the rest. At the start of an area
 the filter saves X_B(0), P_AB(0) and P_BB(0) and sets φ = I, ψ = 0, θ = 0; while the robot stays in the area,

@@ -1,6 +1,6 @@
 """The slam module's estimator step: predict, match, correct, map.
 
-Strategy (spec/pluto-software.txt §7.2): the slam module works like the pose module, except that the walls are
+Strategy (docs/design.md, "pose and slam"): the slam module works like the pose module, except that the walls are
 estimated with the pose instead of read from a map. For every scan:
 
 1. predict with the dead reckoning's laser pose and increment covariance (``Localization/Laser_Dead-Reckoning``),

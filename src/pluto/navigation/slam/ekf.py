@@ -1,6 +1,6 @@
 """The slam module's full extended Kalman filter over the laser's pose and the walls it has seen.
 
-Strategy (spec/pluto-software.txt §7.2; reference/estimation.md for the wall model): the state is
+Strategy (docs/design.md, "pose and slam"; the wall model of Arras and Siegwart, SPIE 1997): the state is
 X = [x, y, θ, α_1, ρ_1, ..., α_n, ρ_n], the laser's planar pose in the map frame (as the pose module's filter, since
 that is what the scans measure and what ``Localization/Laser_Dead-Reckoning`` gives) followed by every wall's line
 p·(cos α, sin α) = ρ. θ and the α are not wrapped; innovations of angles are.

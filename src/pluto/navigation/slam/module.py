@@ -1,5 +1,5 @@
-"""The slam module (the original's slamModule): a map of walls built from the laser while the same filter corrects
-the pose, saved as a map file.
+"""The slam module (the original's slamModule, docs/design.md): a map of walls built from the laser while the same
+filter corrects the pose, saved as a map file.
 
 Reads what the pose module reads: ``Sick/Scan_mm`` and, for each scan, the localization service's
 ``Localization/Laser_Dead-Reckoning`` (the laser and wrist pose at the scan's time and the covariance of the
@@ -18,14 +18,14 @@ the scan loop only takes the newest optimisation, when there is one, before its 
 the pose to it (a cost in the number of walls, not in the time spent), and checks a few moved walls per scan for
 copies of themselves across the closed loop. The saved map is the corrected one.
 
-As in the seed (spec §7.2), the thread does not start by itself (``autostart = false``): start it when the robot is
-ready (``pluto slam start``, :meth:`SlamProxy.start <pluto.navigation.slam.proxy.SlamProxy.start>`), and make sure
-the pose module's thread is stopped, since both would set the pose. The first scan after the start takes the pose
+As in the original (docs/design.md), the thread does not start by itself (``autostart = false``): start it when the
+robot is ready (``pluto slam start``, :meth:`SlamProxy.start <pluto.navigation.slam.proxy.SlamProxy.start>`), and make
+sure the pose module's thread is stopped, since both would set the pose. The first scan after the start takes the pose
 from localization; that pose is the map's frame. Stopping the thread saves the map and hands the setter back (0);
 starting it again goes on with the same map, from where the dead reckoning says the robot went meanwhile. When the
 simulated time jumps back (a new run), the map starts again, unsaved.
 
-``slam/status`` (FVectorState, command and status, as the seed):
+``slam/status`` (FVectorState, command and status, as the original's):
     element[0]: the thread, 1 running, 0 stopped.
     element[1]: a client writes 2 to save the map; the module writes -1 while saving (the setter is 3 meanwhile),
         then 0 once saved, or 1 if the save failed (the reason is logged; the old file is intact).
@@ -462,7 +462,7 @@ class SlamModule(Module[SlamModuleParams]):
             )
         tilted = len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt
         if tilted:
-            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the seed's active scanning)
+            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
             features = []
         else:
             features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)

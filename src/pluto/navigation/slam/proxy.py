@@ -1,9 +1,9 @@
-"""SlamProxy: the client API of the slam module (the original's slam proxy, spec §7.2).
+"""SlamProxy: the client API of the slam module (the original's slam proxy: docs/design.md, "pose and slam").
 
 Interface 0 is ``slam/status`` (see :mod:`pluto.navigation.slam.module` for its elements). The thread is started
 and stopped with the module's services (stopping saves the map, so it may take a moment); the map is saved on
-request the seed's way, by writing element[1] = 2 on ``slam/status`` and watching the module answer -1 (saving),
-then 0 (saved).
+request the original's way (docs/design.md), by writing element[1] = 2 on ``slam/status`` and watching the module answer
+-1 (saving), then 0 (saved).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The slam module's walls as segments: M-space features whose line the filter estimates and whose ends it does not.
 
-Strategy (Folkesson, Jensfelt and Christensen, IEEE T-RO 2007, as summarised in reference/estimation.md): a wall
+Strategy (Folkesson, Jensfelt and Christensen, IEEE T-RO 2007, "The M-Space Feature Representation for SLAM"): a wall
 keeps full coordinates, its two end points in the map frame, but the filter only estimates what the scans actually
 measure, the rotation and offset of its line (α, ρ). In M-space terms the filter's perturbation δx_p = (δα, δρ) is
 absorbed into the feature after every update and returns to zero; the filters of this package hold (α, ρ) directly,

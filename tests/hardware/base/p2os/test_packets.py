@@ -25,7 +25,7 @@ from pluto.hardware.base.p2os import (
     unpack_byte_pair,
 )
 
-# The table "Byte vectors (captured from a real client)" of reference/p2os.md.
+# The byte vectors (captured from a real client) of docs/protocols/p2os.md.
 REFERENCE_VECTORS: list[tuple[str, Command, int | None, str]] = [
     ("SYNC0/PULSE", Command.SYNC0, None, "FA FB 03 00 00 00"),
     ("SYNC1", Command.SYNC1, None, "FA FB 03 01 00 01"),

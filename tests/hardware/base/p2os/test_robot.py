@@ -32,7 +32,7 @@ from pluto.hardware.base.p2os.robot import MotionLimits, P2osRobot
 from pluto.sim.noise import NoiseProfile
 from pluto.sim.world import World
 
-# Byte vectors of /work/shared/reference/p2os.md.
+# Byte vectors of docs/protocols/p2os.md.
 SYNC0 = bytes.fromhex("FA FB 03 00 00 00")
 SYNC1 = bytes.fromhex("FA FB 03 01 00 01")
 SYNC2 = bytes.fromhex("FA FB 03 02 00 02")

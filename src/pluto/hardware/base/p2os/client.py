@@ -14,7 +14,7 @@ value handed out is SI (m, rad, s, m/s, rad/s, V); robot units stay in the codec
 :mod:`.models`).
 """
 
-# Strategy: the connection follows /work/shared/reference/p2os.md ("Connection") and what established clients
+# Strategy: the connection follows docs/protocols/p2os.md ("The session") and what established clients
 # (ARIA, Player's p2os) do. The handshake is one table (handshake_table): SYNC0, SYNC1, SYNC2, each step with its
 # own timeout and a few tries; a robot that answers a SYNC with SIPs is still open from an earlier session, so it
 # gets CLOSE, what it still sends is dropped until it has been quiet for a while, and the handshake starts again (a

@@ -9,7 +9,7 @@
 ``receive_data(b"")`` means end of stream: what is left is flushed and :class:`ConnectionClosed` follows.
 """
 
-# Strategy: /work/shared/reference/p2os.md says the link is unacknowledged and noisy ("a client must tolerate lost
+# Strategy: docs/protocols/p2os.md says the link is unacknowledged and noisy ("a client must tolerate lost
 # and corrupted packets"; "floods of bad checksums on noisy links: resync on FA FB, drop, count, never block"). So
 # the decoder hunts for FA FB, reads N, and drops a packet whose N is impossible (N < 3 or N > 200) or whose
 # checksum is wrong. After a drop it skips only the FA byte, not the N bytes the packet claimed: a corrupted N must

@@ -5,7 +5,7 @@ factors, sonar ring and limits. Robot units (position ticks, heading ticks, mm, 
 the codec; everything handed out from here is SI: m, rad, s, m/s, rad/s, V.
 """
 
-# Strategy: the table is /work/shared/reference/p2os.md ("Robot parameters", "Sonar poses"), which agrees with
+# Strategy: the table is docs/protocols/p2os.md ("Robot parameters", with the sonar poses), which agrees with
 # ARIA's parameter files. The reference gives no sonar poses for p2pb/p2pp (24 sonars) nor for the -sh models; the
 # -sh models take the ring of their base model, and p2pb/p2pp the ring of ARIA's p2pb.p/p2pp.p (front ring 0-7 as
 # p3dx, upper ring 8-15, rear ring 16-23 as p3dx's 8-15). AngleConvFactor is exactly 2*pi/4096 (the reference's

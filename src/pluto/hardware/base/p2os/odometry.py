@@ -5,7 +5,7 @@ The robot integrates its own position, but reports it in 15-bit counters (x, y) 
 never jumps: x, y in m, theta in rad, continuous (two left turns give 4*pi, not 0).
 """
 
-# Strategy: /work/shared/reference/p2os.md ("Standard SIP") gives the unwrap d = ((new - old + 0x4000) & 0x7FFF)
+# Strategy: docs/protocols/p2os.md ("The standard SIP") gives the unwrap d = ((new - old + 0x4000) & 0x7FFF)
 # - 0x4000 and says not to drop large deltas silently. A delta longer than the robot could have travelled since the
 # last SIP (top speed x margin x elapsed time, plus a slack for quantisation and jitter) is held for one SIP: if the
 # next SIP goes on from it, the counters really jumped (a SETO, a stale session, a lost stretch of packets) and the

@@ -5,7 +5,7 @@ checksum included. This module knows the frame and the client's command packets 
 signed integer or a length-prefixed string); :mod:`.sip` knows the server's packets.
 """
 
-# Strategy: the frame, the checksum and the argument encoding follow /work/shared/reference/p2os.md ("Packet",
+# Strategy: the frame, the checksum and the argument encoding follow docs/protocols/p2os.md ("Packets",
 # "Command numbers") and the byte vectors captured from a real client, which the tests replay. Everything here is
 # pure: bytes in, values out. Errors are split as in h11: LocalProtocolError when the caller asks for something the
 # protocol cannot say (an argument out of range, a string too long, an unknown command number), RemoteProtocolError

@@ -9,8 +9,8 @@ The transports (TCP, pseudo-terminal) live in :mod:`.emulator`; this module neve
 clock, so every behaviour is tested by feeding bytes and calling ``step`` with chosen times.
 """
 
-# Strategy: the behaviour follows /work/shared/reference/p2os.md ("Connection", "Standard SIP", "Other server
-# packets", "Robot parameters") and /work/shared/spec/p2os-sip.txt; the codec (packets.py, sip.py, decoder.py,
+# Strategy: the behaviour follows docs/protocols/p2os.md ("The session", "The standard SIP", "Robot
+# parameters") and the Pioneer 2 / PeopleBot Operations Manual's Table 4; the codec (packets.py, sip.py, decoder.py,
 # models.py) does every byte, so the emulator writes exactly what a client reads. Where the reference is silent the
 # choices are those of the established simulators and are listed here so a reader can check them:
 #

@@ -7,8 +7,8 @@ type here is a frozen value with ``payload()`` and ``encode()``, so a robot emul
 reads. Values stay in robot units; :mod:`.models` converts them to SI.
 """
 
-# Strategy: field order, sizes and signedness follow /work/shared/reference/p2os.md ("Standard SIP", "Other server
-# packets") and /work/shared/spec/p2os-sip.txt (Table 4). Parsers are strict about what the reference fixes and
+# Strategy: field order, sizes and signedness follow docs/protocols/p2os.md ("The standard SIP") and
+# the Pioneer 2 / PeopleBot Operations Manual (Table 4). Parsers are strict about what the reference fixes and
 # lenient where firmware grew: the SIP's ARCOS extension fields are read one by one while bytes remain (as ARIA
 # does) and whatever follows them is kept in ``extra``; CONFIGpac keeps the fields later firmware appends in
 # ``extra`` too. Keeping them makes decode -> encode byte-identical, which the emulator and replay rely on. A body
