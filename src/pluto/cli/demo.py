@@ -446,7 +446,10 @@ def _report(
 
 def watch_live_hint(robot: str, rate: Rate) -> str:
     """How to watch the demo live in a browser (``pluto web``), and how to slow it down to real time."""
-    from pluto.gateways.web.server import DEFAULT_PORT
+    try:
+        from pluto.gateways.web.server import DEFAULT_PORT
+    except ImportError:  # without the web extra the demo runs as well: say how to get the browser view
+        return "watch it live in a browser: pip install 'pluto-robot[web]', then `pluto web` in another terminal"
 
     option = "" if robot == DEFAULT_ROBOT else f" --robot {robot}"
     speed = (
