@@ -40,13 +40,37 @@ def register(subparsers: Subparsers) -> None:
         "With --secure it listens on tls/ endpoints and admits only the machines enrolled with `pluto certs add`,\n"
         "each as its role allows (a viewer reads but cannot command); those set PLUTO_TLS to their folder.\n\n"
         "example: pluto router --listen tcp/192.168.1.10:7447   (this machine's address in the robot's network)\n"
-        "example: pluto router --secure --listen tls/192.168.1.10:7447",
+        "example: pluto router --secure --listen tls/192.168.1.10:7447\n"
+        "example: pluto router --listen tcp/10.0.1.1:7447 --connect tcp/10.0.9.2:7447 --thin wg0 --thin-robot r1\n"
+        "         (a site's router linked with another site's, the data of its robot r1 thinned on the link wg0)",
     )
     p.add_argument(
         "--listen",
         action="append",
         metavar="ENDPOINT",
         help=f"endpoint to listen on, repeatable (default {DEFAULT_LISTEN}; with --secure {DEFAULT_SECURE_LISTEN})",
+    )
+    p.add_argument(
+        "--connect",
+        action="append",
+        metavar="ENDPOINT",
+        default=[],
+        help="another site's router to link with, repeatable (routers linked route between their sites)",
+    )
+    p.add_argument(
+        "--thin",
+        action="append",
+        metavar="IFACE",
+        default=[],
+        help="network interface towards other sites or viewers on which scans, poses and odometry leave thinned "
+        "(1-5 Hz; commands, statuses and calls untouched), repeatable; needs --thin-robot",
+    )
+    p.add_argument(
+        "--thin-robot",
+        action="append",
+        metavar="NAME",
+        default=[],
+        help="with --thin: a robot of this site whose data is thinned, repeatable",
     )
     p.add_argument(
         "--secure",
@@ -78,12 +102,26 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tls is not None and not args.secure:
         raise ConfigError("--tls is for a secure router: add --secure")
+    if args.thin_robot and not args.thin:
+        raise ConfigError("--thin-robot names the robots whose data --thin thins: add --thin IFACE")
+    thinning: list[dict[str, Any]] = []
+    if args.thin:
+        from pluto.bus.fleet import thinning_config
+
+        try:
+            thinning = thinning_config(args.thin, args.thin_robot)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     listen: list[str] = args.listen or [DEFAULT_SECURE_LISTEN if args.secure else DEFAULT_LISTEN]
     conf = zenoh.Config()
     conf.insert_json5("mode", '"router"')
     conf.insert_json5("listen/endpoints", msgspec.json.encode(listen).decode())
     conf.insert_json5("listen/exit_on_failure", "true")
     conf.insert_json5("scouting/multicast/enabled", "false")
+    if args.connect:
+        conf.insert_json5("connect/endpoints", msgspec.json.encode(args.connect).decode())
+    if thinning:
+        conf.insert_json5("downsampling", msgspec.json.encode(thinning).decode())
     secure = ""
     if args.secure:
         entries, secure = secure_config(args.tls, listen)
@@ -94,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
     except zenoh.ZError as err:
         from pluto.bus.session import zenoh_reason
 
-        raise PlutoError(f"cannot listen on {', '.join(listen)} (port in use?): {zenoh_reason(err)}") from None
+        raise PlutoError(
+            f"cannot listen on {', '.join(listen)} (port in use?) or use its settings: {zenoh_reason(err)}"
+        ) from None
     with stop_on_signals() as stop:
         endpoint = listen[0].replace("0.0.0.0", "<this host>")
         if secure:
@@ -107,6 +147,15 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"router listening on {', '.join(listen)}; set PLUTO_CONNECT={endpoint} on the robot's machines. "
                 "Ctrl-C stops it.",
+                flush=True,
+            )
+        if args.connect:
+            print(f"linking with the routers at {', '.join(args.connect)}", flush=True)
+        if thinning:
+            print(
+                f"thinning what leaves by {', '.join(args.thin)} for {', '.join(args.thin_robot)}: scans 1 Hz, "
+                "sonar and "
+                "inertial 2 Hz, poses and odometry 5 Hz",
                 flush=True,
             )
         stop.wait()
