@@ -100,3 +100,10 @@ def test_a_command_and_a_module_without_their_extra_say_which_to_install() -> No
         "exit 1",
         "MissingExtra module 'web' needs the web extra (aiohttp is not installed): pip install 'pluto-robot[web]'",
     ]
+
+
+def test_the_demo_runs_without_the_web_extra_and_says_how_to_watch_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pluto.cli.demo import watch_live_hint
+
+    monkeypatch.setitem(sys.modules, "pluto.gateways.web.server", None)  # its aiohttp is not installed
+    assert "pip install 'pluto-robot[web]'" in watch_live_hint("pluto", 1.0)
