@@ -186,3 +186,12 @@ def test_export_grid_writes_a_map_as_a_grid(tmp_path: Path, capsys: pytest.Captu
     walls = load_world("clutter").walls  # the room's walls are found again, within a cell
     _matched_within(walls, walls_of_grid(grid), 0.1)
     assert main(["slam", "export-grid", "clutter", str(tmp_path / "x.yaml"), "--resolution", "0"]) == 1
+
+
+def test_the_cells_a_beam_crossed_are_free_up_to_what_it_hit() -> None:
+    wall = np.array([[4.0, 0.0, 4.0, 2.0]])
+    grid = grid_of_walls(wall, resolution=0.1, margin=0.5, rays=(np.array([[1.0, 1.0]]), np.array([[4.0, 1.0]])))
+    row = grid.cells[math.floor(grid.to_cells([(0.0, 1.05)])[0, 1])]
+    column = [math.floor(grid.to_cells([(x, 1.05)])[0, 0]) for x in (0.95, 1.05, 3.85, 3.95, 4.05, 4.25)]
+    assert [int(row[c]) for c in column] == [UNKNOWN, FREE, FREE, UNKNOWN, OCCUPIED, UNKNOWN]
+    assert np.count_nonzero(grid.cells == FREE) == 29  # 1.0 to 3.9 m: up to a cell before the hit

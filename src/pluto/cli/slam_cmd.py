@@ -13,6 +13,9 @@ from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from pluto.navigation.slam.offline import OfflineResult
     from pluto.sim.world import World
 
 __all__ = ["add_command", "register", "run"]
@@ -79,7 +82,8 @@ examples:
 EXPORT_GRID_DESCRIPTION = """\
 Writes a map (a world file: a saved SLAM map, or any map the simulator reads) as a ROS map_server occupancy grid: a
 YAML file (image, resolution, origin, negate, occupied_thresh, free_thresh, mode) and a PGM image beside it, with
-map_saver's values (walls occupied, 0; the rest unknown, 205). Nav2's and ROS 1's map_server load it as it is. The
+map_saver's values (walls occupied, 0; the rest unknown, 205; with slam offline --grid, the cells its scans' beams
+crossed on its trajectory free, 254). Nav2's and ROS 1's map_server load it as it is. The
 other way, a map_server grid's YAML file is a map wherever Pluto takes one (pluto sim --world grid.yaml, the pose
 module's map): walls are found in its occupied cells.
 
@@ -126,7 +130,10 @@ def register(subparsers: Subparsers) -> None:
     offline.add_argument("--scan-topic", metavar="TOPIC", help="a ROS bag's LaserScan topic (default: by type)")
     offline.add_argument("--odom-topic", metavar="TOPIC", help="a ROS bag's Odometry topic (default: by type)")
     offline.add_argument(
-        "--grid", type=Path, metavar="GRID.yaml", help="also write the map as a ROS map_server occupancy grid"
+        "--grid",
+        type=Path,
+        metavar="GRID.yaml",
+        help="also write the map as a ROS map_server occupancy grid (free where the beams crossed)",
     )
     offline.add_argument(
         "--resolution", type=float, default=0.05, metavar="M", help="the grid's cell size, m (default 0.05)"
@@ -197,17 +204,40 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-def _save_grid(world: World, output: Path, resolution: float, margin: float) -> None:
-    """Write a world's walls (and obstacles) as an occupancy grid and say where."""
+def _beams(result: OfflineResult) -> tuple[np.ndarray, np.ndarray]:
+    """Every beam of an offline run that hit something, from the laser's estimated pose to the hit: (origins, ends)."""
+    import numpy as np
+
+    origins, ends = [], []
+    for pose, scan in zip(result.estimate, result.log.scans, strict=True):
+        hit = (scan.ranges >= 0.0) & (scan.ranges < scan.max_range)
+        bearing = pose[2] + scan.angles[hit]
+        reach = scan.ranges[hit]
+        ends.append(np.column_stack((pose[0] + reach * np.cos(bearing), pose[1] + reach * np.sin(bearing))))
+        origins.append(np.repeat(pose[None, :2], reach.size, axis=0))
+    if not ends:
+        return np.zeros((0, 2)), np.zeros((0, 2))
+    return np.vstack(origins), np.vstack(ends)
+
+
+def _save_grid(
+    world: World,
+    output: Path,
+    resolution: float,
+    margin: float,
+    rays: tuple[np.ndarray, np.ndarray] | None = None,
+) -> None:
+    """Write a world's walls (and obstacles) as an occupancy grid, the cells the beams crossed free, and say where."""
     from pluto.sim.gridmap import GridError, grid_of_walls, write_grid
 
     try:
-        grid = grid_of_walls(world.segments(), resolution=resolution, margin=margin, circles=world.circles)
+        grid = grid_of_walls(world.segments(), resolution=resolution, margin=margin, circles=world.circles, rays=rays)
     except ValueError as err:
         raise GridError(str(err), output) from None
     yaml_path, image = write_grid(grid, output)
     rows, columns = grid.shape
-    print(f"occupancy grid saved to {yaml_path} and {image} ({columns} x {rows} cells of {resolution:g} m)")
+    free = "" if rays is None else f", {int((grid.cells == 0).sum()):,} free: the beams crossed them"
+    print(f"occupancy grid saved to {yaml_path} and {image} ({columns} x {rows} cells of {resolution:g} m{free})")
 
 
 def run_export_grid(args: argparse.Namespace) -> int:
@@ -326,7 +356,7 @@ def run_offline_command(args: argparse.Namespace) -> int:
     if args.grid is not None:
         from pluto.sim.world import load_world
 
-        _save_grid(load_world(path), args.grid, args.resolution, 1.0)
+        _save_grid(load_world(path), args.grid, args.resolution, 1.0, _beams(result))
     if args.plot is not None:
         try:
             from pluto.navigation.slam.offline_plot import plot_offline

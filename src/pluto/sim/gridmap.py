@@ -19,8 +19,9 @@ error (convert them to PGM).
 
 Strategy, walls to grid (:func:`grid_of_walls`): every segment is sampled at a quarter of a cell and each sample's
 cell is marked occupied, so a wall becomes an unbroken line of cells one or two cells wide; circles are filled. The
-rest is unknown unless the caller knows which cells the laser saw through (``free``): a map of walls says nothing of
-what lies between them.
+rest is unknown unless the caller knows which cells the laser saw through (``rays``: each beam from the laser to what
+it hit, sampled every half cell; ``pluto slam offline --grid`` gives its scans on its trajectory): a map of walls
+says nothing of what lies between them.
 
 Strategy, grid to walls (:func:`walls_of_grid`): the occupied cells are split into connected pieces (8-neighbours),
 and each piece is explained by straight walls one after the other. A Hough transform of the piece's cells (normal
@@ -337,6 +338,7 @@ def grid_of_walls(
     margin: float = 1.0,
     circles: npt.ArrayLike | None = None,
     free: npt.ArrayLike | None = None,
+    rays: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
 ) -> OccupancyGrid:
     """A grid whose occupied cells are the walls (see the module docstring).
 
@@ -345,7 +347,9 @@ def grid_of_walls(
         resolution: side of a cell, m.
         margin: unknown border around everything drawn, m.
         circles: ``(m, 3)`` discs ``[x, y, r]`` (m) drawn filled.
-        free: ``(k, 2)`` points (m) whose cells are free (cells the laser saw through); walls win over them.
+        free: ``(k, 2)`` points (m) whose cells are free; walls win over them.
+        rays: ``(origins, ends)``, each ``(r, 2)`` (m): the laser's beams from where it was to what it hit; the
+            cells a beam crossed before the cell it hit are free (walls win over them).
 
     Raises:
         ValueError: a bad resolution or margin, nothing to draw, or a grid of more than :data:`MAX_GRID_CELLS`.
@@ -357,7 +361,11 @@ def grid_of_walls(
     seg = np.asarray(segments, dtype=np.float64).reshape(-1, 4)
     discs = np.zeros((0, 3)) if circles is None else np.asarray(circles, dtype=np.float64).reshape(-1, 3)
     seen = np.zeros((0, 2)) if free is None else np.asarray(free, dtype=np.float64).reshape(-1, 2)
-    extents = [seg[:, :2], seg[:, 2:], discs[:, :2] - discs[:, 2:3], discs[:, :2] + discs[:, 2:3], seen]
+    starts = np.zeros((0, 2)) if rays is None else np.asarray(rays[0], dtype=np.float64).reshape(-1, 2)
+    stops = np.zeros((0, 2)) if rays is None else np.asarray(rays[1], dtype=np.float64).reshape(-1, 2)
+    if starts.shape != stops.shape:
+        raise ValueError(f"rays need as many ends as origins, got {starts.shape[0]} and {stops.shape[0]}")
+    extents = [seg[:, :2], seg[:, 2:], discs[:, :2] - discs[:, 2:3], discs[:, :2] + discs[:, 2:3], seen, starts, stops]
     points = np.vstack(extents)
     if points.shape[0] == 0:
         raise ValueError("nothing to draw: no wall, circle or free point")
@@ -375,6 +383,8 @@ def grid_of_walls(
     grid = OccupancyGrid(cells, float(resolution), (float(lo[0]), float(lo[1]), 0.0))
     if seen.shape[0]:
         _mark(cells, grid.to_cells(seen), FREE)
+    if starts.shape[0]:
+        _mark_rays(cells, grid.to_cells(starts), grid.to_cells(stops))
     for x1, y1, x2, y2 in seg.tolist():
         length = math.hypot(x2 - x1, y2 - y1)
         steps = max(1, math.ceil(4.0 * length / resolution))
@@ -391,6 +401,21 @@ def grid_of_walls(
         inside = np.hypot(gx - u[0], gy - u[1]) <= max(reach, 0.5)
         _mark(cells, np.column_stack((gx[inside], gy[inside])), OCCUPIED)
     return grid
+
+
+def _mark_rays(cells: CellArray, starts: FloatArray, stops: FloatArray, batch: int = 4096) -> None:
+    """Mark free the cells along each ray (cell units), sampled every half cell, up to a cell before its end."""
+    for first in range(0, starts.shape[0], batch):
+        a, b = starts[first : first + batch], stops[first : first + batch]
+        length = np.hypot(*(b - a).T)
+        steps = np.floor(2.0 * np.maximum(length - 1.0, 0.0)).astype(np.intp)  # half cells, the last cell left
+        total = int(steps.sum())
+        if total == 0:
+            continue
+        ray = np.repeat(np.arange(a.shape[0]), steps)
+        k = np.arange(total) - np.repeat(np.cumsum(steps) - steps, steps)
+        fraction = 0.5 * k / np.maximum(length[ray], 1e-12)
+        _mark(cells, a[ray] + (b - a)[ray] * fraction[:, None], FREE)
 
 
 def _mark(cells: CellArray, points: FloatArray, value: int) -> None:
