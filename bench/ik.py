@@ -5,7 +5,8 @@ Run by hand: ``python bench/ik.py [--targets 1000] [--seed 7]``. Prints a table;
 The targets are the gripper frame's origin at random joint values within the limits (so every one is reachable).
 Every solver starts cold from the home posture (all joints 0), gets the same targets, and is judged by Pluto's
 forward kinematics of the joint values it returns: success is a distance below 1 mm with every joint within its
-limits. Each solver is set up (chain built, Pluto's workspace table filled) and called once before timing. The peers
+limits. Each solver is set up (chain built, Pluto's pitch and workspace tables filled) and called once before timing.
+Pluto's row is its closed form, with the numerical solver for the few targets the closed form leaves. The peers
 are optional (``pip install -e '.[bench]'``); a missing one is reported and its column skipped.
 """
 
@@ -161,7 +162,7 @@ def main() -> None:
     targets = np.array(
         [model.forward_kinematics(q)[index][:3, 3] for q in rng.uniform(model.lower, model.upper, (args.targets, 6))]
     )
-    outcomes = [measure("Pluto (numpy DLS)", pluto_solver(model), model, targets)]
+    outcomes = [measure("Pluto (closed form)", pluto_solver(model), model, targets)]
     for name, make, package in (
         ("roboticstoolbox ik_LM (C++)", rtb_solver, "roboticstoolbox-python"),
         ("ikpy", ikpy_solver, "ikpy"),

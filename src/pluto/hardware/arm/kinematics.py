@@ -13,7 +13,11 @@ arms' documentation) and angles in degrees or radians, as their header says.
 """
 
 # Strategy: forward kinematics walks the links in index order (a parent always comes first, checked on load) and
-# multiplies 4x4 transforms; it is not on a hot path. Point IK is damped least squares (Δq = J^T (J J^T + λ²I)^-1 e)
+# multiplies 4x4 transforms; it is not on a hot path. Point IK is solved in closed form when the chain to the link is
+# a yaw followed by two or three parallel joints bending in a vertical plane, as the LynxArm6's is up to its wrist
+# (pluto.hardware.arm.closed_form: a few dozen float operations, the wrist pitch kept from the current posture when
+# it reaches). For other chains, and for targets the closed form cannot take (beyond the arm's reach or its limits,
+# or a sliver of pitch at the workspace's edge), point IK is damped least squares (Δq = J^T (J J^T + λ²I)^-1 e)
 # with every iterate clamped to the joint limits, run on a small batch of seeds at once so that numpy's per-call
 # cost is paid once for all of them; numpy calls, not arithmetic, are what cost, so each iteration is a handful of
 # them. The joints' local transforms are one matrix product of (cos v, sin v) with precomputed coefficient matrices;
@@ -33,18 +37,20 @@ arms' documentation) and angles in degrees or radians, as their header says.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pluto.errors import ConfigError
+from pluto.hardware.arm.closed_form import YawPlanarIK
 
 __all__ = [
     "ArmModel",
@@ -64,6 +70,9 @@ JointType = Literal["revolute", "prismatic", "fixed"]
 
 MM = 1e-3
 """One millimetre in metres (the unit of lengths in model files)."""
+CLOSED_FORM_TOLERANCE = 1e-9
+"""The smallest tolerance (m) the closed-form solution is used for: it is exact to rounding, and to joint values
+held to their limits when they overshoot them by rounding (:data:`~pluto.hardware.arm.closed_form.LIMIT_SLACK`)."""
 
 
 def rot_z(angle: float) -> FloatArray:
@@ -155,8 +164,10 @@ class IKResult:
     Attributes:
         q: joint values for every output (joints IK did not use keep their starting values), within limits.
         success: the link's origin is within the tolerance of the target.
-        error: distance left between the link's origin and the target, m.
-        iterations: least-squares iterations run (over all seeds of a batch, counted once per batch).
+        error: distance left between the link's origin and the target, m (0 for a closed-form solution, which is
+            exact to rounding).
+        iterations: least-squares iterations run (over all seeds of a batch, counted once per batch; 0 for a
+            closed-form solution).
     """
 
     q: FloatArray
@@ -207,6 +218,7 @@ class ArmModel:
         self.home: FloatArray = np.array([link.home for link in outputs])
         self.max_speed: FloatArray = np.array([link.max_speed for link in outputs])
         self._solvers: dict[int, PointIK] = {}
+        self._solvers_by_key: dict[int | str, PointIK] = {}  # by index and by name, as asked for
         self._solvers_lock = threading.Lock()
 
     # -- loading ------------------------------------------------------------------------------------------------
@@ -323,10 +335,14 @@ class ArmModel:
 
     def solver(self, link: int | str) -> PointIK:
         """The point-IK solver of a link (built, with its workspace table, on first use and kept)."""
+        found = self._solvers_by_key.get(link)
+        if found is not None:
+            return found
         index = self.link(link).index
         with self._solvers_lock:
             if index not in self._solvers:
                 self._solvers[index] = PointIK(self, index)
+            self._solvers_by_key[link] = self._solvers[index]
             return self._solvers[index]
 
     def point_ik(
@@ -524,6 +540,20 @@ class PointIK:
                 coef[i, 2] = (fixed @ _E3).ravel()
         self._const, self._coef = const, coef
         self._tail: FloatArray = tail[:, 3].copy()  # the target point in the last moving joint's frame
+        self.closed_form: YawPlanarIK | None = None
+        if not self._prismatic_any:
+            self.closed_form = YawPlanarIK.from_chain(
+                [fixed for fixed, _ in steps],
+                [j.q_offset for j in joints],
+                [j.lower for j in joints],
+                [j.upper for j in joints],
+                self._tail,
+            )
+        self._joint_list: list[int] = self.joints.tolist()
+        # The solver's joints are often the first outputs: then their values are a slice of the whole.
+        self._joint_prefix = m if self._joint_list == list(range(m)) else 0
+        self._lower_all = model.lower.tolist()
+        self._upper_all = model.upper.tolist()
 
     # -- the batched chain --------------------------------------------------------------------------------------
 
@@ -667,13 +697,16 @@ class PointIK:
         return np.minimum(np.maximum(q + step, self._lower), self._upper)
 
     def prepare(self, cancel: threading.Event | None = None) -> None:
-        """Build the workspace table now (else the first solve does; it takes a fraction of a second).
+        """Build the closed form's pitch table and the numerical solver's workspace table now (else the first solve
+        that needs one does; each takes a fraction of a second).
 
         Thread-safe: a solve waits for a build another thread has started.
 
         Args:
             cancel: when set, a build under way stops soon (and the table stays to be built).
         """
+        if self.closed_form is not None:
+            self.closed_form.prepare(cancel)
         with self._table_lock:
             if self._table is None:
                 self._table = self._build_table(cancel)
@@ -686,6 +719,10 @@ class PointIK:
         Raises:
             ValueError: a target that is not three finite numbers, or ``q_start`` of the wrong shape.
         """
+        if self.closed_form is not None and tolerance >= CLOSED_FORM_TOLERANCE:
+            found = self._solve_closed_form(self.closed_form, target, q_start)
+            if found is not None:
+                return found
         goal = np.asarray(target, dtype=np.float64)
         if goal.shape != (3,) or not math.isfinite(goal.sum()):
             raise ValueError(f"the target must be three finite numbers (m), got {target!r}")
@@ -716,6 +753,46 @@ class PointIK:
             if err2[i] < best_error:
                 best_q, best_error = q[i], float(err2[i])
         return self._result(start, best_q, False, math.sqrt(best_error), total)
+
+    def _solve_closed_form(self, closed: YawPlanarIK, target: ArrayLike, q_start: ArrayLike) -> IKResult | None:
+        """The closed-form solution, or None where the numerical solver takes over (or explains what is wrong).
+
+        This is the whole cost of most solves, so it stays in plain Python on lists: numpy is used only for the
+        returned joint values.
+        """
+        n = self.model.num_outputs
+        try:
+            if type(target) is np.ndarray and target.shape == (3,):
+                x, y, z = target.tolist()
+            else:
+                x, y, z = (float(v) for v in cast("Sequence[float]", target))
+            if not math.isfinite(x + y + z):
+                return None
+        except (TypeError, ValueError):
+            return None
+        if type(q_start) is np.ndarray and q_start.shape == (n,):
+            start = q_start.tolist()
+        else:
+            start = self.model.clamp(q_start).tolist()
+        lower, upper = self._lower_all, self._upper_all
+        if not (all(map(operator.le, lower, start)) and all(map(operator.le, start, upper))):
+            start = [lo if v < lo else hi if v > hi else v for v, lo, hi in zip(start, lower, upper, strict=True)]
+        prefix = self._joint_prefix
+        if prefix:
+            solution = closed.solve(x, y, z, start[:prefix])
+            if solution is None:
+                return None
+            start[:prefix] = solution
+        else:
+            solution = closed.solve(x, y, z, [start[j] for j in self._joint_list])
+            if solution is None:
+                return None
+            for j, value in zip(self._joint_list, solution, strict=True):
+                start[j] = value
+        # Built without the frozen dataclass's __init__, whose four guarded assignments cost a fifth of the solve.
+        result: IKResult = object.__new__(IKResult)
+        result.__dict__.update(q=np.array(start), success=True, error=0.0, iterations=0)
+        return result
 
     def _result(self, start: FloatArray, own: FloatArray, success: bool, error: float, iterations: int) -> IKResult:
         q = start.copy()
