@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from typing import Any
 
 from pluto.cli.command import Subparsers, add_parser
 
@@ -25,7 +26,12 @@ DESCRIPTION = (
     "the modules go.\n\n"
     "example: pluto sim --world campus --rate 10 --noise realistic --seed 7\n"
     "example: pluto sim --rate max --seed 3\n"
-    "example: pluto sim --lockstep --rate 2"
+    "example: pluto sim --lockstep --rate 2\n\n"
+    "With --robots N the first N robots the world places (its <robots>) are simulated at once, each\n"
+    "under its own robot name (<robot>-1, ... or the world file's names) with its own modules, in one\n"
+    "process and one clock: each robot's laser, sonar and bumpers meet the others. `pluto mom\n"
+    "--all-robots` lists them; PLUTO_ROBOT=pluto-2 makes any command talk to the second.\n"
+    "example: pluto sim --robots 3 --rate max"
 )
 
 
@@ -60,6 +66,13 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--processes", action="store_true", help="one process per module instead of one for all")
     p.add_argument("--duration", type=float, default=0.0, help="wall-clock seconds to run (default: until Ctrl-C)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds each module has to start (default 20)")
+    p.add_argument(
+        "--robots",
+        type=int,
+        default=1,
+        metavar="N",
+        help="simulate the first N robots the world places, each under its own robot name (default 1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from pluto import names
     from pluto.bus import Bus
     from pluto.cli.common import config_from_args
-    from pluto.runtime.profiles import load_profile, with_params
+    from pluto.errors import LaunchError
+    from pluto.runtime.profiles import load_profile, with_params, with_robots
     from pluto.runtime.runner import stop_on_signals
     from pluto.runtime.supervisor import Supervisor
     from pluto.sim.noise import noise_profile
@@ -94,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     pace = "as fast as possible" if args.rate == "max" else f"at {args.rate:g}x real time"
+    if args.robots != 1:
+        if args.processes:
+            raise LaunchError("--processes: a simulation of several robots runs in one process")
+        _run_fleet(args, with_robots(profile, args.robots), config, f"{pace}{' in lock-step' if lockstep else ''}")
+        return 0
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(bus, profile, config, one_process=not args.processes, startup_timeout=args.timeout)
         try:
@@ -125,3 +144,42 @@ def run(args: argparse.Namespace) -> int:
         finally:
             supervisor.shutdown()
     return 0
+
+
+def _run_fleet(args: argparse.Namespace, profile: Any, config: Any, pace: str) -> None:
+    """Run the ``sim`` profile for several robots (:class:`pluto.sim.fleet.Fleet`) until Ctrl-C or ``--duration``,
+    with every robot's position on the status line."""
+    from pluto import msgs, names
+    from pluto.runtime.runner import stop_on_signals
+    from pluto.sim.fleet import Fleet
+
+    with stop_on_signals() as stop:
+        fleet = Fleet(profile, config, startup_timeout=args.timeout)
+        try:
+            fleet.start()
+            print(
+                f"{len(fleet.names)} simulated robots up in world {fleet.sim_params.world} {pace}, noise "
+                f"{args.noise}, seed {args.seed}: {', '.join(fleet.names)}, each with "
+                f"{', '.join(e.name for e in profile.entries)}. `pluto mom --all-robots` lists them; "
+                f"PLUTO_ROBOT={fleet.names[-1]} makes a command talk to the last. Ctrl-C stops them.",
+                flush=True,
+            )
+            bus = fleet.buses[fleet.names[0]]
+            clock = bus.create_reader(names.CLOCK)
+            truths = {r: bus.create_reader(names.SIM_TRUTH, msgs.Odometry, robot=r) for r in fleet.names}
+            end = time.monotonic() + args.duration if args.duration else math.inf
+            wall0 = time.monotonic()
+            first = clock.read()
+            sim0 = first.stamp if first else 0.0
+            while not stop.wait(1.0) and time.monotonic() < end:
+                tick = clock.read()
+                if tick is None:
+                    continue
+                factor = (tick.stamp - sim0) / max(time.monotonic() - wall0, 1e-9)
+                where = "  ".join(
+                    f"{r} ({pose.x:.1f}, {pose.y:.1f})" for r, reader in truths.items() if (pose := reader.read())
+                )
+                print(f"\rsim time {tick.stamp:8.1f} s (real-time factor {factor:5.1f})  {where}", end="", flush=True)
+            print()
+        finally:
+            fleet.shutdown()

@@ -5,6 +5,8 @@ A profile is a TOML file::
 
     description = "A heartbeat and its monitor"
     lockstep = false     # optional: run the simulator (every module with a `lockstep` parameter) in lock-step
+    robots = 1           # optional: a profile with the `sim` module run for this many robots of its world at once
+                         #   (pluto.sim.fleet; `pluto up PROFILE --robots N` sets it for a run)
 
     [restart]            # optional: how the supervisor restarts crashed modules
     max_restarts = 5     # within `window` seconds, then it gives up on that module
@@ -47,6 +49,9 @@ from pluto.runtime.config import build_params
 from pluto.runtime.ranges import check_ranges
 from pluto.runtime.registry import load_module_class, without_driver
 from pluto.runtime.runner import ModuleSpec
+
+MAX_ROBOTS = 100
+"""Most robots one profile may run in one simulated world."""
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -103,6 +108,8 @@ class Profile:
     entries: tuple[ProfileEntry, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     path: Path | None = None
+    robots: int = 1
+    """Robots of the simulator's world the profile runs for (more than 1: :class:`pluto.sim.fleet.Fleet`)."""
 
 
 def with_params(profile: Profile, module: str, **params: Any) -> Profile:
@@ -118,6 +125,22 @@ def with_params(profile: Profile, module: str, **params: Any) -> Profile:
         for e in profile.entries
     )
     return replace(profile, entries=entries)
+
+
+def with_robots(profile: Profile, robots: int) -> Profile:
+    """The profile run for ``robots`` robots of its simulator's world (1: a lone robot).
+
+    Raises:
+        ConfigError: not from 1 to :data:`MAX_ROBOTS`, or several robots and no ``sim`` module in the profile.
+    """
+    if not 1 <= robots <= MAX_ROBOTS:
+        raise ConfigError(f"robots must be from 1 to {MAX_ROBOTS}, got {robots}")
+    if robots > 1 and "sim" not in {e.name for e in profile.entries}:
+        raise ConfigError(
+            f"profile {profile.name} has no sim module: several robots need a simulated world (try the sim, mission "
+            "or fleet profile)"
+        )
+    return replace(profile, robots=robots)
 
 
 def _profile_dirs() -> list[Path]:
@@ -224,12 +247,17 @@ def load_profile(name_or_path: str, overrides: dict[str, dict[str, Any]] | None 
 
 def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None = None) -> Profile:
     """Build a profile from its parsed TOML table (see the module docstring)."""
-    unknown = set(data) - {"description", "restart", "modules", "lockstep"}
+    unknown = set(data) - {"description", "restart", "modules", "lockstep", "robots"}
     if unknown:
-        raise ConfigError(f"{label}: unknown keys {sorted(unknown)} (expected description, restart, lockstep, modules)")
+        raise ConfigError(
+            f"{label}: unknown keys {sorted(unknown)} (expected description, restart, lockstep, robots, modules)"
+        )
     lockstep = data.get("lockstep", False)
     if not isinstance(lockstep, bool):
         raise ConfigError(f"{label}: lockstep must be true or false, got {lockstep!r}")
+    robots = data.get("robots", 1)
+    if not isinstance(robots, int) or isinstance(robots, bool) or not 1 <= robots <= MAX_ROBOTS:
+        raise ConfigError(f"{label}: robots must be a whole number from 1 to {MAX_ROBOTS}, got {robots!r}")
     try:
         table = data.get("restart", {})
         if isinstance(table, dict):
@@ -251,7 +279,10 @@ def parse_profile(name: str, data: dict[str, Any], label: str, path: Path | None
         if lockstep and "lockstep" in cls.Params.__struct_fields__:
             params.setdefault("lockstep", True)
         entries[bus_name] = ProfileEntry(ModuleSpec(module, bus_name, params), tuple(cls.requires), keep_alive)
-    return Profile(name, str(data.get("description", "")), tuple(start_order(entries, label)), restart, path)
+    if robots > 1 and "sim" not in entries:
+        raise ConfigError(f"{label}: robots = {robots} needs the sim module in the profile (the robots' world)")
+    order = tuple(start_order(entries, label))
+    return Profile(name, str(data.get("description", "")), order, restart, path, robots)
 
 
 def start_order(entries: dict[str, ProfileEntry], label: str = "profile") -> list[ProfileEntry]:

@@ -13,6 +13,18 @@ keep coming at that time, so modules can start and exchange their first values) 
 Services: ``sim/world`` (the settings), ``sim/pause``, ``sim/resume`` (-> paused or not), ``sim/lockstep`` (-> the
 barrier's state: tick, time, members, dropped members).
 
+Several robots in one world (:mod:`pluto.sim.fleet`): each robot has its own robot name on the bus, and so its own
+``sim`` module, which publishes that robot's ``Clock`` and serves its ``sim/world`` (the settings, with the robot's
+start pose and the names, starts and sizes of all the robots: :class:`SimSettings`), so its devices and modules find
+the simulator as a lone robot's do. One of them, the *leader* (the first robot's), coordinates the lock-step of all:
+it publishes each tick on every robot's ``@lockstep/tick`` and hears the acknowledgements and members of every
+robot, so one clock covers every module of every robot, and the frontier of a tick names the keys written
+(``pluto/<robot>/<interface>``, :mod:`pluto.bus.lockstep`): a module that reads another robot's value (the bodies
+see each other through the others' ``Sim/Truth``) waits for it like one of its own robot's. In the barrier a member
+is ``<robot>/<module>``. The others, *followers*, share the leader's run, time and coordinator; on the free-running
+clock they publish the leader's time. The services ``sim/pause``, ``sim/resume`` and ``sim/lockstep`` of any robot
+act on the one lock-step.
+
 Restarts: a simulator started again by the supervisor after a crash goes on with the same run, from where its time
 was (:mod:`pluto.runtime.persist`): the other modules see the time stall, then go on, not a new run. Before its time
 passes the time it last saved, it saves a time :data:`HORIZON` ahead (and a tick number :data:`HORIZON_TICKS` ahead),
@@ -29,6 +41,8 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -44,7 +58,7 @@ from pluto.runtime.persist import Continuation
 from pluto.runtime.ranges import Rate, Seed, Timeout, between
 from pluto.sim.lockstep import Barrier
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
-from pluto.sim.world import World, load_world
+from pluto.sim.world import RobotPlacement, World, load_world
 
 HORIZON = 1.0
 """s of simulated time: the time a simulator saves is this far ahead of the one it publishes."""
@@ -61,8 +75,22 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True):
     tick: int = 0
 
 
+class FleetMember(msgspec.Struct, frozen=True, kw_only=True):
+    """One robot of a simulation of several: its robot name, start pose (x m, y m, θ rad) and radius (m)."""
+
+    name: str
+    start: tuple[float, float, float]
+    radius: float
+
+
 class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """What the simulated devices share (the reply of ``sim/world``)."""
+    """What the simulated devices share (the reply of ``sim/world``).
+
+    Attributes:
+        robot: the robot these settings are for, "" when the simulation has one robot.
+        start: that robot's start pose (x m, y m, θ rad); None: the world's ``<start>``.
+        fleet: every robot of the simulation, in order; empty when it has one robot.
+    """
 
     world: str
     noise: str = "ideal"
@@ -70,10 +98,21 @@ class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
     rate: float = 1.0
     lockstep: bool = False
+    robot: str = ""
+    start: tuple[float, float, float] | None = None
+    fleet: list[FleetMember] = msgspec.field(default_factory=list)
 
     def load_world(self) -> World:
         """The world (loaded from its file)."""
         return load_world(self.world)
+
+    def start_pose(self, world: World) -> tuple[float, float, float]:
+        """Where this robot starts in ``world`` (x m, y m, θ rad)."""
+        return self.start if self.start is not None else world.start
+
+    def others(self) -> list[FleetMember]:
+        """The other robots of the simulation (none for a lone robot)."""
+        return [member for member in self.fleet if member.name != self.robot]
 
     def noise_profile(self) -> NoiseProfile:
         return noise_profile(self.noise, dict(self.noise_overrides))
@@ -128,20 +167,43 @@ class SimParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
 
 class SimModule(Module[SimParams]):
-    """Publishes the simulated time on ``Clock`` and serves the simulation settings; coordinates the lock-step."""
+    """Publishes the simulated time on ``Clock`` and serves the simulation settings; coordinates the lock-step.
+
+    Args (besides :class:`~pluto.runtime.module.Module`'s):
+        fleet: the robots of a simulation of several (:mod:`pluto.sim.fleet`), this bus's robot among them; empty
+            for a lone robot.
+        leader: the first robot's simulator, for another robot's (a follower: it shares the leader's run, time and
+            lock-step; start the leader first).
+    """
 
     name = "sim"
     description = "simulated time (Clock) and the world of the simulated devices"
     provides = (names.CLOCK,)
     Params = SimParams
 
+    def __init__(
+        self,
+        bus: Bus,
+        params: SimParams | None = None,
+        *,
+        name: str | None = None,
+        clock: Any = None,
+        fleet: Sequence[RobotPlacement] = (),
+        leader: SimModule | None = None,
+    ) -> None:
+        super().__init__(bus, params, name=name, clock=clock)
+        if fleet and bus.robot not in {r.name for r in fleet}:
+            raise ConfigError(
+                f"robot {bus.robot} is not one of the simulation's ({', '.join(str(r.name) for r in fleet)})"
+            )
+        self.fleet = tuple(fleet)
+        self.leader = leader
+
     def on_configure(self) -> None:
         p = self.params
-        try:
-            self.world = load_world(p.world)
-            noise_profile(p.noise, dict(p.noise_overrides))
-        except ConfigError:
-            raise
+        self.world = load_world(p.world)
+        noise_profile(p.noise, dict(p.noise_overrides))
+        own = next((r for r in self.fleet if r.name == self.bus.robot), None)
         self.settings = SimSettings(
             world=str(self.world.source or p.world),
             noise=p.noise,
@@ -149,7 +211,16 @@ class SimModule(Module[SimParams]):
             seed=p.seed,
             rate=p.speed,
             lockstep=p.lockstepped,
+            robot=self.bus.robot if self.fleet else "",
+            start=own.pose if own is not None else None,
+            fleet=[FleetMember(name=str(r.name), start=r.pose, radius=r.radius) for r in self.fleet],
         )
+        self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher(names.CLOCK)
+        self.create_service("world", lambda _req: self.settings)
+        self.lockstep: LockstepCoordinator | None = None
+        if self.leader is not None:
+            self._follow(self.leader)
+            return
         self.run_id = secrets.randbits(63) | 1
         self.sim_time = 0.0
         self.start_tick = 0
@@ -169,17 +240,32 @@ class SimModule(Module[SimParams]):
         self._time_offset = self.sim_time
         self._promised = (-math.inf, -1)  # the time and tick saved: not to be passed before a new save
         self._wall_start: float | None = None
-        self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher(names.CLOCK)
-        self.create_service("world", lambda _req: self.settings)
-        self.lockstep: LockstepCoordinator | None = None
         if p.lockstepped:
-            self.lockstep = LockstepCoordinator(self, p)
-            self.create_service("pause", lambda _req: self.lockstep.pause() if self.lockstep else False)
-            self.create_service("resume", lambda _req: self.lockstep.resume() if self.lockstep else False)
-            self.create_service("lockstep", lambda _req: self.lockstep.state() if self.lockstep else None)
+            self.lockstep = LockstepCoordinator(self, p, fleet=bool(self.fleet))
+            self._lockstep_services()
+
+    def _follow(self, leader: SimModule) -> None:
+        """Take part in the leader's simulation: its run and time, and its lock-step, under this bus's robot."""
+        if leader.params.lockstepped != self.params.lockstepped:
+            raise ConfigError("the simulators of one simulation must all run in lock-step or none")
+        self.run_id = leader.run_id
+        self.sim_time = leader.sim_time
+        self.lockstep = leader.lockstep
+        if self.lockstep is not None:
+            self.lockstep.add(self)
+            self._lockstep_services()
+
+    def _lockstep_services(self) -> None:
+        self.create_service("pause", lambda _req: self.lockstep.pause() if self.lockstep else False)
+        self.create_service("resume", lambda _req: self.lockstep.resume() if self.lockstep else False)
+        self.create_service("lockstep", lambda _req: self.lockstep.state() if self.lockstep else None)
 
     def step(self, now: float) -> None:
         p = self.params
+        if self.leader is not None:  # a follower on the free-running clock: the leader's time
+            self.sim_time = self.leader.sim_time
+            self.clock_out.write(msgs.SimTime(stamp=self.sim_time, rate=p.speed, run=self.run_id))
+            return
         # Simulated time follows the wall clock times the rate, measured from the first step, so a late step
         # does not slow the simulation down.
         wall = time.monotonic()
@@ -201,12 +287,18 @@ class SimModule(Module[SimParams]):
     def _loop(self) -> None:
         if self.lockstep is None:
             super()._loop()
-        else:
+        elif self.leader is None:
             self.lockstep.run(self._stop_step)
+        else:
+            self._stop_step.wait()  # the leader's loop ticks for every robot
 
     def on_shutdown(self) -> None:
-        if self.lockstep is not None:
+        if self.lockstep is None:
+            return
+        if self.leader is None:
             self.lockstep.close()
+        else:
+            self.lockstep.remove(self)
 
     def notes(self) -> list[str]:
         if self.lockstep is None:
@@ -225,11 +317,28 @@ class LockstepState(msgspec.Struct, frozen=True, kw_only=True):
     waiting_for: list[str]
 
 
+@dataclass
+class _Link:
+    """The lock-step's entities on one robot's bus: where its ticks go and its members answer."""
+
+    robot: str
+    ticks: Any
+    acks: Any
+    members: Any
+
+    def close(self) -> None:
+        for entity in (self.members, self.acks, self.ticks):
+            with contextlib.suppress(Exception):  # already gone with the session
+                entity.undeclare()
+
+
 class LockstepCoordinator:
     """The simulator's lock-step loop: publishes ticks and ``Clock``, collects acknowledgements (a :class:`Barrier`).
 
     Acknowledgements and membership changes arrive on Zenoh threads and only update the barrier under a lock; the
-    loop, on the module's control thread, decides and publishes.
+    loop, on the module's control thread, decides and publishes. With ``fleet`` it serves the robots of a simulation
+    of several: each robot's simulator is added (:meth:`add`), the ticks go to every robot's bus, and a member is
+    known to the barrier as ``<robot>/<module>``.
     """
 
     REPEAT_AFTER = 1.0
@@ -239,9 +348,10 @@ class LockstepCoordinator:
     CLOCK_PERIOD = 0.05
     """Simulated seconds between two ``Clock`` values at most (in lock-step, ``Clock`` is for non-members)."""
 
-    def __init__(self, sim: SimModule, params: SimParams) -> None:
+    def __init__(self, sim: SimModule, params: SimParams, fleet: bool = False) -> None:
         self.sim = sim
         self.params = params
+        self.fleet = fleet
         self.log = logging.getLogger("pluto.sim.lockstep")
         # a restarted simulator goes on with the run's tick numbers and time (members ignore older ticks of a run)
         self.barrier = Barrier(
@@ -252,30 +362,63 @@ class LockstepCoordinator:
         self._changed = False  # membership changed: the current tick goes out again
         self._last = LockstepTick(self.barrier.run, self.barrier.number, self.barrier.stamp)
         self._next_clock = self.barrier.stamp
+        self._links: dict[SimModule, _Link] = {}
+        self.add(sim)
+
+    def add(self, sim: SimModule) -> None:
+        """Tick the modules of ``sim``'s robot too (a robot of a simulation of several; its ``Clock`` follows)."""
         bus = sim.bus
-        self._tick_pub = bus.session.declare_publisher(
+        robot = bus.robot
+        ticks = bus.session.declare_publisher(
             bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
         )
-        self._ack_sub = bus.session.declare_subscriber(bus.key_raw(ACK_KEY), on_zenoh_thread(self._on_ack))
-        self._member_sub = bus.session.liveliness().declare_subscriber(
-            bus.key_raw(f"{MEMBER_KEY}/**"), on_zenoh_thread(self._on_member), history=True
+        acks = bus.session.declare_subscriber(
+            bus.key_raw(ACK_KEY), on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
         )
+        members = bus.session.liveliness().declare_subscriber(
+            bus.key_raw(f"{MEMBER_KEY}/**"),
+            on_zenoh_thread(lambda sample: self._on_member(sample, robot)),
+            history=True,
+        )
+        with self._cond:
+            self._links[sim] = _Link(robot, ticks, acks, members)
+            self._changed = True  # the current tick goes out again, to this robot too
+            self._cond.notify_all()
+
+    def remove(self, sim: SimModule) -> None:
+        """Stop ticking the modules of ``sim``'s robot (its simulator stops)."""
+        with self._cond:
+            link = self._links.pop(sim, None)
+            if link is not None and self.fleet:
+                for member in [m for m in self.barrier.members if m.startswith(f"{link.robot}/")]:
+                    self.barrier.leave(member)
+                self._changed = True
+                self._cond.notify_all()
+        if link is not None:
+            link.close()
+
+    def _member(self, robot: str, name: str) -> str:
+        """The barrier's name of module ``name`` of ``robot``."""
+        return f"{robot}/{name}" if self.fleet else name
 
     # -- from Zenoh threads -------------------------------------------------------------------------------------
 
-    def _on_ack(self, sample: Any) -> None:
+    def _on_ack(self, sample: Any, robot: str) -> None:
         try:
             ack = msgspec.msgpack.decode(sample.payload.to_bytes(), type=LockstepAck)
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             self.sim.bus.drops.drop(ACK_KEY, err)
             return
+        if self.fleet:
+            members = [(self._member(robot, name), due) for name, due in ack.members]
+            ack = LockstepAck(ack.run, ack.number, members, ack.writes)
         with self._cond:
             self.barrier.ack(ack)
             if self.barrier.complete():  # the loop wakes once per tick, not at every process's acknowledgement
                 self._cond.notify_all()
 
-    def _on_member(self, sample: Any) -> None:
-        name = str(sample.key_expr).rsplit("/", 1)[-1]
+    def _on_member(self, sample: Any, robot: str) -> None:
+        name = self._member(robot, str(sample.key_expr).rsplit("/", 1)[-1])
         with self._cond:
             if sample.kind == zenoh.SampleKind.PUT:
                 self.barrier.join(name)
@@ -323,16 +466,24 @@ class LockstepCoordinator:
 
     # -- the loop -----------------------------------------------------------------------------------------------
 
+    def _put(self, tick: LockstepTick) -> None:
+        """Send ``tick`` to every robot's modules (lock held)."""
+        data = msgspec.msgpack.encode(tick)
+        for link in self._links.values():
+            link.ticks.put(data)
+
     def _publish(self, tick: LockstepTick) -> None:
         self.sim.promise(tick.stamp, tick.number)
-        self.sim.sim_time = tick.stamp
+        sims = list(self._links)
+        for sim in sims:
+            sim.sim_time = tick.stamp
         # Members follow the ticks; ``Clock`` is for everyone else (tools, logs), so it need not come at every tick.
         if tick.stamp >= self._next_clock or tick.paused or tick.number == 0:
-            self.sim.clock_out.write(
-                msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
-            )
+            clock = msgs.SimTime(stamp=tick.stamp, rate=self.params.speed, run=self.barrier.run, lockstep=True)
+            for sim in sims:
+                sim.clock_out.write(clock)
             self._next_clock = tick.stamp + self.CLOCK_PERIOD
-        self._tick_pub.put(msgspec.msgpack.encode(tick))
+        self._put(tick)
         self._last = tick
 
     def _report(self) -> None:
@@ -361,12 +512,12 @@ class LockstepCoordinator:
                     if self._changed:
                         self._changed = False
                         self.barrier.restart_wait(wall)
-                        self._tick_pub.put(msgspec.msgpack.encode(self._last))  # newcomers need it
+                        self._put(self._last)  # newcomers need it
                         continue
                     if self.barrier.complete():
                         break
                     if wall - self.barrier.sent_at >= self.REPEAT_AFTER:
-                        self._tick_pub.put(msgspec.msgpack.encode(self._last))
+                        self._put(self._last)
                     self._cond.wait(0.1)
                 if stop.is_set():
                     break
@@ -392,6 +543,7 @@ class LockstepCoordinator:
                 self._publish(self.barrier.tick(stamp, time.monotonic()))
 
     def close(self) -> None:
-        for entity in (self._member_sub, self._ack_sub, self._tick_pub):
-            with contextlib.suppress(Exception):  # already gone with the session
-                entity.undeclare()  # type: ignore[no-untyped-call]
+        with self._cond:
+            links, self._links = list(self._links.values()), {}
+        for link in links:
+            link.close()

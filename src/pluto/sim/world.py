@@ -350,9 +350,7 @@ class World:
                 "elements to its <robots> (see pluto/sim/world.py)",
                 self.source,
             )
-        chosen = [
-            dataclasses.replace(r, name=r.name or f"{prefix}-{i}") for i, r in enumerate(self.robots[:count], 1)
-        ]
+        chosen = [dataclasses.replace(r, name=r.name or f"{prefix}-{i}") for i, r in enumerate(self.robots[:count], 1)]
         names = [r.name for r in chosen]
         for name in names:
             if names.count(name) > 1:
@@ -741,9 +739,7 @@ class _MapReader:
             if name is not None:
                 name = name.strip()
                 if not name or _BAD_ROBOT_CHARS & set(name):
-                    raise self.error(
-                        element, f"robot name {name!r} must not be empty or contain / * $ ? # @ or spaces"
-                    )
+                    raise self.error(element, f"robot name {name!r} must not be empty or contain / * $ ? # @ or spaces")
                 if name in lines:
                     raise self.error(element, f"duplicate robot name {name!r} (first used on line {lines[name]})")
                 lines[name] = self.lines.get(element, 0)

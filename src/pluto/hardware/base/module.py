@@ -16,6 +16,10 @@ does not jump back to 0, and the true pose stays with it.
 One service of the simulated base only: ``base/place`` [x, y, theta] -> True puts the body there at once (in the
 world frame; the odometry does not see it), as when someone carries the robot elsewhere (a kidnapped robot). A
 place inside a wall or an obstacle is refused.
+
+A robot of a simulation of several (:mod:`pluto.sim.fleet`) starts where the world file places it and meets the
+other robots' bodies as it meets walking people (:mod:`pluto.sim.others`): they block it, press its bumpers and echo
+on its sonar. Each collision with another robot is counted, logged and noted in its MOM entry.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import json
 import math
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 import msgspec
+import numpy as np
 
 from pluto import msgs, names
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
@@ -34,6 +40,7 @@ from pluto.runtime.persist import Continuation, clock_run
 from pluto.runtime.ranges import Accel, Radius, Rate, Speed, TurnAccel, TurnRate
 from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.device import SimDevice, SimDeviceParams
+from pluto.sim.others import Contacts, OtherRobots
 
 
 class SimBaseParams(SimDeviceParams, BaseServerParams, kw_only=True, forbid_unknown_fields=True):
@@ -75,6 +82,9 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
     provides = (*BaseServer.provides, names.SIM_TRUTH)
     Params = SimBaseParams
 
+    others: OtherRobots | None = None
+    """The other robots of a simulation of several (None until configured)."""
+
     def open_base(self) -> None:
         p = self.params
         self.load_simulation()
@@ -85,7 +95,17 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
             max_accel=p.max_accel,
             max_turn_accel=p.max_turn_accel,
         )
-        self.body = SimBody(self.world.segments(), self.world.circles, self.world.start, body, self.noise, self.rng)
+        start = self.settings.start_pose(self.world)
+        self.body = SimBody(self.world.segments(), self.world.circles, start, body, self.noise, self.rng)
+        self.others = OtherRobots(self, self.settings.others())
+        self.contacts = Contacts(p.radius)
+        own = next((m for m in self.settings.fleet if m.name == self.settings.robot), None)
+        if own is not None and abs(own.radius - p.radius) > 1e-9:
+            self.get_logger().warning(
+                "the body's radius is %g m, and the other robots meet a disc of %g m (the world file's)",
+                p.radius,
+                own.radius,
+            )
         self.truth = self.create_publisher(names.SIM_TRUTH)
         self._body_lock = threading.Lock()  # services change the body between steps
         self._last: float | None = None
@@ -154,10 +174,30 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
         if dt <= 0:
             return None
         v, omega = self._target
+        others = self.others
+        robots = others.discs(now) if others is not None else None
         with self._body_lock:
-            state = self.body.step(v, omega, dt, self.world.mover_circles(now))
+            state = self.body.step(v, omega, dt, self._obstacles(now, robots))
             self.continuation.save_due(self._state, now, clock_run(self.clock))
+        if others is not None and robots is not None and len(others):
+            names_ = [m.name for m in others.members]
+            for name in self.contacts.update(now, state.x, state.y, names_, robots):
+                self.get_logger().warning(
+                    "collided with robot %s at %.2f s at (%.2f, %.2f) m (%d collisions so far)",
+                    name,
+                    now,
+                    state.x,
+                    state.y,
+                    self.contacts.count,
+                )
         return self._state_of(now, state)
+
+    def _obstacles(self, t: float, robots: Any = None) -> Any:
+        """``(P, 3)`` what moves at time ``t`` (s) as discs: the world's people, and the other robots."""
+        people = self.world.mover_circles(t)
+        if self.others is None or not len(self.others):
+            return people
+        return np.vstack((people, self.others.discs(t) if robots is None else robots))
 
     def _state_of(self, now: float, s: BodyState) -> BaseState:
         """The base's readings for the body state ``s`` at time ``now``; writes the true pose on the way."""
@@ -167,7 +207,7 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
             self._next_sonar = now + 1.0 / self.params.sonar_hz
             sonar = msgs.SonarScan(
                 stamp=now,
-                ranges=self.body.sonar(self.world.mover_circles(now)).tolist(),
+                ranges=self.body.sonar(self._obstacles(now)).tolist(),
                 angles=self.body.sonar_angles.tolist(),
                 max_range=self.body.params.sonar_max_range,
             )
@@ -192,11 +232,19 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
             raise ValueError(f"place takes [x m, y m, theta rad], finite, got {pose}")
         x, y, theta = pose
         with self._body_lock:
-            if self.body.clearance(x, y, self.world.mover_circles(self._last or 0.0)) <= self.body.params.radius:
+            if self.body.clearance(x, y, self._obstacles(self._last or 0.0)) <= self.body.params.radius:
                 raise ValueError(f"({x}, {y}) is inside a wall or an obstacle")
             self.body.x, self.body.y, self.body.theta = float(x), float(y), float(theta)
         self.get_logger().info("placed by hand at (%.2f, %.2f, %.1f°)", x, y, math.degrees(theta))
         return True
+
+    def notes(self) -> list[str]:
+        notes = super().notes()
+        if self.others is not None and len(self.others):
+            last = self.contacts.last
+            when = f" (last with {last[0]} at {last[1]:.2f} s)" if last is not None else ""
+            notes.append(f"collisions with other robots: {self.contacts.count}{when}")
+        return notes
 
     def set_motor_power(self, on: bool) -> bool:
         self.motors_on = on

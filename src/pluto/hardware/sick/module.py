@@ -6,7 +6,8 @@
 - ``Sick/Timing``: the centre time and the number of points, which the localization service interpolates to.
 
 The scan is computed from the robot's true pose and the wrist's pose *at the centre time*, so a moving robot gives
-the same skewed timing as the real scanner. ``sick/fault`` (or the ``fault_at`` parameter) injects the "fatal
+the same skewed timing as the real scanner; the other robots of a simulation of several stand where they were at
+that time too (:mod:`pluto.sim.others`). ``sick/fault`` (or the ``fault_at`` parameter) injects the "fatal
 error": every range is -1 while the scanner reboots (about 20 s, or the request's duration: at most an hour; a
 longer or negative one is refused as a bad request, naming the field and its range).
 """
@@ -17,11 +18,13 @@ import math
 from typing import Annotated, Any
 
 import msgspec
+import numpy as np
 
 from pluto import msgs, names
 from pluto.runtime.ranges import Rate, Timeout, between, convert_request
 from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
 from pluto.sim.laser import LaserParams, SimLaser
+from pluto.sim.others import OtherRobots
 from pluto.sim.raycast import RayCaster
 
 _TRUTH_WAIT = 1.0
@@ -56,6 +59,9 @@ class SimSick(SimDevice[SimSickParams]):
     requires = ("sim", "base", "wrist")
     Params = SimSickParams
 
+    others: OtherRobots | None = None
+    """The other robots of a simulation of several (None until configured)."""
+
     def on_configure(self) -> None:
         p = self.params
         self.load_simulation()
@@ -66,6 +72,7 @@ class SimSick(SimDevice[SimSickParams]):
             self.rng,
         )
         self.history = TruthHistory()
+        self.others = OtherRobots(self, self.settings.others())  # a simulation of several: the laser sees them
         self.wrist_history = _WristHistory()
         self.create_subscription(names.SIM_TRUTH, self.history.add, msgs.Odometry, depth=256)
         self.create_subscription(names.WRIST_STATE, self.wrist_history.add, msgs.ActuatorState, depth=256)
@@ -112,7 +119,10 @@ class SimSick(SimDevice[SimSickParams]):
         if pose is None:
             return
         pan, tilt = self.wrist_history.at(centre)
-        ranges = self.laser.scan(centre, (pose.x, pose.y, pose.theta), pan, tilt, self.world.mover_circles(centre))
+        movers = self.world.mover_circles(centre)
+        if self.others is not None and len(self.others):
+            movers = np.vstack((movers, self.others.discs(centre)))
+        ranges = self.laser.scan(centre, (pose.x, pose.y, pose.theta), pan, tilt, movers)
         angles = self.laser.beam_angles
         valid = 0 if self.laser.failed(centre) else len(ranges)
         self.scan_mm.write(

@@ -61,7 +61,8 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     start_pose: the starting pose in the profile itself, ``[x, y, theta]`` (m, m, rad), when there is no
         ``start_pose_file``; empty: the origin (where a robot's odometry starts), or the simulated world's start.
     start_from_sim: with neither of the two above, start where the simulated robot starts: the start pose of the
-        ``sim`` module's world (the ``sim`` and ``mission`` profiles), so the estimate is in the world's frame.
+        ``sim`` module's world (the ``sim`` and ``mission`` profiles; in a simulation of several robots, this
+        robot's place in it), so the estimate is in the world's frame.
     model: the dead reckoning's noise model and laser mount. The service waits up to 2 s of stamps for a late
         inertial unit (``dmu_wait``; a busy computer delays its messages, and a heading extrapolated over a turn
         stays wrong), then goes on without it.
@@ -151,7 +152,8 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         p = self.params
         self._start_pose = p.initial_pose()  # kept for a restarted simulation (the world stays)
         if p.start_from_sim and not (p.start_pose_file or p.start_pose):
-            x, y, theta = fetch_settings(self.bus).load_world().start
+            settings = fetch_settings(self.bus)
+            x, y, theta = settings.start_pose(settings.load_world())
             self._start_pose = (x, y, 0.0, theta, 0.0, 0.0)
             self.get_logger().info(f"starting at the simulated world's start: ({x:.3f}, {y:.3f}) m, {theta:.3f} rad")
         self.core = DeadReckoning(p.model, self._start_pose)
