@@ -156,8 +156,10 @@ def test_pub_repeats_a_velocity_command_and_sends_one_stop_on_ctrl_c(bus: Bus, c
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0, err
+    # no base runs: the robot did not move, which it says (status 1) once the stop is sent
+    assert process.returncode == 1, err
     assert "sent one stop command on drive/command" in err
+    assert "the robot did not move as asked" in _out
     assert wait_until(lambda: got[-1].velocity == [0.0, 0.0], timeout=5.0)
     *driving, stop = got
     assert all(g.velocity == [0.2, 0.1] and g.cmd_flags == 10 for g in driving)
@@ -354,13 +356,14 @@ def test_commanding_the_drive_beside_another_commander_warns(
 ) -> None:
     start(started, DriveModule(bus, DriveModuleParams()))
     status, _out, err = run(capsys, "drive", "velocity", "0.1", "0")
-    assert status == 0
+    assert status == 1  # no base: the robot does not move
     assert "warning" not in err
     start(started, Commander(bus, ModuleParams(rate_hz=20.0)))
-    status, _out, err = run(capsys, "drive", "velocity", "0.1", "0")
-    assert status == 0
+    status, out, err = run(capsys, "drive", "velocity", "0.1", "0")
+    assert status == 1
     assert "warning: commander also commands the drive (drive/command): the two fight" in err
+    assert "commander also writes drive/command: the commands fight" in out  # the reason it did not move
     status, _out, err = run(capsys, "pub", "drive/command", '{"velocity": [0.1, 0]}', "--once")
-    assert status == 0
+    assert status == 1
     assert "warning: commander also writes drive/command" in err
     assert "no running module reads" not in err

@@ -291,3 +291,24 @@ def test_the_starter_tells_each_new_line_of_a_starting_module_s_log(
     assert told == [f"compiling numba kernel {n} of 2: features.extract_lines" for n in (1, 2)]
     [error] = outcome
     assert "it had said it was starting, then stopped saying so without being up" in str(error)
+
+
+def test_a_module_a_profile_supervises_is_not_stopped_or_started_again_by_hand(bus: Bus, tmp_path: Path) -> None:
+    # This process stands in for `pluto up heartbeat`: its pid file is the profile's, and it is the module's parent.
+    folder = launcher.runtime_dir(bus.robot)
+    (folder / "profile-heartbeat.pid").write_text(f"{os.getpid()}\n")
+    module = launcher.spawn(["sleep", "60"], tmp_path / "heartbeat.log")
+    (folder / "heartbeat.pid").write_text(f"{module.pid}\n")
+    try:
+        assert launcher.supervising_profile(bus.robot, module.pid) == ("heartbeat", os.getpid())
+        with pytest.raises(LaunchError, match=r"runs in profile heartbeat, whose supervisor .* `pluto down heartbeat`"):
+            launcher.stop_daemon(bus.robot, "heartbeat")
+        assert module.poll() is None  # left running
+        with pytest.raises(LaunchError, match=r"already running .* in profile heartbeat.* `pluto down heartbeat`"):
+            launcher.start_daemon(bus, "heartbeat", timeout=5.0)
+        (folder / "profile-heartbeat.pid").unlink()  # no supervisor: a daemon as any other
+        assert launcher.supervising_profile(bus.robot, module.pid) is None
+        assert launcher.stop_daemon(bus.robot, "heartbeat") == module.pid
+    finally:
+        module.kill()
+        module.wait()

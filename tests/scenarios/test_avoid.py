@@ -273,12 +273,14 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
 
         parser = argparse.ArgumentParser()
         avoid_cmd.register(parser.add_subparsers())
-        assert avoid_cmd.run(parser.parse_args(["avoid", "velocity", "0.2", "0.1", "--avoid", "1"])) == 0
+        # (no drive: the robot cannot move, which the command says, with exit status 1)
+        assert avoid_cmd.run(parser.parse_args(["avoid", "velocity", "0.2", "0.1", "--avoid", "1"])) == 1
+        assert "the drive wrote no status" in capsys.readouterr().out
         command = drive_commands.wait_for_update(timeout=10)
         while command.cmd_flags != 10:
             command = drive_commands.wait_for_update(timeout=10)
         assert command.velocity == [0.2, 0.1]
-        assert avoid_cmd.run(parser.parse_args(["avoid", "wall"])) == 0
+        assert avoid_cmd.run(parser.parse_args(["avoid", "wall"])) == 1
         assert avoid_cmd.run(parser.parse_args(["avoid", "status"])) == 0
         assert "m/s" in capsys.readouterr().out
         avoid.close()

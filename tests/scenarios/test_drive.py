@@ -199,19 +199,21 @@ def test_proxy_and_command_line(bus: Bus, capsys: pytest.CaptureFixture[str]) ->
         sub = parser.add_subparsers(dest="command")
         drive_cmd.register(sub)
 
-        def sent(argv: list[str]) -> msgs.ActuatorState:
-            """Run ``pluto drive ...`` and return the command it wrote."""
+        def sent(argv: list[str], status: int = 0) -> msgs.ActuatorState:
+            """Run ``pluto drive ...`` and return the command it wrote (``status``: its exit status)."""
             before = len(commands.values)
             args = parser.parse_args(argv)
-            assert args.func(args) == 0
+            assert args.func(args) == status
             commands.wait_for(lambda _c: len(commands.values) > before)
             value: msgs.ActuatorState = commands.values[before]
             return value
 
-        c = sent(["drive", "velocity", "0.3", "-0.2", "--no-protect"])
+        # (no base: the robot cannot move, which the command says, with exit status 1)
+        c = sent(["drive", "velocity", "0.3", "-0.2", "--no-protect"], status=1)
         assert c.cmd_flags == 0 and c.velocity == [0.3, -0.2]
-        c = sent(["drive", "heading", "0.5", "0.25"])
+        c = sent(["drive", "heading", "0.5", "0.25"], status=1)
         assert c.cmd_flags == 11 and c.position[1] == 0.5 and c.velocity[0] == 0.25
+        assert "there is no odometry (Base/Drive/State)" in capsys.readouterr().out
         c = sent(["drive", "stop"])
         assert c.cmd_flags == 0 and c.velocity == [0.0, 0.0]
         args = parser.parse_args(["drive", "status"])

@@ -13,6 +13,7 @@ from pluto.errors import ConfigError
 if TYPE_CHECKING:
     from pluto import msgs
     from pluto.bus import Bus
+    from pluto.cli.motion_check import Asked
     from pluto.movement.avoid.proxy import AvoidProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
@@ -24,13 +25,20 @@ HELP = "command the avoid module: goto, velocity, heading, wall follow, release,
 DESCRIPTION = """\
 Sends one command to the running avoid module (start it with `pluto start avoid`) on avoidance/command, or prints
 its status. Avoidance (--avoid) is 0 none, 1 sonar, 2 laser, 3 both (default). Goals and headings are in the
-Localization/Pose frame. The avoid module keeps commanding the drive until the next command or a release.
+Localization/Pose frame (the simulated office's robot starts at (10, 9.7) facing +x, along its corridor). The
+avoid module keeps commanding the drive until the next command or a release. Sonar avoidance (1 or 3) also turns on
+the drive's sonar protection, which holds the robot still near a wall beside it (0.3 m from a corridor's wall):
+--avoid 2 steers by the laser alone.
+
+A velocity, heading, wall or goto command (without --wait) then says whether the robot started moving, by its
+odometry, and if it did not, why (the sonar or the laser, a stale pose, avoid released, no drive), with exit
+status 1. After `pluto avoid release` avoid's control step is stopped: `pluto call avoid/start_activity` starts it.
 
 examples:
-  pluto avoid goto 5 2                go to (5, 2) m around obstacles; `pluto avoid status` shows 1 when there
-  pluto avoid goto 5 2 --wait         the same, with the distance to go until there (exit 0: avoid says so and
-                                      Localization/Pose, fresh and certain, shows it) or not (exit 1, and why)
-  pluto avoid goto 5 2 --speed 0.3 --weight 2   slower, with weaker avoidance
+  pluto avoid goto 14 10 --avoid 2    go to (14, 10) m around obstacles; `pluto avoid status` shows 1 when there
+  pluto avoid goto 14 10 --avoid 2 --wait   the same, with the distance to go until there (exit 0: avoid says so
+                                      and Localization/Pose, fresh and certain, shows it) or not (exit 1, and why)
+  pluto avoid goto 14 10 --speed 0.3 --weight 2   slower, with weaker avoidance
   pluto avoid velocity 0.3 0          drive at 0.3 m/s, slowed and stopped by sonar and laser
   pluto avoid heading 1.57 0.3        turn to 1.57 rad and drive along it
   pluto avoid wall --distance 1.2     follow the wall on the left, 1.2 m from the robot centre
@@ -87,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
         LaunchError: the avoid module is not running.
         BusTimeout: no status within 5 s (``status``).
     """
+    from pluto import names
     from pluto.cli.common import open_bus
+    from pluto.cli.motion_check import MotionCheck
     from pluto.movement.avoid.proxy import AvoidProxy, describe_status
 
     with open_bus(args) as bus, AvoidProxy(bus, start=False) as avoid:
@@ -95,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
             status = progress.first_value(avoid.status, avoid.wait_status, "the avoid module's status", args.timeout)
             print(describe_status(status), flush=True)
             return 0
+        asked = _asked(args)
+        check = None
+        if asked is not None and not (args.action == "goto" and args.wait):
+            check = MotionCheck(bus, names.AVOIDANCE_COMMAND, "--avoid 2 (the laser alone) leaves it off")
         try:
             if args.action == "release":
                 avoid.release()
@@ -113,7 +127,36 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "goto" and args.wait:
             return _wait_goto(bus, avoid, (args.x, args.y), args.timeout, 3 if args.avoid is None else args.avoid)
         time.sleep(0.1)  # let the command leave before the bus closes
-        return 0
+        if check is None or asked is None:
+            print(
+                "released: the robot is stopped, and avoid's control step too (`pluto call avoid/start_activity` "
+                "starts it again)"
+                if args.action == "release"
+                else f"sent to avoid: {args.action} (avoidance/command)",
+                flush=True,
+            )
+            return 0
+        check.wait_for_motion(asked)
+        verdict = check.verdict(asked)
+        print(verdict.words, flush=True)
+        return 0 if verdict.moved else 1
+
+
+def _asked(args: argparse.Namespace) -> Asked | None:
+    """The motion an action asks of the robot (None: none, a release)."""
+    from pluto.cli.motion_check import Asked
+
+    if args.action == "velocity":
+        asked = Asked(args.v, args.w)
+    elif args.action == "heading":
+        asked = Asked(args.v, 0.0)
+    elif args.action == "goto":
+        asked = Asked(args.speed, 0.0)
+    elif args.action == "wall":
+        asked = Asked(args.speed or 0.3, 0.0)
+    else:
+        return None
+    return asked if asked.v or asked.w else None
 
 
 SETTLE = 1.0

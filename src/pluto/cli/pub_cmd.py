@@ -44,6 +44,9 @@ that join later until Ctrl-C. --once writes one value and exits.
 Ctrl-C on a velocity command (Base/Drive/Command, drive/command, avoidance/command, motion/command) sends one stop
 command on the same interface (zero velocities; for motion/command its stop, cmd_flags 20), unless --no-stop.
 Nothing else is ever sent for you; --once and --count end without a stop (the receiver's timeout stops the robot).
+A velocity command on drive/command, Base/Drive/Command or avoidance/command then says whether the robot moved, by
+its odometry, and if it did not, why (the drive's sonar protection, a bumper, the laser, no module reading it),
+with exit status 1.
 
 examples:
   pluto pub drive/command '{"cmd_flags": 10, "velocity": [0.2, 0.0]}'      drive at 0.2 m/s until Ctrl-C, then stop
@@ -170,8 +173,12 @@ def _interface_type(name: str, type_name: str | None) -> type[msgs.Message]:
 def run(args: argparse.Namespace) -> int:
     """Write the value: once, at ``--rate``, or (a command) repeated until Ctrl-C.
 
+    A velocity command (drive/command, Base/Drive/Command, avoidance/command: :func:`~pluto.cli.motion_check.asked_by`)
+    then says on stdout whether the robot moved, by its odometry, and if it did not, why
+    (:mod:`pluto.cli.motion_check`).
+
     Returns:
-        0.
+        0; 1 when a velocity command did not move the robot.
 
     Raises:
         ConfigError: a bad name, JSON, field or value, or a bad rate or count.
@@ -179,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from pluto import names
     from pluto.cli.common import open_bus
+    from pluto.cli.motion_check import MotionCheck, asked_by
     from pluto.runtime.runner import stop_on_signals
 
     names.check_name(args.name)
@@ -192,14 +200,28 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--count must be >= 0, got {args.count}")
     if args.count and rate == 0.0:
         rate = 1.0
+    asked = asked_by(args.name, value) if command else None
     with open_bus(args) as bus, stop_on_signals() as stop:
         writer = bus.create_publisher(args.name, kind)
         bus.settle()  # readers that are already there learn of the new writer before its first value
+        check = MotionCheck(bus, args.name, SONAR_HINTS.get(args.name, "")) if asked is not None else None
+
+        def outcome(repeated: bool = True) -> int:
+            """Whether the robot moved as the command asked (on stdout); the exit status."""
+            if check is None or asked is None:
+                return 0
+            verdict = check.verdict(asked, time.monotonic() - first if repeated else None)
+            print(verdict.words, flush=True)
+            return 0 if verdict.moved else 1
+
+        first = time.monotonic()
         writer.write(value)
         _warn_if_unread(bus, args.name)
         if args.once or args.count == 1:
+            if check is not None and asked is not None:
+                check.wait_for_motion(asked)
             time.sleep(0.1)  # let the value leave before the bus closes
-            return 0
+            return outcome(repeated=False)
         written = 1
         what = f"at {rate:g} Hz" if rate else "once, served to late readers"
         print(f"writing {args.name} {what} (Ctrl-C stops)", file=sys.stderr, flush=True)
@@ -214,14 +236,21 @@ def run(args: argparse.Namespace) -> int:
                 written += 1
                 if args.count and written >= args.count:
                     time.sleep(0.1)
-                    return 0
+                    return outcome()
                 next_time = max(next_time + period, time.monotonic() - period)  # no burst after a stall
         stopping = stop_command(args.name, value) if args.stop and command else None
         if stopping is not None:
             writer.write(stopping)
             print(f"sent one stop command on {args.name}", file=sys.stderr, flush=True)
             time.sleep(0.1)
-    return 0
+        return outcome()
+
+
+SONAR_HINTS = {
+    "drive/command": "cmd_flags 0 (rather than 10) drives without it",
+    "avoidance/command": "avoidance 2, the laser alone (cmd_flags 20 + T), leaves it off",
+}
+"""What to do without the drive's sonar protection, for a command that it held (see :mod:`pluto.cli.motion_check`)."""
 
 
 def _warn_if_unread(bus: Bus, name: str) -> None:

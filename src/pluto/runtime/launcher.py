@@ -72,6 +72,30 @@ def read_pid(path: Path) -> int | None:
     return None
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (from ``/proc``), or None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command's name, which may hold spaces and brackets
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def supervising_profile(robot: str, pid: int) -> tuple[str, int] | None:
+    """The profile whose supervisor (``pluto up``) runs process ``pid`` and that supervisor's pid, or None for a
+    process no running supervisor started (``pluto start``)."""
+    parent = parent_pid(pid)
+    for name, daemon in running_daemons(robot).items():
+        if name.startswith(PROFILE_PREFIX) and daemon == parent:
+            return name.removeprefix(PROFILE_PREFIX), daemon
+    return None
+
+
+PROFILE_PREFIX = "profile-"
+"""The pid file of a running ``pluto up PROFILE`` is ``profile-PROFILE.pid``, beside its modules' own."""
+
+
 def running_daemons(robot: str) -> dict[str, int]:
     """Daemons of this robot started by ``pluto start`` or ``pluto up --detach``: name -> pid."""
     found = {}
@@ -404,6 +428,12 @@ def start_daemon(
         fcntl.flock(lock, fcntl.LOCK_EX)
         pid = read_pid(pid_file)
         if pid is not None:
+            supervised = supervising_profile(bus.robot, pid)
+            if supervised is not None:
+                raise LaunchError(
+                    f"{bus_name} is already running (pid {pid}) in profile {supervised[0]}, which `pluto up` keeps "
+                    f"running; `pluto down {supervised[0]}` stops the profile"
+                )
             raise LaunchError(f"{bus_name} is already running (pid {pid}); `pluto stop {bus_name}` first")
         if bus_name in bus.live_modules(timeout=0.5):
             raise LaunchError(f"a module named {bus_name} is already alive on robot {bus.robot}")
@@ -458,14 +488,25 @@ def terminate_all(pids: Sequence[int], timeout: float = 5.0) -> list[int]:
 def stop_daemon(robot: str, name: str, timeout: float = 5.0) -> int:
     """Stop a daemon by name; return its pid.
 
+    A module that a running ``pluto up`` supervises is not stopped: its supervisor keeps the profile as it was
+    started (it would leave a module that stopped cleanly stopped, and the profile quietly short of it), so the
+    message says how to stop the profile instead.
+
     Raises:
-        LaunchError: no daemon of that name is running for this robot.
+        LaunchError: no daemon of that name is running for this robot, or it runs in a profile.
     """
     pid_file = runtime_dir(robot) / f"{name}.pid"
     pid = read_pid(pid_file)
     if pid is None:
         running = ", ".join(running_daemons(robot)) or "none"
         raise LaunchError(f"{name} is not running as a daemon of robot {robot} (running: {running})")
+    supervised = supervising_profile(robot, pid)
+    if supervised is not None:
+        profile, supervisor = supervised
+        raise LaunchError(
+            f"{name} (pid {pid}) runs in profile {profile}, whose supervisor (pid {supervisor}) keeps it running: "
+            f"`pluto down {profile}` stops the profile"
+        )
     terminate(pid, timeout)
     pid_file.unlink(missing_ok=True)
     return pid

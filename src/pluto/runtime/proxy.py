@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self
 
 from pluto import limits, msgs
 from pluto.bus import Bus, StateReader, StateWriter
-from pluto.errors import LaunchError
+from pluto.errors import BusTimeout, LaunchError
 from pluto.runtime import launcher
 from pluto.runtime.registry import load_module_class
 
@@ -27,6 +27,10 @@ def interface_mask(*numbers: int) -> int:
             raise ValueError(f"interface numbers start at 0, got {n}")
         mask |= 1 << n
     return mask
+
+
+LATE_TOKEN = 1.5
+"""s a proxy waits for the token of a module its bus does not list yet before it counts the module as not running."""
 
 
 class Proxy:
@@ -71,8 +75,22 @@ class Proxy:
         cls = load_module_class(self.module)
         return cls.name or cls.__name__.lower()
 
-    def _find_or_start(self, start: bool, timeout: float) -> None:
+    def _alive(self) -> bool:
+        """Whether the module is alive: the bus lists it, or its token comes within :data:`LATE_TOKEN` s.
+
+        A process whose bus has just taken the local rendezvous over (the process that held it ended: a command
+        line that started a profile in the background) hears the other sessions announce themselves before it has
+        heard all their module tokens, which come over the same links a moment later."""
         if self.module_name in self.bus.live_modules():
+            return True
+        try:
+            self.bus.wait_for_module(self.module_name, LATE_TOKEN)
+        except BusTimeout:
+            return False
+        return True
+
+    def _find_or_start(self, start: bool, timeout: float) -> None:
+        if self._alive():
             launcher.wait_publishing(self.bus, self.module, timeout)
             return
         if not start:
