@@ -1,154 +1,127 @@
-"""A fleet across sites for real: two robots on hosts of two sites and a viewer, linked only through routers.
+"""Several robots in the office at once (:mod:`pluto.sim.fleet`), in one lock-step: three robots sent to three rooms
+with moveto at the same moment all arrive without touching each other, while a fourth follows the first along its
+trail (:mod:`pluto.movement.follow.trail`).
 
-Linux network namespaces play five machines: the routers ``r1`` and ``r2`` of two sites, linked to each other
-(``pluto router --connect``); the robot host ``a`` reaches only ``r1``, the robot host ``b`` and the viewer ``v``
-only ``r2``. Each robot host runs the mission profile in one process under its own robot name, as a user would
-(``PLUTO_CONNECT`` to its site's router and nothing else). Each router thins what leaves its site (and ``r2`` what
-goes to the viewer) for its robot (``--thin``). From the viewer: ``pluto mom`` lists the modules of both robots
-(robot ``a`` across two routers), and ``pluto motion moveto --wait`` sent to robot ``a`` completes: the goal is
-reached by its own localization, read back across the thinned links.
-
-Needs root and ``ip`` (iproute2); skipped with the reason otherwise. The namespaces are deleted however it ends.
+The stack is the ``mission`` profile without the pose module (ideal noise: the localization's dead reckoning is
+exact) for four robots of the office's ``<robots>``, its visitor removed: three along the corridor and the fourth
+1.6 m behind the first. Each robot's laser and sonar see the others and its avoid module steers round them; the
+truth (each robot's ``Sim/Truth``) and every base's collision count say whether any two bodies touched.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
+import itertools
+import math
+import re
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.bus.test_namespaces import ROUTER_PORT, Net, _ip, _why_no_namespaces
-from tests.helpers import wait_until
+from pluto import msgs
+from pluto.bus import bus_config
+from pluto.movement.follow.core import FOLLOWING, TOO_CLOSE
+from pluto.movement.follow.module import FollowModule, FollowModuleParams
+from pluto.runtime.profiles import load_profile
+from pluto.sim.world import WORLDS_DIR
+from tests.scenarios.fleet_stack import FleetLockstep
+from tests.scenarios.stack import Collector, Script, without
 
 pytestmark = pytest.mark.scenario
 
-TIMEOUT = 60.0
-LINKS = {"a": ("r1", "10.233.1"), "b": ("r2", "10.233.2"), "v": ("r2", "10.233.4")}
-"""Each host's router and the /24 of their link (inside the test's namespaces only): router .1, host .2."""
-BACKBONE = "10.233.3"
-"""The /24 of the link between the two routers: r1 .1, r2 .2."""
-GOAL = (11.5, 9.7)
-"""1.5 m along the corridor from the mission profile's start (10, 9.7)."""
+GOALS = {
+    1: ((5.0, 10.0), (0.0, 8.0, 0.0, 20.0)),  # the lobby, west of the corridor
+    2: ((22.0, 13.5), (20.0, 24.0, 11.0, 16.0)),  # room N4, through its 0.9 m door
+    3: ((30.0, 6.5), (28.0, 32.0, 4.0, 9.0)),  # room S6
+}
+"""Goal (x, y) and the room's walls (x0, x1, y0, y1) of robots 1-3, m."""
+LIMIT = 120.0
+"""Simulated seconds a moveto may take before the scenario gives up on it."""
+RADIUS = 0.4
 
 
-class FleetNet(Net):
-    """The five namespaces; robot hosts named ``<robot>-a`` and ``<robot>-b`` on the bus."""
+def moveto_script(stack: FleetLockstep, robot: str, goal: tuple[float, float]) -> Script:
+    """A script on ``robot`` that sends ``goal`` to its motion module at once and finishes when the moveto is over
+    (motion/status element[3] back to 0 after the first second) or after :data:`LIMIT` s."""
+    script = Script(stack.bus(robot), rate_hz=10.0)
+    command = script.publisher("motion/command", msgs.ActuatorState)
+    status = script.reader("motion/status", msgs.FVectorState)
 
-    def __init__(self, tmp_path: Path, robot: str) -> None:
-        super().__init__(tmp_path, robot)
-        tag = uuid.uuid4().hex[:6]
-        self.tag = tag
-        self.names = {side: f"pluto-{tag}-{side}" for side in ("r1", "r2", "a", "b", "v")}
-        self.backbone = {"r1": f"pf{tag}1", "r2": f"pf{tag}2"}
-        self.towards = {side: f"pf{tag}{side}r" for side in LINKS}
-        """The router's end of each host's link, by host."""
+    def go(now: float) -> Generator[None, float, None]:
+        command.write(msgs.ActuatorState(cmd_flags=42, position=list(goal)))
+        start = now
+        while now - start < LIMIT:
+            s = status.read()
+            busy = s is not None and len(s.element) >= 4 and s.element[3] > 0
+            if now - start >= 1.0 and not busy:
+                return
+            now = yield
 
-    def robot_of(self, side: str) -> str:
-        return f"{self.robot}-{side}"
-
-    def build(self) -> None:
-        for name in self.names.values():
-            _ip("netns", "add", name)
-            _ip("-n", name, "link", "set", "lo", "up")
-        for side, (router, subnet) in LINKS.items():
-            inner, outer = f"pf{self.tag}{side}", self.towards[side]
-            _ip(
-                "link",
-                "add",
-                inner,
-                "netns",
-                self.names[side],
-                "type",
-                "veth",
-                "peer",
-                outer,
-                "netns",
-                self.names[router],
-            )
-            _ip("-n", self.names[side], "addr", "add", f"{subnet}.2/24", "dev", inner)
-            _ip("-n", self.names[router], "addr", "add", f"{subnet}.1/24", "dev", outer)
-            _ip("-n", self.names[side], "link", "set", inner, "up")
-            _ip("-n", self.names[router], "link", "set", outer, "up")
-        one, two = self.backbone["r1"], self.backbone["r2"]
-        _ip("link", "add", one, "netns", self.names["r1"], "type", "veth", "peer", two, "netns", self.names["r2"])
-        for i, router in enumerate(("r1", "r2"), start=1):
-            _ip("-n", self.names[router], "addr", "add", f"{BACKBONE}.{i}/24", "dev", self.backbone[router])
-            _ip("-n", self.names[router], "link", "set", self.backbone[router], "up")
-
-    def env(self, side: str) -> dict[str, str]:
-        env = super().env("r")  # no PLUTO_CONNECT: a router's
-        runtime = self.tmp_path / f"runtime-{side}"
-        runtime.mkdir(exist_ok=True)
-        env["PLUTO_RUNTIME_DIR"] = str(runtime)
-        if side in LINKS:
-            subnet = LINKS[side][1]
-            env["PLUTO_CONNECT"] = f"tcp/{subnet}.1:{ROUTER_PORT}"
-            env["PLUTO_ROBOT"] = self.robot_of("a" if side == "v" else side)
-        return env
-
-    def start_router(self, router: str) -> None:
-        args = ["-m", "pluto", "router", "--listen", f"tcp/0.0.0.0:{ROUTER_PORT}"]
-        if router == "r1":
-            args += ["--connect", f"tcp/{BACKBONE}.2:{ROUTER_PORT}", "--thin", self.backbone["r1"]]
-            args += ["--thin-robot", self.robot_of("a")]
-        else:
-            args += ["--thin", self.backbone["r2"], "--thin", self.towards["v"], "--thin-robot", self.robot_of("b")]
-        peer = self.start(router, *args)
-        line = peer.lines.get(timeout=TIMEOUT)
-        assert line is not None and line.startswith("router listening"), peer.stderr()
-
-    def viewer(self, robot: str, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-        env = self.env("v")
-        env["PLUTO_ROBOT"] = robot
-        return subprocess.run(
-            self.command("v", sys.executable, "-m", "pluto", *args),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            check=False,
-        )
+    script.body = go
+    return script
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, bus_env: dict[str, str]) -> Iterator[FleetNet]:
-    reason = _why_no_namespaces()
-    if reason is not None:
-        pytest.skip(reason)
-    net = FleetNet(tmp_path, bus_env["PLUTO_ROBOT"])
-    try:
-        net.build()
-        yield net
-    finally:
-        net.destroy()
+def stack() -> Iterator[FleetLockstep]:
+    with FleetLockstep() as running:
+        yield running
 
 
-def _modules(table: str) -> set[str]:
-    return {line.split()[0] for line in table.splitlines()[2:] if line.strip() and not line[0].isspace()}
+def test_three_robots_reach_three_rooms_without_touching_while_a_fourth_follows_the_first(
+    tmp_path: Path, stack: FleetLockstep
+) -> None:
+    office = re.sub(r"<movers>.*</movers>", "", (WORLDS_DIR / "office.xml").read_text(), flags=re.S)
+    world = tmp_path / "office.xml"
+    world.write_text(office)
+    prefix = bus_config().robot
+    robots = [f"{prefix}-{i}" for i in (1, 2, 3, 4)]
+    fleet = stack.start(without(load_profile("mission"), "pose"), 4, world=str(world), seed=2)
+    assert fleet.names == robots
+    leader, follower = robots[0], robots[3]
+    follow = stack.add(
+        FollowModule(stack.bus(follower), FollowModuleParams(use_sim_time=True, target_robot=leader, distance=1.2))
+    )
+    truths = {r: stack.collect(r, "Sim/Truth", msgs.Odometry) for r in robots}
+    statuses = {r: stack.collect(r, "motion/status", msgs.FVectorState) for r in robots[:3]}
+    follow_status = stack.collect(follower, "follow/status", msgs.FVectorState)
+    scripts = [stack.add(moveto_script(stack, robots[i - 1], GOALS[i][0])) for i in (1, 2, 3)]
+    starter = Script(stack.bus(follower), rate_hz=10.0)
+    start_follow = starter.publisher("follow/command", msgs.ActuatorState)
+    starter.on_step = lambda now: (start_follow.write(msgs.ActuatorState(cmd_flags=1)), starter.finish())
+    stack.add(starter)
+    stack.resume()
+    for script in scripts:
+        script.wait()
+    end = max(s.finished_at or 0.0 for s in scripts)
 
+    for i, script in zip((1, 2, 3), scripts, strict=True):
+        robot = robots[i - 1]
+        (gx, gy), (x0, x1, y0, y1) = GOALS[i]
+        assert script.finished_at is not None and script.finished_at < LIMIT, robot
+        last = statuses[robot].until(script.finished_at)[-1]
+        assert last.element[2] == 1, (robot, last)  # at the goal
+        pose = truths[robot].until(script.finished_at)[-1]
+        assert x0 + RADIUS <= pose.x <= x1 - RADIUS and y0 + RADIUS <= pose.y <= y1 - RADIUS, (robot, pose)
+        assert math.hypot(pose.x - gx, pose.y - gy) < 0.6, (robot, pose)
 
-def test_a_viewer_on_another_site_sees_both_robots_and_drives_one(fleet: FleetNet) -> None:
-    # Neither robot host can reach the other, nor the viewer robot a's host: only the routers link them.
-    for side, other in (("a", "10.233.2.2"), ("v", "10.233.1.2"), ("b", "10.233.1.2")):
-        unreachable = subprocess.run(
-            ["ip", "-n", fleet.names[side], "route", "get", other], capture_output=True, check=False
-        )
-        assert unreachable.returncode != 0, (side, other)
-    fleet.start_router("r2")
-    fleet.start_router("r1")
-    for side in ("a", "b"):
-        fleet.start(side, "-m", "pluto", "up", "mission", "--one-process")
+    # No two bodies ever touched: the bases counted no collision, and the true poses kept apart all the way.
+    for robot in robots:
+        base = next(m for m in fleet.modules[robot] if m.module_name == "base")
+        assert base.contacts.count == 0, (robot, base.notes())  # type: ignore[attr-defined]
+    paths = {r: {round(t.stamp, 3): t for t in truths[r].until(end)} for r in robots}
+    closest = math.inf
+    for a, b in itertools.combinations(robots, 2):
+        for stamp in paths[a].keys() & paths[b].keys():
+            pa, pb = paths[a][stamp], paths[b][stamp]
+            closest = min(closest, math.hypot(pa.x - pb.x, pa.y - pb.y))
+    assert closest > 2 * RADIUS + 0.02, closest
 
-    def both_listed() -> bool:
-        tables = [fleet.viewer(fleet.robot_of(side), "mom") for side in ("a", "b")]
-        return all(t.returncode == 0 and {"localization", "motion", "sim"} <= _modules(t.stdout) for t in tables)
-
-    wait_until(both_listed, timeout=120, interval=1.0, message="pluto mom on the viewer lists both robots' modules")
-
-    moved = fleet.viewer(fleet.robot_of("a"), "motion", "moveto", str(GOAL[0]), str(GOAL[1]), "--wait", timeout=180)
-    assert moved.returncode == 0, moved.stdout + moved.stderr
-    assert "at the goal" in moved.stdout, moved.stdout
+    # The follower went after the first robot into the lobby and waits behind it, 1.2 m along its trail.
+    codes = {s.element[1] for s in follow_status.until(end)}
+    assert FOLLOWING in codes, codes
+    assert follow_status.until(end)[-1].element[1] in (FOLLOWING, TOO_CLOSE)
+    lead, tail = truths[leader].until(end)[-1], truths[follower].until(end)[-1]
+    assert tail.x < 8.0, tail  # in the lobby too
+    assert 0.9 <= math.hypot(lead.x - tail.x, lead.y - tail.y) <= 1.8, (lead, tail)
+    assert follow.core.active
+    assert all(isinstance(c, Collector) for c in truths.values())
