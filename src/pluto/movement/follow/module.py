@@ -25,6 +25,13 @@ Starting to follow also starts the avoid thread if it is stopped. cmd_flags -1 r
 
 When the simulated time jumps back (a new run) the module stops following, forgets its tracks, poses and the
 commands not taken yet, and tells avoid to stop if it was following.
+
+Following another robot: with ``target_robot`` set to a robot's name (``pluto run follow -p target_robot=pluto-2``),
+the target is that robot, by its own published pose (``pluto/<target>/Localization/Pose``, in the map frame the two
+robots share), not by a shape in the laser: a person or a third robot passing by is never taken for it. The robot
+follows it along the trail it left, through the doors it took, keeping the distance along that trail
+(:mod:`pluto.movement.follow.trail`); the commands, the statuses and the laser's guard of the strip ahead are the
+same, and the status data's distance is the distance along the trail.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from typing import Annotated, ClassVar
 import numpy as np
 
 from pluto import msgs, names
-from pluto.errors import PlutoError
+from pluto.bus.config import check_robot_name
+from pluto.errors import ConfigError, PlutoError
 from pluto.geometry import compose, relative, wrap_angle
 from pluto.movement.avoid.core import HALT
 from pluto.movement.commands import CommandQueue
@@ -57,6 +65,7 @@ from pluto.movement.follow.core import (
     parse_distance,
 )
 from pluto.movement.follow.detect import scan_points
+from pluto.movement.follow.trail import TargetPose, TrailController, TrailParams
 from pluto.runtime.clock import OldRun
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.ranges import Accel, CommandTimeout, Offset, Radius, Speed, Timeout, TurnRate, between
@@ -83,6 +92,8 @@ class FollowModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
         search_timeout: a search that finds nobody this long ends as lost, s.
         max_distance: a person farther than this is not followed (counts as not seen), m.
         scan_timeout, pose_timeout: the robot stops on scans / poses older than this, s.
+        target_robot: "" follows a person found in the laser; a robot's name follows that robot along its trail, by
+            its published pose (both robots localized in one map frame).
     """
 
     distance: Annotated[float, between(MIN_DISTANCE, MAX_DISTANCE)] = 1.0
@@ -97,19 +108,34 @@ class FollowModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True)
     max_distance: Annotated[float, between(0.0, 30.0, open_low=True)] = 4.0
     scan_timeout: CommandTimeout = 0.7
     pose_timeout: CommandTimeout = 0.6
+    target_robot: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.target_robot:
+            check_robot_name(self.target_robot, "target_robot ")
 
 
 class FollowModule(Module[FollowModuleParams]):
-    """Follows a person seen by the laser, at a set distance, through avoid (``follow/...``)."""
+    """Follows a person seen by the laser, or another robot along its trail, at a set distance, through avoid
+    (``follow/...``)."""
 
     name: ClassVar[str] = "follow"
-    description: ClassVar[str] = "find a person with the laser and follow them at a set distance"
+    description: ClassVar[str] = "follow a person found with the laser, or another robot along its trail, at a distance"
     provides: ClassVar[tuple[str, ...]] = (names.FOLLOW_STATUS,)
     requires: ClassVar[tuple[str, ...]] = ("avoid", "localization")
     Params = FollowModuleParams
 
     def on_configure(self) -> None:
-        self.core = FollowController(self.params.subset(FollowParams))
+        target = self.params.target_robot
+        if target == self.bus.robot:
+            raise ConfigError(f"target_robot {target!r} is this robot: a robot cannot follow itself")
+        self.core: FollowController | TrailController = (
+            TrailController(self.params.subset(TrailParams))
+            if target
+            else FollowController(self.params.subset(FollowParams))
+        )
+        self.target_in = self.create_reader(names.LOCALIZATION_POSE, robot=target) if target else None
         self.bad_commands = 0
         self.bad_scans = 0
         self._data: list[float] = [0.0] * 6
@@ -159,7 +185,10 @@ class FollowModule(Module[FollowModuleParams]):
                 self.bad_commands += 1
                 self.get_logger().warning("ignored command: %s", err)
         self._remember()
-        out = self.core.step(self._inputs(now), now)
+        if isinstance(self.core, TrailController):
+            out = self.core.step(self._inputs(now), self._target(now), now)
+        else:
+            out = self.core.step(self._inputs(now), now)
         if out.velocity is not None:
             v, w = out.velocity
             # renewed every step while following: a command that lapses if this module dies; the last stop holds
@@ -184,7 +213,8 @@ class FollowModule(Module[FollowModuleParams]):
             distance = parse_distance(command.velocity, self.params.distance)
             self.core.start(distance, now)
             self._want_avoid = True
-            self.get_logger().info("following at %.2f m", distance)
+            whom = f"robot {self.params.target_robot} along its trail" if self.params.target_robot else "a person"
+            self.get_logger().info("following %s at %.2f m", whom, distance)
         elif command.cmd_flags == STOP:
             self.core.stop()
         else:
@@ -210,7 +240,11 @@ class FollowModule(Module[FollowModuleParams]):
     def _restart(self, now: float, old: float) -> None:
         """The clock went back to ``now`` from ``old`` (s): stop following and forget the tracks and poses."""
         busy = self.core.active
-        self.core = FollowController(self.core.params)
+        self.core = (
+            TrailController(self.core.params)
+            if isinstance(self.core, TrailController)
+            else (FollowController(self.core.params))
+        )
         self._old_run.jumped(old, now)
         self._poses.clear()
         self._odometry.clear()
@@ -229,6 +263,14 @@ class FollowModule(Module[FollowModuleParams]):
         for history in (self._poses, self._odometry):
             while len(history) > 2 and history[0][0] < history[-1][0] - _HISTORY:
                 history.popleft()
+
+    def _target(self, now: float) -> TargetPose | None:
+        """The followed robot's newest pose (None before its first, or one of an old run)."""
+        reader = self.target_in
+        pose = reader.read() if reader is not None else None
+        if pose is None or len(pose.pose) < 4 or self._old_run.holds(pose.stamp, now):
+            return None
+        return TargetPose(pose.stamp, pose.pose[0], pose.pose[1], pose.pose[3])
 
     def _inputs(self, now: float) -> FollowInputs:
         pose = None

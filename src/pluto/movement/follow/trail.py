@@ -1,0 +1,264 @@
+"""Following another robot along its trail: the pure logic of the follow module when its target is a robot.
+
+A user who says "follow pluto-2" means that robot, whoever else walks by, and expects the follower to go where it
+went: through the door it took, not straight at it through the wall beside the door. So the target is the robot's
+own published pose (``pluto/<target>/Localization/Pose``, in the map frame both robots localize in: a simulated
+robot started where the world places it, or robots on one map), not a shape in the laser, which a person or another
+robot could take for it. Its positions make a *trail* (a point every ``spacing`` m), and the follower drives along
+the trail, not at the robot: it steers for the first trail point it has not reached (a point within ``reach`` m is
+passed) and keeps the distance along the trail, follower to aim point to each point to the target, at
+``distance``. The control law is the person follower's (:mod:`pluto.movement.follow.core`) with the trail's length
+for the distance and the target's speed along its trail for the feed-forward::
+
+    v* = clip((u + k_d·(L - D)) · max(0, cos b)², 0, max_speed)      ω* = clip(k_b·b, ±max_turn_rate)
+
+with L the length along the trail, D the distance to keep, b the bearing of the aim point and u the target's speed
+(from its last poses). The laser still guards the strip ahead (the scan's points near the target do not count): a
+person stepping in, or a wall the trail cuts because a pose was off, slows and stops the follower.
+
+Statuses as the person follower's: searching (1) until the target's first pose, following (2), too close (3) when the
+trail is shorter than the distance and the target does not pull away, lost (-1) when the target's pose is older than
+``lost_timeout`` (its localization stopped, or it left the bus), or none came within ``search_timeout``; a stale own
+pose (-3) or scan (-2) stops the robot at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pluto.geometry import relative
+from pluto.movement.follow.core import (
+    FOLLOWING,
+    IDLE,
+    LOST,
+    NO_POSE,
+    NO_SCAN,
+    SEARCHING,
+    TOO_CLOSE,
+    FloatArray,
+    FollowInputs,
+    FollowOutput,
+    _to_robot,
+    _to_world,
+    _toward,
+)
+
+__all__ = ["TargetPose", "TrailController", "TrailParams"]
+
+
+@dataclass(frozen=True)
+class TargetPose:
+    """The followed robot's newest published pose: stamp (s) and x, y (m), θ (rad) in the map frame."""
+
+    stamp: float
+    x: float
+    y: float
+    theta: float
+
+
+@dataclass(frozen=True)
+class TrailParams:
+    """Tuning of the trail follower (the names and defaults of :class:`~pluto.movement.follow.core.FollowParams`
+    where they mean the same).
+
+    Attributes:
+        distance: default distance to keep along the trail, centre to centre, m.
+        max_speed, max_turn_rate: m/s, rad/s.
+        max_accel, max_decel: largest change of the commanded speed when speeding up / braking, m/s².
+        max_turn_accel: largest change of the commanded turn rate, rad/s².
+        distance_gain: k_d, m/s per m of distance error.  bearing_gain: k_b, rad/s per rad of bearing.
+        robot_radius: of the robot's footprint, m.
+        corridor_margin: the strip ahead checked for obstacles is robot_radius + this wide on each side, m (small:
+            the trail goes through doors a robot of this size went through).
+        stop_distance, slow_distance: free distance ahead of the body at which the robot stops / starts slowing, m.
+        target_radius: scan points this near the target's centre are the target, not obstacles, m.
+        spacing: distance between two points of the trail, m.
+        reach: a trail point this near the robot's centre is passed, m.
+        search_timeout: no pose of the target this long after the start: lost, s.
+        lost_timeout: the target's newest pose older than this: lost, s.
+        scan_timeout, pose_timeout: older scans / own poses are stale: the robot stops, s.
+        max_trail: most points kept (the oldest go first), so a target far ahead cannot grow the trail for ever.
+    """
+
+    distance: float = 1.0
+    max_speed: float = 0.9
+    max_turn_rate: float = 1.2
+    max_accel: float = 0.5
+    max_decel: float = 1.0
+    max_turn_accel: float = 2.0
+    distance_gain: float = 0.8
+    bearing_gain: float = 1.8
+    robot_radius: float = 0.4
+    corridor_margin: float = 0.03
+    stop_distance: float = 0.25
+    slow_distance: float = 0.8
+    target_radius: float = 0.7
+    spacing: float = 0.1
+    reach: float = 0.35
+    search_timeout: float = 10.0
+    lost_timeout: float = 2.0
+    scan_timeout: float = 0.7
+    pose_timeout: float = 0.6
+    max_trail: int = 2000
+
+
+@dataclass
+class TrailController:
+    """Follows a robot along its trail: :meth:`start` / :meth:`stop` on commands, :meth:`step` every period (the
+    interface of :class:`~pluto.movement.follow.core.FollowController`)."""
+
+    params: TrailParams = field(default_factory=TrailParams)
+    code: int = IDLE
+    distance: float = field(init=False)
+    trail: list[tuple[float, float]] = field(default_factory=list)
+    """The target's positions still ahead of the robot, oldest first, m (map frame)."""
+    _search_since: float = 0.0
+    _found: bool = False  # the target's pose came since the start
+    _target: TargetPose | None = None
+    _speed: float = 0.0  # the target's speed along its trail, m/s (smoothed)
+    _obstacles: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
+    _scan_stamp: float = -math.inf
+    _last: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    _v: float = 0.0
+    _w: float = 0.0
+    _step_time: float | None = None
+    _stop_pending: bool = False
+
+    def __post_init__(self) -> None:
+        self.distance = self.params.distance
+
+    @property
+    def active(self) -> bool:
+        """Searching or following (the robot is under this controller's command)."""
+        return self.code not in (IDLE, LOST)
+
+    def start(self, distance: float, now: float) -> None:
+        """Start following (again) at ``distance`` m along the trail: wait for the target's pose."""
+        self.distance = distance
+        self.code = SEARCHING
+        self.trail = []
+        self._found = False
+        self._search_since = now
+        self._v = self._w = 0.0
+
+    def stop(self) -> None:
+        """Stop following: the next step commands a stop once, then the controller is idle."""
+        if self.active:
+            self._stop_pending = True
+        self.code = IDLE
+        self.trail = []
+        self._v = self._w = 0.0
+
+    def step(self, inputs: FollowInputs, target: TargetPose | None, now: float) -> FollowOutput:
+        """One control step at ``now`` (s) with the newest pose of the target (None if none came).
+
+        Returns:
+            The velocity to command (or None) and the status.
+        """
+        p = self.params
+        dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
+        self._step_time = now
+        self._take_target(target)
+        scan = inputs.scan
+        if scan is not None and scan.stamp > self._scan_stamp and scan.pose is not None:
+            self._scan_stamp = scan.stamp
+            points = _to_world(scan.pose, scan.points)
+            if self._target is not None and len(points):
+                near = np.hypot(points[:, 0] - self._target.x, points[:, 1] - self._target.y) < p.target_radius
+                points = points[~near]
+            self._obstacles = points
+        if not self.active:
+            if self._stop_pending:
+                self._stop_pending = False
+                return self._output((0.0, 0.0), self.code)
+            return self._output(None, self.code)
+        pose = inputs.pose
+        if pose is None or now - inputs.pose_stamp > p.pose_timeout:
+            return self._halt(NO_POSE)
+        if scan is None or now - scan.stamp > p.scan_timeout:
+            return self._halt(NO_SCAN)
+        fresh = self._target is not None and now - self._target.stamp <= p.lost_timeout
+        if not self._found and not fresh:
+            if now - self._search_since > p.search_timeout:
+                return self._lose()
+            self.code = SEARCHING
+            return self._output((0.0, 0.0), SEARCHING)
+        if not fresh or self._target is None:
+            return self._lose()
+        self._found = True
+        if not self.trail:
+            self.trail = [(self._target.x, self._target.y)]
+        end = (self._target.x, self._target.y)
+        while len(self.trail) > 1 and math.dist(self.trail[0], pose[:2]) < p.reach:
+            self.trail.pop(0)
+        aim = self.trail[0]
+        length = math.dist(pose[:2], aim) + sum(math.dist(a, b) for a, b in itertools.pairwise(self.trail))
+        length += math.dist(self.trail[-1], end)
+        ax, ay, _ = relative(pose, (aim[0], aim[1], 0.0))
+        bearing = math.atan2(ay, ax) if math.hypot(ax, ay) > 1e-6 else 0.0
+        self._last = (end[0], end[1], length, bearing)
+        v_goal = (self._speed + p.distance_gain * (length - self.distance)) * max(0.0, math.cos(bearing)) ** 2
+        v_goal = min(max(v_goal, 0.0), p.max_speed)
+        code = FOLLOWING
+        if length < self.distance and (self._speed < 0.1 or v_goal == 0.0):
+            v_goal, code = 0.0, TOO_CLOSE
+        w_goal = max(-p.max_turn_rate, min(p.max_turn_rate, p.bearing_gain * bearing))
+        if code == TOO_CLOSE and math.dist(pose[:2], aim) < p.reach:
+            w_goal = 0.0  # waiting on the trail: no turning on the spot towards a point it stands on
+        v_goal *= self._speed_scale(pose)
+        self.code = code
+        rate = p.max_accel if v_goal > self._v else p.max_decel
+        self._v = _toward(self._v, v_goal, rate * dt)
+        self._w = _toward(self._w, w_goal, p.max_turn_accel * dt)
+        return self._output((self._v, self._w), code)
+
+    # -- parts ------------------------------------------------------------------------------------------------------
+
+    def _take_target(self, target: TargetPose | None) -> None:
+        """A new pose of the target: its speed, and a trail point once it moved ``spacing`` from the last one."""
+        old = self._target
+        if target is None or (old is not None and target.stamp <= old.stamp):
+            return
+        if not all(math.isfinite(v) for v in (target.x, target.y, target.theta)):
+            return
+        if old is not None:
+            span = target.stamp - old.stamp
+            speed = math.hypot(target.x - old.x, target.y - old.y) / span
+            self._speed += min(1.0, span / 0.5) * (min(speed, 2.0 * self.params.max_speed) - self._speed)
+        self._target = target
+        if self.active and self.trail and math.dist(self.trail[-1], (target.x, target.y)) >= self.params.spacing:
+            self.trail.append((target.x, target.y))
+            if len(self.trail) > self.params.max_trail:
+                del self.trail[0]
+
+    def _speed_scale(self, pose: tuple[float, float, float]) -> float:
+        """1 when the strip ahead is free beyond ``slow_distance``, 0 below ``stop_distance``, linear between."""
+        p = self.params
+        if len(self._obstacles) == 0:
+            return 1.0
+        local = _to_robot(pose, self._obstacles)
+        inside = (local[:, 0] > 0.0) & (np.abs(local[:, 1]) < p.robot_radius + p.corridor_margin)
+        if not inside.any():
+            return 1.0
+        clear = float(local[inside, 0].min()) - p.robot_radius
+        return min(1.0, max(0.0, (clear - p.stop_distance) / (p.slow_distance - p.stop_distance)))
+
+    def _halt(self, code: int) -> FollowOutput:
+        self._v = self._w = 0.0
+        self.code = code
+        out = self._output((0.0, 0.0), code)
+        return FollowOutput(out.velocity, out.code, out.data, halt=True)
+
+    def _lose(self) -> FollowOutput:
+        self.code = LOST
+        self.trail = []
+        self._v = self._w = 0.0
+        return self._output((0.0, 0.0), LOST)
+
+    def _output(self, velocity: tuple[float, float] | None, code: int) -> FollowOutput:
+        v, w = velocity if velocity is not None else (0.0, 0.0)
+        return FollowOutput(velocity, code, (*self._last, v, w))
