@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     conf.insert_json5("listen/endpoints", msgspec.json.encode(listen).decode())
     conf.insert_json5("listen/exit_on_failure", "true")
     conf.insert_json5("scouting/multicast/enabled", "false")
+    # As the bus's sessions (pluto.bus.config): no shared memory. Two routers of one machine would otherwise pass
+    # large messages through it rather than their link, and start its watchdog threads.
+    conf.insert_json5("transport/shared_memory/enabled", "false")
     if args.connect:
         conf.insert_json5("connect/endpoints", msgspec.json.encode(args.connect).decode())
     if thinning:
