@@ -20,7 +20,11 @@ from tests.navigation.pose.scenes import L_ROOM, MAX_RANGE, angles, drive, scan
 CHI2_24 = (12.401, 39.364)
 """2.5 % and 97.5 % quantiles of the chi-square distribution with 24 degrees of freedom (8 runs x 3)."""
 
-HONEST = PoseFilterParams(distance_scale_std=0.0, heading_drift_std=0.0, turn_scale_std=0.0)
+EXACT = PoseFilterParams(wall_angle_std=0.0, wall_offset_std=0.0)
+"""A filter told its map is exact, as the simulated walls of these scenes are (none is a few cm off its plan)."""
+HONEST = PoseFilterParams(
+    distance_scale_std=0.0, heading_drift_std=0.0, turn_scale_std=0.0, wall_angle_std=0.0, wall_offset_std=0.0
+)
 """Filter settings that trust the dead reckoning's noise model (what the simulated drives of these tests follow)."""
 
 
@@ -83,7 +87,7 @@ def test_one_wall_corrects_what_it_sees_and_nothing_else() -> None:
     wall = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]])
     truth = (1.0, 0.0, 0.0)
     p0 = np.diag([0.2**2, 0.2**2, 0.05**2])
-    f = PoseFilter((1.25, 0.1, 0.04), p0)
+    f = PoseFilter((1.25, 0.1, 0.04), p0, params=EXACT)
     result = f.update(seen(wall, truth), wall)
     assert len(result.matches) == 1 and result.matches[0].wall == 0
     x, y, theta = result.pose
@@ -99,6 +103,25 @@ def test_one_wall_corrects_what_it_sees_and_nothing_else() -> None:
     assert result.nis == pytest.approx(match.nis) and result.dof == 2
 
 
+def test_map_walls_are_taken_as_uncertain_as_a_plan_is() -> None:
+    """A building as built is a few cm off its plan: however sharply the laser sees a wall, the filter does not hold
+    its position against that wall to better than the plan's ``wall_offset_std`` (3 cm) allows, so where the walls
+    around it disagree by a few cm it does not lock onto the wrong place with confidence. A wall the map says is less
+    certain keeps the map's word."""
+    wall = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]])
+    p0 = np.diag([0.5**2, 0.5**2, 0.05**2])
+    f = PoseFilter((1.0, 0.0, 0.0), p0)
+    f.update(seen(wall, (1.0, 0.0, 0.0)), wall)
+    assert math.sqrt(f.covariance[0, 0]) > 0.9 * PoseFilterParams().wall_offset_std == pytest.approx(0.027)
+    exact = PoseFilter((1.0, 0.0, 0.0), p0, params=EXACT)
+    exact.update(seen(wall, (1.0, 0.0, 0.0)), wall)
+    assert math.sqrt(exact.covariance[0, 0]) < 0.005  # the laser alone, at 4 m
+    vague = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]], sigmas=[[0.0, 0.2]])
+    g = PoseFilter((1.0, 0.0, 0.0), p0)
+    g.update(seen(vague, (1.0, 0.0, 0.0)), vague)
+    assert math.sqrt(g.covariance[0, 0]) > 0.18
+
+
 def test_a_wall_beyond_the_gate_is_not_matched() -> None:
     wall = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]])
     f = PoseFilter((2.0, 0.0, 0.0), np.diag([0.05**2, 0.05**2, 0.01**2]))  # 1 m off, 20 σ
@@ -111,7 +134,7 @@ def test_a_far_wall_ahead_fixes_the_position_along_a_street() -> None:
     """A street between two long façades, closed 50 m ahead: the façades fix the position across the street only,
     the far wall (within the scanner's 80 m) fixes it along."""
     street = WallMap.from_segments([[0.0, -5.0, 100.0, -5.0], [0.0, 5.0, 100.0, 5.0], [60.0, -5.0, 60.0, 5.0]])
-    f = PoseFilter((10.4, 0.05, 0.0), np.diag([0.5**2, 0.1**2, 0.01**2]))
+    f = PoseFilter((10.4, 0.05, 0.0), np.diag([0.5**2, 0.1**2, 0.01**2]), params=EXACT)
     result = f.update(seen(street, (10.0, 0.0, 0.0)), street)
     assert 2 in {m.wall for m in result.matches}
     assert result.pose[0] == pytest.approx(10.0, abs=0.02) and result.pose[1] == pytest.approx(0.0, abs=0.01)
@@ -208,7 +231,7 @@ def test_the_pairs_one_by_one_are_the_joint_update(seed: int) -> None:
     prior = (14.0 + rng.normal(0, 0.05), 10.0 + rng.normal(0, 0.05), rng.normal(0, 0.01))
     q = rng.normal(size=(3, 3))
     p0 = np.diag([0.1**2, 0.1**2, 0.02**2]) + 1e-4 * q @ q.T  # correlated
-    f = PoseFilter(prior, p0)
+    f = PoseFilter(prior, p0, params=EXACT)
     result = f.update(features, office)
     assert len(result.matches) >= 3
     pose, p, nis = joint_update(prior, p0, features, office, list(result.matches))

@@ -211,3 +211,31 @@ def test_scan_layouts_may_alternate_and_each_gets_its_own_beam_tables() -> None:
     table = line_table(ranges, full, max_range=MAX_RANGE)
     assert table.features() == first_full
     assert table.values.shape == (len(first_full), 9) and table.counts.shape == (len(first_full), 3)
+
+
+def test_a_far_wall_whose_noise_grows_with_the_range_stays_one_line() -> None:
+    """A façade 20-40 m away seen by a scanner whose range noise is 1 cm + 0.1 % of the range (3-5 cm there): told
+    so, the extractor keeps it as one line whose covariance covers its error; with the noise of 1 cm it splits it
+    wherever a point strays more than 5 cm, into pieces mostly too short to keep."""
+    caster = RayCaster(np.array([[20.0, -40.0, 20.0, 40.0]]))
+    bearings = angles(361)
+    hits = 0
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        clean = caster.cast(np.zeros(2), bearings, MAX_RANGE)
+        valid = (clean < 45.0) & (clean > 20.0)
+        ranges = np.where(valid, clean + rng.normal(0.0, 1.0, clean.shape) * (0.01 + 0.001 * clean), MAX_RANGE)
+        told = extract_lines(ranges, bearings, max_range=MAX_RANGE, range_sigma_per_m=0.001)
+        fixed = extract_lines(ranges, bearings, max_range=MAX_RANGE)
+        longest = max(told, key=lambda f: f.points)
+        assert longest.points > 0.9 * valid.sum()
+        assert sum(f.points for f in fixed) < 0.8 * valid.sum()
+        # the one line's (α, r) error lies within its covariance's 99 % ellipse
+        d = np.array([math.remainder(longest.alpha - 0.0, 2 * math.pi), longest.r - 20.0])
+        hits += float(d @ np.linalg.solve(longest.covariance, d)) < 9.21
+    assert hits >= 4
+
+
+def test_range_sigma_per_m_is_checked() -> None:
+    with pytest.raises(ValueError, match="range_sigma_per_m must be >= 0"):
+        extract_lines(np.full(3, 5.0), angles(3), max_range=MAX_RANGE, range_sigma_per_m=-0.001)

@@ -131,3 +131,17 @@ def test_bad_segments_are_refused() -> None:
         WallMap.from_segments([[0, 0, 1, 1]], names=("a", "b"))
     with pytest.raises(ValueError, match=">= 0"):
         WallMap.from_segments([[0, 0, 1, 1]], sigmas=[[-0.1, 0.0]])
+
+
+def test_covariance_at_least_raises_only_the_sigmas_that_are_smaller() -> None:
+    """Walls of a plan (sigmas 0) become as uncertain as asked; a wall already less certain keeps its own sigmas;
+    the result is the map's covariance formula on the raised sigmas (the offset at the wall's midpoint)."""
+    sigmas = [[0.0, 0.0], [0.01, 0.1], [0.001, 0.0]]
+    walls = WallMap.from_segments([[0, 2, 10, 2], [3, 0, 3, 5], [5, 5, 9, 1]], sigmas=sigmas)
+    floored = walls.covariance_at_least(0.003, 0.03)
+    raised = WallMap.from_segments(walls.segments, sigmas=[[0.003, 0.03], [0.01, 0.1], [0.003, 0.03]])
+    np.testing.assert_allclose(floored, raised.covariance, atol=1e-15)
+    assert walls.covariance_at_least(0.003, 0.03) is floored  # kept
+    assert walls.covariance_at_least(0.0, 0.0) is walls.covariance
+    with pytest.raises(ValueError):
+        floored[0, 0, 0] = 1.0  # read-only

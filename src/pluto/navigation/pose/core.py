@@ -105,6 +105,12 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         laser_mount: (x, y) of the laser's pan centre in the robot frame, m (as the localization service's).
         extra_alpha_std: std dev added to every feature's angle, rad (walls that are not quite flat).
         extra_r_std: std dev added to every feature's distance, m.
+        wall_angle_std: least std dev of a map wall's direction, rad...
+        wall_offset_std: ...and of its position across itself at its midpoint, m: a wall the map gives as more
+            certain (an architect's plan gives them as exact) is taken as this uncertain. A building as built
+            differs from its plan by a few cm and a fraction of a degree; a filter that took the plan as exact
+            would take that difference for an error of its pose, and hold a wrong pose with confidence where the
+            walls around it disagree with each other.
         distance_scale_std: odometry's error of scale (a fraction of the distance driven), added to the dead
             reckoning's own increment covariance along the motion: the localization service models it as random
             noise, but a scale error or a worn wheel adds up over a long corridor where no wall fixes the position
@@ -127,6 +133,8 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     laser_mount: tuple[float, float] = (LocalizationParams().laser_mount[0], LocalizationParams().laser_mount[1])
     extra_alpha_std: float = 0.0
     extra_r_std: float = 0.0
+    wall_angle_std: float = 0.003
+    wall_offset_std: float = 0.03
     distance_scale_std: float = 0.02
     heading_drift_std: float = 0.005
     turn_scale_std: float = 0.02
@@ -144,6 +152,8 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             "overlap_margin",
             "extra_alpha_std",
             "extra_r_std",
+            "wall_angle_std",
+            "wall_offset_std",
             "distance_scale_std",
             "heading_drift_std",
             "turn_scale_std",
@@ -796,7 +806,7 @@ class PoseFilter:
                 wall_map.alpha,
                 wall_map.rho,
                 wall_map.extent,
-                wall_map.covariance,
+                wall_map.covariance_at_least(prm.wall_angle_std, prm.wall_offset_std),
                 walls,
                 prm.gate,
                 prm.overlap_margin,

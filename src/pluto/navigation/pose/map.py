@@ -30,6 +30,17 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
 
+def _wall_covariance(sigmas: FloatArray, tm: FloatArray) -> FloatArray:
+    """``(N, 2, 2)`` covariance of (α, ρ) of walls with ``(N, 2)`` sigmas (angle, offset at the midpoint) whose
+    midpoints have the tangential coordinates ``tm`` (see the module docstring)."""
+    va, vd = sigmas[:, 0] ** 2, sigmas[:, 1] ** 2
+    covariance = np.empty((sigmas.shape[0], 2, 2))
+    covariance[:, 0, 0] = va
+    covariance[:, 0, 1] = covariance[:, 1, 0] = tm * va
+    covariance[:, 1, 1] = tm * tm * va + vd
+    return covariance
+
+
 def _lines(segments: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Normal form (α, ρ >= 0) of the line through each segment."""
     ex = segments[:, 2] - segments[:, 0]
@@ -71,6 +82,7 @@ class WallMap:
     rho: FloatArray = field(init=False)
     extent: FloatArray = field(init=False)
     covariance: FloatArray = field(init=False)
+    _midpoint: FloatArray = field(init=False, repr=False)
     _origin: tuple[float, float] = field(init=False, repr=False)
     _shape: tuple[int, int] = field(init=False, repr=False)
     _row_start: IntArray = field(init=False, repr=False)
@@ -103,11 +115,7 @@ class WallMap:
         t2 = -seg[:, 2] * sa + seg[:, 3] * ca
         extent = np.stack((np.minimum(t1, t2), np.maximum(t1, t2)), axis=1)
         tm = 0.5 * (t1 + t2)
-        va, vd = sigmas[:, 0] ** 2, sigmas[:, 1] ** 2
-        covariance = np.empty((n, 2, 2))
-        covariance[:, 0, 0] = va
-        covariance[:, 0, 1] = covariance[:, 1, 0] = tm * va
-        covariance[:, 1, 1] = tm * tm * va + vd
+        covariance = _wall_covariance(sigmas, tm)
         for name, value in (
             ("segments", seg),
             ("sigmas", sigmas),
@@ -115,11 +123,30 @@ class WallMap:
             ("rho", rho),
             ("extent", extent),
             ("covariance", covariance),
+            ("_midpoint", tm),
         ):
             value.setflags(write=False)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "names", names)
         self._build_index()
+
+    def covariance_at_least(self, sigma_angle: float, sigma_offset: float) -> FloatArray:
+        """:attr:`covariance` with every wall at least this uncertain: each wall's sigmas raised to
+        ``sigma_angle`` (rad) and ``sigma_offset`` (m) where they are smaller (read-only, kept per pair of values).
+
+        A map is a plan, and a building as built differs from its plan by a few cm: a filter that took the plan's
+        walls as exact would take that difference for an error of its pose.
+        """
+        key = (float(sigma_angle), float(sigma_offset))
+        kept: dict[tuple[float, float], FloatArray] = self.__dict__.setdefault("_floored", {})
+        if key not in kept:
+            if key == (0.0, 0.0):
+                kept[key] = self.covariance
+            else:
+                value = _wall_covariance(np.maximum(self.sigmas, np.array(key)), self._midpoint)
+                value.setflags(write=False)
+                kept[key] = value
+        return kept[key]
 
     # -- construction --------------------------------------------------------------------------------------------
 

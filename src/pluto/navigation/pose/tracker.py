@@ -55,7 +55,9 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     map: a world/map file or a shipped world name; empty: the simulator's world.
     scan: the laser interface to read.
-    range_sigma: std dev of a range reading, m (line fits and their covariances).
+    range_sigma: std dev of a range reading at zero range, m (line fits and their covariances)...
+    range_sigma_per_m: ...and its growth with the range, m/m: a laser's range noise grows with the range (0.001: the
+        SICK LMS's 1 cm + 0.1 % of the range, as the simulator's realistic scanner).
     initial_std: std dev (m, and m as rad·1) added to the pose taken from localization at start, when it carries
         no covariance of its own.
     initial_heading_std: the same for the heading, rad.
@@ -78,6 +80,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     map: str = ""
     scan: str = names.SICK_SCAN_MM.name
     range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
+    range_sigma_per_m: Annotated[float, between(0.0, 0.1)] = 0.001
     initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
     initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(2.0)
     relocalize_every: Annotated[int, between(0, 10_000)] = 5
@@ -247,7 +250,13 @@ class PoseTracker:
             The post for ``Localization/Post_Pose`` (setter 1), or None (no filter yet, or a tilted scan).
         """
         p = self.params
-        self._lines = line_table(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
+        self._lines = line_table(
+            scan.ranges,
+            scan.angles,
+            max_range=scan.max_range,
+            range_sigma=p.range_sigma,
+            range_sigma_per_m=p.range_sigma_per_m,
+        )
         self._features = None
         self.scans_used += 1
         if self.find_wall_code == SEARCHING:
