@@ -1,4 +1,5 @@
-"""The README's commands work: every block marked ``<!-- runnable -->`` runs, and every variable is documented.
+"""The README's commands work: every block marked ``<!-- runnable -->`` runs, every shell block of a newcomer's first
+steps (the Quick start and the first examples) is so marked, and every variable is documented.
 
 A runnable block is a fenced ``sh`` block right after a line ``<!-- runnable -->``; each of its lines that is not
 empty or a comment is one command, run by bash from a scratch folder that has the repository's ``tests`` and
@@ -87,6 +88,23 @@ def test_a_runnable_block_of_the_readme(block: list[str], tmp_path: Path) -> Non
         assert done.returncode == 0, f"{command!r} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
         assert "Traceback" not in done.stderr, done.stderr
         assert done.stdout.strip(), f"{command!r} printed nothing"
+
+
+FIRST_STEPS = ("\n## Quick start\n", "\n### Modules, interfaces, profiles\n")
+"""Where a newcomer's first commands are: from the Quick start to the end of the first examples of Using it."""
+
+
+def test_every_shell_block_of_the_first_steps_is_runnable() -> None:
+    # A newcomer runs these blocks as they come: each must be marked, so that the test above runs it in that order.
+    text = README.read_text()
+    start = text.index(FIRST_STEPS[0])
+    lines = text[start : text.index(FIRST_STEPS[1], start)].splitlines()
+    unmarked = [
+        f"README line {text[:start].count(chr(10)) + i + 2}: {lines[i + 1].strip()}"
+        for i, line in enumerate(lines)
+        if line.strip() in ("```sh", "```bash") and (i == 0 or lines[i - 1].strip() != MARKER) and i + 1 < len(lines)
+    ]
+    assert not unmarked, f"shell blocks of the first steps not marked {MARKER}: {unmarked}"
 
 
 def test_every_pluto_variable_is_in_the_readme_table() -> None:

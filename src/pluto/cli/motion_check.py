@@ -168,10 +168,10 @@ class Verdict:
 
 def _sonar_words(code: int, seen: Seen) -> str:
     where = _SONAR[code]
-    echoes = [r for r, b in seen.sonar if _sector(b) == code and r >= 0.0]
-    nearest = f" {min(echoes):.2f} m away," if echoes else ""
+    echoes = [r for r, b in seen.sonar if _sector(b) == code and 0.0 <= r <= seen.stop_distance]
+    nearest = f" {min(echoes):.2f} m away" if echoes else ""  # the newest scan's, if it still holds the robot
     return (
-        f"the drive's sonar protection stopped it: an echo {where}{nearest} within its stop distance "
+        f"the drive's sonar protection stopped it: an echo {where}{nearest}, within its stop distance "
         f"({seen.stop_distance:.2f} m from the body)"
     )
 
