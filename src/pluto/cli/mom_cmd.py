@@ -20,6 +20,11 @@ def register(subparsers: Subparsers) -> None:
         "message and how many were written. A module that dies disappears at once.",
     )
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument(
+        "--all-robots",
+        action="store_true",
+        help="every robot on the bus, each with its modules (robots share a network under their own names)",
+    )
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
 
 
@@ -38,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
 
     with open_bus(args) as bus, stop_on_signals() as stop:
         while True:
-            table = mom.render(mom.snapshot(bus), bus.robot, labels=bus.writer_labels(timeout=0.5))
+            if args.all_robots:
+                table = mom.render_fleet(mom.fleet_snapshot(bus), labels={bus.robot: bus.writer_labels(timeout=0.5)})
+            else:
+                table = mom.render(mom.snapshot(bus), bus.robot, labels=bus.writer_labels(timeout=0.5))
             if args.watch:
                 print("\x1b[2J\x1b[H" + table + f"\n\n(every {args.interval:g} s; Ctrl-C to quit)", flush=True)
                 if stop.wait(args.interval):

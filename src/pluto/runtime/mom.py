@@ -9,12 +9,18 @@ a module owns it, by the label a command line gives its writers while it runs (:
 and is "unnamed" when only its readers heard it (a script, a proxy in a program, a command line that has ended).
 Two writers of one command interface in the same few seconds fight: the newest command wins each time (the README's
 `pluto avoid goto` followed by `pluto drive velocity`, while avoid keeps writing ``drive/command``).
+
+Every robot on the bus (``pluto mom --all-robots``): robots share a network under their own names
+(``pluto/<robot>/...``), so the modules of all of them are the tokens ``pluto/*/@module/*`` and their details the
+services ``pluto/*/@srv/mom/*``: two queries, whatever the number of robots (:func:`fleet_snapshot`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+
+import msgspec
 
 from pluto import msgs
 from pluto.bus import Bus
@@ -148,6 +154,60 @@ def snapshot(bus: Bus, timeout: float = 1.0) -> list[MomRow]:
     replies: list[msgs.ModuleInfo] = bus.call_all("mom", msgs.ModuleInfo, timeout=timeout)
     infos = {info.name: info for info in replies}
     return [MomRow(name, infos.get(name)) for name in sorted(set(alive) | set(infos))]
+
+
+def fleet_snapshot(bus: Bus, timeout: float = 1.0) -> dict[str, list[MomRow]]:
+    """Every robot with a live module on the bus, and its modules as :func:`snapshot` gives them, by robot name
+    (sorted). A module answers for its robot only: the robot is the ``<robot>`` of its token's and its service's key.
+    """
+    bus.settle()
+    alive: dict[str, set[str]] = {}
+    for reply in bus.query_tokens("pluto/*/@module/*", timeout=timeout):
+        if reply.ok is not None:
+            parts = str(reply.ok.key_expr).split("/")
+            if len(parts) == 4:
+                alive.setdefault(parts[1], set()).add(parts[3])
+    infos: dict[str, dict[str, msgs.ModuleInfo]] = {}
+    for reply in bus.query("pluto/*/@srv/mom/*", timeout=timeout):
+        if reply.ok is None:
+            continue
+        parts = str(reply.ok.key_expr).split("/")
+        try:
+            info = msgspec.msgpack.decode(reply.ok.payload.to_bytes(), type=msgs.ModuleInfo)
+        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            bus.drops.drop("mom", err)
+            continue
+        if len(parts) == 5:
+            infos.setdefault(parts[1], {})[info.name] = info
+    robots = sorted(set(alive) | set(infos))
+    return {
+        robot: [
+            MomRow(name, infos.get(robot, {}).get(name))
+            for name in sorted(alive.get(robot, set()) | set(infos.get(robot, {})))
+        ]
+        for robot in robots
+    }
+
+
+def render_fleet(
+    snapshots: dict[str, list[MomRow]], now: float | None = None, labels: dict[str, dict[int, str]] | None = None
+) -> str:
+    """Every robot's table (:func:`render`), after a line that lists the robots and how many modules each runs.
+
+    Args:
+        snapshots: each robot's modules (:func:`fleet_snapshot`).
+        labels: each robot's writer labels (:meth:`pluto.bus.Bus.writer_labels`), for the robots that have some.
+    """
+    if not snapshots:
+        return "no robot on the bus: no module running"
+    now = time.time() if now is None else now
+    counts = ", ".join(
+        f"{robot} ({len(rows)} module{'s' if len(rows) != 1 else ''})" for robot, rows in snapshots.items()
+    )
+    out = [f"{len(snapshots)} robot{'s' if len(snapshots) != 1 else ''} on the bus: {counts}"]
+    for robot, rows in snapshots.items():
+        out += ["", render(rows, robot, now, (labels or {}).get(robot))]
+    return "\n".join(out)
 
 
 def _age(last: float, now: float) -> str:
