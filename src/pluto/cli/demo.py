@@ -665,7 +665,10 @@ def run_demo(
                 bus.create_subscription(names.SICK_SCAN_MM, log.on_scan, msgs.LaserScan, depth=256)
                 bus.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, log.on_laser_pose, depth=256)
             with Recorder(
-                record_bus, out_dir / f"office-{stamp}.mcap", metadata={"mission": "demo: office route"}
+                record_bus,
+                out_dir / f"office-{stamp}.mcap",
+                metadata={"mission": "demo: office route"},
+                translate=foxglove_recording(world),
             ) as rec:
                 mission = MissionModule(
                     bus,
@@ -704,6 +707,17 @@ def run_demo(
         emulated=emulated,
         built=built,
     )
+
+
+def foxglove_recording(world: World) -> Any:
+    """What writes Foxglove's schemas beside the bus messages in the demo's log (the walls of ``world``, the scans,
+    the frames, the poses), so Foxglove's 3-D panel draws the run as it opens the file; None without the Foxglove
+    SDK (the log then holds Pluto's channels only)."""
+    try:
+        from pluto.gateways.foxglove.recording import FoxgloveRecording
+    except ImportError:
+        return None
+    return FoxgloveRecording(world)
 
 
 def _save_map(bus: Bus) -> Path | str:
@@ -825,7 +839,8 @@ def _summary(
         print(
             f"log of every interface ({recording.messages} messages, {recording.duration:.0f} s"
             f"{f', {recording.lost} lost on the way' if recording.lost else ''}): "
-            f"{recording.parts[0]}\n  (pluto log info FILE, pluto replay FILE, or any MCAP viewer)"
+            f"{recording.parts[0]}\n  (pluto log info FILE, pluto replay FILE, or any MCAP viewer"
+            f"{'; Foxglove draws its map, scans and frames' if recording.foreign else ''})"
         )
     print(f"logs of each module: {launcher.runtime_dir(robot)}/", flush=True)
     return 0 if outcome in ("done", "interrupted") else 1

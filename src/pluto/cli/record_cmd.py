@@ -35,19 +35,20 @@ tools and viewers open the file. Messages are stamped with the robot's time: the
 runs on it, else the wall clock (the Clock itself is the log's time axis, recorded only when named). Ctrl-C ends
 the recording; a recorder killed outright loses at most the last second (see `pluto log info`).
 
-With --foxglove (off by default) the file also carries Foxglove's well-known schemas (protobuf) on channels of
-their own: /scan (LaserScan), /tf (FrameTransform: map -> odom -> base_link -> laser), /pose and /truth
-(PoseInFrame), /path (PosesInFrame) and /map (SceneUpdate: the walls of --map, by default the running simulator's
-world), so Foxglove's 3-D panel draws the map, the scans and the robot (`pluto foxglove --layout` prints a layout).
-They come from the recorded interfaces (Sick/Scan_mm, Base/Drive/State, Localization/Pose, Sim/Truth,
-Wrist/State); `pluto replay` skips them.
+Beside them the file carries Foxglove's well-known schemas (protobuf) on channels of their own, so Foxglove's 3-D
+panel draws the map, the scans and the robot as it opens the file (`pluto foxglove --layout` prints a layout):
+/scan (LaserScan), /tf (FrameTransform: map -> odom -> base_link -> laser, each frame with one parent), /pose and
+/truth (PoseInFrame), /path (PosesInFrame) and /map (SceneUpdate: the walls of --map, by default the running
+simulator's world). They come from the recorded interfaces (Sick/Scan_mm, Base/Drive/State, Localization/Pose,
+Sim/Truth, Wrist/State), when any of those is recorded; `pluto replay` skips them. --raw leaves them out: Pluto's
+JSON channels alone.
 
 examples:
   pluto record -o run.mcap                          everything, until Ctrl-C
   pluto record 'Sick/*' Base/Drive/State -o run.mcap --duration 60
   pluto record --start sim -o sim.mcap              start the simulated sensors first, record them, stop them
   pluto record -o long.mcap --split-size 500M       long runs: long_000.mcap, long_001.mcap, ...
-  pluto record --foxglove -o run.mcap              also in Foxglove's schemas, for its 3-D panel
+  pluto record --raw -o run.mcap                   Pluto's JSON channels only, without Foxglove's schemas
 """
 
 
@@ -81,20 +82,22 @@ def register(subparsers: Subparsers) -> None:
         help="write the chunk in progress at least this often: the most a crash loses (default 1)",
     )
     p.add_argument(
-        "--foxglove",
+        "--raw",
         action="store_true",
-        help="also write Foxglove's schemas (scans, frames, poses, walls) on /scan, /tf, ... (off by default)",
+        help="Pluto's JSON channels only: no Foxglove schemas (scans, frames, poses, walls on /scan, /tf, ...)",
     )
+    # Foxglove's schemas are written by default now; the option that asked for them still works.
+    p.add_argument("--foxglove", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
         "--map",
         metavar="FILE|WORLD",
-        help="with --foxglove: the walls to draw (default: the running simulator's world, if any)",
+        help="the walls the Foxglove channels draw (default: the running simulator's world, if any)",
     )
     p.add_argument(
         "--map-pose",
         choices=("localization", "truth"),
         default="localization",
-        help="with --foxglove: what places the robot among the walls (Localization/Pose, or Sim/Truth)",
+        help="what places the robot among the walls in the Foxglove channels (Localization/Pose, or Sim/Truth)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no status line and no summary")
 
@@ -176,6 +179,8 @@ def run_record(args: argparse.Namespace) -> int:
 
     if args.duration is not None and not args.duration > 0:
         raise ConfigError(f"--duration must be > 0 s, got {args.duration}")
+    if args.raw and args.foxglove:
+        raise ConfigError("--raw leaves Foxglove's schemas out: not with --foxglove")
     config = config_from_args(args)
     out = sys.stderr
     with stop_on_signals() as stop, Bus(config.bus) as bus:
@@ -195,7 +200,7 @@ def run_record(args: argparse.Namespace) -> int:
                     supervising.start()
                 else:
                     print(f"the modules of {args.start} that write them are running already", file=out)
-            translate = _foxglove(bus, args.map, args.map_pose, out) if args.foxglove else None
+            translate = None if args.raw else _foxglove(bus, args.names, args.exclude, args.map, args.map_pose, out)
             recorder = Recorder(
                 bus,
                 args.output or _default_output(bus.robot),
@@ -229,20 +234,33 @@ def run_record(args: argparse.Namespace) -> int:
     return 0
 
 
-def _foxglove(bus: Any, source: str | None, map_pose: str, out: TextIO) -> Any:
-    """The translation to Foxglove's schemas, with the walls of ``source`` or of the running simulator's world."""
-    from pluto.gateways.foxglove.recording import FoxgloveRecording
+def _foxglove(bus: Any, names: list[str], exclude: list[str], source: str | None, map_pose: str, out: TextIO) -> Any:
+    """The translation to Foxglove's schemas, with the walls of ``source`` or of the running simulator's world; None
+    when the interfaces recorded (``names``, ``exclude``) include none it translates, or without the Foxglove SDK."""
+    from pluto.record.recorder import Selection
+
+    try:
+        from pluto.gateways.foxglove.recording import FoxgloveRecording
+        from pluto.gateways.foxglove.translate import INPUTS
+    except ImportError as err:  # an install without the SDK records Pluto's channels all the same
+        print(f"Foxglove's schemas left out ({err.name or 'foxglove'} is not installed)", file=out)
+        return None
     from pluto.sim.world import load_world
 
+    if not any(Selection(tuple(names), tuple(exclude)).wants(name) for name in INPUTS):
+        return None  # nothing to draw: no Foxglove channel
     if source:
         return FoxgloveRecording(load_world(source), map_pose=map_pose)
     from pluto.sim.module import fetch_settings
 
-    try:
-        world = fetch_settings(bus, timeout=1.0).load_world()
-    except PlutoError:
-        print("no simulator answers and no --map: the Foxglove channels have no walls", file=out)
-        world = None
+    world = None
+    if "sim" in bus.live_modules(timeout=0.5):
+        try:
+            world = fetch_settings(bus, timeout=2.0).load_world()
+        except PlutoError as err:
+            print(f"the simulator's world cannot be read ({err}): the Foxglove channels have no walls", file=out)
+    else:
+        print("no simulator runs and no --map: the Foxglove channels have no walls", file=out)
     return FoxgloveRecording(world, map_pose=map_pose)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mcap.reader import make_reader
 
+from pluto import msgs
 from pluto.bus import Bus
 from pluto.cli.main import main
 from pluto.gateways.foxglove.recording import FoxgloveRecording
@@ -149,18 +150,48 @@ def test_a_recorded_run_carries_foxglove_schemas_that_agree_with_the_bus(
     assert f"replayed {replayable:,} messages" in capsys.readouterr().out
 
 
-def test_pluto_record_foxglove_says_what_it_wrote(
+def test_pluto_record_writes_foxglove_schemas_by_default_and_raw_leaves_them_out(
     tmp_path: Path, make_bus: Callable[..., Bus], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "run.mcap"
+    path, raw = tmp_path / "run.mcap", tmp_path / "raw.mcap"
     with FakeRobot(make_bus(), rate=2.0) as robot:
         wait_until(lambda: "Sick/Scan_mm" in robot.snapshot(), timeout=10)
-        code = main(["record", "--foxglove", "--map", "office", "-o", str(path), "--duration", "1.5"])
+        code = main(["record", "--map", "office", "-o", str(path), "--duration", "1.5"])
+        assert main(["record", "--raw", "-o", str(raw), "--duration", "1"]) == 0
     assert code == 0
     out = capsys.readouterr().out
     assert "messages in Foxglove's schemas" in out and "/scan" in out and "/map" in out
-    foxglove, pluto = _read(path)
+    foxglove, pluto = _read(path)  # each Foxglove channel's schema is Foxglove's own, in protobuf
     assert len(foxglove["/scan"]) == len(pluto["Sick/Scan_mm"]) > 0
     assert {"/scan", "/tf", "/map"} <= set(foxglove)
-    assert main(["record", "--foxglove", "--map", "no-such-world", "-o", str(tmp_path / "x.mcap")]) == 1
+    foxglove, pluto = _read(raw)
+    assert not foxglove and "Sick/Scan_mm" in pluto
+    assert main(["record", "--map", "no-such-world", "-o", str(tmp_path / "x.mcap")]) == 1
     assert "no-such-world" in capsys.readouterr().err
+    assert main(["record", "--raw", "--foxglove", "-o", str(tmp_path / "y.mcap")]) == 1
+    assert "--raw" in capsys.readouterr().err
+
+
+def test_a_recording_whose_pose_comes_before_the_odometry_has_one_parent_per_frame(tmp_path: Path, bus: Bus) -> None:
+    path = tmp_path / "run.mcap"
+    pose = bus.create_publisher("Localization/Pose", msgs.PoseEstimate)
+    odometry = bus.create_publisher("Base/Drive/State", msgs.Odometry)
+    scan = bus.create_publisher("Sick/Scan_mm", msgs.LaserScan)
+
+    def recorded(recorder: Recorder, name: str) -> int:
+        return sum(i.count for i in recorder.status().interfaces if i.name == name)
+
+    with Recorder(bus, path, translate=FoxgloveRecording(load_world("office"))) as recorder:
+        pose.write(msgs.PoseEstimate(stamp=1.0, pose=[10.0, 9.7, 0.0, 0.0, 0.0, 0.0]))  # before any odometry
+        wait_until(lambda: recorded(recorder, "Localization/Pose") == 1)
+        odometry.write(msgs.Odometry(stamp=1.05, x=0.0, y=0.0, theta=0.0))
+        scan.write(
+            msgs.LaserScan(stamp=1.1, ranges=[1.0] * 181, angles=[i * math.pi / 180 - math.pi / 2 for i in range(181)])
+        )
+        pose.write(msgs.PoseEstimate(stamp=1.1, pose=[10.05, 9.7, 0.0, 0.0, 0.0, 0.0]))
+        wait_until(lambda: recorded(recorder, "Localization/Pose") == 2 and recorded(recorder, "Sick/Scan_mm") == 1)
+    foxglove, _ = _read(path)
+    parents: dict[str, set[str]] = defaultdict(set)
+    for t in foxglove["/tf"]:
+        parents[t.child_frame_id].add(t.parent_frame_id)
+    assert parents == {"odom": {"map"}, "base_link": {"odom"}, "laser": {"base_link"}}
