@@ -90,8 +90,16 @@ def test_a_runnable_block_of_the_readme(block: list[str], tmp_path: Path) -> Non
         assert done.stdout.strip(), f"{command!r} printed nothing"
 
 
-FIRST_STEPS = ("\n## Quick start\n", "\n### Modules, interfaces, profiles\n")
-"""Where a newcomer's first commands are: from the Quick start to the end of the first examples of Using it."""
+FIRST_STEPS = ("\n## Using it\n", "\n### Modules, interfaces, profiles\n")
+"""Where a newcomer's first commands are, after the Quick start: the first examples of Using it."""
+
+
+def test_the_quick_start_is_make_demo_then_make_test() -> None:
+    # The two commands the suite itself stands for: `make test` is this run, `make demo` the demo's scenario tests.
+    text = README.read_text()
+    quick = text[text.index("\n## Quick start\n") : text.index(FIRST_STEPS[0])]
+    blocks = [b.split("```", 1)[0] for b in quick.split("```sh\n")[1:]]
+    assert blocks == ["make demo\nmake test\n"], blocks
 
 
 def test_every_shell_block_of_the_first_steps_is_runnable() -> None:
