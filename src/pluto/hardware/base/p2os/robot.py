@@ -6,7 +6,10 @@
     transport.write(robot.data_to_send())
 
 The transports (TCP, pseudo-terminal) live in :mod:`.emulator`; this module never touches a socket, a thread or a
-clock, so every behaviour is tested by feeding bytes and calling ``step`` with chosen times.
+clock, so every behaviour is tested by feeding bytes and calling ``step`` with chosen times. This module is the
+protocol: the link's transition table, the commands turned from robot units into SI, and the packets the robot
+sends; the servos, the body and the sonar they drive are :mod:`.physics`, and the SIP and CONFIGpac built from
+them :mod:`.reports`.
 """
 
 # Strategy: the behaviour follows docs/protocols/p2os.md ("The session", "The standard SIP", "Robot
@@ -87,7 +90,9 @@ from pluto.sim.world import World
 from .decoder import DecoderStatistics, P2osDecoder
 from .models import ROBOT_PARAMS, RobotParams
 from .packets import Command, CommandPacket, UnknownPacket, unpack_byte_pair
-from .sip import ConfigPacket, EncoderPacket, IoPacket, Sip, SonarReading, SyncReply
+from .physics import SONAR_ARRAY_SIZE, SONAR_MAX_RANGE, Drivetrain, MotionLimits, SonarArrays
+from .reports import config_packet, standard_sip
+from .sip import EncoderPacket, IoPacket, SyncReply
 
 __all__ = [
     "MAX_OUTPUT_BUFFER",
@@ -104,101 +109,15 @@ FloatArray = NDArray[np.float64]
 LinkState = Literal["closed", "sync0", "sync1", "sync2", "open"]
 """Where the robot is in the connection: no session, handshake step done, or open (SIPs flowing)."""
 
-SONAR_MAX_RANGE: Final = 5.0
-"""Longest sonar range a Pioneer reports, m."""
-SONAR_ARRAY_SIZE: Final = 8
-"""Transducers per sonar array (array 1 = sonars 0-7, array 2 = 8-15, ...)."""
 MAX_OUTPUT_BUFFER: Final = 64 * 1024
 """Bytes kept for the transport at most; older ones are dropped (the link is unacknowledged: old data is useless)."""
 
-_SONAR_CONE = 0.13  # half-angle of a transducer's cone covered by the outer rays, rad
 _CONTROL_STEP = 0.01  # longest physics and control step, s
-_BUMPER_SWITCHES = 0x1F  # five bumper switches
-_FRONT_BUMPERS = _BUMPER_SWITCHES << 9
-_REAR_BUMPERS = _BUMPER_SWITCHES << 1
-_STALL_BITS = 0x0101
-_FLAG_MOTORS = 0x01
-_FLAG_ESTOP = 0x20
 _RECENT_COMMANDS = 256
-
-
-def _clamp(value: float, limit: float) -> float:
-    return max(-limit, min(limit, value))
-
-
-def _ramp(current: float, target: float, accel: float, decel: float, dt: float) -> float:
-    """``current`` moved toward ``target`` by at most ``accel * dt`` when speeding up, ``decel * dt`` when slowing
-    down; a reversal first stops at zero."""
-    speeding_up = (current >= 0.0 and target > current) or (current <= 0.0 and target < current)
-    step = (accel if speeding_up else decel) * dt
-    new = current + max(-step, min(step, target - current))
-    if current * new < 0.0:  # crossing zero: stop there this step, accelerate the other way the next
-        return 0.0
-    return new
-
-
-def _profile_speed(error: float, vmax: float, decel: float, dt: float) -> float:
-    """Speed toward ``error`` (a distance or angle left) that can still stop at the end with ``decel``."""
-    magnitude = min(vmax, math.sqrt(2.0 * decel * abs(error)), abs(error) / dt)
-    return math.copysign(magnitude, error)
 
 
 def _wrap_s32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
-
-
-def _saturate(value: float, low: int, high: int) -> int:
-    return max(low, min(high, round(value)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MotionLimits:
-    """The robot's speed and acceleration configuration (the CONFIGpac's Top and Max values), SI.
-
-    The *top* values are what the hardware can do (SETV, SETRV, SETA, SETRA are capped by them); the others are
-    the power-on values of SETV, SETRV, SETA and SETRA.
-
-    Attributes:
-        trans_vel_top, rot_vel_top: m/s, rad/s.
-        trans_acc_top, rot_acc_top: m/s², rad/s² (also the E_STOP and watchdog deceleration).
-        trans_vel_max, rot_vel_max: m/s, rad/s.
-        trans_acc, trans_decel: m/s².  rot_acc, rot_decel: rad/s².
-
-    Raises:
-        ValueError: a value is not finite and positive, or a power-on value exceeds its top.
-    """
-
-    trans_vel_top: float = 2.2
-    rot_vel_top: float = math.radians(300.0)
-    trans_acc_top: float = 2.0
-    rot_acc_top: float = math.radians(500.0)
-    trans_vel_max: float = 0.75
-    rot_vel_max: float = math.radians(100.0)
-    trans_acc: float = 0.3
-    trans_decel: float = 0.3
-    rot_acc: float = math.radians(100.0)
-    rot_decel: float = math.radians(100.0)
-
-    def __post_init__(self) -> None:
-        for field in fields(self):
-            name, value = field.name, getattr(self, field.name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"MotionLimits.{name} must be finite and > 0, got {value!r}")
-        for name, top in (
-            ("trans_vel_max", "trans_vel_top"),
-            ("rot_vel_max", "rot_vel_top"),
-            ("trans_acc", "trans_acc_top"),
-            ("trans_decel", "trans_acc_top"),
-            ("rot_acc", "rot_acc_top"),
-            ("rot_decel", "rot_acc_top"),
-        ):
-            if getattr(self, name) > getattr(self, top) + 1e-12:
-                raise ValueError(f"MotionLimits.{name}={getattr(self, name)} exceeds {top}={getattr(self, top)}")
-
-    @classmethod
-    def for_model(cls, params: RobotParams) -> MotionLimits:
-        """The limits of a model: its top speed from the parameter table, ARIA-like power-on values."""
-        return cls(trans_vel_top=params.max_velocity, trans_vel_max=min(0.75, params.max_velocity))
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +267,6 @@ class P2osRobot:
         self._watchdog = watchdog
         self._sip_cycle = sip_cycle
         self._link_timeout = link_timeout
-        self._sonar_period = sonar_period
         self._top = limits or MotionLimits.for_model(params)
         self._rng = rng or np.random.default_rng(0)
         self._noise = noise
@@ -387,46 +305,12 @@ class P2osRobot:
         self._sip_epoch = 0.0
         self._sip_index = 0
 
-        # configuration (SETV, SETRV, SETA, SETRA, ... ), SI
-        self._trans_vel_max = self._top.trans_vel_max
-        self._rot_vel_max = self._top.rot_vel_max
-        self._trans_acc = self._top.trans_acc
-        self._trans_decel = self._top.trans_decel
-        self._rot_acc = self._top.rot_acc
-        self._rot_decel = self._top.rot_decel
-        self._host_baud = 0
-        self._bump_stall = 0
-        self._bump_stalled = False
-
-        # motion control
-        self._motors = False
+        # the servos and the sonar, SI
+        self._drive = Drivetrain(params, self._top, self._body)
+        self._sonar = SonarArrays(params, self._caster, noise, self._rng, sonar_period)
         self._estop = False
-        self._emergency = False
-        self._trans_mode: Literal["velocity", "position"] = "velocity"
-        self._rot_mode: Literal["velocity", "heading"] = "velocity"
-        self._v_target = 0.0
-        self._w_target = 0.0
-        self._move_left = 0.0
-        self._heading_setpoint = 0.0
-        self._v_cmd = 0.0
-        self._w_cmd = 0.0
-
-        # odometry: the wheels' (body) odometry, seen from the origin set by SETO
-        self._odom_origin = (0.0, 0.0, 0.0)
-        self._last_odom = (0.0, 0.0, 0.0)
-        self._encoders = [0.0, 0.0]  # left, right, ticks
+        self._host_baud = 0
         self._digout = 0
-
-        # sonar
-        count = params.sonar_count
-        self._arrays = [
-            list(range(first, min(first + SONAR_ARRAY_SIZE, count))) for first in range(0, count, SONAR_ARRAY_SIZE)
-        ]
-        self._arrays_enabled = [True] * len(self._arrays)
-        self._array_next = [0] * len(self._arrays)
-        self._next_firing = 0.0
-        self._new_sonar: dict[int, float] = {}
-        self._sonar_ranges: list[float] = [math.nan] * count
 
         # requested packets
         self._encoder_mode = 0  # 0 off, 1 once, 2 continuous
@@ -488,7 +372,7 @@ class P2osRobot:
     @property
     def motors_enabled(self) -> bool:
         """The motors are enabled (SIP flags bit 0)."""
-        return self._motors
+        return self._drive.motors_enabled
 
     @property
     def estop(self) -> bool:
@@ -518,7 +402,7 @@ class P2osRobot:
     @property
     def odometry_pose(self) -> tuple[float, float, float]:
         """The robot's own odometric pose, the one its SIPs report (x m, y m, theta rad in [-pi, pi))."""
-        x, y, theta = self._odometry()
+        x, y, theta = self._drive.odometry()
         return x, y, wrap_angle(theta)
 
     @property
@@ -534,27 +418,27 @@ class P2osRobot:
     @property
     def heading_setpoint(self) -> float:
         """The heading servo's setpoint in the odometric frame, rad (the SIP's control field)."""
-        return self._control_heading()
+        return self._drive.control_heading()
 
     @property
     def max_speeds(self) -> tuple[float, float]:
         """The maxima set by SETV and SETRV: (m/s, rad/s)."""
-        return self._trans_vel_max, self._rot_vel_max
+        return self._drive.max_speeds
 
     @property
     def accelerations(self) -> tuple[float, float, float, float]:
         """Set by SETA and SETRA: (trans accel m/s², trans decel m/s², rot accel rad/s², rot decel rad/s²)."""
-        return self._trans_acc, self._trans_decel, self._rot_acc, self._rot_decel
+        return self._drive.accelerations
 
     @property
     def sonar_arrays_enabled(self) -> tuple[bool, ...]:
         """Which sonar arrays fire (array 1 first)."""
-        return tuple(self._arrays_enabled)
+        return self._sonar.enabled
 
     @property
     def sonar_ranges(self) -> tuple[float, ...]:
         """The latest range of each sonar, m (nan for one that has not fired yet)."""
-        return tuple(self._sonar_ranges)
+        return self._sonar.ranges
 
     @property
     def counters(self) -> RobotCounters:
@@ -580,7 +464,7 @@ class P2osRobot:
     def press_estop(self) -> None:
         """Engage the e-stop button: the motors are disabled and the robot stops; ENABLE is refused."""
         self._estop = True
-        self._disable_motors()
+        self._drive.disable()
 
     def release_estop(self) -> None:
         """Release the e-stop button; the motors stay disabled until the client sends ENABLE 1."""
@@ -645,9 +529,10 @@ class P2osRobot:
             if self._state == "open":
                 h = min(h, max(self._next_sip_time() - self._t, 1e-9))
             self._check_link()
-            self._control_step(h)
+            self._drive.step(h, self._movers())
             self._t += h
-            self._fire_sonar()
+            if self._state == "open":
+                self._sonar.fire(self._t, self._body, self._movers)
             self._emit_due_packets()
         self._check_link()
         return 0.0
@@ -681,15 +566,6 @@ class P2osRobot:
         self._last_command = self._t
         self._watchdog_armed = True
 
-    def _open_ended_motion(self) -> bool:
-        """A velocity command (VEL, RVEL, VEL2, ROTATE) would keep the robot moving for ever (a PULSE then does
-        not renew the watchdog). A MOVE or a heading ends by itself, and so does a stop."""
-        if not self._motors:
-            return False
-        return (self._trans_mode == "velocity" and self._v_target != 0.0) or (
-            self._rot_mode == "velocity" and self._w_target != 0.0
-        )
-
     def _handle_link(self, number: int, has_argument: bool) -> None:
         key = (self._state, number)
         entry = _LINK_TABLE.get((*key, has_argument)) or _LINK_TABLE.get((*key, None))
@@ -705,15 +581,14 @@ class P2osRobot:
         elif action == "open":
             self._sip_epoch = self._t
             self._sip_index = 0
-            self._next_firing = self._t
-            self._new_sonar.clear()
+            self._sonar.restart(self._t)
             self._renew_watchdog()
         elif action == "close":
             self._close_session()
         elif action == "pulse":
             # Never echoed: while SIPs flow an echo would sit among them, and a client that reads one packet per
             # SYNC (ARIA) would from then on read each answer one packet late.
-            if not self._open_ended_motion():
+            if not self._drive.open_ended:
                 self._renew_watchdog()
         elif action == "ignore":
             self._counts["ignored"] += 1
@@ -727,7 +602,7 @@ class P2osRobot:
 
     def _close_session(self) -> None:
         self._state = "closed"
-        self._disable_motors()
+        self._drive.disable()
         self._encoder_mode = self._io_mode = 0
         self._watchdog_armed = False
 
@@ -741,7 +616,7 @@ class P2osRobot:
         if self._watchdog > 0.0 and self._watchdog_armed and self._t - self._last_command >= self._watchdog:
             self._watchdog_armed = False  # one trip per silence
             self._counts["watchdog_trips"] += 1
-            self._disable_motors()
+            self._drive.disable()
 
     def _next_sip_time(self) -> float:
         return self._sip_epoch + self._sip_index * self._sip_cycle
@@ -749,13 +624,22 @@ class P2osRobot:
     def _emit_due_packets(self) -> None:
         if self._state != "open" or self._t < self._next_sip_time() - 1e-9:
             return
-        self._emit(self._make_sip().encode())
+        sip = standard_sip(
+            self._params,
+            self._drive,
+            self._body,
+            sonar=self._sonar.take_new(),
+            sonar_enabled=self._sonar.enabled,
+            estop=self._estop,
+            digout=self._digout,
+        )
+        self._emit(sip.encode())
         self._counts["sips"] += 1
         self._sip_index += 1
         if self._t >= self._next_sip_time():  # fell behind (a long step without sub-steps): do not burst
             self._sip_index = math.floor((self._t - self._sip_epoch) / self._sip_cycle) + 1
         if self._encoder_mode:
-            left, right = (_wrap_s32(round(ticks)) for ticks in self._encoders)
+            left, right = (_wrap_s32(round(ticks)) for ticks in self._drive.encoders)
             self._emit(EncoderPacket(left, right).encode())
             if self._encoder_mode == 1:
                 self._encoder_mode = 0
@@ -781,7 +665,7 @@ class P2osRobot:
         if not isinstance(argument, int):
             self._counts["ignored"] += 1
             return
-        if command in _MOTION and not self._motors:
+        if command in _MOTION and not self._drive.motors_enabled:
             self._counts["ignored"] += 1
             return
         handler(argument)
@@ -789,104 +673,81 @@ class P2osRobot:
     def _ignore(self) -> None:
         self._counts["ignored"] += 1
 
-    def _disable_motors(self) -> None:
-        self._motors = False
-        self._stop_targets()
-
-    def _stop_targets(self) -> None:
-        self._trans_mode = "velocity"
-        self._rot_mode = "velocity"
-        self._v_target = self._w_target = 0.0
-        self._move_left = 0.0
-
     def _cmd_enable(self, argument: int) -> None:
         if argument == 0:
-            self._disable_motors()
+            self._drive.disable()
         elif self._estop:
             self._counts["refused_enables"] += 1
         else:
-            self._motors = True
+            self._drive.enable()
 
     def _cmd_vel(self, argument: int) -> None:
-        self._trans_mode = "velocity"
-        self._v_target = _clamp(argument / 1000.0, self._trans_vel_max)
+        self._drive.set_velocity(argument / 1000.0)
 
     def _cmd_rvel(self, argument: int) -> None:
-        self._rot_mode = "velocity"
-        self._w_target = _clamp(math.radians(argument), self._rot_vel_max)
+        self._drive.set_rot_velocity(math.radians(argument))
 
     def _cmd_vel2(self, argument: int) -> None:
         left, right = unpack_byte_pair(argument, signed=True)
         left_mm, right_mm = left * self._params.vel2_divisor, right * self._params.vel2_divisor
-        self._trans_mode = "velocity"
-        self._rot_mode = "velocity"
-        self._v_target = _clamp((left_mm + right_mm) / 2000.0, self._trans_vel_max)
-        self._w_target = _clamp((right_mm - left_mm) / 2.0 * self._params.diff_conv, self._rot_vel_max)
+        self._drive.set_velocity((left_mm + right_mm) / 2000.0)
+        self._drive.set_rot_velocity((right_mm - left_mm) / 2.0 * self._params.diff_conv)
 
     def _cmd_move(self, argument: int) -> None:
-        self._trans_mode = "position"
-        self._move_left = argument / 1000.0
+        self._drive.move(argument / 1000.0)
 
     def _cmd_head(self, argument: int) -> None:
-        self._rot_mode = "heading"
-        self._heading_setpoint = wrap_angle(math.radians(argument))
+        self._drive.head(math.radians(argument))
 
     def _cmd_dhead(self, argument: int) -> None:
-        self._rot_mode = "heading"
-        self._heading_setpoint = wrap_angle(self._odometry()[2] + math.radians(argument))
+        self._drive.head_by(math.radians(argument))
 
     def _cmd_dchead(self, argument: int) -> None:
-        setpoint = self._control_heading()
-        self._rot_mode = "heading"
-        self._heading_setpoint = wrap_angle(setpoint + math.radians(argument))
+        self._drive.head_setpoint_by(math.radians(argument))
 
     def _cmd_stop(self, _argument: int) -> None:
-        self._stop_targets()
+        self._drive.stop()
 
     def _cmd_e_stop(self, _argument: int) -> None:
-        self._stop_targets()
-        self._emergency = True
+        self._drive.emergency_stop()
 
     def _cmd_setv(self, argument: int) -> None:
         if argument < 0:
             self._ignore()
             return
-        self._trans_vel_max = min(argument / 1000.0, self._top.trans_vel_top)
-        self._v_target = _clamp(self._v_target, self._trans_vel_max)
+        self._drive.set_max_velocity(argument / 1000.0)
 
     def _cmd_setrv(self, argument: int) -> None:
         if argument < 0:
             self._ignore()
             return
-        self._rot_vel_max = min(math.radians(argument), self._top.rot_vel_top)
-        self._w_target = _clamp(self._w_target, self._rot_vel_max)
+        self._drive.set_max_rot_velocity(math.radians(argument))
 
     def _cmd_seta(self, argument: int) -> None:
-        value = min(abs(argument) / 1000.0, self._top.trans_acc_top)
-        if argument > 0:
-            self._trans_acc = value
-        elif argument < 0:
-            self._trans_decel = value
-        else:
+        if argument == 0:
             self._ignore()
+            return
+        self._drive.set_acceleration(abs(argument) / 1000.0, decel=argument < 0)
 
     def _cmd_setra(self, argument: int) -> None:
-        value = min(math.radians(abs(argument)), self._top.rot_acc_top)
-        if argument > 0:
-            self._rot_acc = value
-        elif argument < 0:
-            self._rot_decel = value
-        else:
+        if argument == 0:
             self._ignore()
+            return
+        self._drive.set_rot_acceleration(math.radians(abs(argument)), decel=argument < 0)
 
     def _cmd_seto(self, _argument: int) -> None:
-        old_heading = self._odometry()[2]
-        body = self._body
-        self._odom_origin = (body.odom[0], body.odom[1], body.odom[2])
-        self._heading_setpoint = wrap_angle(self._heading_setpoint - old_heading)
+        self._drive.reset_odometry()
 
     def _cmd_config(self, _argument: int) -> None:
-        self._emit(self._config_packet().encode())
+        config = config_packet(
+            self._params,
+            self._drive,
+            name=self._name,
+            sip_cycle=self._sip_cycle,
+            host_baud=self._host_baud,
+            watchdog=self._watchdog,
+        )
+        self._emit(config.encode())
 
     def _cmd_encoder(self, argument: int) -> None:
         if argument < 0:
@@ -901,20 +762,14 @@ class P2osRobot:
         self._io_mode = min(argument, 2)
 
     def _cmd_sonar(self, argument: int) -> None:
-        enable = bool(argument & 1)
-        array = (argument >> 1) & 0x0F
-        if array == 0:
-            self._arrays_enabled = [enable] * len(self._arrays)
-        elif array <= len(self._arrays):
-            self._arrays_enabled[array - 1] = enable
-        else:
+        if not self._sonar.enable((argument >> 1) & 0x0F, bool(argument & 1)):
             self._ignore()
 
     def _cmd_bump_stall(self, argument: int) -> None:
         if not 0 <= argument <= 3:
             self._ignore()
             return
-        self._bump_stall = argument
+        self._drive.bump_stall = argument
 
     def _cmd_digout(self, argument: int) -> None:
         mask, values = unpack_byte_pair(argument, signed=False)
@@ -926,220 +781,9 @@ class P2osRobot:
             return
         self._host_baud = argument
 
-    # ------------------------------------------------------------------------------------------------ motion
-
-    def _odometry(self) -> tuple[float, float, float]:
-        """The wheels' odometry seen from the SETO origin (theta not wrapped)."""
-        ox, oy, otheta = self._odom_origin
-        bx, by, btheta = self._body.odom
-        c, s = math.cos(otheta), math.sin(otheta)
-        dx, dy = bx - ox, by - oy
-        return c * dx + s * dy, -s * dx + c * dy, btheta - otheta
-
-    def _control_heading(self) -> float:
-        if self._rot_mode == "heading":
-            return self._heading_setpoint
-        return wrap_angle(self._odometry()[2])
+    # ------------------------------------------------------------------------------------------------ the world
 
     def _movers(self) -> FloatArray | None:
         if self._world is None or not self._world.movers:
             return None
         return self._world.mover_circles(self._t)
-
-    def _control_step(self, h: float) -> None:
-        top = self._top
-        x, y, theta = self._odometry()
-        if not self._motors:
-            v_des = w_des = 0.0
-        else:
-            if self._trans_mode == "position":
-                if abs(self._move_left) < 5e-4 and abs(self._v_cmd) <= self._trans_decel * h * 2:
-                    self._trans_mode, self._v_target, self._move_left = "velocity", 0.0, 0.0
-                    v_des = 0.0
-                else:
-                    v_des = _profile_speed(self._move_left, self._trans_vel_max, self._trans_decel, h)
-            else:
-                v_des = self._v_target
-            if self._rot_mode == "heading":
-                error = wrap_angle(self._heading_setpoint - theta)
-                w_des = _profile_speed(error, self._rot_vel_max, self._rot_decel, h)
-            else:
-                w_des = self._w_target
-        if self._emergency or not self._motors:
-            trans_rates = (top.trans_acc_top, top.trans_acc_top)
-            rot_rates = (top.rot_acc_top, top.rot_acc_top)
-        else:
-            trans_rates = (self._trans_acc, self._trans_decel)
-            rot_rates = (self._rot_acc, self._rot_decel)
-        self._v_cmd = _ramp(self._v_cmd, v_des, *trans_rates, h)
-        self._w_cmd = _ramp(self._w_cmd, w_des, *rot_rates, h)
-        if self._emergency and self._v_cmd == 0.0 and self._w_cmd == 0.0:
-            self._emergency = False
-
-        state = self._body.step(self._v_cmd, self._w_cmd, h, self._movers())
-        if state.stalled:  # blocked wheels do not turn: the profile goes on from the actual speed
-            self._v_cmd = state.v
-        bumped = self._bumped()
-        if bumped and not self._bump_stalled:  # a new press: stop at once, as if stalled; moving away is allowed
-            self._stop_targets()
-            self._emergency = True
-        self._bump_stalled = bumped
-
-        nx, ny, ntheta = self._odometry()
-        c, s = math.cos(theta), math.sin(theta)
-        forward = c * (nx - x) + s * (ny - y)
-        turn = ntheta - theta
-        if self._trans_mode == "position":
-            self._move_left -= forward
-        spread = turn / self._params.diff_conv  # mm of wheel travel, (right - left) / 2
-        self._encoders[0] += (forward * 1000.0 - spread) / self._params.dist_conv
-        self._encoders[1] += (forward * 1000.0 + spread) / self._params.dist_conv
-
-    def _bumped(self) -> bool:
-        """A bumper the client asked to stall on (BUMP_STALL) is pressed."""
-        body = self._body
-        return bool((self._bump_stall & 1 and body.front) or (self._bump_stall & 2 and body.rear))
-
-    # ------------------------------------------------------------------------------------------------ sonar
-
-    def _fire_sonar(self) -> None:
-        if self._state != "open" or not self._arrays:
-            return
-        while self._t >= self._next_firing - 1e-9:
-            self._next_firing += self._sonar_period
-            fired: list[int] = []
-            for index, array in enumerate(self._arrays):
-                if self._arrays_enabled[index]:
-                    position = self._array_next[index] % len(array)
-                    fired.append(array[position])
-                    self._array_next[index] = position + 1
-            if fired:
-                for number, distance in zip(fired, self._sonar_cast(fired), strict=True):
-                    self._sonar_ranges[number] = distance
-                    self._new_sonar[number] = distance
-            if self._t - self._next_firing > 1.0:  # far behind: do not fire a second's worth at once
-                self._next_firing = self._t
-
-    def _sonar_cast(self, numbers: list[int]) -> list[float]:
-        """Ranges (m) of the given transducers from the body's true pose, clipped to 5 m, with the sonar noise."""
-        body = self._body
-        c, s = math.cos(body.theta), math.sin(body.theta)
-        movers = self._movers()
-        offsets = np.array([-_SONAR_CONE, 0.0, _SONAR_CONE])
-        limit = self._params.radius - 0.001
-        ranges: list[float] = []
-        for number in numbers:
-            pose = self._params.sonar_poses[number]
-            px, py = pose.x, pose.y
-            reach = math.hypot(px, py)
-            if reach > limit > 0.0:  # keep the transducer inside the body's disc, so it never pokes through a wall
-                px, py = px * limit / reach, py * limit / reach
-            origin = np.array([body.x + c * px - s * py, body.y + s * px + c * py])
-            distance = float(
-                self._caster.cast(origin, body.theta + pose.heading + offsets, SONAR_MAX_RANGE, movers).min()
-            )
-            noise = self._noise
-            if noise.sonar_range_std:
-                distance += float(self._rng.normal(0.0, noise.sonar_range_std))
-            if noise.sonar_dropout and float(self._rng.random()) < noise.sonar_dropout:
-                distance = SONAR_MAX_RANGE
-            ranges.append(min(max(distance, 0.0), SONAR_MAX_RANGE))
-        return ranges
-
-    # ------------------------------------------------------------------------------------------------ packets
-
-    def _flags(self) -> int:
-        flags = _FLAG_MOTORS if self._motors else 0
-        for index, enabled in enumerate(self._arrays_enabled[:4]):
-            if enabled:
-                flags |= 1 << (index + 1)
-        if self._estop:
-            flags |= _FLAG_ESTOP
-        return flags
-
-    def _make_sip(self) -> Sip:
-        params = self._params
-        body = self._body
-        x, y, theta = self._odometry()
-        left, right = params.wheel_velocities(body.odom_v, body.odom_omega)
-        left = _saturate(left, -0x8000, 0x7FFF)
-        right = _saturate(right, -0x8000, 0x7FFF)
-        stall_bumpers = (_FRONT_BUMPERS if body.front else 0) | (_REAR_BUMPERS if body.rear else 0)
-        if body.stalled or self._bumped():
-            stall_bumpers |= _STALL_BITS
-        state = body.state()
-        sonars = tuple(
-            SonarReading(number, params.m_to_range(distance)) for number, distance in sorted(self._new_sonar.items())
-        )
-        self._new_sonar.clear()
-        return Sip(
-            moving=self._motors and (left != 0 or right != 0),  # stopped (0x32) from the moment the motors are off
-            x=params.m_to_position(x) & 0x7FFF,
-            y=params.m_to_position(y) & 0x7FFF,
-            theta=params.rad_to_heading(theta),
-            left_velocity=left,
-            right_velocity=right,
-            battery=_saturate(state.voltage * 10.0, 0, 0xFF),
-            stall_bumpers=stall_bumpers,
-            control=params.rad_to_heading(self._control_heading()),
-            flags=self._flags(),
-            compass=0,
-            sonars=sonars,
-            digout=self._digout,
-            battery_x10=_saturate(state.voltage * 10.0, 0, 0xFFFF),
-            charge_state=0,
-            rot_vel=_saturate(math.degrees(body.odom_omega) * 10.0, -0x8000, 0x7FFF),
-            fault_flags=0,
-            lat_vel=0,
-            temperature=25,
-            state_of_charge=_saturate(state.charge * 100.0, 0, 100),
-        )
-
-    def _config_packet(self) -> ConfigPacket:
-        params, top = self._params, self._top
-        count = params.sonar_count
-
-        def mm(value: float) -> int:
-            return _saturate(value * 1000.0, 0, 0xFFFF)
-
-        def deg(value: float) -> int:
-            return _saturate(math.degrees(value), 0, 0xFFFF)
-
-        return ConfigPacket(
-            robot_type=params.robot_class,
-            subtype=params.subclass,
-            serial="PLUTO-EMULATOR",
-            four_mots=1 if params.subclass.split("-")[0].endswith("at") else 0,
-            rot_vel_top=deg(top.rot_vel_top),
-            trans_vel_top=mm(top.trans_vel_top),
-            rot_acc_top=deg(top.rot_acc_top),
-            trans_acc_top=mm(top.trans_acc_top),
-            pwm_max=1000,
-            name=self._name,
-            sip_cycle=_saturate(self._sip_cycle * 1000.0, 1, 0xFF),
-            host_baud=self._host_baud,
-            aux1_baud=0,
-            has_gripper=0,
-            front_sonar=1 if count > 0 else 0,
-            rear_sonar=1 if count > SONAR_ARRAY_SIZE else 0,
-            low_battery=115,
-            rev_count=_saturate(2.0 * math.pi / params.diff_conv / params.dist_conv, 0, 0xFFFF),
-            watchdog=_saturate(self._watchdog * 1000.0, 0, 0xFFFF),
-            normal_mpacs=0,
-            stall_val=200,
-            stall_count=100,
-            joy_vel=300,
-            joy_rvel=50,
-            rot_vel_max=deg(self._rot_vel_max),
-            trans_vel_max=mm(self._trans_vel_max),
-            rot_acc=deg(self._rot_acc),
-            rot_decel=deg(self._rot_decel),
-            rot_kp=40,
-            rot_kv=20,
-            rot_ki=0,
-            trans_acc=mm(self._trans_acc),
-            trans_decel=mm(self._trans_decel),
-            trans_kp=40,
-            trans_kv=20,
-            trans_ki=0,
-        )
