@@ -6,6 +6,8 @@ command line prints one clear line for each without a traceback.
 
 from __future__ import annotations
 
+import os
+
 
 class PlutoError(Exception):
     """Base of every error raised by Pluto."""
@@ -53,3 +55,20 @@ class RemoteProtocolError(ProtocolError):
 
 class MissingExtra(PlutoError, ImportError):
     """A feature needs a library of an extra that is not installed; the message names the extra to install."""
+
+
+class MapError(ConfigError):
+    """A map file is unreadable or invalid; the message is ``"<file>:<line>: <reason>"``.
+
+    Attributes:
+        reason: what is wrong.
+        file: the file (or ``"<string>"``), or None.
+        line: the 1-based line of the offending element, or None when the problem is not at a line.
+    """
+
+    def __init__(self, reason: str, file: str | os.PathLike[str] | None = None, line: int | None = None) -> None:
+        self.reason = reason
+        self.file = None if file is None else os.fspath(file)
+        self.line = line
+        where = ":".join(str(part) for part in (self.file, line) if part is not None)
+        super().__init__(f"{where}: {reason}" if where else reason)

@@ -37,7 +37,7 @@ explained by it. The Hough votes of explained cells are taken out as they are ex
 over its cells and every direction, not one per wall. A wall drawn by :func:`grid_of_walls` comes back within a cell
 of where it was; features closer together than two cells (a desk against a wall) merge, as they do in the grid.
 
-Every problem with a grid file raises :class:`GridError` (a :class:`~pluto.sim.world.MapError`) naming the file and
+Every problem with a grid file raises :class:`GridError` (a :class:`~pluto.errors.MapError`) naming the file and
 the reason; the command line exits with status 2 on it.
 """
 
@@ -56,7 +56,7 @@ import numpy.typing as npt
 import yaml
 from scipy import ndimage  # type: ignore[import-untyped]  # scipy ships no type stubs
 
-from pluto.sim.world import MapError, World
+from pluto.errors import MapError
 
 __all__ = [
     "FREE",
@@ -65,10 +65,11 @@ __all__ = [
     "OCCUPIED",
     "UNKNOWN",
     "GridError",
+    "GridWalls",
     "OccupancyGrid",
     "WallExtraction",
     "grid_of_walls",
-    "grid_world",
+    "grid_walls",
     "read_grid",
     "walls_of_grid",
     "write_grid",
@@ -563,9 +564,21 @@ def walls_of_grid(grid: OccupancyGrid, params: WallExtraction | None = None) -> 
     return ends_world.reshape(-1, 4)
 
 
-def grid_world(path: str | os.PathLike[str], params: WallExtraction | None = None) -> World:
-    """A world whose walls are those of a ``map_server`` map (:func:`read_grid`, :func:`walls_of_grid`), for the
-    simulator and the pose module.
+@dataclass(frozen=True)
+class GridWalls:
+    """What a ``map_server`` map gives a world: its walls, their uncertainties, a start pose and a description."""
+
+    walls: npt.NDArray[np.float64]
+    """(n, 4) wall segments x1, y1, x2, y2 in the map frame, m."""
+    sigmas: npt.NDArray[np.float64]
+    """(n, 2) each wall's angle (rad) and offset (m) standard deviations."""
+    start: tuple[float, float, float]
+    description: str
+
+
+def grid_walls(path: str | os.PathLike[str], params: WallExtraction | None = None) -> GridWalls:
+    """The walls of a ``map_server`` map (:func:`read_grid`, :func:`walls_of_grid`), for the simulator and the pose
+    module (:func:`pluto.sim.world.load_world` makes a world of them).
 
     Each wall's uncertainty is that of a cell: ``sigma_offset`` half a cell, ``sigma_angle`` a cell over its length.
     The start pose is the map frame's origin unless its cell is occupied, else the free cell nearest it.
@@ -580,17 +593,11 @@ def grid_world(path: str | os.PathLike[str], params: WallExtraction | None = Non
         raise GridError("the grid has no occupied cells that form a wall", source)
     length = np.hypot(walls[:, 2] - walls[:, 0], walls[:, 3] - walls[:, 1])
     sigmas = np.column_stack((grid.resolution / length, np.full(length.shape, 0.5 * grid.resolution)))
-    return World(
-        name=source.stem,
-        walls=walls,
-        description=(
-            f"Walls found in the occupied cells of the occupancy grid {source.name} "
-            f"({grid.shape[1]} x {grid.shape[0]} cells of {grid.resolution:g} m)."
-        ),
-        wall_sigmas=sigmas,
-        start=_start_pose(grid),
-        source=source,
+    description = (
+        f"Walls found in the occupied cells of the occupancy grid {source.name} "
+        f"({grid.shape[1]} x {grid.shape[0]} cells of {grid.resolution:g} m)."
     )
+    return GridWalls(walls, sigmas, _start_pose(grid), description)
 
 
 def _start_pose(grid: OccupancyGrid) -> tuple[float, float, float]:

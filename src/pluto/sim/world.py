@@ -83,7 +83,7 @@ from xml.parsers import expat
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pluto.errors import ConfigError
+from pluto.errors import MapError
 
 __all__ = [
     "FORMAT_VERSION",
@@ -114,23 +114,6 @@ WORLDS_DIR = Path(__file__).with_name("worlds")
 
 SCHEMA_PATH = Path(__file__).with_name("world.xsd")
 """The XML Schema of the map format."""
-
-
-class MapError(ConfigError):
-    """A map file is unreadable or invalid; the message is ``"<file>:<line>: <reason>"``.
-
-    Attributes:
-        reason: what is wrong.
-        file: the file (or ``"<string>"``), or None.
-        line: the 1-based line of the offending element, or None when the problem is not at a line.
-    """
-
-    def __init__(self, reason: str, file: str | os.PathLike[str] | None = None, line: int | None = None) -> None:
-        self.reason = reason
-        self.file = None if file is None else os.fspath(file)
-        self.line = line
-        where = ":".join(str(part) for part in (self.file, line) if part is not None)
-        super().__init__(f"{where}: {reason}" if where else reason)
 
 
 # -- the model -------------------------------------------------------------------------------------------------------
@@ -399,7 +382,7 @@ def load_world(source: str | os.PathLike[str]) -> World:
     Args:
         source: a name from :func:`available_worlds`, or the path of a map file: a world file, or the YAML file of
             a ROS ``map_server`` occupancy grid (``.yaml``, ``.yml``), whose occupied cells become walls
-            (:func:`pluto.sim.gridmap.grid_world`).
+            (:func:`pluto.sim.gridmap.grid_walls`).
 
     Returns:
         The world, with ``source`` set to the file read.
@@ -416,9 +399,17 @@ def load_world(source: str | os.PathLike[str]) -> World:
                 f"no shipped world named {source!r} (available: {', '.join(available_worlds())}) and no such file"
             )
     if path.suffix.lower() in (".yaml", ".yml"):  # a ROS map_server occupancy grid: its occupied cells as walls
-        from pluto.sim.gridmap import grid_world
+        from pluto.sim.gridmap import grid_walls
 
-        return grid_world(path)
+        grid = grid_walls(path)
+        return World(
+            name=path.stem,
+            walls=grid.walls,
+            description=grid.description,
+            wall_sigmas=grid.sigmas,
+            start=grid.start,
+            source=path,
+        )
     max_bytes, _ = _size_limits()
     try:
         with path.open("rb") as file:

@@ -176,7 +176,7 @@ class WallMap:
         """The walls of a map file (or of a shipped world, by name).
 
         Raises:
-            pluto.sim.world.MapError: the file cannot be read or is not a valid map.
+            pluto.errors.MapError: the file cannot be read or is not a valid map.
         """
         return cls.from_world(load_world(source), include_obstacles=include_obstacles, cell=cell)
 

@@ -161,7 +161,7 @@ def write_map(path: str | os.PathLike[str], text: str) -> Path:
         The absolute path written.
 
     Raises:
-        pluto.sim.world.MapError: ``text`` is not a valid map.
+        pluto.errors.MapError: ``text`` is not a valid map.
         OSError: the folder or the file cannot be written (the old file, if any, is unchanged).
     """
     target = Path(path).expanduser().absolute()
@@ -196,7 +196,7 @@ def save_map(
         The absolute path written and the number of walls in it.
 
     Raises:
-        pluto.sim.world.MapError, OSError: as :func:`write_map`.
+        pluto.errors.MapError, OSError: as :func:`write_map`.
     """
     walls = map_walls(slam)
     written = write_map(path, world_xml(walls, name=name, description=description, start=start))
