@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import websockets
 
-from web import SIM_RATE, Row, cpu_seconds, simulated_robot, stop, wait_for_line  # type: ignore[import-not-found]
+from live import SIM_RATE, Row, cpu_seconds, simulated_robot, stop, wait_for_line  # type: ignore[import-not-found]
 
 TOPICS = ("/scan", "/tf")
 
