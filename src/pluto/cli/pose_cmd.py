@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pluto.cli.command import Subparsers, add_parser
+from pluto.cli.pose_offline_cmd import add_offline, run_offline_command
 from pluto.errors import ConfigError, LaunchError
 
 # The proxies and the procedure are imported by run(), not here: `pluto` imports this module for every command.
@@ -25,7 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["add_command", "describe_status", "register", "run"]
 
-HELP = "the pose module: start, stop, status, set the pose, find the wall in front, calibrate the odometry"
+HELP = (
+    "the pose module: start, stop, status, set the pose, find the wall in front, calibrate the odometry; the module "
+    "over a recorded log (offline)"
+)
 
 DESCRIPTION = """\
 Works with the running pose module (start it with `pluto start pose`, or `pluto up mission`): starts and stops its
@@ -48,6 +52,8 @@ examples:
   pluto pose find-wall              points, angle and distance of the longest wall in front of the laser
   pluto pose calibrate              1 m toward the wall and back; writes ~/.config/pluto/<robot>/calibration.toml
   pluto pose calibrate --distance 2 --speed 0.3 --output calibration.toml
+  pluto pose offline intel.log.gz --map intel.xml
+                                    the module over a log against a map pluto slam offline saved (no bus)
 """
 
 ANSWER_TIMEOUT = 5.0
@@ -81,6 +87,7 @@ def register(subparsers: Subparsers) -> None:
         default=None,
         help="the calibration file (default: ~/.config/pluto/<robot>/calibration.toml)",
     )
+    add_offline(actions)
 
 
 def add_command(subparsers: Subparsers, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -130,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         BusTimeout: no status, no answer to find wall, or localization did not take the pose, in time.
         CalibrationError: the calibration could not go on (no wall, the robot blocked, ...).
     """
+    if args.action == "offline":
+        return run_offline_command(args)
     from pluto.cli.common import open_bus
     from pluto.navigation.pose.proxy import PoseProxy
 

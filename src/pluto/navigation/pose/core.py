@@ -31,7 +31,9 @@ would cost more than the arithmetic, on every scan.
 **Lost.** A scan with fewer than ``min_matches`` pairs is poor; after ``lost_after`` poor scans in a row, or when the
 position's standard deviation passes ``lost_position_std``, the filter says it is lost, until a scan matches again.
 It keeps predicting and updating; the caller may search with :func:`relocalize` and, if it trusts the answer,
-:meth:`PoseFilter.reset` the filter. The core never moves itself to a pose found that way.
+:meth:`PoseFilter.reset` the filter. The core never moves itself to a pose found that way. A caller with evidence
+the lines cannot give (a start that the scan's beams contradict) may say the filter is lost at once
+(:meth:`PoseFilter.declare_lost`).
 
 **Continuing.** :meth:`PoseFilter.snapshot` gives the state (pose, covariance, the dead-reckoned laser pose it was
 last moved to, and the lost count); :meth:`PoseFilter.resume` builds a filter from it in a new process, and
@@ -73,6 +75,7 @@ __all__ = [
     "Relocalization",
     "UpdateResult",
     "associate",
+    "can_relocalize",
     "relocalize",
     "scan_agreement",
 ]
@@ -824,6 +827,11 @@ class PoseFilter:
         self._check_lost()
         return pairs, table, nis, int(walls.shape[0])
 
+    def declare_lost(self) -> None:
+        """Say the filter is lost (its caller has evidence this scan's lines cannot give it: a start that no scan has
+        matched); the next scan that matches the map clears it, as for any lost filter."""
+        self._lost = True
+
     def _check_lost(self) -> None:
         prm = self.params
         position = _largest_position_variance(self._p)
@@ -871,6 +879,13 @@ class Relocalization:
     matches: int
     runner_up: float
     hypotheses: int
+
+
+def can_relocalize(features: Sequence[LineFeature], min_length: float = 0.8) -> bool:
+    """Whether a scan's lines can fix a pose at all (what :func:`relocalize` needs first): two features at least
+    ``min_length`` long (m) that are not within 30° of parallel. A search with fewer says nothing about the place."""
+    usable = [f.alpha for f in features if f.length >= min_length]
+    return any(abs(math.sin(b - a)) >= 0.5 for i, a in enumerate(usable) for b in usable[i + 1 :])
 
 
 def relocalize(
@@ -983,7 +998,7 @@ def _hypotheses(
     for i in range(n):
         for j in range(i + 1, n):
             da = float(feats.alpha[j] - feats.alpha[i])
-            if abs(math.sin(da)) < 0.5:  # within 30° of parallel: a poor fix
+            if abs(math.sin(da)) < 0.5:  # within 30° of parallel: a poor fix (as can_relocalize)
                 continue
             # θ = a_k - α_i must also turn feature j onto wall l: a_l - a_k = α_j - α_i
             diff = _wrap(a_w[None, :] - a_w[:, None] - da)

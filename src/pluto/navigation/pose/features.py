@@ -27,7 +27,12 @@ allows for the noise allows for the noise of the points it looks at, and every w
    S_xx, S_yy, S_xy give α = ½·atan2(-2·S_xy, S_yy - S_xx), r = x̄·cos α + ȳ·sin α (r < 0: negate r, add π to α).
    The covariance, with tangential coordinates t_i = -x_i·sin α + y_i·cos α, their weighted mean t_c and spread
    S_t = Σ w_i (t_i - t_c)² = sin²α·S_xx - 2·sinα·cosα·S_xy + cos²α·S_yy: Var α = 1/S_t, Cov(α, r) = t_c/S_t,
-   Var r = 1/Σw_i + t_c²/S_t (the inverse of the fit's Fisher information).
+   Var r = 1/Σw_i + t_c²/S_t (the inverse of the fit's Fisher information). That covariance holds if the points
+   scatter about the line as the range noise says; on a real wall (a scanner noisier than its data sheet, a wall
+   that is not flat, clutter along it) they scatter more, and a covariance of the noise alone would make a long
+   line look certain to a millimetre. With ``scatter``, the covariance is multiplied by the fit's variance factor
+   s² = Σ w_i d_i² / (n - 2) (d_i the points' distances from the line; the scatter matrix's trace less S_t) where
+   it is above 1: least squares' a-posteriori variance of unit weight.
 4. **Merge.** Neighbouring lines (in scan order, with at most ``merge_gap`` between the end of one and the start of
    the next) whose difference d = (α₁ - α₂, r₁ - r₂) passes dᵀ(C₁ + C₂)⁻¹d < ``merge_chi2`` (chi-square, 2 degrees
    of freedom) are one wall: their moments add (the parallel-axis rule) and the line is fitted again, and tested
@@ -179,6 +184,7 @@ def line_table(
     min_length: float = 0.4,
     merge_chi2: float = 9.21,
     merge_gap: float = 0.5,
+    scatter: bool = False,
     range_sigma_per_m: float = 0.0,
 ) -> LineTable:
     """The lines of a laser scan as arrays (:class:`LineTable`); the arguments and errors are those of
@@ -203,6 +209,7 @@ def line_table(
         float(min_length),
         float(merge_chi2),
         float(merge_gap),
+        bool(scatter),
         float(range_sigma_per_m),
     )
     return LineTable(values, counts)
@@ -221,6 +228,7 @@ def extract_lines(
     min_length: float = 0.4,
     merge_chi2: float = 9.21,
     merge_gap: float = 0.5,
+    scatter: bool = False,
     range_sigma_per_m: float = 0.0,
 ) -> list[LineFeature]:
     """The lines of a laser scan, in scan order.
@@ -243,6 +251,8 @@ def extract_lines(
         merge_chi2: neighbouring lines whose difference has a chi-square (2 dof) below this are merged; 0 never
             merges. 9.21 is the 99 % quantile.
         merge_gap: largest distance between neighbouring lines that may be merged, m.
+        scatter: scale a line's covariance by its points' scatter about it where the range noise does not explain
+            that scatter (see the module docstring); False: the covariance of ``range_sigma`` alone.
 
     Returns:
         The lines, ordered by their first beam.
@@ -263,6 +273,7 @@ def extract_lines(
         min_length=min_length,
         merge_chi2=merge_chi2,
         merge_gap=merge_gap,
+        scatter=scatter,
         range_sigma_per_m=range_sigma_per_m,
     ).features()
 
@@ -311,6 +322,7 @@ def _extract(
     min_length: float,
     merge_chi2: float,
     merge_gap: float,
+    scatter: bool,
     range_sigma_per_m: float,
 ) -> tuple[FloatArray, IntArray]:
     """The lines of a scan: ``(m, 9)`` α, r, Var α, Cov(α, r), Var r, start x, y, end x, y and ``(m, 3)`` points,
@@ -430,12 +442,12 @@ def _extract(
 
     # 4. merge, drop what is too short, merge again across what was dropped
     if merge_chi2 > 0:
-        m = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap)
+        m = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
     lines = np.empty((m, 9))
     kept = 0
     dropped = False
     for j in range(m):
-        _describe(moments[j], x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[kept])
+        _describe(moments[j], points[j], scatter, x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[kept])
         if points[j] < min_points or math.hypot(lines[kept, 7] - lines[kept, 5], lines[kept, 8] - lines[kept, 6]) < (
             min_length
         ):
@@ -449,11 +461,11 @@ def _extract(
         kept += 1
     m = kept
     if dropped and merge_chi2 > 0:
-        merged = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap)
+        merged = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
         if merged < m:
             m = merged
             for j in range(m):
-                _describe(moments[j], x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[j])
+                _describe(moments[j], points[j], scatter, x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[j])
     counts = np.empty((m, 3), dtype=np.int64)
     for j in range(m):
         counts[j, 0] = points[j]
@@ -463,8 +475,9 @@ def _extract(
 
 
 @numba.njit(cache=True)
-def _line(m: FloatArray) -> tuple[float, float, float, float, float, float, float]:
-    """α, r, Var α, Cov(α, r), Var r, cos α, sin α of the line of one row of moments."""
+def _line(m: FloatArray, count: int, scatter: bool) -> tuple[float, float, float, float, float, float, float]:
+    """α, r, Var α, Cov(α, r), Var r, cos α, sin α of the line of one row of moments (of ``count`` points; with
+    ``scatter``, the covariance times the variance factor s² when it is above 1)."""
     half = 0.5 * math.atan2(-2.0 * m[5], m[4] - m[3])
     ca = math.cos(half)
     sa = math.sin(half)
@@ -475,14 +488,24 @@ def _line(m: FloatArray) -> tuple[float, float, float, float, float, float, floa
     tc = m[2] * ca - m[1] * sa
     var_alpha = 1.0 / st
     cov = tc * var_alpha
-    return math.atan2(sa, ca), r, var_alpha, cov, 1.0 / m[0] + tc * cov, ca, sa
+    var_r = 1.0 / m[0] + tc * cov
+    if scatter and count > 2:
+        # the weighted residuals across the line: the scatter's trace less its spread along the line
+        factor = max(m[3] + m[4] - st, 0.0) / (count - 2)
+        if factor > 1.0:
+            var_alpha *= factor
+            cov *= factor
+            var_r *= factor
+    return math.atan2(sa, ca), r, var_alpha, cov, var_r, ca, sa
 
 
 @numba.njit(cache=True)
-def _describe(moments: FloatArray, fx: float, fy: float, lx: float, ly: float, out: FloatArray) -> None:
-    """Into ``out`` (9): α, r, Var α, Cov(α, r), Var r and the first and last point (fx, fy), (lx, ly) projected on
-    the line."""
-    alpha, r, va, car, vr, ca, sa = _line(moments)
+def _describe(
+    moments: FloatArray, count: int, scatter: bool, fx: float, fy: float, lx: float, ly: float, out: FloatArray
+) -> None:
+    """Into ``out`` (9): α, r, Var α, Cov(α, r), Var r (of ``count`` points, see :func:`_line`) and the first and
+    last point (fx, fy), (lx, ly) projected on the line."""
+    alpha, r, va, car, vr, ca, sa = _line(moments, count, scatter)
     o0 = fx * ca + fy * sa - r
     o1 = lx * ca + ly * sa - r
     out[0] = alpha
@@ -507,6 +530,7 @@ def _merge(
     y: FloatArray,
     merge_chi2: float,
     merge_gap: float,
+    scatter: bool,
 ) -> int:
     """Neighbours among the first ``m`` lines merged in place while their difference d = (α₁ - α₂, r₁ - r₂) passes
     dᵀ(C₁ + C₂)⁻¹d < ``merge_chi2`` and their gap is small, until no two neighbours left would pass: the lines kept
@@ -519,7 +543,7 @@ def _merge(
         count = points[k]
         start = first[k]
         end = last[k]
-        alpha, r, va, car, vr, _, _ = _line(current)
+        alpha, r, va, car, vr, _, _ = _line(current, count, scatter)
         while depth:
             j = depth - 1
             if math.hypot(x[start] - x[last[j]], y[start] - y[last[j]]) > merge_gap:
@@ -546,7 +570,7 @@ def _merge(
             current[5] += a[5] + f * dx * dy
             count += points[j]
             start = first[j]
-            alpha, r, va, car, vr, _, _ = _line(current)
+            alpha, r, va, car, vr, _, _ = _line(current, count, scatter)
             depth = j
         for q in range(6):  # element by element: numba compiles a row assignment slowly
             moments[depth, q] = current[q]

@@ -13,6 +13,17 @@ estimate at once, within ``search_radius`` plus three of its standard deviations
 ``global_after`` lost scans, as for any lost filter: a restart never starts from the world's start nor with a search
 of the whole map. A pose set by hand while the module was away (localization's laser pose with a setter < 0) wins
 over the saved state. Each of these is logged.
+
+A start from localization's laser pose is a guess until a scan confirms it (a pose set by hand may be in the wrong
+room): a scan confirms it when the walls it matched there hold ``relocalize_min_fraction`` of its lines' points and
+as much of its beams agree with the map seen from there (:func:`~pluto.navigation.pose.core.scan_agreement`), the
+test a search's answer passes. Until then the map is searched around the start at every scan that has walls to
+search with, twice as far at each search (``search_radius``, then 2, 4, 8... times it, then the whole map every
+``relocalize_every`` scans), and a scan whose beams do not agree says the filter is lost at once, not after
+``lost_after`` scans. Since a guess says nothing of where the robot is, the best place near it is taken only once
+it wins twice in a row where the dead reckoning says the robot went in between (a look-alike of the true place
+does not keep winning as the view changes); a search of the whole map may also take a place clearly better than
+any other at once. A lost filter's searches widen the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from pluto.navigation.pose.core import (
     PoseFilter,
     PoseFilterParams,
     PoseFilterState,
+    can_relocalize,
     relocalize,
     scan_agreement,
 )
@@ -58,6 +70,8 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     range_sigma: std dev of a range reading at zero range, m (line fits and their covariances)...
     range_sigma_per_m: ...and its growth with the range, m/m: a laser's range noise grows with the range (0.001: the
         SICK LMS's 1 cm + 0.1 % of the range, as the simulator's realistic scanner).
+    line_scatter: a line whose points scatter about it more than ``range_sigma`` explains (a scanner noisier than
+        that, a wall that is not flat, clutter along it) has its covariance scaled up by that scatter.
     initial_std: std dev (m, and m as rad·1) added to the pose taken from localization at start, when it carries
         no covariance of its own.
     initial_heading_std: the same for the heading, rad.
@@ -81,6 +95,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     scan: str = names.SICK_SCAN_MM.name
     range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.01
     range_sigma_per_m: Annotated[float, between(0.0, 0.1)] = 0.001
+    line_scatter: bool = True
     initial_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
     initial_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(2.0)
     relocalize_every: Annotated[int, between(0, 10_000)] = 5
@@ -134,6 +149,9 @@ class PoseTracker:
         self.find_wall_code = 0  # element[1] of the status
         self.wall_data: list[float] = []  # data of the status: the wall in front, (γ, ρ) and covariance
         self._lost_scans = 0
+        self._searches = 0  # searches of the map since the filter was last found or started
+        self._unconfirmed = False  # the start taken from localization: no scan has confirmed it yet
+        self._agreement = 1.0  # the share of the last scan the map explains at the filter's pose (while unconfirmed)
         self._candidate: tuple[tuple[float, float, float], tuple[float, ...]] | None = None
         self.stamp: float | None = None  # the last scan the filter took, s
         self._resumed: tuple[PoseFilter, float] | None = None  # a saved filter and its stamp, for the next scan
@@ -144,6 +162,8 @@ class PoseTracker:
         """Take the pose from localization again at the next scan (the thread started, or a new run)."""
         self.filter = None
         self._lost_scans = 0
+        self._searches = 0
+        self._unconfirmed = False
         self._candidate = None
         self.stamp = None
         self._resumed = None
@@ -224,6 +244,7 @@ class PoseTracker:
         cov = np.array(corrected.covariance, dtype=float).reshape(3, 3)
         floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
         self.filter = PoseFilter(corrected.pose, cov + floor, reference=dr.pose, params=p.filter)
+        self._unconfirmed = True
         return True
 
     def request_find_wall(self) -> None:
@@ -256,6 +277,7 @@ class PoseTracker:
             max_range=scan.max_range,
             range_sigma=p.range_sigma,
             range_sigma_per_m=p.range_sigma_per_m,
+            scatter=p.line_scatter,
         )
         self._features = None
         self.scans_used += 1
@@ -276,7 +298,28 @@ class PoseTracker:
         pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
         self.matched = pairs[:, 0].tolist()
         check, self._check = self._check, False
-        if check and (self.filter.lost or len(self.matched) < p.filter.min_matches):
+        matched = len(self.matched) >= p.filter.min_matches
+        if self._unconfirmed and self._confirms(scan):
+            self._unconfirmed = False
+        if self._unconfirmed and self._informative():
+            # A start no scan has confirmed yet is a guess (a pose set by hand, a robot carried to where
+            # localization does not know): the map is searched around it at every scan that has walls to search
+            # with, twice as far each time, until a scan confirms it or a search finds the robot; a scan whose
+            # beams the map there does not explain says the filter is lost now, not after lost_after scans.
+            if self._agreement < p.relocalize_min_fraction:
+                self.filter.declare_lost()
+            self._lost_scans += 1
+            if self._lost_scans == 1:
+                self.log.warning(
+                    "the start at %.1f s is not confirmed by the scan (%.0f%% of its beams agree with the map "
+                    "there): searching the map around it",
+                    t,
+                    100.0 * self._agreement,
+                )
+            every = p.relocalize_every
+            if self._search_radius() is not None or (every and self._lost_scans % every == 1 % every):
+                self._try_relocalize(t, self.features, dr, scan)  # the whole map only every relocalize_every scans
+        elif check and (self.filter.lost or not matched):
             # the resumed estimate does not explain this scan: search around it at once (never the whole map yet)
             self._lost_scans = 0
             self.log.warning(
@@ -293,6 +336,7 @@ class PoseTracker:
                 self._try_relocalize(t, self.features, dr, scan)
         else:
             self._lost_scans = 0
+            self._searches = 0
         self.posts += 1
         return msgs.PoseEstimate(
             stamp=t,
@@ -301,36 +345,75 @@ class PoseTracker:
             cmd_flags=SETTER,
         )
 
+    def _confirms(self, scan: msgs.LaserScan) -> bool:
+        """Whether the last scan confirms the filter's pose as a search's answer must be confirmed: the walls it
+        matched hold ``relocalize_min_fraction`` of its lines' points, and as much of its beams agree with the map
+        seen from there (:func:`scan_agreement`; kept in ``_agreement``)."""
+        assert self.filter is not None
+        share = self.params.relocalize_min_fraction
+        points = self._lines.counts[:, 0]
+        explained = float(points[self.matched].sum()) / max(float(points.sum()), 1.0)
+        self._agreement = float(
+            scan_agreement(self._caster, scan.ranges, scan.angles, [self.filter.pose], max_range=scan.max_range)[0]
+        )
+        return explained >= share and self._agreement >= share
+
+    def _search_radius(self) -> float | None:
+        """How far around the filter's pose the next search looks, m; None: the whole map. Near where the filter
+        thinks it is first (it is lost, but most often by a metre, not across the map), twice as far at each search
+        that did not find it (the best place of a small area may be a look-alike of one beyond it); the whole map
+        once that is wider than the map or it has been lost for long."""
+        assert self.filter is not None
+        p = self.params
+        radius = p.search_radius * 2.0 ** min(self._searches, 30) + 3.0 * self.filter.status.position_std
+        x0, y0, x1, y1 = self.wall_map.bounds()
+        if self._lost_scans > p.global_after or radius >= math.hypot(x1 - x0, y1 - y0):
+            return None
+        return radius
+
+    def _informative(self) -> bool:
+        """Whether the last scan has a line long enough to say where the laser is not (the filter's
+        ``informative_length``)."""
+        v = self._lines.values
+        if v.shape[0] == 0:
+            return False
+        longest = float(np.hypot(v[:, 7] - v[:, 5], v[:, 8] - v[:, 6]).max())
+        return longest >= self.params.filter.informative_length
+
     def _try_relocalize(
         self, t: float, features: list[LineFeature], dr: msgs.PoseEstimate, scan: msgs.LaserScan
     ) -> None:
         p = self.params
         assert self.filter is not None
+        if not can_relocalize(features):
+            return  # nothing to search with: the search is not counted (it would widen the next for nothing)
 
         def agreement(poses: Any) -> Any:
             return scan_agreement(self._caster, scan.ranges, scan.angles, poses, max_range=scan.max_range)
 
-        # Near where the filter thinks it is first (it is lost, but most often by a metre, not across the map);
-        # the whole map once it has been lost for long.
-        near = self._lost_scans <= p.global_after
-        radius = p.search_radius + 3.0 * self.filter.status.position_std
+        radius = self._search_radius()
+        near = radius is not None
+        self._searches += 1
         found = relocalize(
             features,
             self.wall_map,
             self.filter.pose if near else None,
-            radius=radius if near else None,
+            radius=radius,
             max_range=p.relocalize_range,
             check=agreement,
         )
         if found is None:
             return
         enough = found.fraction >= p.relocalize_min_fraction
-        clear = enough and found.score >= p.relocalize_margin * found.runner_up
-        # A place that wins twice in a row where the dead reckoning says the robot went in between is taken too:
-        # a look-alike place does not keep winning as the view changes.
+        # A place clearly better than the others searched is taken at once, unless the search was around a start
+        # no scan has confirmed: a guess says nothing of where the robot is, and the best place near it may be a
+        # look-alike of one beyond. A place that wins twice in a row where the dead reckoning says the robot went
+        # in between is taken too: a look-alike does not keep winning as the view changes.
+        trusted = not (near and self._unconfirmed)
+        clear = enough and trusted and found.score >= p.relocalize_margin * found.runner_up
         previous, self._candidate = self._candidate, (found.pose, tuple(dr.pose[:4]))
-        if enough and not clear and previous is not None and near:
-            clear = _agrees(previous, found.pose, dr.pose)  # near where the filter was: not across the map
+        if enough and not clear and previous is not None:
+            clear = _agrees(previous, found.pose, dr.pose)
         if not clear:
             self.log.info(
                 "lost at %.1f s: the best place (%.2f, %.2f) explains %.0f%% of the scan, the next %.0f points "
@@ -350,6 +433,8 @@ class PoseTracker:
         self.filter.reset((found.pose[0], found.pose[1], theta), found.covariance + floor, reference=dr.pose)
         self.relocalizations += 1
         self._lost_scans = 0
+        self._searches = 0
+        self._unconfirmed = False
         self._candidate = None
         self.log.warning(
             "lost, then found again at %.1f s: laser at (%.2f, %.2f, %.1f°), %.2f m from where the filter was "
