@@ -12,7 +12,7 @@ import pytest
 from pluto.hardware.dmu.driver import CrossbowDriver, CrossbowError
 from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator, LinkNoise, SyntheticMotion
 from pluto.hardware.dmu.filter import GRAVITY, DmuFilter
-from pluto.sim.inertial import SimDmu
+from pluto.hardware.dmu.sim import SimDmu
 from tests.helpers import free_tcp_port, wait_until
 
 GUARD = 5.0  # s: waits are for conditions; this only guards against a hang

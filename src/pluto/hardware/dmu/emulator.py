@@ -40,8 +40,8 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.codec import NEED_DATA
 from pluto.geometry import wrap_angle
+from pluto.hardware.dmu.sim import SimDmu
 from pluto.hardware.link import DeviceCore, DeviceEmulator, EmulatorError, LinkNoise
-from pluto.sim.inertial import SimDmu
 from pluto.sim.noise import IDEAL, NoiseProfile
 
 from .codec import (
@@ -127,7 +127,7 @@ class SyntheticMotion:
 
 class SimTruthSource:
     """The simulated robot's inertial data: its true motion on ``Sim/Truth`` turned into readings by the
-    simulator's inertial model (:class:`pluto.sim.inertial.SimDmu`). Before the first pose: a unit at rest.
+    simulator's inertial model (:class:`pluto.hardware.dmu.sim.SimDmu`). Before the first pose: a unit at rest.
 
     Args:
         bus: an open bus of the running simulation's robot.

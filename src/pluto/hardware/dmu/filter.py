@@ -1,7 +1,7 @@
 """The filtering of ``DMU/State``: low-pass filtered rates and accelerations, and the heading integrated from the
 vertical rate as it was one filter delay before the newest sample, stamped with that earlier time.
 
-Pure: no clock, no I/O. The simulated unit (:class:`pluto.sim.inertial.SimDmu`) and the Crossbow driver
+Pure: no clock, no I/O. The simulated unit (:class:`pluto.hardware.dmu.sim.SimDmu`) and the Crossbow driver
 (:mod:`.driver`) both feed it, so ``DMU/State`` means the same whichever unit is behind it.
 """
 

@@ -16,10 +16,10 @@ import msgspec
 
 from pluto import msgs, names
 from pluto.geometry import wrap_angle
+from pluto.hardware.dmu.sim import SimDmu
 from pluto.runtime.persist import Continuation, clock_run
 from pluto.runtime.ranges import Rate, between
 from pluto.sim.device import SimDevice, SimDeviceParams
-from pluto.sim.inertial import SimDmu
 
 
 class SimDmuParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):

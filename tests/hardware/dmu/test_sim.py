@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.sim.inertial import GRAVITY, SimDmu
+from pluto.hardware.dmu.sim import GRAVITY, SimDmu
 from pluto.sim.noise import REALISTIC, device_rng, noise_profile
 
 DT = 0.02  # the dmu module's step at 50 Hz
