@@ -9,6 +9,10 @@ import math
 
 Pose2D = tuple[float, float, float]
 
+LASER_MOUNT: tuple[float, float, float] = (0.25, 0.0, 0.9)
+"""Where the laser sits on the robot unless configured otherwise: x ahead of the base's centre, y to its left, z up, m
+(the Pioneer's SICK on its wrist: the localization's, the pose module's and the log tools' default)."""
+
 
 def wrap_angle(angle: float) -> float:
     """``angle`` (rad) wrapped to [-π, π)."""

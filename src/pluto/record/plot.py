@@ -22,8 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto import msgs, names
-from pluto.geometry import compose, relative
-from pluto.navigation.localization.core import LocalizationParams
+from pluto.geometry import LASER_MOUNT, compose, relative
 from pluto.record.format import LogError
 from pluto.record.logfile import LogFile
 from pluto.sim.plot import require_matplotlib, scan_points
@@ -130,8 +129,8 @@ def _laser_offset(log: LogFile) -> float:
     try:
         value = float(text)
     except ValueError:
-        return LocalizationParams().laser_mount[0]
-    return value if math.isfinite(value) else LocalizationParams().laser_mount[0]
+        return LASER_MOUNT[0]
+    return value if math.isfinite(value) else LASER_MOUNT[0]
 
 
 def plot_log(

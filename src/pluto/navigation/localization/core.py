@@ -71,6 +71,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from pluto.geometry import LASER_MOUNT
 from pluto.limits import LimitError, check_covariance
 
 Matrix = npt.NDArray[np.float64]
@@ -122,7 +123,7 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     bias_min_still: float = 2.0
     still_settle: float = 0.5
     history: float = 10.0
-    laser_mount: tuple[float, float, float] = (0.25, 0.0, 0.9)
+    laser_mount: tuple[float, float, float] = LASER_MOUNT
     resume_position_per_s: float = 0.02
     resume_position_per_m: float = 0.05
     resume_heading_per_s: float = 0.005
