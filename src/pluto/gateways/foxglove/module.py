@@ -10,6 +10,13 @@
 - Pluto's own interfaces as JSON with their JSON Schemas, under their names (``Base/Drive/State``, ...), as in
   ``pluto record``'s logs, so a plot panel can show any field.
 
+Several robots: besides its bus's robot the gateway serves every other robot of the simulator's world (a simulation
+of several, :mod:`pluto.sim.fleet`), or those named in ``robots``, each read from its own interfaces
+(``pluto/<robot>/...``): one frame tree per robot under the one ``map`` (``<robot>/odom``, ``<robot>/base_link``,
+``<robot>/laser``) and its own topics (``/<robot>/scan``, ``/<robot>/pose``, ``/<robot>/truth``, ``/<robot>/path``);
+``/tf``, ``/map``, ``/log`` and the JSON channels (the gateway's own robot's) are shared. The shipped layout's 3-D
+panel shows the lone robot's topics; add the robots' to it.
+
 A message is encoded only when a viewer subscribes to its channel; every message is logged at its own stamp.
 Connect from Foxglove with "Open connection" -> ``ws://127.0.0.1:8765``, and import the layout shipped beside
 this file (:data:`LAYOUT_PATH`).
@@ -37,6 +44,7 @@ import foxglove
 import msgspec
 
 from pluto import msgs, names
+from pluto.bus.config import check_robot_name
 from pluto.errors import ConfigError
 from pluto.record.format import SCHEMA_ENCODING, encode_message, schema_bytes, schema_name, to_ns
 from pluto.runtime.module import Module, ModuleParams
@@ -48,11 +56,13 @@ from .translate import (
     FOXGLOVE_TOPICS,
     INPUTS,
     MAP_POSES,
+    ROBOT_TOPICS,
     TOPIC_LOG,
     TOPIC_MAP,
     FoxgloveTranslator,
     Output,
     log_message,
+    robot_topics,
     walls_scene,
 )
 
@@ -95,6 +105,8 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         frame), the first of each 1/max_rate_hz s: a viewer draws a few tens of frames a second, and a simulation
         run faster than real time would otherwise send every message to every viewer (0: send every message).
     backlog: messages buffered per viewer before the oldest are dropped.
+    robots: the other robots served beside this one (their names on the bus); empty: every other robot of the
+        simulator's world (asked with the world, when no ``map`` is given).
     """
 
     rate_hz: Rate = 2.0  # the step only sends the walls again
@@ -107,9 +119,12 @@ class FoxgloveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     map_pose: str = "localization"
     max_rate_hz: Annotated[float, between(0.0, 1000.0)] = 30.0
     backlog: Annotated[int, between(1, 1000000)] = 1024
+    robots: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for robot in self.robots:
+            check_robot_name(robot, "robots: ")
         if self.map_pose not in MAP_POSES:
             raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {self.map_pose!r}")
         unknown = [name for name in self.json if names.message_type_of(name) is None]
@@ -147,7 +162,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
         p = self.params
         log = self.get_logger()
         self._lock = threading.Lock()
-        self._translator = FoxgloveTranslator(p.laser_mount, map_pose=p.map_pose)
+        self._sim_robots: list[str] = []  # the simulator's other robots, asked with its world
         self._latest_stamp = 0.0
         self._next_map = 0.0
         self._min_interval = 1.0 / p.max_rate_hz if p.max_rate_hz > 0 else 0.0
@@ -157,6 +172,15 @@ class FoxgloveModule(Module[FoxgloveParams]):
         self.sent = 0
         """Foxglove messages encoded and handed to the server (those nobody subscribed to are not counted)."""
         self.world = self._load_world(p.map)
+        own = self.bus.robot
+        self.robots = [own, *[r for r in dict.fromkeys(p.robots or self._sim_robots) if r != own]]
+        """The robots served, this bus's first."""
+        several = len(self.robots) > 1
+        self._translators = {
+            robot: FoxgloveTranslator(p.laser_mount, map_pose=p.map_pose, robot=robot if several else "")
+            for robot in self.robots
+        }
+        self._translator = self._translators[own]
         self._context = foxglove.Context()
         try:
             self.server = foxglove.start_server(
@@ -174,9 +198,14 @@ class FoxgloveModule(Module[FoxgloveParams]):
         except OSError as err:
             self.server.stop()
             raise ConfigError(f"foxglove cannot listen on {p.host}:{p.port}: {err.strerror or err}") from None
+        topics = dict(FOXGLOVE_TOPICS)
+        if several:  # each robot's topics under its name; only /tf, /map and /log are shared
+            topics = {t: cls for t, cls in topics.items() if t not in ROBOT_TOPICS}
+            for robot in self.robots:
+                topics.update(robot_topics(robot))
         self._channels: dict[str, foxglove.Channel] = {
             topic: foxglove.Channel(topic, schema=cls.get_schema(), message_encoding="protobuf", context=self._context)
-            for topic, cls in FOXGLOVE_TOPICS.items()
+            for topic, cls in topics.items()
         }
         self._json: dict[str, foxglove.Channel] = {}
         for name in p.json:
@@ -186,10 +215,14 @@ class FoxgloveModule(Module[FoxgloveParams]):
             self._json[name] = foxglove.Channel(name, schema=schema, message_encoding="json", context=self._context)
         for name in sorted(set(INPUTS) | set(p.json)):
             self.create_subscription(name, self._receiver(name), depth=8)
+        for robot in self.robots[1:]:
+            for name in INPUTS:
+                self.create_subscription(name, self._receiver(name, robot), depth=8, robot=robot)
         self._handler = _LogToFoxglove(self)
         log.addHandler(self._handler)
         self._module_watch = self.bus.watch_modules(self._on_module)
-        log.info("serving robot %s to Foxglove on ws://%s:%d", self.bus.robot, p.host, self.port)
+        served = f"robots {', '.join(self.robots)}" if several else f"robot {own}"
+        log.info("serving %s to Foxglove on ws://%s:%d", served, p.host, self.port)
 
     @property
     def port(self) -> int:
@@ -210,18 +243,22 @@ class FoxgloveModule(Module[FoxgloveParams]):
         from pluto.sim.module import fetch_settings
 
         try:
-            world = fetch_settings(self.bus, timeout=1.0).load_world()
+            settings = fetch_settings(self.bus, timeout=1.0)
+            world = settings.load_world()
         except Exception as err:  # no simulator, or its world file is gone: no walls to draw
             log.info("no walls to draw (no map given and no simulator answers: %s)", type(err).__name__)
             return None
+        self._sim_robots = [member.name for member in settings.others()]
         log.info("drawing the walls of the simulator's world %s (%d segments)", world.name, len(world.segments()))
         return world
 
     # -- from the bus to the viewers --------------------------------------------------------------------------------
 
-    def _receiver(self, name: str) -> Any:
-        json_channel = self._json.get(name)
+    def _receiver(self, name: str, robot: str | None = None) -> Any:
+        """What to do with a value of ``name`` of ``robot`` (this bus's if None)."""
+        json_channel = self._json.get(name) if robot is None else None
         translated = name in INPUTS
+        translator = self._translators[robot or self.bus.robot]
 
         def receive(msg: msgs.Message) -> None:
             stamp = getattr(msg, "stamp", 0.0)
@@ -229,7 +266,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
                 json_channel.log(encode_message(msg), log_time=_ns(stamp))
             if translated:
                 with self._lock:
-                    outputs = self._translator.feed(name, msg)
+                    outputs = translator.feed(name, msg)
                     if stamp > self._latest_stamp:
                         self._latest_stamp = stamp
                 self._send(outputs)
@@ -268,7 +305,8 @@ class FoxgloveModule(Module[FoxgloveParams]):
 
     def on_clock_jump(self, old: float, new: float) -> None:
         with self._lock:
-            self._translator.reset()
+            for translator in self._translators.values():
+                translator.reset()
             self._latest_stamp = new
         self._next_map = 0.0
 

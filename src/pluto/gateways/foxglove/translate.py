@@ -21,6 +21,12 @@ The laser scan (``Sick/Scan_mm``, every point, stamped at the centre of the scan
 stamped with the stamp of the Pluto message it comes from, and logged at that time, so a live view and a recording
 agree with the robot's clock (the simulated one in simulation).
 
+Several robots in one view (a simulation of several, robots sharing a network): each robot has a translator of its
+own, made with its name (``robot``), whose frames are ``<robot>/odom``, ``<robot>/base_link`` and ``<robot>/laser``
+under the one ``map``, and whose topics are ``/<robot>/scan``, ``/<robot>/pose``, ``/<robot>/truth`` and
+``/<robot>/path`` (:func:`robot_topics`); ``/tf``, ``/map`` and ``/log`` are shared. Without a name, the frames and
+topics are the lone robot's above.
+
 Nothing here does I/O: :class:`FoxgloveTranslator` takes Pluto messages and returns Foxglove messages with their
 topics and times; :mod:`.module` logs them to a WebSocket server and :mod:`pluto.record.recorder` to an MCAP file.
 """
@@ -73,6 +79,7 @@ __all__ = [
     "Output",
     "log_message",
     "quaternion",
+    "robot_topics",
     "timestamp",
     "walls_scene",
 ]
@@ -103,6 +110,15 @@ FOXGLOVE_TOPICS: Final[dict[str, type[FoxgloveMessage]]] = {
     TOPIC_LOG: Log,
 }
 """Every Foxglove topic and the type of its messages (its schema is the type's ``get_schema()``)."""
+
+ROBOT_TOPICS: Final = (TOPIC_SCAN, TOPIC_POSE, TOPIC_TRUTH, TOPIC_PATH)
+"""The topics of each robot (under ``/<robot>`` when there are several); the others are shared."""
+
+
+def robot_topics(robot: str) -> dict[str, type[FoxgloveMessage]]:
+    """The topics of robot ``robot`` among several (``/<robot>/scan``, ...) and the type of their messages."""
+    return {f"/{robot}{topic}": FOXGLOVE_TOPICS[topic] for topic in ROBOT_TOPICS}
+
 
 MAP_POSES: Final = ("localization", "truth")
 """The poses that can place the robot in the map (see :class:`FoxgloveTranslator`)."""
@@ -229,6 +245,8 @@ class FoxgloveTranslator:
         odometry_history: odometry values kept to find the one of a pose's time.
         map_pose: which pose places ``base_link`` in ``map``: ``localization`` (``Localization/Pose``; the true pose
             until one comes) or ``truth`` (``Sim/Truth`` only).
+        robot: the robot's name, one of several in the view: its frames are ``<robot>/odom``, ... and its topics
+            ``/<robot>/scan``, ...; "" for a lone robot.
 
     Raises:
         ValueError: an unknown ``map_pose``.
@@ -242,10 +260,20 @@ class FoxgloveTranslator:
         max_path: int = 2000,
         odometry_history: int = 200,
         map_pose: str = "localization",
+        robot: str = "",
     ) -> None:
         if map_pose not in MAP_POSES:
             raise ValueError(f"map_pose must be one of {', '.join(MAP_POSES)}, not {map_pose!r}")
         self.map_pose = map_pose
+        self.robot = robot
+        prefix = f"{robot}/" if robot else ""
+        self.frame_odom, self.frame_base, self.frame_laser = (
+            f"{prefix}{f}" for f in (FRAME_ODOM, FRAME_BASE, FRAME_LASER)
+        )
+        """This robot's frames."""
+        topic = f"/{robot}" if robot else ""
+        self.topic_scan, self.topic_pose, self.topic_truth, self.topic_path = (f"{topic}{t}" for t in ROBOT_TOPICS)
+        """This robot's topics."""
         self.laser_mount = laser_mount
         self.path_step = path_step
         self.max_path = max(max_path, 2)
@@ -291,11 +319,11 @@ class FoxgloveTranslator:
             self._have_localization = self.map_pose == "localization"
             pose = (msg.pose[0], msg.pose[1], msg.pose[3])
             if not self._have_localization:
-                return [Output(TOPIC_POSE, _pose_in_map(msg.stamp, pose), msg.stamp)]
-            return self._pose(msg.stamp, pose, TOPIC_POSE)
+                return [Output(self.topic_pose, _pose_in_map(msg.stamp, pose), msg.stamp)]
+            return self._pose(msg.stamp, pose, self.topic_pose)
         if name == names.SIM_TRUTH.name and isinstance(msg, msgs.Odometry):
             truth = (msg.x, msg.y, msg.theta)
-            out = [Output(TOPIC_TRUTH, _pose_in_map(msg.stamp, truth), msg.stamp)]
+            out = [Output(self.topic_truth, _pose_in_map(msg.stamp, truth), msg.stamp)]
             if not self._have_localization:  # the map frame from the true pose until a localization writes one
                 out += self._pose(msg.stamp, truth, None)
             return out
@@ -303,15 +331,15 @@ class FoxgloveTranslator:
             self._wrist = True
             pan = msg.position[0] if msg.position else 0.0
             tilt = msg.position[1] if len(msg.position) > 1 else 0.0
-            return [Output(TOPIC_TF, self._laser_transform(msg.stamp, pan, tilt), msg.stamp, FRAME_LASER)]
+            return [Output(TOPIC_TF, self._laser_transform(msg.stamp, pan, tilt), msg.stamp, self.frame_laser)]
         return []
 
     def _laser_transform(self, stamp: float, pan: float, tilt: float) -> FrameTransform:
         mx, my, mz = self.laser_mount
         return FrameTransform(
             timestamp=timestamp(stamp),
-            parent_frame_id=FRAME_BASE,
-            child_frame_id=FRAME_LASER,
+            parent_frame_id=self.frame_base,
+            child_frame_id=self.frame_laser,
             translation=Vector3(x=mx, y=my, z=mz),
             rotation=quaternion(pan, tilt),
         )
@@ -326,15 +354,15 @@ class FoxgloveTranslator:
         ranges = [r if 0.0 <= r < scan.max_range else math.inf for r in scan.ranges]
         fox = LaserScan(
             timestamp=timestamp(scan.stamp),
-            frame_id=FRAME_LASER,
+            frame_id=self.frame_laser,
             pose=Pose(position=Vector3(), orientation=Quaternion(w=1.0)),
             start_angle=scan.angles[0],
             end_angle=scan.angles[-1],
             ranges=ranges,
         )
-        out = [Output(TOPIC_SCAN, fox, scan.stamp)]
+        out = [Output(self.topic_scan, fox, scan.stamp)]
         if not self._wrist:  # the fixed mount, with each scan: a viewer that joins later needs it too
-            out.insert(0, Output(TOPIC_TF, self._laser_transform(scan.stamp, 0.0, 0.0), scan.stamp, FRAME_LASER))
+            out.insert(0, Output(TOPIC_TF, self._laser_transform(scan.stamp, 0.0, 0.0), scan.stamp, self.frame_laser))
         return out
 
     def _odom(self, odom: msgs.Odometry) -> list[Output]:
@@ -345,8 +373,8 @@ class FoxgloveTranslator:
             self.reset()  # time went back: a new run
         self._odometry.append((odom.stamp, odom.x, odom.y, odom.theta))
         self._odometry_stamps.append(odom.stamp)
-        base = _transform(odom.stamp, FRAME_ODOM, FRAME_BASE, odom.x, odom.y, odom.theta)
-        out = [Output(TOPIC_TF, base, odom.stamp, FRAME_BASE)]
+        base = _transform(odom.stamp, self.frame_odom, self.frame_base, odom.x, odom.y, odom.theta)
+        out = [Output(TOPIC_TF, base, odom.stamp, self.frame_base)]
         return out
 
     def _odometry_at(self, stamp: float) -> tuple[float, float, float] | None:
@@ -362,11 +390,13 @@ class FoxgloveTranslator:
             out.append(Output(topic, _pose_in_map(stamp, pose), stamp))
         odom = self._odometry_at(stamp)
         if odom is None:  # no odometry yet: odom where the robot is, base_link at its origin
-            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_MAP, FRAME_ODOM, *pose), stamp, FRAME_ODOM))
-            out.append(Output(TOPIC_TF, _transform(stamp, FRAME_ODOM, FRAME_BASE, 0.0, 0.0, 0.0), stamp, FRAME_BASE))
+            odom_tf = _transform(stamp, FRAME_MAP, self.frame_odom, *pose)
+            base_tf = _transform(stamp, self.frame_odom, self.frame_base, 0.0, 0.0, 0.0)
+            out.append(Output(TOPIC_TF, odom_tf, stamp, self.frame_odom))
+            out.append(Output(TOPIC_TF, base_tf, stamp, self.frame_base))
         else:
-            map_odom = _transform(stamp, FRAME_MAP, FRAME_ODOM, *_compose_inverse(pose, odom))
-            out.append(Output(TOPIC_TF, map_odom, stamp, FRAME_ODOM))
+            map_odom = _transform(stamp, FRAME_MAP, self.frame_odom, *_compose_inverse(pose, odom))
+            out.append(Output(TOPIC_TF, map_odom, stamp, self.frame_odom))
         end = self._path_end
         if end is None or math.hypot(pose[0] - end[0], pose[1] - end[1]) >= self.path_step:
             self._path_end = (pose[0], pose[1])
@@ -375,7 +405,7 @@ class FoxgloveTranslator:
                 self._path = self._path[::2]
             out.append(
                 Output(
-                    TOPIC_PATH,
+                    self.topic_path,
                     PosesInFrame(timestamp=timestamp(stamp), frame_id=FRAME_MAP, poses=list(self._path)),
                     stamp,
                 )

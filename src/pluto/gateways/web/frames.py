@@ -15,6 +15,11 @@ once and hands to every browser:
   ``max_points`` it keeps every other point and doubles the spacing, so a long run stays a bounded drawing;
 - ``map`` (once per browser): the walls and round obstacles of the world (:func:`map_message`).
 
+Several robots (a simulation of several, robots sharing a network): the frame's own robot is the one the view runs
+for; each other robot has a :class:`ViewState` of its own, fed from its interfaces (``pluto/<robot>/...``), and the
+frame lists them under ``robots`` (:meth:`ViewState.robot_view`: its name, true and estimated pose, scan, goals and
+the motion module's status in words), which the page draws with their names.
+
 Everything is in the map frame, m and rad; coordinates are rounded to the millimetre (the page draws pixels, and
 shorter numbers are cheaper to send twenty times a second to every browser).
 """
@@ -33,6 +38,7 @@ from pluto.sim.world import World
 
 __all__ = [
     "INPUTS",
+    "OTHER_INPUTS",
     "Path",
     "ViewState",
     "covariance_ellipse",
@@ -52,6 +58,12 @@ INPUTS: Final = (
     names.CLOCK.name,
 )
 """The interfaces the view reads."""
+
+OTHER_INPUTS: Final = tuple(
+    name for name in INPUTS if name not in (names.CLOCK.name, names.BASE_SONAR.name, names.BASE_DRIVE_STATE.name)
+)
+"""The interfaces the view reads of each other robot: the clock is shared, and the page draws no other robot's sonar
+or speed."""
 
 _GOTO = 2
 """``avoidance/command`` cmd_flags = 10·A + T: T = 2 is a goto."""
@@ -279,6 +291,26 @@ class ViewState:
         ys = robot[1] + r[seen] * np.sin(a[seen])
         points = np.round(np.column_stack((xs, ys)), 3).ravel().tolist()
         return {"origin": [_r(robot[0]), _r(robot[1])], "points": points}
+
+    def robot_view(self, name: str) -> dict[str, Any]:
+        """What the page draws of another robot, called ``name``: ``{"name", "truth", "pose", "scan", "goals",
+        "motion"}`` (each but the name and the goals only when known)."""
+        out: dict[str, Any] = {"name": name}
+        if self.truth is not None:
+            out["truth"] = [_r(self.truth.x), _r(self.truth.y), _r(self.truth.theta)]
+        if self.pose is not None and (xyt := _xyt(self.pose.pose)) is not None:
+            out["pose"] = {"x": _r(xyt[0]), "y": _r(xyt[1]), "theta": _r(xyt[2])}
+        if (scan := self._scan()) is not None:
+            out["scan"] = scan
+        goals: dict[str, list[float]] = {}
+        if self.moveto is not None:
+            goals["moveto"] = [_r(v) for v in self.moveto]
+        if self.goto is not None:
+            goals["goto"] = [_r(v) for v in self.goto]
+        out["goals"] = goals
+        if self.motion_status is not None:
+            out["motion"] = describe_status(self.motion_status)
+        return out
 
     def frame(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The frame of now: ``{"type": "frame", "seq": n, ...}`` (``extra`` items are added as they are)."""

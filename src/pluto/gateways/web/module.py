@@ -7,6 +7,10 @@ teleop buttons and click-on-map moveto. The module reads the interfaces of :data
 frame and hands it to the server; a thread of its own asks the modules for MOM's details every ``mom_period`` s and,
 while no map is known, asks the simulator for its world.
 
+Several robots: the view runs for its bus's robot (``PLUTO_ROBOT``), the one it commands, and also draws every other
+robot of the simulator's world (a simulation of several, :mod:`pluto.sim.fleet`), or the robots named in ``robots``:
+each with its name, its pose, its laser scan and its goal, read from its own interfaces (``pluto/<robot>/...``).
+
 Who may command: with ``host`` 127.0.0.1 (the default) every browser on this computer; bound elsewhere, only a
 browser that has the token: the first line of ``token_file``, else the environment variable ``PLUTO_WEB_TOKEN``, else
 a new one made at start (``pluto web`` prints the address to open with it). A given token is needed on 127.0.0.1 too.
@@ -32,6 +36,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pluto import msgs, names
+from pluto.bus.config import check_robot_name
 from pluto.errors import ConfigError
 from pluto.runtime import mom
 from pluto.runtime.module import Module, ModuleParams
@@ -40,7 +45,7 @@ from pluto.sim.world import World, load_world
 
 from .access import allowed_name
 from .commands import CommandLimits
-from .frames import INPUTS, ViewState, map_message
+from .frames import INPUTS, OTHER_INPUTS, Path, ViewState, map_message
 from .server import DEFAULT_PORT, WebServer, WebSettings
 
 __all__ = ["MAP_MARGIN", "TOKEN_ENV", "WebModule", "WebParams", "command_token", "is_loopback", "mom_message"]
@@ -113,6 +118,8 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     auth_backoff: s during which token attempts from an address are refused unchecked after its first wrong token;
         doubled at each further one.
     auth_backoff_max: the longest back-off, s.
+    robots: the other robots drawn beside this one (their names on the bus); empty: every other robot of the
+        simulator's world, once a simulator of several robots answers.
     """
 
     rate_hz: Rate = 20.0
@@ -129,9 +136,12 @@ class WebParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     allow_hosts: list[str] = msgspec.field(default_factory=list)
     auth_backoff: Timeout = 0.5
     auth_backoff_max: Timeout = 30.0
+    robots: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for robot in self.robots:
+            check_robot_name(robot, "robots: ")
         CommandLimits(self.max_speed, self.max_turn_rate)
         for name in self.allow_hosts:
             allowed_name(name)
@@ -155,6 +165,9 @@ class WebModule(Module[WebParams]):
         log = self.get_logger()
         self._view_lock = threading.Lock()
         self.view = ViewState(p.laser_mount_x)
+        self.others: dict[str, ViewState] = {}
+        """What the page draws of each other robot, by name."""
+        self._fleet_known = bool(p.robots)
         self.world: World | None = load_world(p.map) if p.map else None
         self.token = command_token(p.host, self._given_token())
         self._commands = self.create_publisher(names.MOTION_COMMAND)
@@ -182,7 +195,9 @@ class WebModule(Module[WebParams]):
         self._next_path = 0.0
         # Whether a simulator serves its world: Zenoh's matching status of a querier of sim/world, kept while the
         # module runs so that it follows a simulator that comes (or goes) later without asking one that is not there.
-        self._sim_world: Any = None if p.map else self.bus.session.declare_querier(self.bus.service_key("sim/world"))
+        asks = not p.map or not p.robots
+        self._sim_world: Any = self.bus.session.declare_querier(self.bus.service_key("sim/world")) if asks else None
+        self._watch_robots(p.robots)
         self._stop_poll = threading.Event()
         self._poll = threading.Thread(target=self._poll_loop, name="web-poll", daemon=True)
         self._poll.start()
@@ -234,11 +249,39 @@ class WebModule(Module[WebParams]):
 
         return receive
 
+    def _watch_robots(self, robots: list[str]) -> None:
+        """Draw these robots too (this one and those already drawn aside), from their own interfaces."""
+        for robot in robots:
+            if robot == self.bus.robot or robot in self.others:
+                continue
+            view = ViewState(self.params.laser_mount_x, Path(max_points=200))
+            with self._view_lock:
+                self.others[robot] = view
+            for name in OTHER_INPUTS:
+                self.create_subscription(name, self._other_receiver(view, name), depth=4, robot=robot)
+            self.get_logger().info("drawing robot %s too", robot)
+
+    def _other_receiver(self, view: ViewState, name: str) -> Any:
+        def receive(msg: msgs.Message) -> None:
+            with self._view_lock:
+                view.feed(name, msg)
+
+        return receive
+
     def step(self, now: float) -> None:
         clients = self.server.clients
         with self._view_lock:
             # no browser: no frame to build (the path and the map are kept for the next one)
-            frame = self.view.frame({"clients": clients, "commands": self.server.commands}) if clients else None
+            frame = None
+            if clients:
+                others = [view.robot_view(robot) for robot, view in sorted(self.others.items())]
+                extra = {
+                    "clients": clients,
+                    "commands": self.server.commands,
+                    "robot": self.bus.robot,
+                    "robots": others,
+                }
+                frame = self.view.frame(extra)
             path = None
             if self.view.path.version != self._path_version and now >= self._next_path:
                 self._path_version = self.view.path.version
@@ -252,8 +295,8 @@ class WebModule(Module[WebParams]):
     def _poll_loop(self) -> None:
         log = self.get_logger()
         while not self._stop_poll.is_set():
-            if self.world is None and not self.params.map:
-                self._find_world()
+            if (self.world is None and not self.params.map) or not self._fleet_known:
+                self._ask_simulator()
             try:
                 rows = mom.snapshot(self.bus, timeout=min(1.0, self.params.mom_period))
                 self.server.publish("mom", msgspec.json.encode(mom_message(rows, time.time())).decode())
@@ -261,7 +304,8 @@ class WebModule(Module[WebParams]):
                 log.debug("MOM snapshot failed: %s", err)
             self._stop_poll.wait(self.params.mom_period)
 
-    def _find_world(self) -> None:
+    def _ask_simulator(self) -> None:
+        """The simulator's world (when no map was given) and its other robots (when none were named)."""
         from pluto.sim.module import fetch_settings
 
         try:
@@ -272,16 +316,22 @@ class WebModule(Module[WebParams]):
             if querier is None or not querier.matching_status.matching:
                 return
             settings = fetch_settings(self.bus, timeout=1.0)
-            world = settings.load_world()
+            world = settings.load_world() if self.world is None and not self.params.map else None
         except Exception:  # no simulator yet, or its world file is gone: ask again later
             return
-        self.world = world
-        self.get_logger().info("drawing the simulator's world %s", world.name)
-        self._publish_map(world, settings.world)
+        if not self._fleet_known:
+            self._fleet_known = True
+            self._watch_robots([member.name for member in settings.others()])
+        if world is not None:
+            self.world = world
+            self.get_logger().info("drawing the simulator's world %s", world.name)
+            self._publish_map(world, settings.world)
 
     def on_clock_jump(self, old: float, new: float) -> None:
         with self._view_lock:
             self.view.reset()
+            for view in self.others.values():
+                view.reset()
 
     def on_shutdown(self) -> None:
         stop = getattr(self, "_stop_poll", None)
