@@ -9,6 +9,11 @@
 - :mod:`.odometry`: :class:`OdometryIntegrator`, a continuous pose in SI from successive SIPs.
 - :mod:`.client`: :class:`P2osClient`, the client's side of the link (handshake, limits, keepalive, command
   timeout, link timeout, reconnection) as a state machine fed bytes and times; :mod:`.driver` runs it on a port.
+  Its parts: :mod:`.handshake` (the handshake as a table), :mod:`.state` (the robot's state from its SIPs, in SI),
+  :mod:`.commands` (commands in robot units within the speed limits), :mod:`.events` (events, errors, counters).
+- :mod:`.robot`: :class:`.robot.P2osRobot`, a Pioneer serving the protocol (the emulator's model), with
+  :mod:`.physics` (its servos, body and sonar) and :mod:`.reports` (its SIP and CONFIGpac); :mod:`.emulator` serves
+  it over TCP or a pty.
 
 Example (a client)::
 

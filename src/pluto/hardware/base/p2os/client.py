@@ -11,21 +11,21 @@
 
 The client never touches a port, a thread or a clock; :class:`.driver.P2osDriver` is the shell that does. Every
 value handed out is SI (m, rad, s, m/s, rad/s, V); robot units stay in the codec (:mod:`.packets`, :mod:`.sip`,
-:mod:`.models`).
+:mod:`.models`). This module is the client's state machine: the handshake it runs (the table itself is
+:mod:`.handshake`), the timers, the link. The codec's SI side is apart: the robot's state, turned from its SIPs
+into SI, is :mod:`.state`, and the commands, turned from SI into robot units within the speed limits, are
+:mod:`.commands`; the events, errors and counters the client hands out are :mod:`.events`. What is left (under 900
+lines) is one state machine, idle, handshake, connected, back-off, whose transitions share the phase, the output
+queue and the events, so it stays in one file.
 """
 
 # Strategy: the connection follows docs/protocols/p2os.md ("The session") and what established clients
-# (ARIA, Player's p2os) do. The handshake is one table (handshake_table): SYNC0, SYNC1, SYNC2, each step with its
+# (ARIA, Player's p2os) do. The handshake is one table (handshake.py): SYNC0, SYNC1, SYNC2, each step with its
 # own timeout and a few tries; a robot that answers a SYNC with SIPs is still open from an earlier session, so it
 # gets CLOSE, what it still sends is dropped until it has been quiet for a while, and the handshake starts again (a
 # bounded number of times); on a real serial port the handshake is tried again at each standard baud rate, a
 # decision the client announces (BaudRate) and the shell applies to its port. Then OPEN, CONFIG until a CONFIGpac
-# arrives (or 1 s), SETV/SETRV to the maxima and ENABLE 1. The maxima, translation and rotation alike, are the lower
-# of the model's (the parameter table's top speed; for rotation, which the table does not give,
-# DEFAULT_MAX_ROT_VELOCITY) and the robot's own (the CONFIGpac's TransVelTop and RotVelTop): a robot configured
-# slower than its model is respected, and a simulator that reports 9999 for both (AMRISim) is not believed. A zero
-# in the CONFIGpac says nothing and is ignored. Every command, SETV and SETRV included, is clamped to these limits.
-# Accelerations are not limited here (the robot caps SETA and SETRA at its own tops).
+# arrives (or 1 s), SETV/SETRV to the speed limits (commands.py) and ENABLE 1.
 #
 # Once connected, step(now) owns time. The link is lost after `link_timeout` s without a packet (or when the shell
 # reports a port error); with `reconnect`, the handshake is run again after a back-off that doubles with every
@@ -39,30 +39,46 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, replace
-from types import MappingProxyType
-from typing import Literal, cast, get_args
+from collections.abc import Iterator
+from dataclasses import fields
+from typing import Literal, cast
 
 from pluto.codec import NEED_DATA, NeedData
-from pluto.errors import PlutoError
 
+from .commands import DEFAULT_MAX_ROT_VELOCITY, SpeedLimits, check_profile, clamp
 from .decoder import DecoderStatistics, Event, P2osDecoder
-from .models import (
-    DEFAULT_SUBCLASS,
-    ROBOT_PARAMS,
-    RobotParams,
-    UnknownRobotWarning,
-    robot_params,
-    signed_15bit,
-    to_deg,
-    to_mm,
+from .events import (
+    BaudRate,
+    ClientEvent,
+    Connected,
+    ConnectFailed,
+    LinkLost,
+    P2osConnectError,
+    P2osError,
+    P2osLinkError,
+    P2osStatistics,
+    P2osTimeout,
+    Reconnecting,
 )
-from .odometry import OdometryIntegrator
+from .handshake import (
+    CONFIG_REPEAT,
+    CONFIG_WAIT,
+    DRAIN_LIMIT,
+    DRAIN_QUIET,
+    HANDSHAKE_PHASES,
+    MAX_STALE_SESSIONS,
+    SERIAL_BAUD_RATES,
+    HandshakePhase,
+    HandshakeStep,
+    Outcome,
+    Phase,
+    handshake_table,
+)
+from .models import RobotParams, to_deg, to_mm
 from .packets import Command, LocalProtocolError, encode_command
 from .sip import ConfigPacket, Sip, SyncReply
+from .state import SETO_SETTLE, P2osState, StateTracker
 
 __all__ = [
     "CONFIG_REPEAT",
@@ -95,320 +111,10 @@ __all__ = [
 
 log = logging.getLogger("pluto.p2os")
 
-SERIAL_BAUD_RATES: tuple[int, ...] = (9600, 38400, 19200, 115200, 57600)
-"""Baud rates tried, in this order, when a real serial port does not answer (as established clients do)."""
-DEFAULT_MAX_ROT_VELOCITY = math.radians(360.0)
-"""Rotational speed limit of every model, rad/s (the parameter table gives none); a CONFIGpac's RotVelTop lowers
-it."""
-CONFIG_WAIT = 1.0
-"""How long the handshake asks for a CONFIGpac before going on without it, s."""
-CONFIG_REPEAT = 0.3
-"""Time between two CONFIG requests while waiting for the CONFIGpac, s."""
-DRAIN_QUIET = 0.15
-"""After CLOSE to a stale session: quiet time (no packet) that ends the wait for the robot to stop sending, s."""
-DRAIN_LIMIT = 1.0
-"""After CLOSE to a stale session: the longest wait for the robot to stop sending, s."""
-MAX_STALE_SESSIONS = 3
-"""CLOSE-and-resync rounds at one baud rate before giving up on a robot that keeps sending SIPs."""
 RECONNECT_BACKOFF = (0.1, 2.0)
 """First and largest delay before a reconnection attempt, s (doubling after each failed attempt)."""
-SETO_SETTLE = 0.5
-"""After SETO, SIPs still showing the old position are ignored for at most this long, s."""
 
-
-# --------------------------------------------------------------------------------------------------- errors
-
-
-class P2osError(PlutoError):
-    """Base of the P2OS client's and driver's errors."""
-
-
-class P2osConnectError(P2osError):
-    """The port could not be opened, or no robot completed the handshake on it."""
-
-
-class P2osLinkError(P2osError):
-    """Not connected to the robot (the link is down or being re-established), or a write to the port failed."""
-
-
-class P2osTimeout(P2osError, TimeoutError):
-    """The robot did not answer within the time allowed."""
-
-
-# --------------------------------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True, slots=True)
-class P2osState:
-    """The robot as its newest SIP shows it, in SI.
-
-    Attributes:
-        stamp: when the SIP arrived, s (the ``now`` it was received with).
-        x, y: position in the odometry frame, m (continuous; set_odometry and reset_odometry move the frame).
-        theta: heading, rad, continuous (not wrapped).
-        v, omega: forward and rotational velocity from the wheels, m/s and rad/s.
-        left_velocity, right_velocity: wheel velocities, m/s.
-        battery_voltage: V.
-        charge_state: the ARCOS charge state code (0 not charging, 1 bulk, 2 overcharge, 3 float, 4 balance), or
-            None if the robot does not report it.
-        motors_enabled: the motors are enabled (SIP flags bit 0).
-        estop: the emergency stop is engaged (SIP flags bit 5): the motors will not enable.
-        moving: the robot says it is moving (SIP type 0x33; some simulators always say stopped).
-        front_bumpers, rear_bumpers: the bumper switches, bit 0 = the first switch.
-        left_stall, right_stall: a wheel is stalled.
-        sonar_ranges: the newest range of each transducer by sonar number, m; inf until it has reported.
-        sips: SIPs received since the client was created.
-    """
-
-    stamp: float
-    x: float
-    y: float
-    theta: float
-    v: float
-    omega: float
-    left_velocity: float
-    right_velocity: float
-    battery_voltage: float
-    charge_state: int | None
-    motors_enabled: bool
-    estop: bool
-    moving: bool
-    front_bumpers: int
-    rear_bumpers: int
-    left_stall: bool
-    right_stall: bool
-    sonar_ranges: tuple[float, ...]
-    sips: int
-
-    @property
-    def front_bumper(self) -> bool:
-        """A front bumper switch is pressed."""
-        return self.front_bumpers != 0
-
-    @property
-    def rear_bumper(self) -> bool:
-        """A rear bumper switch is pressed."""
-        return self.rear_bumpers != 0
-
-    @property
-    def stalled(self) -> bool:
-        """A wheel is stalled."""
-        return self.left_stall or self.right_stall
-
-    @property
-    def charging(self) -> bool:
-        """The robot reports that it is charging (ARCOS charge state 1..4)."""
-        return self.charge_state is not None and 1 <= self.charge_state <= 4
-
-
-@dataclass(frozen=True, slots=True)
-class P2osStatistics:
-    """What the client has seen and done since it was created.
-
-    Attributes:
-        packets, bytes, bad_checksum, bad_length, garbage_bytes, unknown_type, malformed: the decoder's counters
-            (see :class:`.decoder.DecoderStatistics`), summed over every connection attempt.
-        sips: SIPs received.
-        configs: CONFIGpacs received.
-        connects: handshakes completed (the first connection and every reconnection).
-        reconnects: reconnections after a link loss.
-        link_losses: times the link was found dead (port error or `link_timeout` without a packet).
-        stale_sessions: robots found still open from an earlier session (answered with CLOSE and a new handshake).
-        command_timeouts: times the command timeout stopped the robot.
-        keepalives: PULSEs sent.
-        large_deltas: odometry steps longer than the robot could have travelled that the next SIP confirmed
-            (applied: the counters did jump).
-        dropped_sips: SIPs whose step was impossible and that the next SIP contradicted (damaged packets whose
-            checksum happened to match; not used).
-        handler_errors: packets whose handling failed (a client bug; logged with a traceback).
-    """
-
-    packets: int = 0
-    bytes: int = 0
-    bad_checksum: int = 0
-    bad_length: int = 0
-    garbage_bytes: int = 0
-    unknown_type: int = 0
-    malformed: int = 0
-    sips: int = 0
-    configs: int = 0
-    connects: int = 0
-    reconnects: int = 0
-    link_losses: int = 0
-    stale_sessions: int = 0
-    command_timeouts: int = 0
-    keepalives: int = 0
-    large_deltas: int = 0
-    dropped_sips: int = 0
-    handler_errors: int = 0
-
-
-# --------------------------------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True, slots=True)
-class Connected:
-    """The handshake is done: the link is up.
-
-    Attributes:
-        name, robot_class, subclass: what the robot's SYNC2 echo says.
-        model: the subclass whose parameters are used.
-        reconnection: True when this ends a reconnection after a link loss.
-    """
-
-    name: str
-    robot_class: str
-    subclass: str
-    model: str
-    reconnection: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LinkLost:
-    """The link is down: close the port (queued output was dropped).
-
-    Attributes:
-        reason: why, for a log line (``"no packet for 3.1 s"``, ``"read failed: ..."``).
-        reconnecting: a :class:`Reconnecting` follows after a back-off.
-    """
-
-    reason: str
-    reconnecting: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectFailed:
-    """The handshake failed: close the port.
-
-    Attributes:
-        reason: a sentence for the user (``"no robot responding on ...: ..."``).
-        reconnecting: this was a reconnection attempt; another follows after a longer back-off.
-    """
-
-    reason: str
-    reconnecting: bool
-
-
-@dataclass(frozen=True, slots=True)
-class BaudRate:
-    """Set the port to this baud rate before writing :meth:`P2osClient.data_to_send` (the robot did not answer at
-    the previous one).
-
-    Attributes:
-        baud: bit/s.
-    """
-
-    baud: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reconnecting:
-    """Time for a reconnection attempt: open the port at ``baud``, then write :meth:`P2osClient.data_to_send` (the
-    handshake's SYNC0 waits there); report a port that cannot be opened with :meth:`P2osClient.port_failed`.
-
-    Attributes:
-        attempt: 1 for the first attempt after the link loss.
-        baud: bit/s to open the port at.
-    """
-
-    attempt: int
-    baud: int
-
-
-ClientEvent = Connected | LinkLost | ConnectFailed | BaudRate | Reconnecting
-"""What :meth:`P2osClient.next_event` returns besides NEED_DATA."""
-
-
-# --------------------------------------------------------------------------------------------------- the handshake
-
-HandshakePhase = Literal["sync0", "sync1", "sync2", "drain", "open", "config", "enable"]
-"""The steps of the handshake (see :func:`handshake_table`)."""
-Phase = Literal[
-    "idle", "sync0", "sync1", "sync2", "drain", "open", "config", "enable", "connected", "backoff", "closed"
-]
-"""Where the client is: idle (no link, nothing under way), a handshake step, connected, backoff (waiting to
-reconnect after a link loss or a failed attempt) or closed (for good)."""
-Awaited = Literal["echo", "quiet", "sip", "configpac", "motors"]
-"""What ends a handshake step: the echo of the SYNC sent (a SIP or CONFIGpac instead means a session still open:
-CLOSE and drain), the robot quiet for a try's time (each packet starts the try again), any SIP, a CONFIGpac, or a
-SIP (the second of the try or later; at the end of the try the newest one) that shows the motors enabled or the
-e-stop engaged."""
-Outcome = Literal["sync0", "sync1", "sync2", "drain", "open", "config", "enable", "connected", "next_baud", "fail"]
-"""Where a handshake step leads: a step, connected, the next baud rate (or failure after the last one), failure."""
-Argument = int | None | Literal["max_velocity", "max_rot_velocity"]
-"""A command's argument in the table: a number, none, or the speed limit (mm/s, deg/s) known at that point."""
-
-_HANDSHAKE_PHASES: frozenset[str] = frozenset(get_args(HandshakePhase))
-_READING: frozenset[str] = _HANDSHAKE_PHASES | {"connected"}  # the phases in which a port is open
-
-
-@dataclass(frozen=True, slots=True)
-class HandshakeStep:
-    """One step of the handshake.
-
-    Attributes:
-        sends: the commands sent on entering the step and again on each further try.
-        awaits: what ends the step (see :data:`Awaited`).
-        timeout: one try, s.
-        tries: tries before the step is exhausted.
-        limit: the longest the step may last, s, whatever the tries; None for no limit beyond them.
-        done: where the step leads when what it awaits came.
-        exhausted: where it leads when its tries (or its limit) are spent.
-    """
-
-    sends: tuple[tuple[Command, Argument], ...]
-    awaits: Awaited
-    timeout: float
-    tries: int
-    limit: float | None
-    done: Outcome
-    exhausted: Outcome
-
-
-def handshake_table(timeout: float, tries: int) -> Mapping[HandshakePhase, HandshakeStep]:
-    """The handshake as data: each step, what it sends and awaits, for how long, and where it leads.
-
-    Args:
-        timeout: time each SYNC, OPEN and ENABLE try waits for the robot's answer, s.
-        tries: tries of each of them.
-
-    Returns:
-        A read-only mapping from the handshake's steps to their rules.
-    """
-    sync: Outcome = "next_baud"
-    return MappingProxyType(
-        {
-            "sync0": HandshakeStep(((Command.SYNC0, None),), "echo", timeout, tries, None, "sync1", sync),
-            "sync1": HandshakeStep(((Command.SYNC1, None),), "echo", timeout, tries, None, "sync2", sync),
-            "sync2": HandshakeStep(((Command.SYNC2, None),), "echo", timeout, tries, None, "open", sync),
-            "drain": HandshakeStep(((Command.CLOSE, 1),), "quiet", DRAIN_QUIET, 1, DRAIN_LIMIT, "sync0", "sync0"),
-            "open": HandshakeStep(((Command.OPEN, 1),), "sip", timeout, tries, None, "config", "fail"),
-            "config": HandshakeStep(
-                ((Command.CONFIG, 1),),
-                "configpac",
-                CONFIG_REPEAT,
-                math.ceil(CONFIG_WAIT / CONFIG_REPEAT),
-                CONFIG_WAIT,
-                "enable",
-                "enable",
-            ),
-            "enable": HandshakeStep(
-                ((Command.SETV, "max_velocity"), (Command.SETRV, "max_rot_velocity"), (Command.ENABLE, 1)),
-                "motors",
-                timeout,
-                tries,
-                None,
-                "connected",
-                "connected",
-            ),
-        }
-    )
-
-
-# --------------------------------------------------------------------------------------------------- helpers
-
-Pose = tuple[float, float, float]
-_IDENTITY: Pose = (0.0, 0.0, 0.0)
+_READING: frozenset[str] = HANDSHAKE_PHASES | {"connected"}  # the phases in which a port is open
 _DECODER_FIELDS = tuple(f.name for f in fields(DecoderStatistics))
 _GOODBYE: tuple[tuple[Command, int], ...] = (
     (Command.VEL, 0),
@@ -416,40 +122,6 @@ _GOODBYE: tuple[tuple[Command, int], ...] = (
     (Command.ENABLE, 0),
     (Command.CLOSE, 1),
 )
-
-
-def _compose(a: Pose, b: Pose) -> Pose:
-    """Pose ``b`` given in the frame of pose ``a``, in a's parent frame (headings add, not wrapped)."""
-    c, s = math.cos(a[2]), math.sin(a[2])
-    return a[0] + c * b[0] - s * b[1], a[1] + s * b[0] + c * b[1], a[2] + b[2]
-
-
-def _inverse(a: Pose) -> Pose:
-    """The pose that composes with ``a`` to the identity."""
-    c, s = math.cos(a[2]), math.sin(a[2])
-    return -c * a[0] - s * a[1], s * a[0] - c * a[1], -a[2]
-
-
-def _clamp(value: float, limit: float, what: str) -> float:
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
-    return max(-limit, min(limit, value))
-
-
-def _speed_limits(params: RobotParams, config: ConfigPacket | None) -> tuple[float, float]:
-    """The translational and rotational speed limits (m/s, rad/s): the lower of the model's and the CONFIGpac's
-    TransVelTop and RotVelTop; a zero there (nothing configured) is ignored, and so is a missing CONFIGpac."""
-    speed, turn_rate = params.max_velocity, DEFAULT_MAX_ROT_VELOCITY
-    if config is not None:
-        if config.trans_vel_top > 0:
-            speed = min(speed, config.trans_vel_top / 1000.0)
-        if config.rot_vel_top > 0:
-            turn_rate = min(turn_rate, math.radians(config.rot_vel_top))
-    return speed, turn_rate
-
-
-def _with_pose(state: P2osState, pose: Pose) -> P2osState:
-    return replace(state, x=pose[0], y=pose[1], theta=pose[2])
 
 
 # --------------------------------------------------------------------------------------------------- the client
@@ -535,18 +207,8 @@ class P2osClient:
         self._reconnect_at = math.inf
 
         # the robot
-        self._identity: SyncReply | None = None
-        self._params: RobotParams | None = None
-        self._integrator: OdometryIntegrator | None = None
-        self._offset: Pose = _IDENTITY
-        self._seto_until: float | None = None
-        self._sonar: list[float] = []
-        self._state: P2osState | None = None
-        self._config: ConfigPacket | None = None
-        self._max_velocity = 0.0  # what commands are clamped to (SETV/SETRV through set_speed_profile lower them)
-        self._max_rot_velocity = DEFAULT_MAX_ROT_VELOCITY
-        self._top_velocity = 0.0  # the limits themselves: the lower of the model's and the CONFIGpac's
-        self._top_rot_velocity = DEFAULT_MAX_ROT_VELOCITY
+        self._robot = StateTracker(port_name, self._model)
+        self._limits = SpeedLimits()
 
         # timers
         self._last_packet = 0.0
@@ -555,8 +217,6 @@ class P2osClient:
         self._motion_armed = False
 
         # counters
-        self._sips = 0
-        self._configs = 0
         self._connects = 0
         self._reconnects = 0
         self._link_losses = 0
@@ -566,7 +226,8 @@ class P2osClient:
         self._handler_errors = 0
 
     def __repr__(self) -> str:
-        model = self._params.subclass if self._params else "?"
+        params = self._robot.params
+        model = params.subclass if params else "?"
         return f"<P2osClient {self._name} model={model} {self._phase}>"
 
     # -- properties ---------------------------------------------------------------------------------------------
@@ -609,7 +270,7 @@ class P2osClient:
         Raises:
             P2osLinkError: never connected yet, so the model is not known.
         """
-        params = self._params
+        params = self._robot.params
         if params is None:
             raise P2osLinkError(f"the robot model is not known before the first connection to {self._name}")
         return params
@@ -617,45 +278,48 @@ class P2osClient:
     @property
     def robot_name(self) -> str | None:
         """The robot's name from the SYNC2 echo (None before connecting)."""
-        return self._identity.name if self._identity else None
+        identity = self._robot.identity
+        return identity.name if identity else None
 
     @property
     def robot_class(self) -> str | None:
         """The robot class from the SYNC2 echo (None before connecting)."""
-        return self._identity.robot_class if self._identity else None
+        identity = self._robot.identity
+        return identity.robot_class if identity else None
 
     @property
     def robot_subclass(self) -> str | None:
         """The robot subclass from the SYNC2 echo (None before connecting)."""
-        return self._identity.subclass if self._identity else None
+        identity = self._robot.identity
+        return identity.subclass if identity else None
 
     @property
     def state(self) -> P2osState | None:
         """The newest state (None before the first SIP)."""
-        return self._state
+        return self._robot.state
 
     @property
     def sips(self) -> int:
         """SIPs received so far."""
-        return self._sips
+        return self._robot.sips
 
     @property
     def config(self) -> ConfigPacket | None:
         """The newest CONFIGpac (robot units), or None if the robot sent none."""
-        return self._config
+        return self._robot.config
 
     @property
     def max_velocity(self) -> float:
         """The translational speed limit commands are clamped to, m/s: the lower of the model's top speed and the
         robot's CONFIGpac TransVelTop, or less if :meth:`set_speed_profile` set less."""
-        return self._max_velocity
+        return self._limits.max_velocity
 
     @property
     def max_rot_velocity(self) -> float:
         """The rotational speed limit commands are clamped to, rad/s: the lower of
         :data:`DEFAULT_MAX_ROT_VELOCITY` and the robot's CONFIGpac RotVelTop, or less if :meth:`set_speed_profile`
         set less."""
-        return self._max_rot_velocity
+        return self._limits.max_rot_velocity
 
     @property
     def reconnect_delay(self) -> float | None:
@@ -673,11 +337,11 @@ class P2osClient:
         """A snapshot of the counters (decoder, link, commands)."""
         decoder = self._decoder.statistics()
         totals = {name: self._decoder_totals[name] + getattr(decoder, name) for name in _DECODER_FIELDS}
-        integrator = self._integrator
+        integrator = self._robot.integrator
         return P2osStatistics(
             **totals,
-            sips=self._sips,
-            configs=self._configs,
+            sips=self._robot.sips,
+            configs=self._robot.configs,
             connects=self._connects,
             reconnects=self._reconnects,
             link_losses=self._link_losses,
@@ -738,7 +402,7 @@ class P2osClient:
             now: time, s, from the same monotonic clock as every other ``now``.
         """
         phase = self._phase
-        if phase in _HANDSHAKE_PHASES:
+        if phase in HANDSHAKE_PHASES:
             self._handshake_timer(now)
         elif phase == "connected":
             silence = now - self._last_packet
@@ -776,7 +440,7 @@ class P2osClient:
             reason: what failed, for messages (``"read failed: SerialException: device disconnected"``).
             now: when, s.
         """
-        if self._phase in _HANDSHAKE_PHASES:
+        if self._phase in HANDSHAKE_PHASES:
             self._fail(f"handshake with the robot on {self._name} failed: {reason}", now)
         elif self._phase == "connected":
             self._lose_link(reason, now)
@@ -817,9 +481,8 @@ class P2osClient:
             ValueError: a value that is not finite.
             P2osLinkError: not connected.
         """
-        v = _clamp(v, self._max_velocity, "v")
-        omega = _clamp(omega, self._max_rot_velocity, "omega")
-        self._command(((Command.VEL, to_mm(v)), (Command.RVEL, to_deg(omega))), v != 0.0 or omega != 0.0, now)
+        commands, moving = self._limits.velocity(v, omega)
+        self._command(commands, moving, now)
 
     def set_wheel_velocities(self, left: float, right: float, now: float) -> None:
         """Drive each wheel (VEL2), clamped to the translational limit.
@@ -832,8 +495,8 @@ class P2osClient:
             ValueError: a value that is not finite.
             P2osLinkError: not connected.
         """
-        left = _clamp(left, self._max_velocity, "left")
-        right = _clamp(right, self._max_velocity, "right")
+        left = clamp(left, self._limits.max_velocity, "left")
+        right = clamp(right, self._limits.max_velocity, "right")
         self._require_link()
         argument = self.params.vel2_argument(left, right)
         self._command(((Command.VEL2, argument),), argument != 0, now)
@@ -861,7 +524,7 @@ class P2osClient:
             P2osLinkError: not connected.
         """
         self._require_link()
-        state = self._state
+        state = self._robot.state
         self._emit(Command.ENABLE, 1 if on else 0, now)
         if on and state is not None and state.estop:
             self._estop_warning()
@@ -875,7 +538,7 @@ class P2osClient:
             True if the motors are in the asked state, False if they cannot be (the e-stop is engaged: a log line
             says so), None if the SIP does not tell yet.
         """
-        state = self._state
+        state = self._robot.state
         if state is None:
             return None
         if state.motors_enabled == on:
@@ -893,10 +556,7 @@ class P2osClient:
         """
         self._require_link()
         self._emit(Command.SETO, None, now)
-        self._offset = _IDENTITY
-        self._seto_until = now + SETO_SETTLE
-        if self._state is not None:
-            self._state = _with_pose(self._state, _IDENTITY)
+        self._robot.reset_odometry(now)
 
     def set_odometry(self, x: float, y: float, theta: float) -> None:
         """Declare the current odometry pose (client side: the robot is not told).
@@ -907,12 +567,7 @@ class P2osClient:
         Raises:
             ValueError: a value that is not finite.
         """
-        wanted = (_clamp(x, math.inf, "x"), _clamp(y, math.inf, "y"), _clamp(theta, math.inf, "theta"))
-        integrator = self._integrator
-        raw = integrator.pose if integrator is not None else None
-        self._offset = _compose(wanted, _inverse(raw if raw is not None else _IDENTITY))
-        if self._state is not None:
-            self._state = _with_pose(self._state, wanted)
+        self._robot.set_odometry((clamp(x, math.inf, "x"), clamp(y, math.inf, "y"), clamp(theta, math.inf, "theta")))
 
     def request_config(self, now: float) -> None:
         """Ask for a CONFIGpac (CONFIG); it shows in :attr:`config` when it arrives.
@@ -956,31 +611,10 @@ class P2osClient:
             "max_turn_accel": max_turn_accel,
             "max_turn_decel": max_turn_decel,
         }
-        for name, value in values.items():
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        check_profile(values)
         self._require_link()
-        speed = min(max_speed, self._top_velocity) if max_speed is not None else None
-        turn_rate = min(max_turn_rate, self._top_rot_velocity) if max_turn_rate is not None else None
-        commands: list[tuple[Command, int]] = []
-        if speed is not None:
-            commands.append((Command.SETV, to_mm(speed)))
-        if max_accel is not None:
-            commands.append((Command.SETA, to_mm(max_accel)))
-        if max_decel is not None:
-            commands.append((Command.SETA, -to_mm(max_decel)))
-        if turn_rate is not None:
-            commands.append((Command.SETRV, to_deg(turn_rate)))
-        if max_turn_accel is not None:
-            commands.append((Command.SETRA, to_deg(max_turn_accel)))
-        if max_turn_decel is not None:
-            commands.append((Command.SETRA, -to_deg(max_turn_decel)))
-        for command, argument in commands:
+        for command, argument in self._limits.profile(**values):
             self._emit(command, argument, now)
-        if speed is not None:
-            self._max_velocity = speed
-        if turn_rate is not None:
-            self._max_rot_velocity = turn_rate
 
     # -- output and commands ------------------------------------------------------------------------------------
 
@@ -1039,37 +673,38 @@ class P2osClient:
         step = self._table[phase]
         self._phase = phase
         self._tries = 0
-        self._step_sips = self._sips
+        self._step_sips = self._robot.sips
         self._step_deadline = now + step.limit if step.limit is not None else math.inf
         if phase == "open":
-            self._configs_before = self._configs
-        elif phase == "config" and self._configs > self._configs_before:
+            self._configs_before = self._robot.configs
+        elif phase == "config" and self._robot.configs > self._configs_before:
             self._go(step.done, now)  # a CONFIGpac came already (after OPEN)
             return
         self._try(step, now)
 
     def _try(self, step: HandshakeStep, now: float) -> None:
         self._tries += 1
-        self._try_sips = self._sips
+        self._try_sips = self._robot.sips
         self._try_deadline = now + step.timeout
         for command, argument in step.sends:
             if argument == "max_velocity":
-                self._emit(command, to_mm(self._max_velocity), now)
+                self._emit(command, to_mm(self._limits.max_velocity), now)
             elif argument == "max_rot_velocity":
-                self._emit(command, to_deg(self._max_rot_velocity), now)
+                self._emit(command, to_deg(self._limits.max_rot_velocity), now)
             else:
                 self._emit(command, argument, now)
 
     def _awaited(self, step: HandshakeStep, end_of_try: bool) -> bool:
         """What ``step`` awaits has come (the echo is judged per packet, in _handshake_packet)."""
+        sips = self._robot.sips
         if step.awaits == "sip":
-            return self._sips > self._step_sips
+            return sips > self._step_sips
         if step.awaits == "configpac":
-            return self._configs > self._configs_before
+            return self._robot.configs > self._configs_before
         if step.awaits == "motors":
-            state = self._state
+            state = self._robot.state
             # two SIPs: the first may have left before the ENABLE arrived
-            settled = end_of_try or self._sips >= self._try_sips + 2
+            settled = end_of_try or sips >= self._try_sips + 2
             return settled and state is not None and (state.motors_enabled or state.estop)
         return step.awaits == "quiet" and end_of_try
 
@@ -1080,7 +715,7 @@ class P2osClient:
             if isinstance(event, SyncReply):
                 if event.sync == int(step.sends[0][0]):
                     if phase == "sync2":
-                        self._identify(event)
+                        self._robot.identify(event)
                     self._go(step.done, now)
                 # else: a late echo of an earlier try
             elif isinstance(event, Sip | ConfigPacket):
@@ -1130,7 +765,7 @@ class P2osClient:
             )
         else:
             if outcome == "enable":
-                self._set_limits(self._config if self._configs > self._configs_before else None)
+                self._set_limits(self._robot.config if self._robot.configs > self._configs_before else None)
             self._enter(outcome, now)
 
     def _stale_session(self, now: float) -> None:
@@ -1166,48 +801,14 @@ class P2osClient:
         self._stale = 0
         self._enter("sync0", now)
 
-    def _identify(self, reply: SyncReply) -> None:
-        """The SYNC2 echo: choose the model's parameters."""
-        params = self._select_params(reply)
-        if self._params is None or self._params.subclass != params.subclass:
-            self._params = params
-            self._integrator = OdometryIntegrator(params)
-            self._sonar = [math.inf] * params.sonar_count
-        self._identity = reply
-
-    def _select_params(self, reply: SyncReply) -> RobotParams:
-        if self._model is not None:
-            wanted, source = self._model, "given"
-        else:
-            wanted, source = reply.subclass or "", "reported by the robot"
-        if wanted.strip().lower() in ROBOT_PARAMS:
-            return robot_params(wanted)
-        log.warning(
-            "unknown robot subclass %r (%s) on %s: using the default (%s) parameters",
-            wanted,
-            source,
-            self._name,
-            DEFAULT_SUBCLASS,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnknownRobotWarning)
-            params = robot_params(wanted)
-        warnings.warn(
-            f"unknown robot subclass {wanted!r} on {self._name}: using the default parameters",
-            UnknownRobotWarning,
-            stacklevel=2,
-        )
-        return params
-
     def _set_limits(self, config: ConfigPacket | None) -> None:
-        params = self.params
-        self._top_velocity, self._top_rot_velocity = _speed_limits(params, config)
-        self._max_velocity, self._max_rot_velocity = self._top_velocity, self._top_rot_velocity
+        params, limits = self.params, self._limits
+        limits.adopt(params, config)
         log.info(
             "speed limits for %s: %.2f m/s, %.0f deg/s (the lower of the %s model's and the robot's CONFIGpac's)",
             self._name,
-            self._top_velocity,
-            math.degrees(self._top_rot_velocity),
+            limits.top_velocity,
+            math.degrees(limits.top_rot_velocity),
             params.subclass,
         )
 
@@ -1217,7 +818,7 @@ class P2osClient:
         self._last_command = now
         self._motion_armed = False
         self._connects += 1
-        reply, params, state = self._identity, self.params, self._state
+        reply, params, state = self._robot.identity, self.params, self._robot.state
         assert reply is not None
         log.info(
             "connected to %s on %s (%s %s, model %s)%s",
@@ -1277,73 +878,11 @@ class P2osClient:
     def _handle(self, event: Event, now: float) -> None:
         try:
             if isinstance(event, Sip):
-                self._on_sip(event, now)
+                self._robot.on_sip(event, now)
             elif isinstance(event, ConfigPacket):
-                self._config = event
-                self._configs += 1
+                self._robot.on_config(event)
             # SYNC echoes arriving late, encoder/IO/gripper packets and unknown types: nothing to do (counted by
             # the decoder where it matters).
         except Exception:
             self._handler_errors += 1
             log.exception("handling %s failed (counted; the client goes on)", type(event).__name__)
-
-    def _on_sip(self, sip: Sip, now: float) -> None:
-        params = self._params
-        integrator = self._integrator
-        if params is None or integrator is None:  # pragma: no cover - set before OPEN
-            return
-        pose: Pose | None = None
-        if self._seto_until is not None:
-            # After SETO the robot's counters restart at 0; a SIP sent before it took effect still shows the old
-            # position and must not seed the integrator.
-            near = params.position_to_m(abs(signed_15bit(sip.x)) + abs(signed_15bit(sip.y)))
-            if near > 0.05 + params.max_velocity * 0.2 and now < self._seto_until:
-                pose = _IDENTITY
-            else:
-                if now >= self._seto_until:
-                    log.warning(
-                        "the robot on %s did not confirm SETO within %.1f s; odometry reset from here",
-                        self._name,
-                        SETO_SETTLE,
-                    )
-                self._seto_until = None
-                integrator.reset()
-        if pose is None:
-            update = integrator.update(sip, now)
-            if update.held:
-                # its step was impossible: a damaged packet that passed the checksum, or the counters jumped; the
-                # next SIP tells, and until then none of this SIP's fields is trusted
-                log.warning(
-                    "a SIP from %s moved the robot %.2f m since the last one: held until the next SIP confirms it",
-                    self._name,
-                    update.distance,
-                )
-                return
-            pose = _compose(self._offset, (update.x, update.y, update.theta))
-        v, omega = params.twist(sip.left_velocity, sip.right_velocity)
-        for reading in sip.sonars:
-            if reading.number < len(self._sonar):
-                self._sonar[reading.number] = params.range_to_m(reading.range)
-        battery = sip.battery_x10 if sip.battery_x10 is not None else sip.battery
-        self._sips += 1
-        self._state = P2osState(
-            stamp=now,
-            x=pose[0],
-            y=pose[1],
-            theta=pose[2],
-            v=v,
-            omega=omega,
-            left_velocity=params.velocity_to_m_s(sip.left_velocity),
-            right_velocity=params.velocity_to_m_s(sip.right_velocity),
-            battery_voltage=battery / 10.0,
-            charge_state=sip.charge_state,
-            motors_enabled=sip.motors_enabled,
-            estop=sip.estop,
-            moving=sip.moving,
-            front_bumpers=sip.front_bumpers,
-            rear_bumpers=sip.rear_bumpers,
-            left_stall=sip.left_stall,
-            right_stall=sip.right_stall,
-            sonar_ranges=tuple(self._sonar),
-            sips=self._sips,
-        )
