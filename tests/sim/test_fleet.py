@@ -12,7 +12,7 @@ from pluto import msgs
 from pluto.bus import bus_config
 from pluto.errors import ConfigError, LaunchError
 from pluto.runtime.config import Config
-from pluto.runtime.profiles import load_profile, with_params, with_robots
+from pluto.runtime.profiles import load_profile, parse_profile, with_params, with_robots
 from pluto.sim.fleet import Fleet
 from pluto.sim.world import MapError
 from tests.scenarios.fleet_stack import FleetLockstep
@@ -84,3 +84,8 @@ def test_a_fleet_needs_a_simulated_world_with_enough_robots(tmp_path: Path) -> N
     with pytest.raises(MapError, match="places 4 in its <robots>, and 6 robots were asked for"):
         Fleet(with_params(load_profile("sim"), "sim", world="office"), Config(), robots=6)
     assert load_profile("fleet").robots == 3 and with_robots(load_profile("sim"), 2).robots == 2
+    for bad in (0, 101, "3", True):
+        with pytest.raises(ConfigError, match="robots must be a whole number from 1 to 100"):
+            parse_profile("p", {"robots": bad, "modules": {"sim": {}}}, "p.toml")
+    with pytest.raises(ConfigError, match="robots = 2 needs the sim module"):
+        parse_profile("p", {"robots": 2, "modules": {"heartbeat": {}}}, "p.toml")
