@@ -68,11 +68,23 @@ def test_the_module_on_a_real_log_beats_its_odometry_is_seldom_lost_and_writes_i
     assert summary["lost_share"] <= 0.01 and summary["cpu_ms_mean"] > 0
 
 
+@pytest.mark.parametrize(
+    ("side", "turn"),
+    [
+        (0.0, math.pi / 2),  # ahead of the robot
+        (math.pi / 2, -math.pi / 2),  # to its left: a place whose first scan agrees with the map there by chance
+    ],
+)
 def test_a_start_5_m_and_90_degrees_off_is_found_again_within_10_s_of_log(
-    intel_start: Path, first_pose: tuple[float, float, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    intel_start: Path,
+    first_pose: tuple[float, float, float],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    side: float,
+    turn: float,
 ) -> None:
     x, y, theta = first_pose
-    start = [x + 5.0 * math.cos(theta), y + 5.0 * math.sin(theta), theta + math.pi / 2]
+    start = [x + 5.0 * math.cos(theta + side), y + 5.0 * math.sin(theta + side), theta + turn]
     args = ["pose", "offline", str(intel_start), "--map", str(MAP), "--out", str(tmp_path)]
     assert main([*args, "--start", *(f"{v:.4f}" for v in start)]) == 0
     out = capsys.readouterr().out

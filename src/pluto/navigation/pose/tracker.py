@@ -17,13 +17,14 @@ over the saved state. Each of these is logged.
 A start from localization's laser pose is a guess until a scan confirms it (a pose set by hand may be in the wrong
 room): a scan confirms it when the walls it matched there hold ``relocalize_min_fraction`` of its lines' points and
 as much of its beams agree with the map seen from there (:func:`~pluto.navigation.pose.core.scan_agreement`), the
-test a search's answer passes. Until then the map is searched around the start at every scan that has walls to
-search with, twice as far at each search (``search_radius``, then 2, 4, 8... times it, then the whole map every
-``relocalize_every`` scans), and a scan whose beams do not agree says the filter is lost at once, not after
-``lost_after`` scans. Since a guess says nothing of where the robot is, the best place near it is taken only once
-it wins twice in a row where the dead reckoning says the robot went in between (a look-alike of the true place
-does not keep winning as the view changes); a search of the whole map may also take a place clearly better than
-any other at once. A lost filter's searches widen the same way.
+test a search's answer passes, and two scans in a row confirm it (one may agree with a look-alike by chance). Until
+then the map is searched around the start at every scan that has walls to search with, twice as far at each search
+(``search_radius``, then 2, 4, 8... times it, then the whole map every ``relocalize_every`` scans), and a scan whose
+beams do not agree says the filter is lost at once, not after ``lost_after`` scans. Since a guess says nothing of
+where the robot is, the best place near it is taken only once it wins twice in a row where the dead reckoning says
+the robot went in between (a look-alike of the true place does not keep winning as the view changes); a search of
+the whole map may also take a place clearly better than any other at once. A lost filter's searches widen the same
+way.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class PoseTracker:
         self._lost_scans = 0
         self._searches = 0  # searches of the map since the filter was last found or started
         self._unconfirmed = False  # the start taken from localization: no scan has confirmed it yet
+        self._confirming = 0  # scans in a row that confirmed it
         self._agreement = 1.0  # the share of the last scan the map explains at the filter's pose (while unconfirmed)
         self._candidate: tuple[tuple[float, float, float], tuple[float, ...]] | None = None
         self.stamp: float | None = None  # the last scan the filter took, s
@@ -164,6 +166,7 @@ class PoseTracker:
         self._lost_scans = 0
         self._searches = 0
         self._unconfirmed = False
+        self._confirming = 0
         self._candidate = None
         self.stamp = None
         self._resumed = None
@@ -245,6 +248,7 @@ class PoseTracker:
         floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
         self.filter = PoseFilter(corrected.pose, cov + floor, reference=dr.pose, params=p.filter)
         self._unconfirmed = True
+        self._confirming = 0
         return True
 
     def request_find_wall(self) -> None:
@@ -299,9 +303,13 @@ class PoseTracker:
         self.matched = pairs[:, 0].tolist()
         check, self._check = self._check, False
         matched = len(self.matched) >= p.filter.min_matches
-        if self._unconfirmed and self._confirms(scan):
-            self._unconfirmed = False
-        if self._unconfirmed and self._informative():
+        confirms = False
+        if self._unconfirmed:
+            # two scans in a row: one may agree with a look-alike of the place by chance, as a search's answer may
+            confirms = self._confirms(scan)
+            self._confirming = self._confirming + 1 if confirms else 0
+            self._unconfirmed = self._confirming < 2
+        if self._unconfirmed and not confirms and self._informative():
             # A start no scan has confirmed yet is a guess (a pose set by hand, a robot carried to where
             # localization does not know): the map is searched around it at every scan that has walls to search
             # with, twice as far each time, until a scan confirms it or a search finds the robot; a scan whose
@@ -435,6 +443,7 @@ class PoseTracker:
         self._lost_scans = 0
         self._searches = 0
         self._unconfirmed = False
+        self._confirming = 0
         self._candidate = None
         self.log.warning(
             "lost, then found again at %.1f s: laser at (%.2f, %.2f, %.1f°), %.2f m from where the filter was "
