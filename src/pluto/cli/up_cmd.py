@@ -6,11 +6,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pluto.cli.command import Subparsers, add_parser
 from pluto.cli.progress import say
 from pluto.cli.run_cmd import STARTING_LIMIT
 from pluto.errors import LaunchError
+
+if TYPE_CHECKING:
+    from pluto.runtime.config import Config
+    from pluto.runtime.profiles import Profile
 
 __all__ = ["down", "register", "up"]
 
@@ -42,6 +47,13 @@ def register(subparsers: Subparsers) -> None:
         help="seconds each module has to start publishing, or to say it is starting (default 20); one that says "
         f"it is starting is waited for up to {STARTING_LIMIT:g} s (a first run compiles the navigation "
         "kernels)",
+    )
+    p.add_argument(
+        "--robots",
+        type=int,
+        metavar="N",
+        help="run a profile with the simulator for N robots of its world, each under its own name (default: the "
+        "profile's, 1)",
     )
     p.add_argument(
         "--set",
@@ -77,12 +89,14 @@ def up(args: argparse.Namespace) -> int:
     from pluto.bus import Bus
     from pluto.cli.common import config_from_args
     from pluto.runtime import launcher
-    from pluto.runtime.profiles import load_profile, parse_overrides
+    from pluto.runtime.profiles import load_profile, parse_overrides, with_robots
     from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
     from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
     config = config_from_args(args)
     profile = load_profile(args.profile, parse_overrides(args.set))
+    if args.robots is not None:
+        profile = with_robots(profile, args.robots)
     robot = config.bus.robot
     if args.detach:
         cmd = [sys.executable, "-m", "pluto", "up", args.profile]
@@ -92,8 +106,13 @@ def up(args: argparse.Namespace) -> int:
             cmd.append("--one-process")
         for setting in args.set:
             cmd += ["--set", setting]
+        if args.robots is not None:
+            cmd += ["--robots", str(args.robots)]
         log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
         process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
+        if profile.robots > 1:
+            _wait_fleet(profile, config, process, log_path, args.timeout)
+            return 0
         with Bus(config.bus) as bus:
             total = len(profile.entries)
             for number, entry in enumerate(profile.entries, 1):
@@ -117,6 +136,10 @@ def up(args: argparse.Namespace) -> int:
     pid_file = profile_pid_file(robot, profile.name)
     if launcher.read_pid(Path(pid_file)) is not None:
         raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
+    if profile.robots > 1:
+        _up_fleet(profile, config, Path(pid_file), args.timeout)
+        print(f"profile {profile.name} is down")
+        return 0
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(
             bus,
@@ -144,6 +167,64 @@ def up(args: argparse.Namespace) -> int:
             Path(pid_file).unlink(missing_ok=True)
     print(f"profile {profile.name} is down")
     return 0
+
+
+def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float) -> None:
+    """Run ``profile`` for its robots (:class:`pluto.sim.fleet.Fleet`) in the foreground until Ctrl-C or
+    ``pluto down``."""
+    from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
+    from pluto.sim.fleet import Fleet
+
+    with stop_on_signals() as stop:
+        fleet = Fleet(
+            profile,
+            config,
+            startup_timeout=timeout,
+            progress=lambda name, number, total: _starting(name, number, total, timeout),
+            notice=say,
+        )
+        pid_file.write_text(f"{os.getpid()}\n")
+        try:
+            with interruptible(stop):
+                fleet.start()
+            print(
+                f"profile {profile.name} is up for {len(fleet.names)} robots in one lock-step: "
+                f"{', '.join(fleet.names)}, each running {', '.join(e.name for e in profile.entries)} "
+                "(`pluto mom --all-robots` lists them; Ctrl-C or `pluto down` stops them)",
+                flush=True,
+            )
+            stop.wait()
+        except Interrupted:
+            pass
+        finally:
+            fleet.shutdown()
+            pid_file.unlink(missing_ok=True)
+
+
+def _wait_fleet(profile: Profile, config: Config, process: Any, log_path: Path, timeout: float) -> None:
+    """Wait until a detached ``pluto up`` of several robots has every module of every robot publishing."""
+    import msgspec
+
+    from pluto.bus import Bus
+    from pluto.runtime import launcher
+    from pluto.sim.fleet import fleet_robots
+
+    names = [str(r.name) for r in fleet_robots(profile, profile.robots, config.bus.robot)]
+    total, number = len(names) * len(profile.entries), 0
+    for robot in names:
+        with Bus(msgspec.structs.replace(config.bus, robot=robot)) as bus:
+            for entry in profile.entries:
+                number += 1
+                _starting(f"{robot}/{entry.name}", number, total, timeout)
+                try:
+                    launcher.wait_publishing(
+                        bus, entry.spec.module, timeout, name=entry.name, process=process, notice=say, held=True
+                    )
+                except LaunchError as err:
+                    if process.poll() is None:
+                        launcher.terminate(process.pid)
+                    raise LaunchError(f"{err}; {launcher.quote_log(log_path, 8)}") from None
+    print(f"profile {profile.name} is up for {', '.join(names)} (pid {process.pid}); `pluto down` stops it")
 
 
 def _starting(name: str, number: int, total: int, timeout: float) -> None:
