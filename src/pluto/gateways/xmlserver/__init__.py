@@ -8,8 +8,10 @@ in between. The framing, the documents and the limits are described in :mod:`.co
 - :mod:`.codec`: the sans-I/O codec (bytes <-> events), for either side of a connection.
 - :mod:`.server`: the asyncio server in front of the bus, and its defences (a token before anything else, range
   checks of what is written, connection caps, an idle timeout, a back-off after wrong tokens, a log that a flood
-  cannot fill; :mod:`pluto.gateways.guard` keeps the books of the last two); :mod:`.module`: the ``xmlserver``
-  module, and where the token comes from (a file or ``PLUTO_XML_TOKEN``, never the command line).
+  cannot fill; :mod:`pluto.gateways.guard` keeps the books of the last two); its parts: :mod:`.settings` (what it
+  allows, what it counts), :mod:`.sessions` (the connections), :mod:`.requests` (what each request does) and
+  :mod:`.subscriptions` (the topics and their pacing); :mod:`.module`: the ``xmlserver`` module, and where the
+  token comes from (a file or ``PLUTO_XML_TOKEN``, never the command line).
 """
 
 from .codec import XmlCodec, encode_event, parse_document

@@ -74,29 +74,37 @@ def _record_type(
     if children:
         seq = _node(ctype, "sequence")
         for spec in children:
-            if spec.kind is FieldKind.FLOATS:
-                el = _node(seq, "element", name=spec.name, type="doubles", minOccurs="0")
-            elif spec.kind is FieldKind.INTS:
-                el = _node(seq, "element", name=spec.name, type="longs", minOccurs="0")
-            elif spec.kind is FieldKind.STRS:
-                el = _node(seq, "element", name=spec.name, type="xs:string", minOccurs="0", maxOccurs="unbounded")
-            elif spec.kind in (FieldKind.STRUCT, FieldKind.STRUCTS):
-                assert spec.record is not None
-                records[spec.record.__name__] = spec.record
-                many = "unbounded" if spec.kind is FieldKind.STRUCTS else "1"
-                el = _node(seq, "element", name=spec.name, type=spec.record.__name__, minOccurs="0", maxOccurs=many)
-            else:
-                el = _node(seq, "element", name=spec.name, type="valueHolder", minOccurs="0")
-            _document(el, spec.description)
+            _document(_child_element(seq, spec, records), spec.description)
     for spec in specs:
-        if not spec.kind.is_attribute:
-            continue
-        attrs = {"name": spec.name, "type": _SCALAR_TYPES[spec.kind]}
-        if spec.required:
-            attrs["use"] = "required"
-        elif spec.default is not None:
-            attrs["default"] = _default_text(spec)
-        _document(_node(ctype, "attribute", **attrs), spec.description)
+        if spec.kind.is_attribute:
+            _document(_node(ctype, "attribute", **_attribute_of(spec)), spec.description)
+
+
+def _child_element(seq: Element, spec: FieldSpec, records: dict[str, type[msgspec.Struct]]) -> Element:
+    """The element of a field that is not an attribute (a vector, a record, a generic value); a record's type goes
+    into ``records``."""
+    if spec.kind is FieldKind.FLOATS:
+        return _node(seq, "element", name=spec.name, type="doubles", minOccurs="0")
+    if spec.kind is FieldKind.INTS:
+        return _node(seq, "element", name=spec.name, type="longs", minOccurs="0")
+    if spec.kind is FieldKind.STRS:
+        return _node(seq, "element", name=spec.name, type="xs:string", minOccurs="0", maxOccurs="unbounded")
+    if spec.kind in (FieldKind.STRUCT, FieldKind.STRUCTS):
+        assert spec.record is not None
+        records[spec.record.__name__] = spec.record
+        many = "unbounded" if spec.kind is FieldKind.STRUCTS else "1"
+        return _node(seq, "element", name=spec.name, type=spec.record.__name__, minOccurs="0", maxOccurs=many)
+    return _node(seq, "element", name=spec.name, type="valueHolder", minOccurs="0")
+
+
+def _attribute_of(spec: FieldSpec) -> dict[str, str]:
+    """The XSD attributes of a scalar field: its name, type, and whether it is required or its default."""
+    attrs = {"name": spec.name, "type": _SCALAR_TYPES[spec.kind]}
+    if spec.required:
+        attrs["use"] = "required"
+    elif spec.default is not None:
+        attrs["default"] = _default_text(spec)
+    return attrs
 
 
 def _empty_element(parent: Element, name: str, doc: str, attributes: list[tuple[str, str, bool, str]]) -> Element:
@@ -140,8 +148,17 @@ def xsd_text() -> str:
         "regenerate with `pluto xmlserver --xsd`. Units are SI (m, rad, s, m/s, rad/s) unless a field says "
         "otherwise.",
     )
+    _simple_types(schema)
+    _messages(schema)
+    _generic_values(schema)
+    _requests(schema)
+    _replies(schema)
+    indent(schema, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + tostring(schema, encoding="unicode") + "\n"
 
-    # simple types
+
+def _simple_types(schema: Element) -> None:
+    """Number lists, interface names, positive numbers and the error codes."""
     for name, item in (("doubles", "xs:double"), ("longs", "xs:long")):
         st = _node(schema, "simpleType", name=name)
         _document(st, f"Numbers ({item}) separated by spaces.")
@@ -156,7 +173,9 @@ def xsd_text() -> str:
     for code, meaning in ERROR_MEANINGS.items():
         _document(_node(restriction, "enumeration", value=code.value), meaning)
 
-    # messages and the records inside them
+
+def _messages(schema: Element) -> None:
+    """Every message type and the records inside them, and the "message" group of them all."""
     types = msgs.message_types()
     records: dict[str, type[msgspec.Struct]] = {}
     for name, cls in types.items():
@@ -171,7 +190,9 @@ def xsd_text() -> str:
     for name in types:
         _node(choice, "element", ref=name)
 
-    # generic values
+
+def _generic_values(schema: Element) -> None:
+    """The "value" group (a service's request or reply) and the array, map and holder types made of it."""
     group = _node(schema, "group", name="value")
     _document(group, "A generic value: the request or reply of a service.")
     choice = _node(group, "choice")
@@ -192,7 +213,9 @@ def xsd_text() -> str:
     ctype = _node(schema, "complexType", name="valueHolder")
     _node(_node(ctype, "sequence"), "group", ref="value", minOccurs="0")
 
-    # requests
+
+def _requests(schema: Element) -> None:
+    """The documents a client sends."""
     _empty_element(schema, "list", "Request: the live modules and the interfaces (reply: listing).", [_ID])
     type_attr = ("type", "xs:string", False, "Message type, for an interface that is not in the interface table.")
     _empty_element(schema, "read", "Request: the latest value of an interface (reply: value).", [_ID, _NAME, type_attr])
@@ -232,7 +255,9 @@ def xsd_text() -> str:
         [_ID, ("token", "xs:string", True, "The secret.")],
     )
 
-    # replies
+
+def _replies(schema: Element) -> None:
+    """The documents the server sends."""
     _empty_element(
         schema,
         "hello",
@@ -245,24 +270,7 @@ def xsd_text() -> str:
             ("max_document", "xs:long", True, "Largest document accepted, bytes (newline included)."),
         ],
     )
-    listing = _node(schema, "element", name="listing")
-    _document(listing, "Reply to list.")
-    ctype = _node(listing, "complexType")
-    seq = _node(ctype, "sequence")
-    module = _node(seq, "element", name="module", minOccurs="0", maxOccurs="unbounded")
-    _attributes(_node(module, "complexType"), [("name", "xs:string", True, "A live module.")])
-    interface = _node(seq, "element", name="interface", minOccurs="0", maxOccurs="unbounded")
-    _attributes(
-        _node(interface, "complexType"),
-        [
-            ("name", "xs:string", True, "The interface."),
-            ("type", "xs:string", True, "Its message type ('' if unknown)."),
-            ("live", "xs:boolean", True, "It has a value on the bus now."),
-            ("writable", "xs:boolean", True, "Clients may write it through this server."),
-            ("description", "xs:string", False, "What it carries."),
-        ],
-    )
-    _attributes(ctype, [_ID])
+    _listing(schema)
     _holder(schema, "value", "Reply to read.", "message", False, [_ID, ("name", "xs:string", True, "The interface.")])
     _empty_element(
         schema,
@@ -294,5 +302,24 @@ def xsd_text() -> str:
         [_ID, ("code", "errorCode", True, "What kind of error."), ("reason", "xs:string", True, "What is wrong.")],
     )
 
-    indent(schema, space="  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + tostring(schema, encoding="unicode") + "\n"
+
+def _listing(schema: Element) -> None:
+    """The reply to ``<list/>``: the live modules and the interfaces, each with its type and state."""
+    listing = _node(schema, "element", name="listing")
+    _document(listing, "Reply to list.")
+    ctype = _node(listing, "complexType")
+    seq = _node(ctype, "sequence")
+    module = _node(seq, "element", name="module", minOccurs="0", maxOccurs="unbounded")
+    _attributes(_node(module, "complexType"), [("name", "xs:string", True, "A live module.")])
+    interface = _node(seq, "element", name="interface", minOccurs="0", maxOccurs="unbounded")
+    _attributes(
+        _node(interface, "complexType"),
+        [
+            ("name", "xs:string", True, "The interface."),
+            ("type", "xs:string", True, "Its message type ('' if unknown)."),
+            ("live", "xs:boolean", True, "It has a value on the bus now."),
+            ("writable", "xs:boolean", True, "Clients may write it through this server."),
+            ("description", "xs:string", False, "What it carries."),
+        ],
+    )
+    _attributes(ctype, [_ID])
