@@ -39,8 +39,8 @@ def test_list_get_and_set_through_the_services(bus: Bus, started: list[Module[An
     assert by_name["max_speed"].dynamic and not by_name["calibration_file"].dynamic
     assert by_name["max_speed"].value == by_name["max_speed"].default == drive.params.max_speed
     assert by_name["max_speed"].type == "float"
-    assert by_name["max_speed"].description == "largest linear speed, m/s."
-    assert by_name["slow_distance"].description == by_name["stop_distance"].description != ""
+    assert by_name["max_speed"].description == "largest linear speed commanded, m/s."  # from the controller's
+    assert by_name["sensor_timeout"].description.startswith("a sonar scan older than this")  # from the module's
     assert by_name["rate_hz"].description == "rate of the control step, Hz."  # from the base class's docstring
 
     assert bus.call("drive/get_parameters", ["max_speed", "rate_hz"]) == {
@@ -143,25 +143,26 @@ def test_the_avoid_tuning_reaches_its_controller(bus: Bus, started: list[Module[
         "wall_speed": 0.2,
     }
     assert (avoid.core.params.goal_tolerance, avoid.core.params.wall_speed) == (0.5, 0.2)
+    # the controller's tuning is the module's: listed with the controller's descriptions (two names, one entry)
+    infos = {i.name: i for i in bus.call("avoid/list_parameters", reply_type=list[msgs.ParameterInfo])}
+    assert infos["progress_distance"].description == infos["progress_time"].description != ""
+    assert infos["sectors"].range == "[1, 3600]"
 
 
 def test_subset_gives_a_core_the_fields_it_shares_with_the_module() -> None:
-    """A module's core takes its tuning from the module's parameters by name; what the module does not have stays at
-    the core's default, and what only the module has (its rate) is not passed."""
-    import dataclasses
+    """A core whose class the module's parameters do not derive from takes the fields they share by name; what the
+    module does not have stays at the core's default, and what only the module has (its port) is not passed."""
+    from pluto.runtime.params import ModuleParams, Params
 
-    from pluto.runtime.module import ModuleParams
-
-    @dataclasses.dataclass(frozen=True)
-    class CoreParams:
+    class CoreParams(Params, kw_only=True, forbid_unknown_fields=True):
         speed: float = 1.0
         gain: float = 2.0
 
-    class Params(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    class ShellParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
         speed: float = 0.5
         port: int = 0
 
-    core = Params(speed=0.3, port=7, rate_hz=5.0).subset(CoreParams)
+    core = ShellParams(speed=0.3, port=7, rate_hz=5.0).subset(CoreParams)
     assert core == CoreParams(speed=0.3, gain=2.0)
 
 

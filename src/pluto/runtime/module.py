@@ -17,7 +17,8 @@ parameters (rclpy's names): ``<name>/list_parameters``, ``<name>/get_parameters`
 A parameter changes while the module runs only if the module says it can (:attr:`Module.dynamic_params`); the new
 set is validated against the module's ``Params`` as a whole before it replaces ``self.params``.
 
-Every number among the parameters declares its valid range once, in its Params class, as msgspec constraints::
+Every number among the parameters declares its valid range once, in its Params class, as msgspec constraints
+(:mod:`pluto.runtime.params`: a module with a core takes its parameters from the core's class)::
 
     max_speed: Annotated[float, msgspec.Meta(gt=0.0, le=3.0)] = 1.0
 
@@ -35,7 +36,6 @@ and restarts a module whose step hangs or whose steps stopped coming (:mod:`plut
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -53,7 +53,8 @@ from pluto.bus import Bus, Service, StateReader, StateWriter, Subscription
 from pluto.bus.lockstep import LockstepTick
 from pluto.names import Topic
 from pluto.runtime.clock import Clock, SimClock, WallClock
-from pluto.runtime.ranges import Rate, check_ranges, parameter_ranges
+from pluto.runtime.params import ModuleParams as ModuleParams  # the base of every module's Params, imported from here
+from pluto.runtime.ranges import check_ranges, parameter_ranges
 
 M = TypeVar("M", bound=msgs.Message)
 
@@ -106,34 +107,6 @@ def _attribute_docs(cls: type, fields: list[str]) -> dict[str, str]:
             for name in re.split(r",\s*", match.group(1)):
                 docs[name] = description
     return docs
-
-
-C = TypeVar("C")
-
-
-class ModuleParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Parameters every module has.
-
-    Attributes:
-        rate_hz: rate of the control step, Hz.
-        autostart: start the control step when the module starts (else wait for ``start_activity``).
-        use_sim_time: follow the simulated time on the ``Clock`` interface instead of the wall clock.
-    """
-
-    rate_hz: Rate = 10.0
-    autostart: bool = True
-    use_sim_time: bool = False
-
-    def __post_init__(self) -> None:
-        # msgspec checks the declared ranges when it converts plain values; this also checks a Params built in Python
-        check_ranges(type(self), {name: getattr(self, name) for name in self.__struct_fields__})
-
-    def subset(self, cls: type[C]) -> C:
-        """An instance of ``cls``, the parameters of a module's core (a dataclass), with every field of it that these
-        parameters also have taken from them, and the others at the core's defaults: the tuning a user sets lives
-        once, in the module's parameters, under the core's names."""
-        names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-        return cls(**{name: getattr(self, name) for name in self.__struct_fields__ if name in names})
 
 
 P = TypeVar("P", bound=ModuleParams)

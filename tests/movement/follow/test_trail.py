@@ -9,7 +9,16 @@ import pytest
 
 from pluto.bus import Bus
 from pluto.errors import ConfigError
-from pluto.movement.follow.core import FOLLOWING, LOST, NO_POSE, SEARCHING, TOO_CLOSE, FollowInputs, FollowScan
+from pluto.movement.follow.core import (
+    FOLLOWING,
+    LOST,
+    NO_POSE,
+    SEARCHING,
+    TOO_CLOSE,
+    FollowInputs,
+    FollowScan,
+    SharedFollowParams,
+)
 from pluto.movement.follow.module import FollowModule, FollowModuleParams
 from pluto.movement.follow.trail import TargetPose, TrailController, TrailParams
 
@@ -104,3 +113,10 @@ def test_the_target_robot_must_be_a_robot_name_and_not_this_robot(bus: Bus) -> N
     with pytest.raises(ConfigError, match="is this robot: a robot cannot follow itself"):
         module.start()
     module.stop()
+
+
+def test_the_trail_follower_takes_the_tuning_both_followers_share_from_the_module_and_keeps_its_own() -> None:
+    params = FollowModuleParams(target_robot="leader", max_speed=0.5, corridor_margin=0.2)
+    trail = params.subset(TrailParams, shared=SharedFollowParams)
+    assert trail.max_speed == 0.5
+    assert trail.corridor_margin == TrailParams().corridor_margin != params.corridor_margin

@@ -47,11 +47,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import relative, wrap_angle
+from pluto.runtime.params import ModuleParams
+from pluto.runtime.ranges import Angle, CommandTimeout, Offset, Radius, Speed, Timeout, TurnRate, between
 
 __all__ = [
     "AVOID_BOTH",
@@ -130,9 +133,8 @@ class Mode:
     WALL_FOLLOW = 3
 
 
-@dataclass(frozen=True)
-class AvoidParams:
-    """Tuning of the avoid controller.
+class AvoidParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Tuning of the avoid controller (the avoid module's parameters derive from it: :mod:`pluto.runtime.params`).
 
     Attributes:
         robot_radius: radius of the robot's disc footprint, m.
@@ -168,34 +170,34 @@ class AvoidParams:
         scan_timeout: laser scans older than this are ignored (stop when laser avoidance is on), s.
     """
 
-    robot_radius: float = 0.4
-    laser_mount_x: float = 0.25
-    influence: float = 3.0
-    repulsion_gain: float = 0.5
-    repulsion_band: float = 0.3
-    sectors: int = 72
-    stop_distance: float = 0.25
-    slow_distance: float = 1.2
-    corridor_margin: float = 0.1
-    goal_tolerance: float = 0.3
-    stuck_distance: float = 0.5
-    stuck_time: float = 3.0
-    progress_distance: float = 0.3
-    progress_time: float = 15.0
-    turn_gain: float = 1.5
-    direction_smoothing: float = 0.8
-    side_clearance: float = 0.8
-    lookahead: float = 1.0
-    centring_fade: float = 1.5
-    default_speed: float = 0.5
-    default_turn_rate: float = 1.0
-    wall_distance: float = 1.0
-    wall_speed: float = 0.4
-    wall_gain: float = 1.2
-    wall_angle_gain: float = 1.5
-    wall_pan: float = math.pi / 3
-    wall_window: float = 1.5
-    scan_timeout: float = 1.0
+    robot_radius: Radius = 0.4
+    laser_mount_x: Offset = 0.25
+    influence: Annotated[float, between(0.0, 20.0, open_low=True)] = 3.0
+    repulsion_gain: Annotated[float, between(0.0, 10.0)] = 0.5
+    repulsion_band: Annotated[float, between(0.0, 5.0)] = 0.3
+    sectors: Annotated[int, between(1, 3600)] = 72
+    stop_distance: Annotated[float, between(0.0, 10.0)] = 0.25
+    slow_distance: Annotated[float, between(0.0, 10.0)] = 1.2
+    corridor_margin: Annotated[float, between(0.0, 2.0)] = 0.1
+    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
+    stuck_distance: Annotated[float, between(0.0, 10.0)] = 0.5
+    stuck_time: Timeout = 3.0
+    progress_distance: Annotated[float, between(0.0, 10.0)] = 0.3
+    progress_time: Timeout = 15.0
+    turn_gain: Annotated[float, between(0.0, 20.0, open_low=True)] = 1.5
+    direction_smoothing: Annotated[float, between(0.0, 1.0)] = 0.8
+    side_clearance: Annotated[float, between(0.0, 10.0)] = 0.8
+    lookahead: Annotated[float, between(0.0, 20.0, open_low=True)] = 1.0
+    centring_fade: Annotated[float, between(0.0, 20.0)] = 1.5
+    default_speed: Speed = 0.5
+    default_turn_rate: TurnRate = 1.0
+    wall_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.0
+    wall_speed: Speed = 0.4
+    wall_gain: Annotated[float, between(0.0, 20.0)] = 1.2
+    wall_angle_gain: Annotated[float, between(0.0, 20.0)] = 1.5
+    wall_pan: Angle = 1.05
+    wall_window: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.5
+    scan_timeout: CommandTimeout = 1.0
 
 
 MIN_STRIP = 0.15

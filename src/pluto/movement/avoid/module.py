@@ -27,7 +27,7 @@ sonar scans and commands stamped in the old run's future are not used.
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,8 +45,8 @@ from pluto.movement.avoid.core import (
 )
 from pluto.movement.commands import CommandQueue
 from pluto.runtime.clock import OldRun
-from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.ranges import Angle, Offset, Radius, Speed, Timeout, TurnAccel, TurnRate, between
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import TurnAccel, TurnRate
 
 __all__ = ["AvoidModule", "AvoidModuleParams", "pose_std"]
 
@@ -64,34 +64,13 @@ def pose_std(pose: msgs.PoseEstimate) -> float:
     return math.sqrt(max(0.0, worst))
 
 
-class AvoidModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
-    """Parameters of the avoid module.
+class AvoidModuleParams(AvoidParams, kw_only=True, forbid_unknown_fields=True):
+    """The controller's tuning (:class:`~.core.AvoidParams`), and what the module adds.
 
     Attributes:
-        robot_radius: radius of the robot's footprint, m (sonar ranges are measured from it).
-        laser_mount_x: forward offset of the wrist axis (and laser) from the robot centre, m.
-        influence: obstacles nearer than this repel a goto, m.
-        stop_distance, slow_distance: free distance ahead at which the robot stops / starts slowing down, m.
-        goal_tolerance: a goto is reached within this distance, m.
-        stuck_time: a goto blocked ahead this long is stuck, s.
-        progress_time: a goto that gets no nearer its goal this long is stuck, s.
-        wall_distance: default distance from the robot centre to the wall on its left, m.
-        wall_speed: default wall-follow speed, m/s.
-        wall_pan: wrist pan while following a wall, rad (left positive).
         wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
     """
 
-    robot_radius: Radius = 0.4
-    laser_mount_x: Offset = 0.25
-    influence: Annotated[float, between(0.0, 20.0, open_low=True)] = 3.0
-    stop_distance: Annotated[float, between(0.0, 10.0)] = 0.25
-    slow_distance: Annotated[float, between(0.0, 10.0)] = 1.2
-    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
-    stuck_time: Timeout = 3.0
-    progress_time: Timeout = 15.0
-    wall_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.0
-    wall_speed: Speed = 0.4
-    wall_pan: Angle = 1.05
     wrist_speed: TurnRate = 1.0
     wrist_accel: TurnAccel = 2.0
 
@@ -122,14 +101,14 @@ class AvoidModule(Module[AvoidModuleParams]):
     )
 
     def on_parameters_changed(self, old: AvoidModuleParams, new: AvoidModuleParams) -> None:
-        self.core.params = new.subset(AvoidParams)
+        self.core.params = new
 
     requires: ClassVar[tuple[str, ...]] = ("drive", "localization")
     Params = AvoidModuleParams
 
     def on_configure(self) -> None:
         p = self.params
-        self.core = AvoidController(p.subset(AvoidParams))
+        self.core = AvoidController(p)
         self.bad_commands = 0
         self.commands = CommandQueue()
         self._pan_written: float | None = None

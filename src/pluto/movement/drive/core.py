@@ -26,9 +26,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Annotated
 
 from pluto import msgs
 from pluto.geometry import wrap_angle
+from pluto.runtime.params import ModuleParams, Params
+from pluto.runtime.ranges import Accel, CommandTimeout, Speed, TurnAccel, TurnRate, between
 
 __all__ = [
     "HALT_FLAGS",
@@ -63,9 +66,8 @@ class DriveStatus(IntEnum):
     SONAR_SIDES = 5
 
 
-@dataclass(frozen=True)
-class DriveParams:
-    """Limits and gains of the drive.
+class DriveParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Limits and gains of the drive (the drive module's parameters derive from them: :mod:`pluto.runtime.params`).
 
     Attributes:
         max_speed: largest linear speed commanded, m/s.
@@ -83,35 +85,27 @@ class DriveParams:
             jump).
 
     Raises:
-        ValueError: a limit is not positive, or ``slow_distance`` < ``stop_distance``.
+        ValueError: a number out of its range, or ``slow_distance`` < ``stop_distance``.
     """
 
-    max_speed: float = 1.0
-    max_turn_rate: float = 1.5
-    max_accel: float = 0.8
-    max_turn_accel: float = 2.0
-    timeout: float = 4.0
-    slow_distance: float = 1.0
-    stop_distance: float = 0.4
-    heading_gain: float = 2.0
-    stop_hysteresis: float = 0.15
-    max_dt: float = 0.25
+    max_speed: Speed = 1.0
+    max_turn_rate: TurnRate = 1.5
+    max_accel: Accel = 0.8
+    max_turn_accel: TurnAccel = 2.0
+    timeout: CommandTimeout = 4.0
+    slow_distance: Annotated[float, between(0.0, 10.0)] = 1.0
+    stop_distance: Annotated[float, between(0.0, 10.0)] = 0.4
+    heading_gain: Annotated[float, between(0.0, 20.0, open_low=True)] = 2.0
+    stop_hysteresis: Annotated[float, between(0.0, 5.0)] = 0.15
+    max_dt: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("max_speed", "max_turn_rate", "max_accel", "max_turn_accel", "timeout", "heading_gain", "max_dt"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be a positive number, got {value}")
-        if not (math.isfinite(self.stop_hysteresis) and self.stop_hysteresis >= 0.0):
-            raise ValueError(f"stop_hysteresis must be >= 0, got {self.stop_hysteresis}")
-        if not (math.isfinite(self.stop_distance) and self.stop_distance >= 0.0):
-            raise ValueError(f"stop_distance must be >= 0, got {self.stop_distance}")
-        if not (math.isfinite(self.slow_distance) and self.slow_distance >= self.stop_distance):
+        super().__post_init__()
+        if self.slow_distance < self.stop_distance:
             raise ValueError(f"slow_distance ({self.slow_distance}) must be >= stop_distance ({self.stop_distance})")
 
 
-@dataclass(frozen=True)
-class OdometryCalibration:
+class OdometryCalibration(Params, kw_only=True, forbid_unknown_fields=True):
     """Scale factors of the base's odometry (true = scale · raw).
 
     Attributes:
@@ -119,14 +113,8 @@ class OdometryCalibration:
         heading_scale: factor on the heading and the angular velocity, no unit.
     """
 
-    distance_scale: float = 1.0
-    heading_scale: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("distance_scale", "heading_scale"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and 0.5 <= value <= 2.0):
-                raise ValueError(f"{name} must be in [0.5, 2], got {value}")
+    distance_scale: Annotated[float, between(0.5, 2.0)] = 1.0
+    heading_scale: Annotated[float, between(0.5, 2.0)] = 1.0
 
 
 @dataclass(frozen=True)

@@ -21,65 +21,28 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.movement.drive.core import DriveController, DriveOutput, DriveParams, OdometryCalibration
 from pluto.runtime.clock import OldRun
-from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.ranges import Accel, CommandTimeout, Rate, Speed, TurnAccel, TurnRate, between
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import CommandTimeout, Rate
 
 __all__ = ["DriveModule", "DriveModuleParams", "load_calibration"]
 
 
-_DEFAULTS = DriveParams()
+class DriveModuleParams(DriveParams, kw_only=True, forbid_unknown_fields=True):
+    """The controller's limits and gains (:class:`~.core.DriveParams`), and what the module adds.
 
-
-class DriveModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
-    """Attributes:
-    max_speed: largest linear speed, m/s.  max_turn_rate: largest angular speed, rad/s.
-    max_accel: linear acceleration limit, m/s².  max_turn_accel: angular acceleration limit, rad/s².
-    timeout: s without a new command after which the drive stops (status -1).
-    slow_distance, stop_distance: sonar ranges (m from the body's surface) where protection slows down and stops.
-    heading_gain: ω per rad of heading error, 1/s.
-    sensor_timeout: a sonar scan older than this (s) counts as missing (protection then does not drive).
-    calibration_file: TOML file with distance_scale and heading_scale; "" for none.
+    Attributes:
+        sensor_timeout: a sonar scan older than this (s) counts as missing (protection then does not drive).
+        calibration_file: TOML file with distance_scale and heading_scale; "" for none.
     """
 
     rate_hz: Rate = 20.0
-    # The controller's own defaults, in one place (DriveParams).
-    max_speed: Speed = _DEFAULTS.max_speed
-    max_turn_rate: TurnRate = _DEFAULTS.max_turn_rate
-    max_accel: Accel = _DEFAULTS.max_accel
-    max_turn_accel: TurnAccel = _DEFAULTS.max_turn_accel
-    timeout: CommandTimeout = _DEFAULTS.timeout
-    slow_distance: Annotated[float, between(0.0, 10.0)] = _DEFAULTS.slow_distance
-    stop_distance: Annotated[float, between(0.0, 10.0)] = _DEFAULTS.stop_distance
-    heading_gain: Annotated[float, between(0.0, 20.0, open_low=True)] = _DEFAULTS.heading_gain
     sensor_timeout: CommandTimeout = 1.0
     calibration_file: str = ""
-
-    def drive_params(self) -> DriveParams:
-        """The controller's parameters.
-
-        Raises:
-            ValueError: a limit is out of range.
-        """
-        return DriveParams(
-            max_speed=self.max_speed,
-            max_turn_rate=self.max_turn_rate,
-            max_accel=self.max_accel,
-            max_turn_accel=self.max_turn_accel,
-            timeout=self.timeout,
-            slow_distance=self.slow_distance,
-            stop_distance=self.stop_distance,
-            heading_gain=self.heading_gain,
-        )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.drive_params()  # the controller's own rules (slow_distance beyond stop_distance)
 
 
 def load_calibration(path: str | Path) -> OdometryCalibration:
@@ -124,11 +87,13 @@ class DriveModule(Module[DriveModuleParams]):
         "slow_distance",
         "stop_distance",
         "heading_gain",
+        "stop_hysteresis",
+        "max_dt",
         "sensor_timeout",
     )
 
     def on_parameters_changed(self, old: DriveModuleParams, new: DriveModuleParams) -> None:
-        self.controller.params = new.drive_params()
+        self.controller.params = new
         self.sonar.deadline = new.sensor_timeout
 
     def on_configure(self) -> None:
@@ -145,7 +110,7 @@ class DriveModule(Module[DriveModuleParams]):
                 calibration.distance_scale,
                 calibration.heading_scale,
             )
-        self.controller = DriveController(p.drive_params(), calibration)
+        self.controller = DriveController(p, calibration)
         self.commands = self.create_reader(names.DRIVE_COMMAND)
         self.odometry = self.create_reader(names.BASE_DRIVE_STATE)
         self.sonar = self.create_reader(names.BASE_SONAR, deadline=p.sensor_timeout)

@@ -57,13 +57,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import relative
 from pluto.movement.follow.detect import DetectParams, find_people
 from pluto.movement.follow.track import Tracker, TrackParams
+from pluto.runtime.params import ModuleParams
+from pluto.runtime.ranges import Accel, CommandTimeout, Radius, Speed, Timeout, TurnAccel, TurnRate, between
 
 __all__ = [
     "FOLLOWING",
@@ -85,6 +89,7 @@ __all__ = [
     "FollowOutput",
     "FollowParams",
     "FollowScan",
+    "SharedFollowParams",
     "parse_distance",
 ]
 
@@ -120,9 +125,9 @@ def parse_distance(velocity: list[float] | tuple[float, ...], default: float) ->
     return d
 
 
-@dataclass(frozen=True)
-class FollowParams:
-    """Tuning of the follow controller.
+class SharedFollowParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """What the person follower (:class:`FollowParams`) and the trail follower
+    (:class:`~pluto.movement.follow.trail.TrailParams`) share: the same names, meanings, defaults and ranges.
 
     Attributes:
         distance: default distance to keep, centre to centre, m.
@@ -132,46 +137,54 @@ class FollowParams:
         distance_gain: k_d, m/s per m of distance error.
         bearing_gain: k_b, rad/s per rad of bearing.
         robot_radius: of the robot's footprint, m.
-        corridor_margin: the strip ahead checked for obstacles is robot_radius + this wide on each side, m.
         stop_distance, slow_distance: free distance ahead of the body at which the robot stops / starts slowing, m.
+        search_timeout: a search that finds nobody this long ends as lost, s.
+        lost_timeout: a target not seen this long is lost, s.
+        scan_timeout, pose_timeout: older scans / poses are stale: the robot stops, s.
+    """
+
+    distance: Annotated[float, between(MIN_DISTANCE, MAX_DISTANCE)] = 1.0
+    max_speed: Speed = 0.9
+    max_turn_rate: TurnRate = 1.2
+    max_accel: Accel = 0.5
+    max_decel: Accel = 1.0
+    max_turn_accel: TurnAccel = 2.0
+    distance_gain: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.8
+    bearing_gain: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.8
+    robot_radius: Radius = 0.4
+    stop_distance: Annotated[float, between(0.0, 10.0)] = 0.25
+    slow_distance: Annotated[float, between(0.0, 10.0)] = 0.8
+    search_timeout: Timeout = 10.0
+    lost_timeout: Timeout = 2.0
+    scan_timeout: CommandTimeout = 0.7
+    pose_timeout: CommandTimeout = 0.6
+
+
+class FollowParams(SharedFollowParams, kw_only=True, forbid_unknown_fields=True):
+    """Tuning of the person follower (the follow module's parameters derive from it: :mod:`pluto.runtime.params`).
+
+    Attributes:
+        corridor_margin: the strip ahead checked for obstacles is robot_radius + this wide on each side, m.
         target_radius: scan points this near the target are the target, not obstacles, m.
         search_fov: full width of the sector in front where a target is looked for, rad.
         search_range: farthest a new target may be, m.
         static_wait: s after which a person standing still in front is taken.
         static_fov, static_range: where such a person must stand: within ±static_fov/2 and static_range m.
-        search_timeout: a search that finds nobody this long ends as lost, s.
-        lost_timeout: a target not seen this long is lost, s.
         max_distance: a target farther than this is not followed (counts as not seen), m.
-        scan_timeout, pose_timeout: older scans / poses are stale: the robot stops, s.
         detect: what a person looks like in a scan.
         track: the tracker's tuning.
     """
 
-    distance: float = 1.0
-    max_speed: float = 0.9
-    max_turn_rate: float = 1.2
-    max_accel: float = 0.5
-    max_decel: float = 1.0
-    max_turn_accel: float = 2.0
-    distance_gain: float = 0.8
-    bearing_gain: float = 1.8
-    robot_radius: float = 0.4
-    corridor_margin: float = 0.1
-    stop_distance: float = 0.25
-    slow_distance: float = 0.8
-    target_radius: float = 0.5
-    search_fov: float = math.radians(120.0)
-    search_range: float = 3.5
-    static_wait: float = 2.0
-    static_fov: float = math.radians(60.0)
-    static_range: float = 2.0
-    search_timeout: float = 10.0
-    lost_timeout: float = 2.0
-    max_distance: float = 4.0
-    scan_timeout: float = 0.7
-    pose_timeout: float = 0.6
-    detect: DetectParams = field(default_factory=DetectParams)
-    track: TrackParams = field(default_factory=TrackParams)
+    corridor_margin: Annotated[float, between(0.0, 2.0)] = 0.1
+    target_radius: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.5
+    search_fov: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(120.0)
+    search_range: Annotated[float, between(0.0, 30.0, open_low=True)] = 3.5
+    static_wait: Timeout = 2.0
+    static_fov: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(60.0)
+    static_range: Annotated[float, between(0.0, 30.0, open_low=True)] = 2.0
+    max_distance: Annotated[float, between(0.0, 30.0, open_low=True)] = 4.0
+    detect: DetectParams = msgspec.field(default_factory=DetectParams)
+    track: TrackParams = msgspec.field(default_factory=TrackParams)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
+
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 __all__ = [
     "Blob",
@@ -39,9 +43,11 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
+_Width = Annotated[float, between(0.0, 5.0)]
+"""The width of a leg or a body, m."""
 
-@dataclass(frozen=True)
-class DetectParams:
+
+class DetectParams(Params, kw_only=True, forbid_unknown_fields=True):
     """What a person looks like in a scan.
 
     Attributes:
@@ -55,13 +61,13 @@ class DetectParams:
         max_range: echoes farther than this from the scanner are not looked at, m.
     """
 
-    jump: float = 0.15
-    min_points: int = 3
-    leg_width: tuple[float, float] = (0.05, 0.2)
-    leg_pair_distance: float = 0.5
-    body_width: tuple[float, float] = (0.2, 0.65)
-    min_bulge: float = 0.12
-    max_range: float = 8.0
+    jump: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.15
+    min_points: Annotated[int, between(1, 1000)] = 3
+    leg_width: tuple[_Width, _Width] = (0.05, 0.2)
+    leg_pair_distance: Annotated[float, between(0.0, 5.0)] = 0.5
+    body_width: tuple[_Width, _Width] = (0.2, 0.65)
+    min_bulge: Annotated[float, between(0.0, 1.0)] = 0.12
+    max_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 8.0
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -51,8 +51,6 @@ from pluto.geometry import compose, relative, wrap_angle
 from pluto.movement.avoid.core import HALT
 from pluto.movement.commands import CommandQueue
 from pluto.movement.follow.core import (
-    MAX_DISTANCE,
-    MIN_DISTANCE,
     RELEASE,
     START,
     STOP,
@@ -62,13 +60,14 @@ from pluto.movement.follow.core import (
     FollowInputs,
     FollowParams,
     FollowScan,
+    SharedFollowParams,
     parse_distance,
 )
 from pluto.movement.follow.detect import scan_points
 from pluto.movement.follow.trail import TargetPose, TrailController, TrailParams
 from pluto.runtime.clock import OldRun
-from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.ranges import Accel, CommandTimeout, Offset, Radius, Speed, Timeout, TurnRate, between
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import Offset
 
 __all__ = ["FollowModule", "FollowModuleParams"]
 
@@ -79,35 +78,17 @@ _THREAD_STOPPED_AVOID = -10
 """element[1] of ``avoidance/status`` while the avoid thread is stopped."""
 
 
-class FollowModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
-    """Parameters of the follow module.
+class FollowModuleParams(FollowParams, kw_only=True, forbid_unknown_fields=True):
+    """The person follower's tuning (:class:`~.core.FollowParams`; with ``target_robot`` the trail follower takes
+    what it shares with it, :class:`~.core.SharedFollowParams`), and what the module adds.
 
     Attributes:
-        distance: distance to keep to the person, centre to centre, m (a start command may give another).
-        max_speed, max_turn_rate: limits of the commanded velocities, m/s, rad/s.
-        max_accel, max_decel: largest change of the commanded speed speeding up / braking, m/s².
-        robot_radius: radius of the robot's footprint, m.
         laser_mount_x: forward offset of the wrist axis (and laser) from the robot centre, m.
-        lost_timeout: a person not seen this long is lost, s.
-        search_timeout: a search that finds nobody this long ends as lost, s.
-        max_distance: a person farther than this is not followed (counts as not seen), m.
-        scan_timeout, pose_timeout: the robot stops on scans / poses older than this, s.
         target_robot: "" follows a person found in the laser; a robot's name follows that robot along its trail, by
             its published pose (both robots localized in one map frame).
     """
 
-    distance: Annotated[float, between(MIN_DISTANCE, MAX_DISTANCE)] = 1.0
-    max_speed: Speed = 0.9
-    max_turn_rate: TurnRate = 1.2
-    max_accel: Accel = 0.5
-    max_decel: Accel = 1.0
-    robot_radius: Radius = 0.4
     laser_mount_x: Offset = 0.25
-    lost_timeout: Timeout = 2.0
-    search_timeout: Timeout = 10.0
-    max_distance: Annotated[float, between(0.0, 30.0, open_low=True)] = 4.0
-    scan_timeout: CommandTimeout = 0.7
-    pose_timeout: CommandTimeout = 0.6
     target_robot: str = ""
 
     def __post_init__(self) -> None:
@@ -131,9 +112,9 @@ class FollowModule(Module[FollowModuleParams]):
         if target == self.bus.robot:
             raise ConfigError(f"target_robot {target!r} is this robot: a robot cannot follow itself")
         self.core: FollowController | TrailController = (
-            TrailController(self.params.subset(TrailParams))
+            TrailController(self.params.subset(TrailParams, shared=SharedFollowParams))
             if target
-            else FollowController(self.params.subset(FollowParams))
+            else FollowController(self.params)
         )
         self.target_in = self.create_reader(names.LOCALIZATION_POSE, robot=target) if target else None
         self.bad_commands = 0

@@ -25,9 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
+
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Timeout, between
 
 __all__ = ["Track", "TrackParams", "Tracker", "kalman_predict", "kalman_update", "mahalanobis2"]
 
@@ -75,8 +79,7 @@ def kalman_update(s: FloatArray, p: FloatArray, z: FloatArray, r: float) -> tupl
     return new_s, new_p
 
 
-@dataclass(frozen=True)
-class TrackParams:
+class TrackParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Tuning of the tracker.
 
     Attributes:
@@ -89,13 +92,13 @@ class TrackParams:
         max_tracks: at most this many tracks (the oldest unseen go first).
     """
 
-    accel_density: float = 1.0
-    measurement_std: float = 0.06
-    initial_speed_std: float = 1.0
-    gate: float = 9.21
-    track_timeout: float = 1.0
-    moving_distance: float = 0.3
-    max_tracks: int = 30
+    accel_density: Annotated[float, between(0.0, 100.0, open_low=True)] = 1.0
+    measurement_std: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.06
+    initial_speed_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 1.0
+    gate: Annotated[float, between(0.0, 1000.0, open_low=True)] = 9.21
+    track_timeout: Timeout = 1.0
+    moving_distance: Annotated[float, between(0.0, 100.0)] = 0.3
+    max_tracks: Annotated[int, between(1, 10_000)] = 30
 
 
 @dataclass

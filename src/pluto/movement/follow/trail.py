@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 
@@ -42,10 +43,12 @@ from pluto.movement.follow.core import (
     FloatArray,
     FollowInputs,
     FollowOutput,
+    SharedFollowParams,
     _to_robot,
     _to_world,
     _toward,
 )
+from pluto.runtime.ranges import between
 
 __all__ = ["TargetPose", "TrailController", "TrailParams"]
 
@@ -60,50 +63,24 @@ class TargetPose:
     theta: float
 
 
-@dataclass(frozen=True)
-class TrailParams:
-    """Tuning of the trail follower (the names and defaults of :class:`~pluto.movement.follow.core.FollowParams`
-    where they mean the same).
+class TrailParams(SharedFollowParams, kw_only=True, forbid_unknown_fields=True):
+    """Tuning of the trail follower: what it shares with the person follower (:class:`SharedFollowParams`), and its
+    own.
 
     Attributes:
-        distance: default distance to keep along the trail, centre to centre, m.
-        max_speed, max_turn_rate: m/s, rad/s.
-        max_accel, max_decel: largest change of the commanded speed when speeding up / braking, m/s².
-        max_turn_accel: largest change of the commanded turn rate, rad/s².
-        distance_gain: k_d, m/s per m of distance error.  bearing_gain: k_b, rad/s per rad of bearing.
-        robot_radius: of the robot's footprint, m.
         corridor_margin: the strip ahead checked for obstacles is robot_radius + this wide on each side, m (small:
             the trail goes through doors a robot of this size went through).
-        stop_distance, slow_distance: free distance ahead of the body at which the robot stops / starts slowing, m.
         target_radius: scan points this near the target's centre are the target, not obstacles, m.
         spacing: distance between two points of the trail, m.
         reach: a trail point this near the robot's centre is passed, m.
-        search_timeout: no pose of the target this long after the start: lost, s.
-        lost_timeout: the target's newest pose older than this: lost, s.
-        scan_timeout, pose_timeout: older scans / own poses are stale: the robot stops, s.
         max_trail: most points kept (the oldest go first), so a target far ahead cannot grow the trail for ever.
     """
 
-    distance: float = 1.0
-    max_speed: float = 0.9
-    max_turn_rate: float = 1.2
-    max_accel: float = 0.5
-    max_decel: float = 1.0
-    max_turn_accel: float = 2.0
-    distance_gain: float = 0.8
-    bearing_gain: float = 1.8
-    robot_radius: float = 0.4
-    corridor_margin: float = 0.03
-    stop_distance: float = 0.25
-    slow_distance: float = 0.8
-    target_radius: float = 0.7
-    spacing: float = 0.1
-    reach: float = 0.35
-    search_timeout: float = 10.0
-    lost_timeout: float = 2.0
-    scan_timeout: float = 0.7
-    pose_timeout: float = 0.6
-    max_trail: int = 2000
+    corridor_margin: Annotated[float, between(0.0, 2.0)] = 0.03
+    target_radius: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.7
+    spacing: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.1
+    reach: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.35
+    max_trail: Annotated[int, between(2, 1_000_000)] = 2000
 
 
 @dataclass

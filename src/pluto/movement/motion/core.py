@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -83,6 +84,8 @@ from pluto.movement.motion.geometry import (
     segment_blocked,
     squeezed,
 )
+from pluto.runtime.params import ModuleParams
+from pluto.runtime.ranges import Angle, Radius, Speed, Timeout, TurnRate, between
 
 __all__ = [
     "AT_GOAL",
@@ -168,9 +171,8 @@ _BACK_OFF_TIME = 2.0  # s a robot that touched something backs off (before linin
 _HALT = HALT  # avoid's halt (T = 4, no avoidance): stop at once, given while a behaviour waits for a stale input
 
 
-@dataclass(frozen=True)
-class MotionParams:
-    """Tuning of the motion controller.
+class MotionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
+    """Tuning of the motion controller (the motion module's parameters derive from it: :mod:`pluto.runtime.params`).
 
     Attributes:
         robot_radius: m.
@@ -222,48 +224,48 @@ class MotionParams:
         circle_speed: m/s.
     """
 
-    robot_radius: float = 0.4
-    ray_margin: float = 0.2
-    ray_margin_tight: float = 0.05
-    ray_max: float = 8.0
-    ray_step: float = math.radians(5.0)
-    stop_short: float = 0.6
-    door_max: float = 1.4
-    gap_jump: float = 0.6
-    handover: float = 6.0
-    near_reach: float = 2.0
-    goal_tolerance: float = 0.3
-    near_enough: float = 0.5
-    speed: float = 0.6
-    turn_rate: float = 1.0
-    door_speed: float = 0.2
-    door_offset: float = 0.04
-    door_strip: float = 0.3
-    look_pan: float = 1.4
-    ground_tilt: float = 0.35
-    laser_height: float = 0.9
-    look_time: float = 0.4
-    wrist_tolerance: float = 0.05
-    wrist_resend: float = 3.0
-    blocked_penalty: float = 2.0
-    detour_max: float = 5.0
-    room_reach: float = 2.5
-    room_area: float = 30.0
-    room_side: float = 8.5
-    turn_first: float = math.radians(10.0)
-    straight_reach: float = 3.0
-    straight_blocked: float = 2.0
-    turn_time: float = 10.0
-    unknown_weight: float = 1.3
-    max_decisions: int = 40
-    progress_time: float = 15.0
-    explore_cell: float = 0.25
-    explore_reach: float = 1.5
-    explore_min_cells: int = 4
-    explore_max_targets: int = 30
-    investigate_range: float = 5.0
-    circle_clearance: float = 0.5
-    circle_speed: float = 0.3
+    robot_radius: Radius = 0.4
+    ray_margin: Annotated[float, between(0.0, 2.0)] = 0.2
+    ray_margin_tight: Annotated[float, between(0.0, 2.0)] = 0.05
+    ray_max: Annotated[float, between(0.0, 100.0, open_low=True)] = 8.0
+    ray_step: Annotated[float, between(0.0, 1.0, open_low=True)] = math.radians(5.0)
+    stop_short: Annotated[float, between(0.0, 10.0)] = 0.6
+    door_max: Annotated[float, between(0.0, 10.0)] = 1.4
+    gap_jump: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.6
+    handover: Annotated[float, between(0.0, 100.0)] = 6.0
+    near_reach: Annotated[float, between(0.0, 100.0)] = 2.0
+    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
+    near_enough: Annotated[float, between(0.0, 10.0)] = 0.5
+    speed: Speed = 0.6
+    turn_rate: TurnRate = 1.0
+    door_speed: Speed = 0.2
+    door_offset: Annotated[float, between(0.0, 5.0)] = 0.04
+    door_strip: Annotated[float, between(0.0, 5.0, open_low=True)] = 0.3
+    look_pan: Angle = 1.4
+    ground_tilt: Angle = 0.35
+    laser_height: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.9
+    look_time: Timeout = 0.4
+    wrist_tolerance: Annotated[float, between(0.0, math.pi, open_low=True)] = 0.05
+    wrist_resend: Timeout = 3.0
+    blocked_penalty: Annotated[float, between(0.0, 1000.0)] = 2.0
+    detour_max: Annotated[float, between(0.0, 1000.0)] = 5.0
+    room_reach: Annotated[float, between(0.0, 100.0)] = 2.5
+    room_area: Annotated[float, between(0.0, 1e6)] = 30.0
+    room_side: Annotated[float, between(0.0, 1000.0)] = 8.5
+    turn_first: Annotated[float, between(0.0, math.pi)] = math.radians(10.0)
+    straight_reach: Annotated[float, between(0.0, 100.0)] = 3.0
+    straight_blocked: Timeout = 2.0
+    turn_time: Timeout = 10.0
+    unknown_weight: Annotated[float, between(0.0, 100.0)] = 1.3
+    max_decisions: Annotated[int, between(1, 100_000)] = 40
+    progress_time: Timeout = 15.0
+    explore_cell: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.25
+    explore_reach: Annotated[float, between(0.0, 100.0)] = 1.5
+    explore_min_cells: Annotated[int, between(1, 1_000_000)] = 4
+    explore_max_targets: Annotated[int, between(1, 100_000)] = 30
+    investigate_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 5.0
+    circle_clearance: Annotated[float, between(0.0, 10.0)] = 0.5
+    circle_speed: Speed = 0.3
 
 
 @dataclass(frozen=True)

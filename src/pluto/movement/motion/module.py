@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -57,9 +57,9 @@ from pluto.movement.motion.core import (
     Scan,
 )
 from pluto.runtime.clock import OldRun
-from pluto.runtime.module import Module, ModuleParams
+from pluto.runtime.module import Module
 from pluto.runtime.persist import Continuation, clock_run
-from pluto.runtime.ranges import Angle, Offset, Radius, Speed, TurnAccel, TurnRate, between
+from pluto.runtime.ranges import Offset, TurnAccel, TurnRate
 
 __all__ = ["MotionModule", "MotionModuleParams"]
 
@@ -72,29 +72,16 @@ _HISTORY = 4.0
 """s of poses and wrist states kept to place scans."""
 
 
-class MotionModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
-    """Parameters of the motion module.
+class MotionModuleParams(MotionParams, kw_only=True, forbid_unknown_fields=True):
+    """The controller's tuning (:class:`~.core.MotionParams`), and what the module adds.
 
     Attributes:
-        robot_radius: radius of the robot's footprint, m.
         laser_mount_x: forward offset of the wrist axis (and laser) from the robot centre, m.
-        speed, turn_rate: limits of the gotos the module gives avoid, m/s, rad/s.
-        handover: the simple avoid goto takes over when the goal is nearer than this and in plain view, m.
-        goal_tolerance: a moveto is done within this distance, m.
-        look_pan: largest pan when looking to a side, rad.
-        ground_tilt: tilt when looking at the ground, rad (positive down).
         has_arm: an arm is mounted (investigate asks it to unfold on ``Arm/Command``).
         wrist_speed, wrist_accel: of the wrist moves the module commands, rad/s, rad/s².
     """
 
-    robot_radius: Radius = 0.4
     laser_mount_x: Offset = 0.25
-    speed: Speed = 0.6
-    turn_rate: TurnRate = 1.0
-    handover: Annotated[float, between(0.0, 100.0)] = 6.0
-    goal_tolerance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
-    look_pan: Angle = 1.4
-    ground_tilt: Angle = 0.35
     has_arm: bool = False
     wrist_speed: TurnRate = 1.5
     wrist_accel: TurnAccel = 4.0
@@ -110,7 +97,7 @@ class MotionModule(Module[MotionModuleParams]):
     Params = MotionModuleParams
 
     def on_configure(self) -> None:
-        self.core = MotionController(self.params.subset(MotionParams))
+        self.core = MotionController(self.params)
         self.bad_commands = 0
         self.commands = CommandQueue()
         self._old_run = OldRun()
