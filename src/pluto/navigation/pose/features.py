@@ -1,12 +1,12 @@
 """Walls in a laser scan: lines extracted by split-and-merge, each with its (α, r) covariance.
 
 Strategy: split-and-merge is the fastest established line extractor and works in scan order (Nguyen et al.,
-IROS 2005), which is what a laser gives. In four steps, all of them in one function compiled with
-numba (:func:`_extract`): a scan is processed every 200 ms beside everything else the robot does, and in numpy the
-recursion of split-and-merge costs a few dozen array calls per level, each on a handful of points, so the calls' own
-overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed, and what
-depends only on the beams' directions (their cosines and sines, the breakpoint factor below) is computed once per
-scanner layout, not per scan (:class:`_Beams`):
+IROS 2005), which is what a laser gives. In four steps, all of them compiled with numba (:func:`_extract` and the
+functions it calls, one per step): a scan is processed every 200 ms beside everything else the robot does, and in
+numpy the recursion of split-and-merge costs a few dozen array calls per level, each on a handful of points, so the
+calls' own overhead, not the arithmetic, would set the price. Compiled, the scan is read point by point at C speed,
+and what depends only on the beams' directions (their cosines and sines, the breakpoint factor below) is computed once
+per scanner layout, not per scan (:class:`_Beams`):
 
 A range's noise σ grows with the range, as a real scanner's does: σ = ``range_sigma`` + ``range_sigma_per_m``·r
 (SICK gives its LMS 5xx's statistical error as 6, 8 and 14 mm at 1-10, 10-20 and 20-30 m). Every test below that
@@ -327,6 +327,44 @@ def _extract(
 ) -> tuple[FloatArray, IntArray]:
     """The lines of a scan: ``(m, 9)`` α, r, Var α, Cov(α, r), Var r, start x, y, end x, y and ``(m, 3)`` points,
     first beam, last beam (see :func:`extract_lines` for the arguments; ``tables`` from :func:`_tables`)."""
+    index, x, y, cs, sn, sigma, n = _valid_points(ranges, tables, max_range, range_sigma, min_range, range_sigma_per_m)
+    stack, depth = _runs(ranges, tables, index, x, y, sigma, n, min_points)
+    moments, points, first, last, m = _split_and_fit(
+        x, y, cs, sn, sigma, stack, depth, n, split_distance, range_sigma, min_points
+    )
+
+    # 4. merge, drop what is too short, merge again across what was dropped
+    if merge_chi2 > 0:
+        m = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
+    lines = np.empty((m, 9))
+    kept, dropped = _drop_short(moments, points, first, last, m, x, y, scatter, min_points, min_length, lines)
+    m = kept
+    if dropped and merge_chi2 > 0:
+        merged = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
+        if merged < m:
+            m = merged
+            for j in range(m):
+                _describe(moments[j], points[j], scatter, x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[j])
+    counts = np.empty((m, 3), dtype=np.int64)
+    for j in range(m):
+        counts[j, 0] = points[j]
+        counts[j, 1] = index[first[j]]
+        counts[j, 2] = index[last[j]]
+    return lines[:m].copy(), counts
+
+
+@numba.njit(cache=True)
+def _valid_points(
+    ranges: FloatArray,
+    tables: FloatArray,
+    max_range: float,
+    range_sigma: float,
+    min_range: float,
+    range_sigma_per_m: float,
+) -> tuple[IntArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, int]:
+    """The valid points of a scan, ``n`` of them first in each array: their beam, x, y, the cos φ and sin φ of their
+    beam and their range noise σ; a reading of -1, NaN, below ``min_range`` or within 3σ of ``max_range`` is left
+    out."""
     k = ranges.shape[0]
     index = np.empty(k, dtype=np.int64)
     x = np.empty(k)
@@ -345,9 +383,23 @@ def _extract(
             y[n] = ranges[i] * sn[n]
             sigma[n] = range_sigma + range_sigma_per_m * ranges[i]
             n += 1
+    return index, x, y, cs, sn, sigma, n
 
-    # 1. runs of valid points, cut at a reading left out or a step beyond the adaptive breakpoint distance; pushed
-    # last first on the stack of step 2, which then gives its segments in scan order
+
+@numba.njit(cache=True)
+def _runs(
+    ranges: FloatArray,
+    tables: FloatArray,
+    index: IntArray,
+    x: FloatArray,
+    y: FloatArray,
+    sigma: FloatArray,
+    n: int,
+    min_points: int,
+) -> tuple[IntArray, int]:
+    """1. Runs of valid points, cut at a reading left out or a step beyond the adaptive breakpoint distance: a stack
+    of ``(first, stop)`` rows (``depth`` of them), the last run first, so that step 2 gives its segments in scan
+    order. Runs of fewer than ``min_points`` points are left out."""
     stack = np.empty((n + 1, 2), dtype=np.int64)  # segments on it never overlap and hold >= 2 points each
     depth = 0
     stop = n
@@ -363,8 +415,26 @@ def _extract(
             stack[depth, 1] = stop
             depth += 1
         stop = i
+    return stack, depth
 
-    # 2. split at the point farthest from the chord (the first of equals), 3. fit each segment left
+
+@numba.njit(cache=True)
+def _split_and_fit(
+    x: FloatArray,
+    y: FloatArray,
+    cs: FloatArray,
+    sn: FloatArray,
+    sigma: FloatArray,
+    stack: IntArray,
+    depth: int,
+    n: int,
+    split_distance: float,
+    range_sigma: float,
+    min_points: int,
+) -> tuple[FloatArray, IntArray, IntArray, IntArray, int]:
+    """2. Split each segment on the stack at the point farthest from its chord (the first of equals) while that is
+    beyond ``split_distance``; 3. fit each segment left. Returns the segments' moments (w, x̄, ȳ, S_xx, S_yy, S_xy),
+    point counts, first and last points, and how many (``m``) there are."""
     moments = np.empty((n + 1, 6))
     points = np.empty(n + 1, dtype=np.int64)
     first = np.empty(n + 1, dtype=np.int64)
@@ -375,23 +445,7 @@ def _extract(
         depth -= 1
         s0 = stack[depth, 0]
         s1 = stack[depth, 1]
-        x0 = x[s0]
-        y0 = y[s0]
-        ex = x[s1 - 1] - x0
-        ey = y[s1 - 1] - y0
-        length = math.hypot(ex, ey)
-        if length == 0.0:
-            length = 1.0
-        nx = -ey / length
-        ny = ex / length
-        farthest = -1.0
-        at = s0
-        for i in range(s0, s1):
-            # split_distance is for the noise at zero range: a farther point is allowed 3x its noise's growth more
-            d = abs((x[i] - x0) * nx + (y[i] - y0) * ny) - 3.0 * (sigma[i] - range_sigma)
-            if d > farthest:
-                farthest = d
-                at = i
+        farthest, at, nx, ny = _farthest(x, y, sigma, s0, s1, range_sigma)
         if farthest > split_distance:
             # the split point goes to neither half: it is the one nearest a corner, where it may belong to either
             # wall (or, on a straight wall, an outlier); halves too short to hold a line are dropped
@@ -404,46 +458,104 @@ def _extract(
                 stack[depth, 1] = at
                 depth += 1
             continue
-        # the weights: 1/σ² of the range noise across the chord, whose normal is (nx, ny): |cos(φ_i - chord)|
-        if nx == 0.0 and ny == 0.0:
-            nx = 1.0  # a chord of no length (never from a real scan): any direction
-        sw = 0.0
-        sx = 0.0
-        sy = 0.0
-        for i in range(s0, s1):
-            c = max(abs(cs[i] * nx + sn[i] * ny), _MIN_COS)
-            w = 1.0 / (sigma[i] * sigma[i] * c * c)
-            weight[i] = w
-            sw += w
-            sx += w * x[i]
-            sy += w * y[i]
-        xm = sx / sw
-        ym = sy / sw
-        sxx = 0.0
-        syy = 0.0
-        sxy = 0.0
-        for i in range(s0, s1):
-            w = weight[i]
-            cx = x[i] - xm
-            cy = y[i] - ym
-            sxx += w * cx * cx
-            syy += w * cy * cy
-            sxy += w * cx * cy
-        moments[m, 0] = sw
-        moments[m, 1] = xm
-        moments[m, 2] = ym
-        moments[m, 3] = sxx
-        moments[m, 4] = syy
-        moments[m, 5] = sxy
+        _fit(x, y, cs, sn, sigma, weight, s0, s1, nx, ny, moments[m])
         points[m] = s1 - s0
         first[m] = s0
         last[m] = s1 - 1
         m += 1
+    return moments, points, first, last, m
 
-    # 4. merge, drop what is too short, merge again across what was dropped
-    if merge_chi2 > 0:
-        m = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
-    lines = np.empty((m, 9))
+
+@numba.njit(cache=True)
+def _farthest(
+    x: FloatArray, y: FloatArray, sigma: FloatArray, s0: int, s1: int, range_sigma: float
+) -> tuple[float, int, float, float]:
+    """The distance beyond its noise's growth of the point of ``s0:s1`` farthest from the chord, that point (the
+    first of equals), and the chord's unit normal (nx, ny)."""
+    x0 = x[s0]
+    y0 = y[s0]
+    ex = x[s1 - 1] - x0
+    ey = y[s1 - 1] - y0
+    length = math.hypot(ex, ey)
+    if length == 0.0:
+        length = 1.0
+    nx = -ey / length
+    ny = ex / length
+    farthest = -1.0
+    at = s0
+    for i in range(s0, s1):
+        # split_distance is for the noise at zero range: a farther point is allowed 3x its noise's growth more
+        d = abs((x[i] - x0) * nx + (y[i] - y0) * ny) - 3.0 * (sigma[i] - range_sigma)
+        if d > farthest:
+            farthest = d
+            at = i
+    return farthest, at, nx, ny
+
+
+@numba.njit(cache=True)
+def _fit(
+    x: FloatArray,
+    y: FloatArray,
+    cs: FloatArray,
+    sn: FloatArray,
+    sigma: FloatArray,
+    weight: FloatArray,
+    s0: int,
+    s1: int,
+    nx: float,
+    ny: float,
+    out: FloatArray,
+) -> None:
+    """Into ``out`` (6): the weighted moments w, x̄, ȳ, S_xx, S_yy, S_xy of the points ``s0:s1``, each weighted by
+    1/σ² of its range noise across the chord, whose normal is (nx, ny): |cos(φ_i - chord)|."""
+    if nx == 0.0 and ny == 0.0:
+        nx = 1.0  # a chord of no length (never from a real scan): any direction
+    sw = 0.0
+    sx = 0.0
+    sy = 0.0
+    for i in range(s0, s1):
+        c = max(abs(cs[i] * nx + sn[i] * ny), _MIN_COS)
+        w = 1.0 / (sigma[i] * sigma[i] * c * c)
+        weight[i] = w
+        sw += w
+        sx += w * x[i]
+        sy += w * y[i]
+    xm = sx / sw
+    ym = sy / sw
+    sxx = 0.0
+    syy = 0.0
+    sxy = 0.0
+    for i in range(s0, s1):
+        w = weight[i]
+        cx = x[i] - xm
+        cy = y[i] - ym
+        sxx += w * cx * cx
+        syy += w * cy * cy
+        sxy += w * cx * cy
+    out[0] = sw
+    out[1] = xm
+    out[2] = ym
+    out[3] = sxx
+    out[4] = syy
+    out[5] = sxy
+
+
+@numba.njit(cache=True)
+def _drop_short(
+    moments: FloatArray,
+    points: IntArray,
+    first: IntArray,
+    last: IntArray,
+    m: int,
+    x: FloatArray,
+    y: FloatArray,
+    scatter: bool,
+    min_points: int,
+    min_length: float,
+    lines: FloatArray,
+) -> tuple[int, bool]:
+    """Describe the first ``m`` lines into ``lines`` and keep, in place and in order, those of at least
+    ``min_points`` points and ``min_length`` m. Returns how many are kept and whether any was dropped."""
     kept = 0
     dropped = False
     for j in range(m):
@@ -459,19 +571,7 @@ def _extract(
         first[kept] = first[j]
         last[kept] = last[j]
         kept += 1
-    m = kept
-    if dropped and merge_chi2 > 0:
-        merged = _merge(moments, points, first, last, m, x, y, merge_chi2, merge_gap, scatter)
-        if merged < m:
-            m = merged
-            for j in range(m):
-                _describe(moments[j], points[j], scatter, x[first[j]], y[first[j]], x[last[j]], y[last[j]], lines[j])
-    counts = np.empty((m, 3), dtype=np.int64)
-    for j in range(m):
-        counts[j, 0] = points[j]
-        counts[j, 1] = index[first[j]]
-        counts[j, 2] = index[last[j]]
-    return lines[:m].copy(), counts
+    return kept, dropped
 
 
 @numba.njit(cache=True)
