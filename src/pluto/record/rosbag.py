@@ -413,6 +413,75 @@ def _static_qos() -> list[Any]:
     ]
 
 
+@dataclass
+class _Exported:
+    """What of a log goes into a bag, each series in log order.
+
+    Attributes:
+        scan_name: the laser interface taken (None: none has scans).
+        scans, odometry, commands, wrist: the log's laser scans, odometry with a finite pose, velocity commands
+            and wrist states.
+        pose_name: the interface the map poses come from (None: none has any).
+        poses: the map poses: (entry, stamp s, (x m, y m, theta rad)).
+    """
+
+    scan_name: str | None
+    scans: list[LoggedMessage]
+    odometry: list[LoggedMessage]
+    pose_name: str | None
+    poses: list[tuple[LoggedMessage, float, tuple[float, float, float]]]
+    commands: list[LoggedMessage]
+    wrist: list[LoggedMessage]
+
+    def empty(self) -> bool:
+        """Nothing a bag could carry (the wrist alone moves no frame anyone reads)."""
+        return not (self.scans or self.odometry or self.poses or self.commands)
+
+    def start(self, default: float) -> float:
+        """The log time of the first message exported, s (``default`` if there is none)."""
+        entries = [*self.scans, *self.odometry, *self.commands, *self.wrist, *(p[0] for p in self.poses)]
+        return min((e.log_time for e in entries), default=default)
+
+
+_SCAN_ROWS = (names.SICK_SCAN_MM.name, names.SICK_SCAN.name)
+
+
+def _exported(log: LogFile) -> _Exported:
+    """The series of ``log`` a bag carries, without the values it cannot (non-finite poses, short commands)."""
+    scan_name = next((n for n in _SCAN_ROWS if n in log.channels and log.channels[n].count), None)
+    odometry = [
+        e
+        for e in log.series(names.BASE_DRIVE_STATE.name)
+        if isinstance(e.message, msgs.Odometry) and _finite(e.message.x, e.message.y, e.message.theta)
+    ]
+    pose_name, poses = _map_poses(log)
+    commands = [
+        e
+        for e in log.series(names.BASE_DRIVE_COMMAND.name)
+        if isinstance(e.message, msgs.ActuatorState) and len(e.message.velocity) >= 2
+    ]
+    wrist = [e for e in log.series(names.WRIST_STATE.name) if isinstance(e.message, msgs.ActuatorState)]
+    scans = log.series(scan_name) if scan_name else []
+    return _Exported(scan_name, scans, odometry, pose_name, poses, commands, wrist)
+
+
+def _map_poses(log: LogFile) -> tuple[str | None, list[tuple[LoggedMessage, float, tuple[float, float, float]]]]:
+    """The interface the map poses come from (the localization's, else the simulator's truth; None if neither has
+    any) and its finite poses: (entry, stamp s, (x m, y m, theta rad))."""
+    pose_name = next(
+        (n for n in (names.LOCALIZATION_POSE.name, names.SIM_TRUTH.name) if log.channels.get(n) and log.series(n)),
+        None,
+    )
+    poses: list[tuple[LoggedMessage, float, tuple[float, float, float]]] = []
+    for entry in log.series(pose_name) if pose_name else []:
+        m = entry.message
+        if isinstance(m, msgs.PoseEstimate) and len(m.pose) >= 4 and _finite(m.pose[0], m.pose[1], m.pose[3]):
+            poses.append((entry, m.stamp, (m.pose[0], m.pose[1], m.pose[3])))
+        elif isinstance(m, msgs.Odometry) and _finite(m.x, m.y, m.theta):
+            poses.append((entry, m.stamp, (m.x, m.y, m.theta)))
+    return pose_name, poses
+
+
 def export_rosbag2(
     log: LogFile,
     folder: str | os.PathLike[str],
@@ -436,96 +505,123 @@ def export_rosbag2(
             written.
     """
     out = Path(folder)
-    rows = (names.SICK_SCAN_MM.name, names.SICK_SCAN.name)
-    scan_name = next((n for n in rows if n in log.channels and log.channels[n].count), None)
-    scans = log.series(scan_name) if scan_name else []
-    odometry = [
-        e
-        for e in log.series(names.BASE_DRIVE_STATE.name)
-        if isinstance(e.message, msgs.Odometry) and _finite(e.message.x, e.message.y, e.message.theta)
-    ]
-    pose_name = next(
-        (n for n in (names.LOCALIZATION_POSE.name, names.SIM_TRUTH.name) if log.channels.get(n) and log.series(n)),
-        None,
-    )
-    poses: list[tuple[LoggedMessage, float, tuple[float, float, float]]] = []
-    for entry in log.series(pose_name) if pose_name else []:
-        m = entry.message
-        if isinstance(m, msgs.PoseEstimate) and len(m.pose) >= 4 and _finite(m.pose[0], m.pose[1], m.pose[3]):
-            poses.append((entry, m.stamp, (m.pose[0], m.pose[1], m.pose[3])))
-        elif isinstance(m, msgs.Odometry) and _finite(m.x, m.y, m.theta):
-            poses.append((entry, m.stamp, (m.x, m.y, m.theta)))
-    commands = [
-        e
-        for e in log.series(names.BASE_DRIVE_COMMAND.name)
-        if isinstance(e.message, msgs.ActuatorState) and len(e.message.velocity) >= 2
-    ]
-    wrist = [e for e in log.series(names.WRIST_STATE.name) if isinstance(e.message, msgs.ActuatorState)]
-    if not (scans or odometry or poses or commands):
+    exported = _exported(log)
+    if exported.empty():
         raise BagError(
-            f"{log.path} has nothing to export as a ROS bag: no laser scans ({', '.join(rows)}), odometry "
+            f"{log.path} has nothing to export as a ROS bag: no laser scans ({', '.join(_SCAN_ROWS)}), odometry "
             f"({names.BASE_DRIVE_STATE}), poses ({names.LOCALIZATION_POSE}, {names.SIM_TRUTH}) or velocity "
             f"commands ({names.BASE_DRIVE_COMMAND})"
         )
     _clear(out, force)
     types = _RosTypes(_typestore())
     report = BagExport(out)
+    start = exported.start(log.start)
     items: list[tuple[float, str, Any]] = []  # (log time, topic, message)
-    for entry in scans:
+    items += _scan_items(exported, types, report)
+    table = _odometry_table(exported.odometry)
+    items += _odometry_items(exported.odometry, types)
+    static: list[Any] = []
+    items += _pose_items(exported, table, start, types, static, report)
+    items += _wrist_items(exported.wrist, laser_mount, start, types, static, report)
+    items += [
+        (entry.log_time, TOPIC_CMD_VEL, types.twist(command.velocity[0], command.velocity[1]))
+        for entry in exported.commands
+        if isinstance(command := entry.message, msgs.ActuatorState)
+    ]
+    items.insert(0, (start, TOPIC_TF_STATIC, types.TFMessage(transforms=static)))
+    items.sort(key=lambda item: item[0])  # stable: equal times keep the order above
+    _write_bag(out, items, types, log, report)
+    return report
+
+
+def _scan_items(exported: _Exported, types: _RosTypes, report: BagExport) -> list[tuple[float, str, Any]]:
+    """``/scan``: every scan whose beams are evenly spaced (the others are reported skipped)."""
+    items: list[tuple[float, str, Any]] = []
+    for entry in exported.scans:
         message = entry.message
         ros = types.scan(message) if isinstance(message, msgs.LaserScan) else None
         if ros is None:
-            report.skipped.append(f"{scan_name} at {entry.log_time:.3f} s: its beams are not evenly spaced")
+            report.skipped.append(f"{exported.scan_name} at {entry.log_time:.3f} s: its beams are not evenly spaced")
             continue
         items.append((entry.log_time, TOPIC_SCAN, ros))
-    rows_of_odometry = [
-        (m.stamp, m.x, m.y, m.theta) for m in (e.message for e in odometry) if isinstance(m, msgs.Odometry)
-    ]
-    table = np.array(rows_of_odometry, dtype=np.float64).reshape(-1, 4)
-    table = table[np.argsort(table[:, 0], kind="stable")]
+    return items
+
+
+def _odometry_table(odometry: list[LoggedMessage]) -> npt.NDArray[np.float64]:
+    """``(N, 4)`` stamp, x, y, theta of the odometry, by stamp (for :func:`_interpolate_odometry`)."""
+    rows = [(m.stamp, m.x, m.y, m.theta) for m in (e.message for e in odometry) if isinstance(m, msgs.Odometry)]
+    table = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    return table[np.argsort(table[:, 0], kind="stable")]
+
+
+def _odometry_items(odometry: list[LoggedMessage], types: _RosTypes) -> list[tuple[float, str, Any]]:
+    """``/odom`` and its ``odom -> base_link`` on ``/tf``, for each odometry message."""
+    items: list[tuple[float, str, Any]] = []
     for entry in odometry:
         odom = entry.message
         assert isinstance(odom, msgs.Odometry)
         items.append((entry.log_time, TOPIC_ODOM, types.odometry(odom)))
         base = types.transform(odom.stamp, FRAME_ODOM, FRAME_BASE, (odom.x, odom.y, 0.0), odom.theta)
         items.append((entry.log_time, TOPIC_TF, types.TFMessage(transforms=[base])))
-    static: list[Any] = []
-    start = min((e.log_time for e in [*scans, *odometry, *commands, *wrist, *(p[0] for p in poses)]), default=log.start)
-    if poses:
-        for entry, stamp, pose in poses:
-            if table.shape[0]:
-                moved = _compose_inverse(pose, _interpolate_odometry(table, stamp))
-                tf = types.transform(stamp, FRAME_MAP, FRAME_ODOM, (moved[0], moved[1], 0.0), moved[2])
-            else:
-                tf = types.transform(stamp, FRAME_ODOM, FRAME_BASE, (pose[0], pose[1], 0.0), pose[2])
-            items.append((entry.log_time, TOPIC_TF, types.TFMessage(transforms=[tf])))
-        if not table.shape[0]:
-            static.append(types.transform(start, FRAME_MAP, FRAME_ODOM, (0.0, 0.0, 0.0), 0.0))
-            report.notes.append(f"no odometry: odom -> base_link is the pose ({pose_name}), map -> odom the identity")
-    else:
+    return items
+
+
+def _pose_items(
+    exported: _Exported,
+    table: npt.NDArray[np.float64],
+    start: float,
+    types: _RosTypes,
+    static: list[Any],
+    report: BagExport,
+) -> list[tuple[float, str, Any]]:
+    """``map -> odom`` on ``/tf`` from the poses and the odometry at their stamps; without odometry the poses are
+    ``odom -> base_link`` and ``map -> odom`` the identity, and without poses ``map -> odom`` is the identity (on
+    ``static``, with a note)."""
+    items: list[tuple[float, str, Any]] = []
+    if not exported.poses:
         static.append(types.transform(start, FRAME_MAP, FRAME_ODOM, (0.0, 0.0, 0.0), 0.0))
         report.notes.append(
             f"no pose ({names.LOCALIZATION_POSE} or {names.SIM_TRUTH}): map -> odom is the identity on /tf_static"
         )
-    if wrist:
-        for entry in wrist:
-            state = entry.message
-            assert isinstance(state, msgs.ActuatorState)
-            pan = state.position[0] if state.position else 0.0
-            tilt = state.position[1] if len(state.position) > 1 else 0.0
-            tf = types.transform(state.stamp, FRAME_BASE, FRAME_LASER, laser_mount, pan, tilt)
-            items.append((entry.log_time, TOPIC_TF, types.TFMessage(transforms=[tf])))
-        report.notes.append(f"the laser turns with the wrist ({names.WRIST_STATE}): base_link -> laser is on /tf")
-    else:
+        return items
+    for entry, stamp, pose in exported.poses:
+        if table.shape[0]:
+            moved = _compose_inverse(pose, _interpolate_odometry(table, stamp))
+            tf = types.transform(stamp, FRAME_MAP, FRAME_ODOM, (moved[0], moved[1], 0.0), moved[2])
+        else:
+            tf = types.transform(stamp, FRAME_ODOM, FRAME_BASE, (pose[0], pose[1], 0.0), pose[2])
+        items.append((entry.log_time, TOPIC_TF, types.TFMessage(transforms=[tf])))
+    if not table.shape[0]:
+        static.append(types.transform(start, FRAME_MAP, FRAME_ODOM, (0.0, 0.0, 0.0), 0.0))
+        report.notes.append(
+            f"no odometry: odom -> base_link is the pose ({exported.pose_name}), map -> odom the identity"
+        )
+    return items
+
+
+def _wrist_items(
+    wrist: list[LoggedMessage],
+    laser_mount: tuple[float, float, float],
+    start: float,
+    types: _RosTypes,
+    static: list[Any],
+    report: BagExport,
+) -> list[tuple[float, str, Any]]:
+    """``base_link -> laser``: on ``/tf``, turned by the wrist's pan and tilt, when the wrist is in the log;
+    else fixed at ``laser_mount`` on ``static``."""
+    if not wrist:
         static.append(types.transform(start, FRAME_BASE, FRAME_LASER, laser_mount, 0.0))
-    for entry in commands:
-        command = entry.message
-        assert isinstance(command, msgs.ActuatorState)
-        items.append((entry.log_time, TOPIC_CMD_VEL, types.twist(command.velocity[0], command.velocity[1])))
-    items.insert(0, (start, TOPIC_TF_STATIC, types.TFMessage(transforms=static)))
-    items.sort(key=lambda item: item[0])  # stable: equal times keep the order above
-    _write_bag(out, items, types, log, report)
-    return report
+        return []
+    items: list[tuple[float, str, Any]] = []
+    for entry in wrist:
+        state = entry.message
+        assert isinstance(state, msgs.ActuatorState)
+        pan = state.position[0] if state.position else 0.0
+        tilt = state.position[1] if len(state.position) > 1 else 0.0
+        tf = types.transform(state.stamp, FRAME_BASE, FRAME_LASER, laser_mount, pan, tilt)
+        items.append((entry.log_time, TOPIC_TF, types.TFMessage(transforms=[tf])))
+    report.notes.append(f"the laser turns with the wrist ({names.WRIST_STATE}): base_link -> laser is on /tf")
+    return items
 
 
 _TOPIC_TYPES = {
@@ -716,6 +812,32 @@ def _pluto_scan(ros: Any, arrival: float, mount: _Mount) -> msgs.LaserScan:
     )
 
 
+def _chosen_topics(
+    reader: Any, source: Path, named: tuple[str | None, str | None, str | None], notes: list[str]
+) -> tuple[_TopicInfo, _TopicInfo | None, _TopicInfo | None, set[str]]:
+    """The scan, odometry and command topics to read (``named``: as given, None to choose by type) and the names of
+    every topic read (those and the transforms); a note names the topics left.
+
+    Raises:
+        BagError: no LaserScan topic, or a named topic the bag does not have or of another type.
+    """
+    scan_topic, odom_topic, cmd_topic = named
+    topics = _topics(reader)
+    scan = _choose(source, topics, (LASER_SCAN,), scan_topic, "--scan-topic", (TOPIC_SCAN, "scan"), notes)
+    if scan is None:
+        raise BagError(
+            f"{source} has no {LASER_SCAN} topic, which Pluto reads the laser from; it has {_describe(topics)}"
+        )
+    odom = _choose(source, topics, (ODOMETRY,), odom_topic, "--odom-topic", (TOPIC_ODOM, "odom"), notes)
+    cmd = _choose(source, topics, (TWIST, TWIST_STAMPED), cmd_topic, "--cmd-topic", (TOPIC_CMD_VEL, "cmd_vel"), notes)
+    tf_topics = [t for t in topics.values() if t.type == TF_MESSAGE]
+    read = [t for t in (scan, odom, cmd) if t is not None] + tf_topics
+    left = sorted(t.name for t in topics.values() if t not in read)
+    if left:
+        notes.append(f"topics not read: {', '.join(left)}")
+    return scan, odom, cmd, {t.name for t in read}
+
+
 def read_rosbag(
     path: str | os.PathLike[str],
     *,
@@ -751,22 +873,7 @@ def read_rosbag(
     notes: list[str] = []
     try:
         with AnyReader([source]) as reader:
-            topics = _topics(reader)
-            scan = _choose(source, topics, (LASER_SCAN,), scan_topic, "--scan-topic", (TOPIC_SCAN, "scan"), notes)
-            if scan is None:
-                raise BagError(
-                    f"{source} has no {LASER_SCAN} topic, which Pluto reads the laser from; it has {_describe(topics)}"
-                )
-            odom = _choose(source, topics, (ODOMETRY,), odom_topic, "--odom-topic", (TOPIC_ODOM, "odom"), notes)
-            cmd = _choose(
-                source, topics, (TWIST, TWIST_STAMPED), cmd_topic, "--cmd-topic", (TOPIC_CMD_VEL, "cmd_vel"), notes
-            )
-            tf_topics = [t for t in topics.values() if t.type == TF_MESSAGE]
-            read = [t for t in (scan, odom, cmd) if t is not None] + tf_topics
-            left = sorted(t.name for t in topics.values() if t not in read)
-            if left:
-                notes.append(f"topics not read: {', '.join(left)}")
-            wanted = {t.name for t in read}
+            scan, odom, cmd, wanted = _chosen_topics(reader, source, (scan_topic, odom_topic, cmd_topic), notes)
             connections = [c for c in reader.connections if c.topic in wanted]
             converted = _convert(reader, connections, scan.name, odom, cmd, source, notes)
     except BagError:
@@ -800,14 +907,7 @@ def _convert(
     notes: list[str],
 ) -> tuple[list[tuple[str, msgs.Message, float]], _Mount, str]:
     """The Pluto messages of the chosen topics, the laser's mount, and where the odometry came from."""
-    scans: list[tuple[float, Any]] = []
-    odometry: list[tuple[float, float, float, float, float, float, float]] = []  # t, stamp, x, y, yaw, v, ω
-    tf_odometry: dict[str, list[tuple[float, float, float, float, float]]] = {}  # child -> (t, stamp, x, y, yaw)
-    commands: list[tuple[float, float, float, float]] = []  # t, stamp, v, ω
-    static: dict[str, tuple[str, _Transform]] = {}
-    dynamic: dict[str, tuple[str, _Transform]] = {}
-    base = FRAME_BASE
-    scan_frame = ""
+    read = _BagRead()
     bad = Counter[str]()
     for connection, timestamp, raw in reader.messages(connections=connections):
         t = timestamp * 1e-9
@@ -818,64 +918,109 @@ def _convert(
             continue
         kind = connection.msgtype
         if connection.topic == scan_name:
-            scans.append((t, message))
-            scan_frame = scan_frame or str(message.header.frame_id)
+            read.add_scan(t, message)
         elif odom is not None and connection.topic == odom.name:
-            p, q = message.pose.pose.position, message.pose.pose.orientation
-            yaw = _yaw((float(q.x), float(q.y), float(q.z), float(q.w)))
-            twist = message.twist.twist
-            odometry.append(
-                (t, _stamp(message.header), float(p.x), float(p.y), yaw, float(twist.linear.x), float(twist.angular.z))
-            )
-            base = str(message.child_frame_id) or base
+            read.add_odometry(t, message)
         elif cmd is not None and connection.topic == cmd.name:
-            stamped = kind == TWIST_STAMPED
-            twist = message.twist if stamped else message
-            commands.append(
-                (t, _stamp(message.header) if stamped else t, float(twist.linear.x), float(twist.angular.z))
-            )
+            read.add_command(t, message, stamped=kind == TWIST_STAMPED)
         elif kind == TF_MESSAGE:
-            latched = connection.topic.endswith("tf_static")
-            for ros in message.transforms:
-                parent, child = str(ros.header.frame_id).lstrip("/"), str(ros.child_frame_id).lstrip("/")
-                edge = (parent, _transform_of(ros))
-                if latched:
-                    static[child] = edge
-                else:
-                    dynamic.setdefault(child, edge)
-                    if parent == FRAME_ODOM:
-                        tr = edge[1]
-                        tf_odometry.setdefault(child, []).append(
-                            (t, _stamp(ros.header), tr.translation[0], tr.translation[1], _yaw(tr.rotation))
-                        )
+            read.add_transforms(t, message, latched=connection.topic.endswith("tf_static"))
     for topic, count in bad.items():
         notes.append(f"{count} messages of {topic} did not decode as their type and were left out")
-    odom_name = odom.name if odom is not None else ""
-    if not odometry and tf_odometry:
-        child, rows = max(tf_odometry.items(), key=lambda item: len(item[1]))
-        odometry = [(t, stamp, x, y, yaw, 0.0, 0.0) for t, stamp, x, y, yaw in rows]
-        base, odom_name = child, f"{TOPIC_TF} ({FRAME_ODOM} -> {child})"
-        notes.append(f"no {ODOMETRY} topic: the odometry is the {FRAME_ODOM} -> {child} transforms of {TOPIC_TF}")
-    elif not odometry:
-        notes.append(f"no odometry: the bag has no {ODOMETRY} topic and no {FRAME_ODOM} -> transforms on {TOPIC_TF}")
-    edges = {**{k: v for k, v in dynamic.items() if v[0] != FRAME_ODOM}, **static}
-    mount = _mount(edges, base, scan_frame.lstrip("/"), notes, source)
+    odom_name = read.settle_odometry(odom.name if odom is not None else "", notes)
+    edges = {**{k: v for k, v in read.dynamic.items() if v[0] != FRAME_ODOM}, **read.static}
+    mount = _mount(edges, read.base, read.scan_frame.lstrip("/"), notes, source)
+    return _pluto_messages(read, mount), mount, odom_name
+
+
+@dataclass
+class _BagRead:
+    """What the chosen topics of a bag hold, in bag order (times ``t`` are the bag's, s).
+
+    Attributes:
+        scans: (t, ROS LaserScan).
+        odometry: (t, stamp, x, y, yaw, v, ω) of the odometry topic.
+        tf_odometry: per child frame, (t, stamp, x, y, yaw) of ``odom -> child`` on ``/tf``.
+        commands: (t, stamp, v, ω).
+        static, dynamic: per child frame, its parent and the transform (latched; the first one on ``/tf``).
+        base: the robot's frame (the odometry's child frame).
+        scan_frame: the scans' frame.
+    """
+
+    scans: list[tuple[float, Any]] = field(default_factory=list)
+    odometry: list[tuple[float, float, float, float, float, float, float]] = field(default_factory=list)
+    tf_odometry: dict[str, list[tuple[float, float, float, float, float]]] = field(default_factory=dict)
+    commands: list[tuple[float, float, float, float]] = field(default_factory=list)
+    static: dict[str, tuple[str, _Transform]] = field(default_factory=dict)
+    dynamic: dict[str, tuple[str, _Transform]] = field(default_factory=dict)
+    base: str = FRAME_BASE
+    scan_frame: str = ""
+
+    def add_scan(self, t: float, message: Any) -> None:
+        self.scans.append((t, message))
+        self.scan_frame = self.scan_frame or str(message.header.frame_id)
+
+    def add_odometry(self, t: float, message: Any) -> None:
+        p, q = message.pose.pose.position, message.pose.pose.orientation
+        yaw = _yaw((float(q.x), float(q.y), float(q.z), float(q.w)))
+        twist = message.twist.twist
+        self.odometry.append(
+            (t, _stamp(message.header), float(p.x), float(p.y), yaw, float(twist.linear.x), float(twist.angular.z))
+        )
+        self.base = str(message.child_frame_id) or self.base
+
+    def add_command(self, t: float, message: Any, *, stamped: bool) -> None:
+        twist = message.twist if stamped else message
+        stamp = _stamp(message.header) if stamped else t
+        self.commands.append((t, stamp, float(twist.linear.x), float(twist.angular.z)))
+
+    def add_transforms(self, t: float, message: Any, *, latched: bool) -> None:
+        for ros in message.transforms:
+            parent, child = str(ros.header.frame_id).lstrip("/"), str(ros.child_frame_id).lstrip("/")
+            edge = (parent, _transform_of(ros))
+            if latched:
+                self.static[child] = edge
+                continue
+            self.dynamic.setdefault(child, edge)
+            if parent == FRAME_ODOM:
+                tr = edge[1]
+                self.tf_odometry.setdefault(child, []).append(
+                    (t, _stamp(ros.header), tr.translation[0], tr.translation[1], _yaw(tr.rotation))
+                )
+
+    def settle_odometry(self, odom_name: str, notes: list[str]) -> str:
+        """Without an odometry topic, the busiest ``odom -> child`` of ``/tf`` is the odometry (with a note).
+        Returns where the odometry came from (``""``: nowhere)."""
+        if not self.odometry and self.tf_odometry:
+            child, rows = max(self.tf_odometry.items(), key=lambda item: len(item[1]))
+            self.odometry = [(t, stamp, x, y, yaw, 0.0, 0.0) for t, stamp, x, y, yaw in rows]
+            self.base, odom_name = child, f"{TOPIC_TF} ({FRAME_ODOM} -> {child})"
+            notes.append(f"no {ODOMETRY} topic: the odometry is the {FRAME_ODOM} -> {child} transforms of {TOPIC_TF}")
+        elif not self.odometry:
+            notes.append(
+                f"no odometry: the bag has no {ODOMETRY} topic and no {FRAME_ODOM} -> transforms on {TOPIC_TF}"
+            )
+        return odom_name
+
+
+def _pluto_messages(read: _BagRead, mount: _Mount) -> list[tuple[str, msgs.Message, float]]:
+    """The Pluto messages of what was read, (interface, message, t) by time."""
     out: list[tuple[str, msgs.Message, float]] = []
-    for t, ros in scans:
+    for t, ros in read.scans:
         scan = _pluto_scan(ros, t, mount)
         out.append((names.SICK_SCAN_MM.name, scan, t))
         out.append((names.SICK_TIMING.name, msgs.ScanTiming(stamp=scan.stamp, count=len(scan.ranges)), t))
-    if odometry:
-        headings = np.unwrap(np.array([row[4] for row in odometry]))  # continuous, as Pluto's odometry is
-        for row, theta in zip(odometry, headings.tolist(), strict=True):
+    if read.odometry:
+        headings = np.unwrap(np.array([row[4] for row in read.odometry]))  # continuous, as Pluto's odometry is
+        for row, theta in zip(read.odometry, headings.tolist(), strict=True):
             t, stamp, x, y, _, v, omega = row
             out.append(
                 (names.BASE_DRIVE_STATE.name, msgs.Odometry(stamp=stamp, x=x, y=y, theta=theta, v=v, omega=omega), t)
             )
-    for t, stamp, v, omega in commands:
+    for t, stamp, v, omega in read.commands:
         out.append((names.BASE_DRIVE_COMMAND.name, msgs.ActuatorState(stamp=stamp, velocity=[v, omega]), t))
     out.sort(key=lambda item: item[2])
-    return out, mount, odom_name
+    return out
 
 
 def open_log(
