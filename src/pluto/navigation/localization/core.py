@@ -66,6 +66,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -73,17 +74,22 @@ import numpy.typing as npt
 
 from pluto.geometry import LASER_MOUNT
 from pluto.limits import LimitError, check_covariance
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Offset, between
 
 Matrix = npt.NDArray[np.float64]
 
 ROBOT_POSE = -1
 """The setter value (``cmd_flags``) of a post that is a robot pose (any negative value is one)."""
 
+_Noise = Annotated[float, between(0.0, 10.0)]
+"""A standard deviation of the noise model (per unit travelled, turned or waited)."""
+
 RESET_MARGIN = (0.5, 0.5)
 """m, rad: an odometry step longer (turning more) than the robot can go in its time by more than this is a reset."""
 
 
-class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LocalizationParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Noise model and geometry of the dead reckoning.
 
     Attributes:
@@ -110,54 +116,26 @@ class LocalizationParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
             beyond them (and :data:`RESET_MARGIN`) is a reset of the base's odometry.
     """
 
-    distance_noise: float = 0.02
-    lateral_noise: float = 0.01
-    odometry_heading_noise: float = 0.03
-    odometry_heading_per_distance: float = 0.01
-    dmu_heading_noise: float = 0.003
-    dmu_timeout: float = 0.5
-    dmu_wait: float = 0.5
-    wrist_wait: float = 0.5
-    dmu_gap: float = 0.075
-    bias_window: float = 60.0
-    bias_min_still: float = 2.0
-    still_settle: float = 0.5
-    history: float = 10.0
-    laser_mount: tuple[float, float, float] = LASER_MOUNT
-    resume_position_per_s: float = 0.02
-    resume_position_per_m: float = 0.05
-    resume_heading_per_s: float = 0.005
-    resume_heading_per_m: float = 0.02
-    odometry_max_speed: float = 3.0
-    odometry_max_turn_rate: float = 6.0
-
-    def __post_init__(self) -> None:
-        for name in (
-            "resume_position_per_s",
-            "resume_position_per_m",
-            "resume_heading_per_s",
-            "resume_heading_per_m",
-            "odometry_max_speed",
-            "odometry_max_turn_rate",
-            "distance_noise",
-            "lateral_noise",
-            "odometry_heading_noise",
-            "odometry_heading_per_distance",
-            "dmu_heading_noise",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        if not self.dmu_timeout > 0:
-            raise ValueError(f"dmu_timeout must be > 0, got {self.dmu_timeout}")
-        for name in ("dmu_wait", "wrist_wait", "dmu_gap", "bias_min_still", "still_settle"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        if not (math.isfinite(self.bias_window) and self.bias_window > 0):
-            raise ValueError(f"bias_window must be > 0 and finite, got {self.bias_window}")
-        if not self.history > 0:
-            raise ValueError(f"history must be > 0, got {self.history}")
+    distance_noise: _Noise = 0.02
+    lateral_noise: _Noise = 0.01
+    odometry_heading_noise: _Noise = 0.03
+    odometry_heading_per_distance: _Noise = 0.01
+    dmu_heading_noise: _Noise = 0.003
+    dmu_timeout: Annotated[float, between(0.0, 60.0, open_low=True)] = 0.5
+    dmu_wait: Annotated[float, between(0.0, 60.0)] = 0.5
+    wrist_wait: Annotated[float, between(0.0, 60.0)] = 0.5
+    dmu_gap: Annotated[float, between(0.0, 60.0)] = 0.075
+    bias_window: Annotated[float, between(0.0, 3600.0, open_low=True)] = 60.0
+    bias_min_still: Annotated[float, between(0.0, 3600.0)] = 2.0
+    still_settle: Annotated[float, between(0.0, 60.0)] = 0.5
+    history: Annotated[float, between(0.0, 3600.0, open_low=True)] = 10.0
+    laser_mount: tuple[Offset, Offset, Offset] = LASER_MOUNT
+    resume_position_per_s: _Noise = 0.02
+    resume_position_per_m: _Noise = 0.05
+    resume_heading_per_s: _Noise = 0.005
+    resume_heading_per_m: _Noise = 0.02
+    odometry_max_speed: Annotated[float, between(0.0, 100.0)] = 3.0
+    odometry_max_turn_rate: Annotated[float, between(0.0, 100.0)] = 6.0
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ class LocalizationModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields
     start_pose_file: str = ""
     start_pose: list[Annotated[float, between(-1e5, 1e5)]] = msgspec.field(default_factory=list)
     start_from_sim: bool = False
-    model: LocalizationParams = LocalizationParams(dmu_wait=2.0)
+    model: LocalizationParams = msgspec.field(default_factory=lambda: LocalizationParams(dmu_wait=2.0))
     scan_wait: Annotated[float, between(0.0, 60.0)] = 1.0
     flush_wait: Annotated[float, between(0.0, 60.0)] = 0.5
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,8 @@ from pluto.navigation.pose.core import associate as one_to_one
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.slam.ekf import MERGE_VARIANCE, POSE_SIZE, WALL_SIZE, new_wall, same_line
 from pluto.navigation.slam.wall import WallSegments, feature_segment, project_onto_line
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 __all__ = [
     "Association",
@@ -57,8 +60,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
 
-@dataclass(frozen=True)
-class AssociationParams:
+class AssociationParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Settings of the data association and of new walls.
 
     Attributes:
@@ -82,36 +84,17 @@ class AssociationParams:
         merge_offset_std: the same across the wall, where the two are compared, m.
     """
 
-    gate: float = PoseFilterParams().gate
-    overlap_margin: float = 0.5
-    join_gap: float = 2.5
-    max_range: float = 30.0
-    near_features: float = 2.0
-    confirm: int = 3
-    max_missed: int = 3
-    min_length: float = 0.6
-    sighting_inflation: float = 1.0
-    merge_angle_std: float = math.radians(0.5)
-    merge_offset_std: float = 0.015
-
-    def __post_init__(self) -> None:
-        for name in ("gate", "max_range", "sighting_inflation"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in (
-            "overlap_margin",
-            "join_gap",
-            "min_length",
-            "near_features",
-            "merge_angle_std",
-            "merge_offset_std",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        if self.confirm < 1 or self.max_missed < 0:
-            raise ValueError("confirm must be >= 1 and max_missed >= 0")
+    gate: Annotated[float, between(0.0, 1000.0, open_low=True)] = PoseFilterParams().gate
+    overlap_margin: Annotated[float, between(0.0, 10.0)] = 0.5
+    join_gap: Annotated[float, between(0.0, 100.0)] = 2.5
+    max_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
+    near_features: Annotated[float, between(0.0, 100.0)] = 2.0
+    confirm: Annotated[int, between(1, 1000)] = 3
+    max_missed: Annotated[int, between(0, 1000)] = 3
+    min_length: Annotated[float, between(0.0, 100.0)] = 0.6
+    sighting_inflation: Annotated[float, between(0.0, 1000.0, open_low=True)] = 1.0
+    merge_angle_std: Annotated[float, between(0.0, math.pi)] = math.radians(0.5)
+    merge_offset_std: Annotated[float, between(0.0, 10.0)] = 0.015
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,8 @@ from pluto.navigation.slam.ekf import (
     same_line,
     stack_observations,
 )
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 __all__ = ["AreaParams", "CompressedWallEKF", "compressed_update"]
 
@@ -54,8 +56,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
 
-@dataclass(frozen=True)
-class AreaParams:
+class AreaParams(Params, kw_only=True, forbid_unknown_fields=True):
     """How the local area is chosen.
 
     Attributes:
@@ -64,14 +65,8 @@ class AreaParams:
             its centre, m.
     """
 
-    radius: float = 12.0
-    switch_distance: float = 4.0
-
-    def __post_init__(self) -> None:
-        for name in ("radius", "switch_distance"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
+    radius: Annotated[float, between(0.0, 1000.0, open_low=True)] = 12.0
+    switch_distance: Annotated[float, between(0.0, 1000.0, open_low=True)] = 4.0
 
 
 def compressed_update(

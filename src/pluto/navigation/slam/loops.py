@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +61,8 @@ import scipy.sparse.csgraph  # type: ignore[import-untyped]
 from pluto.geometry import Pose2D, compose, relative, wrap_angle
 from pluto.navigation.slam.posegraph import PoseGraph
 from pluto.navigation.slam.scanmatch import DEGENERATE, FALLBACK, LocalPointMap, ScanMatchParams, register
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 __all__ = [
     "ClosureCheck",
@@ -77,8 +80,7 @@ _CHI2_3_999 = 16.27
 """χ² with 3 degrees of freedom at 99.9 %: the gates on 3-dof disagreements."""
 
 
-@dataclass(frozen=True)
-class LoopParams:
+class LoopParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Settings of the loop-closing back end.
 
     Attributes:
@@ -132,90 +134,47 @@ class LoopParams:
             other (m) are one wall (no two parallel faces of a building are so close).
     """
 
-    keyframe_distance: float = 0.5
-    keyframe_turn: float = math.radians(20.0)
-    spacing: float = 0.05
-    min_travel: float = 10.0
-    min_radius: float = 1.0
-    max_radius: float = 15.0
-    sigmas: float = 3.0
-    filter_inflation: float = 3.0
-    candidates: int = 4
-    candidate_spacing: float = 1.0
-    submap_travel: float = 3.0
-    min_inliers: int = 60
-    min_inlier_ratio: float = 0.6
-    inlier_distance: float = 0.05
-    max_rms: float = 0.03
-    weakest_std: float = 0.02
-    agree_distance: float = 0.1
-    agree_turn: float = math.radians(2.0)
-    distinct_margin: float = 0.05
-    search_offsets: tuple[float, ...] = (1.0, 2.0)
-    local_radius: float = 1.0
-    pair_window: int = 10
-    pair_tolerance: float = 0.15
-    pair_drift: float = 0.02
-    pair_turn: float = math.radians(3.0)
-    closure_std: float = 0.05
-    closure_heading_std: float = math.radians(1.0)
-    edge_std: float = 0.005
-    edge_heading_std: float = math.radians(0.1)
-    max_conflicts: float = 0.1
-    free_space_bin: float = math.radians(1.0)
-    free_space_margin: float = 0.15
-    kernel: float = 3.0
-    iterations: int = 20
-    publish_distance: float = 0.02
-    publish_turn: float = math.radians(0.2)
-    merge_batch: int = 8
-    copy_distance: float = 0.1
+    keyframe_distance: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.5
+    keyframe_turn: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(20.0)
+    spacing: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    min_travel: Annotated[float, between(0.0, 10_000.0)] = 10.0
+    min_radius: Annotated[float, between(0.0, 1000.0, open_low=True)] = 1.0
+    max_radius: Annotated[float, between(0.0, 1000.0, open_low=True)] = 15.0
+    sigmas: Annotated[float, between(0.0, 100.0, open_low=True)] = 3.0
+    filter_inflation: Annotated[float, between(0.0, 100.0, open_low=True)] = 3.0
+    candidates: Annotated[int, between(1, 1000)] = 4
+    candidate_spacing: Annotated[float, between(0.0, 1000.0, open_low=True)] = 1.0
+    submap_travel: Annotated[float, between(0.0, 1000.0, open_low=True)] = 3.0
+    min_inliers: Annotated[int, between(1, 1_000_000)] = 60
+    min_inlier_ratio: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.6
+    inlier_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    max_rms: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.03
+    weakest_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.02
+    agree_distance: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.1
+    agree_turn: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(2.0)
+    distinct_margin: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.05
+    search_offsets: tuple[Annotated[float, between(0.0, 100.0)], ...] = (1.0, 2.0)
+    local_radius: Annotated[float, between(0.0, 1000.0, open_low=True)] = 1.0
+    pair_window: Annotated[int, between(1, 10_000)] = 10
+    pair_tolerance: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.15
+    pair_drift: Annotated[float, between(0.0, 1.0)] = 0.02
+    pair_turn: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(3.0)
+    closure_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    closure_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(1.0)
+    edge_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.005
+    edge_heading_std: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(0.1)
+    max_conflicts: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.1
+    free_space_bin: Annotated[float, between(0.0, math.pi, open_low=True)] = math.radians(1.0)
+    free_space_margin: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.15
+    kernel: Annotated[float, between(0.0, 100.0, open_low=True)] = 3.0
+    iterations: Annotated[int, between(1, 1000)] = 20
+    publish_distance: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.02
+    publish_turn: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(0.2)
+    merge_batch: Annotated[int, between(1, 10_000)] = 8
+    copy_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.1
 
     def __post_init__(self) -> None:
-        for name in (
-            "keyframe_distance",
-            "keyframe_turn",
-            "spacing",
-            "min_radius",
-            "max_radius",
-            "sigmas",
-            "filter_inflation",
-            "candidate_spacing",
-            "submap_travel",
-            "min_inlier_ratio",
-            "inlier_distance",
-            "max_rms",
-            "weakest_std",
-            "agree_distance",
-            "agree_turn",
-            "local_radius",
-            "pair_tolerance",
-            "pair_turn",
-            "closure_std",
-            "closure_heading_std",
-            "edge_std",
-            "edge_heading_std",
-            "kernel",
-            "max_conflicts",
-            "distinct_margin",
-            "free_space_bin",
-            "free_space_margin",
-            "copy_distance",
-            "publish_distance",
-            "publish_turn",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in ("min_travel", "pair_drift"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        for name in ("candidates", "min_inliers", "pair_window", "iterations", "merge_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.min_inlier_ratio > 1.0:
-            raise ValueError(f"min_inlier_ratio is a fraction, got {self.min_inlier_ratio}")
+        super().__post_init__()
         if self.max_radius < self.min_radius:
             raise ValueError(f"max_radius {self.max_radius} is below min_radius {self.min_radius}")
 

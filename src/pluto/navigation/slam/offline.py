@@ -64,8 +64,9 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Annotated
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -89,6 +90,8 @@ from pluto.record.carmen import (
     parse_line,
 )
 from pluto.record.format import LogError
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 if TYPE_CHECKING:
     from pluto.record.logfile import LogFile
@@ -116,8 +119,11 @@ NOISE_FLOOR = (1e-6, 1e-6)
 the odometry is exact."""
 
 
-@dataclass(frozen=True)
-class OdometryNoise:
+_NoiseRate = Annotated[float, between(0.0, 10.0)]
+"""An error of the odometry per metre or radian, m/m, m/rad, rad/rad or rad/m."""
+
+
+class OdometryNoise(Params, kw_only=False, forbid_unknown_fields=True):
     """The odometry's noise per increment: σ_d = a1·|Δd| + a2·|Δθ| (m), σ_θ = a3·|Δθ| + a4·|Δd| (rad).
 
     Attributes:
@@ -130,16 +136,10 @@ class OdometryNoise:
     indoor robot's odometry that has not been calibrated.
     """
 
-    a1: float = 0.05
-    a2: float = 0.01
-    a3: float = 0.05
-    a4: float = math.radians(1.0)
-
-    def __post_init__(self) -> None:
-        for name in ("a1", "a2", "a3", "a4"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
+    a1: _NoiseRate = 0.05
+    a2: _NoiseRate = 0.01
+    a3: _NoiseRate = 0.05
+    a4: _NoiseRate = math.radians(1.0)
 
     @classmethod
     def parse(cls, text: str) -> OdometryNoise | None:
@@ -603,8 +603,7 @@ def read_log(
     return read_carmen(source)
 
 
-@dataclass(frozen=True)
-class OfflineParams:
+class OfflineParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Settings of an offline run.
 
     Attributes:
@@ -628,23 +627,23 @@ class OfflineParams:
             the walls moved to the optimised trajectory; None: the filter alone.
     """
 
-    range_sigma: float = 0.02
-    usable_range: float = 40.0
-    extra_alpha_std: float = 0.01
-    extra_r_std: float = 0.02
-    initial_std: float = 0.01
-    initial_heading_std: float = math.radians(0.2)
-    association: AssociationParams = field(
+    range_sigma: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.02
+    usable_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 40.0
+    extra_alpha_std: Annotated[float, between(0.0, math.pi)] = 0.01
+    extra_r_std: Annotated[float, between(0.0, 10.0)] = 0.02
+    initial_std: Annotated[float, between(0.0, 10.0)] = 0.01
+    initial_heading_std: Annotated[float, between(0.0, math.pi)] = math.radians(0.2)
+    association: AssociationParams = msgspec.field(
         default_factory=lambda: AssociationParams(gate=3.0, max_range=12.0, sighting_inflation=16.0)
     )
-    area: AreaParams = field(default_factory=AreaParams)
-    filter: PoseFilterParams = field(
+    area: AreaParams = msgspec.field(default_factory=AreaParams)
+    filter: PoseFilterParams = msgspec.field(
         default_factory=lambda: PoseFilterParams(
             laser_mount=(0.0, 0.0), distance_scale_std=0.0, heading_drift_std=0.0, turn_scale_std=0.0
         )
     )
-    scan_match: ScanMatchParams | None = field(default_factory=ScanMatchParams)
-    loops: LoopParams | None = field(default_factory=LoopParams)
+    scan_match: ScanMatchParams | None = msgspec.field(default_factory=ScanMatchParams)
+    loops: LoopParams | None = msgspec.field(default_factory=LoopParams)
 
 
 @dataclass

@@ -47,12 +47,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated
 
 import numba
 import numpy as np
 import numpy.typing as npt
 
 from pluto.geometry import compose, relative, wrap_angle
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import between
 
 __all__ = [
     "DEGENERATE",
@@ -84,8 +87,7 @@ FALLBACK = "fallback"
 """No usable registration (first scan, too few points, a poor or implausible fit): the odometry as given."""
 
 
-@dataclass(frozen=True)
-class ScanMatchParams:
+class ScanMatchParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Settings of the scan-matching front end.
 
     Attributes:
@@ -114,52 +116,26 @@ class ScanMatchParams:
         keyframe_turn: ... or turned this much from it, rad.
     """
 
-    min_range: float = 0.05
-    usable_range: float = 20.0
-    spacing: float = 0.03
-    normal_window: int = 2
-    max_flatness: float = 0.05
-    neighbour_gap: float = 0.1
-    iterations: int = 20
-    pair_distance: float = 0.3
-    inlier_distance: float = 0.05
-    residual_std: float = 0.02
-    information_scale: float = 0.05
-    floor_std: float = 0.003
-    floor_heading_std: float = math.radians(0.1)
-    min_inliers: int = 30
-    min_overlap: float = 0.3
-    gate: float = 25.0
-    degenerate_std: float = 0.05
-    keyframes: int = 20
-    keyframe_distance: float = 0.25
-    keyframe_turn: float = math.radians(10.0)
-
-    def __post_init__(self) -> None:
-        for name in (
-            "usable_range",
-            "spacing",
-            "max_flatness",
-            "neighbour_gap",
-            "pair_distance",
-            "inlier_distance",
-            "residual_std",
-            "information_scale",
-            "gate",
-            "degenerate_std",
-            "keyframe_distance",
-            "keyframe_turn",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in ("min_range", "floor_std", "floor_heading_std", "min_overlap"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        for name in ("normal_window", "iterations", "keyframes", "min_inliers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    min_range: Annotated[float, between(0.0, 10.0)] = 0.05
+    usable_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 20.0
+    spacing: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.03
+    normal_window: Annotated[int, between(1, 100)] = 2
+    max_flatness: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.05
+    neighbour_gap: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.1
+    iterations: Annotated[int, between(1, 1000)] = 20
+    pair_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.3
+    inlier_distance: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    residual_std: Annotated[float, between(0.0, 1.0, open_low=True)] = 0.02
+    information_scale: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.05
+    floor_std: Annotated[float, between(0.0, 10.0)] = 0.003
+    floor_heading_std: Annotated[float, between(0.0, math.pi)] = math.radians(0.1)
+    min_inliers: Annotated[int, between(1, 1_000_000)] = 30
+    min_overlap: Annotated[float, between(0.0, 1.0)] = 0.3
+    gate: Annotated[float, between(0.0, 1e12, open_low=True)] = 25.0  # 1e12: no gate
+    degenerate_std: Annotated[float, between(0.0, 10.0, open_low=True)] = 0.05
+    keyframes: Annotated[int, between(1, 10_000)] = 20
+    keyframe_distance: Annotated[float, between(0.0, 100.0, open_low=True)] = 0.25
+    keyframe_turn: Annotated[float, between(0.0, 2.0 * math.pi, open_low=True)] = math.radians(10.0)
 
 
 def scan_points(ranges: npt.ArrayLike, angles: npt.ArrayLike, max_range: float, params: ScanMatchParams) -> FloatArray:
