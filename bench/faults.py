@@ -1,7 +1,7 @@
 """Faults during a mission: what happens when a module's process is killed (SIGKILL) or hangs (SIGSTOP) while the
 robot drives a moveto down the office's corridor.
 
-Run by hand: ``python bench/faults.py [--noise realistic] [--rate 5] [--seed 1] [--faults localization,pose,...]``.
+Run by hand: ``python bench/faults.py [--noise realistic|basic] [--rate 5] [--seed 1] [--faults localization,...]``.
 Prints one row per fault; asserts nothing.
 
 The mission profile runs in lock-step, one process per module, supervised as ``pluto up`` does it (a killed module is
@@ -49,7 +49,12 @@ def row(out: Outcome) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--noise", default="realistic", help="noise profile of the simulation (default realistic)")
+    parser.add_argument(
+        "--noise",
+        choices=("ideal", "basic", "realistic"),
+        default="realistic",
+        help="noise profile of the simulation (default realistic: the rough world; basic: the devices' errors alone)",
+    )
     parser.add_argument("--rate", type=float, default=5.0, help="simulated seconds per wall second at most")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated; hang:NAME for SIGSTOP")

@@ -1,23 +1,27 @@
 """Pose accuracy and CPU: Pluto's pose module against a particle filter (AMCL) and dead reckoning.
 
 Every method sees the same seeded runs: the office and the campus worlds, the robot driven along a route with the
-simulator's ``realistic`` noise profile. Run from the project root:
+simulator's ``realistic`` noise profile (or another: ``--noise``). Run from the project root:
 
-    .venv/bin/python bench/pose.py            # both routes to their end (about ten seconds)
-    .venv/bin/python bench/pose.py --quick    # the first 30 s of each route
-    .venv/bin/python bench/pose.py --seed 2   # another run of the same routes
+    .venv/bin/python bench/pose.py                 # both routes to their end (about twenty seconds)
+    .venv/bin/python bench/pose.py --quick         # the first 30 s of each route
+    .venv/bin/python bench/pose.py --seed 2        # another run of the same routes
+    .venv/bin/python bench/pose.py --noise basic   # the devices' errors in a world exactly as mapped
 
 Data: an offline simulation with the simulator's own pieces, not a recording of the stack. ``pluto demo`` drives
 only the office; one generator for both worlds keeps the two runs alike, costs seconds instead of a lock-stepped
 stack per world, and gives each method exactly what the bus would. Each 50 ms tick (the base's 20 Hz) does what the
 modules of the ``mission`` profile do in a tick:
 
-* ``base``: :class:`~pluto.sim.body.SimBody` steps under the route's command (collisions with the walls, obstacles
-  and the walking person; with realistic noise the odometry has its 2 % scale error, 3 % slip per step and keeps
-  counting when the wheels spin against something). Every device has its own generator, as in the simulator
-  (:func:`~pluto.sim.noise.device_rng`), from a seed drawn from ``--seed`` and the world's name, so the two worlds
-  do not share their noise.
-* ``dmu``: :class:`~pluto.sim.inertial.SimDmu` measures the body's true motion (gyro bias, drift and noise) and
+* the site: the world as built (:func:`~pluto.sim.site.build_site`), which with realistic noise is a few cm off the
+  map, holds glass panes and has unmapped clutter along its walls; the devices below live in it, the estimators get
+  the map. It is drawn from the run's seed as in the simulator.
+* ``base``: :class:`~pluto.sim.body.SimBody` steps under the route's command (collisions with the walls, obstacles,
+  clutter and the walking person; with realistic noise the odometry has its 2 % scale error, 3 % slip per step, a
+  heading bias per metre and short slips, and keeps counting when the wheels spin against something). Every device
+  has its own generator, as in the simulator (:func:`~pluto.sim.noise.device_rng`), from a seed drawn from ``--seed``
+  and the world's name, so the two worlds do not share their noise.
+* ``dmu``: :class:`~pluto.hardware.dmu.sim.SimDmu` measures the body's true motion (gyro bias, drift and noise) and
   gives its filtered state stamped back by its filter delay, as ``DMU/State``.
 * ``localization``: the service's own core, :class:`~pluto.navigation.localization.core.DeadReckoning` with the
   service's default model, started at the world's start pose (as the demo's start-pose file does), takes the
@@ -26,9 +30,10 @@ modules of the ``mission`` profile do in a tick:
   8-D laser pose and the robot's increment covariance since the previous scan); ``Localization/Laser_Pose`` is that
   pose through a :class:`~pluto.navigation.localization.core.PoseAdjustment` with no post yet (the pose module
   reads it only at its first scan, before it has posted anything).
-* ``sick``: every 200 ms a :class:`~pluto.sim.laser.SimLaser` scan (361 beams over 180°, 80 m, 1 cm noise, 0.5 %
-  dropouts, 1 cm resolution) from the true pose at the scan's centre time, the person included; that time is the
-  stamp of ``Sick/Scan_mm`` and of the laser poses above.
+* ``sick``: every 200 ms a :class:`~pluto.sim.laser.SimLaser` scan (361 beams over 180°, 80 m, 1 cm resolution;
+  with realistic noise 1 cm + 0.1 % of the range of noise, mixed pixels, echoes lost on dark surfaces and at grazing
+  incidence, glass, 0.5 % dropouts) from the true pose at the scan's centre time, the person included; that time is
+  the stamp of ``Sick/Scan_mm`` and of the laser poses above.
 
 The route is driven on the true pose by a pure-pursuit follower (1 m look-ahead, 0.6 m/s and 1 rad/s as the demo's
 gotos, turning on the spot at corners, slowing near a waypoint); the estimators only watch, so the path is the same
@@ -88,16 +93,16 @@ import numpy.typing as npt
 
 from pluto import msgs
 from pluto.geometry import wrap_angle
+from pluto.hardware.dmu.sim import SimDmu
 from pluto.navigation.localization.core import DeadReckoning, PoseAdjustment, flat, robot_of_laser
 from pluto.navigation.localization.module import LocalizationModuleParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import PoseModuleParams, PoseTracker
 from pluto.sim.body import BodyParams, SimBody
-from pluto.sim.inertial import SimDmu
 from pluto.sim.laser import LaserParams, SimLaser
-from pluto.sim.noise import REALISTIC, device_rng
-from pluto.sim.raycast import RayCaster
+from pluto.sim.noise import PROFILES, device_rng, noise_profile
+from pluto.sim.site import build_site
 from pluto.sim.world import World, load_world
 
 FloatArray = npt.NDArray[np.float64]
@@ -247,21 +252,24 @@ def world_seed(seed: int, world_name: str) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(world_name.encode())]).generate_state(1)[0])
 
 
-def simulate(world_name: str, seconds: float | None, seed: int) -> Run:
+def simulate(world_name: str, seconds: float | None, seed: int, noise_name: str = "realistic") -> Run:
     """Drive the world's route (stopping after ``seconds`` of simulated time if given) and record every scan.
 
     Raises:
         KeyError: no route for this world.
+        ConfigError: an unknown noise profile.
     """
     world = load_world(world_name)
     route = ROUTES[world_name]
     seed = world_seed(seed, world_name)
-    noise = REALISTIC
+    noise = noise_profile(noise_name)
+    site = build_site(world, noise, seed)
+    built = site.world
     laser_params = LaserParams()
     model = LocalizationModuleParams().model
-    body = SimBody(world.segments(), world.circles, world.start, BodyParams(), noise, device_rng(seed, "base"))
+    body = SimBody(built.segments(), built.circles, world.start, BodyParams(), noise, device_rng(seed, "base"))
     dmu = SimDmu(noise, device_rng(seed, "dmu"), DMU_TIME_CONSTANT)
-    laser = SimLaser(RayCaster(world.segments(), world.circles), laser_params, noise, device_rng(seed, "sick"))
+    laser = SimLaser(site.caster(), laser_params, noise, device_rng(seed, "sick"), surfaces=site.surfaces)
     dead_reckoning = DeadReckoning(model, world.start)
     adjustment = PoseAdjustment()  # no post reaches it before the pose module's first scan
     follower = RouteFollower((world.start[0], world.start[1]), route)
@@ -468,9 +476,11 @@ class WorldResult:
         return next(m for m in self.methods if m.name == name)
 
 
-def evaluate(world_name: str, seconds: float | None, seed: int, passes: int = 3) -> WorldResult:
+def evaluate(
+    world_name: str, seconds: float | None, seed: int, passes: int = 3, noise: str = "realistic"
+) -> WorldResult:
     """Simulate one world's run and give it to every method."""
-    run = simulate(world_name, seconds, seed)
+    run = simulate(world_name, seconds, seed, noise)
     if not run.records:
         raise RuntimeError(f"{world_name}: the run produced no scan")
     pluto = run_pluto(run)
@@ -555,13 +565,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"only the first {QUICK_SECONDS:.0f} s of each route")
     parser.add_argument("--seed", type=int, default=1, help="seed of the simulation and of the particle filters")
     parser.add_argument("--passes", type=int, default=3, help="timed passes of the line extraction (default 3)")
+    parser.add_argument(
+        "--noise", choices=sorted(PROFILES), default="realistic", help="noise profile of the runs (default realistic)"
+    )
     args = parser.parse_args()
     seconds = QUICK_SECONDS if args.quick else None
     wall = time.perf_counter()
-    results = [evaluate(name, seconds, args.seed, args.passes) for name in ROUTES]
+    results = [evaluate(name, seconds, args.seed, args.passes, args.noise) for name in ROUTES]
     print(
         "Pose accuracy and CPU per scan: Pluto's pose module, AMCL (bench/amcl.py) and dead reckoning; "
-        f"realistic noise, seed {args.seed}"
+        f"{args.noise} noise, seed {args.seed}"
     )
     for w in results:
         r = w.run

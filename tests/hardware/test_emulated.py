@@ -35,8 +35,9 @@ from pluto.hardware.gps.nmea_module import NmeaGps, NmeaGpsParams
 from pluto.hardware.sick.emulator import WRIST_LEAD, WorldScan, follow_wrist
 from pluto.runtime.registry import available_modules
 from pluto.sim.laser import LaserParams, SimLaser
-from pluto.sim.noise import REALISTIC
+from pluto.sim.noise import BASIC, REALISTIC
 from pluto.sim.raycast import RayCaster
+from pluto.sim.site import build_site
 from pluto.sim.world import load_world
 from tests.helpers import wait_until
 from tests.scenarios.stack import Collector, Commander
@@ -166,12 +167,19 @@ def test_the_true_pose_is_stamped_with_the_time_of_the_step_that_reached_it() ->
 def test_realistic_laser_and_gps_errors() -> None:
     world = load_world("office")
     exact = WorldScan(world, lambda: world.start)
-    noisy = WorldScan(world, lambda: world.start, REALISTIC, np.random.default_rng(1))
+    noisy = WorldScan(world, lambda: world.start, BASIC, np.random.default_rng(1))  # the range noise alone
     angles = np.radians(np.arange(-90.0, 90.5, 0.5))
     clean, measured = exact.scan(0.0, angles), noisy.scan(0.0, angles)
     both = np.isfinite(clean) & np.isfinite(measured)
     errors = measured[both] - clean[both]
-    assert np.std(errors) == pytest.approx(REALISTIC.laser_range_std, rel=0.3)
+    assert np.std(errors) == pytest.approx(BASIC.laser_range_std, rel=0.3)
+    # the rough world's: as built (walls off the map, glass, clutter) and with its scanner's errors, the same
+    # site for the same seed, a scan that differs from the map's
+    site = build_site(world, REALISTIC, 3)
+    rough = WorldScan(site.world, lambda: world.start, REALISTIC, np.random.default_rng(1), surfaces=site.surfaces)
+    assert np.any(np.abs(rough.scan(0.0, angles) - clean) > 0.05)
+    with pytest.raises(TypeError, match="Surfaces"):
+        WorldScan(world, lambda: world.start, surfaces=object())
 
     class Truth:  # the newest Sim/Truth, without a bus
         def create_subscription(self, name: str, callback: object, cls: object, **_: object) -> Truth:

@@ -1,4 +1,4 @@
-"""The avoid module on the simulated robot (realistic noise, in lock-step, one process): goto around a box, stuck in
+"""The avoid module on the simulated robot (basic noise, in lock-step, one process): goto around a box, stuck in
 a dead end, wall following, and a person crossing the robot's path.
 
 The stack is the ``sim`` profile (world, base, wrist, laser, inertial unit, GPS) plus localization (given the world's
@@ -127,7 +127,7 @@ def start_stack(
     world.write_text(world_text)
     start_file = tmp_path / "start.toml"
     start_file.write_text(f"x = {start[0]}\ny = {start[1]}\ntheta = {start[2]}\n")
-    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="realistic", seed=SEED)
+    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="basic", seed=SEED)
     sim.add(LocalizationModule(bus, LocalizationModuleParams(use_sim_time=True, start_pose_file=str(start_file))))
     sim.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
     avoid = sim.add(AvoidModule(bus, AvoidModuleParams(use_sim_time=True, **avoid_params)))  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ def test_goto_around_a_box_in_the_office(bus: Bus, tmp_path: Path, sim: Lockstep
     assert done[0].element[1] == 1, done
     truths = stack.truth.until(end_time)
     end = truths[-1]
-    # the goal is reached in the Localization/Pose frame: dead reckoning only (no pose module), realistic noise,
+    # the goal is reached in the Localization/Pose frame: dead reckoning only (no pose module), basic noise,
     # so the truth may be off by the drift
     assert math.hypot(end.x - goal[0], end.y - goal[1]) < 1.0
     # it went around the box (never through it) and touched nothing

@@ -1,4 +1,4 @@
-"""The drive module on the simulated robot (the ``sim`` profile in this process, realistic noise, in lock-step):
+"""The drive module on the simulated robot (the ``sim`` profile in this process, basic noise, in lock-step):
 heading hold, sonar protection, bumpers and the command timeout.
 
 The test's commands come from a script that takes part in the lock-step, written at every step of the drive (20 Hz
@@ -35,8 +35,8 @@ def sim(bus: Bus) -> Iterator[Lockstep]:
 
 
 def start_drive(bus: Bus, sim: Lockstep, world: Path) -> DriveModule:
-    """The ``sim`` profile (realistic noise, no localization) and a drive module, the time held at 0."""
-    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="realistic", seed=SEED)
+    """The ``sim`` profile (basic noise, no localization) and a drive module, the time held at 0."""
+    sim.start(without(load_profile("sim"), "localization"), world=str(world), noise="basic", seed=SEED)
     drive: DriveModule = sim.add(DriveModule(bus, DriveModuleParams(use_sim_time=True)))
     return drive
 

@@ -1,4 +1,4 @@
-"""The slam module on the simulated robot (realistic noise, in lock-step, one process): it maps a room while it sets
+"""The slam module on the simulated robot (basic noise, in lock-step, one process): it maps a room while it sets
 the pose, saves the map on request and when its thread stops, and the saved map is the room's walls, in a file the
 simulator and the pose module load."""
 
@@ -39,11 +39,11 @@ def world(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sim(bus: Bus, world: Path) -> Iterator[Lockstep]:
-    """The sim profile (realistic noise, localization starting at the world's start) in lock-step, and the slam
+    """The sim profile (basic noise, localization starting at the world's start) in lock-step, and the slam
     module in this process (``sim.modules[0]``) with its thread started, the time held at 0."""
     profile = with_params(load_profile("sim"), "localization", start_pose_file=str(world.parent / "start.toml"))
     with Lockstep(bus) as stack:
-        stack.start(profile, world=str(world), noise="realistic", seed=SEED)
+        stack.start(profile, world=str(world), noise="basic", seed=SEED)
         slam = stack.add(SlamModule(bus, SlamModuleParams(map_file=str(world.parent / "saved" / "map.xml"))))
         slam.start_activity()  # at time 0: it takes part in the lock-step from the first tick
         yield stack
@@ -127,7 +127,7 @@ OFFICE_START = (4.0, 10.0, 0.0)
 
 
 def test_a_run_down_the_office_corridor_maps_every_wall_it_saw(bus: Bus, tmp_path: Path) -> None:
-    """The robot drives from the lobby down the corridor (realistic noise): every wall in the saved map lies on a
+    """The robot drives from the lobby down the corridor (basic noise): every wall in the saved map lies on a
     wall of the office, within 5 cm and 1°."""
     text = (WORLDS_DIR / "office.xml").read_text()
     text = re.sub(r"<start [^>]*/>", '<start x="{}" y="{}" theta="{}"/>'.format(*OFFICE_START), text)
@@ -137,7 +137,7 @@ def test_a_run_down_the_office_corridor_maps_every_wall_it_saw(bus: Bus, tmp_pat
     start.write_text("x = {}\ny = {}\ntheta = {}\n".format(*OFFICE_START))
     profile = with_params(load_profile("sim"), "localization", start_pose_file=str(start))
     with Lockstep(bus) as sim:
-        sim.start(profile, world=str(world), noise="realistic", seed=SEED)
+        sim.start(profile, world=str(world), noise="basic", seed=SEED)
         slam = sim.add(SlamModule(bus, SlamModuleParams(map_file=str(tmp_path / "saved" / "map.xml"))))
         slam.start_activity()
         drive = sim.add(DriveCommand(bus, 0.5, 0.0, until=30.0))

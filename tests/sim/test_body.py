@@ -292,6 +292,44 @@ def test_spinning_wheels_count_at_their_speed_whatever_the_step() -> None:
     assert min(advances) > 0.5
 
 
+def open_floor(**settings: float) -> list[SimBody]:
+    """Bodies of 20 seeds on an open floor (no walls) with only the odometry errors named."""
+    noise = noise_profile("ideal", settings)
+    return [SimBody(NO_SEGMENTS, NO_CIRCLES, params=INSTANT, noise=noise, rng=device_rng(s, "base")) for s in range(20)]
+
+
+def test_wheel_slips_make_the_odometry_count_more_than_the_robot_drove() -> None:
+    """Short slips (0.2 /s here) while driving 20 m straight: the wheels count more than the body moved, now and
+    then, never less; the heading turns a little with each slip. The truth goes straight on."""
+    over, turned, slips = [], [], []
+    for body in open_floor(odometry_slip_rate=0.2):
+        states = drive(body, 1.0, 0.0, 20.0, dt=0.05)
+        s = states[-1]
+        assert (s.x, s.y, s.theta) == pytest.approx((20.0, 0.0, 0.0), abs=1e-9)  # the truth
+        counted = sum(state.odom_v * 0.05 for state in states)
+        over.append(counted - s.x)
+        turned.append(abs(s.odom_theta))
+        slips.append(body.slips)
+        # 0.3 rad per metre slipped at most, and a slip counts at least 20 % more than the robot moved meanwhile
+        assert turned[-1] <= 0.3 * over[-1] / 0.2 + 1e-9
+    assert min(over) >= -1e-9 and np.mean(over) > 0.1  # 4 slips of 0.4 s at 40 %: about 0.6 m
+    assert 2 <= np.mean(slips) <= 6 and np.mean(turned) > 0.005
+
+
+def test_a_heading_bias_turns_the_odometry_by_the_distance_driven() -> None:
+    """Wheels of unequal size (0.01 rad/m, drawn once per run): the odometry turns in proportion to the distance
+    driven, the same way all along a run, while the robot drives straight; the runs' biases spread as drawn."""
+    biases = []
+    for body in open_floor(odometry_heading_bias=0.01):
+        half = drive(body, 1.0, 0.0, 10.0, dt=0.05)[-1]
+        full = drive(body, 1.0, 0.0, 10.0, dt=0.05)[-1]
+        assert full.theta == half.theta == 0.0
+        assert full.odom_theta == pytest.approx(2.0 * half.odom_theta, rel=0.01)
+        assert half.odom_theta == pytest.approx(body.heading_bias * half.x, rel=1e-6)
+        biases.append(body.heading_bias)
+    assert 0.005 < float(np.std(biases)) < 0.02
+
+
 # -- sonar ----------------------------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pluto.errors import ConfigError
 from pluto.sim.body import SimBody
-from pluto.sim.noise import IDEAL, PROFILES, REALISTIC, NoiseProfile, device_rng, noise_profile
+from pluto.sim.noise import BASIC, IDEAL, PROFILES, REALISTIC, NoiseProfile, device_rng, noise_profile
 from pluto.sim.world import parse_world
 
 
@@ -23,9 +23,10 @@ def test_ideal_is_all_zero() -> None:
         assert not value, field.name
 
 
-def test_realistic_profile_fields() -> None:
-    p = noise_profile("realistic")
-    assert p is REALISTIC
+def test_basic_profile_fields() -> None:
+    """The devices' own errors, in a world exactly as mapped (what ``realistic`` was before the world got rough)."""
+    p = noise_profile("basic")
+    assert p is BASIC
     assert p.odometry_scale_error == 0.02
     assert p.odometry_slip == 0.03
     assert p.wheel_spin_when_stalled is True
@@ -42,7 +43,28 @@ def test_realistic_profile_fields() -> None:
     assert p.gps_degraded_std == 3.0
     assert p.gps_degrade_rate == 0.01
     assert p.gps_recover_rate == 0.1
-    assert set(PROFILES) == {"ideal", "realistic"}
+    assert not p.rough_world and p.laser_range_std_per_m == p.laser_spot == p.odometry_slip_rate == 0.0
+    assert set(PROFILES) == {"ideal", "basic", "realistic"}
+
+
+def test_realistic_is_basic_in_a_rough_world() -> None:
+    p = noise_profile("realistic")
+    assert p is REALISTIC and p.rough_world
+    rough = {
+        "odometry_heading_bias": 0.01,
+        "odometry_slip_rate": 0.05,
+        "laser_range_std_per_m": 0.001,
+        "laser_spot": math.radians(0.25),
+        "laser_mixed_pixels": 0.5,
+        "laser_range_at_10": 30.0,
+        "laser_dark_surfaces": 0.1,
+        "laser_glass": 0.15,
+        "laser_glass_angle": math.radians(20.0),
+        "map_offset_std": 0.02,
+        "clutter_spacing": 12.0,
+    }
+    for name, value in msgspec.structs.asdict(p).items():
+        assert value == pytest.approx(rough.get(name, getattr(BASIC, name))), name
 
 
 def test_overrides_replace_only_the_settings_named() -> None:
@@ -57,7 +79,7 @@ def test_overrides_replace_only_the_settings_named() -> None:
 
 
 def test_unknown_profile() -> None:
-    with pytest.raises(ConfigError, match=r"unknown noise profile 'noisy'; known: ideal, realistic"):
+    with pytest.raises(ConfigError, match=r"unknown noise profile 'noisy'; known: ideal, basic, realistic"):
         noise_profile("noisy")
 
 
@@ -69,6 +91,10 @@ def test_unknown_profile() -> None:
         ({"odometry_slip": -1e-9}, "odometry_slip must be >= 0"),
         ({"laser_dropout": 1.5}, "laser_dropout is a probability"),
         ({"sonar_dropout": 2.0}, "sonar_dropout is a probability"),
+        ({"laser_glass": 1.5}, "laser_glass is a probability"),
+        ({"laser_mixed_pixels": -0.1}, "laser_mixed_pixels must be >= 0"),
+        ({"laser_glass_angle": 2.0}, "laser_glass_angle must be at most"),
+        ({"clutter_spacing": math.inf}, "clutter_spacing must be >= 0 and finite"),
         ({"gps_std": "high"}, "Expected `float`"),
         ({"wheel_spin_when_stalled": 1.0}, "Expected `bool`"),
     ],

@@ -62,9 +62,11 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the simulation's noise (default 1)")
     p.add_argument(
         "--noise",
-        choices=("ideal", "realistic"),
+        choices=("ideal", "basic", "realistic"),
         default="realistic",
-        help="noise of the simulated devices (default realistic: the pose module keeps the robot on the map)",
+        help="noise of the simulated world and devices (default realistic: range noise growing with the range, "
+        "mixed pixels, lost echoes, glass, walls a few cm off the map, unmapped clutter, wheel slips; basic: the "
+        "devices' errors in a world exactly as mapped)",
     )
     p.add_argument(
         "--no-lockstep",

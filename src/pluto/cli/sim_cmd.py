@@ -61,7 +61,13 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument(
         "--lockstep", action="store_true", help="advance the time only when every module has finished its step"
     )
-    p.add_argument("--noise", default="ideal", help="ideal (default) or realistic")
+    p.add_argument(
+        "--noise",
+        default="ideal",
+        help="ideal (default); basic: the devices' errors in a world as mapped; realistic: a rough world (range "
+        "noise growing with the range, mixed pixels, lost echoes, glass, walls a few cm off the map, unmapped "
+        "clutter, wheel slips)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
     p.add_argument("--processes", action="store_true", help="one process per module instead of one for all")
     p.add_argument("--duration", type=float, default=0.0, help="wall-clock seconds to run (default: until Ctrl-C)")

@@ -30,8 +30,10 @@ def register(subparsers: Subparsers) -> None:
         "Starts every module of PROFILE, each only after the modules it requires are publishing, and\n"
         "restarts crashed ones. Runs in the foreground until Ctrl-C or `pluto down`, unless --detach.\n"
         "`pluto profiles` lists the profiles; a path to a .toml file works too. --set changes a module's\n"
-        "parameter for this run (the value is read as TOML, else taken as a string).\n\n"
-        "example: pluto up sim\nexample: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000",
+        "parameter for this run (the value is read as TOML, else taken as a string). --noise and --seed set\n"
+        "the simulator's (sim.noise, sim.seed) in a profile that has one.\n\n"
+        "example: pluto up sim\nexample: pluto up mission --noise realistic --seed 3\n"
+        "example: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000",
     )
     p.add_argument("profile", metavar="PROFILE")
     p.add_argument(
@@ -62,6 +64,13 @@ def register(subparsers: Subparsers) -> None:
         metavar="MODULE.PARAM=VALUE",
         help="set a parameter of one of the profile's modules for this run (repeatable)",
     )
+    p.add_argument(
+        "--noise",
+        metavar="PROFILE",
+        help="the simulator's noise: ideal, basic (the devices' errors) or realistic (a rough world as well: walls "
+        "a few cm off the map, glass, clutter, lost echoes, wheel slips); same as --set sim.noise=PROFILE",
+    )
+    p.add_argument("--seed", type=int, help="seed of the simulator's noise; same as --set sim.seed=N")
 
     p = add_parser(
         subparsers,
@@ -72,6 +81,29 @@ def register(subparsers: Subparsers) -> None:
     )
     p.add_argument("profile", metavar="PROFILE", nargs="?")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each (default 5)")
+
+
+def _simulator_settings(args: argparse.Namespace) -> list[str]:
+    """``--noise`` and ``--seed`` as ``--set`` settings of the ``sim`` module.
+
+    Raises:
+        ConfigError: an unknown noise profile.
+        LaunchError: either is given for a profile without a simulator.
+    """
+    settings: list[str] = []
+    if args.noise is not None:
+        from pluto.sim.noise import noise_profile
+
+        noise_profile(args.noise)  # an unknown name fails here, with the known ones
+        settings.append(f'sim.noise="{args.noise}"')
+    if args.seed is not None:
+        settings.append(f"sim.seed={args.seed}")
+    if settings:
+        from pluto.runtime.profiles import load_profile
+
+        if "sim" not in {e.name for e in load_profile(args.profile).entries}:
+            raise LaunchError(f"--noise and --seed are the simulator's: profile {args.profile} has no sim module")
+    return settings
 
 
 def up(args: argparse.Namespace) -> int:
@@ -94,6 +126,7 @@ def up(args: argparse.Namespace) -> int:
     from pluto.runtime.supervisor import Supervisor, profile_pid_file
 
     config = config_from_args(args)
+    args.set = [*args.set, *_simulator_settings(args)]
     profile = load_profile(args.profile, parse_overrides(args.set))
     if args.robots is not None:
         profile = with_robots(profile, args.robots)

@@ -11,7 +11,10 @@ connect to ``socket://127.0.0.1:PORT``. The wrist needs no module here: its ``ca
 Each emulator adds the errors of a noise profile of the simulator (``noise = "realistic"``): the Pioneer's odometry
 (wheel scale, slip) and sonar, the laser's range noise and dropouts, the inertial unit's gyro bias, drift and noise
 and its tilt and acceleration noise, and the GPS position error with losses of the differential fix; ``seed`` makes
-the errors the same from run to run. ``link_noise`` drops and corrupts that fraction of the bytes on the line.
+the errors the same from run to run. The Pioneer and the laser live in the world as built
+(:func:`pluto.sim.site.build_site`, from the world, the profile and the seed: the same for both): with
+``realistic`` noise walls a few cm off the map, glass and unmapped clutter. ``link_noise`` drops and corrupts that
+fraction of the bytes on the line.
 """
 
 # Strategy: the emulators already run in threads of their own (P2osEmulator, LmsEmulator, DeviceEmulator); a module
@@ -36,6 +39,8 @@ from pluto.hardware.link import DeviceEmulator, LinkNoise
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.ranges import Baud, Latitude, Longitude, Port, Rate, Seed, Timeout, between
 from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
+from pluto.sim.site import Site, build_site
+from pluto.sim.world import World
 
 __all__ = [
     "DmuEmulatorModule",
@@ -69,14 +74,14 @@ class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
 
     Attributes:
         port: TCP port served on 127.0.0.1 (0 picks a free one; the driver must then be told it).
-        noise: the simulator's noise profile the device's errors come from: ``ideal`` or ``realistic``.
+        noise: the simulator's noise profile the device's errors come from: ``ideal``, ``basic`` or ``realistic``.
         seed: seed of the errors (each device draws from its own generator).
         link_noise: fraction of the bytes dropped and of those corrupted, in both directions, in [0, 1).
     """
 
     rate_hz: Rate = 1.0
     port: Port = 0
-    noise: Literal["ideal", "realistic"] = "ideal"
+    noise: Literal["ideal", "basic", "realistic"] = "ideal"
     seed: Seed = 0
     link_noise: Annotated[float, msgspec.Meta(ge=0.0, lt=1.0)] = 0.0
 
@@ -87,6 +92,10 @@ class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     def rng(self, device: str) -> np.random.Generator:
         """The random generator of ``device``'s errors."""
         return device_rng(self.seed, device)
+
+    def site(self, world: World) -> Site:
+        """``world`` as built under the noise profile and seed (every emulator of the robot builds the same)."""
+        return build_site(world, self.profile(), self.seed)
 
     def line_noise(self, device: str) -> LinkNoise | None:
         """The noise on the line, or None for a clean one."""
@@ -129,7 +138,8 @@ class P2osEmulatorModule(Module[P2osEmulatorParams]):
         from pluto.sim.world import load_world
 
         p = self.params
-        robot = P2osRobot(p.model, world=load_world(p.world), watchdog=p.watchdog, noise=p.profile(), rng=p.rng("base"))
+        world = p.site(load_world(p.world)).world
+        robot = P2osRobot(p.model, world=world, watchdog=p.watchdog, noise=p.profile(), rng=p.rng("base"))
         self.emulator = P2osEmulator(robot, port=p.port, link_noise=p.line_noise("base"), max_step=p.max_step).start()
         self.truth = self.create_publisher(names.SIM_TRUTH)
         self._last_stamp = -math.inf
@@ -177,7 +187,10 @@ class SickEmulatorModule(Module[SickEmulatorParams]):
 
         p = self.params
         wrist = follow_wrist(self.bus) if p.on_wrist else None
-        source = WorldScan(load_world(p.world), follow_truth(self.bus), p.profile(), p.rng("sick"), wrist)
+        site = p.site(load_world(p.world))
+        source = WorldScan(
+            site.world, follow_truth(self.bus), p.profile(), p.rng("sick"), wrist, surfaces=site.surfaces
+        )
         self.emulator = LmsEmulator(LmsDevice(source, baud=p.baud), port=p.port, link_noise=p.line_noise("sick"))
         self.emulator.start()
         self.get_logger().info("SICK LMS in world %s on %s", p.world, self.emulator.url)

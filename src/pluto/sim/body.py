@@ -8,7 +8,11 @@ stalls the motors. Turning in place is always possible for a disc.
 
 Odometry is the ideal one of the original's dummies (docs/design.md) unless the noise profile says otherwise: then the
 wheels have a scale error (and, if set, an exact error of the distances alone) and slip, and keep turning (so odometry
-keeps counting) while the body is stalled.
+keeps counting) while the body is stalled. A heading bias (``odometry_heading_bias``, drawn once, as the scale error is)
+turns the odometry by so many radians per metre driven, as wheels of unequal size do. Short slips
+(``odometry_slip_rate``, a Poisson process over the time the robot drives) last 0.2-0.6 s: meanwhile the wheels
+count 20-60 % more distance than the body moves and turn the odometry by up to ±0.3 rad per metre, as a wheel
+spinning on a smooth patch of floor does.
 """
 
 from __future__ import annotations
@@ -138,6 +142,15 @@ class SimBody:
         self.energy_wh = 0.0
         self.t = 0.0
         self._scale = 1.0 + (self.rng.normal(0.0, noise.odometry_scale_error) if noise.odometry_scale_error else 0.0)
+        self.heading_bias = (
+            float(self.rng.normal(0.0, noise.odometry_heading_bias)) if noise.odometry_heading_bias else 0.0
+        )
+        """rad per metre the odometry turns that the body does not."""
+        self.slips = 0
+        """Slips begun so far."""
+        self._slip_left = 0.0  # s of the slip under way
+        self._slip_gain = 0.0  # extra share of the distance the wheels count meanwhile
+        self._slip_turn = 0.0  # rad per metre they turn the odometry meanwhile
         n = self.params.sonar_count
         bearings = np.arange(n, dtype=np.float64) * (2 * math.pi / n)
         self.sonar_angles: FloatArray = (bearings + math.pi) % (2 * math.pi) - math.pi
@@ -253,7 +266,19 @@ class SimBody:
         if self.noise.odometry_slip:
             scale *= 1.0 + float(self.rng.normal(0.0, self.noise.odometry_slip))
         distance_scale = scale * (1.0 + self.noise.odometry_distance_error)
+        driven = abs(forward)
         forward, left, turn = forward * distance_scale, left * distance_scale, turn * scale
+        turn += self.heading_bias * driven
+        if self.noise.odometry_slip_rate and driven > 0.0:
+            if self._slip_left <= 0.0 and self.rng.random() < -math.expm1(-self.noise.odometry_slip_rate * dt):
+                self.slips += 1
+                self._slip_left = float(self.rng.uniform(0.2, 0.6))
+                self._slip_gain = float(self.rng.uniform(0.2, 0.6))
+                self._slip_turn = float(self.rng.uniform(-0.3, 0.3))
+            if self._slip_left > 0.0:
+                self._slip_left -= dt
+                forward *= 1.0 + self._slip_gain
+                turn += self._slip_turn * driven
         ox, oy, oth = self.odom
         co, so = math.cos(oth), math.sin(oth)
         self.odom = [ox + co * forward - so * left, oy + so * forward + co * left, oth + turn]

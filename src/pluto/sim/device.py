@@ -1,4 +1,9 @@
-"""What every simulated device module shares: simulated time, and the world and noise the ``sim`` module serves."""
+"""What every simulated device module shares: simulated time, and the world and noise the ``sim`` module serves.
+
+A device lives in the site (:mod:`pluto.sim.site`): the world as built, which under a rough noise profile differs
+from the map the robot localizes against (walls a few cm off, glass, clutter). Every device builds it from the same
+settings and seed, so they all meet the same site.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from pluto import msgs
 from pluto.runtime.module import Module, ModuleParams
 from pluto.sim.module import SimSettings, fetch_settings
 from pluto.sim.noise import NoiseProfile
+from pluto.sim.site import Site, build_site
 from pluto.sim.world import World
 
 
@@ -32,10 +38,12 @@ class SimDevice(Module[SP]):
     Params = SimDeviceParams
 
     def load_simulation(self) -> None:
-        """Ask ``sim`` for the settings; sets ``settings``, ``world``, ``noise`` and ``rng``."""
+        """Ask ``sim`` for the settings; sets ``settings``, ``noise``, ``site``, ``world`` (the site's: the world as
+        built) and ``rng``."""
         self.settings: SimSettings = fetch_settings(self.bus)
-        self.world: World = self.settings.load_world()
         self.noise: NoiseProfile = self.settings.noise_profile()
+        self.site: Site = build_site(self.settings.load_world(), self.noise, self.settings.seed)
+        self.world: World = self.site.world
         self.rng: np.random.Generator = self.settings.rng(self.module_name)
 
 

@@ -91,6 +91,8 @@ class WorldScan:
             None for exact ranges.
         rng: the random generator of the noise.
         wrist: the wrist's (pan, tilt) now (:func:`follow_wrist`); None: the scanner looks straight ahead, level.
+        surfaces: the remission and glass of the world's surfaces (:class:`pluto.sim.site.Surfaces`, a site's);
+            None: plain surfaces, no glass.
     """
 
     def __init__(
@@ -100,8 +102,11 @@ class WorldScan:
         noise: NoiseProfile | None = None,
         rng: np.random.Generator | None = None,
         wrist: Callable[[], tuple[float, float]] | None = None,
+        *,
+        surfaces: object = None,
     ) -> None:
         from pluto.sim.raycast import RayCaster
+        from pluto.sim.site import Surfaces
         from pluto.sim.world import World
 
         if not isinstance(world, World):
@@ -112,6 +117,9 @@ class WorldScan:
         self.noise = noise
         self.rng = rng or np.random.default_rng(0)
         self.wrist = wrist
+        if surfaces is not None and not isinstance(surfaces, Surfaces):
+            raise TypeError(f"Surfaces, not {type(surfaces).__name__}")
+        self.surfaces = surfaces
         self._lasers: dict[int, object] = {}
 
     def scan(self, t: float, angles: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -123,7 +131,7 @@ class WorldScan:
             fov = float(angles[-1] - angles[0])
             noise = self.noise if self.noise is not None else IDEAL
             params = LaserParams(beams=angles.size, fov=fov, resolution=0.001)
-            laser = SimLaser(self.caster, params, noise, self.rng)
+            laser = SimLaser(self.caster, params, noise, self.rng, surfaces=self.surfaces)
             self._lasers[angles.size] = laser
         pan, tilt = self.wrist() if self.wrist is not None else (0.0, 0.0)
         ranges = laser.scan(t, self.pose(), pan, tilt, movers=self.world.mover_circles(t))

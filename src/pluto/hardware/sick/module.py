@@ -70,6 +70,7 @@ class SimSick(SimDevice[SimSickParams]):
             LaserParams(reboot_time=p.reboot_time),
             self.noise,
             self.rng,
+            surfaces=self.site.surfaces,
         )
         self.history = TruthHistory()
         self.others = OtherRobots(self, self.settings.others())  # a simulation of several: the laser sees them

@@ -137,7 +137,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     extra_alpha_std: float = 0.0
     extra_r_std: float = 0.0
     wall_angle_std: float = 0.003
-    wall_offset_std: float = 0.03
+    wall_offset_std: float = 0.02
     distance_scale_std: float = 0.02
     heading_drift_std: float = 0.005
     turn_scale_std: float = 0.02
