@@ -20,7 +20,8 @@ def close_at_exit(thing: Closeable) -> None:
     Zenoh and asyncio run work on threads that end only when their owner closes, and the interpreter waits for
     threads that are not daemons *before* ordinary ``atexit`` handlers run, so the hook must run earlier: where
     concurrent.futures registers its own (``threading._register_atexit``, whose hooks run last registered first, so
-    a server made on a bus closes before the bus). Only a weak reference is kept: ``thing`` may go away before.
+    a server made on a bus closes before the bus; no public API runs that early: docs/design.md, "Where Pluto leans on
+    CPython"). Only a weak reference is kept: ``thing`` may go away before.
     """
     register = getattr(threading, "_register_atexit", None)
     if register is None:

@@ -40,7 +40,8 @@ _NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def _thread_state_keeper() -> Callable[[], object] | None:
-    """``PyGILState_Ensure`` of the C API, or None where there is none to call (not CPython)."""
+    """``PyGILState_Ensure`` of the C API, or None where there is none to call (not CPython); why Pluto calls it:
+    docs/design.md, "Where Pluto leans on CPython"."""
     try:
         ensure = ctypes.pythonapi.PyGILState_Ensure
     except (AttributeError, ValueError):  # pragma: no cover - CPython always has it
