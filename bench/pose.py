@@ -71,6 +71,10 @@ cost is measured on a throwaway tracker before the timed run and printed in the 
 ``lines/s``: scans per second of ``extract_lines`` alone on the run's scans (361 beams), in CPU time as above, best of
 a few passes. The
 targets are printed under the table; nothing is asserted.
+
+Real logs: after the worlds, the same methods on the three Radish logs with the SLAM whose map they use
+(``bench/pose_logs.py``, which says how; ``--logs intel,fr079,corridor`` picks them, ``--logs none`` skips them,
+``--quick`` takes their first 300 scans), in the same run, in a table of their own.
 """
 
 from __future__ import annotations
@@ -123,6 +127,25 @@ def _load_amcl() -> ModuleType:
 
 
 amcl: Any = _load_amcl()
+
+
+def _load_pose_logs() -> ModuleType:
+    """``bench/pose_logs.py`` (the real logs' half) as a module."""
+    name = "bench_pose_logs"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "pose_logs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+pose_logs: Any = _load_pose_logs()
+
+QUICK_SCANS = 300
+"""Scans of each real log with ``--quick``."""
 
 TICK = 0.05
 """s: the base's step (20 Hz, the simulated base's rate)."""
@@ -566,9 +589,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the simulation and of the particle filters")
     parser.add_argument("--passes", type=int, default=3, help="timed passes of the line extraction (default 3)")
     parser.add_argument(
+        "--logs",
+        default=",".join(pose_logs.LOGS),
+        help=f"real logs to run after the worlds, of {', '.join(pose_logs.LOGS)}, or none (default all)",
+    )
+    parser.add_argument(
+        "--datasets", type=Path, default=pose_logs.DATASETS, help=f"the logs' folder (default {pose_logs.DATASETS})"
+    )
+    parser.add_argument(
         "--noise", choices=sorted(PROFILES), default="realistic", help="noise profile of the runs (default realistic)"
     )
     args = parser.parse_args()
+    try:
+        logs = pose_logs.log_names(args.logs)
+    except ValueError as err:
+        parser.error(str(err))
     seconds = QUICK_SECONDS if args.quick else None
     wall = time.perf_counter()
     results = [evaluate(name, seconds, args.seed, args.passes, args.noise) for name in ROUTES]
@@ -592,6 +627,9 @@ def main() -> None:
     print("targets:")
     for line in verdicts(results):
         print(f"  {line}")
+    if logs:
+        print()
+        pose_logs.report(pose_logs.run(logs, args.datasets, args.seed, QUICK_SCANS if args.quick else None), args.seed)
     print()
     python = f"{platform.python_implementation()} {platform.python_version()}"
     print(f"({python}, numpy {np.__version__}; {time.perf_counter() - wall:.0f} s wall for the whole run)")
