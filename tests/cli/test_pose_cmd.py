@@ -76,7 +76,7 @@ def test_without_the_pose_module_every_action_fails_in_one_line(capsys: pytest.C
     assert main(["pose", "set", "1", "nan", "0"]) == 1
     one_line_error(capsys, "finite")
     assert main(["pose", "calibrate", "--distance", "0.1"]) == 1
-    one_line_error(capsys, "distance must be in [0.3, 10] m, got 0.1")
+    one_line_error(capsys, "distance = 0.1 is out of range: it must be in [0.3, 10]")
 
 
 # ------------------------------------------------------------------------------- a stand-in pose module

@@ -85,11 +85,6 @@ class MissionParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     use_sim_time: bool = True
     duration: Annotated[float, between(0.0, 1000000.0, open_low=True)] = 900.0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.duration > 0:
-            raise ValueError(f"duration must be > 0 s, got {self.duration}")
-
 
 class MissionModule(Module[MissionParams]):
     """Drives a route: one goal after the other through the motion module, each when the previous one is done.

@@ -13,17 +13,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Angle, TurnAccel, TurnRate
+
 FloatArray = NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class WristParams:
+class WristParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Limits of the unit (defaults: a pan/tilt unit like the original's): rad, rad/s, rad/s²."""
 
-    pan_limits: tuple[float, float] = (-math.radians(159), math.radians(159))
-    tilt_limits: tuple[float, float] = (-math.radians(31), math.radians(47))  # positive tilts the laser down
-    max_speed: tuple[float, float] = (2.0, 2.0)
-    max_accel: tuple[float, float] = (6.0, 6.0)
+    pan_limits: tuple[Angle, Angle] = (-math.radians(159), math.radians(159))
+    tilt_limits: tuple[Angle, Angle] = (-math.radians(31), math.radians(47))  # positive tilts the laser down
+    max_speed: tuple[TurnRate, TurnRate] = (2.0, 2.0)
+    max_accel: tuple[TurnAccel, TurnAccel] = (6.0, 6.0)
 
 
 @dataclass

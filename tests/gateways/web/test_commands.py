@@ -73,7 +73,7 @@ def test_moveto_is_42_with_the_point_and_must_fall_on_the_map() -> None:
 
 
 def test_limits_themselves_are_checked() -> None:
-    with pytest.raises(ValueError, match="teleop limits"):
+    with pytest.raises(ValueError, match=r"max_speed = 5.0 is out of range: it must be in \(0, 3\]"):
         CommandLimits(max_speed=5.0)
 
 

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
+
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import MAX_SPEED, MAX_TURN_RATE, between
 
 __all__ = ["ZERO", "Movement", "Teleop", "TeleopParams", "wrap_angle"]
 
@@ -46,8 +50,11 @@ ZERO = Movement()
 """The stop command."""
 
 
-@dataclass(frozen=True)
-class TeleopParams:
+_KeyTime = Annotated[float, between(0.0, 5.0, open_low=True)]
+"""A time of the key repeat, s."""
+
+
+class TeleopParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Speeds and timing of the movement keys.
 
     Attributes:
@@ -62,28 +69,23 @@ class TeleopParams:
         resend_every: s between two sends of a held movement.
     """
 
-    speed: float = 0.2
-    turn_rate: float = 0.5
-    speed_step: float = 0.05
-    turn_step: float = 0.1
-    max_speed: float = 1.0
-    max_turn_rate: float = 2.0
-    heading_step: float = math.radians(3.0)
-    release_after: float = 0.4
-    first_repeat: float = 0.7
-    resend_every: float = 0.1
+    speed: Annotated[float, between(0.0, MAX_SPEED)] = 0.2
+    turn_rate: Annotated[float, between(0.0, MAX_TURN_RATE)] = 0.5
+    speed_step: Annotated[float, between(0.0, MAX_SPEED)] = 0.05
+    turn_step: Annotated[float, between(0.0, MAX_TURN_RATE)] = 0.1
+    max_speed: Annotated[float, between(0.0, MAX_SPEED)] = 1.0
+    max_turn_rate: Annotated[float, between(0.0, MAX_TURN_RATE)] = 2.0
+    heading_step: Annotated[float, between(0.0, math.pi)] = math.radians(3.0)
+    release_after: _KeyTime = 0.4
+    first_repeat: _KeyTime = 0.7
+    resend_every: _KeyTime = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("speed", "turn_rate", "speed_step", "turn_step", "max_speed", "max_turn_rate", "heading_step"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-        if not 0 < self.release_after <= 5 or not 0 < self.resend_every <= self.release_after:
+        super().__post_init__()
+        if self.resend_every > self.release_after:
             raise ValueError(
-                f"need 0 < resend_every <= release_after <= 5 s, got {self.resend_every} and {self.release_after}"
+                f"resend_every ({self.resend_every} s) must be at most release_after ({self.release_after} s)"
             )
-        if not math.isfinite(self.first_repeat) or not 0 < self.first_repeat <= 5:
-            raise ValueError(f"first_repeat must be in (0, 5] s, got {self.first_repeat}")
 
 
 class Teleop:

@@ -23,7 +23,6 @@ command timeout stays as the last fence behind both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 import msgspec
@@ -31,6 +30,8 @@ import msgspec
 from pluto import limits, msgs, names
 from pluto.errors import PlutoError
 from pluto.movement.motion.core import MOVETO
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Speed, TurnRate
 
 __all__ = [
     "DEADMAN_TIMEOUT",
@@ -106,8 +107,7 @@ def parse_request(data: str | bytes) -> Request:
     return request
 
 
-@dataclass(frozen=True)
-class CommandLimits:
+class CommandLimits(Params, kw_only=False, forbid_unknown_fields=True):
     """Where the browser's values must lie.
 
     Attributes:
@@ -117,13 +117,9 @@ class CommandLimits:
             :mod:`pluto.limits` allows.
     """
 
-    max_speed: float = 0.5
-    max_turn_rate: float = 1.0
+    max_speed: Speed = 0.5
+    max_turn_rate: TurnRate = 1.0
     area: tuple[float, float, float, float] | None = None
-
-    def __post_init__(self) -> None:
-        if not (0.0 < self.max_speed <= 3.0 and 0.0 < self.max_turn_rate <= 2 * math.pi):
-            raise ValueError("teleop limits must be in (0, 3] m/s and (0, 2π] rad/s")
 
     def command(self, request: Teleop | Stop | MoveTo, stamp: float) -> msgs.ActuatorState:
         """The ``motion/command`` for a request, stamped ``stamp`` (s, the robot's time).

@@ -46,9 +46,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Any, Final
+from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
 import msgspec
@@ -58,6 +57,8 @@ from aiohttp.typedefs import Handler
 
 from pluto import msgs
 from pluto.gateways.guard import AuthLimiter, LogLimiter
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import CommandTimeout, Port, Timeout, between
 
 from .access import HostPolicy, host_name
 from .commands import DEADMAN_TIMEOUT, Auth, CommandError, CommandLimits, DeadMan, Stop, Teleop, parse_request
@@ -105,8 +106,7 @@ _HELD: Final = {
 """What the lines held back of each kind were about (for the line that counts them)."""
 
 
-@dataclass(frozen=True)
-class WebSettings:
+class WebSettings(Params, kw_only=True, forbid_unknown_fields=True):
     """Attributes:
     host, port: where to listen (port 0: any free one).
     token: the secret a connection must send before it may command; None: every connection whose Host and Origin
@@ -122,15 +122,15 @@ class WebSettings:
     """
 
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: Port = DEFAULT_PORT
     token: str | None = None
-    limits: CommandLimits = field(default_factory=CommandLimits)
+    limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
     allow_hosts: tuple[str, ...] = ()
-    max_clients: int = 64
-    writer_limit: int = 64 * 1024
-    deadman_timeout: float = DEADMAN_TIMEOUT
-    auth_backoff: float = 0.5
-    auth_backoff_max: float = 30.0
+    max_clients: Annotated[int, between(1, 100_000)] = 64
+    writer_limit: Annotated[int, between(1024, 2**30)] = 64 * 1024
+    deadman_timeout: CommandTimeout = DEADMAN_TIMEOUT
+    auth_backoff: Timeout = 0.5
+    auth_backoff_max: Timeout = 30.0
 
 
 class ServerStats(msgspec.Struct, frozen=True, kw_only=True):

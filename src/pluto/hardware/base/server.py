@@ -62,12 +62,13 @@ import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Annotated, Any, ClassVar, Final, TypeVar
 
 from pluto import msgs, names
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.ranges import CommandTimeout
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import CommandTimeout, between
 
 VELOCITY_MODES: Final = ("direct", "separate")
 """What ``velocity_mode`` takes: wheel velocities, or translation and rotation."""
@@ -153,8 +154,7 @@ class BaseState:
 # -- the odometry calibration --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OdometryCorrection:
+class OdometryCorrection(Params, kw_only=False, forbid_unknown_fields=True):
     """The corrections the base applies to its odometry (identity by default).
 
     Attributes:
@@ -164,21 +164,12 @@ class OdometryCorrection:
 
     Raises:
         ValueError: a value is not finite, a scale or gain is outside :data:`SCALE_RANGE`, or the bias is larger than
-            :data:`MAX_HEADING_BIAS`.
+            :data:`MAX_HEADING_BIAS` (the message gives the range).
     """
 
-    distance_scale: float = 1.0
-    heading_gain: float = 1.0
-    heading_bias: float = 0.0
-
-    def __post_init__(self) -> None:
-        low, high = SCALE_RANGE
-        for name in ("distance_scale", "heading_gain"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and low <= value <= high):
-                raise ValueError(f"{name} must be in [{low:g}, {high:g}], got {value}")
-        if not (math.isfinite(self.heading_bias) and abs(self.heading_bias) <= MAX_HEADING_BIAS):
-            raise ValueError(f"heading_bias must be within ±{MAX_HEADING_BIAS:g} rad/m, got {self.heading_bias}")
+    distance_scale: Annotated[float, between(*SCALE_RANGE)] = 1.0
+    heading_gain: Annotated[float, between(*SCALE_RANGE)] = 1.0
+    heading_bias: Annotated[float, between(-MAX_HEADING_BIAS, MAX_HEADING_BIAS)] = 0.0
 
     @property
     def identity(self) -> bool:

@@ -35,13 +35,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pluto.codec import NEED_DATA, NeedData
 from pluto.errors import PlutoError
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Timeout, between
 
 from .telegram import (
     BAUD_CODES,
@@ -95,8 +97,7 @@ class LmsError(PlutoError):
     """The scanner cannot be set up as asked (a setting it refused) or a setting is impossible."""
 
 
-@dataclass(frozen=True)
-class LmsSettings:
+class LmsSettings(Params, kw_only=True, forbid_unknown_fields=True):
     """What the client sets the scanner to.
 
     Attributes:
@@ -109,6 +110,7 @@ class LmsSettings:
 
     Raises:
         LmsError: a setting the LMS does not have.
+        ValueError: a time or the retries out of its range.
     """
 
     baud: int = 38400
@@ -116,14 +118,15 @@ class LmsSettings:
     angle: int = 180
     units: str = "cm"
     range_m: int = 80
-    probe_timeout: float = 0.3
-    reply_timeout: float = 1.0
-    config_timeout: float = 15.0
-    link_timeout: float = 1.0
-    retries: int = 3
-    pause: float = 0.5
+    probe_timeout: Timeout = 0.3
+    reply_timeout: Timeout = 1.0
+    config_timeout: Timeout = 15.0
+    link_timeout: Timeout = 1.0
+    retries: Annotated[int, between(1, 100)] = 3
+    pause: Timeout = 0.5
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.baud not in BAUD_CODES:
             raise LmsError(f"baud must be one of {', '.join(map(str, BAUD_CODES))}, not {self.baud}")
         if self.angle not in (100, 180) or self.resolution not in (25, 50, 100):
@@ -134,11 +137,6 @@ class LmsSettings:
             raise LmsError(
                 f"units and range must be cm with 80 m, or mm with 8, 16 or 32 m; not {self.units} {self.range_m} m"
             )
-        for name in ("probe_timeout", "reply_timeout", "config_timeout", "link_timeout", "pause"):
-            if not getattr(self, name) > 0:
-                raise LmsError(f"{name} must be > 0 s")
-        if self.retries < 1:
-            raise LmsError("retries must be at least 1")
 
     @property
     def points(self) -> int:

@@ -35,13 +35,15 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 
 from pluto import msgs
 from pluto.errors import PlutoError
 from pluto.navigation.pose.calibration import OdometryCalibration, WallSighting, fit_distance_scale, fit_heading
 from pluto.navigation.pose.findwall import WallReading, wall_of
 from pluto.navigation.pose.module import FIND_WALL, SEARCHING
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Speed, Timeout, TurnRate, between
 
 __all__ = [
     "FIND_WALL_REQUEST",
@@ -122,8 +124,7 @@ def _answer(status: msgs.FVectorState) -> tuple[int, tuple[float, ...]]:
     return int(status.element[1]), tuple(status.data)
 
 
-@dataclass(frozen=True)
-class CalibrationParams:
+class CalibrationParams(Params, kw_only=True, forbid_unknown_fields=True):
     """How the robot moves for a calibration.
 
     Attributes:
@@ -141,42 +142,22 @@ class CalibrationParams:
         attempts: find wall requests per sighting.
 
     Raises:
-        ValueError: a value out of range.
+        ValueError: a value out of its range (the message gives the range).
     """
 
-    distance: float = 1.0
-    speed: float = 0.2
-    legs: int = 4
-    turn: float = math.radians(15.0)
-    turn_rate: float = 0.3
-    settle: float = 0.5
-    max_gamma: float = math.radians(10.0)
-    still_speed: float = 0.005
-    still_turn_rate: float = 0.005
-    leg_timeout: float = 10.0
-    settle_timeout: float = 10.0
-    answer_timeout: float = 5.0
-    attempts: int = 5
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.distance) and 0.3 <= self.distance <= 10.0):
-            raise ValueError(f"distance must be in [0.3, 10] m, got {self.distance}")
-        if not (math.isfinite(self.speed) and 0.05 <= self.speed <= 1.0):
-            raise ValueError(f"speed must be in [0.05, 1] m/s, got {self.speed}")
-        if not 1 <= self.legs <= 20:
-            raise ValueError(f"legs must be in [1, 20], got {self.legs}")
-        if not (math.isfinite(self.turn) and math.radians(3.0) <= self.turn <= math.radians(25.0)):
-            raise ValueError(f"turn must be in [3°, 25°], got {math.degrees(self.turn):g}°")
-        for name in ("turn_rate", "settle", "max_gamma", "still_speed", "still_turn_rate"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0, got {value}")
-        for name in ("leg_timeout", "settle_timeout", "answer_timeout"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 s, got {value}")
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+    distance: Annotated[float, between(0.3, 10.0)] = 1.0
+    speed: Annotated[float, between(0.05, 1.0)] = 0.2
+    legs: Annotated[int, between(1, 20)] = 4
+    turn: Annotated[float, between(math.radians(3.0), math.radians(25.0))] = math.radians(15.0)
+    turn_rate: TurnRate = 0.3
+    settle: Timeout = 0.5
+    max_gamma: Annotated[float, between(0.0, math.pi / 2, open_low=True)] = math.radians(10.0)
+    still_speed: Speed = 0.005
+    still_turn_rate: TurnRate = 0.005
+    leg_timeout: Timeout = 10.0
+    settle_timeout: Timeout = 10.0
+    answer_timeout: Timeout = 5.0
+    attempts: Annotated[int, between(1, 100)] = 5
 
 
 @dataclass(frozen=True)
