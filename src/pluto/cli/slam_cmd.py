@@ -315,6 +315,10 @@ def run_offline_command(args: argparse.Namespace) -> int:
             f"{result.search.checked} places checked, {result.backend.corrections} corrections applied, "
             f"{result.backend.merged} walls merged ({float(result.backend_times.sum()):.2f} s of the processing)"
         )
+        print(
+            f"walls mapped twice (parallel copies within 10 cm): {len(result.wall_copies())} where loops closed, "
+            f"{len(result.wall_copies(where_loops_closed=False))} in the whole map"
+        )
     if log.reference is None:
         print("the log has no reference trajectory: no error against it")
     else:

@@ -1,4 +1,5 @@
-"""A built map against the true walls: how a built wall fits a true one, which walls scans saw, the map's score."""
+"""A built map against the true walls: how a built wall fits a true one, which walls scans saw, the map's score; a
+built map's walls mapped twice."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.navigation.slam.mapcheck import score_map, wall_match, walls_seen
+from pluto.navigation.slam.mapcheck import parallel_copies, score_map, wall_match, walls_seen
 
 # A 4 m x 3 m room: south, east, north, west.
 ROOM = np.array(
@@ -105,3 +106,37 @@ def test_bad_input_is_refused_with_the_reason() -> None:
         walls_seen(ROOM, [[[math.inf, 0.0]]])
     with pytest.raises(ValueError, match="tolerance"):
         walls_seen(ROOM, [], tolerance=0.0)
+
+
+def test_a_wall_mapped_twice_is_a_copy_and_a_thin_wall_or_a_corridor_is_not() -> None:
+    walls = np.array(
+        [
+            [0.0, 0.0, 6.0, 0.0],  # a corridor's south wall, seen from the north
+            [1.0, 0.04, 4.0, 0.06],  # the same wall mapped again 4-6 cm off: a copy
+            [0.0, 2.0, 6.0, 2.0],  # the corridor's north wall, seen from the south
+            [0.0, 2.08, 6.0, 2.08],  # its other face, 8 cm away, seen from the room behind it
+            [2.0, -0.2, 5.0, -0.2],  # 20 cm away: another wall
+            [7.0, 0.03, 9.0, 0.03],  # on the south wall's line but past its end: no overlap
+            [1.0, 0.05, 4.0, 0.05 + 3.0 * math.tan(math.radians(10.0))],  # turned 10°
+        ]
+    )
+    north, south = (0.0, 1.0), (0.0, -1.0)
+    facing = np.array([north, north, south, north, north, north, north])
+    assert parallel_copies(walls, facing) == [(0, 1)]
+    # a wall whose side is not known is tested against both sides
+    assert (2, 3) in parallel_copies(walls, np.vstack((facing[:3], [[0.0, 0.0]], facing[4:])))
+    assert parallel_copies(walls, facing, distance=0.03) == []
+
+
+def test_copies_are_counted_where_loops_closed_only_when_asked() -> None:
+    walls = np.array([[0.0, 0.0, 6.0, 0.0], [1.0, 0.05, 4.0, 0.05], [30.0, 0.0, 36.0, 0.0], [31.0, 0.05, 34.0, 0.05]])
+    facing = np.tile([0.0, 1.0], (4, 1))
+    assert parallel_copies(walls, facing) == [(0, 1), (2, 3)]
+    assert parallel_copies(walls, facing, near=[[33.0, 1.0]], radius=2.0) == [(2, 3)]
+    assert parallel_copies(walls, facing, near=np.zeros((0, 2))) == []
+    with pytest.raises(ValueError, match="facing"):
+        parallel_copies(walls, facing[:3])
+    with pytest.raises(ValueError, match="finite"):
+        parallel_copies(walls, facing, near=[[math.nan, 0.0]])
+    with pytest.raises(ValueError, match="distance"):
+        parallel_copies(walls, facing, distance=0.0)

@@ -14,6 +14,12 @@ wall: the sightings of its ``confirm``, lines of at least its ``min_wall_length`
 line extractor keeps). A wall glimpsed in a scan or two, through a door as the robot turns, does not count. The
 scans' points are in the world frame, placed with the true pose of the laser.
 
+A built map can also be checked without the world (:func:`parallel_copies`): a wall mapped twice, once on each pass
+of a loop that was not closed (or closed after the filter had mapped the place again), shows as two parallel walls
+facing the same way a few centimetres apart where the building has one. No two faces of a building seen from the same
+side lie that close along each other, so every such pair is a copy; counted near the places where loops closed, it
+says whether the closures put the walls back on each other.
+
 Nothing here reads a clock, the bus or a file.
 """
 
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MapScore", "score_map", "wall_match", "walls_seen"]
+__all__ = ["COPY_ANGLE", "COPY_DISTANCE", "MapScore", "parallel_copies", "score_map", "wall_match", "walls_seen"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -35,6 +41,10 @@ MAX_OFFSET = 0.05
 """m: the farthest a built wall's end may lie from the true wall's line."""
 MAX_ANGLE = 1.0
 """Degrees: the largest angle between a built wall and the true one."""
+COPY_DISTANCE = 0.1
+"""m: two walls facing the same way whose overlap lies within this of each other are one wall mapped twice."""
+COPY_ANGLE = 5.0
+"""Degrees: the largest angle between the two copies of a wall."""
 
 
 def _segments(values: npt.ArrayLike, what: str) -> FloatArray:
@@ -215,3 +225,89 @@ def score_map(
         max_offset=max_offset,
         max_angle=max_angle,
     )
+
+
+def parallel_copies(
+    segments: npt.ArrayLike,
+    facing: npt.ArrayLike,
+    *,
+    distance: float = COPY_DISTANCE,
+    max_angle: float = COPY_ANGLE,
+    near: npt.ArrayLike | None = None,
+    radius: float = 5.0,
+) -> list[tuple[int, int]]:
+    """The pairs of walls of a built map that are one wall mapped twice (see the module docstring).
+
+    Two walls are copies when they face the same way (their ``facing`` normals point to the same side), turn from
+    each other by at most ``max_angle``, overlap along their length, and the shorter one's points over the overlap
+    lie within ``distance`` of the longer one's line.
+
+    Args:
+        segments: ``(N, 4)`` the built walls (x1, y1, x2, y2), m.
+        facing: ``(N, 2)`` each wall's normal towards the side it was seen from; (0, 0) where that is not known
+            (such a wall is tested against walls on either side).
+        distance: m, see above.
+        max_angle: degrees, see above.
+        near: ``(K, 2)`` points (m) where loops closed: only pairs with a wall within ``radius`` of one of them are
+            counted; None: every pair.
+        radius: m, see ``near``.
+
+    Returns:
+        The pairs (i, j), i < j, indices into ``segments``.
+
+    Raises:
+        ValueError: walls, normals or points that are not finite, of other shapes, or a bad setting.
+    """
+    walls = _segments(segments, "the built walls")
+    normals = np.asarray(facing, dtype=np.float64).reshape(-1, 2) if np.size(facing) else np.zeros((0, 2))
+    if normals.shape[0] != walls.shape[0] or not np.all(np.isfinite(normals)):
+        raise ValueError(f"facing must be {walls.shape[0]} finite rows (nx, ny), got shape {normals.shape}")
+    if not (distance > 0 and 0 <= max_angle < 90 and radius > 0):
+        raise ValueError(
+            f"need distance > 0, 0 <= max_angle < 90 and radius > 0, got {distance}, {max_angle}, {radius}"
+        )
+    n = walls.shape[0]
+    if n < 2:
+        return []
+    a, b = walls[:, :2], walls[:, 2:]
+    length = np.hypot(*(b - a).T)
+    usable = length > 1e-9
+    direction = (b - a) / np.maximum(length, 1e-12)[:, None]
+    counted = usable.copy()
+    if near is not None:
+        points = np.asarray(near, dtype=np.float64).reshape(-1, 2) if np.size(near) else np.zeros((0, 2))
+        if not np.all(np.isfinite(points)):
+            raise ValueError("the points where loops closed must be finite")
+        if points.shape[0] == 0:
+            return []
+        # distance from each point to each wall (the nearest point of the segment)
+        rel = points[None, :, :] - a[:, None, :]
+        t = np.clip(np.einsum("nkd,nd->nk", rel, direction), 0.0, length[:, None])
+        foot = a[:, None, :] + t[..., None] * direction[:, None, :]
+        counted &= (np.hypot(*(points[None, :, :] - foot).transpose(2, 0, 1)) <= radius).any(axis=1)
+    cos_limit = math.cos(math.radians(max_angle))
+    pairs: list[tuple[int, int]] = []
+    for i in np.flatnonzero(usable).tolist():
+        others = np.flatnonzero(usable & (np.arange(n) > i) & (counted | counted[i]))
+        if others.size == 0:
+            continue
+        parallel = np.abs(direction[others] @ direction[i]) >= cos_limit
+        same_side = (normals[others] @ normals[i]) >= 0.0
+        for j in others[parallel & same_side].tolist():
+            long_, short = (i, j) if length[i] >= length[j] else (j, i)
+            along = direction[long_]
+            normal = np.array([-along[1], along[0]])
+            t_long = np.sort([float(a[long_] @ along), float(b[long_] @ along)])
+            t_short = np.array([float(a[short] @ along), float(b[short] @ along)])
+            low, high = max(t_long[0], t_short.min()), min(t_long[1], t_short.max())
+            if high <= low:
+                continue
+            # the shorter wall's points at the overlap's ends, against the longer wall's line
+            span = t_short[1] - t_short[0]
+            if abs(span) < 1e-12:
+                continue
+            ends = [a[short] + (b[short] - a[short]) * ((t - t_short[0]) / span) for t in (low, high)]
+            offset = max(abs(float((p - a[long_]) @ normal)) for p in ends)
+            if offset <= distance:
+                pairs.append((i, j))
+    return pairs

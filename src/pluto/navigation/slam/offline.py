@@ -79,6 +79,7 @@ from pluto.navigation.slam.backend import LoopBackEnd
 from pluto.navigation.slam.compressed import AreaParams, CompressedWallEKF
 from pluto.navigation.slam.core import WallSlam
 from pluto.navigation.slam.loops import LoopParams, LoopSearch
+from pluto.navigation.slam.mapcheck import parallel_copies
 from pluto.navigation.slam.metrics import Relations, parse_relations
 from pluto.navigation.slam.scanmatch import ScanMatcher, ScanMatchParams, scan_points
 from pluto.record.carmen import (
@@ -684,6 +685,30 @@ class OfflineResult:
     backend_times: FloatArray = field(default_factory=lambda: np.zeros(0))
     backend: LoopBackEnd | None = None
     search: LoopSearch | None = None
+
+    def closure_places(self) -> FloatArray:
+        """``(k, 2)`` where loops closed: the positions of the keyframes each loop closure joins, in the map's frame,
+        m (none without the loop-closing back end)."""
+        if self.search is None:
+            return np.zeros((0, 2))
+        graph = self.search.graph
+        poses = graph.poses
+        joined = sorted({i for edge in graph.edges() if edge.robust for i in (edge.first, edge.second)})
+        return poses[joined, :2] if joined else np.zeros((0, 2))
+
+    def wall_copies(self, *, where_loops_closed: bool = True) -> list[tuple[int, int]]:
+        """The walls of the map mapped twice (:func:`~pluto.navigation.slam.mapcheck.parallel_copies`: facing the
+        same way, parallel, overlapping and within 10 cm of each other), as pairs of the map's wall indices.
+
+        Args:
+            where_loops_closed: only the pairs with a wall within 5 m of where a loop closed
+                (:meth:`closure_places`); False: the whole map.
+        """
+        segments = self.slam.segments
+        active = np.flatnonzero(segments.active)
+        near = self.closure_places() if where_loops_closed else None
+        pairs = parallel_copies(segments.segments[active], segments.facing(active), near=near)
+        return [(int(active[i]), int(active[j])) for i, j in pairs]
 
     @property
     def real_time_factor(self) -> float | None:
