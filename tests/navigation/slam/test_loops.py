@@ -227,12 +227,26 @@ def _drive(
     return made
 
 
-def test_a_jump_of_the_filter_stays_out_of_the_chain_and_the_trajectory() -> None:
-    """The filter jumps 1 m sideways at scan 12 (it paired walls from long ago): the chain of keyframes and the
-    trajectory on it follow the front end over that scan, and go on with the filter's motion after it."""
+def test_the_chain_follows_the_front_ends_motion_not_the_filters_corrections() -> None:
+    """The filter's pose goes 1.5 cm to either side of the front end's, scan after scan (the walls' corrections as
+    lines are paired; within the jump gate): the keyframes' motions and the trajectory are the front end's."""
+    fronts = [(0.1 * k, 0.0, 0.0) for k in range(30)]
+    poses = [(0.1 * k, 0.015 * (-1) ** k, 0.0) for k in range(30)]
+    backend = LoopBackEnd(_slam_with_a_wall(), keep_trajectory=True)
+    made = _drive(backend, poses, fronts)
+    assert backend.jumps == 0 and len(made) == 6
+    for keyframe in made[1:]:
+        assert keyframe.motion == pytest.approx((0.5, 0.0, 0.0), abs=1e-12)
+    assert np.allclose(backend.trajectory(np.array([[0.5 * k, 0.0, 0.0] for k in range(6)])), fronts, atol=1e-12)
+
+
+def test_without_a_front_end_the_chain_follows_the_filter_but_not_its_jumps() -> None:
+    """No scan matching: the motion given is the dead reckoning's, which the walls correct, so the chain is the
+    filter's. The filter jumps 1 m sideways at scan 12 (it paired walls from long ago): the chain of keyframes and
+    the trajectory on it follow the dead reckoning over that scan, and go on with the filter's motion after it."""
     fronts = [(0.1 * k, 0.0, 0.0) for k in range(30)]
     poses = [(0.1 * k, 0.0 if k < 12 else 1.0, 0.0) for k in range(30)]
-    backend = LoopBackEnd(_slam_with_a_wall(), keep_trajectory=True)
+    backend = LoopBackEnd(_slam_with_a_wall(), keep_trajectory=True, front_end=False)
     search = LoopSearch()
     for keyframe in _drive(backend, poses, fronts):
         assert search.add(keyframe) is None  # no place seen twice

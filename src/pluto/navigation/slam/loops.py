@@ -9,9 +9,9 @@ keeps what is needed to correct that afterwards:
 1. **Keyframes** (:class:`Keyframe`): every :attr:`LoopParams.keyframe_distance` of travel or
    :attr:`~LoopParams.keyframe_turn` of turn, the filter's pose, the scan's points (laser frame, thinned) and the
    motion from the previous keyframe with its covariance (the scan-matching front end's increments propagated
-   between the two keyframes: what the chain of keyframes knows of each step). The motion is the filter's, but over
-   a scan where it disagrees with the front end's beyond a 3-dof gate (the filter jumped when it paired a wall from
-   long ago) the front end's.
+   between the two keyframes: what the chain of keyframes knows of each step). The motion is the front end's too
+   (the filter's holds the walls' scan-by-scan corrections, which the chain would add up as motion); without a
+   front end, the filter's (:mod:`pluto.navigation.slam.backend`).
 2. **Candidates by place** (:meth:`LoopSearch.add`): keyframes at least :attr:`~LoopParams.min_travel` of travel back
    whose estimated position lies within the search radius of the new keyframe's. The radius grows with the
    uncertainty between the two through the graph: shortest paths (Dijkstra) over the edges' position variances and

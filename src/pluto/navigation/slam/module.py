@@ -455,7 +455,7 @@ class SlamModule(Module[SlamModuleParams]):
             self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
             self.matcher = ScanMatcher() if p.scan_match else None
             if p.loop_closing:
-                self.backend = LoopBackEnd(self.slam, LoopParams())
+                self.backend = LoopBackEnd(self.slam, LoopParams(), front_end=self.matcher is not None)
                 self.worker = LoopWorker(self.backend.params, on_error=self._on_loop_error, name="slam-loops")
             self.get_logger().info(
                 "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])

@@ -769,7 +769,11 @@ def run_offline(
     increments = _increments(odometry)
     matcher = None if prm.scan_match is None else ScanMatcher(prm.scan_match)
     point_params = prm.scan_match or ScanMatchParams()
-    backend = None if prm.loops is None else LoopBackEnd(slam, prm.loops, keep_trajectory=True)
+    backend = (
+        None
+        if prm.loops is None
+        else LoopBackEnd(slam, prm.loops, keep_trajectory=True, front_end=prm.scan_match is not None)
+    )
     search = None if prm.loops is None else LoopSearch(prm.loops)
     back_times = np.zeros(n)
     if n and warm:
