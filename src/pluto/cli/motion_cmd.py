@@ -156,7 +156,7 @@ def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[floa
     # whose position std is at most a third of goal_tolerance
     tolerance = progress.parameter(bus, "motion", "goal_tolerance", MotionParams.goal_tolerance)
     reach = max(tolerance + 0.1, MotionParams.near_enough)
-    waits = {
+    waits: dict[int, str] = {
         WAITING_SCAN: "waiting for fresh laser scans",
         WAITING_POSE: "waiting for a fresh, certain pose",
         WAITING_AVOID: "waiting for avoid (its status stale)",

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Annotated
 
 import numpy as np
@@ -78,6 +79,9 @@ __all__ = [
     "AvoidInputs",
     "AvoidOutput",
     "AvoidParams",
+    "AvoidStatus",
+    "Avoidance",
+    "GotoStatus",
     "Mode",
     "centring",
     "free_space_offset",
@@ -95,42 +99,76 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-RELEASE = -1
-"""cmd_flags that releases the robot (stops the avoid thread)."""
 
-AVOID_NONE, AVOID_SONAR, AVOID_LASER, AVOID_BOTH = 0, 1, 2, 3
+class Avoidance(IntEnum):
+    """The avoidance A of a command (the tens digit of cmd_flags)."""
 
-LASER_SLOW = 6
-"""element[0]: the laser slowed or stopped the robot."""
-LASER_FAULT = 7
-"""element[0]: the laser had a fatal error and is rebooting (every range -1), or its scans are stale: the robot is
-stopped at once (laser avoidance on) until a fresh scan."""
-STALE_POSE = 8
-"""element[0]: the pose (or the odometry) a goto or a heading command steers by is stale, or too uncertain to tell
-that the goal is reached: the robot is stopped at once; the command goes on when the pose is fresh (and certain)."""
-COMMANDER_SILENT = 9
-"""element[0]: the command's lease ran out (its commander, which renews it every step, went silent): the robot is
-stopped at once; the command goes on when it is renewed."""
-HALT = 4
-"""Command type T of a halt: stop at once (a commander whose own input went stale), the drive told cmd_flags 2."""
-DRIVE_HALT = 2
-"""The drive's cmd_flags of a halt (stop at once, no acceleration ramp)."""
-
-GOTO_REACHED = 1
-GOTO_STUCK = 2
-GOTO_UNVERIFIED = 3
-"""element[1]: the goto ended within the tolerance of its goal by a pose too uncertain to tell it is there."""
-GOTO_RUNNING = -1
-THREAD_STOPPED = -10
+    NONE = 0
+    SONAR = 1
+    """Sonar only (also the drive's sonar protection, drive cmd_flags + 10)."""
+    LASER = 2
+    BOTH = 3
 
 
-class Mode:
+class Mode(IntEnum):
     """Command types T (the ones digit of cmd_flags)."""
 
     VELOCITY = 0
     HEADING = 1
     GOTO = 2
     WALL_FOLLOW = 3
+    HALT = 4
+    """Stop at once (a commander whose own input went stale), the drive told cmd_flags 2."""
+
+
+class AvoidStatus(IntEnum):
+    """The avoid module's own codes of element[0] of ``avoidance/status`` (the others are the drive's,
+    :class:`pluto.movement.drive.core.DriveStatus`)."""
+
+    LASER_SLOW = 6
+    """The laser slowed or stopped the robot."""
+    LASER_FAULT = 7
+    """The laser had a fatal error and is rebooting (every range -1), or its scans are stale: the robot is stopped
+    at once (laser avoidance on) until a fresh scan."""
+    STALE_POSE = 8
+    """The pose (or the odometry) a goto or a heading command steers by is stale, or too uncertain to tell that the
+    goal is reached: the robot is stopped at once; the command goes on when the pose is fresh (and certain)."""
+    COMMANDER_SILENT = 9
+    """The command's lease ran out (its commander, which renews it every step, went silent): the robot is stopped at
+    once; the command goes on when it is renewed."""
+
+
+class GotoStatus(IntEnum):
+    """element[1] of ``avoidance/status``."""
+
+    NONE = 0
+    """No goto (or another command) in force."""
+    REACHED = 1
+    STUCK = 2
+    UNVERIFIED = 3
+    """The goto ended within the tolerance of its goal by a pose too uncertain to tell it is there."""
+    RUNNING = -1
+    THREAD_STOPPED = -10
+    """The avoid thread is stopped."""
+
+
+RELEASE = -1
+"""cmd_flags that releases the robot (stops the avoid thread)."""
+DRIVE_HALT = 2
+"""The drive's cmd_flags of a halt (stop at once, no acceleration ramp)."""
+
+# The codes by their names of before the enums (the same numbers).
+AVOID_NONE, AVOID_SONAR, AVOID_LASER, AVOID_BOTH = Avoidance.NONE, Avoidance.SONAR, Avoidance.LASER, Avoidance.BOTH
+LASER_SLOW = AvoidStatus.LASER_SLOW
+LASER_FAULT = AvoidStatus.LASER_FAULT
+STALE_POSE = AvoidStatus.STALE_POSE
+COMMANDER_SILENT = AvoidStatus.COMMANDER_SILENT
+HALT = Mode.HALT
+GOTO_REACHED = GotoStatus.REACHED
+GOTO_STUCK = GotoStatus.STUCK
+GOTO_UNVERIFIED = GotoStatus.UNVERIFIED
+GOTO_RUNNING = GotoStatus.RUNNING
+THREAD_STOPPED = GotoStatus.THREAD_STOPPED
 
 
 class AvoidParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -547,7 +585,7 @@ class AvoidController:
         """Stop at once for a stale input (``code``); a goto's timers do not run meanwhile."""
         if self._held_since is None:
             self._held_since = now
-        goto_state = GOTO_RUNNING if cmd.mode == Mode.GOTO and not self._goto.over else 0
+        goto_state = GOTO_RUNNING if cmd.mode == Mode.GOTO and not self._goto.over else GotoStatus.NONE
         if cmd.mode == Mode.GOTO and self._goto.reached:
             goto_state = GOTO_REACHED
         flags = DRIVE_HALT + (10 if cmd.sonar else 0)

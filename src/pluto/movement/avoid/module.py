@@ -157,7 +157,9 @@ class AvoidModule(Module[AvoidModuleParams]):
         drive = self.drive_in.read()
         data = list(drive.data[:2]) if drive is not None else [0.0, 0.0]
         code = drive.element[0] if drive is not None and drive.element else 0
-        self.status_out.write(msgs.FVectorState(stamp=self.clock.now(), data=data, element=[code, THREAD_STOPPED]))
+        self.status_out.write(
+            msgs.FVectorState(stamp=self.clock.now(), data=data, element=[int(code), int(THREAD_STOPPED)])
+        )
 
     def step(self, now: float) -> None:
         jumped_from = self.clock_jumped_back(now)
@@ -193,7 +195,7 @@ class AvoidModule(Module[AvoidModuleParams]):
                 )
             )
         self._command_wrist(out.wrist_pan)
-        self.status_out.write(msgs.FVectorState(stamp=now, data=list(out.data), element=list(out.element)))
+        self.status_out.write(msgs.FVectorState(stamp=now, data=list(out.data), element=[int(e) for e in out.element]))
 
     def _release(self, now: float) -> None:
         """Stop the robot and the avoid thread (cmd_flags -1)."""

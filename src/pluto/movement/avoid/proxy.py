@@ -10,47 +10,36 @@ import math
 from typing import ClassVar
 
 from pluto import msgs, names
-from pluto.movement.avoid.core import (
-    AVOID_BOTH,
-    COMMANDER_SILENT,
-    GOTO_REACHED,
-    GOTO_RUNNING,
-    GOTO_STUCK,
-    GOTO_UNVERIFIED,
-    LASER_FAULT,
-    LASER_SLOW,
-    RELEASE,
-    STALE_POSE,
-    THREAD_STOPPED,
-    Mode,
-)
+from pluto.movement.avoid.core import AVOID_BOTH, RELEASE, AvoidStatus, GotoStatus, Mode
+from pluto.movement.drive.core import DriveStatus
 from pluto.runtime.proxy import Proxy
 
 __all__ = ["AvoidProxy", "describe_status"]
 
 COMMAND = names.AVOIDANCE_COMMAND
 
-_ELEMENT0 = {
-    0: "normal",
-    -1: "drive timeout",
-    -10: "drive stopped",
-    1: "front bumper",
-    2: "back bumper",
-    3: "sonar front",
-    4: "sonar back",
-    5: "sonar sides",
-    LASER_SLOW: "laser slow/stop",
-    LASER_FAULT: "laser fatal error (rebooting) or stale scans: held",
-    STALE_POSE: "stale pose or odometry: held",
-    COMMANDER_SILENT: "the commander's lease ran out: held",
+_ELEMENT0: dict[int, str] = {
+    DriveStatus.NORMAL: "normal",
+    DriveStatus.TIMEOUT: "drive timeout",
+    DriveStatus.STALE: "drive halted for a stale input",
+    DriveStatus.STOPPED: "drive stopped",
+    DriveStatus.FRONT_BUMPER: "front bumper",
+    DriveStatus.BACK_BUMPER: "back bumper",
+    DriveStatus.SONAR_FRONT: "sonar front",
+    DriveStatus.SONAR_BACK: "sonar back",
+    DriveStatus.SONAR_SIDES: "sonar sides",
+    AvoidStatus.LASER_SLOW: "laser slow/stop",
+    AvoidStatus.LASER_FAULT: "laser fatal error (rebooting) or stale scans: held",
+    AvoidStatus.STALE_POSE: "stale pose or odometry: held",
+    AvoidStatus.COMMANDER_SILENT: "the commander's lease ran out: held",
 }
-_ELEMENT1 = {
-    0: "idle",
-    GOTO_REACHED: "goal reached",
-    GOTO_STUCK: "stuck",
-    GOTO_UNVERIFIED: "stopped at the goal by a pose too uncertain to tell (unverified)",
-    GOTO_RUNNING: "goto running",
-    THREAD_STOPPED: "avoid thread stopped",
+_ELEMENT1: dict[int, str] = {
+    GotoStatus.NONE: "idle",
+    GotoStatus.REACHED: "goal reached",
+    GotoStatus.STUCK: "stuck",
+    GotoStatus.UNVERIFIED: "stopped at the goal by a pose too uncertain to tell (unverified)",
+    GotoStatus.RUNNING: "goto running",
+    GotoStatus.THREAD_STOPPED: "avoid thread stopped",
 }
 
 

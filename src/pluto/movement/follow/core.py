@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Annotated
 
 import msgspec
@@ -84,11 +85,14 @@ __all__ = [
     "THREAD_RUNNING",
     "THREAD_STOPPED",
     "TOO_CLOSE",
+    "FollowCommand",
     "FollowController",
     "FollowInputs",
     "FollowOutput",
     "FollowParams",
     "FollowScan",
+    "FollowStatus",
+    "FollowThread",
     "SharedFollowParams",
     "parse_distance",
 ]
@@ -96,15 +100,44 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 Pose = tuple[float, float, float]
 
-START, STOP, RELEASE = 1, 0, -1
-"""cmd_flags of ``follow/command``."""
 
-IDLE, SEARCHING, FOLLOWING, TOO_CLOSE = 0, 1, 2, 3
-LOST, NO_SCAN, NO_POSE = -1, -2, -3
-"""element[1] of ``follow/status``."""
+class FollowCommand(IntEnum):
+    """cmd_flags of ``follow/command``."""
 
-THREAD_RUNNING, THREAD_STOPPED = 0, -10
-"""element[0] of ``follow/status``."""
+    START = 1
+    STOP = 0
+    RELEASE = -1
+
+
+class FollowStatus(IntEnum):
+    """element[1] of ``follow/status``."""
+
+    IDLE = 0
+    SEARCHING = 1
+    FOLLOWING = 2
+    TOO_CLOSE = 3
+    LOST = -1
+    NO_SCAN = -2
+    NO_POSE = -3
+
+
+class FollowThread(IntEnum):
+    """element[0] of ``follow/status``."""
+
+    RUNNING = 0
+    STOPPED = -10
+
+
+# The codes by their names of before the enums (the same numbers).
+START, STOP, RELEASE = FollowCommand.START, FollowCommand.STOP, FollowCommand.RELEASE
+IDLE, SEARCHING, FOLLOWING, TOO_CLOSE = (
+    FollowStatus.IDLE,
+    FollowStatus.SEARCHING,
+    FollowStatus.FOLLOWING,
+    FollowStatus.TOO_CLOSE,
+)
+LOST, NO_SCAN, NO_POSE = FollowStatus.LOST, FollowStatus.NO_SCAN, FollowStatus.NO_POSE
+THREAD_RUNNING, THREAD_STOPPED = FollowThread.RUNNING, FollowThread.STOPPED
 
 MIN_DISTANCE, MAX_DISTANCE = 0.7, 5.0
 """Range of the distance to keep a start command may ask for, m (centre to centre: a robot of radius 0.4 m touches

@@ -48,7 +48,7 @@ from pluto import msgs, names
 from pluto.bus.config import check_robot_name
 from pluto.errors import ConfigError, PlutoError
 from pluto.geometry import compose, relative, wrap_angle
-from pluto.movement.avoid.core import HALT
+from pluto.movement.avoid.core import HALT, GotoStatus
 from pluto.movement.commands import CommandQueue
 from pluto.movement.follow.core import (
     RELEASE,
@@ -74,7 +74,7 @@ __all__ = ["FollowModule", "FollowModuleParams"]
 _HISTORY = 4.0
 """s of poses kept to place scans."""
 
-_THREAD_STOPPED_AVOID = -10
+_THREAD_STOPPED_AVOID = GotoStatus.THREAD_STOPPED
 """element[1] of ``avoidance/status`` while the avoid thread is stopped."""
 
 
@@ -144,7 +144,9 @@ class FollowModule(Module[FollowModuleParams]):
 
     def on_deactivate(self) -> None:
         self.status_out.write(
-            msgs.FVectorState(stamp=self.clock.now(), data=list(self._data), element=[THREAD_STOPPED, self.core.code])
+            msgs.FVectorState(
+                stamp=self.clock.now(), data=list(self._data), element=[int(THREAD_STOPPED), int(self.core.code)]
+            )
         )
 
     def step(self, now: float) -> None:
@@ -182,7 +184,9 @@ class FollowModule(Module[FollowModuleParams]):
         if self._want_avoid:
             self._start_avoid()
         self._data = [float(v) for v in out.data]
-        self.status_out.write(msgs.FVectorState(stamp=now, data=list(self._data), element=[THREAD_RUNNING, out.code]))
+        self.status_out.write(
+            msgs.FVectorState(stamp=now, data=list(self._data), element=[int(THREAD_RUNNING), int(out.code)])
+        )
 
     def _command(self, command: msgs.ActuatorState, now: float) -> None:
         """Carry out a start or stop command.

@@ -9,34 +9,21 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pluto import msgs, names
-from pluto.movement.follow.core import (
-    FOLLOWING,
-    IDLE,
-    LOST,
-    NO_POSE,
-    NO_SCAN,
-    RELEASE,
-    SEARCHING,
-    START,
-    STOP,
-    THREAD_STOPPED,
-    TOO_CLOSE,
-    parse_distance,
-)
+from pluto.movement.follow.core import RELEASE, START, STOP, FollowStatus, FollowThread, parse_distance
 from pluto.runtime.proxy import Proxy
 
 __all__ = ["FollowProxy", "describe_status"]
 
 COMMAND = names.FOLLOW_COMMAND
 
-_CODES = {
-    IDLE: "idle",
-    SEARCHING: "searching for a person",
-    FOLLOWING: "following",
-    TOO_CLOSE: "too close: waiting",
-    LOST: "person lost: stopped",
-    NO_SCAN: "no recent scan: stopped",
-    NO_POSE: "no recent pose: stopped",
+_CODES: dict[int, str] = {
+    FollowStatus.IDLE: "idle",
+    FollowStatus.SEARCHING: "searching for a person",
+    FollowStatus.FOLLOWING: "following",
+    FollowStatus.TOO_CLOSE: "too close: waiting",
+    FollowStatus.LOST: "person lost: stopped",
+    FollowStatus.NO_SCAN: "no recent scan: stopped",
+    FollowStatus.NO_POSE: "no recent pose: stopped",
 }
 
 
@@ -44,7 +31,7 @@ def describe_status(status: msgs.FVectorState) -> str:
     """One line for a human: what the follow module does and where the person is."""
     e = [*status.element, 0, 0][:2]
     x, y, d, b, v, w = [*status.data, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0][:6]
-    thread = "follow thread stopped; " if e[0] == THREAD_STOPPED else ""
+    thread = "follow thread stopped; " if e[0] == FollowThread.STOPPED else ""
     where = f"; person at ({x:.2f}, {y:.2f}) m, {d:.2f} m away, bearing {b:.2f} rad" if d > 0.0 else ""
     return f"{thread}{e[1]} {_CODES.get(e[1], 'unknown')}{where}; v {v:.2f} m/s, w {w:.2f} rad/s"
 

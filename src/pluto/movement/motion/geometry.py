@@ -1,11 +1,13 @@
-"""Geometry of the motion module's decisions: free rays, openings (gaps) in a scan, blocked segments, the rectangle
-and the coverage grid of an exploration. Pure functions and small value classes; points are (N, 2) arrays in the
-``Localization/Pose`` frame, m.
+"""Geometry of the motion module's decisions: free rays, openings (gaps) in a scan, blocked segments, rooms (the
+free area around a point, a doorway's wall closing in), scans as points, the rectangle and the coverage grid of an
+exploration. Pure functions and small value classes; points are (N, 2) arrays in the ``Localization/Pose`` frame,
+m.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,9 +17,15 @@ __all__ = [
     "CoverageGrid",
     "Gap",
     "Rectangle",
+    "beam_ends",
     "detour",
+    "echo_points",
+    "enclosed",
     "find_gaps",
+    "free_area",
     "free_length",
+    "points_before",
+    "remember_points",
     "segment_blocked",
     "squeezed",
 ]
@@ -218,6 +226,84 @@ def find_gaps(
                 continue
         gaps.append(Gap((float(a[0]), float(a[1])), (float(b[0]), float(b[1])), (float(nx), float(ny))))
     return gaps
+
+
+def enclosed(walls: FloatArray, gap: Gap, side: float) -> bool:
+    """Whether the space on the near side of a doorway is a room: from just before the doorway, along the line of its
+    wall, the echoes close it in within ``side`` m both ways (a corridor or a hall runs on farther). A room whose
+    doorway is in view can show a large free area through it; its width along the wall tells it from a corridor."""
+    tx, ty = -gap.normal[1], gap.normal[0]
+    reach = 2.0 * side
+    before = gap.point(-0.5)
+    ends = [free_length(walls, before, math.atan2(sy * ty, sy * tx), 0.05, reach) for sy in (1.0, -1.0)]
+    return max(ends) < side
+
+
+def free_area(
+    scans: Sequence[tuple[tuple[float, float], FloatArray, FloatArray]],
+    centre: tuple[float, float],
+    sectors: int = 72,
+    clip: float = 10.0,
+) -> float:
+    """Area of the free space around ``centre`` that the scans show, m²: per sector of bearing (from ``centre``)
+    the mean range of the beam ends in it (clipped at ``clip`` m), summed as circular sectors, and scaled up to the
+    whole circle from the sectors seen. A room gives about its floor area; a corridor or a hall much more."""
+    total = np.zeros(sectors)
+    count = np.zeros(sectors)
+    for _, ends, _ in scans:
+        if len(ends) == 0:
+            continue
+        dx, dy = ends[:, 0] - centre[0], ends[:, 1] - centre[1]
+        r = np.minimum(np.hypot(dx, dy), clip)
+        k = ((np.arctan2(dy, dx) + math.pi) / (2 * math.pi) * sectors).astype(int) % sectors
+        np.add.at(total, k, r)
+        np.add.at(count, k, 1.0)
+    seen = count > 0
+    if not seen.any():
+        return math.inf
+    mean = total[seen] / count[seen]
+    return float(np.sum(0.5 * mean**2 * (2 * math.pi / sectors)) * sectors / np.count_nonzero(seen))
+
+
+# -- scans in the pose frame ------------------------------------------------------------------------------------------
+
+
+def echo_points(
+    origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, ok: NDArray[np.bool_]
+) -> FloatArray:
+    """(N, 2) the echoes of a scan (the beams ``ok``), m."""
+    b, r = bearings[ok], ranges[ok]
+    return np.column_stack((origin[0] + r * np.cos(b), origin[1] + r * np.sin(b)))
+
+
+def beam_ends(
+    origin: tuple[float, float], bearings: FloatArray, ranges: FloatArray, cap: float = 30.0
+) -> tuple[FloatArray, FloatArray]:
+    """Every beam's end, in beam order, for openings: a beam without an echo ends ``cap`` m away (an opening onto
+    open space); failed beams are dropped. Returns (points (N, 2), ranges (N,))."""
+    keep = ranges > 0.0
+    r = np.minimum(ranges[keep], cap)
+    b = bearings[keep]
+    return np.column_stack((origin[0] + r * np.cos(b), origin[1] + r * np.sin(b))), r
+
+
+def points_before(points: FloatArray, origin: tuple[float, float], goal: tuple[float, float]) -> FloatArray:
+    """The points no farther from ``origin`` than the goal (what lies beyond it does not block the way)."""
+    d = math.hypot(goal[0] - origin[0], goal[1] - origin[1])
+    keep = np.hypot(points[:, 0] - origin[0], points[:, 1] - origin[1]) < d + 0.2
+    result: FloatArray = points[keep]
+    return result
+
+
+def remember_points(memory: FloatArray, points: FloatArray, cell: float = 0.1, most: int = 20000) -> FloatArray:
+    """``memory`` with ``points`` added, one point per ``cell`` m square, the oldest dropped beyond ``most``."""
+    if len(points) == 0:
+        return memory
+    both = np.concatenate((memory, points))
+    keys = np.floor(both / cell).astype(np.int64)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    kept: FloatArray = both[np.sort(first)]
+    return kept[-most:]
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ class MotionModule(Module[MotionModuleParams]):
         element = [*(avoid.element[:2] if avoid is not None else []), 0, 0][:2]
         self.status_out.write(
             msgs.FVectorState(
-                stamp=self.clock.now(), data=data, element=[*element, self.core.moveto_status, THREAD_STOPPED]
+                stamp=self.clock.now(), data=data, element=[*element, int(self.core.moveto_status), int(THREAD_STOPPED)]
             )
         )
 

@@ -10,55 +10,32 @@ import math
 from typing import ClassVar
 
 from pluto import msgs, names
-from pluto.movement.motion.core import (
-    AT_GOAL,
-    CIRCLING,
-    EXPLORE,
-    FOLLOWING,
-    IDLE,
-    IDLE_RECTANGLE,
-    INVESTIGATE,
-    INVESTIGATE_DONE,
-    MOVETO,
-    MOVETO_IDLE,
-    MOVETO_SET,
-    NEARING,
-    RELEASE,
-    RESTART_LOST,
-    RESUME,
-    SCANNING,
-    SET_RECTANGLE,
-    THREAD_STOPPED,
-    TOWARDS_OBJECT,
-    WAITING_AVOID,
-    WAITING_POSE,
-    WAITING_SCAN,
-)
+from pluto.movement.motion.codes import MotionCommand, MotionStatus, MovetoStatus
 from pluto.runtime.proxy import Proxy
 
 __all__ = ["MotionProxy", "describe_status"]
 
 COMMAND = names.MOTION_COMMAND
 
-_ELEMENT2 = {
-    MOVETO_IDLE: "no moveto",
-    MOVETO_SET: "moveto point set",
-    NEARING: "nearing the moveto point",
-    AT_GOAL: "at the goal",
-    INVESTIGATE_DONE: "investigate done",
-    RESTART_LOST: "restarted without its job",
+_ELEMENT2: dict[int, str] = {
+    MovetoStatus.IDLE: "no moveto",
+    MovetoStatus.SET: "moveto point set",
+    MovetoStatus.NEARING: "nearing the moveto point",
+    MovetoStatus.AT_GOAL: "at the goal",
+    MovetoStatus.INVESTIGATE_DONE: "investigate done",
+    MovetoStatus.RESTART_LOST: "restarted without its job",
 }
-_ELEMENT3 = {
-    THREAD_STOPPED: "motion thread stopped",
-    IDLE_RECTANGLE: "not in motion, rectangle set",
-    IDLE: "not in motion",
-    SCANNING: "scanning for new paths",
-    FOLLOWING: "following a path",
-    TOWARDS_OBJECT: "moving towards the object",
-    CIRCLING: "circling the object",
-    WAITING_SCAN: "stopped, waiting for fresh laser scans",
-    WAITING_POSE: "stopped, waiting for a fresh, certain pose",
-    WAITING_AVOID: "stopped, waiting for avoid (its status stale)",
+_ELEMENT3: dict[int, str] = {
+    MotionStatus.THREAD_STOPPED: "motion thread stopped",
+    MotionStatus.IDLE_RECTANGLE: "not in motion, rectangle set",
+    MotionStatus.IDLE: "not in motion",
+    MotionStatus.SCANNING: "scanning for new paths",
+    MotionStatus.FOLLOWING: "following a path",
+    MotionStatus.TOWARDS_OBJECT: "moving towards the object",
+    MotionStatus.CIRCLING: "circling the object",
+    MotionStatus.WAITING_SCAN: "stopped, waiting for fresh laser scans",
+    MotionStatus.WAITING_POSE: "stopped, waiting for a fresh, certain pose",
+    MotionStatus.WAITING_AVOID: "stopped, waiting for avoid (its status stale)",
 }
 
 
@@ -109,11 +86,11 @@ class MotionProxy(Proxy):
             ValueError: a value is not finite.
         """
         _check(x, y)
-        self._send(MOVETO, [x, y])
+        self._send(MotionCommand.MOVETO, [x, y])
 
     def investigate(self) -> None:
         """Go to the closest object and circle it (43); element[2] = 2 when done."""
-        self._send(INVESTIGATE)
+        self._send(MotionCommand.INVESTIGATE)
 
     def explore(self, b: float, h: float) -> None:
         """Explore the rectangle of half-width ``b`` and height ``h`` m ahead of the robot, home where it stands,
@@ -125,7 +102,7 @@ class MotionProxy(Proxy):
         _check(b, h)
         if b <= 0 or h <= 0:
             raise ValueError("the rectangle's b and h must be > 0")
-        self._send(EXPLORE, velocity=[b, h])
+        self._send(MotionCommand.EXPLORE, velocity=[b, h])
 
     def set_rectangle(self, b: float, h: float, x: float, y: float, theta: float) -> None:
         """Just set the rectangle (46): half-width ``b``, height ``h`` m, home (x, y) m, heading ``theta`` rad;
@@ -137,11 +114,11 @@ class MotionProxy(Proxy):
         _check(b, h, x, y, theta)
         if b < 0 or h < 0:
             raise ValueError("the rectangle's b and h must be >= 0")
-        self._send(SET_RECTANGLE, [x, y], [b, h], [theta])
+        self._send(MotionCommand.SET_RECTANGLE, [x, y], [b, h], [theta])
 
     def resume(self) -> None:
         """Resume the stopped motion, or start exploring the rectangle set (45)."""
-        self._send(RESUME)
+        self._send(MotionCommand.RESUME)
 
     def stop(self) -> None:
         """Stop the motion (a pass-through velocity 0 with laser protection, cmd_flags 20); :meth:`resume` goes on."""
@@ -166,7 +143,7 @@ class MotionProxy(Proxy):
     def release(self) -> None:
         """Stop the robot, the avoid thread and the motion thread (cmd_flags -1); :meth:`start_activity` starts
         motion (and avoid) again."""
-        self._send(RELEASE)
+        self._send(MotionCommand.RELEASE)
 
     def status(self) -> msgs.FVectorState | None:
         """The newest ``motion/status`` (None before the first)."""
