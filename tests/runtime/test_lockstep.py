@@ -11,6 +11,8 @@ import zenoh
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.bus.executor import on_zenoh_thread
+from pluto.bus.lockstep import ACK_KEY, TICK_KEY
 from pluto.runtime.module import Module, ModuleParams
 from pluto.sim.module import SimModule, SimParams
 from tests.helpers import wait_until
@@ -89,6 +91,41 @@ def test_a_step_sees_the_values_written_before_its_tick_whoever_steps_first(
     finally:
         consumer.stop()
         producer.stop()
+
+
+def test_members_on_the_simulators_bus_answer_it_without_zenoh(bus: Bus, sim: SimModule, make_bus: Any) -> None:
+    # The simulator and its members in one process: each tick reaches the gate by a call and each answer goes back by
+    # one (the next tick leaves from it), while a process elsewhere still hears the ticks; the steps see exactly the
+    # values of the tick before, as through Zenoh.
+    heard = {TICK_KEY: 0, ACK_KEY: 0}
+    watcher = make_bus()
+
+    def count(key: str) -> Any:
+        def on_sample(_sample: Any) -> None:
+            heard[key] += 1
+
+        return watcher.session.declare_subscriber(watcher.key_raw(key), on_zenoh_thread(on_sample))
+
+    subscribers = [count(TICK_KEY), count(ACK_KEY)]
+    producer = Producer(bus, sim_time(), name="producer")
+    consumer = Consumer(bus, sim_time(), name="consumer")
+    producer.start()
+    consumer.start()
+    try:
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer", "producer"], timeout=10)
+        bus.call("sim/resume")
+        assert consumer.done.wait(30)
+        moving = [(now, seen) for now, seen in consumer.seen if now > 0.0]
+        assert len(moving) >= 99  # a step every 20 ms up to 2 s
+        for now, seen in moving:
+            assert seen is not None and abs(seen - (now - 0.02)) < 1e-9, (now, seen)
+        wait_until(lambda: heard[TICK_KEY] >= 100, timeout=10)
+        assert heard[ACK_KEY] == 0
+    finally:
+        consumer.stop()
+        producer.stop()
+        for subscriber in subscribers:
+            subscriber.undeclare()
 
 
 def test_time_is_held_until_resumed(bus: Bus, sim: SimModule) -> None:

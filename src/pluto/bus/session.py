@@ -61,7 +61,7 @@ from pluto.bus.config import (
     zenoh_config_json,
 )
 from pluto.bus.executor import ZENOH_THREAD, Executor, Strand, keep_thread_state, on_zenoh_thread
-from pluto.bus.lockstep import LockstepGate
+from pluto.bus.lockstep import LockstepAck, LockstepGate
 from pluto.closing import close_at_exit
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 from pluto.names import Topic
@@ -1122,6 +1122,9 @@ class Bus:
         self.gate: LockstepGate | None = None
         self._by_name: dict[str, list[_Receiver[Any]]] | None = None
         """The lock-step state, once a module following simulated time uses this bus (see :meth:`lockstep`)."""
+        self.lockstep_coordinator: Callable[[LockstepAck], None] | None = None
+        """Set by a lock-step coordinator running on this bus (the simulator): the gate hands it its
+        acknowledgements directly instead of through Zenoh (see :mod:`pluto.bus.lockstep`)."""
         self.executor = Executor(self.robot)
         self._batcher: _Batcher | None = None
         self.writer_label = ""

@@ -325,8 +325,11 @@ class _Link:
     ticks: Any
     acks: Any
     members: Any
+    bus: Bus
 
     def close(self) -> None:
+        if self.bus.lockstep_coordinator is not None:
+            self.bus.lockstep_coordinator = None
         for entity in (self.members, self.acks, self.ticks):
             with contextlib.suppress(Exception):  # already gone with the session
                 entity.undeclare()
@@ -336,9 +339,13 @@ class LockstepCoordinator:
     """The simulator's lock-step loop: publishes ticks and ``Clock``, collects acknowledgements (a :class:`Barrier`).
 
     Acknowledgements and membership changes arrive on Zenoh threads and only update the barrier under a lock; the
-    loop, on the module's control thread, decides and publishes. With ``fleet`` it serves the robots of a simulation
-    of several: each robot's simulator is added (:meth:`add`), the ticks go to every robot's bus, and a member is
-    known to the barrier as ``<robot>/<module>``.
+    loop, on the module's control thread, decides and publishes. Members on a robot's bus in this process are
+    reached without Zenoh (ticks go to other processes only, and this process's gate gets them by a call); their
+    acknowledgements come by a call too, on the gate's thread, and when one completes a tick of a simulation as fast as
+    possible, the next tick goes out from that call: a simulation in one process runs its ticks on one thread.
+
+    With ``fleet`` it serves the robots of a simulation of several: each robot's simulator is added (:meth:`add`), the
+    ticks go to every robot's bus, and a member is known to the barrier as ``<robot>/<module>``.
     """
 
     REPEAT_AFTER = 1.0
@@ -363,14 +370,19 @@ class LockstepCoordinator:
         self._last = LockstepTick(self.barrier.run, self.barrier.number, self.barrier.stamp)
         self._next_clock = self.barrier.stamp
         self._links: dict[SimModule, _Link] = {}
+        self._stop: threading.Event | None = None  # set by run() once its first tick is out: the loop runs
         self.add(sim)
 
     def add(self, sim: SimModule) -> None:
         """Tick the modules of ``sim``'s robot too (a robot of a simulation of several; its ``Clock`` follows)."""
         bus = sim.bus
         robot = bus.robot
+        # Zenoh carries the ticks to other processes; this process's gate on the bus gets them by a call (_put).
         ticks = bus.session.declare_publisher(
-            bus.key_raw(TICK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
+            bus.key_raw(TICK_KEY),
+            congestion_control=zenoh.CongestionControl.BLOCK,
+            express=True,
+            allowed_destination=zenoh.Locality.REMOTE,
         )
         acks = bus.session.declare_subscriber(
             bus.key_raw(ACK_KEY), on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
@@ -381,7 +393,8 @@ class LockstepCoordinator:
             history=True,
         )
         with self._cond:
-            self._links[sim] = _Link(robot, ticks, acks, members)
+            self._links[sim] = _Link(robot, ticks, acks, members, bus)
+            bus.lockstep_coordinator = lambda ack: self._take_ack(ack, robot, direct=True)
             self._changed = True  # the current tick goes out again, to this robot too
             self._cond.notify_all()
 
@@ -409,13 +422,32 @@ class LockstepCoordinator:
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             self.sim.bus.drops.drop(ACK_KEY, err)
             return
+        self._take_ack(ack, robot, direct=False)
+
+    def _take_ack(self, ack: LockstepAck, robot: str, direct: bool) -> None:
+        """An acknowledgement of the members of one process of ``robot``: from Zenoh, or ``direct``ly from the gate of
+        a bus of this process, on the gate's thread (which may then send the next tick itself: see the class)."""
         if self.fleet:
             members = [(self._member(robot, name), due) for name, due in ack.members]
             ack = LockstepAck(ack.run, ack.number, members, ack.writes)
         with self._cond:
             self.barrier.ack(ack)
-            if self.barrier.complete():  # the loop wakes once per tick, not at every process's acknowledgement
-                self._cond.notify_all()
+            if not self.barrier.complete():
+                return
+            stop = self._stop
+            if direct and stop is not None and not stop.is_set() and self._free_to_advance():
+                self._advance()
+            else:
+                self._cond.notify_all()  # the loop wakes once per tick, not at every process's acknowledgement
+
+    def _free_to_advance(self) -> bool:
+        """The next tick may go out as soon as the current one is finished: as fast as possible, not paused, no
+        membership change to handle first (lock held)."""
+        return self.params.speed == 0 and not self.paused and not self._changed
+
+    def _advance(self) -> None:
+        """Send the next tick, at the earliest step due (lock held; the current tick is finished)."""
+        self._publish(self.barrier.tick(self.barrier.next_stamp(), time.monotonic()))
 
     def _on_member(self, sample: Any, robot: str) -> None:
         name = self._member(robot, str(sample.key_expr).rsplit("/", 1)[-1])
@@ -467,10 +499,15 @@ class LockstepCoordinator:
     # -- the loop -----------------------------------------------------------------------------------------------
 
     def _put(self, tick: LockstepTick) -> None:
-        """Send ``tick`` to every robot's modules (lock held)."""
+        """Send ``tick`` to every robot's modules (lock held): through Zenoh to other processes, by a call to this
+        process's gate of each robot's bus."""
         data = msgspec.msgpack.encode(tick)
         for link in self._links.values():
             link.ticks.put(data)
+        for link in list(self._links.values()):
+            gate = link.bus.gate
+            if gate is not None:
+                gate.take_tick(tick)
 
     def _publish(self, tick: LockstepTick) -> None:
         self.sim.promise(tick.stamp, tick.number)
@@ -500,6 +537,7 @@ class LockstepCoordinator:
         speed = self.params.speed
         with self._cond:
             self._publish(self.barrier.first(time.monotonic()))
+            self._stop = stop
         origin: tuple[float, float] | None = None  # (wall, stamp) that paces the time at a finite speed
         while not stop.is_set():
             with self._cond:
@@ -532,15 +570,18 @@ class LockstepCoordinator:
                             continue
                     self._publish(self.barrier.tick(self.barrier.stamp, time.monotonic(), paused=True))
                     continue
-                stamp = self.barrier.next_stamp()
-            if speed > 0:
-                if origin is None:
-                    origin = (time.monotonic(), self.barrier.stamp)
-                delay = origin[0] + (stamp - origin[1]) / speed - time.monotonic()
-                if delay > 0 and stop.wait(delay):
-                    break
+                if speed <= 0:
+                    self._advance()  # in the same hold of the lock: an acknowledgement cannot advance it meanwhile
+                    continue
+                stamp, number = self.barrier.next_stamp(), self.barrier.number
+            if origin is None:
+                origin = (time.monotonic(), self.barrier.stamp)
+            delay = origin[0] + (stamp - origin[1]) / speed - time.monotonic()
+            if delay > 0 and stop.wait(delay):
+                break
             with self._cond:
-                self._publish(self.barrier.tick(stamp, time.monotonic()))
+                if self.barrier.number == number:
+                    self._publish(self.barrier.tick(stamp, time.monotonic()))
 
     def close(self) -> None:
         with self._cond:
