@@ -215,12 +215,6 @@ class AmclParams:
         return self.recovery_alpha_slow > 0.0 and self.recovery_alpha_fast > 0.0
 
 
-def _wrap(angle: FloatArray) -> FloatArray:
-    """Angles (rad) wrapped into [-π, π)."""
-    wrapped: FloatArray = np.mod(angle + math.pi, _TWO_PI) - math.pi
-    return wrapped
-
-
 # -- the map: a distance field over the walls ------------------------------------------------------------------------
 
 
@@ -399,7 +393,7 @@ def sample_motion_model_odometry(
     moved = np.empty_like(particles)
     moved[:, 0] = particles[:, 0] + trans_hat * np.cos(heading)
     moved[:, 1] = particles[:, 1] + trans_hat * np.sin(heading)
-    moved[:, 2] = _wrap(heading + rot2_hat)
+    moved[:, 2] = wrap_angle(heading + rot2_hat)
     return moved
 
 
@@ -554,7 +548,7 @@ def weighted_pose_stats(particles: FloatArray, weights: FloatArray) -> tuple[Flo
     sc = float(w @ np.cos(particles[:, 2]))
     ss = float(w @ np.sin(particles[:, 2]))
     mth = math.atan2(ss, sc)
-    d = np.column_stack((particles[:, 0] - mx, particles[:, 1] - my, _wrap(particles[:, 2] - mth)))
+    d = np.column_stack((particles[:, 0] - mx, particles[:, 1] - my, wrap_angle(particles[:, 2] - mth)))
     cov: FloatArray = (d * w[:, None]).T @ d
     resultant = min(1.0, math.hypot(sc, ss))
     cov[2, 2] = -2.0 * math.log(resultant) if resultant > 0.0 else math.inf
@@ -651,7 +645,7 @@ class Amcl:
         n = self.params.max_particles
         z = self._rng.standard_normal((n, 3)) * np.sqrt(np.maximum(eigenvalues, 0.0))
         particles = mean + z @ eigenvectors.T
-        particles[:, 2] = _wrap(particles[:, 2])
+        particles[:, 2] = wrap_angle(particles[:, 2])
         self._reset(particles)
 
     def init_global(self) -> None:

@@ -44,6 +44,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from pluto.geometry import wrap_angle  # noqa: E402
 from pluto.navigation.slam.metrics import absolute_trajectory_error, relative_pose_error  # noqa: E402
 from pluto.navigation.slam.offline import (  # noqa: E402
     OdometryNoise,
@@ -109,7 +110,7 @@ def icp(
 def relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     c, s = math.cos(a[2]), math.sin(a[2])
     dx, dy = b[0] - a[0], b[1] - a[1]
-    return np.array([c * dx + s * dy, -s * dx + c * dy, math.remainder(b[2] - a[2], 2 * math.pi)])
+    return np.array([c * dx + s * dy, -s * dx + c * dy, wrap_angle(b[2] - a[2])])
 
 
 def compose(a: np.ndarray, d: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -48,6 +49,24 @@ def test_relative_undoes_compose(origin: tuple[float, float, float], p: tuple[fl
 def test_wrap_angle(angle: float, wrapped: float) -> None:
     assert wrap_angle(angle) == pytest.approx(wrapped)
     assert -math.pi <= wrap_angle(angle) < math.pi
+    upper = wrap_angle(angle, positive_pi=True)  # (-π, π]: π reads +π
+    assert upper == pytest.approx(math.pi if wrapped == -math.pi else wrapped)
+    assert -math.pi < upper <= math.pi
+
+
+def test_wrap_angle_wraps_an_array_element_by_element_to_the_bits_of_a_float() -> None:
+    angles = np.array([0.0, 0.1, -0.1, math.pi, -math.pi, 7.0, -20.0, 1e-17, 3 * math.pi])
+    for positive_pi in (False, True):
+        wrapped = wrap_angle(angles, positive_pi=positive_pi)
+        assert wrapped.shape == angles.shape
+        assert wrapped.tolist() == [wrap_angle(float(a), positive_pi=positive_pi) for a in angles]
+
+
+def test_the_compiled_twin_wraps_to_the_same_bits() -> None:
+    from pluto.navigation.angles import compiled_wrap_angle
+
+    for angle in (0.0, 0.1, -0.1, math.pi, -math.pi, 7.0, -20.0, 1e-17, 3 * math.pi):
+        assert compiled_wrap_angle(angle) == wrap_angle(angle)
 
 
 def test_angle_difference_takes_the_short_way_round() -> None:

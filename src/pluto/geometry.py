@@ -1,22 +1,46 @@
 """Planar pose arithmetic shared by the simulator, the drivers and the movement chain.
 
 A pose is (x, y, θ): metres and radians, θ counter-clockwise from the x axis.
+
+Angles are wrapped by :func:`wrap_angle` alone, a float or a numpy array of them, to [-π, π) (or to (-π, π] where π
+must read as +π); the compiled kernels, which cannot call it, use its twin
+:func:`pluto.navigation.angles.compiled_wrap_angle`, the same arithmetic.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, overload
+
+if TYPE_CHECKING:  # the arithmetic needs no numpy: a command that wraps floats does not import it
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
 
 Pose2D = tuple[float, float, float]
+
+_TWO_PI = 2.0 * math.pi
 
 LASER_MOUNT: tuple[float, float, float] = (0.25, 0.0, 0.9)
 """Where the laser sits on the robot unless configured otherwise: x ahead of the base's centre, y to its left, z up, m
 (the Pioneer's SICK on its wrist: the localization's, the pose module's and the log tools' default)."""
 
 
-def wrap_angle(angle: float) -> float:
-    """``angle`` (rad) wrapped to [-π, π)."""
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+@overload
+def wrap_angle(angle: float, *, positive_pi: bool = False) -> float: ...
+@overload
+def wrap_angle(angle: FloatArray, *, positive_pi: bool = False) -> FloatArray: ...
+def wrap_angle(angle: float | FloatArray, *, positive_pi: bool = False) -> float | FloatArray:
+    """``angle`` (rad, a float or an array of them, elementwise) wrapped to [-π, π), or to (-π, π] with
+    ``positive_pi`` (a heading shown to a person or held by the keys reads 180°, not -180°).
+
+    Python's ``%`` on a float and numpy's on an array are the same floor modulo, so a float and an array element
+    wrap to the same bits.
+    """
+    if positive_pi:
+        return -((-angle + math.pi) % _TWO_PI - math.pi)
+    return (angle + math.pi) % _TWO_PI - math.pi
 
 
 def angle_difference(a: float, b: float) -> float:

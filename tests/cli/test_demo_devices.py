@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from pluto.cli.demo import EMULATORS, emulated_demo_profile, interpolated, localization_errors
+from pluto.geometry import wrap_angle
 from pluto.runtime.config import build_params
 from pluto.runtime.registry import load_module_class, without_driver
 from pluto.sim.world import load_world
@@ -67,7 +68,7 @@ def test_the_emulators_get_free_ports_of_their_own_by_default(tmp_path: Path) ->
 def test_errors_against_a_truth_on_its_own_clock_are_measured_at_the_estimates_stamps() -> None:
     # the truth turns at 1 rad/s through ±π and moves along x at 0.5 m/s, sampled every 20 ms
     stamps = np.arange(0.0, 10.0, 0.02)
-    theta = np.asarray((stamps + math.pi) % (2 * math.pi) - math.pi)
+    theta = wrap_angle(stamps)
     truth = np.column_stack([stamps, 0.5 * stamps, np.zeros_like(stamps), theta])
     # estimates between the truth's samples: 0.1 m to the left, 2° off, one before and one after the truth
     at = np.array([-1.0, 0.013, 3.137, 3.151, 6.509, 9.97, 12.0])

@@ -18,6 +18,7 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
+from pluto.geometry import wrap_angle
 from pluto.movement.avoid.core import GOTO_UNVERIFIED
 from tests.scenarios.stack import Lockstep
 from tests.scenarios.test_avoid import start_stack
@@ -49,7 +50,7 @@ def heading_oscillation(truths: list[msgs.Odometry]) -> tuple[float, float]:
     """(sum of |Δθ| in degrees, distance travelled in m) over consecutive true poses."""
     turned = travelled = 0.0
     for a, b in itertools.pairwise(truths):
-        turned += abs((b.theta - a.theta + math.pi) % (2 * math.pi) - math.pi)
+        turned += abs(wrap_angle(b.theta - a.theta))
         travelled += math.hypot(b.x - a.x, b.y - a.y)
     return math.degrees(turned), travelled
 

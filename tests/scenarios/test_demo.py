@@ -63,10 +63,6 @@ def path_after(label: str, output: str) -> Path:
     return Path(lines[-1].rsplit(": ", 1)[-1].strip())
 
 
-def wrap(angle: float) -> float:
-    return (angle + math.pi) % (2 * math.pi) - math.pi
-
-
 # About 35-40 s on two idle cores.
 def test_demo_in_lockstep_runs_the_route_and_sums_it_up(tmp_path: Path) -> None:
     """The whole route with realistic noise (to the lobby, explore it and come home, then into a room through its

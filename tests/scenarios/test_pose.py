@@ -13,6 +13,7 @@ import pytest
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.geometry import wrap_angle
 from pluto.navigation.pose.module import PoseModule, PoseModuleParams
 from pluto.navigation.pose.proxy import PoseProxy
 from pluto.runtime.profiles import load_profile, with_params
@@ -49,7 +50,7 @@ def errors(truth: Collector, estimates: Collector, until: float) -> tuple[np.nda
         if t is None or e.stamp > until or not e.pose:
             continue
         pos.append(math.hypot(e.pose[0] - t.x, e.pose[1] - t.y))
-        head.append(abs((e.pose[3] - t.theta + math.pi) % (2 * math.pi) - math.pi))
+        head.append(abs(wrap_angle(e.pose[3] - t.theta)))
     return np.array(pos), np.array(head)
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from pluto.geometry import wrap_angle
 from pluto.sim.noise import BASIC, IDEAL, REALISTIC, NoiseProfile
 from pluto.sim.raycast import RayCaster, segment_distance
 from pluto.sim.site import DOORWAY_CLEARANCE, START_CLEARANCE, build_site
@@ -35,7 +36,7 @@ def test_walls_as_built_are_a_few_cm_off_the_map_and_still_meet() -> None:
     turn = np.arctan2(*(built.walls[:, 2:] - built.walls[:, :2]).T[::-1]) - np.arctan2(
         *(OFFICE.walls[:, 2:] - OFFICE.walls[:, :2]).T[::-1]
     )
-    turn = np.abs(np.remainder(turn + math.pi, 2 * math.pi) - math.pi)
+    turn = np.abs(wrap_angle(turn))
     assert float(np.mean(turn)) < math.radians(0.3) and float(np.max(turn)) < math.radians(1.0)
     assert [p.name for p in built.polygons] == [p.name for p in OFFICE.polygons]
 

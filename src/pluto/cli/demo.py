@@ -49,6 +49,7 @@ from pluto import msgs, names
 from pluto.bus import Bus, BusTimeout
 from pluto.bus.config import DEFAULT_ROBOT
 from pluto.errors import LaunchError, ModuleNotFound, PlutoError
+from pluto.geometry import wrap_angle
 from pluto.movement.mission import OFFICE_ROUTE, MissionModule, MissionParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.slam.mapcheck import MapScore, score_map, walls_seen
@@ -152,11 +153,6 @@ def paired(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
-def wrap(angle: np.ndarray | float) -> Any:
-    """Angles in (-π, π]."""
-    return -((-np.asarray(angle) + math.pi) % (2 * math.pi) - math.pi)
-
-
 def interpolated(truth: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The estimates stamped within the truth's span, and the truth interpolated to their stamps (rows of stamp, x,
     y, θ; the heading unwrapped before it is interpolated). For a truth sampled on its own clock (an emulator's), whose
@@ -184,7 +180,7 @@ def localization_errors(
     (``interpolate``: against the truth interpolated to their stamps, see :func:`interpolated`)."""
     true, est = interpolated(truth, estimate) if interpolate else paired(truth, estimate)
     position = np.hypot(est[:, 1] - true[:, 1], est[:, 2] - true[:, 2])
-    heading = wrap(est[:, 3] - true[:, 3])
+    heading = wrap_angle(est[:, 3] - true[:, 3], positive_pi=True)
     return position, np.asarray(heading, dtype=float)
 
 
@@ -568,7 +564,8 @@ def _summary(
     )
     if len(truth):
         _, x, y, theta = truth[-1]
-        print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {math.degrees(float(wrap(theta))):.1f}°")
+        heading = math.degrees(wrap_angle(float(theta), positive_pi=True))
+        print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {heading:.1f}°")
     errors, headings = localization_errors(truth, estimate, interpolate=emulated)
     if len(errors):
         print(f"localization error: {_spread(errors, 3, ' m')}")

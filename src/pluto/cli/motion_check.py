@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pluto.geometry import wrap_angle
+
 if TYPE_CHECKING:
     from pluto import msgs
     from pluto.bus import Bus
@@ -154,7 +156,7 @@ class Seen:
         """(distance m, turn rad, signed) between the first and the last odometry."""
         if self.start is None or self.end is None:
             return 0.0, 0.0
-        turn = math.remainder(self.end[2] - self.start[2], math.tau)
+        turn = wrap_angle(self.end[2] - self.start[2])
         return math.hypot(self.end[0] - self.start[0], self.end[1] - self.start[1]), turn
 
 
@@ -178,7 +180,7 @@ def _sonar_words(code: int, seen: Seen) -> str:
 
 def _sector(bearing: float) -> int:
     """The drive's sonar sector of a bearing (rad): 3 front (< 60°), 4 back (> 120°), 5 the sides."""
-    b = abs(math.remainder(bearing, math.tau))
+    b = abs(wrap_angle(bearing))
     return 3 if b < math.radians(60.0) else 4 if b > math.radians(120.0) else 5
 
 

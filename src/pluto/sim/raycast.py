@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pluto.geometry import wrap_angle
+
 __all__ = [
     "ARC_PAD",
     "MAX_PAIRS",
@@ -97,11 +99,6 @@ def _as_radius(radius: float, what: str = "radius") -> float:
     if not (math.isfinite(r) and r >= 0.0):
         raise ValueError(f"{what} must be finite and >= 0, got {radius!r}")
     return r
-
-
-def _wrap(angle: FloatArray) -> FloatArray:
-    """Angles (rad) wrapped into [-π, π)."""
-    return np.mod(angle + math.pi, _TWO_PI) - math.pi
 
 
 # -- distance queries ------------------------------------------------------------------------------------------------
@@ -234,7 +231,7 @@ class _Beams:
         if self.bearings2 is not None:
             bearings2 = np.concatenate((self.bearings2[start:stop], self.bearings2[k + start : k + stop]))
             return _Beams(self.angles[start:stop], cos2, sin2, bearings2=bearings2)
-        first = float(_wrap(np.array(self.first + start * self.step)))
+        first = wrap_angle(float(self.first + start * self.step))
         return _Beams(self.angles[start:stop], cos2, sin2, first=first, step=self.step)
 
 
@@ -247,9 +244,9 @@ def _prepare_beams(angles: FloatArray) -> _Beams:
             model = angles[0] + step * np.arange(k)
             if float(np.max(np.abs(angles - model))) <= 1e-3 * ARC_PAD:
                 c, s = np.cos(angles), np.sin(angles)
-                first = float(_wrap(angles[:1])[0])
+                first = float(wrap_angle(angles[:1])[0])
                 return _Beams(angles.copy(), np.concatenate((c, c)), np.concatenate((s, s)), first=first, step=step)
-    bearing = _wrap(angles)
+    bearing = wrap_angle(angles)
     order = np.argsort(bearing, kind="stable")
     sorted_bearing = bearing[order]
     c = np.cos(angles[order])
@@ -436,7 +433,7 @@ def _circle_arcs(circles: FloatArray, o: FloatArray, max_range: float) -> tuple[
         half = np.arcsin(np.clip(np.where(inside, 1.0, r / distance), 0.0, 1.0))
     lo = np.where(inside, -math.pi, np.arctan2(dy, dx) - half - ARC_PAD)
     width = np.where(inside, _TWO_PI, 2.0 * half + 2.0 * ARC_PAD)
-    lo = _wrap(lo)
+    lo = wrap_angle(lo)
     c2 = distance * distance - r * r
     t_min = np.maximum(distance - r, 0.0)
     t_max = np.sqrt(np.maximum(c2, 0.0))  # the tangent points; 0 when inside

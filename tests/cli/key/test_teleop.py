@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from pluto.cli.key.teleop import ZERO, Movement, Teleop, TeleopParams, wrap_angle
+from pluto.cli.key.teleop import ZERO, Movement, Teleop, TeleopParams
+from pluto.geometry import wrap_angle
 
 PARAMS = TeleopParams(speed=0.2, turn_rate=0.5, release_after=0.4, resend_every=0.1)
 
@@ -65,7 +66,7 @@ def test_heading_mode_turns_the_held_heading_and_drives_along_it() -> None:
     step = math.radians(3.0)
     teleop = Teleop(PARAMS)
     teleop.set_heading_mode(3.1)
-    assert teleop.key("left", 0.0) == Movement(0.0, 0.0, wrap_angle(3.1 + step))
+    assert teleop.key("left", 0.0) == Movement(0.0, 0.0, wrap_angle(3.1 + step, positive_pi=True))
     assert teleop.heading is not None and teleop.heading < 0  # wrapped past π
     teleop.set_heading_mode(0.0)
     teleop.key("right", 1.0)
@@ -77,10 +78,14 @@ def test_heading_mode_turns_the_held_heading_and_drives_along_it() -> None:
     assert teleop.key("forward", 2.0) == Movement(0.2, 0.0)
 
 
-def test_wrap_angle() -> None:
-    assert wrap_angle(math.pi) == math.pi and wrap_angle(-math.pi) == math.pi
-    assert wrap_angle(3 * math.pi / 2) == pytest.approx(-math.pi / 2)
-    assert wrap_angle(0.25) == 0.25
+def test_the_held_heading_is_wrapped_to_minus_pi_exclusive_pi_inclusive() -> None:
+    teleop = Teleop(PARAMS)
+    teleop.set_heading_mode(-math.pi)
+    assert teleop.heading == math.pi
+    teleop.set_heading_mode(3 * math.pi / 2)
+    assert teleop.heading == pytest.approx(-math.pi / 2)
+    teleop.set_heading_mode(0.25)
+    assert teleop.heading == 0.25
 
 
 def test_params_are_checked() -> None:

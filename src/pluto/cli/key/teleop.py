@@ -19,16 +19,11 @@ import math
 from dataclasses import dataclass
 from typing import Annotated
 
+from pluto.geometry import wrap_angle
 from pluto.runtime.params import Params
 from pluto.runtime.ranges import MAX_SPEED, MAX_TURN_RATE, between
 
-__all__ = ["ZERO", "Movement", "Teleop", "TeleopParams", "wrap_angle"]
-
-
-def wrap_angle(angle: float) -> float:
-    """``angle`` (rad) brought into (-π, π]."""
-    wrapped = math.remainder(angle, 2 * math.pi)
-    return math.pi if wrapped == -math.pi else wrapped
+__all__ = ["ZERO", "Movement", "Teleop", "TeleopParams"]
 
 
 @dataclass(frozen=True)
@@ -128,7 +123,7 @@ class Teleop:
 
     def set_heading_mode(self, heading: float | None) -> None:
         """Enter heading mode holding ``heading`` (rad), or leave it with None."""
-        self.heading = None if heading is None else wrap_angle(heading)
+        self.heading = None if heading is None else wrap_angle(heading, positive_pi=True)
 
     # -- the dead-man rule --------------------------------------------------------------------------------------
 
@@ -142,7 +137,7 @@ class Teleop:
         if self.heading is not None:
             if action in ("left", "right"):
                 step = self.params.heading_step if action == "left" else -self.params.heading_step
-                self.heading = wrap_angle(self.heading + step)
+                self.heading = wrap_angle(self.heading + step, positive_pi=True)
             movement = {
                 "forward": Movement(self.speed, 0.0, self.heading),
                 "back": Movement(-self.speed, 0.0, self.heading),

@@ -61,6 +61,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from pluto.geometry import wrap_angle
+from pluto.navigation.angles import compiled_wrap_angle
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.pose.map import WallMap
@@ -84,12 +86,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 PoseLike = Sequence[float] | FloatArray
 """A pose given as a sequence of floats or a numpy vector."""
-
-_TWO_PI = 2.0 * math.pi
-
-
-def _wrap(angle: FloatArray) -> FloatArray:
-    return np.mod(angle + math.pi, _TWO_PI) - math.pi
 
 
 class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -420,7 +416,7 @@ def _update(
             s_aa = feats[f, 2] + extra_var_alpha + w_aa + hp_aa
             s_ar = feats[f, 3] + w_ar + hp_ar
             s_rr = feats[f, 4] + extra_var_r + w_rr + hp_rr
-            da = (feats[f, 0] - gamma[c] + math.pi) % (2.0 * math.pi) - math.pi
+            da = compiled_wrap_angle(feats[f, 0] - gamma[c])
             dr = feats[f, 1] - rho_r[c]
             nu_a[f, c] = da
             nu_r[f, c] = dr
@@ -465,7 +461,7 @@ def _update(
         f = chosen[k, 0]
         c = chosen[k, 1]
         w = walls[c]
-        table[k, 0] = (gamma[c] + math.pi) % (2.0 * math.pi) - math.pi
+        table[k, 0] = compiled_wrap_angle(gamma[c])
         table[k, 1] = rho_r[c]
         table[k, 2] = nu_a[f, c]
         table[k, 3] = nu_r[f, c]
@@ -967,13 +963,15 @@ def relocalize(
     if refined is None:
         return None
     pose_r, cov, matched = refined
-    far = (np.hypot(hyp[:, 0] - pose_r[0], hyp[:, 1] - pose_r[1]) > 0.5) | (np.abs(_wrap(hyp[:, 2] - pose_r[2])) > 0.2)
+    far = (np.hypot(hyp[:, 0] - pose_r[0], hyp[:, 1] - pose_r[1]) > 0.5) | (
+        np.abs(wrap_angle(hyp[:, 2] - pose_r[2])) > 0.2
+    )
     runner_up = float(scores[far].max()) if far.any() else 0.0
     score = float(feats.points[matched].sum())
     if check is not None:
         score *= float(check(np.asarray([pose_r], dtype=float))[0])
     return Relocalization(
-        (float(pose_r[0]), float(pose_r[1]), float(_wrap(np.array(pose_r[2])))),
+        (float(pose_r[0]), float(pose_r[1]), wrap_angle(float(pose_r[2]))),
         cov,
         score,
         score / float(feats.points.sum()),
@@ -1001,7 +999,7 @@ def _hypotheses(
             if abs(math.sin(da)) < 0.5:  # within 30° of parallel: a poor fix (as can_relocalize)
                 continue
             # θ = a_k - α_i must also turn feature j onto wall l: a_l - a_k = α_j - α_i
-            diff = _wrap(a_w[None, :] - a_w[:, None] - da)
+            diff = wrap_angle(a_w[None, :] - a_w[:, None] - da)
             k, l_ = np.nonzero(np.abs(diff) < 2.0 * angle_tolerance)
             k, l_ = k[ids[k] != ids[l_]], l_[ids[k] != ids[l_]]
             if k.shape[0] == 0:
@@ -1058,9 +1056,9 @@ def _feature_matches(
     offset = feats.r[None, :] + x * np.cos(a) + y * np.sin(a)
     alpha = wall_map.alpha[walls]
     rho = wall_map.rho[walls]
-    delta = _wrap(a[:, :, None] - alpha[None, None, :])
+    delta = wrap_angle(a[:, :, None] - alpha[None, None, :])
     same = np.abs(delta) < angle_tolerance
-    opposite = np.abs(_wrap(delta + math.pi)) < angle_tolerance
+    opposite = np.abs(wrap_angle(delta + math.pi)) < angle_tolerance
     residual = np.where(same, offset[:, :, None] - rho, offset[:, :, None] + rho)
     on = (same | opposite) & (np.abs(residual) < distance_tolerance)
     c, s = np.cos(pose[:, 2])[:, None], np.sin(pose[:, 2])[:, None]
@@ -1123,7 +1121,7 @@ def _refine(
             rho_r = rho - x[0] * ca - x[1] * sa
             sgn = -1.0 if rho_r < 0 else 1.0
             gamma = a - x[2] + (math.pi if sgn < 0 else 0.0)
-            nu = np.array([float(_wrap(np.array(feats.alpha[f] - gamma))), feats.r[f] - sgn * rho_r])
+            nu = np.array([wrap_angle(float(feats.alpha[f] - gamma)), feats.r[f] - sgn * rho_r])
             h = np.array([[0.0, 0.0, -1.0], [-sgn * ca, -sgn * sa, 0.0]])
             r = np.array([[feats.caa[f], feats.car[f]], [feats.car[f], feats.crr[f]]])
             w_inv = np.linalg.inv(r)

@@ -54,6 +54,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from pluto.navigation.angles import compiled_wrap_angle
+
 __all__ = ["LineFeature", "LineTable", "extract_lines", "line_table"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -648,7 +650,7 @@ def _merge(
             j = depth - 1
             if math.hypot(x[start] - x[last[j]], y[start] - y[last[j]]) > merge_gap:
                 break
-            da = (lines[j, 0] - alpha + math.pi) % (2.0 * math.pi) - math.pi
+            da = compiled_wrap_angle(lines[j, 0] - alpha)
             dr = lines[j, 1] - r
             saa = lines[j, 2] + va
             sar = lines[j, 3] + car

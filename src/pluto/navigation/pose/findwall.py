@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pluto import msgs
+from pluto.geometry import wrap_angle
 from pluto.navigation.pose.features import LineFeature
 
 __all__ = ["FoundWall", "WallReading", "find_wall", "wall_of"]
@@ -48,12 +49,12 @@ def find_wall(features: Sequence[LineFeature], *, sector: float = math.radians(3
     """The longest of ``features`` whose normal is within ``sector`` (rad) of straight ahead, or None."""
     best: LineFeature | None = None
     for feature in features:
-        gamma = (feature.alpha + math.pi) % (2.0 * math.pi) - math.pi
+        gamma = wrap_angle(feature.alpha)
         if abs(gamma) <= sector and (best is None or feature.length > best.length):
             best = feature
     if best is None:
         return None
-    gamma = (best.alpha + math.pi) % (2.0 * math.pi) - math.pi
+    gamma = wrap_angle(best.alpha)
     return FoundWall(best.points, gamma, best.r, best.covariance, best)
 
 

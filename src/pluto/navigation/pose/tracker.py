@@ -37,6 +37,7 @@ import msgspec
 import numpy as np
 
 from pluto import msgs, names
+from pluto.geometry import wrap_angle
 from pluto.navigation.pose.core import (
     PoseFilter,
     PoseFilterParams,
@@ -483,7 +484,7 @@ def _agrees(
     ux, uy = c * (dx1 - dx0) + s * (dy1 - dy0), -s * (dx1 - dx0) + c * (dy1 - dy0)  # in the earlier laser frame
     cp, sp = math.cos(pt), math.sin(pt)
     x, y, theta = px + cp * ux - sp * uy, py + sp * ux + cp * uy, pt + (dt1 - dt0)
-    turn = (found[2] - theta + math.pi) % (2 * math.pi) - math.pi
+    turn = wrap_angle(found[2] - theta)
     return math.hypot(found[0] - x, found[1] - y) <= distance and abs(turn) <= angle
 
 

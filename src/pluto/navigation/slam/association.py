@@ -203,7 +203,7 @@ def associate(
     rho_r = lines[:, 1] - x * ca - y * sa
     sign = np.where(rho_r < 0.0, -1.0, 1.0)
     gamma = alpha - heading + np.where(sign < 0.0, math.pi, 0.0)
-    z_gamma = np.mod(gamma + math.pi, 2.0 * math.pi) - math.pi
+    z_gamma = wrap_angle(gamma)
     z_rho = sign * rho_r
     h_v = np.zeros((nw, 2, POSE_SIZE))
     h_v[:, 0, 2] = -1.0
@@ -229,7 +229,7 @@ def associate(
     # the tangential coordinate of its midpoint in the laser frame), else the wall is mapped again beside itself
     mid = np.array([f.midpoint for f in features])  # (nf, 2)
     s = s + merge_tolerance(-mid[:, 0] * np.sin(measured[:, 0]) + mid[:, 1] * np.cos(measured[:, 0]), prm)[:, None]
-    nu_a = np.mod(measured[:, :1] - z_gamma[None, :] + math.pi, 2.0 * math.pi) - math.pi
+    nu_a = wrap_angle(measured[:, :1] - z_gamma[None, :])
     nu_r = measured[:, 1:] - z_rho[None, :]
     s00, s01, s10, s11 = s[..., 0, 0], s[..., 0, 1], s[..., 1, 0], s[..., 1, 1]
     d2 = (s11 * nu_a * nu_a - (s01 + s10) * nu_a * nu_r + s00 * nu_r * nu_r) / (s00 * s11 - s01 * s10)
@@ -339,10 +339,10 @@ def same_line_distances(
     """
     ck = POSE_SIZE + WALL_SIZE * np.asarray(first, dtype=np.intp)
     cd = POSE_SIZE + WALL_SIZE * np.asarray(second, dtype=np.intp)
-    turn = np.mod(state[ck] - state[cd] + math.pi, 2.0 * math.pi) - math.pi
+    turn = wrap_angle(state[ck] - state[cd])
     flip = np.abs(turn) > math.pi / 2
     sign = np.where(flip, -1.0, 1.0)
-    nu_a = np.mod(state[ck] - state[cd] - np.where(flip, math.pi, 0.0) + math.pi, 2.0 * math.pi) - math.pi
+    nu_a = wrap_angle(state[ck] - state[cd] - np.where(flip, math.pi, 0.0))
     nu_r = state[ck + 1] - sign * state[cd + 1]
 
     def block(rows: IntArray, cols: IntArray) -> FloatArray:

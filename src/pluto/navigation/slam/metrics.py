@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from pluto.geometry import wrap_angle
+
 __all__ = [
     "AbsoluteTrajectoryError",
     "ErrorSummary",
@@ -80,11 +82,6 @@ def _trajectory(poses: npt.ArrayLike, what: str) -> FloatArray:
     out = np.asarray(poses, dtype=np.float64)
     if out.ndim != 2 or out.shape[1] != 3 or not np.all(np.isfinite(out)):
         raise ValueError(f"{what} must be an (n, 3) array of finite (x, y, θ), got shape {out.shape}")
-    return out
-
-
-def _wrap(angle: FloatArray) -> FloatArray:
-    out: FloatArray = np.mod(angle + math.pi, 2.0 * math.pi) - math.pi
     return out
 
 
@@ -141,7 +138,7 @@ def relative_motion(first: FloatArray, second: FloatArray) -> FloatArray:
     dx = second[:, 0] - first[:, 0]
     dy = second[:, 1] - first[:, 1]
     c, s = np.cos(first[:, 2]), np.sin(first[:, 2])
-    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, _wrap(second[:, 2] - first[:, 2])))
+    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, wrap_angle(second[:, 2] - first[:, 2])))
 
 
 def pose_pairs(reference: npt.ArrayLike, distance: float | None = None) -> tuple[IntArray, IntArray]:
@@ -256,7 +253,7 @@ class RelativePoseError(_Errors):
 def _pair_error(estimate: FloatArray, expected: FloatArray, unmatched: int = 0) -> RelativePoseError:
     """E = (δ*)⁻¹·δ of estimated motions ``estimate`` and reference motions ``expected``, both ``(k, 3)``."""
     translation = np.hypot(estimate[:, 0] - expected[:, 0], estimate[:, 1] - expected[:, 1])
-    rotation = np.abs(_wrap(estimate[:, 2] - expected[:, 2]))
+    rotation = np.abs(wrap_angle(estimate[:, 2] - expected[:, 2]))
     return RelativePoseError(translation, rotation, unmatched)
 
 
@@ -467,5 +464,5 @@ def absolute_trajectory_error(estimate: npt.ArrayLike, reference: npt.ArrayLike)
     ax = c * est[:, 0] - s * est[:, 1] + x
     ay = s * est[:, 0] + c * est[:, 1] + y
     translation = np.hypot(ax - ref[:, 0], ay - ref[:, 1])
-    rotation = np.abs(_wrap(est[:, 2] + angle - ref[:, 2]))
+    rotation = np.abs(wrap_angle(est[:, 2] + angle - ref[:, 2]))
     return AbsoluteTrajectoryError(translation, rotation, np.array([x, y, angle]))

@@ -43,6 +43,8 @@ import numpy.typing as npt
 import scipy.sparse  # type: ignore[import-untyped]  # scipy ships no type stubs
 import scipy.sparse.linalg  # type: ignore[import-untyped]
 
+from pluto.geometry import wrap_angle
+
 __all__ = ["Edge", "GraphSolution", "PoseGraph", "edge_errors"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -88,11 +90,6 @@ class GraphSolution:
     weights: FloatArray
 
 
-def _wrap(angle: FloatArray) -> FloatArray:
-    out: FloatArray = np.mod(angle + math.pi, 2.0 * math.pi) - math.pi
-    return out
-
-
 def edge_errors(
     poses: FloatArray, first: IntArray, second: IntArray, motion: FloatArray
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -109,7 +106,7 @@ def edge_errors(
     dx, dy = xj[:, 0] - xi[:, 0], xj[:, 1] - xi[:, 1]
     h = np.column_stack((c * dx + s * dy, -s * dx + c * dy, xj[:, 2] - xi[:, 2]))
     e = h - motion
-    e[:, 2] = _wrap(e[:, 2])
+    e[:, 2] = wrap_angle(e[:, 2])
     m = first.size
     a = np.zeros((m, 3, 3))
     a[:, 0, 0], a[:, 0, 1], a[:, 0, 2] = -c, -s, -s * dx + c * dy

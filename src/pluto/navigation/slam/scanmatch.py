@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pluto.geometry import compose, relative, wrap_angle
+from pluto.navigation.angles import compiled_wrap_angle
 from pluto.runtime.params import Params
 from pluto.runtime.ranges import between
 
@@ -475,7 +476,7 @@ def _icp(
         info[2, 0] = info[0, 2]
         info[2, 1] = info[1, 2]
         e = x - x0
-        e[2] = (e[2] + math.pi) % (2.0 * math.pi) - math.pi
+        e[2] = compiled_wrap_angle(e[2])
         delta = -_solve3(info + q_inv, grad + q_inv @ e)
         x += delta
         if abs(delta[0]) < 1e-4 and abs(delta[1]) < 1e-4 and abs(delta[2]) < 1e-5:
