@@ -385,7 +385,7 @@ def _errors(estimates: list[Pose3], records: list[ScanRecord]) -> tuple[FloatArr
     est = np.array(estimates, dtype=np.float64).reshape(-1, 3)
     true = np.array([r.truth for r in records], dtype=np.float64).reshape(-1, 3)
     position = np.hypot(est[:, 0] - true[:, 0], est[:, 1] - true[:, 1])
-    heading = np.mod(est[:, 2] - true[:, 2] + math.pi, 2.0 * math.pi) - math.pi
+    heading = wrap_angle(est[:, 2] - true[:, 2])
     return position, heading
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pluto import msgs
+from pluto.geometry import wrap_angle
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import PoseModuleParams, PoseTracker, warm_up
 from pluto.navigation.slam.offline import OdometryNoise, OfflineLog, perturb_odometry
@@ -100,7 +101,7 @@ class Recovery:
 
 def _within(a: FloatArray, b: FloatArray, distance: float, angle: float) -> BoolArray:
     """Per row, whether the poses ``a`` and ``b`` are within ``distance`` (m) and ``angle`` (rad) of each other."""
-    heading = np.abs(np.mod(a[:, 2] - b[:, 2] + math.pi, 2.0 * math.pi) - math.pi)
+    heading = np.abs(wrap_angle(a[:, 2] - b[:, 2]))
     out: BoolArray = (np.hypot(a[:, 0] - b[:, 0], a[:, 1] - b[:, 1]) <= distance) & (heading <= angle)
     return out
 

@@ -224,7 +224,7 @@ class LoopBackEnd:
             moved[:, e, 1] = s * ends[:, e, 0] + c * ends[:, e, 1] + m[:, 1]
         before, after = ends[:, 1] - ends[:, 0], moved[:, 1] - moved[:, 0]
         phi = np.arctan2(after[:, 1], after[:, 0]) - np.arctan2(before[:, 1], before[:, 0])
-        phi = np.mod(phi + math.pi, 2.0 * math.pi) - math.pi
+        phi = wrap_angle(phi)
         # a wall of no length, or carried by one keyframe: that keyframe's motion
         single = (np.hypot(before[:, 0], before[:, 1]) < 1e-6) | (keys[:, 0] == keys[:, 1])
         phi[single] = motions[keys[single, 0], 2]
