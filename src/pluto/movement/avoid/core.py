@@ -610,7 +610,55 @@ class AvoidController:
         cmd = self.current
         if cmd is None:
             return AvoidOutput(None, data=_pair(inputs.drive_data), element=(inputs.drive_code, 0))
+        stopped = self._stopped(cmd, inputs, now)
+        if stopped is not None:
+            return stopped
         p = self.params
+        if (
+            cmd.mode == Mode.GOTO
+            and inputs.pose is not None
+            and not self._goto.over
+            and inputs.pose_std > p.goal_tolerance / 3.0
+            and self._goal_distance(cmd, inputs.pose) < p.goal_tolerance
+        ):
+            self._goto.unverified = True  # at the goal, may be: the pose cannot tell
+        self._unhold(now)
+        flags_base = 10 if cmd.sonar else 0
+        flags, pos, (v, w), goto_state, wrist = self._mode_step(cmd, inputs, now)
+        code, scale = self._laser_protection(cmd, inputs, v)
+        slowed = scale < 1.0
+        if code == LASER_FAULT:
+            v, w = 0.0, 0.0
+        elif slowed:
+            v *= scale
+            if cmd.mode == Mode.HEADING and scale == 0.0:
+                flags, pos, w = flags_base, (0.0, 0.0), 0.0
+        data = (v, w) if slowed or cmd.mode in (Mode.GOTO, Mode.WALL_FOLLOW) else _pair(inputs.drive_data)
+        if inputs.drive_code != 0 and not slowed:
+            data = _pair(inputs.drive_data)
+        return AvoidOutput(flags, pos, (v, w), data, (code, goto_state), wrist)
+
+    def _mode_step(
+        self, cmd: AvoidCommand, inputs: AvoidInputs, now: float
+    ) -> tuple[int, tuple[float, float], tuple[float, float], int, float | None]:
+        """What the command's mode asks of the drive before the laser protection: its cmd_flags and position, (v, ω),
+        the goto's status and the wrist's pan (None: leave it)."""
+        flags_base = 10 if cmd.sonar else 0
+        if cmd.mode == Mode.VELOCITY:
+            return flags_base, (0.0, 0.0), (_get(cmd.velocity, 0), _get(cmd.velocity, 1)), 0, None
+        if cmd.mode == Mode.HEADING:
+            heading = _get(cmd.position, 1)
+            if inputs.pose is not None and inputs.odometry_theta is not None:
+                heading = heading - inputs.pose[2] + inputs.odometry_theta
+            return flags_base + 1, (0.0, heading), (_get(cmd.velocity, 0), 0.0), 0, None
+        if cmd.mode == Mode.GOTO:
+            v, w, goto_state = self._goto_step(cmd, inputs, self._obstacles(cmd, inputs), now)
+            return flags_base, (0.0, 0.0), (v, w), goto_state, None
+        return flags_base, (0.0, 0.0), self._wall_step(cmd, inputs), 0, self.params.wall_pan
+
+    def _stopped(self, cmd: AvoidCommand, inputs: AvoidInputs, now: float) -> AvoidOutput | None:
+        """The robot stopped at once: a halt, or a stale input the command steers by (held, see :meth:`_hold`).
+        None: the command goes on."""
         if self.lease > 0.0 and now - self.renewed > self.lease:
             return self._hold(cmd, COMMANDER_SILENT, inputs, now)
         if cmd.mode == HALT:
@@ -621,51 +669,21 @@ class AvoidController:
             return self._hold(cmd, STALE_POSE, inputs, now)
         if cmd.laser and (inputs.laser_fault or inputs.laser is None):
             return self._hold(cmd, LASER_FAULT, inputs, now)
-        if (
-            cmd.mode == Mode.GOTO
-            and inputs.pose is not None
-            and not self._goto.over
-            and inputs.pose_std > p.goal_tolerance / 3.0
-            and self._goal_distance(cmd, inputs.pose) < p.goal_tolerance
-        ):
-            self._goto.unverified = True  # at the goal, may be: the pose cannot tell
-        self._unhold(now)
-        obstacles = self._obstacles(cmd, inputs)
-        flags_base = 10 if cmd.sonar else 0
-        goto_state = 0
-        wrist: float | None = None
-        if cmd.mode == Mode.VELOCITY:
-            v, w = _get(cmd.velocity, 0), _get(cmd.velocity, 1)
-            flags, pos = flags_base, (0.0, 0.0)
-        elif cmd.mode == Mode.HEADING:
-            heading = _get(cmd.position, 1)
-            if inputs.pose is not None and inputs.odometry_theta is not None:
-                heading = heading - inputs.pose[2] + inputs.odometry_theta
-            v, w = _get(cmd.velocity, 0), 0.0
-            flags, pos = flags_base + 1, (0.0, heading)
-        elif cmd.mode == Mode.GOTO:
-            v, w, goto_state = self._goto_step(cmd, inputs, obstacles, now)
-            flags, pos = flags_base, (0.0, 0.0)
-        else:
-            v, w = self._wall_step(cmd, inputs)
-            flags, pos = flags_base, (0.0, 0.0)
-            wrist = p.wall_pan
-        code = inputs.drive_code
-        slowed = False
+        return None
+
+    def _laser_protection(self, cmd: AvoidCommand, inputs: AvoidInputs, v: float) -> tuple[int, float]:
+        """element[0] and the factor (0 to 1) the laser protection scales the speed ``v`` m/s by: 0 with
+        LASER_FAULT for no laser, less than 1 with LASER_SLOW for an obstacle ahead, else 1 with the drive's code."""
+        p = self.params
         if cmd.laser and (inputs.laser_fault or inputs.laser is None):
-            v, w, code, slowed = 0.0, 0.0, LASER_FAULT, True
-        elif cmd.laser and inputs.laser is not None and v != 0.0:
+            return LASER_FAULT, 0.0
+        if cmd.laser and inputs.laser is not None and v != 0.0:
             margin = cmd.strip(p.robot_radius + p.corridor_margin) - p.robot_radius
             clear = front_clearance(inputs.laser, p.robot_radius, margin, 1.0 if v > 0 else -1.0)
             scale = _speed_scale(clear, p.stop_distance, p.slow_distance)
             if scale < 1.0:
-                v, code, slowed = v * scale, LASER_SLOW, True
-                if cmd.mode == Mode.HEADING and scale == 0.0:
-                    flags, pos, w = flags_base, (0.0, 0.0), 0.0
-        data = (v, w) if slowed or cmd.mode in (Mode.GOTO, Mode.WALL_FOLLOW) else _pair(inputs.drive_data)
-        if inputs.drive_code != 0 and not slowed:
-            data = _pair(inputs.drive_data)
-        return AvoidOutput(flags, pos, (v, w), data, (code, goto_state), wrist)
+                return LASER_SLOW, scale
+        return inputs.drive_code, 1.0
 
     def _goal_distance(self, cmd: AvoidCommand, pose: tuple[float, float, float]) -> float:
         return math.hypot(_get(cmd.position, 0) - pose[0], _get(cmd.position, 1) - pose[1])
@@ -694,31 +712,54 @@ class AvoidController:
             return 0.0, 0.0, GOTO_UNVERIFIED
         if inputs.pose is None:
             return 0.0, 0.0, GOTO_RUNNING
-        vmax = _get(cmd.velocity, 0) or p.default_speed
-        wmax = _get(cmd.velocity, 1) or p.default_turn_rate
-        weight = _get(cmd.force, 0) or 1.0
         gx, gy = goal_in_robot_frame(inputs.pose, (_get(cmd.position, 0), _get(cmd.position, 1)))
         distance = math.hypot(gx, gy)
         if distance < p.goal_tolerance:
             g.reached = True
             return 0.0, 0.0, GOTO_REACHED
+        clear = front_clearance(obstacles, p.robot_radius, p.corridor_margin)
+        if self._goto_stuck(math.atan2(gy, gx), distance, clear, now):
+            g.stuck = True
+            return 0.0, 0.0, GOTO_STUCK
+        v, w = self._steer(cmd, inputs.pose, obstacles, (gx, gy), distance, clear)
+        return v, w, GOTO_RUNNING
+
+    def _goto_stuck(self, goal_bearing: float, distance: float, clear: float, now: float) -> bool:
+        """The goto is stuck: blocked ahead (the goal ahead, less than ``stuck_distance`` free) for ``stuck_time``
+        s, or ``progress_time`` s without coming ``progress_distance`` m nearer the goal."""
+        p, g = self.params, self._goto
         if distance < g.best_distance - p.progress_distance or g.best_distance == math.inf:
             g.best_distance, g.best_time = distance, now
-        goal_bearing = math.atan2(gy, gx)
-        clear = front_clearance(obstacles, p.robot_radius, p.corridor_margin)
         blocked = abs(goal_bearing) < math.pi / 2 and clear < p.stuck_distance
         if blocked:
             if g.blocked_since is None:
                 g.blocked_since = now
         else:
             g.blocked_since = None
-        if (g.blocked_since is not None and now - g.blocked_since >= p.stuck_time) or (
+        return (g.blocked_since is not None and now - g.blocked_since >= p.stuck_time) or (
             now - g.best_time >= p.progress_time
-        ):
-            g.stuck = True
-            return 0.0, 0.0, GOTO_STUCK
+        )
+
+    def _steer(
+        self,
+        cmd: AvoidCommand,
+        pose: tuple[float, float, float],
+        obstacles: FloatArray,
+        goal: tuple[float, float],
+        distance: float,
+        clear: float,
+    ) -> tuple[float, float]:
+        """v (m/s) and ω (rad/s) of the goto: the vector sum of the attraction to a look-ahead point on the way to
+        the goal (``goal`` in the robot frame, ``distance`` m away), moved to the middle of the free space, and the
+        obstacles' repulsion; slowed by the free distance ahead ``clear`` m."""
+        p, g = self.params, self._goto
+        vmax = _get(cmd.velocity, 0) or p.default_speed
+        wmax = _get(cmd.velocity, 1) or p.default_turn_rate
+        weight = _get(cmd.force, 0) or 1.0
+        gx, gy = goal
+        goal_bearing = math.atan2(gy, gx)
         sectors = nearest_per_sector(obstacles, p.sectors)
-        c, s = math.cos(inputs.pose[2]), math.sin(inputs.pose[2])
+        c, s = math.cos(pose[2]), math.sin(pose[2])
         # obstacles count by how much they lie ahead along the way the robot means to go (the smoothed direction of
         # the previous steps; the goal's bearing at first), not along its heading, which swings as it steers
         heading = goal_bearing
@@ -760,7 +801,7 @@ class AvoidController:
         w = max(-wmax, min(wmax, p.turn_gain * error))
         v = vmax * max(0.0, math.cos(error)) ** 2 * _speed_scale(clear, p.stop_distance, p.slow_distance)
         v = min(v, 0.6 * distance + 0.1)
-        return v, w, GOTO_RUNNING
+        return v, w
 
     def _wall_step(self, cmd: AvoidCommand, inputs: AvoidInputs) -> tuple[float, float]:
         p = self.params

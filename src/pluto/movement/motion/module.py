@@ -52,6 +52,7 @@ from pluto.movement.motion.core import (
     AvoidOrder,
     MotionController,
     MotionInputs,
+    MotionOutput,
     MotionParams,
     MotionState,
     Scan,
@@ -150,6 +151,29 @@ class MotionModule(Module[MotionModuleParams]):
             self.continued = 0  # a new command: what the restart did is no longer the news
         self._remember(now)
         inputs = self._inputs(now)
+        if self._apply(pending, inputs, now):
+            return  # released
+        out = self.core.step(inputs, now)
+        self._write_avoid(out, now)
+        if out.wrist is not None:
+            self.wrist_out.write(self._wrist_command(*out.wrist))
+        if out.unfold_arm and self.arm_out is not None:
+            self.unfold_arm(now)
+        if out.start_avoid or (self._want_avoid and inputs.avoid_element[1] == THREAD_STOPPED):
+            self._start_avoid(now)
+        elif self.avoid_in.read() is not None:
+            self._want_avoid = False
+        self.status_out.write(
+            msgs.FVectorState(
+                stamp=now, data=[float(v) for v in out.data], element=[*(int(e) for e in out.element), self.continued]
+            )
+        )
+        self._saved_at = now
+        self.continuation.save_due(self.core.snapshot, now, clock_run(self.clock))
+
+    def _apply(self, pending: list[msgs.ActuatorState], inputs: MotionInputs, now: float) -> bool:
+        """Give the controller the commands that came (an explore waits a little for the first pose, its home);
+        True if one released the robot (avoid told, the wrist home, the module stopped)."""
         waiting: list[msgs.ActuatorState] = []
         for command in pending:
             if self._old_run.holds(command.stamp, now):
@@ -174,13 +198,16 @@ class MotionModule(Module[MotionModuleParams]):
                 self.avoid_out.write(msgs.ActuatorState(stamp=now, cmd_flags=RELEASE))
                 self.wrist_out.write(self._wrist_command(0.0, 0.0))
                 self.stop_activity()
-                return
+                return True
         self._waited = self._waited + 1 if waiting else 0
         if waiting:
             self.commands.put_back(waiting)
-        out = self.core.step(inputs, now)
-        # While a behaviour runs, its command to avoid is renewed every step with a lease: killed mid-moveto, this
-        # module leaves avoid a command that lapses, and avoid stops the robot. Anything else is given once.
+        return False
+
+    def _write_avoid(self, out: MotionOutput, now: float) -> None:
+        """Write the step's commands to avoid. While a behaviour runs, its command to avoid is renewed every step with
+        a lease: killed mid-moveto, this module leaves avoid a command that lapses, and avoid stops the robot.
+        Anything else is given once."""
         lease = names.STALE_PERIODS / self.params.rate_hz if self.core.job is not None else 0.0
         orders = list(out.avoid)
         if not orders and lease > 0.0 and self._held is not None:
@@ -200,21 +227,6 @@ class MotionModule(Module[MotionModuleParams]):
             self._held = None
         elif orders and orders[-1].cmd_flags != RELEASE:
             self._held = orders[-1]
-        if out.wrist is not None:
-            self.wrist_out.write(self._wrist_command(*out.wrist))
-        if out.unfold_arm and self.arm_out is not None:
-            self.unfold_arm(now)
-        if out.start_avoid or (self._want_avoid and inputs.avoid_element[1] == THREAD_STOPPED):
-            self._start_avoid(now)
-        elif self.avoid_in.read() is not None:
-            self._want_avoid = False
-        self.status_out.write(
-            msgs.FVectorState(
-                stamp=now, data=[float(v) for v in out.data], element=[*(int(e) for e in out.element), self.continued]
-            )
-        )
-        self._saved_at = now
-        self.continuation.save_due(self.core.snapshot, now, clock_run(self.clock))
 
     # -- continuing after a restart ---------------------------------------------------------------------------
 

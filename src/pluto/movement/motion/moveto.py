@@ -352,23 +352,9 @@ class RayFollower:
             at = True
         if at and nav.view_since is None:
             nav.view_since = now
-        if (
-            scan is not None
-            and world is not None
-            and at
-            and nav.view_since is not None
-            and scan.stamp >= nav.view_since
-        ):
-            origin, bearings, ranges, ok = world
-            if abs(scan.tilt) < 0.05:
-                pts = echo_points(origin, bearings, ranges, ok)
-                nav.points.append(pts)
-                nav.scans.append((origin, *beam_ends(origin, bearings, ranges)))
-                k = len(nav.seen)
-                idx = ((bearings + math.pi) % (2 * math.pi) / (2 * math.pi) * k).astype(int) % k
-                nav.seen[idx] = True
-            elif nav.choice is not None:
-                self._check_ground(nav, scan, ranges)
+        taken = scan is not None and at and nav.view_since is not None and scan.stamp >= nav.view_since
+        if taken and scan is not None and world is not None:
+            self._take_view(nav, scan, world)
         ready = nav.view_since is not None and now - nav.view_since >= p.look_time and nav.points
         if ready:
             if nav.view == 0:
@@ -382,6 +368,19 @@ class RayFollower:
                 return self._decided(nav, pose, now)
             pan, tilt = self._views(nav, pose)[nav.view]
         return order, (pan, tilt), MotionStatus.SCANNING
+
+    def _take_view(self, nav: Nav, scan: Scan, world: WorldScan) -> None:
+        """A scan taken from the view: a level one adds its echoes, openings and bearings seen to the decision; one
+        looking down checks the ground along the way chosen."""
+        origin, bearings, ranges, ok = world
+        if abs(scan.tilt) < 0.05:
+            nav.points.append(echo_points(origin, bearings, ranges, ok))
+            nav.scans.append((origin, *beam_ends(origin, bearings, ranges)))
+            k = len(nav.seen)
+            idx = ((bearings + math.pi) % (2 * math.pi) / (2 * math.pi) * k).astype(int) % k
+            nav.seen[idx] = True
+        elif nav.choice is not None:
+            self._check_ground(nav, scan, ranges)
 
     def _goal_in_reach(self, nav: Nav, pose: tuple[float, float, float]) -> bool:
         """After a look around: the goal is within ``near_reach``, its bearing was seen and no remembered echo
