@@ -22,6 +22,12 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   ring, laser scans at 5 Hz, and the rest), so this is more work per simulated second than the two rows above.
   Each run has a bus of its own (robot name, rendezvous port and runtime folder).
 
+* ``Pluto fleet, 10 robots in one world, lock-step``: ten robots in the office (:class:`~pluto.sim.fleet.Fleet`:
+  the shipped office places four, so a copy of it in a temporary folder places ten along the corridor), each with
+  the ``mission`` profile's modules under its own robot name and one lock-step for all, as fast as it goes; each
+  robot drives gotos back and forth along its stretch of corridor. The fleet runs every robot's modules in this
+  process (one bus session per robot).
+
 Both simple rows drive the same open-loop pattern: 0.5 m/s with a gentle left turn (1/3 rad/s), a 1.5 m circle
 in the lobby between the two pillars, which touches nothing however long it runs. CPU seconds are those of this
 process and of its child processes (the mission's module processes are read from ``/proc`` while they run). The
@@ -32,6 +38,7 @@ Run from the project root (ir-sim is optional: ``.venv/bin/pip install 'pluto-ro
     .venv/bin/python bench/sim_rtf.py
     .venv/bin/python bench/sim_rtf.py --seconds 20 --skip-mission     # quicker
     .venv/bin/python bench/sim_rtf.py --repeat 3                         # median of three runs per row
+    .venv/bin/python bench/sim_rtf.py --skip-mission --skip-fleet        # the simulator rows only
 """
 
 from __future__ import annotations
@@ -66,8 +73,10 @@ WORLD = "office"
 SPEED = 0.5  # m/s
 TURN = 1.0 / 3.0  # rad/s: a circle of SPEED / TURN = 1.5 m radius
 START = (4.5, 8.5, 0.0)  # x, y, θ in the world: the circle's centre is (4.5, 10), midway between the lobby's pillars
-TARGET_SEPARATE = 10.0
-TARGET_ONE_PROCESS = 30.0
+TARGET_SEPARATE = 25.0
+TARGET_ONE_PROCESS = 60.0
+TARGET_FLEET = 2.0
+FLEET_ROBOTS = 10
 IRSIM_MISSING = "n/a (pip install 'pluto-robot[bench]')"
 MISSION_SIM_PARAMS: dict[str, Any] = {"world": WORLD, "lockstep": True, "rate": "max", "seed": 1}
 """Parameters of the mission's ``sim`` module: the clock in lock-step, as fast as the modules go."""
@@ -303,15 +312,16 @@ GOTO_SPEED, GOTO_TURN_RATE = 0.6, 1.0  # m/s, rad/s
 
 
 class RouteDriver(threading.Thread):
-    """Sends the gotos of :data:`GOTO_ROUTE` through the avoid module one after the other, round again after the
-    last."""
+    """Sends the gotos of a route (:data:`GOTO_ROUTE` by default) through the avoid module one after the other,
+    round again after the last."""
 
-    def __init__(self, bus: Any, clock: Any) -> None:
+    def __init__(self, bus: Any, clock: Any, route: list[tuple[float, float]] | None = None) -> None:
         super().__init__(name="route", daemon=True)
         from pluto.movement.avoid.core import AVOID_LASER, GOTO_REACHED, GOTO_STUCK
         from pluto.movement.avoid.proxy import AvoidProxy
 
-        self.route, self.speed, self.turn_rate, self.avoidance = GOTO_ROUTE, GOTO_SPEED, GOTO_TURN_RATE, AVOID_LASER
+        self.route, self.speed, self.turn_rate = route or GOTO_ROUTE, GOTO_SPEED, GOTO_TURN_RATE
+        self.avoidance = AVOID_LASER
         self.done_states = (GOTO_REACHED, GOTO_STUCK)
         self.reached_state = GOTO_REACHED
         self.avoid = AvoidProxy(bus, start=False)
@@ -426,6 +436,84 @@ def measure_mission(m: Measurement, world: World, seconds: float, one_process: b
     m.notes += f"; goto route, {driver.reached if driver else 0} waypoints reached{where}"
 
 
+def fleet_world(folder: Path, robots: int) -> Path:
+    """A copy of the office world that places ``robots`` robots along its corridor (y = 10 m, 3 m apart, facing
+    alternately east and west)."""
+    import re
+
+    text = load_world(WORLD).source.read_text(encoding="utf-8")
+    places = "\n".join(
+        f'    <robot x="{6.0 + 3.0 * i:g}" y="10" theta="{0.0 if i % 2 == 0 else 3.1416:g}"/>' for i in range(robots)
+    )
+    text, found = re.subn(r"<robots>.*?</robots>", f"<robots>\n{places}\n  </robots>", text, flags=re.DOTALL)
+    if found != 1:
+        raise RuntimeError(f"the {WORLD} world has no <robots> to replace")
+    path = folder / f"{WORLD}-{robots}-robots.xml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_fleet(seconds: float, robots: int) -> Measurement:
+    """``robots`` robots in one world, the mission profile each, in lock-step as fast as it goes."""
+    m = Measurement(f"Pluto fleet, {robots} robots in one world, lock-step")
+    try:
+        measure_fleet(m, seconds, robots)
+    except Exception as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        reason = (lines[0] if lines else "no message")[:150]
+        m.simulated = m.wall = m.cpu = math.nan
+        m.notes = f"n/a ({type(err).__name__}: {reason})"
+    return m
+
+
+def measure_fleet(m: Measurement, seconds: float, robots: int) -> None:
+    from pluto import msgs
+    from pluto.runtime.config import Config
+    from pluto.runtime.profiles import load_profile, with_params
+    from pluto.sim.fleet import Fleet
+
+    with tempfile.TemporaryDirectory() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
+        world = fleet_world(Path(tmp), robots)
+        profile = with_params(load_profile("mission"), "sim", **{**MISSION_SIM_PARAMS, "world": str(world)})
+        fleet = Fleet(profile, Config(), robots=robots)
+        drivers: list[RouteDriver] = []
+        try:
+            fleet.start(resume=False)
+            clock = fleet.buses[fleet.names[0]].create_reader("Clock", msgs.SimTime)
+            for placement in fleet.robots:
+                x, y = placement.x, placement.y
+                route = [(x + 1.2, y), (x - 1.2, y)]  # back and forth on its own stretch of corridor
+                drivers.append(RouteDriver(fleet.buses[str(placement.name)], clock, route))
+            for driver in drivers:
+                driver.start()
+                if not driver.first_sent.wait(10.0):
+                    raise RuntimeError("could not send the first gotos")
+            t0 = drivers[0].now()
+            cpu0, wall0 = own_cpu(), time.perf_counter()
+            fleet.resume()
+            last, last_progress = t0, wall0
+            while True:
+                time.sleep(0.005)
+                now = drivers[0].now()
+                wall = time.perf_counter()
+                if now >= t0 + seconds:
+                    break
+                if now > last:
+                    last, last_progress = now, wall
+                elif wall - last_progress > 20.0:
+                    raise RuntimeError(f"simulated time stopped at {now:.2f} s")
+            m.wall, m.cpu, m.simulated = wall - wall0, own_cpu() - cpu0, now - t0
+        finally:
+            for driver in drivers:
+                driver.stop()
+            fleet.shutdown()
+    reached = sum(driver.reached for driver in drivers)
+    m.notes = (
+        f"{robots} x {len(profile.entries)} modules in this process (a bus session per robot); CPU of this process; "
+        f"gotos along the corridor, {reached} reached"
+    )
+
+
 # -- main -------------------------------------------------------------------------------------------------------------
 
 
@@ -469,10 +557,14 @@ def main() -> int:
         "(default 0.1, ir-sim's default: motion and a scan at every step)",
     )
     parser.add_argument("--skip-mission", action="store_true", help="leave out the mission profile rows")
+    parser.add_argument("--skip-fleet", action="store_true", help="leave out the fleet row")
+    parser.add_argument(
+        "--robots", type=int, default=FLEET_ROBOTS, help=f"robots in the fleet row (default {FLEET_ROBOTS})"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is shown (default 1)")
     args = parser.parse_args()
-    if args.step <= 0 or args.repeat < 1 or (args.seconds is not None and args.seconds <= 0):
-        parser.error("--step, --repeat and --seconds must be positive")
+    if args.step <= 0 or args.repeat < 1 or args.robots < 1 or (args.seconds is not None and args.seconds <= 0):
+        parser.error("--step, --repeat, --robots and --seconds must be positive")
     sim_seconds = args.seconds if args.seconds is not None else 60.0
     mission_seconds = args.seconds if args.seconds is not None else 30.0
 
@@ -496,6 +588,11 @@ def main() -> int:
     if not args.skip_mission:
         for one_process in (False, True):
             results.append(repeat(args.repeat, lambda one=one_process: run_mission(world, mission_seconds, one)))
+    fleet_run = None
+    if not args.skip_fleet:
+        fleet_seconds = args.seconds if args.seconds is not None else 10.0
+        fleet_run = repeat(args.repeat, lambda: run_fleet(fleet_seconds, args.robots))
+        results.append(fleet_run)
 
     header = f"{'what runs':<54}{'sim s':>7}{'wall s':>9}{'RTF':>9}{'CPU s':>8}  notes"
     print(header)
@@ -507,6 +604,8 @@ def main() -> int:
         )
     if args.skip_mission:
         print(f"{'Pluto mission profile, lock-step':<54}{'':>33}  skipped (--skip-mission)")
+    if args.skip_fleet:
+        print(f"{'Pluto fleet, lock-step':<54}{'':>33}  skipped (--skip-fleet)")
     print()
 
     irsim_run, pluto_run = results[0], results[1]
@@ -517,7 +616,7 @@ def main() -> int:
             f"same work: both robots drove the {SPEED:g} m/s, {TURN:.2f} rad/s circle; their end poses are "
             f"{math.hypot(ix - px, iy - py):.2f} m apart (Pluto's body ramps up to speed at 1 m/s²)"
         )
-    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:]}
+    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:] if r is not fleet_run}
     targets = (
         ("separate processes", TARGET_SEPARATE, "mission profile in separate processes"),
         ("one process", TARGET_ONE_PROCESS, "mission profile in one process"),
@@ -529,6 +628,11 @@ def main() -> int:
         else:
             verdict = "not measured (--skip-mission)" if args.skip_mission else "not measured"
         print(f"target: {label} >= {target:g}x real time (on 2 cores): {verdict}")
+    if fleet_run is not None and fleet_run.measured:
+        verdict = f"{fleet_run.rtf:.1f}x -> {'met' if fleet_run.rtf >= TARGET_FLEET else 'NOT met'}"
+    else:
+        verdict = "not measured (--skip-fleet)" if args.skip_fleet else "not measured"
+    print(f"target: {args.robots} robots in one world >= {TARGET_FLEET:g}x real time (on 2 cores): {verdict}")
     if irsim_run.measured and pluto_run.measured:
         ratio = pluto_run.rtf / irsim_run.rtf
         verdict = f"{ratio:.1f}x faster -> met" if ratio > 1 else f"{1 / ratio:.1f}x slower -> NOT met"
