@@ -53,6 +53,7 @@ from pluto.navigation.slam.wall import WallSegments, feature_segment
 __all__ = ["SlamFilter", "SlamStep", "WallSlam"]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
 
 _PARALLEL = 0.3
 """Walls whose normals differ by more than this (rad, either sense) are never tested as one line."""
@@ -224,56 +225,13 @@ class WallSlam:
         second = np.array([v for v in sorted(near) if segments.is_active(v)], dtype=np.intp)
         if first.size == 0 or second.size == 0:
             return merged
-        # nearly parallel (either way) and seen from the same side, else not one wall whatever the covariance
-        turn = np.abs(np.remainder(segments.angles(first)[:, None] - segments.angles(second)[None, :], math.pi))
-        facing = segments.facing(first) @ segments.facing(second).T
-        parallel = (np.minimum(turn, math.pi - turn) <= _PARALLEL) & (facing >= 0.0)
-        parallel &= first[:, None] != second[None, :]
-        rows, cols = np.nonzero(parallel)
-        found = dict.fromkeys(
-            (min(w, v), max(w, v)) for w, v in zip(first[rows].tolist(), second[cols].tolist(), strict=True)
-        )
-        if not found:
-            return merged
-        keep_of = np.array([k for k, _ in found], dtype=np.intp)
-        drop_of = np.array([d for _, d in found], dtype=np.intp)
-        # where the dropped wall's ends lie on the kept wall's line (as last aligned): close to it and to its ends
-        lines = segments.lines
-        alpha, rho = lines[keep_of, 0], lines[keep_of, 1]
-        normal = np.stack((np.cos(alpha), np.sin(alpha)), axis=1)  # (p, 2)
-        along = np.stack((-np.sin(alpha), np.cos(alpha)), axis=1)
-        ends_keep = segments.rows(keep_of).reshape(-1, 2, 2)
-        ends_drop = segments.rows(drop_of).reshape(-1, 2, 2)
-        across = np.abs(np.einsum("pkj,pj->pk", ends_drop, normal) - rho[:, None]).max(axis=1)
-        t_keep = np.einsum("pkj,pj->pk", ends_keep, along)
-        t_drop = np.einsum("pkj,pj->pk", ends_drop, along)
-        low = np.maximum(t_keep.min(axis=1), t_drop.min(axis=1))
-        high = np.minimum(t_keep.max(axis=1), t_drop.max(axis=1))
-        close = (across <= _NEAR_LINE) & (high - low + prm.join_gap > 0.0)
-        pairs = [pair for pair, ok in zip(found, close.tolist(), strict=True) if ok]
-        if not pairs:
-            return merged
-        tolerance = merge_tolerance(0.5 * (low + high)[close], prm)
+        pairs, tolerance = self._close_pairs(self._parallel_pairs(first, second))
         marginal: tuple[dict[int, int], FloatArray, FloatArray, FloatArray] | None = None
         for n, (keep, drop) in enumerate(pairs):
             if not (segments.is_active(keep) and segments.is_active(drop)):
                 continue  # one of them went into another wall earlier in this scan
             if marginal is None:  # every pair's line test at once (again after a merge, which changes the filter)
-                walls = sorted({w for pair in pairs for w in pair if segments.is_active(w)})
-                state, covariance = self.filter.marginal(walls)
-                column = {w: k for k, w in enumerate(walls)}
-                # a pair with a wall gone is skipped above: its column (0) does not matter
-                k_col = np.array([column.get(k, 0) for k, _ in pairs], dtype=np.intp)
-                d_col = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
-                d2 = same_line_distances(state, covariance, k_col, d_col, tolerance)
-                marginal = (column, state, covariance, d2)
-                if isinstance(self.filter, CompressedWallEKF):
-                    # the walls of every pair that may merge join the local area in one full update, not one each
-                    passing = d2 < prm.gate * _GATE_SLACK
-                    outside = {w for (k, d), ok in zip(pairs, passing.tolist(), strict=True) if ok for w in (k, d)}
-                    outside = {w for w in outside if segments.is_active(w)} - set(self.filter.area_walls)
-                    if outside:
-                        self.filter.full_update(sorted(outside))
+                marginal = self._pairs_marginal(pairs, tolerance)
             column, state, covariance, d2 = marginal
             if not d2[n] < prm.gate * _GATE_SLACK:
                 continue
@@ -294,6 +252,68 @@ class WallSlam:
         if merged:
             segments.realign((w, self.filter.wall(w)) for w in sorted(near) if segments.is_active(w))
         return merged
+
+    def _parallel_pairs(self, first: IntArray, second: IntArray) -> list[tuple[int, int]]:
+        """The pairs (lower wall, higher wall) of a wall of ``first`` and another of ``second`` that are nearly
+        parallel (either way) and seen from the same side, else not one wall whatever the covariance."""
+        segments = self.segments
+        turn = np.abs(np.remainder(segments.angles(first)[:, None] - segments.angles(second)[None, :], math.pi))
+        facing = segments.facing(first) @ segments.facing(second).T
+        parallel = (np.minimum(turn, math.pi - turn) <= _PARALLEL) & (facing >= 0.0)
+        parallel &= first[:, None] != second[None, :]
+        rows, cols = np.nonzero(parallel)
+        found = dict.fromkeys(
+            (min(w, v), max(w, v)) for w, v in zip(first[rows].tolist(), second[cols].tolist(), strict=True)
+        )
+        return list(found)
+
+    def _close_pairs(self, found: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], FloatArray]:
+        """The pairs whose dropped wall's ends lie on the kept wall's line (as last aligned): close to it and to its
+        ends; with each one's merge tolerance (:func:`merge_tolerance`)."""
+        if not found:
+            return [], np.zeros(0)
+        segments = self.segments
+        keep_of = np.array([k for k, _ in found], dtype=np.intp)
+        drop_of = np.array([d for _, d in found], dtype=np.intp)
+        lines = segments.lines
+        alpha, rho = lines[keep_of, 0], lines[keep_of, 1]
+        normal = np.stack((np.cos(alpha), np.sin(alpha)), axis=1)  # (p, 2)
+        along = np.stack((-np.sin(alpha), np.cos(alpha)), axis=1)
+        ends_keep = segments.rows(keep_of).reshape(-1, 2, 2)
+        ends_drop = segments.rows(drop_of).reshape(-1, 2, 2)
+        across = np.abs(np.einsum("pkj,pj->pk", ends_drop, normal) - rho[:, None]).max(axis=1)
+        t_keep = np.einsum("pkj,pj->pk", ends_keep, along)
+        t_drop = np.einsum("pkj,pj->pk", ends_drop, along)
+        low = np.maximum(t_keep.min(axis=1), t_drop.min(axis=1))
+        high = np.minimum(t_keep.max(axis=1), t_drop.max(axis=1))
+        close = (across <= _NEAR_LINE) & (high - low + self.params.join_gap > 0.0)
+        pairs = [pair for pair, ok in zip(found, close.tolist(), strict=True) if ok]
+        if not pairs:
+            return [], np.zeros(0)
+        return pairs, merge_tolerance(0.5 * (low + high)[close], self.params)
+
+    def _pairs_marginal(
+        self, pairs: list[tuple[int, int]], tolerance: FloatArray
+    ) -> tuple[dict[int, int], FloatArray, FloatArray, FloatArray]:
+        """The filter's marginal of the pairs' active walls (each wall's column in it, state, covariance) and every
+        pair's same-line distance. A compressed filter first brings the walls of the pairs that may merge into its
+        local area, in one full update."""
+        segments = self.segments
+        walls = sorted({w for pair in pairs for w in pair if segments.is_active(w)})
+        state, covariance = self.filter.marginal(walls)
+        column = {w: k for k, w in enumerate(walls)}
+        # a pair with a wall gone is skipped by the caller: its column (0) does not matter
+        k_col = np.array([column.get(k, 0) for k, _ in pairs], dtype=np.intp)
+        d_col = np.array([column.get(d, 0) for _, d in pairs], dtype=np.intp)
+        d2 = same_line_distances(state, covariance, k_col, d_col, tolerance)
+        if isinstance(self.filter, CompressedWallEKF):
+            # the walls of every pair that may merge join the local area in one full update, not one each
+            passing = d2 < self.params.gate * _GATE_SLACK
+            outside = {w for (k, d), ok in zip(pairs, passing.tolist(), strict=True) if ok for w in (k, d)}
+            outside = {w for w in outside if segments.is_active(w)} - set(self.filter.area_walls)
+            if outside:
+                self.filter.full_update(sorted(outside))
+        return column, state, covariance, d2
 
     def realign(self) -> None:
         """Put the ends of every wall on its current line."""
