@@ -389,6 +389,41 @@ def read_carmen(path: str | os.PathLike[str], *, max_range: float | None = None)
             ``ODOM`` line.
     """
     source = Path(path)
+    lasers, odometry_lines, skipped, params = _carmen_lines(source)
+    kind = next((k for k in FRONT_LASERS if lasers[k]), None)
+    if kind is None:
+        raise LogError(f"{source} holds no front laser scan ({', '.join(FRONT_LASERS)})")
+    chosen = lasers[kind]
+    notes = [
+        f"{len(lasers[other])} {other} lines left out: the {kind} lines are the front laser's scans"
+        for other in FRONT_LASERS
+        if other != kind and lasers[other]
+    ]
+    untimed = _untimed(np.array([item.t for item in chosen], dtype=np.float64))
+    notes[:0] = _timing_notes(chosen, kind, untimed)
+    chosen, odometry, reference = _carmen_poses(source, kind, chosen, odometry_lines, untimed, skipped)
+    try:
+        logged = float(params.get("robot_front_laser_max", "80"))
+    except ValueError:
+        logged = 80.0
+    scans = []
+    for item in chosen:
+        top = max_range if max_range is not None else (item.max_range or logged)
+        scans.append(OfflineScan(item.t, np.array(item.ranges), np.array(item.angles()), top))
+    log = OfflineLog(source, scans, odometry, reference, skipped, notes)
+    log.untimed = untimed if kind != "RAWLASER1" else _untimed(np.array([scan.t for scan in scans]))
+    return log
+
+
+def _carmen_lines(
+    source: Path,
+) -> tuple[dict[str, list[CarmenLaser | CarmenRawLaser]], list[CarmenOdometry], list[str], dict[str, str]]:
+    """The lines of a CARMEN log: the front lasers' scans by kind, the ODOM lines, the lines left out (with why) and
+    the PARAM lines.
+
+    Raises:
+        LogError: the file cannot be read.
+    """
     lasers: dict[str, list[CarmenLaser | CarmenRawLaser]] = {kind: [] for kind in FRONT_LASERS}
     odometry_lines: list[CarmenOdometry] = []
     skipped: list[str] = []
@@ -409,52 +444,47 @@ def read_carmen(path: str | os.PathLike[str], *, max_range: float | None = None)
                     params[item.name] = item.value
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
         raise LogError(f"cannot read {source}: {getattr(err, 'strerror', None) or err}") from None
-    kind = next((k for k in FRONT_LASERS if lasers[k]), None)
-    if kind is None:
-        raise LogError(f"{source} holds no front laser scan ({', '.join(FRONT_LASERS)})")
-    chosen = lasers[kind]
-    notes = [
-        f"{len(lasers[other])} {other} lines left out: the {kind} lines are the front laser's scans"
-        for other in FRONT_LASERS
-        if other != kind and lasers[other]
-    ]
-    stamps = np.array([item.t for item in chosen], dtype=np.float64)
-    untimed = _untimed(stamps)
+    return lasers, odometry_lines, skipped, params
+
+
+def _timing_notes(chosen: list[CarmenLaser | CarmenRawLaser], kind: str, untimed: str) -> list[str]:
+    """What was made of the scans' stamps: why they cannot time the log (``untimed``), or how their order was
+    kept; none when they are in order."""
     if untimed:
-        notes.insert(
-            0,
+        return [
             f"the scans' stamps cannot time the log: {untimed}; its {len(chosen)} {kind} scans are taken in the "
-            "file's order, and it has no duration and no real-time factor",
-        )
-    else:
-        order_note = _time_order_note(stamps, kind)
-        if order_note:
-            notes.insert(0, order_note)
-    if kind == "RAWLASER1":
-        if not odometry_lines:
-            raise LogError(f"{source} holds {len(chosen)} RAWLASER1 scans but no ODOM line: no odometry for them")
-        raw = [item for item in chosen if isinstance(item, CarmenRawLaser)]
-        keep, odometry, lost = _odometry_at(raw, odometry_lines, not untimed)
-        skipped.extend(lost)
-        if not keep:
-            raise LogError(f"{source}: no RAWLASER1 scan has odometry ({len(lost)} without)")
-        chosen = [raw[k] for k in keep]
-        reference = None
-    else:
+            "file's order, and it has no duration and no real-time factor"
+        ]
+    order_note = _time_order_note(np.array([item.t for item in chosen], dtype=np.float64), kind)
+    return [order_note] if order_note else []
+
+
+def _carmen_poses(
+    source: Path,
+    kind: str,
+    chosen: list[CarmenLaser | CarmenRawLaser],
+    odometry_lines: list[CarmenOdometry],
+    untimed: str,
+    skipped: list[str],
+) -> tuple[list[CarmenLaser | CarmenRawLaser], FloatArray, FloatArray | None]:
+    """The scans kept, their odometry and their reference poses (None for ``RAWLASER1``, whose odometry comes from
+    the ODOM lines: a scan without one is left out, in ``skipped``).
+
+    Raises:
+        LogError: ``RAWLASER1`` scans and no ODOM line, or none with odometry.
+    """
+    if kind != "RAWLASER1":
         with_pose = [item for item in chosen if isinstance(item, CarmenLaser)]
         odometry = _unwrap(np.array([item.odometry for item in with_pose], dtype=np.float64))
-        reference = _unwrap(np.array([item.pose for item in with_pose], dtype=np.float64))
-    try:
-        logged = float(params.get("robot_front_laser_max", "80"))
-    except ValueError:
-        logged = 80.0
-    scans = []
-    for item in chosen:
-        top = max_range if max_range is not None else (item.max_range or logged)
-        scans.append(OfflineScan(item.t, np.array(item.ranges), np.array(item.angles()), top))
-    log = OfflineLog(source, scans, odometry, reference, skipped, notes)
-    log.untimed = untimed if kind != "RAWLASER1" else _untimed(np.array([scan.t for scan in scans]))
-    return log
+        return chosen, odometry, _unwrap(np.array([item.pose for item in with_pose], dtype=np.float64))
+    if not odometry_lines:
+        raise LogError(f"{source} holds {len(chosen)} RAWLASER1 scans but no ODOM line: no odometry for them")
+    raw = [item for item in chosen if isinstance(item, CarmenRawLaser)]
+    keep, odometry, lost = _odometry_at(raw, odometry_lines, not untimed)
+    skipped.extend(lost)
+    if not keep:
+        raise LogError(f"{source}: no RAWLASER1 scan has odometry ({len(lost)} without)")
+    return [raw[k] for k in keep], odometry, None
 
 
 def read_relations(path: str | os.PathLike[str]) -> Relations:
