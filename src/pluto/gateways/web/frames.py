@@ -200,6 +200,15 @@ class ViewState:
 
     def feed(self, name: str, msg: msgs.Message) -> None:
         """Take a new value of interface ``name`` (one of :data:`INPUTS`; others are ignored)."""
+        if self._feed_robot(name, msg) or self._feed_goals(name, msg):
+            return
+        if name == names.CLOCK and isinstance(msg, msgs.SimTime):
+            if self.clock is not None and msg.run != self.clock.run and msg.run != 0:
+                self.reset()  # a new simulation run: the old run's robot, path and goals are gone
+            self.clock = msg
+
+    def _feed_robot(self, name: str, msg: msgs.Message) -> bool:
+        """Take a value of the robot's poses and sensors; False if ``msg`` is none of them."""
         if name == names.SIM_TRUTH and isinstance(msg, msgs.Odometry):
             self.truth = msg
             self.path.add(msg.x, msg.y)
@@ -216,7 +225,13 @@ class ViewState:
             self.scan = msg
         elif name == names.BASE_SONAR and isinstance(msg, msgs.SonarScan):
             self.sonar = msg
-        elif name == names.MOTION_COMMAND and isinstance(msg, msgs.ActuatorState):
+        else:
+            return False
+        return True
+
+    def _feed_goals(self, name: str, msg: msgs.Message) -> bool:
+        """Take a command or status that sets or ends a goal (a moveto, an avoid goto); False if ``msg`` is none."""
+        if name == names.MOTION_COMMAND and isinstance(msg, msgs.ActuatorState):
             if msg.cmd_flags == MOVETO and len(msg.position) >= 2:
                 self.moveto = (msg.position[0], msg.position[1])
                 self._moveto_taken = False
@@ -235,10 +250,9 @@ class ViewState:
             elif moveto == MOVETO_IDLE and self._moveto_taken:  # done, stopped or replaced: no goal any more
                 self.moveto = None
                 self._moveto_taken = False
-        elif name == names.CLOCK and isinstance(msg, msgs.SimTime):
-            if self.clock is not None and msg.run != self.clock.run and msg.run != 0:
-                self.reset()  # a new simulation run: the old run's robot, path and goals are gone
-            self.clock = msg
+        else:
+            return False
+        return True
 
     # -- the frame ---------------------------------------------------------------------------------------------
 
