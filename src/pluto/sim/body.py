@@ -10,8 +10,8 @@ Odometry is the ideal one of the original's dummies (docs/design.md) unless the 
 wheels have a scale error (and, if set, an exact error of the distances alone) and slip, and keep turning (so odometry
 keeps counting) while the body is stalled. A heading bias (``odometry_heading_bias``, drawn once, as the scale error is)
 turns the odometry by so many radians per metre driven, as wheels of unequal size do. Short slips
-(``odometry_slip_rate``, a Poisson process over the time the robot drives) last 0.2-0.6 s: meanwhile the wheels
-count 20-60 % more distance than the body moves and turn the odometry by up to ±0.3 rad per metre, as a wheel
+(``odometry_slip_rate``, a Poisson process over the time the robot drives) last 0.1-0.3 s: meanwhile the wheels
+count 10-40 % more distance than the body moves and turn the odometry by up to ±0.2 rad per metre, as a wheel
 spinning on a smooth patch of floor does.
 """
 
@@ -272,9 +272,9 @@ class SimBody:
         if self.noise.odometry_slip_rate and driven > 0.0:
             if self._slip_left <= 0.0 and self.rng.random() < -math.expm1(-self.noise.odometry_slip_rate * dt):
                 self.slips += 1
-                self._slip_left = float(self.rng.uniform(0.2, 0.6))
-                self._slip_gain = float(self.rng.uniform(0.2, 0.6))
-                self._slip_turn = float(self.rng.uniform(-0.3, 0.3))
+                self._slip_left = float(self.rng.uniform(0.1, 0.3))
+                self._slip_gain = float(self.rng.uniform(0.1, 0.4))
+                self._slip_turn = float(self.rng.uniform(-0.2, 0.2))
             if self._slip_left > 0.0:
                 self._slip_left -= dt
                 forward *= 1.0 + self._slip_gain

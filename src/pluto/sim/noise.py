@@ -62,8 +62,8 @@ class NoiseProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     odometry_slip_rate: Annotated[
         float,
         _doc(
-            "Rate of short wheel slips while the robot drives, per s: for 0.2-0.6 s the wheels count 20-60 % more "
-            "than the robot moves and turn the odometry by up to 0.3 rad per metre."
+            "Rate of short wheel slips while the robot drives, per s: for 0.1-0.3 s the wheels count 10-40 % more "
+            "than the robot moves and turn the odometry by up to 0.2 rad per metre."
         ),
     ] = 0.0
     wheel_spin_when_stalled: Annotated[bool, _doc("Wheels keep turning against an obstacle (odometry runs).")] = False

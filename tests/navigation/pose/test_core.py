@@ -192,10 +192,16 @@ def test_collinear_walls_are_told_apart_by_overlap_one_to_one() -> None:
 
 
 def joint_update(
-    pose: tuple[float, float, float], p: np.ndarray, features: list[LineFeature], walls: WallMap, matches: list[Match]
+    pose: tuple[float, float, float],
+    p: np.ndarray,
+    features: list[LineFeature],
+    walls: WallMap,
+    matches: list[Match],
+    joined: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """The textbook update with all the pairs at once (S = H P Hᵀ + R, K = P Hᵀ S⁻¹, Joseph form), from the pairs'
-    innovations: the reference for the filter's pair-by-pair update."""
+    innovations: the reference for the filter's pair-by-pair update. A pair that other pieces of its wall joined
+    (``joined``: rows of piece, paired feature) measures with their fused covariance (Σ C_i⁻¹)⁻¹."""
     x, y, _ = pose
     h_rows, r_blocks, nu = [], [], []
     for m in matches:
@@ -204,7 +210,9 @@ def joint_update(
         sgn = -1.0 if walls.rho[m.wall] - x * ca - y * sa < 0 else 1.0
         h_rows += [[0.0, 0.0, -1.0], [-sgn * ca, -sgn * sa, 0.0]]
         jw = np.array([[1.0, 0.0], [sgn * (x * sa - y * ca), sgn]])
-        r_blocks.append(features[m.feature].covariance + jw @ walls.covariance[m.wall] @ jw.T)
+        pieces = [m.feature, *(int(g) for g, f in (joined if joined is not None else []) if f == m.feature)]
+        fused = np.linalg.inv(sum(np.linalg.inv(features[i].covariance) for i in pieces))
+        r_blocks.append(fused + jw @ walls.covariance[m.wall] @ jw.T)
         nu += list(m.innovation)
     h, v = np.array(h_rows), np.array(nu)
     r = np.zeros((2 * len(matches), 2 * len(matches)))
@@ -234,10 +242,43 @@ def test_the_pairs_one_by_one_are_the_joint_update(seed: int) -> None:
     f = PoseFilter(prior, p0, params=EXACT)
     result = f.update(features, office)
     assert len(result.matches) >= 3
-    pose, p, nis = joint_update(prior, p0, features, office, list(result.matches))
+    pose, p, nis = joint_update(prior, p0, features, office, list(result.matches), f.joined)
     np.testing.assert_allclose(result.pose, pose, atol=1e-12)
     np.testing.assert_allclose(result.covariance, p, atol=1e-14)
     assert result.nis == pytest.approx(nis, rel=1e-9)
+
+
+def piece(r: float, var_r: float, y0: float, y1: float) -> LineFeature:
+    """A feature of the wall 4 m ahead of the laser (its normal along x), from y0 to y1, measuring it at ``r``."""
+    return LineFeature(0.0, r, var_r * 1e-2, 0.0, var_r, (r, y0), (r, y1), 20, 0, 19)
+
+
+def test_the_pieces_of_a_wall_are_fused_into_its_pair() -> None:
+    """A wall cut in two by a glass pane: a precise piece (1 mm) measures it right, a noisy one (1 cm) 2 cm too near,
+    which is where the filter, 3 cm off, expects it: the pairing, nearest first, takes the noisy one. The precise one
+    joins the pair and the two are fused by their information: the pose comes out where the precise piece says, as
+    certain as it makes it."""
+    wall = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]])
+    features = [piece(4.0, 1e-6, -3.0, -0.5), piece(3.98, 1e-4, 0.5, 3.0)]
+    f = PoseFilter((1.03, 0.0, 0.0), np.diag([0.05**2, 0.05**2, 0.01**2]), params=EXACT)
+    result = f.update(features, wall)
+    assert [m.feature for m in result.matches] == [1]  # the noisy piece is the nearest
+    assert f.joined.tolist() == [[0, 1]]
+    assert result.pose[0] == pytest.approx(1.0, abs=0.001)
+    assert math.sqrt(result.covariance[0, 0]) < 0.0015
+
+
+def test_the_pose_is_never_more_certain_than_its_map() -> None:
+    """The same wall seen scan after scan: its error in the map is the same every time and does not average out, so
+    the position across it and the heading stay at least as uncertain as the map's walls are."""
+    wall = WallMap.from_segments([[5.0, -5.0, 5.0, 5.0]])
+    prm = PoseFilterParams()
+    f = PoseFilter((1.0, 0.0, 0.0), np.diag([0.1**2, 0.1**2, 0.02**2]))
+    for seed in range(30):
+        f.update(seen(wall, (1.0, 0.0, 0.0), seed), wall)
+    assert f.covariance[0, 0] >= prm.wall_offset_std**2 - 1e-15
+    assert f.covariance[2, 2] >= prm.wall_angle_std**2 - 1e-15
+    assert np.all(np.linalg.eigvalsh(f.covariance) > 0)
 
 
 @pytest.mark.parametrize("seed", range(5))

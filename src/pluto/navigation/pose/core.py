@@ -21,12 +21,20 @@ and every wall the laser could see, the innovation ν = (α_f - γ, r_f - ρ_r) 
 gated by its Mahalanobis distance νᵀS⁻¹ν < ``gate`` (chi-square, 2 dof) and by the segments: the feature's end
 points, carried into the map frame, must overlap the wall's extent with a margin (``overlap_margin`` plus three
 standard deviations of the pose along the wall). Pairs are then taken greedily, nearest first (the larger overlap
-first between equal distances, which settles collinear walls), one feature per wall and one wall per feature, and
-all of them update the state together: as their noises are independent, one pair after the other, H kept at the
-prior and each innovation moved by the state's change so far, which is the joint update with 2x2 inverses only;
-the covariance in Joseph form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays symmetric and positive. The gating,
-pairing and update are plain loops compiled by numba: on a few features and walls, numpy's per-call overhead
-would cost more than the arithmetic, on every scan.
+first between equal distances, which settles collinear walls), one feature per wall and one wall per feature. A
+wall seen in pieces (a glass pane, a doorway or a box in front of it cuts it) gives a feature per piece, and the
+nearest in the Mahalanobis sense is often the least precise: every other piece that passes the gate with the wall,
+overlaps it and agrees with the paired feature (their difference within the gate) joins that pair, and the pair's
+measurement is its pieces fused by their information (C = (Σ C_i⁻¹)⁻¹, ν = C·Σ C_i⁻¹·ν_i), the wall's own error
+added once, as it is the same for every piece (:attr:`PoseFilter.joined` lists them). All the pairs update the
+state together: as their noises are independent, one pair after the other, H kept at the prior and each innovation
+moved by the state's change so far, which is the joint update with 2x2 inverses only; the covariance in Joseph
+form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays symmetric and positive. A map wall's error is the same scan after
+scan, so it does not average out as the walls are seen again and again: after an update the variances of x, y and θ
+are kept at least ``wall_offset_std``² and ``wall_angle_std``² (the map's own accuracy), which also keeps the gate
+open to a wall that disagrees by a few cm with the others. The gating, pairing and update are plain loops compiled
+by numba: on a few features and walls, numpy's per-call overhead would cost more than the arithmetic, on every
+scan.
 
 **Lost.** A scan with fewer than ``min_matches`` pairs is poor; after ``lost_after`` poor scans in a row, or when the
 position's standard deviation passes ``lost_position_std``, the filter says it is lost, until a scan matches again.
@@ -109,7 +117,7 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             certain (an architect's plan gives them as exact) is taken as this uncertain. A building as built
             differs from its plan by a few cm and a fraction of a degree; a filter that took the plan as exact
             would take that difference for an error of its pose, and hold a wrong pose with confidence where the
-            walls around it disagree with each other.
+            walls around it disagree with each other. The pose is never held as more certain than these either.
         distance_scale_std: odometry's error of scale (a fraction of the distance driven), added to the dead
             reckoning's own increment covariance along the motion: the localization service models it as random
             noise, but a scale error or a worn wheel adds up over a long corridor where no wall fixes the position
@@ -373,13 +381,15 @@ def _update(
     walls: IntArray,
     gate: float,
     margin: float,
-) -> tuple[IntArray, FloatArray, FloatArray, FloatArray, float]:
+) -> tuple[IntArray, FloatArray, FloatArray, FloatArray, float, IntArray]:
     """Gate, pair and correct (see the module docstring) the features ``(F, 9)`` (α, r, Var α, Cov(α, r), Var r,
     start x, y, end x, y in the laser frame) against the map walls ``walls`` (indices into the map's arrays).
 
     Returns:
         The pairs ``(K, 2)`` (feature, wall index) in the order taken; per pair ``(K, 5)`` the predicted
-        (γ, ρ), the innovation (Δα, Δr) and its NIS; the new state and covariance; the NIS of all pairs together.
+        (γ, ρ), the innovation (Δα, Δr; of its pieces fused, when others joined it) and its NIS; the new state and
+        covariance; the NIS of all pairs together; per feature ``(F,)`` the feature of the pair it joined as another
+        piece of that pair's wall, or -1.
     """
     n_f = feats.shape[0]
     n_c = walls.shape[0]
@@ -444,6 +454,35 @@ def _update(
             hi = min(max(t1, t2), wall_extent[w, 1] + slack)
             overlap[f, c] = hi - lo
     chosen = _greedy(d2, overlap, gate)
+    # A wall seen in pieces (cut by a glass pane, a doorway, something standing in front of it) gives a feature per
+    # piece, and the pairing takes one, not always the most precise: the other pieces measure the same line. Each
+    # that passes the gate with that wall, overlaps it and agrees with the paired feature (the chi-square of their
+    # difference below the gate) joins the pair it agrees with best; a pair's pieces are fused by their information,
+    # and the wall's own error is added once, as it is the same for every piece of the wall.
+    joined = np.full(n_f, -1, dtype=np.int64)
+    taken = np.zeros(n_f, dtype=np.bool_)
+    for k in range(chosen.shape[0]):
+        taken[chosen[k, 0]] = True
+    for g in range(n_f):
+        if taken[g]:
+            continue
+        best = gate
+        for k in range(chosen.shape[0]):
+            f = chosen[k, 0]
+            c = chosen[k, 1]
+            if not (d2[g, c] < gate and overlap[g, c] > 0.0):
+                continue
+            da = compiled_wrap_angle(feats[g, 0] - feats[f, 0])
+            dr = feats[g, 1] - feats[f, 1]
+            saa = feats[g, 2] + feats[f, 2] + 2.0 * extra_var_alpha
+            sar = feats[g, 3] + feats[f, 3]
+            srr = feats[g, 4] + feats[f, 4] + 2.0 * extra_var_r
+            det = saa * srr - sar * sar
+            if det > 0.0:
+                q = (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det
+                if q < best:
+                    best = q
+                    joined[g] = k
     table = np.empty((chosen.shape[0], 5))
     # The pairs' noises are independent (R is block-diagonal), so one joint update equals the pairs applied one
     # after the other with H kept at the prior and each innovation moved by the state's change so far: the same
@@ -471,11 +510,36 @@ def _update(
         ca, sa = -h0 * sign[c], -h1 * sign[c]
         j = sign[c] * (x * sa - y * ca)
         cw = wall_cov[w]
-        r_aa = feats[f, 2] + extra_var_alpha + cw[0, 0]
-        r_ar = feats[f, 3] + j * cw[0, 0] + sign[c] * cw[0, 1]
-        r_rr = feats[f, 4] + extra_var_r + j * j * cw[0, 0] + 2.0 * j * sign[c] * cw[0, 1] + cw[1, 1]
-        v_a = nu_a[f, c] + (xs[2] - state[2])
-        v_r = nu_r[f, c] - h0 * (xs[0] - state[0]) - h1 * (xs[1] - state[1])
+        # the pair's measurement: its feature's innovation, fused with those of the pieces that joined it
+        m_aa, m_ar, m_rr = feats[f, 2] + extra_var_alpha, feats[f, 3], feats[f, 4] + extra_var_r
+        m_a, m_r = nu_a[f, c], nu_r[f, c]
+        if np.any(joined == k):
+            det = m_aa * m_rr - m_ar * m_ar
+            i_aa, i_ar, i_rr = m_rr / det, -m_ar / det, m_aa / det  # information of the paired feature
+            b_a = i_aa * m_a + i_ar * m_r
+            b_r = i_ar * m_a + i_rr * m_r
+            for g in range(n_f):
+                if joined[g] != k:
+                    continue
+                g_aa, g_ar, g_rr = feats[g, 2] + extra_var_alpha, feats[g, 3], feats[g, 4] + extra_var_r
+                det = g_aa * g_rr - g_ar * g_ar
+                j_aa, j_ar, j_rr = g_rr / det, -g_ar / det, g_aa / det
+                i_aa += j_aa
+                i_ar += j_ar
+                i_rr += j_rr
+                b_a += j_aa * nu_a[g, c] + j_ar * nu_r[g, c]
+                b_r += j_ar * nu_a[g, c] + j_rr * nu_r[g, c]
+            det = i_aa * i_rr - i_ar * i_ar
+            m_aa, m_ar, m_rr = i_rr / det, -i_ar / det, i_aa / det
+            m_a = m_aa * b_a + m_ar * b_r
+            m_r = m_ar * b_a + m_rr * b_r
+            table[k, 2] = m_a
+            table[k, 3] = m_r
+        r_aa = m_aa + cw[0, 0]
+        r_ar = m_ar + j * cw[0, 0] + sign[c] * cw[0, 1]
+        r_rr = m_rr + j * j * cw[0, 0] + 2.0 * j * sign[c] * cw[0, 1] + cw[1, 1]
+        v_a = m_a + (xs[2] - state[2])
+        v_r = m_r - h0 * (xs[0] - state[0]) - h1 * (xs[1] - state[1])
         # P Hᵀ, S = H P Hᵀ + R and its inverse, the gain K = P Hᵀ S⁻¹
         for i in range(3):
             ph[i, 0] = -ps[i, 2]
@@ -514,7 +578,18 @@ def _update(
     for k in range(chosen.shape[0]):
         pairs[k, 0] = chosen[k, 0]
         pairs[k, 1] = walls[chosen[k, 1]]
-    return pairs, table, xs, ps, nis
+    for g in range(n_f):
+        if joined[g] >= 0:
+            joined[g] = chosen[joined[g], 0]  # the feature of the pair it joined
+    return pairs, table, xs, ps, nis, joined
+
+
+def _at_least(p: FloatArray, position_std: float, heading_std: float) -> FloatArray:
+    """``p`` with the variances of x and y raised to at least ``position_std``² and that of θ to ``heading_std``²
+    (adding to the diagonal keeps a covariance positive)."""
+    floor = np.array([position_std * position_std, position_std * position_std, heading_std * heading_std])
+    out: FloatArray = p + np.diag(np.maximum(floor - np.diag(p), 0.0))
+    return out
 
 
 def _longest(lines: FloatArray) -> float:
@@ -624,6 +699,9 @@ class PoseFilter:
         self._last_matches = 0
         self._updates = 0
         self._lost = False
+        self.joined: IntArray = np.zeros((0, 2), dtype=np.intp)
+        """``(J, 2)`` the features of the last update that joined a pair as other pieces of its wall, each with the
+        feature of the pair it joined (rows of the lines given)."""
         self.reset(pose, covariance, reference)
 
     # -- state ---------------------------------------------------------------------------------------------------
@@ -795,8 +873,9 @@ class PoseFilter:
         pairs = np.zeros((0, 2), dtype=np.intp)
         table = np.zeros((0, 5))
         nis = 0.0
+        self.joined = np.zeros((0, 2), dtype=np.intp)
         if lines.shape[0] and walls.shape[0]:
-            chosen, table, x, p, nis = _update(
+            chosen, table, x, p, nis, joined = _update(
                 self._x,
                 self._p,
                 np.ascontiguousarray(lines, dtype=np.float64),
@@ -811,7 +890,9 @@ class PoseFilter:
                 prm.overlap_margin,
             )
             if chosen.shape[0]:
-                self._x, self._p, pairs = x, p, chosen
+                self._x, self._p, pairs = x, _at_least(p, prm.wall_offset_std, prm.wall_angle_std), chosen
+                rows = np.flatnonzero(joined >= 0)
+                self.joined = np.column_stack((rows, joined[rows])).astype(np.intp)
         self._updates += 1
         self._last_matches = int(pairs.shape[0])
         if pairs.shape[0] >= prm.min_matches:

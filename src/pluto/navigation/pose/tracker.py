@@ -301,9 +301,10 @@ class PoseTracker:
             self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
             return None
         pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
-        self.matched = pairs[:, 0].tolist()
+        # the lines that matched: the pairs', and the other pieces of their walls that joined them
+        self.matched = sorted([*pairs[:, 0].tolist(), *self.filter.joined[:, 0].tolist()])
         check, self._check = self._check, False
-        matched = len(self.matched) >= p.filter.min_matches
+        matched = pairs.shape[0] >= p.filter.min_matches
         confirms = False
         if self._unconfirmed:
             # two scans in a row: one may agree with a look-alike of the place by chance, as a search's answer may
