@@ -535,16 +535,7 @@ def _summary(
     end = mission.end_time if mission is not None and mission.end_time is not None else math.inf
     truth, estimate = log.until(end)
     reached = mission.reached if mission is not None else 0
-    built_walls: np.ndarray | None = None
-    score: MapScore | None = None
-    if isinstance(built, Path):
-        try:
-            built_walls = load_world(built).walls
-        except PlutoError as err:
-            built = f"not readable: {err}"
-        else:
-            seen = walls_seen(world.segments(), log.scan_points_until(end, truth, SlamModuleParams().max_tilt))
-            score = score_map(built_walls, world.segments(), seen)
+    built_walls, built, score = _built_map(built, log, world, end, truth)
     picture: Path | str | None
     try:
         picture = _draw(
@@ -566,34 +557,10 @@ def _summary(
         _, x, y, theta = truth[-1]
         heading = math.degrees(wrap_angle(float(theta), positive_pi=True))
         print(f"final true pose: x {x:.3f} m, y {y:.3f} m, θ {heading:.1f}°")
-    errors, headings = localization_errors(truth, estimate, interpolate=emulated)
-    if len(errors):
-        print(f"localization error: {_spread(errors, 3, ' m')}")
-        print(f"localization heading error: {_spread(np.degrees(np.abs(headings)), 2, '°')}")
-    else:
-        print("localization error: no pose to compare with the truth")
-    dr_errors, dr_headings = localization_errors(truth, log.dead_reckoning_until(end), interpolate=emulated)
-    if len(dr_errors):
-        print(
-            f"dead reckoning alone: max {dr_errors.max():.3f} m, {np.degrees(np.abs(dr_headings)).max():.2f}° "
-            f"(without the {'slam' if built is not None else 'pose'} module's walls)"
-        )
+    _print_errors(log, truth, estimate, end, emulated, slam=built is not None)
     if score is not None:
         print(f"map built: {score.describe()}")
-    wall_end = time.monotonic()
-    line = f"wall time {wall_end - wall_start:.1f} s"
-    if mission is not None and mission.start_time is not None and wall_run is not None:
-        sim_end = mission.end_time if mission.end_time is not None else (float(truth[-1, 0]) if len(truth) else 0.0)
-        route_wall = (mission.end_wall if math.isfinite(mission.end_wall) else wall_end) - wall_run
-        simulated = sim_end - mission.start_time
-        factor = simulated / route_wall if route_wall > 0 else math.nan
-        if emulated:  # on the wall clock: the route's time is its wall time
-            line += f"; the route {simulated:.1f} s on the wall clock"
-        else:
-            line += (
-                f"; the route {route_wall:.1f} s for {simulated:.1f} s of simulated time: real-time factor {factor:.2f}"
-            )
-    print(line)
+    print(_wall_time_line(mission, truth, wall_start, wall_run, emulated))
     if picture:
         drawn = "map (the world's, and the one built), " if built_walls is not None else "map, "
         print(f"{drawn}true and localization paths and the last scan: {picture}")
@@ -608,6 +575,58 @@ def _summary(
         )
     print(f"logs of each module: {launcher.runtime_dir(robot)}/", flush=True)
     return 0 if outcome in ("done", "interrupted") else 1
+
+
+def _built_map(
+    built: Path | str | None, log: MissionLog, world: World, end: float, truth: np.ndarray
+) -> tuple[np.ndarray | None, Path | str | None, MapScore | None]:
+    """The walls of the map the slam module saved and their score against the world's walls the laser saw; ``built``
+    becomes why not when the file cannot be read."""
+    if not isinstance(built, Path):
+        return None, built, None
+    try:
+        built_walls = load_world(built).walls
+    except PlutoError as err:
+        return None, f"not readable: {err}", None
+    seen = walls_seen(world.segments(), log.scan_points_until(end, truth, SlamModuleParams().max_tilt))
+    return built_walls, built, score_map(built_walls, world.segments(), seen)
+
+
+def _print_errors(
+    log: MissionLog, truth: np.ndarray, estimate: np.ndarray, end: float, emulated: bool, *, slam: bool
+) -> None:
+    """Print the localization's errors against the truth, and dead reckoning's alone."""
+    errors, headings = localization_errors(truth, estimate, interpolate=emulated)
+    if len(errors):
+        print(f"localization error: {_spread(errors, 3, ' m')}")
+        print(f"localization heading error: {_spread(np.degrees(np.abs(headings)), 2, '°')}")
+    else:
+        print("localization error: no pose to compare with the truth")
+    dr_errors, dr_headings = localization_errors(truth, log.dead_reckoning_until(end), interpolate=emulated)
+    if len(dr_errors):
+        print(
+            f"dead reckoning alone: max {dr_errors.max():.3f} m, {np.degrees(np.abs(dr_headings)).max():.2f}° "
+            f"(without the {'slam' if slam else 'pose'} module's walls)"
+        )
+
+
+def _wall_time_line(
+    mission: MissionModule | None, truth: np.ndarray, wall_start: float, wall_run: float | None, emulated: bool
+) -> str:
+    """The wall time of the run, and of the route with its real-time factor (on a simulated clock)."""
+    wall_end = time.monotonic()
+    line = f"wall time {wall_end - wall_start:.1f} s"
+    if mission is None or mission.start_time is None or wall_run is None:
+        return line
+    sim_end = mission.end_time if mission.end_time is not None else (float(truth[-1, 0]) if len(truth) else 0.0)
+    route_wall = (mission.end_wall if math.isfinite(mission.end_wall) else wall_end) - wall_run
+    simulated = sim_end - mission.start_time
+    factor = simulated / route_wall if route_wall > 0 else math.nan
+    if emulated:  # on the wall clock: the route's time is its wall time
+        return line + f"; the route {simulated:.1f} s on the wall clock"
+    return (
+        line + f"; the route {route_wall:.1f} s for {simulated:.1f} s of simulated time: real-time factor {factor:.2f}"
+    )
 
 
 def _draw(
