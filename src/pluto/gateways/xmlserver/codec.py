@@ -341,26 +341,68 @@ def _element(tag: str, content: str = "", **attrs: Any) -> str:
 
 def encode_event(event: Request | ServerReply) -> bytes:
     """The document for any request or reply, newline included (for either role; see :meth:`XmlCodec.encode`)."""
+    text = _request_text(event) if isinstance(event, _REQUEST_TYPES) else _reply_text(event)
+    return (text + "\n").encode("utf-8")
+
+
+_REQUEST_TYPES = (
+    ListRequest,
+    ReadRequest,
+    SubscribeRequest,
+    UnsubscribeRequest,
+    WriteRequest,
+    CallRequest,
+    AuthRequest,
+)
+
+
+def _request_text(event: Request) -> str:
+    """The element of a request (a client's document)."""
+    match event:
+        case ListRequest(id=id):
+            return _element("list", id=id)
+        case ReadRequest(name=name, type=type_name, id=id):
+            return _element("read", id=id, name=name, type=type_name)
+        case SubscribeRequest(name=name, rate=rate, type=type_name, id=id):
+            return _element("subscribe", id=id, name=name, rate=float(rate), type=type_name)
+        case UnsubscribeRequest(name=name, id=id):
+            return _element("unsubscribe", id=id, name=name)
+        case WriteRequest(name=name, value=value, id=id):
+            return _element("write", message_xml(value), id=id, name=name)
+        case CallRequest(service=service, request=request, timeout=timeout, id=id):
+            content = value_xml(request) if request is not None else ""
+            return _element("call", content, id=id, service=service, timeout=timeout)
+        case AuthRequest(token=token, id=id):
+            return _element("auth", id=id, token=token)
+    raise LocalProtocolError(f"cannot encode {type(event).__name__}")
+
+
+def _reply_text(event: object) -> str:
+    """The element of a reply or update (a server's document).
+
+    Raises:
+        LocalProtocolError: ``event`` is neither a request nor a reply.
+    """
     match event:
         case Update(name=name, seq=seq, value=value):
-            text = _element("update", message_xml(value), name=name, seq=seq)
+            return _element("update", message_xml(value), name=name, seq=seq)
         case Value(name=name, value=value, id=id):
-            text = _element("value", message_xml(value), id=id, name=name)
+            return _element("value", message_xml(value), id=id, name=name)
         case ErrorReply(code=code, reason=reason, id=id):
-            text = _element("error", id=id, code=ErrorCode(code).value, reason=reason)
+            return _element("error", id=id, code=ErrorCode(code).value, reason=reason)
         case Written(name=name, id=id):
-            text = _element("written", id=id, name=name)
+            return _element("written", id=id, name=name)
         case Subscribed(name=name, rate=rate, id=id):
-            text = _element("subscribed", id=id, name=name, rate=float(rate))
+            return _element("subscribed", id=id, name=name, rate=float(rate))
         case Unsubscribed(name=name, id=id):
-            text = _element("unsubscribed", id=id, name=name)
+            return _element("unsubscribed", id=id, name=name)
         case Reply(service=service, value=value, id=id):
-            text = _element("reply", value_xml(value) if value is not None else "", id=id, service=service)
+            return _element("reply", value_xml(value) if value is not None else "", id=id, service=service)
         case Authorized(id=id):
-            text = _element("authorized", id=id)
+            return _element("authorized", id=id)
         case Hello():
             auth = "token" if event.auth else "none"
-            text = _element(
+            return _element(
                 "hello",
                 server=event.server,
                 protocol=event.protocol,
@@ -381,25 +423,8 @@ def encode_event(event: Request | ServerReply) -> bytes:
                 )
                 for i in interfaces
             ]
-            text = _element("listing", "".join(parts), id=id)
-        case ListRequest(id=id):
-            text = _element("list", id=id)
-        case ReadRequest(name=name, type=type_name, id=id):
-            text = _element("read", id=id, name=name, type=type_name)
-        case SubscribeRequest(name=name, rate=rate, type=type_name, id=id):
-            text = _element("subscribe", id=id, name=name, rate=float(rate), type=type_name)
-        case UnsubscribeRequest(name=name, id=id):
-            text = _element("unsubscribe", id=id, name=name)
-        case WriteRequest(name=name, value=value, id=id):
-            text = _element("write", message_xml(value), id=id, name=name)
-        case CallRequest(service=service, request=request, timeout=timeout, id=id):
-            content = value_xml(request) if request is not None else ""
-            text = _element("call", content, id=id, service=service, timeout=timeout)
-        case AuthRequest(token=token, id=id):
-            text = _element("auth", id=id, token=token)
-        case _:
-            raise LocalProtocolError(f"cannot encode {type(event).__name__}")
-    return (text + "\n").encode("utf-8")
+            return _element("listing", "".join(parts), id=id)
+    raise LocalProtocolError(f"cannot encode {type(event).__name__}")
 
 
 # -- decoding ---------------------------------------------------------------------------------------------------------

@@ -410,27 +410,32 @@ def _record_data(
         spec = specs.get(child.tag)
         if spec is None or spec.kind.is_attribute:
             raise _bad(f"<{where}>", f"unknown element <{_shorten(child.tag)}>")
-        at = f"{where}/{child.tag}"
-        repeated = spec.kind in (FieldKind.STRS, FieldKind.STRUCTS)
-        if not repeated and spec.name in data:
-            raise _bad(f"<{at}>", "given twice")
-        if spec.kind in (FieldKind.FLOATS, FieldKind.INTS, FieldKind.STRS) and (len(child) or child.attrib):
-            raise _bad(f"<{at}>", "holds text only")
-        if spec.kind is FieldKind.FLOATS:
-            data[spec.name] = _vector(child.text or "", at, lambda t, w: parse_float(t, w, finite=finite), max_vector)
-        elif spec.kind is FieldKind.INTS:
-            data[spec.name] = _vector(child.text or "", at, parse_int, max_vector)
-        elif spec.kind is FieldKind.STRS:
-            data.setdefault(spec.name, []).append(child.text or "")
-        elif spec.kind is FieldKind.STRUCT:
-            assert spec.record is not None
-            data[spec.name] = _record_data(child, spec.record, at, finite, max_vector)
-        elif spec.kind is FieldKind.STRUCTS:
-            assert spec.record is not None
-            data.setdefault(spec.name, []).append(_record_data(child, spec.record, at, finite, max_vector))
-        else:
-            data[spec.name] = _single_value(child, at, finite, max_vector)
+        _child_data(data, child, spec, f"{where}/{child.tag}", finite, max_vector)
     return data
+
+
+def _child_data(data: dict[str, Any], child: Element, spec: FieldSpec, at: str, finite: bool, max_vector: int) -> None:
+    """Put the value of a field given as an element (a vector, a record, a generic value) into ``data``; the
+    repeated ones (strings, records) append."""
+    repeated = spec.kind in (FieldKind.STRS, FieldKind.STRUCTS)
+    if not repeated and spec.name in data:
+        raise _bad(f"<{at}>", "given twice")
+    if spec.kind in (FieldKind.FLOATS, FieldKind.INTS, FieldKind.STRS) and (len(child) or child.attrib):
+        raise _bad(f"<{at}>", "holds text only")
+    if spec.kind is FieldKind.FLOATS:
+        data[spec.name] = _vector(child.text or "", at, lambda t, w: parse_float(t, w, finite=finite), max_vector)
+    elif spec.kind is FieldKind.INTS:
+        data[spec.name] = _vector(child.text or "", at, parse_int, max_vector)
+    elif spec.kind is FieldKind.STRS:
+        data.setdefault(spec.name, []).append(child.text or "")
+    elif spec.kind is FieldKind.STRUCT:
+        assert spec.record is not None
+        data[spec.name] = _record_data(child, spec.record, at, finite, max_vector)
+    elif spec.kind is FieldKind.STRUCTS:
+        assert spec.record is not None
+        data.setdefault(spec.name, []).append(_record_data(child, spec.record, at, finite, max_vector))
+    else:
+        data[spec.name] = _single_value(child, at, finite, max_vector)
 
 
 def _scalar(kind: FieldKind, text: str, where: str, finite: bool) -> Any:
@@ -480,9 +485,22 @@ def value_from_element(element: Element, *, finite: bool = True, max_vector: int
     where = f"<{_shorten(tag)}>"
     if tag in msgs.message_types():
         return message_from_element(element, finite=finite, max_vector=max_vector)
-    if tag in _SCALAR_TAGS and (element.attrib or len(element)):
-        raise _bad(where, "holds text only")
-    text = element.text or ""
+    if tag in _SCALAR_TAGS:
+        if element.attrib or len(element):
+            raise _bad(where, "holds text only")
+        return _scalar_value(tag, element.text or "", where, finite)
+    if tag == "array":
+        if element.attrib:
+            raise _bad(where, "takes no attributes")
+        _check_no_text(element, where)
+        return [value_from_element(child, finite=finite, max_vector=max_vector) for child in element]
+    if tag == "map":
+        return _map_value(element, where, finite, max_vector)
+    raise _bad(where, "not a value (null, bool, int, float, str, bytes, array, map or a message)")
+
+
+def _scalar_value(tag: str, text: str, where: str, finite: bool) -> Any:
+    """The value of a ``<null>``, ``<bool>``, ``<int>``, ``<float>``, ``<str>`` or ``<bytes>`` holding ``text``."""
     if tag == "null":
         if text.strip():
             raise _bad(where, "must be empty")
@@ -495,27 +513,23 @@ def value_from_element(element: Element, *, finite: bool = True, max_vector: int
         return parse_float(text, where, finite=finite)
     if tag == "str":
         return text
-    if tag == "bytes":
-        try:
-            return base64.b64decode("".join(text.split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise _bad(where, "not base64") from None
-    if tag == "array":
-        if element.attrib:
-            raise _bad(where, "takes no attributes")
-        _check_no_text(element, where)
-        return [value_from_element(child, finite=finite, max_vector=max_vector) for child in element]
-    if tag == "map":
-        if element.attrib:
-            raise _bad(where, "takes no attributes")
-        _check_no_text(element, where)
-        result: dict[str, Any] = {}
-        for item in element:
-            if item.tag != "item" or set(item.attrib) != {"key"}:
-                raise _bad(where, 'holds only <item key="..."> elements')
-            key = item.attrib["key"]
-            if key in result:
-                raise _bad(where, f"key {_shorten(key)!r} given twice")
-            result[key] = _single_value(item, f"map/item[{_shorten(key)}]", finite, max_vector, keyed=True)
-        return result
-    raise _bad(where, "not a value (null, bool, int, float, str, bytes, array, map or a message)")
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise _bad(where, "not base64") from None
+
+
+def _map_value(element: Element, where: str, finite: bool, max_vector: int) -> dict[str, Any]:
+    """The value of a ``<map>``: its ``<item key="...">`` elements, each key once."""
+    if element.attrib:
+        raise _bad(where, "takes no attributes")
+    _check_no_text(element, where)
+    result: dict[str, Any] = {}
+    for item in element:
+        if item.tag != "item" or set(item.attrib) != {"key"}:
+            raise _bad(where, 'holds only <item key="..."> elements')
+        key = item.attrib["key"]
+        if key in result:
+            raise _bad(where, f"key {_shorten(key)!r} given twice")
+        result[key] = _single_value(item, f"map/item[{_shorten(key)}]", finite, max_vector, keyed=True)
+    return result
