@@ -239,17 +239,8 @@ class DriveController:
             self._command_time = now
             self._bumped = DriveStatus.NORMAL
 
-        status = DriveStatus.NORMAL
-        timed_out = self._command_time is None or now - self._command_time > p.timeout
-        if self._command is not None and timed_out:
-            status = DriveStatus.TIMEOUT
-        flags = self._command.cmd_flags if self._command is not None else 0
-        protect = flags >= 10
-        v_target, w_target = (0.0, 0.0) if timed_out else self._target(odometry)
-        if not timed_out and (base_silent or self._stale(odometry, now)):
-            # a stop for a stale input is a safety stop: at once, not down the acceleration ramp
-            status = DriveStatus.STALE
-            v_target = w_target = self._v = self._w = 0.0
+        status, v_target, w_target = self._targets(odometry, now, base_silent)
+        protect = self._command is not None and self._command.cmd_flags >= 10
 
         # Limits: speed, then acceleration.
         v_target = max(-p.max_speed, min(p.max_speed, v_target))
@@ -262,24 +253,45 @@ class DriveController:
             v, sonar_status = self._sonar_clamp(v, sonar)
             if status == DriveStatus.NORMAL:
                 status = sonar_status
-        front = bool(contact is not None and contact.front)
-        rear = bool(contact is not None and contact.rear)
-        if front or rear:
-            self._bumped = DriveStatus.FRONT_BUMPER if front else DriveStatus.BACK_BUMPER
-            # Only motion straight away from the pressed bumper survives; a command that asks for anything else is
-            # cancelled, so the robot stays stopped until the commander sends a new one.
-            away = (v_target < 0.0 and not rear) if front else (v_target > 0.0)
-            if not away:
-                self._command = None
-            w = 0.0
-            v = min(v, 0.0) if front else v
-            v = max(v, 0.0) if rear else v
-            if not away:
-                v = 0.0
+        v, w = self._bumper_clamp(v, w, v_target, contact)
         if self._bumped != DriveStatus.NORMAL:
             status = self._bumped
         self._v, self._w = v, w
         return DriveOutput(v, w, int(status), (v, w))
+
+    def _targets(
+        self, odometry: msgs.Odometry | None, now: float, base_silent: bool
+    ) -> tuple[DriveStatus, float, float]:
+        """The status and the (v, ω) the command in force asks for, before limits: none after the timeout (status
+        -1), none at once for a stale input (status -2, the speeds zeroed without the ramp)."""
+        status = DriveStatus.NORMAL
+        timed_out = self._command_time is None or now - self._command_time > self.params.timeout
+        if self._command is not None and timed_out:
+            status = DriveStatus.TIMEOUT
+        v_target, w_target = (0.0, 0.0) if timed_out else self._target(odometry)
+        if not timed_out and (base_silent or self._stale(odometry, now)):
+            # a stop for a stale input is a safety stop: at once, not down the acceleration ramp
+            status = DriveStatus.STALE
+            v_target = w_target = self._v = self._w = 0.0
+        return status, v_target, w_target
+
+    def _bumper_clamp(self, v: float, w: float, v_target: float, contact: msgs.Contact | None) -> tuple[float, float]:
+        """A pressed bumper allows only motion straight away from it; a command that asks for anything else is
+        cancelled, so the robot stays stopped until the commander sends a new one."""
+        front = bool(contact is not None and contact.front)
+        rear = bool(contact is not None and contact.rear)
+        if not (front or rear):
+            return v, w
+        self._bumped = DriveStatus.FRONT_BUMPER if front else DriveStatus.BACK_BUMPER
+        away = (v_target < 0.0 and not rear) if front else (v_target > 0.0)
+        if not away:
+            self._command = None
+        w = 0.0
+        v = min(v, 0.0) if front else v
+        v = max(v, 0.0) if rear else v
+        if not away:
+            v = 0.0
+        return v, w
 
     def _stale(self, odometry: msgs.Odometry | None, now: float) -> bool:
         """The command in force cannot be carried out for a stale input: its lease ran out, it is a halt, or it is a
