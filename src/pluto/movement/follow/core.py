@@ -66,7 +66,7 @@ from numpy.typing import NDArray
 
 from pluto.geometry import relative
 from pluto.movement.follow.detect import DetectParams, find_people
-from pluto.movement.follow.track import Tracker, TrackParams
+from pluto.movement.follow.track import Track, Tracker, TrackParams
 from pluto.runtime.params import ModuleParams
 from pluto.runtime.ranges import Accel, CommandTimeout, Radius, Speed, Timeout, TurnAccel, TurnRate, between
 
@@ -322,19 +322,29 @@ class FollowController:
         Returns:
             The velocity to command (or None) and the status.
         """
-        p = self.params
         dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
         self._step_time = now
         scan = inputs.scan
         if scan is not None and scan.stamp > self._scan_stamp and scan.pose is not None:
             self._scan_stamp = scan.stamp
             self._take_scan(scan)
+        waiting = self._not_following(inputs, now)
+        if waiting is not None:
+            return waiting
+        track = self.tracker.get(self.target)
+        assert inputs.pose is not None and track is not None
+        return self._follow_track(inputs.pose, track, now, dt)
+
+    def _not_following(self, inputs: FollowInputs, now: float) -> FollowOutput | None:
+        """The output when the robot follows no one this step: idle (a stop once after :meth:`stop`), halted for a
+        stale pose or scan, searching for someone to follow, or lost them. None: it follows its target."""
+        p = self.params
         if not self.active:
             if self._stop_pending:
                 self._stop_pending = False
                 return self._output((0.0, 0.0), self.code)
             return self._output(None, self.code)
-        pose = inputs.pose
+        pose, scan = inputs.pose, inputs.scan
         if pose is None or now - inputs.pose_stamp > p.pose_timeout:
             return self._halt(NO_POSE, now)
         if scan is None or now - scan.stamp > p.scan_timeout:
@@ -352,6 +362,12 @@ class FollowController:
         track = self.tracker.get(self.target)
         if track is None or scan.stamp - self._target_seen > p.lost_timeout:
             return self._lose()
+        return None
+
+    def _follow_track(self, pose: Pose, track: Track, now: float, dt: float) -> FollowOutput:
+        """Keep ``distance`` to the person tracked: at their speed away from the robot plus a gain on the distance
+        error, turned towards them, slowed before an obstacle; too close and not walking away, wait."""
+        p = self.params
         x, y, vx, vy = track.at(now, p.track.accel_density)
         tx, ty, _ = relative(pose, (x, y, 0.0))
         d, b = math.hypot(tx, ty), math.atan2(ty, tx)

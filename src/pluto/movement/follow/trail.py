@@ -43,6 +43,7 @@ from pluto.movement.follow.core import (
     FloatArray,
     FollowInputs,
     FollowOutput,
+    FollowScan,
     SharedFollowParams,
     _to_robot,
     _to_world,
@@ -136,26 +137,39 @@ class TrailController:
         Returns:
             The velocity to command (or None) and the status.
         """
-        p = self.params
         dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
         self._step_time = now
         self._take_target(target)
-        scan = inputs.scan
-        if scan is not None and scan.stamp > self._scan_stamp and scan.pose is not None:
-            self._scan_stamp = scan.stamp
-            points = _to_world(scan.pose, scan.points)
-            if self._target is not None and len(points):
-                near = np.hypot(points[:, 0] - self._target.x, points[:, 1] - self._target.y) < p.target_radius
-                points = points[~near]
-            self._obstacles = points
+        self._take_scan(inputs.scan)
+        waiting = self._not_following(inputs, now)
+        if waiting is not None:
+            return waiting
+        assert inputs.pose is not None and self._target is not None
+        return self._follow_trail(inputs.pose, self._target, dt)
+
+    def _take_scan(self, scan: FollowScan | None) -> None:
+        """A new scan: its points in the world, but those of the target, are the obstacles."""
+        if scan is None or not scan.stamp > self._scan_stamp or scan.pose is None:
+            return
+        self._scan_stamp = scan.stamp
+        points = _to_world(scan.pose, scan.points)
+        if self._target is not None and len(points):
+            near = np.hypot(points[:, 0] - self._target.x, points[:, 1] - self._target.y) < self.params.target_radius
+            points = points[~near]
+        self._obstacles = points
+
+    def _not_following(self, inputs: FollowInputs, now: float) -> FollowOutput | None:
+        """The output when the robot does not follow the trail this step: idle (a stop once after :meth:`stop`),
+        halted for a stale pose or scan, searching for the target, or lost it. None: it follows."""
+        p = self.params
         if not self.active:
             if self._stop_pending:
                 self._stop_pending = False
                 return self._output((0.0, 0.0), self.code)
             return self._output(None, self.code)
-        pose = inputs.pose
-        if pose is None or now - inputs.pose_stamp > p.pose_timeout:
+        if inputs.pose is None or now - inputs.pose_stamp > p.pose_timeout:
             return self._halt(NO_POSE)
+        scan = inputs.scan
         if scan is None or now - scan.stamp > p.scan_timeout:
             return self._halt(NO_SCAN)
         fresh = self._target is not None and now - self._target.stamp <= p.lost_timeout
@@ -166,10 +180,16 @@ class TrailController:
             return self._output((0.0, 0.0), SEARCHING)
         if not fresh or self._target is None:
             return self._lose()
+        return None
+
+    def _follow_trail(self, pose: tuple[float, float, float], target: TargetPose, dt: float) -> FollowOutput:
+        """Drive along the trail to keep ``distance`` along it behind the target: at the target's speed plus a
+        gain on the distance error, slowed when the trail turns away and before an obstacle."""
+        p = self.params
         self._found = True
         if not self.trail:
-            self.trail = [(self._target.x, self._target.y)]
-        end = (self._target.x, self._target.y)
+            self.trail = [(target.x, target.y)]
+        end = (target.x, target.y)
         while len(self.trail) > 1 and math.dist(self.trail[0], pose[:2]) < p.reach:
             self.trail.pop(0)
         aim = self.trail[0]
