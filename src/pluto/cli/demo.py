@@ -346,7 +346,7 @@ def run_demo(
         rate: simulated seconds per wall-clock second, or "max": as fast as the modules go (lock-step only).
         output: folder for the picture and the log (default ``./demo-output``).
         seed: seed of every random generator of the simulation.
-        noise: noise profile of the simulated devices ("ideal" or "realistic").
+        noise: noise profile of the simulated world and devices ("ideal", "basic" or "realistic").
         lockstep: time advances only when every module has finished its step (repeatable runs); else it runs
             freely at ``rate``.
         one_process: run the modules in this process instead of one process each.

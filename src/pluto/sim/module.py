@@ -137,7 +137,8 @@ class SimParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     world: a shipped world (office, campus, clutter) or a map file.
     rate: simulated seconds per wall-clock second (10 runs the stack ten times faster than real time), or "max":
         as fast as the modules can go (lock-step without waiting).
-    noise: "ideal" (the default, like the original's dummies, docs/design.md) or "realistic".
+    noise: "ideal" (the default, like the original's dummies, docs/design.md), "basic" (the devices' errors in a
+        world as mapped) or "realistic" (also a rough world: pluto.sim.noise, pluto.sim.site).
     noise_overrides: settings of the noise profile to replace, e.g. {laser_range_std = 0.02}.
     seed: seed of every random generator of the simulation.
     lockstep: advance time only when every module following it has finished its step (repeatable runs).
