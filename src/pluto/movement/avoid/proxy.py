@@ -10,7 +10,7 @@ import math
 from typing import ClassVar
 
 from pluto import msgs, names
-from pluto.movement.avoid.core import AVOID_BOTH, RELEASE, AvoidStatus, GotoStatus, Mode
+from pluto.movement.avoid.codes import RELEASE, Avoidance, AvoidStatus, GotoStatus, Mode
 from pluto.movement.drive.core import DriveStatus
 from pluto.runtime.proxy import Proxy
 
@@ -81,7 +81,7 @@ class AvoidProxy(Proxy):
             msgs.ActuatorState(cmd_flags=10 * avoidance + mode, position=position, velocity=velocity, force=force),
         )
 
-    def set_velocity(self, v: float, w: float, avoidance: int = AVOID_BOTH) -> None:
+    def set_velocity(self, v: float, w: float, avoidance: int = Avoidance.BOTH) -> None:
         """Drive at v m/s and w rad/s (T = 0), slowed and stopped by the chosen protection.
 
         Raises:
@@ -90,7 +90,7 @@ class AvoidProxy(Proxy):
         _check(v, w)
         self._send(Mode.VELOCITY, avoidance, [], [v, w], [])
 
-    def hold_heading(self, heading: float, v: float, avoidance: int = AVOID_BOTH) -> None:
+    def hold_heading(self, heading: float, v: float, avoidance: int = Avoidance.BOTH) -> None:
         """Turn to ``heading`` rad (in the ``Localization/Pose`` frame) and drive along it at v m/s (T = 1).
 
         Raises:
@@ -106,7 +106,7 @@ class AvoidProxy(Proxy):
         max_speed: float = 0.5,
         max_turn_rate: float = 1.0,
         weight: float = 1.0,
-        avoidance: int = AVOID_BOTH,
+        avoidance: int = Avoidance.BOTH,
     ) -> None:
         """Go to (x, y) m in the ``Localization/Pose`` frame around obstacles (T = 2); watch :meth:`status`
         element[1] (1 reached, 2 stuck, 3 stopped at the goal unverified: the pose too uncertain to tell).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-from pluto.movement.avoid.core import Avoidance, AvoidStatus, Mode
+from pluto.movement.avoid.codes import Avoidance, AvoidStatus, Mode
 from pluto.movement.drive.core import DriveStatus
 
 __all__ = [
