@@ -34,7 +34,7 @@ def test_events_in_any_chunking_and_the_end_of_the_stream(chunk: int) -> None:
     assert list(decoder.events()) == [ConnectionClosed(truncated=4)]
     assert decoder.next_event() == ConnectionClosed(truncated=4)  # again and again
     assert decoder.buffered_bytes == 0
-    assert decoder._bytes == len(data) and decoder._garbage == len(b"much too long\n") + 4
+    assert decoder.bytes_received == len(data) and decoder.garbage_bytes == len(b"much too long\n") + 4
     decoder.receive_data(b"")  # ending twice is harmless
     with pytest.raises(LocalProtocolError, match="after the end"):
         decoder.receive_data(b"x")

@@ -70,6 +70,16 @@ class StreamDecoder(abc.ABC, Generic[E]):
         """Bytes held as the start of an incomplete message."""
         return len(self._buffer)
 
+    @property
+    def bytes_received(self) -> int:
+        """Bytes fed in."""
+        return self._bytes
+
+    @property
+    def garbage_bytes(self) -> int:
+        """Bytes skipped: between messages, of dropped messages, and those left when the stream ended."""
+        return self._garbage
+
     def receive_data(self, data: bytes) -> None:
         """Feed bytes in any chunking; ``b""`` ends the stream.
 

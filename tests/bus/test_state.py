@@ -163,7 +163,7 @@ def test_threads_waiting_on_one_reader_each_get_a_value_none_gets_it_twice(bus: 
     threads = [threading.Thread(target=wait) for _ in range(2)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(reader._waiters) == 2, message="both threads wait")
+    wait_until(lambda: reader.waiting == 2, message="both threads wait")
     writer.write(msgs.Odometry(x=1.0))  # wakes both: the first to look returns it, the other waits on
     wait_until(lambda: len(results) == 1, message="one thread got the first value")
     writer.write(msgs.Odometry(x=2.0))

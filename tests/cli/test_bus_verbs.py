@@ -279,11 +279,10 @@ def test_a_second_writer_shows_in_info_mom_and_graph(
     beating_pair(bus, started)
     other = make_bus().create_publisher("Heartbeat")  # a writer no module owns (a script)
     monitor = started[1]
-    reader = next(r for r in monitor._readers if r.name == "Heartbeat")
 
     def fight() -> bool:
         other.write(msgs.Heartbeat(seq=-1, source="script"))
-        return other.writer_id in reader.writers_heard(10.0)
+        return any(other.writer_id in r.writers for r in monitor.info().reads if r.name == "Heartbeat")
 
     assert wait_until(fight, timeout=5.0, interval=0.05)
     hex_id = f"{other.writer_id:#x}"

@@ -8,6 +8,7 @@ import pytest
 
 from pluto.errors import PlutoError
 from pluto.hardware.host_driver import HostDriver
+from tests.helpers import wait_until
 
 
 class TickerError(PlutoError):
@@ -46,7 +47,7 @@ class Ticker(HostDriver):
 
 def test_close_stops_the_reader_before_it_releases_the_device_once() -> None:
     with Ticker() as ticker:
-        assert ticker._reader is not None and ticker._reader.is_alive()
+        assert ticker.reader_alive
     assert ticker.released == [False]  # released once, with the reader already stopped
     ticker.close()
     assert ticker.released == [False]
@@ -68,8 +69,7 @@ def test_close_from_several_threads_releases_once() -> None:
 def test_the_reader_may_close_its_own_driver() -> None:
     ticker = Ticker(close_from_reader=True)
     ticker.connect()
-    assert ticker._reader is not None
-    ticker._reader.join(5.0)
-    assert not ticker._reader.is_alive() and ticker.released == [False]
+    wait_until(lambda: not ticker.reader_alive, timeout=5.0, message="the reader did not return")
+    assert ticker.released == [False]
     ticker.close()
     assert ticker.released == [False]

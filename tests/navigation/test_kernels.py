@@ -18,6 +18,8 @@ def _outer(x: float) -> float:
 
 
 def test_each_kernel_is_told_as_numba_begins_compiling_it() -> None:
+    # the progress teller is private: the public warm() drives it with the navigation's kernels, whose compilation
+    # takes tens of seconds, so it is tried here on two small kernels of the test's own
     said: list[str] = []
     lacking = [f"{__name__}._outer", f"{__name__}._inner"]
     with kernels._compile_progress(lacking, said.append):

@@ -211,6 +211,7 @@ def test_a_write_failure_stops_the_recording_with_the_reason(
     def broken(*_args: object) -> None:
         raise LogError("cannot write run.mcap: the disk is full")
 
+    # a disk cannot be filled on demand: the recorder's own (private) writer is made to fail as a full one would
     assert recorder._writer is not None
     monkeypatch.setattr(recorder._writer, "add_encoded", broken)
     odometry.write(msgs.Odometry(stamp=1.0))

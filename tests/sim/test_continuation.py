@@ -81,6 +81,7 @@ def test_a_restarted_simulated_base_goes_on_with_the_body_and_its_odometry(
     try:
         body = again.body
         assert (body.x, body.y, body.theta, *body.odom) == before
+        # the time of its last step (private: no public way tells it; the step below shows what it means)
         assert again._last == 3.0
         # it publishes where it was, not the world's start or odometry 0
         value = odometry.wait_for_update(timeout=5)
@@ -102,6 +103,7 @@ def test_a_restarted_inertial_unit_goes_on_with_its_heading(bus: Bus, monkeypatc
     try:
         for i in range(41):
             t = i * 0.05
+            # straight into the unit: through Sim/Truth the test would wait for 41 deliveries it cannot count
             dmu._measure(msgs.Odometry(stamp=t, theta=0.5 * t, v=0.5, omega=0.5))
         heading = dmu.dmu.filter.heading
         assert heading == pytest.approx(1.0)
@@ -113,7 +115,7 @@ def test_a_restarted_inertial_unit_goes_on_with_its_heading(bus: Bus, monkeypatc
     try:
         assert again.dmu.filter.heading == heading
         # the body turned 1 rad more while the unit was away: its heading takes it in, no jump back to 0
-        again._measure(msgs.Odometry(stamp=4.0, theta=2.0, v=0.5, omega=0.5))
+        again._measure(msgs.Odometry(stamp=4.0, theta=2.0, v=0.5, omega=0.5))  # as above
         assert again.dmu.filter.heading == pytest.approx(2.0)
     finally:
         again.stop()

@@ -29,7 +29,8 @@ class Written:
 
 
 def bare_sick() -> SimSick:
-    """The module's step state without a bus: the box world, an ideal laser, empty histories."""
+    """The module's step state without a bus: the box world, an ideal laser, empty histories. A module is made with a
+    bus, so this sets what configuring would, private scheduling state included (no public way makes one bare)."""
     sick = object.__new__(SimSick)
     sick.params = SimSickParams()
     sick.world = BOX
@@ -122,7 +123,7 @@ def test_a_fault_out_of_range_is_refused_naming_the_field_and_the_laser_serves_o
         assert "bad request to sick/fault" in message and f"duration = {text}" in message
         assert "(0, 3600]" in message  # the range it must be in
         assert not sick.laser.failed(10.0)  # the scanner was not touched
-        [service] = [s for s in sick._services if s.name == "sick/fault"]
+        [service] = [s for s in sick.services if s.name == "sick/fault"]
         assert service.failed == 1
         # the module serves on: an hour is the longest fault, and no duration is the reboot time
         assert bus.call("sick/fault", {"duration": 3600.0}, float, timeout=10) == pytest.approx(3610.0)

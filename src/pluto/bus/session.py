@@ -686,6 +686,12 @@ class StateReader(_Receiver[M]):
         for waiter in waiters:
             waiter.put(True)
 
+    @property
+    def waiting(self) -> int:
+        """Threads waiting now in :meth:`wait_for_update` or :meth:`wait_for_value` for a new value."""
+        with self._lock:
+            return len(self._waiters)
+
     def read(self) -> M | None:
         """Return the newest value, or None if nothing was ever written (or, for a command, if it is too old)."""
         with self._lock:
@@ -1249,6 +1255,16 @@ class Bus:
     def key_raw(self, suffix: str) -> str:
         """The Zenoh key ``pluto/<robot>/<suffix>``, unchecked (for the bus's own protocols)."""
         return f"{self.prefix}/{suffix}"
+
+    @property
+    def subscribers(self) -> dict[str, int]:
+        """The Zenoh subscribers this bus holds, by key: how many readers and subscriptions each serves (the
+        receivers of one interface share one subscriber, which goes with the last of them)."""
+        out: dict[str, int] = {}
+        with self._taps_lock:
+            for (key, _cls), tap in self._taps.items():
+                out[key] = out.get(key, 0) + len(tap.receivers)
+        return out
 
     def _attach(self, receiver: _Receiver[Any]) -> None:
         """Let ``receiver`` see its interface's samples (through the interface's one subscriber in this process)."""

@@ -101,6 +101,12 @@ class HostDriver(abc.ABC):
             reader.join(timeout=self._reader_period + _JOIN_SLACK)
         self._release()
 
+    @property
+    def reader_alive(self) -> bool:
+        """The reader thread runs: started by :meth:`connect` and not yet returned."""
+        reader = self._reader
+        return reader is not None and reader.is_alive()
+
     def __enter__(self) -> Self:
         self.connect()
         return self

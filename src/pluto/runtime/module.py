@@ -269,6 +269,11 @@ class Module(Generic[P]):
         self._services.append(service)
         return service
 
+    @property
+    def services(self) -> tuple[Service, ...]:
+        """The services the module serves now (each counts the requests it served and those that failed)."""
+        return tuple(self._services)
+
     def get_logger(self) -> logging.Logger:
         return self._logger
 

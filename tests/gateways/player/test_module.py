@@ -266,7 +266,7 @@ def test_position_mode_is_a_goto_of_the_avoid_module(
             client.set_position_mode(True)  # no avoid module
         s.add(AvoidModule(bus, AvoidModuleParams(use_sim_time=True)))
         bus.wait_for_module("avoid", 10)
-        read_until(client, lambda: player._running("avoid"))
+        read_until(client, lambda: player.module_running("avoid"))
         client.set_position_mode(True)
         client.set_odometry(10.0, 0.0, 0.0)  # the goal is in the declared odometry frame, whatever it is
         read_until(client, lambda: client.position.px > 9.9)

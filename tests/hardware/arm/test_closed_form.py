@@ -140,7 +140,10 @@ def test_the_starting_pitch_is_kept_when_it_reaches(lynx: ArmModel) -> None:
 
 
 def _pitch_runs(closed: YawPlanarIK, target: np.ndarray, start: list[float]) -> list[tuple[float, float]]:
-    """The runs of pitch (rad, sampled every 0.25°, from -π) at which some branch reaches ``target``."""
+    """The runs of pitch (rad, sampled every 0.25°, from -π) at which some branch reaches ``target``.
+
+    It samples the closed form's own branches (private: how it solves, which no caller of ``solve`` needs) to know
+    every pitch that reaches, so that the test can check the one ``solve`` chooses."""
     branches = closed._branches(*target.tolist(), start)
     runs: list[list[float]] = []
     for step in range(-720, 720):
@@ -183,7 +186,7 @@ def test_the_elbow_branch_nearest_the_start_is_taken(offset_arm: ArmModel) -> No
     target = offset_arm.link_transform(q, "tip")[:3, 3]
     # The other elbow at the same pitch and wrist point: the elbow angle δ mirrored, the shoulder turned by twice
     # the angle between the upper arm and the shoulder-wrist line, the wrist making up the pitch.
-    a1, a2, k2 = closed._a1, closed._a2, closed._k2
+    a1, a2, k2 = closed._a1, closed._a2, closed._k2  # its link constants (private: derived, not part of the API)
     delta = q[2] - k2
     other = q.copy()
     other[2] = k2 - delta

@@ -177,7 +177,7 @@ def test_a_cancelled_table_build_leaves_the_solver_usable(lynx: ArmModel) -> Non
     cancel = threading.Event()
     cancel.set()
     solver.prepare(cancel)
-    assert solver._table is None
+    assert not solver.table_built
     target = lynx.link_transform(np.array([0.1, 0.2, -0.3, 0, 0, 0]), 2)[:3, 3]
     assert solver.solve(target, np.zeros(6)).success
-    assert solver._table is not None
+    assert solver.table_built

@@ -115,7 +115,7 @@ def test_the_bytes_go_through_a_real_serial_url(lynx: ArmModel) -> None:
     arm = Ssc32Arm(lynx, "loop://")
     try:
         arm.command(np.array([0.0, 0.0, 0.0, 0.0, math.radians(-45), NAN]), None, 0.25, 0.0)
-        port = arm._port
+        port = arm._port  # private on purpose: the test reads back what went out on the loop:// port itself
         assert port.read(64) == b"#0P1500#1P1500#2P1500#3P1500#4P1050T250\r"
     finally:
         arm.close()

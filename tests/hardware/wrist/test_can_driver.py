@@ -143,7 +143,8 @@ def test_a_state_word_read_before_the_halt_took_effect_does_not_skip_the_reset(
     driver.halt()
     wait_until(lambda: emulator.state_word(0) & pc.STATE_HALTED, timeout=GUARD)
     # the answer to a state poll sent before the HALT, late on a busy machine: "not halted" (handed to the driver
-    # as its receive thread would, so that it is surely taken before the command)
+    # as its receive thread would, so that it is surely taken before the command: a race no public call can order,
+    # hence the driver's private lock and hook)
     with driver._lock:
         driver._apply(pc.ParameterValue(1, pc.PARAM_CUBE_STATE, 0), driver._clock())
     driver.command([0.2, 0.0], [2.0, 1.0], [6.0, 1.0])

@@ -361,7 +361,7 @@ def test_a_moveto_in_the_open_scans_follows_and_arrives() -> None:
     while t < 20.0 and (not codes or codes[-1] != (AT_GOAL, IDLE)):
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 5, 20, 5)])
-        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core.wrist_target, avoid_element=(0, -1)), t)
         codes.append(out.element[2:])
         if out.element[2] == -2 and any(o.cmd_flags == 22 for o in out.avoid):
             assert out.avoid[-1].position == pytest.approx((4.0, 0.0))
@@ -383,7 +383,9 @@ def test_the_robot_turns_on_the_spot_before_it_drives_to_a_way_aside() -> None:
     while t < 30.0 and goto_heading is None:
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 8, 5, 8)])
-        out = core.step(MotionInputs(pose=(0.0, 0.0, theta), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+        out = core.step(
+            MotionInputs(pose=(0.0, 0.0, theta), scan=scan, wrist=core.wrist_target, avoid_element=(0, -1)), t
+        )
         for order in out.avoid:
             if order.cmd_flags == 0 and order.velocity[0] == 0.0 and order.velocity[1] > 0.0:
                 turned_before_goto = True
@@ -406,7 +408,7 @@ def test_a_short_way_is_driven_straight_with_the_laser_protection() -> None:
     while t < 20.0 and x < 1.0:
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 8, 10, 8), (6, -5, 6, 8)])
-        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, 0)), t)
+        out = core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core.wrist_target, avoid_element=(0, 0)), t)
         assert all(o.cmd_flags != 22 for o in out.avoid)
         for order in out.avoid:
             if order.cmd_flags == 20 and order.velocity[0] > 0.0:
@@ -419,7 +421,7 @@ def test_a_short_way_is_driven_straight_with_the_laser_protection() -> None:
     while t < 40.0 and core.job is not None and core.job.nav is not None and core.job.nav.phase != "scan":
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 8, 10, 8), (6, -5, 6, 8)])
-        core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(6, 0)), t)
+        core.step(MotionInputs(pose=(x, 0.0, 0.0), scan=scan, wrist=core.wrist_target, avoid_element=(6, 0)), t)
         held += 0.1
     assert core.job is not None and core.job.nav is not None and core.job.nav.phase == "scan"
     assert 1.5 < held < 5.0
@@ -461,14 +463,16 @@ def test_a_pressed_bumper_backs_the_robot_off_and_it_looks_again() -> None:
     while t < 20.0 and (core.job is None or core.job.nav is None or core.job.nav.phase == "scan"):
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 8, 10, 8)])
-        core.step(MotionInputs(pose=(0.0, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(0, -1)), t)
+        core.step(MotionInputs(pose=(0.0, 0.0, 0.0), scan=scan, wrist=core.wrist_target, avoid_element=(0, -1)), t)
     assert core.job is not None and core.job.nav is not None and core.job.nav.phase != "scan"
     backs: list[tuple[float, float]] = []
     start = t
     while t < start + 5.0 and core.job.nav.phase != "scan":
         t = round(t + 0.1, 3)
         scan = level_scan(t, [(-5, 8, 10, 8)])
-        out = core.step(MotionInputs(pose=(1.0, 0.0, 0.0), scan=scan, wrist=core._wrist, avoid_element=(1, -1)), t)
+        out = core.step(
+            MotionInputs(pose=(1.0, 0.0, 0.0), scan=scan, wrist=core.wrist_target, avoid_element=(1, -1)), t
+        )
         backs += [o.velocity[:2] for o in out.avoid if o.cmd_flags == 20]
     assert core.job.nav.phase == "scan"
     moves = [b for b in backs if b != (0.0, 0.0)]  # the last one stops the robot for the scan

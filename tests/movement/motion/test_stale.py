@@ -49,7 +49,7 @@ def step(
         MotionInputs(
             pose=pose,
             scan=scan,
-            wrist=core._wrist,
+            wrist=core.wrist_target,
             avoid_element=avoid_element,
             pose_std=pose_std,
             scan_stale=scan_stale,

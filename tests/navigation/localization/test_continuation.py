@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.navigation.localization.core import DeadReckoning, LocalizationParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
@@ -90,7 +90,7 @@ def drive(bus: Bus, module: LocalizationModule, stamps: list[float], now: float)
         x, y, theta = arc(t)
         odometry.write(msgs.Odometry(stamp=t, x=x, y=y, theta=theta, v=1.0, omega=0.2))
     wait_until(
-        lambda: sum(isinstance(item[2], msgs.Odometry) for item in list(module._queue)) >= len(stamps),
+        lambda: module.queued.get(names.BASE_DRIVE_STATE, 0) >= len(stamps),
         message="odometry queued",
     )
     pose.read()
@@ -111,7 +111,6 @@ def test_a_restarted_module_continues_from_its_last_estimate(
         drive(bus, first, [i * 0.05 for i in range(41)], 2.0)
         # a posted correction (as the pose module's) is part of the estimate
         first.adjustment.post(first.core, 2.0, [3.5, 4.2, 0.0, 0.6, 0.0, 0.0], -1)
-        first._publish_robot()
         before = first.core.pose()
         corrected = first.adjustment.apply(before.pose)
         saved = first.continuation.saves

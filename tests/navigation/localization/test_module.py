@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pluto import msgs
+from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.localization.module import LocalizationModule, LocalizationModuleParams
@@ -18,7 +18,7 @@ def drive(bus: Bus, module: LocalizationModule, stamps: list[float], speed: floa
         odometry.write(msgs.Odometry(stamp=t, x=speed * t, v=speed))
     # (count the odometry: the queue also holds what the module heard besides, such as its own first Post_Pose)
     wait_until(
-        lambda: sum(isinstance(item[2], msgs.Odometry) for item in list(module._queue)) >= len(stamps),
+        lambda: module.queued.get(names.BASE_DRIVE_STATE, 0) >= len(stamps),
         message="odometry queued",
     )
     pose.read()  # what it holds now is the old value
@@ -91,7 +91,7 @@ def test_a_post_whose_covariance_cannot_be_one_is_refused_counted_and_the_servic
     def posted(covariance: list[float]) -> None:
         value = msgs.PoseEstimate(pose=[10.0, 20.0, 0.0, 1.0, 0.0, 0.0], covariance=covariance, cmd_flags=-1)
         post.write(value)
-        wait_until(lambda: any(item[2] == value for item in list(module._queue)), message="the post queued")
+        wait_until(lambda: module.queued.get("Localization/Post_Pose", 0) >= 1, message="the post queued")
         pose.read()
         module.step(3.0)
 

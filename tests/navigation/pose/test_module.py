@@ -68,7 +68,8 @@ def test_a_tilted_scan_moves_the_filter_but_is_not_matched(module: PoseModule) -
 
 
 def test_find_wall_answers_on_the_status(bus: Bus, module: PoseModule) -> None:
-    module._on_status(msgs.FVectorState(element=[1, FIND_WALL]))
+    bus.create_publisher(names.POSE_STATUS).write(msgs.FVectorState(element=[1, FIND_WALL]))  # as a client asks
+    wait_until(lambda: module.find_wall_pending, timeout=5.0, message="the request did not reach the module")
     robot = (3.0, 2.0, 0.0)  # facing the east wall (x = 12), squarely
     module.inputs.add(laser_scan(robot, 1.0), laser_pose(robot, 1.0), laser_pose(robot, 1.0))
     module.step(1.0)
@@ -90,7 +91,7 @@ def test_stopping_the_thread_hands_the_setter_back(bus: Bus, module: PoseModule)
 def test_warm_up_leaves_the_kernels_of_a_scan_compiled() -> None:
     """The module calls it while configuring: its first scan then finds every kernel of the per-scan path ready.
     In a fresh interpreter, where nothing has called them yet."""
-    script = (
+    script = (  # the kernels are private (how the module computes); their compiled signatures are what it checks
         "from pluto.navigation.pose import core, features, map as wall_map, tracker\n"
         "kernels = (features._extract, core._update, wall_map._query)\n"
         "before = [len(k.signatures) for k in kernels]\n"

@@ -25,8 +25,7 @@ def killed(bus: Bus, params: SlamModuleParams) -> bytes:
         module.start_activity()
         feed(module, [(3.0 + 0.1 * k, 2.0, 0.2) for k in range(5)])
         assert module.save(1.5, setter=2)
-        with module._work:
-            module.continuation.save(module._state(True), 2.0)  # what the step saves as it goes
+        module.continuation.save(module.progress, 2.0)  # what the step saves as it goes
         return persist.state_path(bus.robot, "slam").read_bytes()
     finally:
         module.stop()

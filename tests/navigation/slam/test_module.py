@@ -51,8 +51,7 @@ def feed(module: SlamModule, robots: list[tuple[float, float, float]], t0: float
     posts = []
     for k, robot in enumerate(robots):
         t = t0 + 0.2 * k
-        with module._work:  # the module's thread may be stepping
-            post = module._process(t, laser_scan(robot, t), laser_pose(robot, t), laser_pose(robot, t))
+        post = module.process_scan(t, laser_scan(robot, t), laser_pose(robot, t), laser_pose(robot, t))
         assert post is not None
         posts.append(post)
     return posts
@@ -92,7 +91,7 @@ def test_scan_matching_corrects_a_dead_reckoning_that_slips(bus: Bus, map_path: 
                     pose=laser_pose(slipped, t).pose,
                     covariance=np.diag([0.02**2, 0.02**2, math.radians(1.5) ** 2]).ravel().tolist(),
                 )
-                post = slam._process(t, laser_scan(robot, t), dr, laser_pose(robot, t))
+                post = slam.process_scan(t, laser_scan(robot, t), dr, laser_pose(robot, t))
             assert post is not None
             x, y, theta = laser_of(robots[-1])
             finals[matching] = (math.hypot(post.pose[0] - x, post.pose[1] - y), abs(post.pose[3] - theta))
@@ -110,7 +109,7 @@ def test_a_tilted_scan_only_moves_the_filter(module: SlamModule) -> None:
     assert module.slam is not None
     walls = len(module.slam.filter)
     moved = (3.3, 2.0, 0.0)
-    post = module._process(5.0, laser_scan(moved, 5.0), laser_pose(moved, 5.0, tilt=math.radians(10)), None)
+    post = module.process_scan(5.0, laser_scan(moved, 5.0), laser_pose(moved, 5.0, tilt=math.radians(10)), None)
     assert post is not None and module.tilted == 1 and module.matched == 0
     assert len(module.slam.filter) == walls
     assert post.pose[0] == pytest.approx(laser_of(moved)[0], abs=1e-6)

@@ -111,6 +111,12 @@ class FairQueue(Generic[K, T]):
         return len(self._senders)
 
     @property
+    def turns(self) -> int:
+        """Turns in the round: one per sender with items waiting, and those of forgotten senders not skipped yet
+        (the round's memory, bounded whatever comes)."""
+        return len(self._round)
+
+    @property
     def backlogged(self) -> int:
         """Senders with items waiting (the budget is shared between these)."""
         return sum(1 for _key, sender in self._round if sender.waiting)

@@ -328,7 +328,9 @@ class PlayerModule(Module[PlayerParams]):
         if name == "base" and not alive:
             self._forget_odometry_frame()  # a returning base starts a new odometry (lock order: after _state_lock)
 
-    def _running(self, module: str) -> bool:
+    def module_running(self, module: str) -> bool:
+        """Whether the module named runs on this robot, as this module knows it (by the modules' liveliness tokens):
+        the devices it serves through that module answer only then."""
         with self._state_lock:
             return module in self._live
 
@@ -376,7 +378,7 @@ class PlayerModule(Module[PlayerParams]):
                 self._frame_version += 1
 
     def _motion_step(self, now: float) -> list[MotionAction]:
-        drive = self._running("drive")
+        drive = self.module_running("drive")
         with self._state_lock:
             lapses = self.motion.lapses
             actions = self.motion.step(now, drive)
@@ -466,7 +468,7 @@ class PlayerModule(Module[PlayerParams]):
 
     def available(self, device: DeviceSpec) -> bool:
         """The module behind ``device`` runs (on the server's thread; never blocks)."""
-        return self._running(device.backend)
+        return self.module_running(device.backend)
 
     def command(self, client: int, device: DeviceKey, command: CommandStruct) -> None:
         """Take a command (on the server's thread; never blocks).
@@ -515,7 +517,7 @@ class PlayerModule(Module[PlayerParams]):
                 limits.check(names.AVOIDANCE_COMMAND, self._goto(goal, self.clock.now()))
             except limits.LimitError as err:
                 raise CommandRefused(f"position command refused: {err}") from err
-        if goal is None or not self._running("avoid"):
+        if goal is None or not self.module_running("avoid"):
             self.ignored_commands += 1
             now = time.monotonic()
             if now - self._last_ignored_log >= 5.0:  # clients repeat their commands: one line every 5 s at most
@@ -657,7 +659,7 @@ class PlayerModule(Module[PlayerParams]):
 
     def _position_mode(self, device: DeviceKey, request: PositionMode) -> bytes:
         position = request.state != 0
-        if position and not self._running("avoid"):
+        if position and not self.module_running("avoid"):
             raise ConfigRefused("position mode needs the avoid module (`pluto start avoid`)")
         with self._state_lock:
             self.position_mode[device] = position

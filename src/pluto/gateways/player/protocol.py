@@ -355,11 +355,6 @@ class PlayerConnection(StreamDecoder[Banner | Message]):
         self.last_problem = ""
 
     @property
-    def bytes_received(self) -> int:
-        """Bytes fed in."""
-        return self._bytes
-
-    @property
     def garbage_bytes(self) -> int:
         """Bytes skipped while looking for the next stx ("Xx"); the bytes of an incomplete message left at the end
         are not garbage but :attr:`ConnectionClosed.truncated`."""

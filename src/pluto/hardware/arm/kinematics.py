@@ -711,6 +711,11 @@ class PointIK:
             if self._table is None:
                 self._table = self._build_table(cancel)
 
+    @property
+    def table_built(self) -> bool:
+        """The numerical solver's workspace table is built (by :meth:`prepare`, or by the first solve needing it)."""
+        return self._table is not None
+
     # -- solving ------------------------------------------------------------------------------------------------
 
     def solve(self, target: ArrayLike, q_start: ArrayLike, *, tolerance: float = 1e-5) -> IKResult:

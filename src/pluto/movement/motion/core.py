@@ -180,6 +180,11 @@ class MotionController:
     def __post_init__(self) -> None:
         self._follower = RayFollower(self.params, lambda: self.rect)
 
+    @property
+    def wrist_target(self) -> tuple[float, float]:
+        """The wrist's (pan, tilt) in force, rad: the last target sent (home, (0, 0), before any)."""
+        return self._wrist
+
     # -- commands ------------------------------------------------------------------------------------------------
 
     def command(

@@ -174,15 +174,14 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self._resume = self.continuation.resume  # at the first step, when the clock's time and run are known
         if not self._resume:
             self.post_out.write(msgs.PoseEstimate(pose=[], cmd_flags=0))  # nobody sets the pose yet
-        for order, (name, cls) in enumerate(
-            (
-                (names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
-                (names.DMU_STATE, msgs.DmuState),
-                (names.WRIST_STATE, msgs.ActuatorState),
-                (names.BASE_DRIVE_STATE, msgs.Odometry),
-                (names.SICK_TIMING, msgs.ScanTiming),
-            )
-        ):
+        self._inputs: tuple[tuple[str, type[msgs.Message]], ...] = (
+            (names.LOCALIZATION_INTERFACES[2], msgs.PoseEstimate),
+            (names.DMU_STATE, msgs.DmuState),
+            (names.WRIST_STATE, msgs.ActuatorState),
+            (names.BASE_DRIVE_STATE, msgs.Odometry),
+            (names.SICK_TIMING, msgs.ScanTiming),
+        )
+        for order, (name, cls) in enumerate(self._inputs):
             self.create_subscription(name, self._enqueuer(order), cls, depth=1024)
         self._published_laser = False
         self._odometry_arrived: float | None = None  # module clock at the newest odometry message, s
@@ -193,6 +192,13 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self._refusal = ""
         self._resumed_from: DeadReckoningState | None = None  # logged once the odometry since is integrated
         self._resets_logged = 0
+
+    @property
+    def queued(self) -> dict[str, int]:
+        """The inputs heard and not taken yet (the next step takes them), by interface."""
+        with self._queue_lock:
+            orders = [order for order, _stamp, _message in self._queue]
+        return {str(name): orders.count(i) for i, (name, _cls) in enumerate(self._inputs) if i in orders}
 
     def _enqueuer(self, order: int) -> Any:
         def enqueue(message: msgs.Message) -> None:

@@ -98,6 +98,12 @@ class PoseModule(Module[PoseModuleParams]):
         self.get_logger().info("map %s: %d walls", source, len(wall_map))
         return wall_map
 
+    @property
+    def find_wall_pending(self) -> bool:
+        """A find wall request came (element[1] = FIND_WALL on ``pose/status``): the next step answers it."""
+        with self._lock_q:
+            return self._find_requested
+
     def _on_status(self, status: msgs.FVectorState) -> None:
         if len(status.element) > 1 and status.element[1] == FIND_WALL:
             with self._lock_q:

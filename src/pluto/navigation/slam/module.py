@@ -246,6 +246,13 @@ class SlamModule(Module[SlamModuleParams]):
 
     # -- continuing after a restart ---------------------------------------------------------------------------
 
+    @property
+    def progress(self) -> SlamState:
+        """What a restarted module would go on from now: whether its thread runs, the map's walls, the scans used,
+        the saves and the pose."""
+        with self._work:
+            return self._state(self.active)
+
     def _state(self, running: bool) -> SlamState:
         slam = self.slam
         return SlamState(
@@ -434,6 +441,14 @@ class SlamModule(Module[SlamModuleParams]):
             with self._work:
                 self.continuation.save_due(lambda: self._state(True), now, clock_run(self.clock))
         self._write_status(now)
+
+    def process_scan(
+        self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None
+    ) -> msgs.PoseEstimate | None:
+        """One scan at ``t`` (s) with its dead-reckoned laser pose and the corrected one (None if none came), as the
+        step takes it, while the step may run: the post for ``Localization/Post_Pose`` (not written), or None."""
+        with self._work:
+            return self._process(t, scan, dr, corrected)
 
     def _process(
         self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None
