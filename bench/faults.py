@@ -42,7 +42,7 @@ def row(out: Outcome) -> str:
     still = f"{out.stopped_at - out.injected_at:.2f}" if steers(out.target) else "-"
     ending = out.describe()
     fault = out.target if out.fault == "kill" else f"{out.target} ({out.fault})"
-    return f"| {fault} | {stop} | {still:.2f} | {out.back_wall:.1f} | {out.pose_error:.3f} | {ending} |" + (
+    return f"| {fault} | {stop} | {still} | {out.back_wall:.1f} | {out.pose_error:.3f} | {ending} |" + (
         f" {'; '.join(out.notes)}" if out.notes else ""
     )
 
