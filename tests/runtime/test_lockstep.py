@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 import zenoh
 
 from pluto import msgs
-from pluto.bus import Bus
+from pluto.bus import Bus, Subscription
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import ACK_KEY, TICK_KEY
 from pluto.runtime.module import Module, ModuleParams
@@ -126,6 +127,68 @@ def test_members_on_the_simulators_bus_answer_it_without_zenoh(bus: Bus, sim: Si
         producer.stop()
         for subscriber in subscribers:
             subscriber.undeclare()
+
+
+class Listener(Module):
+    """Follows the counter through a subscription: the threads its callback ran on, and the counts it saw."""
+
+    def on_configure(self) -> None:
+        self.threads: set[threading.Thread] = set()
+        self.counts: list[int] = []
+        self.create_subscription(COUNTER, self._on_counter, msgs.FVectorState)
+
+    def _on_counter(self, value: msgs.FVectorState) -> None:
+        self.threads.add(threading.current_thread())
+        self.counts.append(value.element[0])
+
+
+def test_a_subscriptions_callbacks_run_on_the_lockstep_thread_however_late_its_values_come(
+    bus: Bus, sim: SimModule, make_bus: Any
+) -> None:
+    # The producer runs on a bus of its own: its values reach the listener's bus through Zenoh, often after the tick
+    # that needs them has reached the listener's (directly from the simulator). Early or late, the listener's
+    # process takes them on its lock-step thread, which waits for them anyway: no worker thread is woken for them.
+    listener = Listener(bus, sim_time(), name="listener")  # first: no value to fetch when it subscribes
+    consumer = Consumer(bus, sim_time(), name="consumer")
+    producer = Producer(make_bus(), sim_time(), name="producer")
+    for module in (listener, consumer, producer):
+        module.start()
+    try:
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer", "listener", "producer"], timeout=10)
+        bus.call("sim/resume")
+        assert consumer.done.wait(30)
+        gate = bus.gate
+        assert gate is not None and gate._executor is not None
+        assert listener.counts[:5] == [1, 2, 3, 4, 5] and len(listener.counts) >= 99
+        assert listener.threads == {gate._executor}
+    finally:
+        for module in (consumer, listener, producer):
+            module.stop()
+
+
+def test_a_value_that_comes_while_a_tick_is_delivered_is_taken_by_the_lockstep_thread(bus: Bus) -> None:
+    # A value the tick's frontier already covers, coming while the executor delivers that tick (it waits for the
+    # frontier's values), is held for the executor to take, not let through on Zenoh's thread to a worker; once the
+    # delivery is over, a covered value passes at once.
+    gate = bus.lockstep()
+    gate.register("member", lambda tick: math.inf)
+    listener = Listener(bus, ModuleParams(autostart=False), name="listener")
+    listener.start()
+    try:
+        receiver = next(r for r in bus.receivers_by_key()[bus.key(COUNTER)] if isinstance(r, Subscription))
+        value = msgs.FVectorState(element=[7])
+        with gate._cond:
+            gate._frontier[0x51] = 3
+            gate._delivering = True
+        assert not gate.admit(receiver, value, 0x51, 3, True)
+        with gate._cond:
+            assert gate._release() == [(receiver, value)]
+            gate._delivering = False
+        assert gate.admit(receiver, value, 0x51, 3, True)
+        assert not gate.admit(receiver, value, 0x51, 4, True)  # not covered yet: held as ever
+    finally:
+        listener.stop()
+        gate.unregister("member")
 
 
 def test_time_is_held_until_resumed(bus: Bus, sim: SimModule) -> None:

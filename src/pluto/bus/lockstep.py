@@ -115,6 +115,7 @@ class LockstepGate:
         self._handlers: dict[str, tuple[Callable[[LockstepTick], float], Any]] = {}
         self._executor: threading.Thread | None = None
         self._waiting = False  # the executor waits for frontier values to arrive
+        self._delivering = False  # the executor delivers a tick: from its new frontier to the last value waited for
         self._pending: list[WriteMark] = []  # frontier entries not yet delivered here
         self._deliveries = 0  # ticks handled by this process
         self._dues: dict[str, float] = {}  # each local member's next step, s
@@ -158,8 +159,13 @@ class LockstepGate:
                     seen[writer_id] = seq
                 if self._waiting:
                     self._cond.notify_all()
-            if not gated or not self.active or seq <= self._frontier.get(writer_id, 0):
+            if not gated or not self.active:
                 return True
+            if seq <= self._frontier.get(writer_id, 0) and not self._delivering:
+                return True
+            # Not covered yet; or covered while the executor delivers a tick, for which it waits for the frontier's
+            # values: it takes the value itself then (a subscription's callback runs on it, instead of on a worker
+            # it would wait for).
             tick = self._deliveries
             self._held.setdefault(receiver, []).append((writer_id, seq, tick, value))
             return False
@@ -243,16 +249,24 @@ class LockstepGate:
                 if seq > self._frontier.get(wid, 0):
                     self._frontier[wid] = seq
             released = self._release(everything=run_changed)
+            self._delivering = True
+        self._take_released(released)
+        self._wait_frontier(frontier)
+        self._ready = (tick.run, tick.number)
+
+    def _take_released(self, released: list[tuple[_Receiver[Any], Any]]) -> None:
+        """Let released values through to their receivers, on the executor: their subscriptions' callbacks run here,
+        each once, in the order of release."""
+        if not released:
+            return
         self._deferred = []
         try:
             for receiver, value in released:
                 receiver._take(value)
         finally:
             deferred, self._deferred = self._deferred, None
-        for strand in dict.fromkeys(deferred):  # each callback once, in the order of release
+        for strand in dict.fromkeys(deferred):
             strand.run_here()
-        self._wait_frontier(frontier)
-        self._ready = (tick.run, tick.number)
 
     def _wait_frontier(self, frontier: list[WriteMark]) -> None:
         """Wait until the local receivers got the frontier's values and their callbacks returned."""
@@ -280,6 +294,9 @@ class LockstepGate:
                     self._waiting = True
                     self._cond.wait(left)
                     self._waiting = False
+            late = self._release()  # those that came since the frontier (see admit)
+            self._delivering = False
+        self._take_released(late)
         for receivers in by_key.values():
             for receiver in receivers:
                 receiver.wait_idle(max(0.0, deadline - time.monotonic()))
