@@ -17,7 +17,14 @@ from pluto.navigation.slam.backend import LoopBackEnd, LoopWorker, rigid_correct
 from pluto.navigation.slam.compressed import CompressedWallEKF
 from pluto.navigation.slam.core import SlamStep, WallSlam
 from pluto.navigation.slam.ekf import WallEKF, WallObservation
-from pluto.navigation.slam.loops import GraphCorrection, Keyframe, LoopParams, LoopSearch, match_place
+from pluto.navigation.slam.loops import (
+    ClosureCheck,
+    GraphCorrection,
+    Keyframe,
+    LoopParams,
+    LoopSearch,
+    match_place,
+)
 from pluto.navigation.slam.metrics import absolute_trajectory_error
 from pluto.navigation.slam.module import SlamModule, SlamModuleParams
 from pluto.navigation.slam.offline import OdometryNoise, OfflineParams, OfflineResult, run_offline
@@ -150,6 +157,77 @@ def test_a_bare_corridor_closes_nothing() -> None:
         free_space=False,
     )
     assert check.motion is None and "open" in check.reason
+
+
+# -- the search's consistency ---------------------------------------------------------------------------------------
+
+
+def _square_keyframes(laps: float = 1.4, side: float = 10.0, step: float = 0.5) -> list[Keyframe]:
+    """Keyframes every ``step`` m round a square of ``side`` m (a quarter turn at each corner), with the true motion
+    and a covariance of 3 cm and 0.5° per step, so that after a lap the search region is metres wide."""
+    poses = [(0.0, 0.0, 0.0)]
+    per_side = round(side / step)
+    while len(poses) < laps * 4 * per_side:
+        turn = math.pi / 2 if len(poses) % per_side == 0 else 0.0
+        poses.append(compose(poses[-1], (step, 0.0, turn)))
+    covariance = np.diag([0.03**2, 0.03**2, math.radians(0.5) ** 2])
+    return [
+        Keyframe(
+            k,
+            k,
+            poses[k],
+            np.zeros((0, 2)),
+            relative(poses[k - 1], poses[k]) if k else (0.0, 0.0, 0.0),
+            covariance if k else np.zeros((3, 3)),
+            step * k,
+        )
+        for k in range(len(poses))
+    ]
+
+
+class _Scripted(LoopSearch):
+    """A search whose place check is scripted: the keyframes in ``truth`` match their candidate where they truly
+    are, those in ``false`` 1.5 m beside it (a place that looks the same, as a scan check could be fooled), every
+    other check fails."""
+
+    def __init__(self, frames: list[Keyframe], truth: set[int], false: set[int]) -> None:
+        super().__init__()
+        self.frames, self.truth, self.false = frames, truth, false
+
+    def _check(
+        self, keyframe: Keyframe, candidate: int, estimate: tuple[float, float, float], region: float
+    ) -> ClosureCheck:
+        covariance = np.diag([0.02**2, 0.02**2, math.radians(0.5) ** 2])
+        motion = relative(self.frames[candidate].pose, keyframe.pose)
+        if keyframe.index in self.false:
+            return ClosureCheck(compose(motion, (1.5, 0.0, 0.0)), covariance, 100, 0.9, 0.01, "")
+        if keyframe.index in self.truth:
+            return ClosureCheck(motion, covariance, 100, 0.9, 0.01, "")
+        return ClosureCheck(None, np.zeros((3, 3)), 0, 0.0, math.nan, "too few inliers")
+
+
+def test_a_false_closure_no_other_closure_agrees_with_is_rejected() -> None:
+    """Back at the start after a lap, the search region is wider than a metre, so a closure waits for a second one
+    that makes a consistent cycle with it. A false match (1.5 m off: a place that looks the same) is held and never
+    confirmed; the two true ones that follow confirm each other and are the only closures in the graph."""
+    frames = _square_keyframes()
+    back = 82  # a lap and a keyframe: the search looks for the start here
+    search = _Scripted(frames, truth={back + 3, back + 5}, false={back})
+    for keyframe in frames:
+        search.add(keyframe)
+    closures = [(e.first, e.second) for e in search.graph.edges() if e.robust]
+    assert search.accepted == 2 and len(closures) == 2
+    assert {second for _, second in closures} == {back + 3, back + 5}
+    # the graph keeps the true shape: the false match pulled nothing
+    assert np.allclose(search.graph.poses[:, :2], np.array([f.pose[:2] for f in frames]), atol=0.02)
+
+
+def test_a_false_closure_alone_is_dropped() -> None:
+    frames = _square_keyframes()
+    search = _Scripted(frames, truth=set(), false={82})
+    for keyframe in frames:
+        search.add(keyframe)
+    assert search.accepted == 0 and search.graph.closures == 0
 
 
 # -- the scan loop's side --------------------------------------------------------------------------------------------
