@@ -196,7 +196,7 @@ def _wait_goto(bus: Bus, avoid: AvoidProxy, goal: tuple[float, float], timeout: 
     )
     # avoid's own rule: within goal_tolerance (the robot brakes after), on a pose whose position std is at most a
     # third of it
-    tolerance = progress.parameter(bus, "avoid", "goal_tolerance", AvoidParams.goal_tolerance)
+    tolerance = progress.parameter(bus, "avoid", "goal_tolerance", AvoidParams().goal_tolerance)
     holds: dict[int, str] = {
         LASER_FAULT: "held for the laser (stale scans or a fault)",
         STALE_POSE: "held for a fresh, certain pose",

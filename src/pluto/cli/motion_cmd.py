@@ -154,8 +154,8 @@ def _wait(bus: Bus, motion: MotionProxy, timeout: float | None, goal: tuple[floa
     )
     # the motion's own rule: at the goal within goal_tolerance (near_enough with obstacles beside it), on a pose
     # whose position std is at most a third of goal_tolerance
-    tolerance = progress.parameter(bus, "motion", "goal_tolerance", MotionParams.goal_tolerance)
-    reach = max(tolerance + 0.1, MotionParams.near_enough)
+    tolerance = progress.parameter(bus, "motion", "goal_tolerance", MotionParams().goal_tolerance)
+    reach = max(tolerance + 0.1, MotionParams().near_enough)
     waits: dict[int, str] = {
         WAITING_SCAN: "waiting for fresh laser scans",
         WAITING_POSE: "waiting for a fresh, certain pose",
