@@ -18,6 +18,7 @@ Run from the project root:
     .venv/bin/python bench/bus.py                 # 2000 round trips after 200 warm-up, 2 s floods
     .venv/bin/python bench/bus.py --quick         # smoke run
     .venv/bin/python bench/bus.py --count 5000 --duration 3 --transport pluto.bus --transport zenoh
+    .venv/bin/python bench/bus.py --timeouts      # only: how long each wait takes to give up at its timeout
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import zenoh
 import zmq
 
 from pluto import msgs
-from pluto.bus import Bus, BusTimeout, StateReader, StateWriter, Subscription
+from pluto.bus import Bus, BusConfig, BusError, BusTimeout, StateReader, StateWriter, Subscription
 
 # Payloads ---------------------------------------------------------------------------------------------------
 
@@ -1049,6 +1050,67 @@ def fanout_verdicts(results: list[FanoutResult]) -> list[str]:
     return lines
 
 
+# Timeouts --------------------------------------------------------------------------------------------------------
+
+TIMEOUT_REPEAT = 5
+"""Times each timeout is measured (the median and the largest are printed)."""
+
+
+def measure_timeouts(repeat: int) -> list[tuple[str, float, list[float]]]:
+    """How long each of the bus's waits takes to give up: (what, its timeout s, the wall seconds of each try). The
+    tests check that each gives up (and names what it waited for); how long that takes is measured here."""
+    config = BusConfig(
+        robot=f"timeouts-{os.getpid()}-{secrets.token_hex(4)}", rendezvous=f"tcp/127.0.0.1:{free_port()}"
+    )
+    release = threading.Event()
+
+    def slow(_request: Any) -> str:
+        release.wait(5.0)
+        return "late"
+
+    def timed(action: Callable[[float], object], timeout: float) -> float:
+        start = time.perf_counter()
+        with contextlib.suppress(BusTimeout, BusError):
+            action(timeout)
+        return time.perf_counter() - start
+
+    out: list[tuple[str, float, list[float]]] = []
+    with Bus(config) as bus, Bus(config) as caller:
+        bus.create_service("bench/slow", slow)
+        writer = bus.create_publisher("bench/timeouts", msgs.Heartbeat)
+        writer.write(msgs.Heartbeat(seq=0))
+        reader = caller.create_reader("bench/timeouts", msgs.Heartbeat)
+        reader.read()
+        cases: list[tuple[str, float, Callable[[float], object]]] = [
+            ("service call nobody serves", 0.5, lambda t: caller.call("bench/nobody", timeout=t)),
+            ("service call, handler holds its reply", 0.3, lambda t: caller.call("bench/slow", timeout=t)),
+            ("wait_for_update, nothing written", 0.2, lambda t: reader.wait_for_update(timeout=t)),
+            ("wait_for_module, never starts", 0.2, lambda t: caller.wait_for_module("bench-never", timeout=t)),
+        ]
+        for what, timeout, action in cases:
+            progress(f"timeouts: {what}")
+            out.append((what, timeout, [timed(action, timeout) for _ in range(repeat)]))
+            release.set()  # a held handler answers (late, to nobody) before the next try
+            time.sleep(0.05)
+            release.clear()
+        release.set()
+    progress("timeouts: open with an unreachable router")
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    opened = [
+        timed(lambda t: Bus(BusConfig(robot="timeouts", connect=[endpoint], connect_timeout=t)), 0.5)
+        for _ in range(repeat)
+    ]
+    out.append(("open, router unreachable (connect_timeout)", 0.5, opened))
+    return out
+
+
+def timeouts_table(results: list[tuple[str, float, list[float]]]) -> str:
+    lines = [f"{'wait':<44} {'timeout s':>9} {'gave up after s (median)':>24} {'(largest)':>10}"]
+    for what, timeout, times in results:
+        lines.append(f"{what:<44} {timeout:>9.2f} {statistics.median(times):>24.3f} {max(times):>10.3f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Round-trip latency and one-way throughput of the bus.")
     parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
@@ -1062,7 +1124,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fanout-duration", type=float, help="seconds of the fan-out run (default 3, quick 1)")
     parser.add_argument("--no-fanout", action="store_true", help="skip the fan-out run")
+    parser.add_argument(
+        "--timeouts", action="store_true", help="only how long each wait of the bus takes to give up at its timeout"
+    )
     args = parser.parse_args(argv)
+    if args.timeouts:
+        results = measure_timeouts(2 if args.quick else TIMEOUT_REPEAT)
+        print(f"Timeouts: each wait tried {2 if args.quick else TIMEOUT_REPEAT} times; a wait gives up at its timeout")
+        print(timeouts_table(results))
+        return 0
     quick = args.quick
     args.fanout_duration = args.fanout_duration if args.fanout_duration is not None else (1.0 if quick else 3.0)
     args.count = args.count if args.count is not None else (300 if quick else 2000)

@@ -22,6 +22,10 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   ring, laser scans at 5 Hz, and the rest), so this is more work per simulated second than the two rows above.
   Each run has a bus of its own (robot name, rendezvous port and runtime folder).
 
+* ``Pluto sim profile, free-running``: the ``sim`` profile (the simulator and its devices in this process) on its
+  own clock, not in lock-step, at rate 5: the simulated seconds its ``Clock`` gives per wall second over 3 s (the
+  rate, if the machine keeps up).
+
 * ``Pluto fleet, 10 robots in one world, lock-step``: ten robots in the office (:class:`~pluto.sim.fleet.Fleet`:
   the shipped office places four, so a copy of it in a temporary folder places ten along the corridor), each with
   the ``mission`` profile's modules under its own robot name and one lock-step for all, as fast as it goes; each
@@ -77,6 +81,10 @@ TARGET_SEPARATE = 25.0
 TARGET_ONE_PROCESS = 60.0
 TARGET_FLEET = 2.0
 FLEET_ROBOTS = 10
+FREE_RATE = 5.0
+"""The free-running row's rate: its simulated clock is to run this many times faster than the wall clock."""
+FREE_WALL = 3.0
+"""Wall seconds the free-running row measures over."""
 IRSIM_MISSING = "n/a (pip install 'pluto-robot[bench]')"
 MISSION_SIM_PARAMS: dict[str, Any] = {"world": WORLD, "lockstep": True, "rate": "max", "seed": 1}
 """Parameters of the mission's ``sim`` module: the clock in lock-step, as fast as the modules go."""
@@ -360,6 +368,39 @@ class RouteDriver(threading.Thread):
             self.avoid.close()
 
 
+def run_free_running(wall_seconds: float) -> Measurement:
+    """The ``sim`` profile's simulator running on its own clock (not in lock-step) at :data:`FREE_RATE`: how many
+    simulated seconds its Clock gives per wall second (its rate, if the machine keeps up)."""
+    from pluto import msgs
+    from pluto.bus import Bus
+    from pluto.runtime.config import Config
+    from pluto.runtime.profiles import load_profile, with_params
+    from pluto.runtime.supervisor import Supervisor
+
+    m = Measurement(f"Pluto sim profile, free-running at rate {FREE_RATE:g}")
+    with tempfile.TemporaryDirectory() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
+        profile = with_params(load_profile("sim"), "sim", world=WORLD, rate=FREE_RATE)
+        with Bus() as bus:
+            supervisor = Supervisor(bus, profile, Config(), one_process=True)
+            try:
+                supervisor.start()
+                clock = bus.create_reader("Clock", msgs.SimTime)
+                first = clock.wait_for_update(timeout=10)
+                cpu0, wall0 = own_cpu(), time.perf_counter()
+                while True:
+                    tick = clock.wait_for_update(timeout=5)
+                    wall = time.perf_counter()
+                    if wall - wall0 >= wall_seconds:
+                        break
+                m.simulated, m.wall, m.cpu = tick.stamp - first.stamp, wall - wall0, own_cpu() - cpu0
+                m.notes = f"the sim profile in one process; its clock is to run {FREE_RATE:g}x the wall clock"
+            except Exception as err:
+                m.notes = f"n/a ({type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''})"
+            finally:
+                supervisor.shutdown()
+    return m
+
+
 def run_mission(world: World, seconds: float, one_process: bool) -> Measurement:
     """The mission profile in lock-step, as fast as it goes, for ``seconds`` of simulated time."""
     how = "one process" if one_process else "separate processes"
@@ -558,6 +599,7 @@ def main() -> int:
     )
     parser.add_argument("--skip-mission", action="store_true", help="leave out the mission profile rows")
     parser.add_argument("--skip-fleet", action="store_true", help="leave out the fleet row")
+    parser.add_argument("--skip-free", action="store_true", help="leave out the free-running simulator row")
     parser.add_argument(
         "--robots", type=int, default=FLEET_ROBOTS, help=f"robots in the fleet row (default {FLEET_ROBOTS})"
     )
@@ -588,6 +630,9 @@ def main() -> int:
     if not args.skip_mission:
         for one_process in (False, True):
             results.append(repeat(args.repeat, lambda one=one_process: run_mission(world, mission_seconds, one)))
+    free_run = None if args.skip_free else repeat(args.repeat, lambda: run_free_running(FREE_WALL))
+    if free_run is not None:
+        results.append(free_run)
     fleet_run = None
     if not args.skip_fleet:
         fleet_seconds = args.seconds if args.seconds is not None else 10.0
@@ -616,7 +661,7 @@ def main() -> int:
             f"same work: both robots drove the {SPEED:g} m/s, {TURN:.2f} rad/s circle; their end poses are "
             f"{math.hypot(ix - px, iy - py):.2f} m apart (Pluto's body ramps up to speed at 1 m/s²)"
         )
-    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:] if r is not fleet_run}
+    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:] if r is not fleet_run and r is not free_run}
     targets = (
         ("separate processes", TARGET_SEPARATE, "mission profile in separate processes"),
         ("one process", TARGET_ONE_PROCESS, "mission profile in one process"),
@@ -628,6 +673,12 @@ def main() -> int:
         else:
             verdict = "not measured (--skip-mission)" if args.skip_mission else "not measured"
         print(f"target: {label} >= {target:g}x real time (on 2 cores): {verdict}")
+    if free_run is not None and free_run.measured:
+        within = 0.5 * FREE_RATE < free_run.rtf < 1.5 * FREE_RATE
+        verdict = f"{free_run.rtf:.2f}x -> {'met' if within else 'NOT met'}"
+    else:
+        verdict = "not measured (--skip-free)" if free_run is None else "not measured"
+    print(f"target: the free-running simulator at rate {FREE_RATE:g} runs {FREE_RATE:g}x real time (±50 %): {verdict}")
     if fleet_run is not None and fleet_run.measured:
         verdict = f"{fleet_run.rtf:.1f}x -> {'met' if fleet_run.rtf >= TARGET_FLEET else 'NOT met'}"
     else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -130,14 +129,12 @@ def test_slow_handler_times_out(bus: Bus, make_bus: MakeBus) -> None:
 
     service = bus.create_service("slow", slow)
     caller = make_bus()
-    start = time.monotonic()
     try:
         with pytest.raises(BusTimeout) as info:
             caller.call("slow", timeout=0.3)
-        elapsed = time.monotonic() - start
+        assert service.served == 0  # the call gave up while the handler still held its reply
     finally:
         release.set()
-    assert 0.25 <= elapsed < 1.0
     assert "slow" in str(info.value)
     assert isinstance(info.value, TimeoutError)
     wait_until(lambda: service.served == 1, timeout=2.0)  # the handler finished; the late reply went nowhere
@@ -145,19 +142,11 @@ def test_slow_handler_times_out(bus: Bus, make_bus: MakeBus) -> None:
 
 
 def test_calling_a_service_nobody_serves_times_out(bus: Bus) -> None:
-    start = time.monotonic()
+    # (how long it takes, the whole timeout and not more, is measured by bench/bus.py --timeouts)
     with pytest.raises(BusTimeout) as info:
         bus.call("nobody/here", timeout=0.5)
-    assert time.monotonic() - start < 1.0
     assert "nobody/here" in str(info.value)
     assert bus.robot in str(info.value)
-
-
-def test_calling_a_service_nobody_serves_waits_the_whole_timeout(bus: Bus) -> None:
-    start = time.monotonic()
-    with pytest.raises(BusTimeout):
-        bus.call("nobody/here", timeout=0.5)
-    assert time.monotonic() - start >= 0.45
 
 
 def test_call_reaches_a_service_that_starts_during_the_call(bus: Bus, make_bus: MakeBus) -> None:
@@ -252,19 +241,16 @@ def test_wait_for_module_waits_for_it(bus: Bus, make_bus: MakeBus) -> None:
     timer = threading.Timer(0.1, module_bus.declare_module, ("slow-starter",))
     timer.start()
     try:
-        start = time.monotonic()
         bus.wait_for_module("slow-starter", timeout=10.0)
-        assert time.monotonic() - start >= 0.05
+        assert "slow-starter" in bus.live_modules()  # it returned for the module, not before it came
     finally:
         timer.cancel()
         timer.join()  # the module's bus closes after this: not while the timer's call is still in it
 
 
 def test_wait_for_module_times_out(bus: Bus) -> None:
-    start = time.monotonic()
     with pytest.raises(BusTimeout) as info:
         bus.wait_for_module("never", timeout=0.2)
-    assert 0.15 <= time.monotonic() - start < 1.5
     assert "never" in str(info.value)
     bus.declare_module("forever")
     with pytest.raises(BusTimeout, match="gone"):
@@ -272,9 +258,8 @@ def test_wait_for_module_times_out(bus: Bus) -> None:
 
 
 def test_wait_for_a_module_that_is_already_gone_returns_at_once(bus: Bus) -> None:
-    start = time.monotonic()
-    bus.wait_for_module("never-was", timeout=5.0, alive=False)
-    assert time.monotonic() - start < 2.0
+    # a wait that waited would end in BusTimeout; the test's time limit ends it long before this one would
+    bus.wait_for_module("never-was", timeout=3600.0, alive=False)
 
 
 def test_modules_of_other_robots_are_not_listed(bus: Bus, make_bus: MakeBus, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -95,13 +95,14 @@ def test_late_joiners_read_at_once_a_value_written_by_a_peer_that_is_not_the_own
 
 
 def test_late_joiner_gets_the_time_of_the_write_not_of_the_fetch(bus: Bus, make_bus: MakeBus) -> None:
+    before = time.time()
     bus.create_publisher(ODOM).write(msgs.Odometry(x=1.5))
-    written = time.time()
+    after = time.time()
     time.sleep(0.3)  # let the value age
+    fetched_from = time.time()
     reader = make_bus().create_reader(ODOM)
-    assert reader.age is not None
-    assert reader.age >= 0.3 - 0.05
-    assert abs(reader.last_write_time - written) < 0.1
+    assert before <= reader.last_write_time <= after < fetched_from  # the write's time, in order
+    assert reader.age is not None and reader.age >= fetched_from - after
 
 
 def test_age_grows_until_the_next_write(bus: Bus, make_bus: MakeBus) -> None:
@@ -136,10 +137,8 @@ def test_wait_for_update_times_out_when_nothing_comes(bus: Bus, make_bus: MakeBu
     writer.write(msgs.Odometry(x=1.0))
     reader = make_bus().create_reader(ODOM)
     reader.read()
-    start = time.monotonic()
-    with pytest.raises(BusTimeout) as info:
+    with pytest.raises(BusTimeout) as info:  # (how long it takes: bench/bus.py --timeouts)
         reader.wait_for_update(timeout=0.2)
-    assert 0.15 <= time.monotonic() - start < 1.0
     assert ODOM in str(info.value)
     assert isinstance(info.value, TimeoutError)
 

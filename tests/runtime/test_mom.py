@@ -12,11 +12,16 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pluto import msgs
-from pluto.bus import Bus, bus_config
+from pluto.bus import Bus, BusConfig, bus_config
 from pluto.bus.config import rendezvous_free
 from pluto.runtime import launcher, mom
 from tests.conftest import free_tcp_port
 from tests.helpers import wait_until
+
+LINK_NOT_LEASE = 0.5 * BusConfig().lease
+"""s: a killed module's entry goes with its link, which closes at once; the lease (10 s by default) ends only a link
+that went silent. Gone within half the lease is gone by the link (it takes a fraction of a second); the wait is
+otherwise a generous limit, not a measure of speed."""
 
 
 def rows_by_name(bus: Bus) -> dict[str, mom.MomRow]:
@@ -65,10 +70,8 @@ def test_snapshot_of_a_running_pair_and_its_disappearance_when_killed(bus: Bus) 
     assert " ms" in table
 
     os.kill(beat_pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    wait_until(lambda: "heartbeat" not in rows_by_name(bus), timeout=2.0, interval=0.05)
-    gone_after = time.monotonic() - t0
-    assert gone_after < 2.0, f"a killed module stayed in MOM for {gone_after:.2f} s"
+    # gone with its link (the kernel closes a killed process's sockets), long before the 10 s lease would end it
+    wait_until(lambda: "heartbeat" not in rows_by_name(bus), timeout=LINK_NOT_LEASE, interval=0.05)
     assert list(rows_by_name(bus)) == ["heartbeat-monitor"]
 
 
@@ -124,9 +127,7 @@ def test_a_killed_module_that_held_the_rendezvous_also_vanishes_quickly(make_bus
     assert list(rows_by_name(bus)) == ["heartbeat", "heartbeat-monitor"]
 
     owner.kill()
-    t0 = time.monotonic()
-    wait_until(lambda: "heartbeat" not in rows_by_name(bus), timeout=2.0, interval=0.05)
-    assert time.monotonic() - t0 < 2.0
+    wait_until(lambda: "heartbeat" not in rows_by_name(bus), timeout=LINK_NOT_LEASE, interval=0.05)
     owner.wait()
     rows = rows_by_name(bus)
     assert list(rows) == ["heartbeat-monitor"]

@@ -13,7 +13,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,23 +198,17 @@ def test_fault_injection_on_the_bus(bus: Bus, sim: Lockstep, room: Path) -> None
 # -- time -------------------------------------------------------------------------------------------------------------
 
 
-def test_simulated_time_runs_rate_times_faster(bus: Bus, room: Path) -> None:
-    """The free-running simulator (not in lock-step): its time follows the wall clock ``rate`` times faster."""
+def test_the_free_running_simulator_runs_at_its_rate_and_the_devices_follow_its_time(bus: Bus, room: Path) -> None:
+    """The free-running simulator (not in lock-step) says its rate on its Clock, and its time goes on; how closely
+    it follows the wall clock ``rate`` times faster is measured by bench/sim_rtf.py (the free-running row)."""
     profile = with_params(load_profile("sim"), "sim", world=str(room), rate=RATE)
     supervisor = Supervisor(bus, profile, Config(), one_process=True)
     try:
         supervisor.start()
         clock = bus.create_reader("Clock", msgs.SimTime)
         first = clock.wait_for_update(timeout=10)
-        wall0 = time.monotonic()
         assert first.rate == RATE and not first.lockstep
-        while True:  # measuring a rate takes a stretch of wall time: a second
-            tick = clock.wait_for_update(timeout=5)
-            wall = time.monotonic()
-            if wall - wall0 >= 1.0:
-                break
-        factor = (tick.stamp - first.stamp) / (wall - wall0)
-        assert 0.5 * RATE < factor < 1.5 * RATE, factor
+        assert clock.wait_for_update(timeout=5).stamp > first.stamp
         # the devices follow the simulated time
         odometry = bus.create_reader("Base/Drive/State", msgs.Odometry)
         while odometry.wait_for_update(timeout=10).stamp <= first.stamp + 5.0:
@@ -230,10 +223,7 @@ def test_lockstep_runs_as_fast_as_the_modules_go(bus: Bus, sim: Lockstep, room: 
     truth = sim.collect("Sim/Truth", msgs.Odometry)
     drive = sim.add(DriveCommand(bus, 0.3, 0.2, until=10.0))
     sim.resume()
-    wall0 = time.monotonic()
-    drive.wait()
-    wall = time.monotonic() - wall0
-    assert wall < 10.0  # faster than real time (a second or two here)
+    drive.wait()  # as fast as the modules go: how fast is bench/sim_rtf.py's (the lock-step rows)
     # time moves in the steps the modules need: every period of the devices, none skipped
     truths = truth.until(10.0)
     assert [t.stamp for t in truths] == pytest.approx([BASE_PERIOD * k for k in range(BASE_STEPS)], abs=1e-9)
