@@ -63,17 +63,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import msgspec
 import numba
 import numpy as np
 import numpy.typing as npt
 
-from pluto.geometry import wrap_angle
+from pluto.geometry import LASER_MOUNT, wrap_angle
 from pluto.navigation.angles import compiled_wrap_angle
-from pluto.navigation.localization.core import LocalizationParams
 from pluto.navigation.pose.features import LineFeature
 from pluto.navigation.pose.map import WallMap
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import Offset, between
 from pluto.sim.raycast import RayCaster
 
 __all__ = [
@@ -96,7 +98,7 @@ PoseLike = Sequence[float] | FloatArray
 """A pose given as a sequence of floats or a numpy vector."""
 
 
-class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class PoseFilterParams(Params, kw_only=True, forbid_unknown_fields=True):
     """Settings of the pose filter.
 
     Attributes:
@@ -131,49 +133,24 @@ class PoseFilterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         resume_heading_per_s: the same for the heading, rad/s.
     """
 
-    gate: float = 9.21
-    overlap_margin: float = 0.3
-    max_range: float = 80.0
-    min_matches: int = 1
-    lost_after: int = 25
-    lost_position_std: float = 2.0
-    laser_mount: tuple[float, float] = (LocalizationParams().laser_mount[0], LocalizationParams().laser_mount[1])
-    extra_alpha_std: float = 0.0
-    extra_r_std: float = 0.0
-    wall_angle_std: float = 0.003
-    wall_offset_std: float = 0.02
-    distance_scale_std: float = 0.02
-    heading_drift_std: float = 0.005
-    turn_scale_std: float = 0.02
-    correlation_length: float = 20.0
-    informative_length: float = 1.0
-    resume_position_per_s: float = 0.05
-    resume_heading_per_s: float = 0.01
-
-    def __post_init__(self) -> None:
-        for name in ("gate", "max_range", "lost_position_std"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {value}")
-        for name in (
-            "overlap_margin",
-            "extra_alpha_std",
-            "extra_r_std",
-            "wall_angle_std",
-            "wall_offset_std",
-            "distance_scale_std",
-            "heading_drift_std",
-            "turn_scale_std",
-            "correlation_length",
-            "informative_length",
-            "resume_position_per_s",
-            "resume_heading_per_s",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 and finite, got {value}")
-        if self.min_matches < 1 or self.lost_after < 1:
-            raise ValueError("min_matches and lost_after must be >= 1")
+    gate: Annotated[float, between(0.0, 1000.0, open_low=True)] = 9.21
+    overlap_margin: Annotated[float, between(0.0, 10.0)] = 0.3
+    max_range: Annotated[float, between(0.0, 1000.0, open_low=True)] = 80.0
+    min_matches: Annotated[int, between(1, 10_000)] = 1
+    lost_after: Annotated[int, between(1, 100_000)] = 25
+    lost_position_std: Annotated[float, between(0.0, 1000.0, open_low=True)] = 2.0
+    laser_mount: tuple[Offset, Offset] = (LASER_MOUNT[0], LASER_MOUNT[1])
+    extra_alpha_std: Annotated[float, between(0.0, math.pi)] = 0.0
+    extra_r_std: Annotated[float, between(0.0, 10.0)] = 0.0
+    wall_angle_std: Annotated[float, between(0.0, math.pi)] = 0.003
+    wall_offset_std: Annotated[float, between(0.0, 10.0)] = 0.02
+    distance_scale_std: Annotated[float, between(0.0, 1.0)] = 0.02
+    heading_drift_std: Annotated[float, between(0.0, 1.0)] = 0.005
+    turn_scale_std: Annotated[float, between(0.0, 1.0)] = 0.02
+    correlation_length: Annotated[float, between(0.0, 10_000.0)] = 20.0
+    informative_length: Annotated[float, between(0.0, 100.0)] = 1.0
+    resume_position_per_s: Annotated[float, between(0.0, 10.0)] = 0.05
+    resume_heading_per_s: Annotated[float, between(0.0, 10.0)] = 0.01
 
 
 @dataclass(frozen=True)

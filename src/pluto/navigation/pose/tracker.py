@@ -108,7 +108,7 @@ class PoseModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     relocalize_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
     search_radius: Annotated[float, between(0.0, 100.0)] = 3.0
     global_after: Annotated[int, between(0, 1_000_000)] = 50
-    filter: PoseFilterParams = PoseFilterParams()
+    filter: PoseFilterParams = msgspec.field(default_factory=PoseFilterParams)
 
 
 class PoseTrackerState(msgspec.Struct, frozen=True, kw_only=True):

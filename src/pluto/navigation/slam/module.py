@@ -151,7 +151,7 @@ class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     confirm: Annotated[int, between(1, 1000)] = 3
     min_wall_length: Annotated[float, between(0.0, 100.0)] = 0.6
     max_range: Annotated[float, between(0.0, 100.0, open_low=True)] = 30.0
-    filter: PoseFilterParams = PoseFilterParams()
+    filter: PoseFilterParams = msgspec.field(default_factory=PoseFilterParams)
     scan_match: bool = True
     loop_closing: bool = True
 
