@@ -470,7 +470,10 @@ class SlamModule(Module[SlamModuleParams]):
             self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
             self.matcher = ScanMatcher() if p.scan_match else None
             if p.loop_closing:
-                self.backend = LoopBackEnd(self.slam, LoopParams(), front_end=self.matcher is not None)
+                # The chain of keyframes follows the filter's motion here, as before the offline runs changed: on
+                # the live robot the front end has no points from the scans the wrist tilts, so its motion there is
+                # the dead reckoning's, whose drift the chain took in (the room's saved map came out off its walls).
+                self.backend = LoopBackEnd(self.slam, LoopParams(), front_end=False)
                 self.worker = LoopWorker(self.backend.params, on_error=self._on_loop_error, name="slam-loops")
             self.get_logger().info(
                 "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
