@@ -87,14 +87,14 @@ def test_unknown_profile() -> None:
     ("overrides", "match"),
     [
         ({"laser_noise": 0.1}, "unknown field `laser_noise`"),
-        ({"gps_std": -0.5}, "gps_std must be >= 0"),
-        ({"odometry_slip": -1e-9}, "odometry_slip must be >= 0"),
-        ({"laser_dropout": 1.5}, "laser_dropout is a probability"),
-        ({"sonar_dropout": 2.0}, "sonar_dropout is a probability"),
-        ({"laser_glass": 1.5}, "laser_glass is a probability"),
-        ({"laser_mixed_pixels": -0.1}, "laser_mixed_pixels must be >= 0"),
-        ({"laser_glass_angle": 2.0}, "laser_glass_angle must be at most"),
-        ({"clutter_spacing": math.inf}, "clutter_spacing must be >= 0 and finite"),
+        ({"gps_std": -0.5}, r"gps_std = -0.5 is out of range: it must be in \[0, 1000\]"),
+        ({"odometry_slip": -1e-9}, r"odometry_slip = -1e-09 is out of range: it must be in \[0, 1\]"),
+        ({"laser_dropout": 1.5}, r"laser_dropout = 1.5 is out of range: it must be in \[0, 1\]"),
+        ({"sonar_dropout": 2.0}, r"sonar_dropout = 2.0 is out of range: it must be in \[0, 1\]"),
+        ({"laser_glass": 1.5}, r"laser_glass = 1.5 is out of range: it must be in \[0, 1\]"),
+        ({"laser_mixed_pixels": -0.1}, r"laser_mixed_pixels = -0.1 is out of range: it must be in \[0, 1\]"),
+        ({"laser_glass_angle": 2.0}, r"laser_glass_angle = 2.0 is out of range: it must be in \[0, 1.5708\]"),
+        ({"clutter_spacing": math.inf}, r"clutter_spacing = inf is out of range: it must be in \[0, 10000\]"),
         ({"gps_std": "high"}, "Expected `float`"),
         ({"wheel_spin_when_stalled": 1.0}, "Expected `bool`"),
     ],
@@ -111,9 +111,9 @@ def test_nan_settings_are_config_errors(name: str) -> None:
 
 
 def test_a_bad_profile_built_directly_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="must be >= 0"):
+    with pytest.raises(ValueError, match=r"gps_std = -1.0 is out of range: it must be in \[0, 1000\]"):
         NoiseProfile(gps_std=-1.0)
-    with pytest.raises(ValueError, match="probability"):
+    with pytest.raises(ValueError, match=r"laser_dropout = 1.01 is out of range: it must be in \[0, 1\]"):
         NoiseProfile(laser_dropout=1.01)
     assert NoiseProfile(laser_dropout=1.0).laser_dropout == 1.0
 

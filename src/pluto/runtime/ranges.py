@@ -103,8 +103,16 @@ def _in_range(kind: _Numeric, value: float) -> bool:
     )
 
 
+def _bare(kind: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """The type without its description (a number described by ``msgspec.Meta(description=...)`` is wrapped)."""
+    while isinstance(kind, msgspec.inspect.Metadata):
+        kind = kind.type
+    return kind
+
+
 def _numbers_in(kind: msgspec.inspect.Type) -> list[_Numeric]:
     """The number types a parameter's type holds directly: itself, the members of a union, a list's items."""
+    kind = _bare(kind)
     if isinstance(kind, _Numeric):
         return [kind]
     if isinstance(kind, msgspec.inspect.UnionType):
@@ -120,7 +128,7 @@ def _numbers_in(kind: msgspec.inspect.Type) -> list[_Numeric]:
 def _fields(cls: type[msgspec.Struct]) -> dict[str, msgspec.inspect.Type]:
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
-    return {field.name: field.type for field in info.fields}
+    return {field.name: _bare(field.type) for field in info.fields}
 
 
 def parameter_ranges(cls: type[msgspec.Struct]) -> dict[str, str]:
@@ -138,6 +146,7 @@ def parameter_ranges(cls: type[msgspec.Struct]) -> dict[str, str]:
 
 
 def _check_value(kind: msgspec.inspect.Type, value: Any, label: str) -> None:
+    kind = _bare(kind)
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int | float):

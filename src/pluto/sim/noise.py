@@ -34,107 +34,121 @@ import msgspec
 import numpy as np
 
 from pluto.errors import ConfigError
+from pluto.runtime.params import Params
+from pluto.runtime.ranges import check_ranges
 
 
 def _doc(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-class NoiseProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Every error the simulator can add. Zero everywhere is the ideal robot."""
+def _in(high: float, text: str) -> msgspec.Meta:
+    """A setting's range, [0, ``high``], and its description."""
+    return msgspec.Meta(ge=0.0, le=high, description=text)
 
-    odometry_scale_error: Annotated[float, _doc("Fractional error of the wheel circumference (systematic).")] = 0.0
+
+def _in_open(low: float, high: float, text: str) -> msgspec.Meta:
+    """A setting's range, (``low``, ``high``), and its description."""
+    return msgspec.Meta(gt=low, lt=high, description=text)
+
+
+class NoiseProfile(Params, kw_only=True, forbid_unknown_fields=True):
+    """Every error the simulator can add, each in its declared range (a probability in [0, 1]). Zero everywhere is
+    the ideal robot."""
+
+    odometry_scale_error: Annotated[float, _in(1.0, "Fractional error of the wheel circumference (systematic).")] = 0.0
     odometry_distance_error: Annotated[
         float,
-        _doc(
+        _in_open(
+            -0.5,
+            1.0,
             "Fractional error of the odometry's distances, exact and signed (systematic; turns are not affected): "
-            "0.04 counts 1.04 m for every metre driven."
+            "0.04 counts 1.04 m for every metre driven.",
         ),
     ] = 0.0
-    odometry_slip: Annotated[float, _doc("Std dev of the fractional wheel slip per step (random).")] = 0.0
+    odometry_slip: Annotated[float, _in(1.0, "Std dev of the fractional wheel slip per step (random).")] = 0.0
     odometry_heading_bias: Annotated[
         float,
-        _doc(
+        _in(
+            1.0,
             "Std dev of the odometry's heading error per metre driven, rad/m, drawn once per run (wheels of unequal "
-            "size: 0.01 rad/m is a 0.4 % difference on a 0.4 m track)."
+            "size: 0.01 rad/m is a 0.4 % difference on a 0.4 m track).",
         ),
     ] = 0.0
     odometry_slip_rate: Annotated[
         float,
-        _doc(
+        _in(
+            100.0,
             "Rate of short wheel slips while the robot drives, per s: for 0.1-0.3 s the wheels count 10-40 % more "
-            "than the robot moves and turn the odometry by up to 0.2 rad per metre."
+            "than the robot moves and turn the odometry by up to 0.2 rad per metre.",
         ),
     ] = 0.0
     wheel_spin_when_stalled: Annotated[bool, _doc("Wheels keep turning against an obstacle (odometry runs).")] = False
-    laser_range_std: Annotated[float, _doc("Std dev of laser range noise at zero range, m.")] = 0.0
+    laser_range_std: Annotated[float, _in(10.0, "Std dev of laser range noise at zero range, m.")] = 0.0
     laser_range_std_per_m: Annotated[
-        float, _doc("Growth of the laser's range noise with the range: std dev laser_range_std + this x range, m/m.")
+        float,
+        _in(1.0, "Growth of the laser's range noise with the range: std dev laser_range_std + this x range, m/m."),
     ] = 0.0
-    laser_dropout: Annotated[float, _doc("Probability that a beam returns no echo (max range).")] = 0.0
+    laser_dropout: Annotated[float, _in(1.0, "Probability that a beam returns no echo (max range).")] = 0.0
     laser_spot: Annotated[
-        float, _doc("Width of the laser's spot (beam divergence), rad: a spot across an edge sees both surfaces.")
+        float,
+        _in(1.0, "Width of the laser's spot (beam divergence), rad: a spot across an edge sees both surfaces."),
     ] = 0.0
     laser_mixed_pixels: Annotated[
         float,
-        _doc(
+        _in(
+            1.0,
             "Probability that a spot across an edge returns a range between the two surfaces (a mixed pixel); "
-            "otherwise it returns the nearer one."
+            "otherwise it returns the nearer one.",
         ),
     ] = 0.0
     laser_range_at_10: Annotated[
         float,
-        _doc(
+        _in(
+            1000.0,
             "Range of an echo from a surface of 10 % remission at normal incidence, m (0: every surface echoes up "
-            "to max range). An echo's reach goes with the square root of remission x cos(incidence)."
+            "to max range). An echo's reach goes with the square root of remission x cos(incidence).",
         ),
     ] = 0.0
     laser_dark_surfaces: Annotated[
-        float, _doc("Share of the surfaces that are dark (2-6 % remission; the others 20-90 %).")
+        float,
+        _in(1.0, "Share of the surfaces that are dark (2-6 % remission; the others 20-90 %)."),
     ] = 0.0
-    laser_glass: Annotated[float, _doc("Share of the walls 2 m or longer with a glass pane in them.")] = 0.0
+    laser_glass: Annotated[float, _in(1.0, "Share of the walls 2 m or longer with a glass pane in them.")] = 0.0
     laser_glass_angle: Annotated[
-        float, _doc("A glass pane echoes within this angle of its normal, rad; farther off the beam passes through.")
+        float,
+        _in(
+            math.pi / 2,
+            "A glass pane echoes within this angle of its normal, rad; farther off the beam passes through.",
+        ),
     ] = 0.0
     map_offset_std: Annotated[
         float,
-        _doc(
+        _in(
+            10.0,
             "Std dev of how far the walls, obstacles and their corners as built lie from the map, m (a smooth "
-            "displacement of the whole building, over tens of metres)."
+            "displacement of the whole building, over tens of metres).",
         ),
     ] = 0.0
     clutter_spacing: Annotated[
         float,
-        _doc(
+        _in(
+            10000.0,
             "Metres of wall per unmapped object on average (boxes, chairs, pairs of legs standing along the walls, "
-            "away from doorways); 0: no clutter."
+            "away from doorways); 0: no clutter.",
         ),
     ] = 0.0
-    sonar_range_std: Annotated[float, _doc("Std dev of sonar range noise, m.")] = 0.0
-    sonar_dropout: Annotated[float, _doc("Probability that a sonar reports max range.")] = 0.0
-    gyro_bias: Annotated[float, _doc("Constant bias of the vertical gyro, rad/s.")] = 0.0
-    gyro_drift: Annotated[float, _doc("Random walk of the gyro bias, rad/s per sqrt(s).")] = 0.0
-    gyro_noise_std: Annotated[float, _doc("White noise of the gyros, rad/s.")] = 0.0
-    accel_noise_std: Annotated[float, _doc("White noise of the accelerometers, m/s².")] = 0.0
-    tilt_noise_std: Annotated[float, _doc("Noise of the pitch and roll angles, rad.")] = 0.0
-    gps_std: Annotated[float, _doc("Std dev of GPS position noise with a differential fix, m.")] = 0.0
-    gps_degraded_std: Annotated[float, _doc("Std dev of GPS position noise with a plain fix, m.")] = 0.0
-    gps_degrade_rate: Annotated[float, _doc("Rate of losing the differential fix, per s.")] = 0.0
-    gps_recover_rate: Annotated[float, _doc("Rate of getting it back, per s.")] = 1.0
-
-    def __post_init__(self) -> None:
-        for field in msgspec.structs.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "odometry_distance_error":
-                if not (math.isfinite(value) and -0.5 < value < 1.0):
-                    raise ValueError(f"{field.name} must be in (-0.5, 1), got {value}")
-            elif not isinstance(value, bool) and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{field.name} must be >= 0 and finite, got {value}")
-        for name in ("laser_dropout", "sonar_dropout", "laser_mixed_pixels", "laser_dark_surfaces", "laser_glass"):
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} is a probability, got {getattr(self, name)}")
-        if self.laser_glass_angle > math.pi / 2:
-            raise ValueError(f"laser_glass_angle must be at most π/2, got {self.laser_glass_angle}")
+    sonar_range_std: Annotated[float, _in(10.0, "Std dev of sonar range noise, m.")] = 0.0
+    sonar_dropout: Annotated[float, _in(1.0, "Probability that a sonar reports max range.")] = 0.0
+    gyro_bias: Annotated[float, _in(10.0, "Constant bias of the vertical gyro, rad/s.")] = 0.0
+    gyro_drift: Annotated[float, _in(10.0, "Random walk of the gyro bias, rad/s per sqrt(s).")] = 0.0
+    gyro_noise_std: Annotated[float, _in(10.0, "White noise of the gyros, rad/s.")] = 0.0
+    accel_noise_std: Annotated[float, _in(100.0, "White noise of the accelerometers, m/s².")] = 0.0
+    tilt_noise_std: Annotated[float, _in(math.pi, "Noise of the pitch and roll angles, rad.")] = 0.0
+    gps_std: Annotated[float, _in(1000.0, "Std dev of GPS position noise with a differential fix, m.")] = 0.0
+    gps_degraded_std: Annotated[float, _in(1000.0, "Std dev of GPS position noise with a plain fix, m.")] = 0.0
+    gps_degrade_rate: Annotated[float, _in(1000.0, "Rate of losing the differential fix, per s.")] = 0.0
+    gps_recover_rate: Annotated[float, _in(1000.0, "Rate of getting it back, per s.")] = 1.0
 
     @property
     def rough_world(self) -> bool:
@@ -196,8 +210,9 @@ def noise_profile(name: str, overrides: dict[str, object] | None = None) -> Nois
     if not overrides:
         return base
     try:
+        check_ranges(NoiseProfile, overrides)  # the message gives the setting's range
         return msgspec.convert({**msgspec.structs.asdict(base), **overrides}, NoiseProfile)
-    except msgspec.ValidationError as err:
+    except (ValueError, msgspec.ValidationError) as err:
         raise ConfigError(f"noise settings: {err}") from None
 
 
