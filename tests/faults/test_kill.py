@@ -18,7 +18,9 @@ import pytest
 from pluto.bus import Bus
 from tests.faults.mission import GOAL_TOLERANCE, RECOVERED_WITHIN, STOP_WITHIN, FaultMission, Outcome, steers
 
-pytestmark = [pytest.mark.scenario, pytest.mark.faults]
+# Each test runs one mission through three to six faults (about 30-50 s on two idle cores): on a machine busy with
+# other work it takes several times that, which the suite's 120 s guard against hangs would cut short.
+pytestmark = [pytest.mark.scenario, pytest.mark.faults, pytest.mark.timeout(480)]
 
 TICK = 0.05
 """s: the finest step of the modules that stop the robot (the drive's 20 Hz): a stop falls on one of them."""
