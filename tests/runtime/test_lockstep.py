@@ -191,6 +191,26 @@ def test_a_value_that_comes_while_a_tick_is_delivered_is_taken_by_the_lockstep_t
         gate.unregister("member")
 
 
+def test_a_module_started_before_it_heard_of_the_lockstep_joins_it(bus: Bus) -> None:
+    # Started before the simulator's first Clock, the module steps on Clock and waits for the time of its next step;
+    # a lock-stepped simulator holds the time until every module has joined, so that wait must end when the module
+    # hears of the lock-step (else neither would ever move).
+    consumer = Consumer(bus, sim_time(), name="consumer")
+    consumer.start()
+    sim = None
+    try:
+        wait_until(lambda: len(consumer.seen) >= 1, timeout=10)  # its first step, at time 0, before any Clock
+        sim = SimModule(bus, SimParams(lockstep=True, rate="max", paused=True, lockstep_timeout=1.0))
+        sim.start()
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
+        bus.call("sim/resume")
+        assert consumer.done.wait(30)
+    finally:
+        consumer.stop()
+        if sim is not None:
+            sim.stop()
+
+
 def test_time_is_held_until_resumed(bus: Bus, sim: SimModule) -> None:
     consumer = Consumer(bus, sim_time(), name="consumer")
     consumer.start()

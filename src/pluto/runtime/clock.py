@@ -39,7 +39,8 @@ class Clock(Protocol):
         ...
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
-        """Wait until time ``t``, until ``stop`` is set, or until the clock jumps back; True if stopped."""
+        """Wait until time ``t``, until ``stop`` is set, or until the clock jumps back (a simulated clock: or turns
+        out to follow a lock-stepped simulator); True if stopped."""
         ...
 
     def create_jump_callback(self, callback: JumpCallback) -> None:
@@ -185,8 +186,10 @@ class SimTimeSource:
 
     def sleep_until(self, t: float, stop: threading.Event) -> bool:
         with self._cond:
-            jumps = self._jumps
-            while self._now < t and self._jumps == jumps:
+            jumps, lockstep = self._jumps, self.lockstep
+            # Also back when the simulator turns out to run in lock-step: a module that started stepping on
+            # ``Clock`` before it knew waits for a time that, held until every module has joined, would never come.
+            while self._now < t and self._jumps == jumps and not (self.lockstep and not lockstep):
                 if stop.is_set():
                     return True
                 self._cond.wait(0.05)  # ticks wake us; the timeout only notices `stop`
