@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from pluto.geometry import wrap_angle
 from pluto.sim.noise import IDEAL, NoiseProfile
 from pluto.sim.raycast import RayCaster
 
@@ -153,7 +154,7 @@ class SimBody:
         self._slip_turn = 0.0  # rad per metre they turn the odometry meanwhile
         n = self.params.sonar_count
         bearings = np.arange(n, dtype=np.float64) * (2 * math.pi / n)
-        self.sonar_angles: FloatArray = (bearings + math.pi) % (2 * math.pi) - math.pi
+        self.sonar_angles: FloatArray = wrap_angle(bearings)
 
     # -- collision ----------------------------------------------------------------------------------------------
 
