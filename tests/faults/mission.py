@@ -184,9 +184,11 @@ class FaultMission:
         self._goals += 1
         return goal
 
-    def inject(self, target: str, fault: str = "kill", *, after: float = 4.0, limit: float = 90.0) -> Outcome:
+    def inject(self, target: str, fault: str = "kill", *, after: float = 4.0, limit: float = 240.0) -> Outcome:
         """Send a moveto, ``after`` simulated seconds later inject ``fault`` ("kill": SIGKILL, "hang": SIGSTOP) into
-        ``target``'s process, and follow the robot until the moveto ends (or ``limit`` simulated seconds)."""
+        ``target``'s process, and follow the robot until the moveto ends (or ``limit`` simulated seconds: while a
+        hung member is waited for and then left out of the lock-step, the simulated time goes on with the robot
+        stopped, the longer the busier the machine, until the supervisor has seen the hang and restarted it)."""
         outcome = Outcome(fault=fault, target=target)
         job = FaultJob(self, outcome, self.next_goal(), after, limit)
         self.script.start_job(job)
