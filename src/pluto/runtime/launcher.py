@@ -21,11 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pluto.bus import Bus, BusConfig, BusTimeout
 from pluto.bus.lockstep import MEMBER_KEY
 from pluto.errors import LaunchError
-from pluto.runtime.module import STARTING_KEY
+from pluto.runtime.module import STARTING_KEY, Module
 from pluto.runtime.registry import load_module_class
 
 
@@ -319,68 +320,124 @@ def wait_publishing(
     """
     cls = load_module_class(module, params)
     bus_name = name or cls.name or cls.__name__.lower()
-    began = time.monotonic()
-    starting = threading.Event()  # the module says it is starting now
-    said = threading.Event()  # it said so at some point
-    stopped_saying = [0.0]  # when it last stopped saying so (monotonic s)
-
-    def on_starting(present: bool) -> None:
-        if present:
-            starting.set()
-            said.set()
-        else:
-            stopped_saying[0] = time.monotonic()
-            starting.clear()
-
-    def check_process() -> None:
-        if process is not None and process.poll() is not None:
-            raise LaunchError(f"{bus_name} exited with status {process.returncode} while starting")
-
-    watch = bus.watch_token(f"{STARTING_KEY}/{bus_name}", on_starting)
+    starts = _StartWatch(bus_name, timeout, process, starting_limit, notice, log_path)
+    watch = bus.watch_token(f"{STARTING_KEY}/{bus_name}", starts.on_starting)
     try:
-        deadline = began + timeout
-        limit = began + max(timeout, starting_limit)
-        next_notice = began + min(timeout, NOTICE_AFTER)
-        told = ""  # the log's line last told
         while True:
-            check_process()
+            _check_process(bus_name, process)
             try:
                 bus.wait_for_module(bus_name, 0.25)
                 break
             except BusTimeout:
                 pass
-            now = time.monotonic()
-            if starting.is_set():
-                deadline = max(deadline, now + timeout)  # had it stopped saying so without being up, time from then
-                if now >= limit:
-                    raise LaunchError(f"{bus_name} was still starting after {limit - began:g} s")
-                line = log_news(log_path) if log_path is not None and notice is not None else ""
-                if (
-                    notice is not None
-                    and now >= began + min(timeout, NOTICE_AFTER)
-                    and (now >= next_notice or line != told)
-                ):
-                    notice(f"{bus_name} is still starting after {now - began:.0f} s" + (f": {line}" if line else ""))
-                    told, next_notice = line, now + NOTICE_PERIOD
-            elif now >= max(deadline, stopped_saying[0] + timeout):  # time from when it stopped saying so
-                if said.is_set():
-                    why = "it had said it was starting, then stopped saying so without being up"
-                elif process is not None:
-                    why = (
-                        f"its process (pid {process.pid}) runs but has not joined the bus to say it is starting "
-                        "(Python still starting on a busy machine? --timeout gives it longer)"
-                    )
-                else:
-                    why = "it has not joined the bus to say it is starting"
-                raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s: {why}")
+            starts.check()
     finally:
         bus.release(watch)
+    _wait_values(bus, cls, bus_name, timeout, process, params, held)
+
+
+def _check_process(bus_name: str, process: subprocess.Popen[bytes] | None) -> None:
+    """Fail at once if the module's process (when given) has ended."""
+    if process is not None and process.poll() is not None:
+        raise LaunchError(f"{bus_name} exited with status {process.returncode} while starting")
+
+
+class _StartWatch:
+    """The first wait of :func:`wait_publishing`, until the module is alive, with what its ``@starting`` token says.
+
+    While the module says it is starting it has up to ``starting_limit`` s from the start, and a starter given a
+    ``notice`` is told what it does; otherwise it has ``timeout`` s, from the start or from when it last stopped
+    saying so, and the error says which of these it was (it never said so, or said so and then stopped).
+    """
+
+    def __init__(
+        self,
+        bus_name: str,
+        timeout: float,
+        process: subprocess.Popen[bytes] | None,
+        starting_limit: float,
+        notice: Callable[[str], None] | None,
+        log_path: Path | None,
+    ) -> None:
+        self.bus_name = bus_name
+        self.timeout = timeout
+        self.process = process
+        self.notice = notice
+        self.log_path = log_path
+        self.began = time.monotonic()
+        self.deadline = self.began + timeout
+        self.limit = self.began + max(timeout, starting_limit)
+        self.next_notice = self.began + min(timeout, NOTICE_AFTER)
+        self.told = ""  # the log's line last told
+        self.starting = threading.Event()  # the module says it is starting now
+        self.said = threading.Event()  # it said so at some point
+        self.stopped_saying = 0.0  # when it last stopped saying so (monotonic s)
+
+    def on_starting(self, present: bool) -> None:
+        """The module's ``@starting`` token appeared (``present``) or went away (from the bus's thread)."""
+        if present:
+            self.starting.set()
+            self.said.set()
+        else:
+            self.stopped_saying = time.monotonic()
+            self.starting.clear()
+
+    def check(self) -> None:
+        """After a wait in which the module did not come up: fail if it has had its time, tell what it does if due.
+
+        Raises:
+            LaunchError: still starting after the starting limit, or not up within ``timeout`` s while not starting.
+        """
+        now = time.monotonic()
+        if self.starting.is_set():
+            self.deadline = max(self.deadline, now + self.timeout)  # had it stopped saying so, time from then
+            if now >= self.limit:
+                raise LaunchError(f"{self.bus_name} was still starting after {self.limit - self.began:g} s")
+            self._tell(now)
+        elif now >= max(self.deadline, self.stopped_saying + self.timeout):  # time from when it stopped saying so
+            raise LaunchError(f"{self.bus_name} did not start publishing within {self.timeout:g} s: {self._why()}")
+
+    def _tell(self, now: float) -> None:
+        """Tell what the starting module does (its log's last line), once it is due and when that line changes."""
+        if self.notice is None:
+            return
+        line = log_news(self.log_path) if self.log_path is not None else ""
+        if now >= self.began + min(self.timeout, NOTICE_AFTER) and (now >= self.next_notice or line != self.told):
+            self.notice(
+                f"{self.bus_name} is still starting after {now - self.began:.0f} s" + (f": {line}" if line else "")
+            )
+            self.told, self.next_notice = line, now + NOTICE_PERIOD
+
+    def _why(self) -> str:
+        """Why a module that is not starting is not up, in words for the error."""
+        if self.said.is_set():
+            return "it had said it was starting, then stopped saying so without being up"
+        if self.process is not None:
+            return (
+                f"its process (pid {self.process.pid}) runs but has not joined the bus to say it is starting "
+                "(Python still starting on a busy machine? --timeout gives it longer)"
+            )
+        return "it has not joined the bus to say it is starting"
+
+
+def _wait_values(
+    bus: Bus,
+    cls: type[Module[Any]],
+    bus_name: str,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None,
+    params: dict[str, object] | None,
+    held: bool,
+) -> None:
+    """The second wait of :func:`wait_publishing`: the module is alive, and has ``timeout`` s more to write a value
+    on each interface it provides (or, held by a lock-stepped simulator and following its time, to join the
+    lock-step)."""
     deadline = time.monotonic() + timeout
 
     waited = ["it has not joined the lock-step yet"]  # what it waits for now, in words for the error
 
     def remaining() -> float:
-        check_process()
+        _check_process(bus_name, process)
         left = deadline - time.monotonic()
         if left <= 0:
             raise LaunchError(f"{bus_name} did not start publishing within {timeout:g} s of being up: {waited[0]}")

@@ -239,27 +239,7 @@ def render(
     """
     now = time.time() if now is None else now
     header = ("MODULE", "PID", "ACTIVE", "INTERFACE", "TYPE", "RATE", "AGE", "COUNT")
-    lines: list[tuple[str, ...]] = []
-    for row in rows:
-        info = row.info
-        if info is None:
-            lines.append((row.name, "?", "?", "(no answer)", "", "", "", ""))
-            continue
-        first = (row.name, str(info.pid), "yes" if info.active else "no")
-        if not info.provides:
-            lines.append((*first, "-", "", "", "", ""))
-        for i, iface in enumerate(info.provides):
-            lead = first if i == 0 else ("", "", "")
-            lines.append(
-                (
-                    *lead,
-                    iface.name,
-                    iface.type,
-                    PAUSED if paused else f"{iface.rate_hz:.1f} Hz",
-                    PAUSED if paused and not iface.last_write else _age(iface.last_write, now),
-                    str(iface.count),
-                )
-            )
+    lines = [line for row in rows for line in _row_lines(row, now, paused)]
     if not lines:
         return f"robot {robot}: no modules running"
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
@@ -272,3 +252,25 @@ def render(
             out.append(f"{row.name}: {note}")
     out += writer_warnings(interface_uses(rows, now, labels))
     return "\n".join(out)
+
+
+def _row_lines(row: MomRow, now: float, paused: bool) -> list[tuple[str, ...]]:
+    """A module's lines of :func:`render`'s table: one per interface it writes, its name, pid and state on the
+    first; one line for a module that writes none, or that did not answer."""
+    info = row.info
+    if info is None:
+        return [(row.name, "?", "?", "(no answer)", "", "", "", "")]
+    first = (row.name, str(info.pid), "yes" if info.active else "no")
+    if not info.provides:
+        return [(*first, "-", "", "", "", "")]
+    return [
+        (
+            *(first if i == 0 else ("", "", "")),
+            iface.name,
+            iface.type,
+            PAUSED if paused else f"{iface.rate_hz:.1f} Hz",
+            PAUSED if paused and not iface.last_write else _age(iface.last_write, now),
+            str(iface.count),
+        )
+        for i, iface in enumerate(info.provides)
+    ]

@@ -145,16 +145,32 @@ def parameter_ranges(cls: type[msgspec.Struct]) -> dict[str, str]:
     return out
 
 
+def _check_number(kind: msgspec.inspect.Type, value: float, label: str) -> None:
+    """A number against the number types ``kind`` allows (itself, or the members of a union); a number where no
+    number belongs (a list's place, say) is left to the type check."""
+    members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    numbers = [t for t in members if isinstance(t, _Numeric)]
+    if numbers and not any(_in_range(t, float(value)) for t in numbers):
+        ranges = " or ".join(dict.fromkeys(range_text(t) for t in numbers))
+        raise ValueError(f"{label} = {value!r} is out of range: it must be in {ranges}")
+
+
+def _check_items(kind: msgspec.inspect.Type, value: list[Any] | tuple[Any, ...], label: str) -> None:
+    """Each element of a list or tuple against its item type (``label[i]``)."""
+    if isinstance(kind, msgspec.inspect.ListType | msgspec.inspect.VarTupleType | msgspec.inspect.SetType):
+        for i, item in enumerate(value):
+            _check_value(kind.item_type, item, f"{label}[{i}]")
+    elif isinstance(kind, msgspec.inspect.TupleType):
+        for i, (item_kind, item) in enumerate(zip(kind.item_types, value, strict=False)):
+            _check_value(item_kind, item, f"{label}[{i}]")
+
+
 def _check_value(kind: msgspec.inspect.Type, value: Any, label: str) -> None:
     kind = _bare(kind)
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int | float):
-        members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
-        numbers = [t for t in members if isinstance(t, _Numeric)]  # (a number where a list belongs: the type check)
-        if numbers and not any(_in_range(t, float(value)) for t in numbers):
-            ranges = " or ".join(dict.fromkeys(range_text(t) for t in numbers))
-            raise ValueError(f"{label} = {value!r} is out of range: it must be in {ranges}")
+        _check_number(kind, value, label)
         return
     if isinstance(kind, msgspec.inspect.UnionType):
         for member in kind.types:
@@ -162,12 +178,7 @@ def _check_value(kind: msgspec.inspect.Type, value: Any, label: str) -> None:
                 _check_value(member, value, label)
         return
     if isinstance(value, list | tuple):
-        if isinstance(kind, msgspec.inspect.ListType | msgspec.inspect.VarTupleType | msgspec.inspect.SetType):
-            for i, item in enumerate(value):
-                _check_value(kind.item_type, item, f"{label}[{i}]")
-        elif isinstance(kind, msgspec.inspect.TupleType):
-            for i, (item_kind, item) in enumerate(zip(kind.item_types, value, strict=False)):
-                _check_value(item_kind, item, f"{label}[{i}]")
+        _check_items(kind, value, label)
         return
     if isinstance(kind, msgspec.inspect.StructType):
         if isinstance(value, msgspec.Struct):
