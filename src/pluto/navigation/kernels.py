@@ -26,11 +26,21 @@ __all__ = ["KERNELS", "missing", "warm", "warm_all"]
 KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pose": (
         "pluto.navigation.pose.tracker:warm_up",
-        ("pluto.navigation.pose.core", "pluto.navigation.pose.features", "pluto.navigation.pose.map"),
+        (
+            "pluto.navigation.pose.core",
+            "pluto.navigation.pose.update",
+            "pluto.navigation.pose.features",
+            "pluto.navigation.pose.map",
+        ),
     ),
     "slam": (
         "pluto.navigation.slam.offline:warm_up",
-        ("pluto.navigation.slam.scanmatch", "pluto.navigation.pose.core", "pluto.navigation.pose.features"),
+        (
+            "pluto.navigation.slam.scanmatch",
+            "pluto.navigation.pose.core",
+            "pluto.navigation.pose.update",
+            "pluto.navigation.pose.features",
+        ),
     ),
 }
 """Each set of kernels: the function that runs them all once (so that numba loads or compiles each), and the modules
