@@ -1,30 +1,9 @@
-"""Running a gateway's network server: an asyncio server on a loop of its own on a thread, or in the caller's loop.
+"""The runner of a gateway's network server, and the listener interface it runs.
 
-On a thread of its own (what module shells do)::
-
-    runner = ServerRunner(StreamListener(handle, "127.0.0.1", 0), name="xmlserver")
-    runner.start()                  # returns once it listens
-    host, port = runner.address     # the bound address (the real port when 0 was asked for)
-    runner.call_soon(work, value)   # from any thread: work(value) runs on the server's loop
-    runner.close()                  # from any thread, as often as you like: stops listening, closes every
-                                    # connection, and ends the thread (waiting close_timeout s at most)
-
-In the caller's asyncio loop::
-
-    async with ServerRunner(DatagramListener(Echo, "127.0.0.1", 0), name="echo") as runner:
-        ...                         # it serves while the block runs; every connection is closed at its end
-    await ServerRunner(...).serve() # serves until close() (from any thread) or until the task is cancelled
-
-A listener says what is served: TCP connections handled by a coroutine (:class:`StreamListener`, the
-``asyncio.start_server`` way), TCP connections handled by an ``asyncio.Protocol`` (:class:`ProtocolListener`, the
-``loop.create_server`` way) or UDP datagrams handled by an ``asyncio.DatagramProtocol`` (:class:`DatagramListener`,
-``loop.create_datagram_endpoint``).
-
-Nothing raised on the server's loop is lost: an exception of a connection's handler or protocol, of a datagram
-protocol, of a task started with :meth:`ServerRunner.spawn`, of a call handed over with
-:meth:`ServerRunner.call_soon`, or one the loop reports itself (on a loop of the runner's own), is counted in
-:attr:`ServerRunner.errors` and logged: the first few with their traceback, then one line every few seconds with the
-number held back. A TCP connection whose protocol raised is closed; a UDP endpoint goes on with the next datagram.
+:class:`ServerRunner` owns the asyncio side of a server: the loop (its own, on a thread, or the caller's), the
+opening and the one shutdown, the server's tasks, and the count and log of everything raised on that loop.
+:class:`Listener` is what it runs: the TCP servers of :mod:`.tcp` and the UDP endpoint of :mod:`.udp` implement it.
+The package docstring (:mod:`pluto.gateways.serving`) shows how a gateway uses them.
 """
 
 # Strategy: one code path for both ways of running: open() listens in the running loop and starts a watcher task
@@ -32,12 +11,8 @@ number held back. A TCP connection whose protocol raised is closed; a UDP endpoi
 # just runs open() and then that task. close() only sets a flag and hands the request to the loop
 # (call_soon_threadsafe), so it is safe from any thread, the server's own included; from another thread it then
 # waits for the shutdown, at most close_timeout. The shutdown stops listening, lets the owner say goodbye
-# (on_close), cancels the owner's tasks, cancels the connections' handlers and aborts every connection still open,
-# each wait bounded by one deadline. Connections are known because every protocol is wrapped in one of ours, which
-# also catches what the owner's protocol raises; asyncio itself would log an exception of data_received as a fatal
-# error of the transport, and close a UDP endpoint for one of datagram_received. A UDP transport reads one
-# datagram per turn of the loop; the wrapper reads up to read_batch - 1 more from the socket at once, so a flood
-# is drained at the cost of a system call per datagram rather than of a turn of the loop.
+# (on_close), cancels the owner's tasks, then has the listener cancel the connections' handlers and abort every
+# connection still open, each wait bounded by one deadline.
 
 from __future__ import annotations
 
@@ -46,21 +21,13 @@ import concurrent.futures
 import contextlib
 import inspect
 import logging
-import socket
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Self, TypeVar, cast
+from collections.abc import Callable, Coroutine
+from typing import Any, Self, TypeVar
 
-__all__ = [
-    "Address",
-    "DatagramListener",
-    "Listener",
-    "ProtocolListener",
-    "ServerRunner",
-    "StreamListener",
-]
+__all__ = ["ERROR_LOG_INTERVAL", "LOGGED_ERRORS", "Address", "Listener", "ServerRunner"]
 
 T = TypeVar("T")
 
@@ -71,9 +38,6 @@ LOGGED_ERRORS = 10
 """Errors logged with their traceback before the log is rate-limited."""
 ERROR_LOG_INTERVAL = 5.0
 """s between two log lines about errors once :data:`LOGGED_ERRORS` have been logged."""
-
-StreamHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-"""The coroutine function that handles one TCP connection (as for ``asyncio.start_server``)."""
 
 
 class Listener(ABC):
@@ -482,340 +446,3 @@ class ServerRunner:
 async def _maybe_await(result: object) -> None:
     if inspect.isawaitable(result):
         await result
-
-
-# -- TCP --------------------------------------------------------------------------------------------------------
-
-
-class _Connection(asyncio.Protocol):
-    """One TCP connection: hands each event to the owner's protocol, counts what it raises (and closes the
-    connection then), and is known to its listener until it is lost."""
-
-    def __init__(self, listener: _TcpListener, inner: asyncio.Protocol) -> None:
-        self.listener = listener
-        self.inner = inner
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.listener.attach(self)
-        self._guard("connection_made", self.inner.connection_made, transport)
-
-    def data_received(self, data: bytes) -> None:
-        self._guard("data_received", self.inner.data_received, data)
-
-    def eof_received(self) -> bool | None:
-        try:
-            return self.inner.eof_received()
-        except Exception as err:
-            self._failed("eof_received", err)
-            return None
-
-    def pause_writing(self) -> None:
-        self._guard("pause_writing", self.inner.pause_writing)
-
-    def resume_writing(self) -> None:
-        self._guard("resume_writing", self.inner.resume_writing)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.listener.detach(self)
-        try:
-            self.inner.connection_lost(exc)
-        except Exception as err:
-            self.listener.runner_report(f"connection_lost of {self.peer}", err)
-
-    @property
-    def peer(self) -> str:
-        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
-        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
-
-    def abort(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.abort()
-
-    def _guard(self, what: str, method: Callable[..., object], *args: object) -> None:
-        try:
-            method(*args)
-        except Exception as err:
-            self._failed(what, err)
-
-    def _failed(self, what: str, err: Exception) -> None:
-        self.listener.runner_report(f"{what} of the connection from {self.peer} (closed)", err)
-        if self.transport is not None:
-            self.transport.abort()
-
-
-class _TcpListener(Listener):
-    """A TCP server whose connections are :class:`_Connection`\\ s."""
-
-    def __init__(self, host: str, port: int, options: dict[str, Any]) -> None:
-        super().__init__(host, port)
-        self.options = options
-        self._runner: ServerRunner | None = None
-        self._server: asyncio.Server | None = None
-        self._connections: set[_Connection] = set()
-        self._all_lost: asyncio.Event | None = None
-
-    @abstractmethod
-    def _protocol(self) -> asyncio.Protocol:
-        """The owner's protocol for a new connection."""
-
-    async def open(self, runner: ServerRunner) -> Address:
-        self._runner = runner
-        self._all_lost = asyncio.Event()
-        self._all_lost.set()
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self, self._protocol()), self.host, self.port, **self.options
-        )
-        host, port = self._server.sockets[0].getsockname()[:2]
-        return str(host), int(port)
-
-    def attach(self, connection: _Connection) -> None:
-        self._connections.add(connection)
-        if self._all_lost is not None:
-            self._all_lost.clear()
-
-    def detach(self, connection: _Connection) -> None:
-        self._connections.discard(connection)
-        if not self._connections and self._all_lost is not None:
-            self._all_lost.set()
-
-    def runner_report(self, what: str, err: BaseException) -> None:
-        if self._runner is not None:
-            self._runner.report(what, err)
-
-    def stop_listening(self) -> None:
-        if self._server is not None:
-            self._server.close()
-
-    async def close(self, deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        self.stop_listening()
-        for connection in list(self._connections):
-            connection.abort()
-        if self._all_lost is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._all_lost.wait(), max(deadline - loop.time(), 0.0))
-        if self._server is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), max(deadline - loop.time(), 0.0))
-
-    @property
-    def connections(self) -> int:
-        return len(self._connections)
-
-
-class ProtocolListener(_TcpListener):
-    """TCP connections, each handled by a new ``asyncio.Protocol`` (as ``loop.create_server`` does).
-
-    Args:
-        factory: makes the protocol of a new connection.
-        host, port: where to listen (port 0 picks a free one).
-        options: more keyword arguments of ``loop.create_server`` (``backlog``, ``reuse_address``, ...).
-    """
-
-    def __init__(
-        self, factory: Callable[[], asyncio.Protocol], host: str = "127.0.0.1", port: int = 0, **options: Any
-    ) -> None:
-        super().__init__(host, port, options)
-        self.factory = factory
-
-    def _protocol(self) -> asyncio.Protocol:
-        return self.factory()
-
-
-class StreamListener(_TcpListener):
-    """TCP connections, each handled by a coroutine given a reader and a writer (as ``asyncio.start_server`` does).
-
-    A connection is closed when its handler returns. When the server closes, the handlers are cancelled (each may
-    clean up, within the runner's ``close_timeout``) and the connections still open are aborted.
-
-    Args:
-        handler: ``async def handler(reader, writer)``.
-        host, port: where to listen (port 0 picks a free one).
-        limit: the readers' buffer limit, bytes (as for ``asyncio.start_server``).
-        options: more keyword arguments of ``loop.create_server`` (``backlog``, ``reuse_address``, ...).
-    """
-
-    def __init__(
-        self,
-        handler: StreamHandler,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        limit: int = 2**16,
-        **options: Any,
-    ) -> None:
-        super().__init__(host, port, options)
-        self.handler = handler
-        self.limit = limit
-        self._handlers: set[asyncio.Task[Any]] = set()
-
-    def _protocol(self) -> asyncio.Protocol:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=self.limit, loop=loop)
-        return asyncio.StreamReaderProtocol(reader, self._handle, loop=loop)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            await self.handler(reader, writer)
-        except asyncio.CancelledError:
-            pass  # the server closes; the task ends as if the handler had returned (asyncio would log it otherwise)
-        except Exception as err:
-            peer = writer.get_extra_info("peername")
-            self.runner_report(f"the handler of the connection from {peer}", err)
-        finally:
-            self._handlers.discard(task)
-            writer.close()
-
-    async def close(self, deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        self.stop_listening()
-        handlers = [task for task in self._handlers if not task.done()]
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.wait(handlers, timeout=max(deadline - loop.time(), 0.0))
-        await super().close(deadline)
-
-
-# -- UDP --------------------------------------------------------------------------------------------------------
-
-
-class _Datagrams(asyncio.DatagramProtocol):
-    """The UDP endpoint's protocol: hands each datagram to the owner's protocol, counts what it raises and goes
-    on, and reads up to ``read_batch`` datagrams per turn of the loop."""
-
-    def __init__(self, listener: DatagramListener, inner: asyncio.DatagramProtocol) -> None:
-        self.listener = listener
-        self.inner = inner
-        self.transport: asyncio.DatagramTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)  # (the selector loop's is not a subclass)
-        self._guard("connection_made", self.inner.connection_made, transport)
-
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        self._guard("datagram_received", self.inner.datagram_received, data, addr)
-        sock = self.listener.socket
-        transport = self.transport
-        size = self.listener.read_size
-        for _ in range(self.listener.read_batch - 1):
-            if sock is None or transport is None or transport.is_closing():
-                return
-            try:
-                data, addr = sock.recvfrom(size)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as err:  # an ICMP error reported on the socket
-                self._guard("error_received", self.inner.error_received, err)
-                continue
-            self._guard("datagram_received", self.inner.datagram_received, data, addr)
-
-    def error_received(self, exc: Exception) -> None:
-        self._guard("error_received", self.inner.error_received, exc)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._guard("connection_lost", self.inner.connection_lost, exc)
-        self.listener.lost()
-
-    def _guard(self, what: str, method: Callable[..., object], *args: object) -> None:
-        try:
-            method(*args)
-        except Exception as err:
-            self.listener.runner_report(f"{what} of the UDP endpoint", err)
-
-
-class DatagramListener(Listener):
-    """A UDP endpoint whose datagrams an ``asyncio.DatagramProtocol`` handles (``loop.create_datagram_endpoint``).
-
-    Args:
-        factory: makes the endpoint's protocol (once).
-        host, port: where to bind (port 0 picks a free one); an address with a colon is IPv6.
-        receive_buffer: kernel receive buffer to ask for, bytes (0 keeps the system's default; Linux grants at most
-            ``net.core.rmem_max``): a large one rides out moments the loop does not run.
-        read_batch: most datagrams handled per turn of the loop (others' callbacks get their turn in between).
-        read_size: bytes read of each datagram beyond the first of a batch; a longer one is cut to this length
-            (the first is read whole, up to 256 KiB).
-    """
-
-    def __init__(
-        self,
-        factory: Callable[[], asyncio.DatagramProtocol],
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        receive_buffer: int = 0,
-        read_batch: int = 1,
-        read_size: int = 65536,
-    ) -> None:
-        super().__init__(host, port)
-        if receive_buffer < 0 or read_batch < 1 or read_size < 1:
-            raise ValueError(
-                f"receive_buffer must be >= 0, read_batch and read_size >= 1; got {receive_buffer}, {read_batch}, "
-                f"{read_size}"
-            )
-        self.factory = factory
-        self.receive_buffer = receive_buffer
-        self.read_batch = read_batch
-        self.read_size = read_size
-        self.granted_receive_buffer = 0
-        """The kernel receive buffer the socket has, bytes (once open)."""
-        self.socket: socket.socket | None = None
-        self._runner: ServerRunner | None = None
-        self._transport: asyncio.DatagramTransport | None = None
-        self._lost: asyncio.Event | None = None
-
-    async def open(self, runner: ServerRunner) -> Address:
-        self._runner = runner
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            if self.receive_buffer > 0:
-                with contextlib.suppress(OSError):  # refused: the system's default will do
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-            sock.bind((self.host, self.port))
-            sock.setblocking(False)
-            self.granted_receive_buffer = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-            self._lost = asyncio.Event()
-            self.socket = sock
-            transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
-                lambda: _Datagrams(self, self.factory()), sock=sock
-            )
-        except BaseException:
-            self.socket = None
-            sock.close()
-            raise
-        self._transport = transport
-        host, port = sock.getsockname()[:2]
-        return str(host), int(port)
-
-    def runner_report(self, what: str, err: BaseException) -> None:
-        if self._runner is not None:
-            self._runner.report(what, err)
-
-    def lost(self) -> None:
-        self.socket = None
-        if self._lost is not None:
-            self._lost.set()
-
-    def stop_listening(self) -> None:
-        """Nothing to do: the socket receives until :meth:`close`."""
-
-    async def close(self, deadline: float) -> None:
-        transport, self._transport = self._transport, None
-        if transport is None:
-            return
-        transport.close()
-        if self._lost is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lost.wait(), max(deadline - asyncio.get_running_loop().time(), 0.0))
-
-    @property
-    def connections(self) -> int:
-        return 0
