@@ -2,8 +2,11 @@
 
 Each struct is a frozen value with ``pack() -> bytes`` and ``unpack(bytes)``; ``SIZE`` is its size on the wire.
 Fields are in protocol units (mm, degrees, arc-seconds, 0.01 degrees): the conversions to SI are in
-:mod:`pluto.gateways.player.devices`. :func:`parse_player_request`, :func:`parse_config` and :func:`parse_command`
-turn a payload from a client into the right struct or say why they cannot.
+:mod:`pluto.gateways.player.devices`. :func:`parse_config` and :func:`parse_command` turn a payload from a client
+into the right struct or say why they cannot.
+
+The payloads of the player device (the server's own requests, and :func:`parse_player_request`) are in
+:mod:`.player_device`, the packing every struct shares in :mod:`.packing`; both are importable from here too.
 """
 
 # Strategy: docs/protocols/player.md gives each struct's format and size; the tests pack every
@@ -12,24 +15,38 @@ turn a payload from a client into the right struct or say why they cannot.
 # GET_CONFIG, motor power of position and position3d). Player 1.5 has no geometry struct of its own for
 # position3d; its drivers of the time answered GET_GEOM with the position struct (``>B3H2H``), and so does this
 # server. GET_GEOM and the laser's GET_CONFIG may be sent as the subtype byte alone (libplayerc does) or as the
-# whole struct; a DEVLIST request is read by its subtype alone, the rest of its payload ignored whatever its size
-# (the 1.5 server never reads it; libplayerc 1.5 sends the whole 388-byte struct with only the subtype filled in,
-# the count and the entries left as its stack had them); every other request must have exactly its struct's
-# size. Packing checks ranges and raises LocalProtocolError (the caller's mistake); unpacking checks sizes and raises
-# RemoteProtocolError (the peer's).
+# whole struct; every other request must have exactly its struct's size (the player device's DEVLIST excepted:
+# see :mod:`.player_device`). Packing checks ranges and raises LocalProtocolError (the caller's mistake); unpacking
+# checks sizes and raises RemoteProtocolError (the peer's).
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Final, Self
+from typing import ClassVar, Final
 
 from pluto.errors import LocalProtocolError, RemoteProtocolError
-from pluto.gateways.player.protocol import MAX_DEVICES, DeviceCode, PlayerRequest
+from pluto.gateways.player.packing import NAME_SIZE, FixedStruct, check_size, fixed_format, pack_fields
+from pluto.gateways.player.player_device import (
+    AUTH_KEY_SIZE,
+    AuthRequest,
+    DataFreqRequest,
+    DataModeRequest,
+    DataRequest,
+    DeviceAddress,
+    DeviceList,
+    DeviceReply,
+    DeviceRequest,
+    DriverInfo,
+    NameService,
+    PlayerRequestStruct,
+    parse_player_request,
+)
+from pluto.gateways.player.protocol import DeviceCode
 
 __all__ = [
+    "AUTH_KEY_SIZE",
     "LASER_MAX_SAMPLES",
     "NAME_SIZE",
     "RMP_SUBTYPES",
@@ -74,358 +91,20 @@ __all__ = [
     "parse_player_request",
 ]
 
-NAME_SIZE: Final = 64
-"""Bytes of a driver or robot name (NUL-padded)."""
 LASER_MAX_SAMPLES: Final = 401
 """Range slots of a laser data struct."""
 SONAR_MAX_SAMPLES: Final = 64
 """Range slots of a sonar data struct, and pose slots of a sonar geometry struct."""
-AUTH_KEY_SIZE: Final = 32
-"""Bytes of an AUTH request's key."""
-
-
-def _pack(fmt: struct.Struct, name: str, *values: int | bytes) -> bytes:
-    try:
-        return fmt.pack(*values)
-    except struct.error as err:
-        raise LocalProtocolError(f"{name}: a field is out of range ({err})") from err
-
-
-def _check_size(name: str, data: bytes | bytearray | memoryview, *sizes: int) -> None:
-    if len(data) not in sizes:
-        expected = " or ".join(str(s) for s in sizes)
-        raise RemoteProtocolError(f"{name} is {expected} bytes, got {len(data)}")
-
-
-def _name_bytes(text: str, what: str) -> bytes:
-    raw = text.encode("latin-1", errors="replace")
-    if len(raw) > NAME_SIZE:
-        raise LocalProtocolError(f"{what} {text!r} is longer than {NAME_SIZE} bytes")
-    return raw.ljust(NAME_SIZE, b"\0")
-
-
-def _name_text(raw: bytes) -> str:
-    return raw.split(b"\0", 1)[0].decode("latin-1")
-
-
-class _Fixed:
-    """A struct of fixed size whose fields map one to one, in order, to ``FORMAT``."""
-
-    FORMAT: ClassVar[struct.Struct]
-    SIZE: ClassVar[int]
-    __slots__ = ()
-
-    def _values(self) -> tuple[int, ...]:
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
-
-    def pack(self) -> bytes:
-        """The struct's bytes.
-
-        Raises:
-            LocalProtocolError: a field does not fit its type.
-        """
-        return _pack(self.FORMAT, type(self).__name__, *self._values())
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> Self:
-        """Parse the struct.
-
-        Raises:
-            RemoteProtocolError: ``data`` is not ``SIZE`` bytes.
-        """
-        _check_size(cls.__name__, data, cls.SIZE)
-        return cls(*cls.FORMAT.unpack(data))
-
-
-def _fixed(fmt: str) -> struct.Struct:
-    return struct.Struct(fmt)
-
-
-# ------------------------------------------------------------------------------------------ player device (1)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceAddress:
-    """A device as the device list names it: code, index and the server port."""
-
-    code: int
-    index: int
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceList:
-    """DEVLIST request (its subtype; whatever follows is ignored) and reply (388 bytes): the devices the server
-    offers."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HH")
-    ENTRY: ClassVar[struct.Struct] = _fixed(">HHH")
-    SIZE: ClassVar[int] = 4 + MAX_DEVICES * 6
-    devices: tuple[DeviceAddress, ...] = ()
-    subtype: int = PlayerRequest.DEVLIST
-
-    def pack(self) -> bytes:
-        """The 388-byte reply.
-
-        Raises:
-            LocalProtocolError: more than 64 devices or a field out of range.
-        """
-        if len(self.devices) > MAX_DEVICES:
-            raise LocalProtocolError(f"DeviceList: {len(self.devices)} devices, at most {MAX_DEVICES}")
-        parts = [_pack(self.FORMAT, "DeviceList", self.subtype, len(self.devices))]
-        parts += [_pack(self.ENTRY, "DeviceList", d.code, d.index, d.port) for d in self.devices]
-        parts.append(bytes(6 * (MAX_DEVICES - len(self.devices))))
-        return b"".join(parts)
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> DeviceList:
-        """Parse a reply.
-
-        Raises:
-            RemoteProtocolError: not 388 bytes, or a count over 64.
-        """
-        _check_size("DeviceList", data, cls.SIZE)
-        subtype, count = cls.FORMAT.unpack_from(data)
-        if count > MAX_DEVICES:
-            raise RemoteProtocolError(f"DeviceList: count {count} is over {MAX_DEVICES}")
-        devices = tuple(DeviceAddress(*cls.ENTRY.unpack_from(data, 4 + 6 * i)) for i in range(count))
-        return cls(devices, subtype)
-
-
-@dataclass(frozen=True, slots=True)
-class DriverInfo:
-    """DRIVERINFO request and reply (72 bytes): a device and the name of the driver behind it."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HHHH")
-    SIZE: ClassVar[int] = 8 + NAME_SIZE
-    code: int
-    index: int
-    port: int = 0
-    name: str = ""
-    subtype: int = PlayerRequest.DRIVERINFO
-
-    def pack(self) -> bytes:
-        """The 72 bytes.
-
-        Raises:
-            LocalProtocolError: a field out of range or a name over 64 bytes.
-        """
-        head = _pack(self.FORMAT, "DriverInfo", self.subtype, self.code, self.index, self.port)
-        return head + _name_bytes(self.name, "driver name")
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> DriverInfo:
-        """Parse the 72 bytes.
-
-        Raises:
-            RemoteProtocolError: not 72 bytes.
-        """
-        _check_size("DriverInfo", data, cls.SIZE)
-        subtype, code, index, port = cls.FORMAT.unpack_from(data)
-        return cls(code, index, port, _name_text(bytes(data[8:])), subtype)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
-    """DEV request (7 bytes): open a device with an access mode (``r``, ``w``, ``a``, ``c``)."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HHHc")
-    SIZE: ClassVar[int] = 7
-    code: int
-    index: int
-    access: bytes
-    subtype: int = PlayerRequest.DEV
-
-    def pack(self) -> bytes:
-        """The 7 bytes.
-
-        Raises:
-            LocalProtocolError: a field out of range or an access that is not one byte.
-        """
-        return _pack(self.FORMAT, "DeviceRequest", self.subtype, self.code, self.index, self.access)
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> DeviceRequest:
-        """Parse the 7 bytes.
-
-        Raises:
-            RemoteProtocolError: not 7 bytes.
-        """
-        _check_size("DeviceRequest", data, cls.SIZE)
-        subtype, code, index, access = cls.FORMAT.unpack(data)
-        return cls(code, index, access, subtype)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceReply:
-    """DEV reply (71 bytes): the request with the access granted, then the driver's name."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HHHc")
-    SIZE: ClassVar[int] = 7 + NAME_SIZE
-    code: int
-    index: int
-    access: bytes
-    driver_name: str = ""
-    subtype: int = PlayerRequest.DEV
-
-    def pack(self) -> bytes:
-        """The 71 bytes.
-
-        Raises:
-            LocalProtocolError: a field out of range or a name over 64 bytes.
-        """
-        head = _pack(self.FORMAT, "DeviceReply", self.subtype, self.code, self.index, self.access)
-        return head + _name_bytes(self.driver_name, "driver name")
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> DeviceReply:
-        """Parse the 71 bytes.
-
-        Raises:
-            RemoteProtocolError: not 71 bytes.
-        """
-        _check_size("DeviceReply", data, cls.SIZE)
-        subtype, code, index, access = cls.FORMAT.unpack_from(data)
-        return cls(code, index, access, _name_text(bytes(data[7:])), subtype)
-
-
-@dataclass(frozen=True, slots=True)
-class DataRequest(_Fixed):
-    """DATA request (2 bytes): send one round of data now (PULL modes)."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">H")
-    SIZE: ClassVar[int] = 2
-    subtype: int = PlayerRequest.DATA
-
-
-@dataclass(frozen=True, slots=True)
-class DataModeRequest(_Fixed):
-    """DATAMODE request (3 bytes): the data mode, 0..3 (:class:`~.protocol.DataMode`)."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HB")
-    SIZE: ClassVar[int] = 3
-    subtype: int = PlayerRequest.DATAMODE
-    mode: int = 2
-
-
-@dataclass(frozen=True, slots=True)
-class DataFreqRequest(_Fixed):
-    """DATAFREQ request (4 bytes): rounds per second in the PUSH modes, Hz."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">HH")
-    SIZE: ClassVar[int] = 4
-    subtype: int = PlayerRequest.DATAFREQ
-    frequency: int = 10
-
-
-@dataclass(frozen=True, slots=True)
-class AuthRequest:
-    """AUTH request (34 bytes): the key, NUL-padded to 32 bytes."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">H32s")
-    SIZE: ClassVar[int] = 2 + AUTH_KEY_SIZE
-    key: bytes = b""
-    subtype: int = PlayerRequest.AUTH
-
-    def pack(self) -> bytes:
-        """The 34 bytes.
-
-        Raises:
-            LocalProtocolError: a key over 32 bytes.
-        """
-        if len(self.key) > AUTH_KEY_SIZE:
-            raise LocalProtocolError(f"AuthRequest: the key is {len(self.key)} bytes, at most {AUTH_KEY_SIZE}")
-        return _pack(self.FORMAT, "AuthRequest", self.subtype, self.key)
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> AuthRequest:
-        """Parse the 34 bytes (the key without its padding).
-
-        Raises:
-            RemoteProtocolError: not 34 bytes.
-        """
-        _check_size("AuthRequest", data, cls.SIZE)
-        subtype, key = cls.FORMAT.unpack(data)
-        return cls(key.split(b"\0", 1)[0], subtype)
-
-
-@dataclass(frozen=True, slots=True)
-class NameService:
-    """NAMESERVICE request and reply (68 bytes): a robot name and the port it is served on."""
-
-    FORMAT: ClassVar[struct.Struct] = _fixed(">H64sH")
-    SIZE: ClassVar[int] = 4 + NAME_SIZE
-    name: str = ""
-    port: int = 0
-    subtype: int = PlayerRequest.NAMESERVICE
-
-    def pack(self) -> bytes:
-        """The 68 bytes.
-
-        Raises:
-            LocalProtocolError: a name over 64 bytes or a port out of range.
-        """
-        return _pack(self.FORMAT, "NameService", self.subtype, _name_bytes(self.name, "robot name"), self.port)
-
-    @classmethod
-    def unpack(cls, data: bytes | bytearray | memoryview) -> NameService:
-        """Parse the 68 bytes.
-
-        Raises:
-            RemoteProtocolError: not 68 bytes.
-        """
-        _check_size("NameService", data, cls.SIZE)
-        subtype, name, port = cls.FORMAT.unpack(data)
-        return cls(_name_text(name), port, subtype)
-
-
-PlayerRequestStruct = (
-    DeviceList
-    | DriverInfo
-    | DeviceRequest
-    | DataRequest
-    | DataModeRequest
-    | DataFreqRequest
-    | AuthRequest
-    | NameService
-)
-
-
-def parse_player_request(payload: bytes) -> PlayerRequestStruct:
-    """A request to the player device (a DEVLIST request is its subtype alone: what follows is not read).
-
-    Raises:
-        RemoteProtocolError: shorter than its subtype, an unknown subtype, or the wrong size for it.
-    """
-    if len(payload) < 2:
-        raise RemoteProtocolError(f"a player request starts with a u16 subtype; got {len(payload)} bytes")
-    (subtype,) = struct.unpack_from(">H", payload)
-    if subtype == PlayerRequest.DEVLIST:
-        return DeviceList()  # the rest of the payload, whatever its size, is not read (as the 1.5 server)
-    parsers: dict[int, type[DriverInfo | DeviceRequest | DataRequest | DataModeRequest | DataFreqRequest]] = {
-        PlayerRequest.DRIVERINFO: DriverInfo,
-        PlayerRequest.DEV: DeviceRequest,
-        PlayerRequest.DATA: DataRequest,
-        PlayerRequest.DATAMODE: DataModeRequest,
-        PlayerRequest.DATAFREQ: DataFreqRequest,
-    }
-    if subtype in parsers:
-        return parsers[subtype].unpack(payload)
-    if subtype == PlayerRequest.AUTH:
-        return AuthRequest.unpack(payload)
-    if subtype == PlayerRequest.NAMESERVICE:
-        return NameService.unpack(payload)
-    raise RemoteProtocolError(f"unknown player request subtype {subtype}")
 
 
 # ------------------------------------------------------------------------------------------ position (4)
 
 
 @dataclass(frozen=True, slots=True)
-class PositionData(_Fixed):
+class PositionData(FixedStruct):
     """position data (25 bytes): pose mm, mm, deg; speeds mm/s, mm/s, deg/s; stall."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">6iB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">6iB")
     SIZE: ClassVar[int] = 25
     xpos: int = 0
     ypos: int = 0
@@ -437,10 +116,10 @@ class PositionData(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class PositionCommand(_Fixed):
+class PositionCommand(FixedStruct):
     """position command (26 bytes): the data's six values, motor state, type (0 velocity, 1 position)."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">6iBB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">6iBB")
     SIZE: ClassVar[int] = 26
     xpos: int = 0
     ypos: int = 0
@@ -453,10 +132,10 @@ class PositionCommand(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class PositionGeometry(_Fixed):
+class PositionGeometry(FixedStruct):
     """GET_GEOM (11 bytes) of position and position3d: pose of the base (mm, mm, deg; unsigned), size (mm, mm)."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">B3H2H")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">B3H2H")
     SIZE: ClassVar[int] = 11
     subtype: int = 1
     pose_x: int = 0
@@ -467,49 +146,49 @@ class PositionGeometry(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class MotorPower(_Fixed):
+class MotorPower(FixedStruct):
     """MOTOR_POWER (2 bytes): 0 off, else on."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BB")
     SIZE: ClassVar[int] = 2
     subtype: int = 2
     value: int = 1
 
 
 @dataclass(frozen=True, slots=True)
-class VelocityMode(_Fixed):
+class VelocityMode(FixedStruct):
     """VELOCITY_MODE (2 bytes): driver-specific; for P2OS 0 direct (wheel velocities), else separate."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BB")
     SIZE: ClassVar[int] = 2
     subtype: int = 3
     value: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class ResetOdometry(_Fixed):
+class ResetOdometry(FixedStruct):
     """RESET_ODOM (1 byte): odometry back to (0, 0, 0)."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">B")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">B")
     SIZE: ClassVar[int] = 1
     subtype: int = 4
 
 
 @dataclass(frozen=True, slots=True)
-class PositionMode(_Fixed):
+class PositionMode(FixedStruct):
     """POSITION_MODE (2 bytes): 0 velocity control, 1 position control."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BB")
     SIZE: ClassVar[int] = 2
     subtype: int = 5
     state: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class PidRequest(_Fixed):
+class PidRequest(FixedStruct):
     """SPEED_PID (6) and POSITION_PID (7), 13 bytes: kp, ki, kd (driver units)."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">B3i")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">B3i")
     SIZE: ClassVar[int] = 13
     subtype: int = 6
     kp: int = 0
@@ -518,10 +197,10 @@ class PidRequest(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class SpeedProfile(_Fixed):
+class SpeedProfile(FixedStruct):
     """SPEED_PROF (5 bytes): largest speed mm/s and acceleration mm/s²."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">Bhh")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">Bhh")
     SIZE: ClassVar[int] = 5
     subtype: int = 8
     speed: int = 0
@@ -529,10 +208,10 @@ class SpeedProfile(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class SetOdometry(_Fixed):
+class SetOdometry(FixedStruct):
     """SET_ODOM (13 bytes): the odometry pose to declare, mm, mm, deg."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">B3i")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">B3i")
     SIZE: ClassVar[int] = 13
     subtype: int = 9
     x: int = 0
@@ -541,10 +220,10 @@ class SetOdometry(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class RmpConfig(_Fixed):
+class RmpConfig(FixedStruct):
     """RMP_* (51..57), 3 bytes: a Segway RMP setting."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BH")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BH")
     SIZE: ClassVar[int] = 3
     subtype: int = 51
     value: int = 0
@@ -554,10 +233,10 @@ class RmpConfig(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class Position3dData(_Fixed):
+class Position3dData(FixedStruct):
     """position3d data (49 bytes): x, y, z mm; roll, pitch, yaw arc-sec; speeds mm/s and arc-sec/s; stall."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">12iB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">12iB")
     SIZE: ClassVar[int] = 49
     xpos: int = 0
     ypos: int = 0
@@ -575,10 +254,10 @@ class Position3dData(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class Position3dCommand(_Fixed):
+class Position3dCommand(FixedStruct):
     """position3d command (48 bytes): x, y, z mm; roll, pitch, yaw arc-sec (unsigned); six speeds."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">3i3I6i")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">3i3I6i")
     SIZE: ClassVar[int] = 48
     xpos: int = 0
     ypos: int = 0
@@ -609,7 +288,7 @@ class LaserData:
         intensity: as many intensities as ranges, or none (zeros are sent).
     """
 
-    HEAD: ClassVar[struct.Struct] = _fixed(">hhHHH")
+    HEAD: ClassVar[struct.Struct] = fixed_format(">hhHHH")
     SIZE: ClassVar[int] = 10 + LASER_MAX_SAMPLES * 3
     min_angle: int = 0
     max_angle: int = 0
@@ -629,10 +308,10 @@ class LaserData:
             raise LocalProtocolError(f"LaserData: {n} ranges, at most {LASER_MAX_SAMPLES}")
         if self.intensity and len(self.intensity) != n:
             raise LocalProtocolError(f"LaserData: {len(self.intensity)} intensities for {n} ranges")
-        head = _pack(self.HEAD, "LaserData", self.min_angle, self.max_angle, self.resolution, self.range_res, n)
+        head = pack_fields(self.HEAD, "LaserData", self.min_angle, self.max_angle, self.resolution, self.range_res, n)
         pad = LASER_MAX_SAMPLES - n
-        ranges = _pack(struct.Struct(f">{n}H"), "LaserData ranges", *self.ranges)
-        intensity = _pack(struct.Struct(f">{n}B"), "LaserData intensity", *(self.intensity or (0,) * n))
+        ranges = pack_fields(struct.Struct(f">{n}H"), "LaserData ranges", *self.ranges)
+        intensity = pack_fields(struct.Struct(f">{n}B"), "LaserData intensity", *(self.intensity or (0,) * n))
         return head + ranges + bytes(2 * pad) + intensity + bytes(pad)
 
     @classmethod
@@ -642,7 +321,7 @@ class LaserData:
         Raises:
             RemoteProtocolError: not 1,213 bytes, or a count over 401.
         """
-        _check_size("LaserData", data, cls.SIZE)
+        check_size("LaserData", data, cls.SIZE)
         min_angle, max_angle, resolution, range_res, n = cls.HEAD.unpack_from(data)
         if n > LASER_MAX_SAMPLES:
             raise RemoteProtocolError(f"LaserData: range_count {n} is over {LASER_MAX_SAMPLES}")
@@ -652,10 +331,10 @@ class LaserData:
 
 
 @dataclass(frozen=True, slots=True)
-class LaserGeometry(_Fixed):
+class LaserGeometry(FixedStruct):
     """GET_GEOM (11 bytes): pose of the laser on the robot (mm, mm, deg), its size (mm, mm)."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">B3h2h")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">B3h2h")
     SIZE: ClassVar[int] = 11
     subtype: int = 1
     pose_x: int = 0
@@ -666,10 +345,10 @@ class LaserGeometry(_Fixed):
 
 
 @dataclass(frozen=True, slots=True)
-class LaserConfig(_Fixed):
+class LaserConfig(FixedStruct):
     """SET_CONFIG (2) and GET_CONFIG (3), 10 bytes: angles 0.01°, resolution 0.01°, range unit mm, intensity."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BhhHHB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BhhHHB")
     SIZE: ClassVar[int] = 10
     subtype: int = 3
     min_angle: int = -9000
@@ -686,7 +365,7 @@ class LaserConfig(_Fixed):
 class SonarData:
     """sonar data (130 bytes): the number of ranges, then 64 ranges in mm (unused slots zero)."""
 
-    HEAD: ClassVar[struct.Struct] = _fixed(">H")
+    HEAD: ClassVar[struct.Struct] = fixed_format(">H")
     SIZE: ClassVar[int] = 2 + 2 * SONAR_MAX_SAMPLES
     ranges: tuple[int, ...] = ()
 
@@ -699,7 +378,7 @@ class SonarData:
         n = len(self.ranges)
         if n > SONAR_MAX_SAMPLES:
             raise LocalProtocolError(f"SonarData: {n} ranges, at most {SONAR_MAX_SAMPLES}")
-        body = _pack(struct.Struct(f">H{n}H"), "SonarData", n, *self.ranges)
+        body = pack_fields(struct.Struct(f">H{n}H"), "SonarData", n, *self.ranges)
         return body + bytes(2 * (SONAR_MAX_SAMPLES - n))
 
     @classmethod
@@ -709,7 +388,7 @@ class SonarData:
         Raises:
             RemoteProtocolError: not 130 bytes, or a count over 64.
         """
-        _check_size("SonarData", data, cls.SIZE)
+        check_size("SonarData", data, cls.SIZE)
         (n,) = cls.HEAD.unpack_from(data)
         if n > SONAR_MAX_SAMPLES:
             raise RemoteProtocolError(f"SonarData: range_count {n} is over {SONAR_MAX_SAMPLES}")
@@ -720,7 +399,7 @@ class SonarData:
 class SonarGeometry:
     """GET_GEOM (387 bytes): the number of sonars and each one's pose on the robot (mm, mm, deg)."""
 
-    HEAD: ClassVar[struct.Struct] = _fixed(">BH")
+    HEAD: ClassVar[struct.Struct] = fixed_format(">BH")
     SIZE: ClassVar[int] = 3 + 6 * SONAR_MAX_SAMPLES
     poses: tuple[tuple[int, int, int], ...] = ()
     subtype: int = 1
@@ -737,7 +416,7 @@ class SonarGeometry:
         flat = [v for pose in self.poses for v in pose]
         if len(flat) != 3 * n:
             raise LocalProtocolError("SonarGeometry: each pose is (x mm, y mm, yaw deg)")
-        body = _pack(struct.Struct(f">BH{3 * n}h"), "SonarGeometry", self.subtype, n, *flat)
+        body = pack_fields(struct.Struct(f">BH{3 * n}h"), "SonarGeometry", self.subtype, n, *flat)
         return body + bytes(6 * (SONAR_MAX_SAMPLES - n))
 
     @classmethod
@@ -747,7 +426,7 @@ class SonarGeometry:
         Raises:
             RemoteProtocolError: not 387 bytes, or a count over 64.
         """
-        _check_size("SonarGeometry", data, cls.SIZE)
+        check_size("SonarGeometry", data, cls.SIZE)
         subtype, n = cls.HEAD.unpack_from(data)
         if n > SONAR_MAX_SAMPLES:
             raise RemoteProtocolError(f"SonarGeometry: pose_count {n} is over {SONAR_MAX_SAMPLES}")
@@ -756,10 +435,10 @@ class SonarGeometry:
 
 
 @dataclass(frozen=True, slots=True)
-class SonarPower(_Fixed):
+class SonarPower(FixedStruct):
     """Sonar power (2 bytes): 0 off, else on."""
 
-    FORMAT: ClassVar[struct.Struct] = _fixed(">BB")
+    FORMAT: ClassVar[struct.Struct] = fixed_format(">BB")
     SIZE: ClassVar[int] = 2
     subtype: int = 2
     value: int = 1
@@ -819,7 +498,7 @@ ConfigStruct = (
 )
 CommandStruct = PositionCommand | Position3dCommand
 
-_POSITION_CONFIG: dict[int, type[_Fixed]] = {
+_POSITION_CONFIG: dict[int, type[FixedStruct]] = {
     PositionRequest.MOTOR_POWER: MotorPower,
     PositionRequest.VELOCITY_MODE: VelocityMode,
     PositionRequest.RESET_ODOM: ResetOdometry,
@@ -830,7 +509,7 @@ _POSITION_CONFIG: dict[int, type[_Fixed]] = {
     PositionRequest.SET_ODOM: SetOdometry,
     **{subtype: RmpConfig for subtype in RMP_SUBTYPES},
 }
-_POSITION3D_CONFIG: dict[int, type[_Fixed]] = {
+_POSITION3D_CONFIG: dict[int, type[FixedStruct]] = {
     PositionRequest.MOTOR_POWER: MotorPower,
     PositionRequest.VELOCITY_MODE: VelocityMode,
     PositionRequest.POSITION_MODE: PositionMode,
@@ -839,7 +518,7 @@ _DEVICE_NAMES = {DeviceCode.POSITION: "position", DeviceCode.POSITION3D: "positi
 
 
 def _geometry_request(cls: type[PositionGeometry | LaserGeometry | SonarGeometry], payload: bytes) -> ConfigStruct:
-    _check_size(f"{cls.__name__} request", payload, 1, cls.SIZE)
+    check_size(f"{cls.__name__} request", payload, 1, cls.SIZE)
     return cls() if len(payload) == 1 else cls.unpack(payload)
 
 
@@ -872,7 +551,7 @@ def parse_config(device: int, payload: bytes) -> ConfigStruct:
         if subtype == LaserRequest.SET_CONFIG:
             return LaserConfig.unpack(payload)
         if subtype == LaserRequest.GET_CONFIG:
-            _check_size("LaserConfig request", payload, 1, LaserConfig.SIZE)
+            check_size("LaserConfig request", payload, 1, LaserConfig.SIZE)
             return LaserConfig(subtype=subtype) if len(payload) == 1 else LaserConfig.unpack(payload)
         raise RemoteProtocolError(f"unknown laser request subtype {subtype}")
     if device == DeviceCode.SONAR:
