@@ -807,7 +807,7 @@ CONFIGURATIONS: tuple[tuple[str, dict[str, float]], ...] = (
 
 def run_office(seconds: float, seed: int, changes: dict[str, float]) -> dict[str, float]:
     """Drive the office corridor with AMCL, as :func:`main` describes; return its figures."""
-    from pluto.sim.laser import LaserParams, SimLaser
+    from pluto.hardware.sick.sim import LaserParams, SimLaser
     from pluto.sim.noise import NoiseProfile
     from pluto.sim.raycast import RayCaster
     from pluto.sim.world import load_world

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "netmotion": (["netmotion", "--port", "0"], r"netmotion started \(pid"),
     "web": (["web", "--port", "0"], r"started \(pid"),
     "foxglove": (["foxglove", "--port", "0"], r"started \(pid"),
-    "sick-sim": (["sick-sim", "--port", "0"], r"Ctrl-C stops it"),
+    "sick-emulate": (["sick-emulate", "--port", "0"], r"Ctrl-C stops it"),
     "p2os-sim": (["p2os-sim", "--port", "0"], r"Ctrl-C stops it"),
     "gps-sim": (["gps-sim", "--port", "0"], r"Ctrl-C stops it"),
     "dmu-sim": (["dmu-sim", "--port", "0"], r"Ctrl-C stops it"),

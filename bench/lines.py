@@ -1,6 +1,6 @@
 """Benchmark of the pose module's line extraction: scans per second of ``extract_lines``.
 
-Scans are made by the simulator's own laser (:class:`pluto.sim.laser.SimLaser`, the ``realistic`` noise profile:
+Scans are made by the simulator's own laser (:class:`pluto.hardware.sick.sim.SimLaser`, the ``realistic`` noise profile:
 1 cm range noise, 0.5 % dropouts, 1 cm resolution) in the office world, from seeded random poses in free space (at
 least 0.4 m from any wall or obstacle, outside the obstacles): 361 beams over 180° as ``Sick/Scan_mm`` gives them,
 and every other beam (181) as ``Sick/Scan`` does. Each set of scans is extracted in several passes after a warm-up;
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
+from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.navigation.pose.features import extract_lines
-from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.noise import REALISTIC
 from pluto.sim.raycast import RayCaster, segment_distance
 from pluto.sim.world import World, load_world

@@ -30,7 +30,7 @@ modules of the ``mission`` profile do in a tick:
   8-D laser pose and the robot's increment covariance since the previous scan); ``Localization/Laser_Pose`` is that
   pose through a :class:`~pluto.navigation.localization.core.PoseAdjustment` with no post yet (the pose module
   reads it only at its first scan, before it has posted anything).
-* ``sick``: every 200 ms a :class:`~pluto.sim.laser.SimLaser` scan (361 beams over 180°, 80 m, 1 cm resolution;
+* ``sick``: every 200 ms a :class:`~pluto.hardware.sick.sim.SimLaser` scan (361 beams over 180°, 80 m, 1 cm resolution;
   with realistic noise 1 cm + 0.1 % of the range of noise, mixed pixels, echoes lost on dark surfaces and at grazing
   incidence, glass, 0.5 % dropouts) from the true pose at the scan's centre time, the person included; that time is
   the stamp of ``Sick/Scan_mm`` and of the laser poses above.
@@ -98,13 +98,13 @@ import numpy.typing as npt
 from pluto import msgs
 from pluto.geometry import wrap_angle
 from pluto.hardware.dmu.sim import SimDmu
+from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.navigation.localization.core import DeadReckoning, PoseAdjustment, flat, robot_of_laser
 from pluto.navigation.localization.module import LocalizationModuleParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import PoseModuleParams, PoseTracker
 from pluto.sim.body import BodyParams, SimBody
-from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.noise import PROFILES, device_rng, noise_profile
 from pluto.sim.site import build_site
 from pluto.sim.world import World, load_world

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pluto.geometry import Pose2D, compose, wrap_angle
-from pluto.sim.laser import LaserParams, SimLaser
+from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.sim.noise import NoiseProfile
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World, parse_world

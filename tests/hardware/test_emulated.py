@@ -26,15 +26,14 @@ from pluto.hardware.emulated import (
     GpsEmulatorParams,
     P2osEmulatorModule,
     P2osEmulatorParams,
-    SickEmulatorParams,
     true_pose,
 )
 from pluto.hardware.gps.emulator import SimTruthTrack
 from pluto.hardware.gps.grid import LocalGrid
 from pluto.hardware.gps.nmea_module import NmeaGps, NmeaGpsParams
-from pluto.hardware.sick.emulator import WRIST_LEAD, WorldScan, follow_wrist
+from pluto.hardware.sick.emulate import WRIST_LEAD, SickEmulatorParams, WorldScan, follow_wrist
+from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.runtime.registry import available_modules
-from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.noise import BASIC, REALISTIC
 from pluto.sim.raycast import RayCaster
 from pluto.sim.site import build_site
@@ -55,8 +54,9 @@ def pioneer(bus: Bus) -> Iterator[P2osEmulatorModule]:
 
 def test_the_emulators_are_installed_modules() -> None:
     installed = available_modules()
-    for name in ("p2os-emulator", "sick-emulator", "dmu-emulator", "gps-emulator"):
+    for name in ("p2os-emulator", "dmu-emulator", "gps-emulator"):
         assert installed[name].startswith("pluto.hardware.emulated:")
+    assert installed["sick-emulator"] == "pluto.hardware.sick.emulate:SickEmulatorModule"
 
 
 def test_the_pioneer_publishes_its_true_pose_as_it_drives(bus: Bus, pioneer: P2osEmulatorModule) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pluto.hardware.sick.device import LmsDevice
-from pluto.hardware.sick.emulator import LmsEmulator, SyntheticRoom
+from pluto.hardware.sick.emulate import LmsEmulator, SyntheticRoom
 
 APP = os.environ.get("PLUTO_SICKTOOLBOX_APP", "")
 

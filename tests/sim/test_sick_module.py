@@ -10,12 +10,12 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.errors import RemoteError
 from pluto.hardware.sick.module import SimSick, SimSickParams, _WristHistory
+from pluto.hardware.sick.sim import SimLaser
 from pluto.sim.device import TruthHistory
-from pluto.sim.laser import SimLaser
 from pluto.sim.module import SimModule, SimParams
 from pluto.sim.raycast import RayCaster
 from tests.gateways.clock import ManualClock
-from tests.sim.test_laser import BOX, CENTRE
+from tests.hardware.sick.test_sim import BOX, CENTRE
 
 
 class Written:

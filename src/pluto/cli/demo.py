@@ -50,6 +50,7 @@ from pluto.bus import Bus, BusTimeout
 from pluto.bus.config import DEFAULT_ROBOT
 from pluto.errors import LaunchError, ModuleNotFound, PlutoError
 from pluto.geometry import wrap_angle
+from pluto.hardware.sick.sim import LaserParams, laser_pose
 from pluto.movement.mission import OFFICE_ROUTE, MissionModule, MissionParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.slam.mapcheck import MapScore, score_map, walls_seen
@@ -61,7 +62,6 @@ from pluto.runtime.config import Config
 from pluto.runtime.profiles import Profile, ProfileEntry, load_profile, start_order, with_params
 from pluto.runtime.runner import ModuleSpec, interruptible, stop_on_signals
 from pluto.runtime.supervisor import Supervisor
-from pluto.sim.laser import LaserParams, laser_pose
 from pluto.sim.plot import plot_run, scan_points
 from pluto.sim.world import World, load_world
 

@@ -7,8 +7,8 @@ import contextlib
 import math
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
+from pluto.hardware.emulate_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 
 # The emulator and the bus are imported by run(): `pluto` imports this module for every command.
 

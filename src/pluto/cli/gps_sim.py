@@ -6,8 +6,8 @@ import argparse
 import contextlib
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
+from pluto.hardware.emulate_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 
 # The emulator, pyproj and the bus are imported by run(): `pluto` imports this module for every command.
 

@@ -47,7 +47,6 @@ from pluto.cli import (
     replay_cmd,
     router_cmd,
     run_cmd,
-    sick_sim,
     sim_cmd,
     slam_cmd,
     up_cmd,
@@ -56,9 +55,11 @@ from pluto.cli import (
     xmlserver_cmd,
 )
 from pluto.cli.command import Subparsers, common_options
+from pluto.cli.device_cmd import device_command
 from pluto.cli.verbosity import setup_logging
 from pluto.errors import PlutoError
 from pluto.extras import missing_extra
+from pluto.hardware.sick import command as sick_command
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
 
@@ -107,7 +108,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     router_cmd.register,  # router
     certs_cmd.register,  # certs
     p2os_sim.register,  # p2os-sim
-    sick_sim.register,  # sick-sim
+    device_command(sick_command.register),  # sick-emulate (sick-sim)
     dmu_sim.register,  # dmu-sim
     gps_sim.register,  # gps-sim
     drive_cmd.register,  # drive

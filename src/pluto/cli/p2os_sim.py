@@ -7,14 +7,14 @@ import time
 from typing import TYPE_CHECKING
 
 from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.emulator_command import (
+from pluto.errors import ConfigError
+from pluto.hardware.emulate_command import (
     EmulatorLink,
     add_link_arguments,
     add_link_noise_argument,
     announce,
     serve_until_signal,
 )
-from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
     from pluto.hardware.base.p2os.emulator import P2osEmulator

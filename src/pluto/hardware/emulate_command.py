@@ -1,27 +1,35 @@
-"""The shape the device-emulator commands share (``pluto p2os-sim``, ``sick-sim``, ``dmu-sim``, ``gps-sim``).
+"""The shape the devices' emulate commands share (``pluto p2os-emulate``, ``sick-emulate``, ``dmu-emulate``,
+``gps-emulate``; each also answers to its old name, ``p2os-sim`` and so on).
 
 Each one serves an emulated device at the end of a link, a TCP port or a new pseudo-terminal, through a
 :class:`pluto.hardware.link.LinkServer`: here are their link options (``--port``, ``--pty``, ``--host`` and
 ``--link-noise``), the link they ask for (:class:`EmulatorLink`), and the loop that serves until Ctrl-C and says
 where to connect (:func:`serve_until_signal`).
+
+A device's command lives in its folder (``pluto.hardware.sick.command``) and offers ``register(cli)``: it adds its
+parser through :class:`CommandLine`, which the ``pluto`` command implements (:mod:`pluto.cli.device_cmd`), so the
+hardware never imports the command line's package, which sits above it.
 """
 
-# The emulators, numpy and the signal handling are imported when a command runs, not here: `pluto` imports this
-# module for every command and should start fast.
+# The emulators, numpy, the bus and the signal handling are imported when a command runs, not here: `pluto` imports
+# this module for every command and should start fast.
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pluto.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pluto.bus import Bus
     from pluto.hardware.link import LinkNoise, LinkServer
 
 __all__ = [
+    "CommandLine",
     "EmulatorLink",
     "add_link_arguments",
     "add_link_noise_argument",
@@ -29,6 +37,34 @@ __all__ = [
     "noise_rate",
     "serve_until_signal",
 ]
+
+
+class CommandLine(Protocol):
+    """What the ``pluto`` command lends a device's commands: a parser with its common options, and the bus."""
+
+    def add_command(
+        self,
+        name: str,
+        run: Callable[[argparse.Namespace], int],
+        help_text: str,
+        description: str,
+        aliases: Sequence[str] = (),
+    ) -> argparse.ArgumentParser:
+        """Add the command ``name`` (also called by each of ``aliases``) that runs ``run``; its parser.
+
+        Args:
+            help_text: one line for the list of commands.  description: the command's help, printed as written.
+        """
+        ...
+
+    def open_bus(self, args: argparse.Namespace) -> Bus:
+        """The bus of the robot the command line, the environment or the configuration file names (not opened
+        before the command runs; the caller closes it).
+
+        Raises:
+            ConfigError: a bad configuration file or bus setting.
+        """
+        ...
 
 
 def noise_rate(text: str) -> float:

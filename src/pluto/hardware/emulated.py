@@ -28,19 +28,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Annotated, Literal
-
-import msgspec
-import numpy as np
+from typing import Annotated
 
 from pluto import msgs, names
 from pluto.hardware.base.p2os.emulator import P2osEmulator
-from pluto.hardware.link import DeviceEmulator, LinkNoise
-from pluto.runtime.module import Module, ModuleParams
-from pluto.runtime.ranges import Baud, Latitude, Longitude, Port, Rate, Seed, Timeout, between
-from pluto.sim.noise import NoiseProfile, device_rng, noise_profile
-from pluto.sim.site import Site, build_site
-from pluto.sim.world import World
+from pluto.hardware.emulate import EmulatorParams
+from pluto.hardware.link import DeviceEmulator
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import Latitude, Longitude, Port, Rate, Timeout, between
 
 __all__ = [
     "DmuEmulatorModule",
@@ -50,8 +45,6 @@ __all__ = [
     "GpsEmulatorParams",
     "P2osEmulatorModule",
     "P2osEmulatorParams",
-    "SickEmulatorModule",
-    "SickEmulatorParams",
     "true_pose",
 ]
 
@@ -67,41 +60,6 @@ def true_pose(emulator: P2osEmulator, now: float, clock: Callable[[], float] = t
         stepped = emulator.stepped_at
     age = 0.0 if stepped is None else max(0.0, clock() - stepped)
     return msgs.Odometry(stamp=now - age, x=x, y=y, theta=theta, v=v, omega=omega)
-
-
-class EmulatorParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
-    """What every emulator module has.
-
-    Attributes:
-        port: TCP port served on 127.0.0.1 (0 picks a free one; the driver must then be told it).
-        noise: the simulator's noise profile the device's errors come from: ``ideal``, ``basic`` or ``realistic``.
-        seed: seed of the errors (each device draws from its own generator).
-        link_noise: fraction of the bytes dropped and of those corrupted, in both directions, in [0, 1).
-    """
-
-    rate_hz: Rate = 1.0
-    port: Port = 0
-    noise: Literal["ideal", "basic", "realistic"] = "ideal"
-    seed: Seed = 0
-    link_noise: Annotated[float, msgspec.Meta(ge=0.0, lt=1.0)] = 0.0
-
-    def profile(self) -> NoiseProfile:
-        """The device errors."""
-        return noise_profile(self.noise)
-
-    def rng(self, device: str) -> np.random.Generator:
-        """The random generator of ``device``'s errors."""
-        return device_rng(self.seed, device)
-
-    def site(self, world: World) -> Site:
-        """``world`` as built under the noise profile and seed (every emulator of the robot builds the same)."""
-        return build_site(world, self.profile(), self.seed)
-
-    def line_noise(self, device: str) -> LinkNoise | None:
-        """The noise on the line, or None for a clean one."""
-        if not self.link_noise:
-            return None
-        return LinkNoise(self.link_noise, self.link_noise, device_rng(self.seed, f"{device}-link"))
 
 
 class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
@@ -151,49 +109,6 @@ class P2osEmulatorModule(Module[P2osEmulatorParams]):
         if truth.stamp > self._last_stamp:
             self._last_stamp = truth.stamp
             self.truth.write(truth)
-
-    def on_shutdown(self) -> None:
-        emulator = getattr(self, "emulator", None)
-        if emulator is not None:
-            emulator.stop()
-
-
-class SickEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
-    """Attributes:
-    port: TCP port (8104 by default).
-    world: the world the laser sees (the Pioneer's: the same name or file).
-    baud: the rate the scanner starts at (9600, as set in its flash; the driver switches it).
-    on_wrist: the scanner sits on the pan/tilt wrist and turns with it (its ``Wrist/State``); else it looks
-        straight ahead, level.
-    """
-
-    port: Port = 8104
-    world: str = "office"
-    baud: Baud = 9600
-    on_wrist: bool = True
-
-
-class SickEmulatorModule(Module[SickEmulatorParams]):
-    """A SICK LMS 200 on the robot of ``Sim/Truth``, served over its telegrams."""
-
-    name = "sick-emulator"
-    description = "an emulated SICK LMS laser on the robot of Sim/Truth, served over its telegrams on TCP"
-    Params = SickEmulatorParams
-
-    def on_configure(self) -> None:
-        from pluto.hardware.sick.device import LmsDevice
-        from pluto.hardware.sick.emulator import LmsEmulator, WorldScan, follow_truth, follow_wrist
-        from pluto.sim.world import load_world
-
-        p = self.params
-        wrist = follow_wrist(self.bus) if p.on_wrist else None
-        site = p.site(load_world(p.world))
-        source = WorldScan(
-            site.world, follow_truth(self.bus), p.profile(), p.rng("sick"), wrist, surfaces=site.surfaces
-        )
-        self.emulator = LmsEmulator(LmsDevice(source, baud=p.baud), port=p.port, link_noise=p.line_noise("sick"))
-        self.emulator.start()
-        self.get_logger().info("SICK LMS in world %s on %s", p.world, self.emulator.url)
 
     def on_shutdown(self) -> None:
         emulator = getattr(self, "emulator", None)

@@ -12,7 +12,7 @@ differs from its plan:
   surveyed plan and the building disagree; its gradient, not its value, turns the walls.
 * **Glass** (``laser_glass``): that share of the walls at least 2 m long get a pane (30-60 % of the wall, somewhere
   along it); the wall is split into the solid part(s) and the pane. The body and the sonar meet the pane like any
-  wall; the laser sees it only near its normal (:class:`pluto.sim.laser.SimLaser`).
+  wall; the laser sees it only near its normal (:class:`pluto.hardware.sick.sim.SimLaser`).
 * **Surfaces** (``laser_dark_surfaces``): each wall, obstacle and clutter object gets a remission, the share of the
   laser's light it scatters back (1 is a white matte surface): 40-90 % for a wall (paint, plaster), 20-90 % for
   anything else, or 2-6 % for that share of dark surfaces.

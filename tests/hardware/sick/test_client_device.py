@@ -8,7 +8,7 @@ import pytest
 from pluto.codec import NEED_DATA
 from pluto.hardware.sick.client import BaudRate, Fault, LmsClient, LmsError, LmsSettings, Ready, Scan, scan_timing
 from pluto.hardware.sick.device import LmsDevice
-from pluto.hardware.sick.emulator import FixedScan, SyntheticRoom
+from pluto.hardware.sick.emulate import FixedScan, SyntheticRoom
 from pluto.hardware.sick.telegram import UNITS_CM, UNITS_MM, LmsConfig, Mode
 
 DT = 0.002

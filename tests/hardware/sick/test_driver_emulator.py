@@ -9,7 +9,7 @@ import pytest
 
 from pluto.hardware.sick.device import LmsDevice
 from pluto.hardware.sick.driver import LmsDriver, LmsSettings
-from pluto.hardware.sick.emulator import LinkNoise, LmsEmulator, SyntheticRoom
+from pluto.hardware.sick.emulate import LinkNoise, LmsEmulator, SyntheticRoom
 from tests.helpers import free_tcp_port, wait_until
 
 FAST = LmsSettings(baud=500000, resolution=100, probe_timeout=0.1, reply_timeout=0.3, pause=0.1)

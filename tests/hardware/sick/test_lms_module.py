@@ -9,7 +9,7 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.hardware.sick.device import LmsDevice
-from pluto.hardware.sick.emulator import LmsEmulator, SyntheticRoom
+from pluto.hardware.sick.emulate import LmsEmulator, SyntheticRoom
 from pluto.hardware.sick.lms_module import LmsSick, LmsSickParams
 from tests.helpers import wait_until
 

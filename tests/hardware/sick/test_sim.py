@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.sim.laser import LaserParams, SimLaser, laser_pose
+from pluto.hardware.sick.sim import LaserParams, SimLaser, laser_pose
 from pluto.sim.noise import BASIC, IDEAL, REALISTIC, NoiseProfile, device_rng
 from pluto.sim.raycast import RayCaster
 from pluto.sim.site import Surfaces, build_site

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pluto.hardware.sick.device import LmsDevice
-from pluto.hardware.sick.emulator import FixedScan
+from pluto.hardware.sick.emulate import FixedScan
 
 
 def exchange(request: str, device: LmsDevice | None = None) -> str:

@@ -1,13 +1,19 @@
-"""``pluto sick-sim``: an emulated SICK LMS 200/291 laser that speaks its telegrams, for testing without a scanner."""
+"""``pluto sick-emulate`` (or by its old name ``pluto sick-sim``): an emulated SICK LMS 200/291 laser that speaks its
+telegrams, for testing without a scanner."""
 
 from __future__ import annotations
 
 import argparse
 import math
 
-from pluto.cli.command import Subparsers, add_parser
-from pluto.cli.emulator_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
 from pluto.errors import ConfigError
+from pluto.hardware.emulate_command import (
+    CommandLine,
+    EmulatorLink,
+    add_link_arguments,
+    add_link_noise_argument,
+    serve_until_signal,
+)
 
 # The emulator, numpy, the world and the bus are imported by run(), not here: `pluto` imports this module for every
 # command and should start fast.
@@ -15,7 +21,7 @@ from pluto.errors import ConfigError
 __all__ = ["DEFAULT_PORT", "register", "run"]
 
 DEFAULT_PORT = 8104
-"""The TCP port served by default (the same as :data:`pluto.hardware.sick.emulator.DEFAULT_PORT`)."""
+"""The TCP port served by default (the same as :data:`pluto.hardware.sick.emulate.DEFAULT_PORT`)."""
 
 HELP = "serve an emulated SICK LMS laser over its RS-232 telegrams (for testing LMS drivers)"
 
@@ -33,12 +39,14 @@ bus with --follow-sim.
 
 Connect a host to the URL printed at start: socket://127.0.0.1:8104 over TCP, or with --pty a pseudo-terminal.
 
+`pluto sick-sim` is the same command under its old name.
+
 examples:
-  pluto sick-sim                                 a scanner in a 8 m square room on socket://127.0.0.1:8104
-  pluto sick-sim --world office --pose 2,3,0     in the office world
-  pluto sick-sim --follow-sim --robot me         following the robot of a running simulation
-  pluto sick-sim --fault-at 10                   a fatal error after 10 s (the host resets it; 20 s reboot)
-  pluto sick-sim --link-noise 0.001              drop and corrupt 0.1 % of the bytes
+  pluto sick-emulate                                 a scanner in a 8 m square room on socket://127.0.0.1:8104
+  pluto sick-emulate --world office --pose 2,3,0     in the office world
+  pluto sick-emulate --follow-sim --robot me         following the robot of a running simulation
+  pluto sick-emulate --fault-at 10                   a fatal error after 10 s (the host resets it; 20 s reboot)
+  pluto sick-emulate --link-noise 0.001              drop and corrupt 0.1 % of the bytes
 """
 
 
@@ -52,9 +60,10 @@ def _pose(text: str) -> tuple[float, float, float]:
     return x, y, theta
 
 
-def register(subparsers: Subparsers) -> None:
-    """Register the ``sick-sim`` subcommand."""
-    p = add_parser(subparsers, "sick-sim", run, HELP, DESCRIPTION)
+def register(cli: CommandLine) -> None:
+    """Register the ``sick-emulate`` command, also called ``sick-sim``."""
+    p = cli.add_command("sick-emulate", run, HELP, DESCRIPTION, aliases=("sick-sim",))
+    p.set_defaults(open_bus=cli.open_bus)
     add_link_arguments(p, DEFAULT_PORT)
     p.add_argument("--world", default=None, help="world: office, campus, clutter or a map file (default: a room)")
     p.add_argument("--pose", type=_pose, default=None, help="x,y,theta of the robot in --world (default: its start)")
@@ -87,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reboot-time must be >= 0 s, got {args.reboot_time}")
     import contextlib
 
-    from pluto.hardware.sick.device import LmsDevice, ScanSource
-    from pluto.hardware.sick.emulator import LmsEmulator, SyntheticRoom, WorldScan, follow_truth, follow_wrist
-    from pluto.hardware.sick.telegram import RANGE_MODES, LmsConfig
+    from .device import LmsDevice, ScanSource
+    from .emulate import LmsEmulator, SyntheticRoom, WorldScan, follow_truth, follow_wrist
+    from .telegram import RANGE_MODES, LmsConfig
 
     with contextlib.ExitStack() as stack:
         source: ScanSource = SyntheticRoom()
@@ -107,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
             wrist = None
             if args.follow_sim:
                 from pluto import names
-                from pluto.cli.common import open_bus
 
-                bus = stack.enter_context(open_bus(args))
+                bus = stack.enter_context(args.open_bus(args))
                 pose = follow_truth(bus)
                 truth = bus.create_reader(names.SIM_TRUTH)
 

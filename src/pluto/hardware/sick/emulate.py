@@ -1,4 +1,5 @@
-"""Serve an emulated LMS (:class:`.device.LmsDevice`) over TCP or a pseudo-terminal, in real time.
+"""Serve an emulated LMS (:class:`.device.LmsDevice`) over TCP or a pseudo-terminal, in real time; as a command
+(``pluto sick-emulate``, :mod:`.command`) or as the ``sick-emulator`` module (:class:`SickEmulatorModule`).
 
     with LmsEmulator(LmsDevice(SyntheticRoom())) as emulator:      # TCP on 127.0.0.1, a free port
         driver = LmsDriver(emulator.url)                           # socket://127.0.0.1:PORT
@@ -9,6 +10,9 @@ time) and :class:`WorldScan` (the simulator's laser in a world, from a fixed pos
 Faults: :class:`~pluto.hardware.link.LinkNoise`
 (bytes dropped and corrupted in both directions) and :meth:`LmsEmulator.inject_fault` (a fatal error; the scanner
 then needs its reboot time after the host resets it).
+
+The module serves a scanner on the robot of ``Sim/Truth`` in the world as built (:mod:`pluto.hardware.emulate`
+describes what every emulator module shares: the noise profile, the seed, the line's noise).
 """
 
 # Strategy: the transport is pluto.hardware.link's, shared by every emulated device (SteppedServer's loop, whose
@@ -29,7 +33,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from pluto.hardware.emulate import EmulatorParams
 from pluto.hardware.link import EmulatorError, Link, LinkNoise, SteppedServer, Transport
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import Baud, Port
 
 from .device import LmsDevice
 
@@ -43,6 +50,8 @@ __all__ = [
     "FixedScan",
     "LinkNoise",
     "LmsEmulator",
+    "SickEmulatorModule",
+    "SickEmulatorParams",
     "SyntheticRoom",
     "WorldScan",
     "follow_truth",
@@ -50,7 +59,7 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 8104
-"""The TCP port of ``pluto sick-sim`` (the P2OS emulator's is 8101)."""
+"""The TCP port of ``pluto sick-emulate`` (the P2OS emulator's is 8101)."""
 TICK = 0.002
 
 
@@ -81,7 +90,7 @@ class FixedScan:
 
 
 class WorldScan:
-    """The simulator's laser (pluto.sim.laser) in ``world`` from the pose ``pose()`` gives: (x, y, θ) in m, rad, on
+    """The simulator's laser (:mod:`.sim`) in ``world`` from the pose ``pose()`` gives: (x, y, θ) in m, rad, on
     the wrist at the (pan, tilt) ``wrist()`` gives, rad (tilt positive down).
 
     Args:
@@ -123,8 +132,9 @@ class WorldScan:
         self._lasers: dict[int, object] = {}
 
     def scan(self, t: float, angles: NDArray[np.float64]) -> NDArray[np.float64]:
-        from pluto.sim.laser import LaserParams, SimLaser
         from pluto.sim.noise import IDEAL
+
+        from .sim import LaserParams, SimLaser
 
         laser = self._lasers.get(angles.size)
         if not isinstance(laser, SimLaser):
@@ -241,3 +251,44 @@ class LmsEmulator(SteppedServer):
             self.device.inject_fault()
         self.device.step(now)
         return self.device.data_to_send(now)
+
+
+class SickEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8104 by default).
+    world: the world the laser sees (the Pioneer's: the same name or file).
+    baud: the rate the scanner starts at (9600, as set in its flash; the driver switches it).
+    on_wrist: the scanner sits on the pan/tilt wrist and turns with it (its ``Wrist/State``); else it looks
+        straight ahead, level.
+    """
+
+    port: Port = 8104
+    world: str = "office"
+    baud: Baud = 9600
+    on_wrist: bool = True
+
+
+class SickEmulatorModule(Module[SickEmulatorParams]):
+    """A SICK LMS 200 on the robot of ``Sim/Truth``, served over its telegrams."""
+
+    name = "sick-emulator"
+    description = "an emulated SICK LMS laser on the robot of Sim/Truth, served over its telegrams on TCP"
+    Params = SickEmulatorParams
+
+    def on_configure(self) -> None:
+        from pluto.sim.world import load_world
+
+        p = self.params
+        wrist = follow_wrist(self.bus) if p.on_wrist else None
+        site = p.site(load_world(p.world))
+        source = WorldScan(
+            site.world, follow_truth(self.bus), p.profile(), p.rng("sick"), wrist, surfaces=site.surfaces
+        )
+        self.emulator = LmsEmulator(LmsDevice(source, baud=p.baud), port=p.port, link_noise=p.line_noise("sick"))
+        self.emulator.start()
+        self.get_logger().info("SICK LMS in world %s on %s", p.world, self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()

@@ -10,7 +10,7 @@ It writes the three interfaces of the original's sick module (docs/design.md), a
 and ``sick/status`` at every step: data = [s since the scanner last answered], element = [link up 1/0, reconnects,
 bytes dropped by the decoder, faults]. The settings (port, baud, resolution, units, range) are parameters.
 
-Run it with ``pluto run sick --driver lms --port /dev/ttyUSB0`` (``pluto sick-sim`` serves an emulated scanner on
+Run it with ``pluto run sick --driver lms --port /dev/ttyUSB0`` (``pluto sick-emulate`` serves an emulated scanner on
 ``socket://127.0.0.1:8104``), or in a profile with ``driver = "lms"`` under ``[modules.sick]``.
 """
 

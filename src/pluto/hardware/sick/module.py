@@ -21,9 +21,9 @@ import msgspec
 import numpy as np
 
 from pluto import msgs, names
+from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.runtime.ranges import Rate, Timeout, between, convert_request
 from pluto.sim.device import SimDevice, SimDeviceParams, TruthHistory
-from pluto.sim.laser import LaserParams, SimLaser
 from pluto.sim.others import OtherRobots
 from pluto.sim.raycast import RayCaster
 
