@@ -15,6 +15,7 @@ from pluto.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
+    from pluto.navigation.slam.metrics import Relations
     from pluto.navigation.slam.offline import OfflineResult
     from pluto.sim.world import World
 
@@ -275,8 +276,6 @@ def run_offline_command(args: argparse.Namespace) -> int:
         LogError: the log (or the relations file) cannot be read or has no usable scans.
         OSError, MapError: the map cannot be written.
     """
-    from pluto.navigation.slam.mapfile import save_map
-    from pluto.navigation.slam.metrics import absolute_trajectory_error, relations_error, relative_pose_error
     from pluto.navigation.slam.offline import OdometryNoise, read_log, read_relations, run_offline
 
     try:
@@ -298,8 +297,21 @@ def run_offline_command(args: argparse.Namespace) -> int:
     if relations is not None and relations.skipped:
         print(f"{len(relations.skipped)} lines left out of {args.relations}, the first: {relations.skipped[0]}")
     result = run_offline(log, noise=noise, seed=args.seed)
+    _print_cost(result)
+    _print_reference_errors(result)
+    if relations is not None:
+        _print_relations_errors(result, relations, args.relations.name)
+    _write_outputs(args, result)
+    sys.stdout.flush()
+    return 0
+
+
+def _print_cost(result: OfflineResult) -> None:
+    """The processing time (and the real-time factor where the log's stamps time it), the odometry's noise, and
+    the loop-closing back end's work and the walls mapped twice."""
+    log, noise = result.log, result.noise
     n = len(log.scans)
-    model = "none" if noise is None else f"{noise.a1:g},{noise.a2:g},{noise.a3:g},{noise.a4:g} (seed {args.seed})"
+    model = "none" if noise is None else f"{noise.a1:g},{noise.a2:g},{noise.a3:g},{noise.a4:g} (seed {result.seed})"
     per_scan = f"{1000.0 * result.cpu_time / max(n, 1):.1f} ms a scan"
     factor = result.real_time_factor
     if factor is None or log.duration is None:
@@ -319,40 +331,56 @@ def run_offline_command(args: argparse.Namespace) -> int:
             f"walls mapped twice (parallel copies within 10 cm): {len(result.wall_copies())} where loops closed, "
             f"{len(result.wall_copies(where_loops_closed=False))} in the whole map"
         )
-    if log.reference is None:
+
+
+def _print_reference_errors(result: OfflineResult) -> None:
+    """The estimate's and the odometry's errors against the log's reference trajectory (or that it has none)."""
+    from pluto.navigation.slam.metrics import absolute_trajectory_error, relative_pose_error
+
+    reference = result.log.reference
+    if reference is None:
         print("the log has no reference trajectory: no error against it")
-    else:
-        print("errors as mean (95th percentile, maximum):")
-        for label, distance in (("consecutive scans", None), (f"pairs {RPE_DISTANCE:g} m apart", RPE_DISTANCE)):
-            slam_error = relative_pose_error(result.estimate, log.reference, distance)
-            odometry_error = relative_pose_error(result.odometry, log.reference, distance)
-            print(
-                f"relative pose error over {label} ({slam_error.pairs} pairs): SLAM {slam_error.describe()}; "
-                f"odometry {odometry_error.describe()}"
-            )
-        slam_ate = absolute_trajectory_error(result.estimate, log.reference)
-        odometry_ate = absolute_trajectory_error(result.odometry, log.reference)
+        return
+    print("errors as mean (95th percentile, maximum):")
+    for label, distance in (("consecutive scans", None), (f"pairs {RPE_DISTANCE:g} m apart", RPE_DISTANCE)):
+        slam_error = relative_pose_error(result.estimate, reference, distance)
+        odometry_error = relative_pose_error(result.odometry, reference, distance)
         print(
-            f"absolute trajectory error after a rigid alignment ({slam_ate.poses} poses): SLAM {slam_ate.describe()}; "
-            f"odometry {odometry_ate.describe()}"
+            f"relative pose error over {label} ({slam_error.pairs} pairs): SLAM {slam_error.describe()}; "
+            f"odometry {odometry_error.describe()}"
         )
-    if relations is not None:
-        stamps = [scan.t for scan in log.scans]
-        slam_error = relations_error(result.estimate, stamps, relations)
-        odometry_error = relations_error(result.odometry, stamps, relations)
-        unmatched = (
-            f", {slam_error.unmatched} of {len(relations)} name no scan of the log" if slam_error.unmatched else ""
+    slam_ate = absolute_trajectory_error(result.estimate, reference)
+    odometry_ate = absolute_trajectory_error(result.odometry, reference)
+    print(
+        f"absolute trajectory error after a rigid alignment ({slam_ate.poses} poses): SLAM {slam_ate.describe()}; "
+        f"odometry {odometry_ate.describe()}"
+    )
+
+
+def _print_relations_errors(result: OfflineResult, relations: Relations, name: str) -> None:
+    """The estimate's and the odometry's errors over the pairs of a relations file (named ``name``)."""
+    from pluto.navigation.slam.metrics import relations_error
+
+    stamps = [scan.t for scan in result.log.scans]
+    slam_error = relations_error(result.estimate, stamps, relations)
+    odometry_error = relations_error(result.odometry, stamps, relations)
+    unmatched = f", {slam_error.unmatched} of {len(relations)} name no scan of the log" if slam_error.unmatched else ""
+    if slam_error.pairs:
+        print(
+            f"relative pose error over the relations of {name} ({slam_error.pairs} pairs"
+            f"{unmatched}): SLAM {slam_error.describe()}; odometry {odometry_error.describe()}"
         )
-        if slam_error.pairs:
-            print(
-                f"relative pose error over the relations of {args.relations.name} ({slam_error.pairs} pairs"
-                f"{unmatched}): SLAM {slam_error.describe()}; odometry {odometry_error.describe()}"
-            )
-        else:
-            print(
-                f"no relative pose error over the relations of {args.relations.name}: none of its {len(relations)} "
-                "pairs names two scans of the log by their stamps"
-            )
+    else:
+        print(
+            f"no relative pose error over the relations of {name}: none of its {len(relations)} "
+            "pairs names two scans of the log by their stamps"
+        )
+
+
+def _write_outputs(args: argparse.Namespace, result: OfflineResult) -> None:
+    """The map file, and the grid and the picture when asked for."""
+    from pluto.navigation.slam.mapfile import save_map
+
     path, walls = save_map(
         result.slam, args.output, name=args.log.name, description=f"Made by pluto slam offline from {args.log.name}."
     )
@@ -368,5 +396,3 @@ def run_offline_command(args: argparse.Namespace) -> int:
             print("no picture: matplotlib is not installed (pip install 'pluto[plot]')", file=sys.stderr)
         else:
             print(f"picture saved to {plot_offline(result, args.plot)}")
-    sys.stdout.flush()
-    return 0

@@ -280,11 +280,7 @@ def parallel_copies(
             raise ValueError("the points where loops closed must be finite")
         if points.shape[0] == 0:
             return []
-        # distance from each point to each wall (the nearest point of the segment)
-        rel = points[None, :, :] - a[:, None, :]
-        t = np.clip(np.einsum("nkd,nd->nk", rel, direction), 0.0, length[:, None])
-        foot = a[:, None, :] + t[..., None] * direction[:, None, :]
-        counted &= (np.hypot(*(points[None, :, :] - foot).transpose(2, 0, 1)) <= radius).any(axis=1)
+        counted &= _near_points(a, direction, length, points, radius)
     cos_limit = math.cos(math.radians(max_angle))
     pairs: list[tuple[int, int]] = []
     for i in np.flatnonzero(usable).tolist():
@@ -295,19 +291,37 @@ def parallel_copies(
         same_side = (normals[others] @ normals[i]) >= 0.0
         for j in others[parallel & same_side].tolist():
             long_, short = (i, j) if length[i] >= length[j] else (j, i)
-            along = direction[long_]
-            normal = np.array([-along[1], along[0]])
-            t_long = np.sort([float(a[long_] @ along), float(b[long_] @ along)])
-            t_short = np.array([float(a[short] @ along), float(b[short] @ along)])
-            low, high = max(t_long[0], t_short.min()), min(t_long[1], t_short.max())
-            if high <= low:
-                continue
-            # the shorter wall's points at the overlap's ends, against the longer wall's line
-            span = t_short[1] - t_short[0]
-            if abs(span) < 1e-12:
-                continue
-            ends = [a[short] + (b[short] - a[short]) * ((t - t_short[0]) / span) for t in (low, high)]
-            offset = max(abs(float((p - a[long_]) @ normal)) for p in ends)
-            if offset <= distance:
+            offset = _overlap_offset(walls[long_], direction[long_], walls[short])
+            if offset is not None and offset <= distance:
                 pairs.append((i, j))
     return pairs
+
+
+def _near_points(
+    a: FloatArray, direction: FloatArray, length: FloatArray, points: FloatArray, radius: float
+) -> BoolArray:
+    """``(N,)`` which walls (from ``a`` along ``direction`` for ``length``) have a point within ``radius`` of them
+    (of the segment's nearest point)."""
+    rel = points[None, :, :] - a[:, None, :]
+    t = np.clip(np.einsum("nkd,nd->nk", rel, direction), 0.0, length[:, None])
+    foot = a[:, None, :] + t[..., None] * direction[:, None, :]
+    out: BoolArray = (np.hypot(*(points[None, :, :] - foot).transpose(2, 0, 1)) <= radius).any(axis=1)
+    return out
+
+
+def _overlap_offset(long_wall: FloatArray, along: FloatArray, short_wall: FloatArray) -> float | None:
+    """The farthest the shorter wall's points at the ends of its overlap with the longer wall (``along`` its unit
+    direction) lie from the longer wall's line, m; None when they do not overlap."""
+    a_long, b_long, a_short, b_short = long_wall[:2], long_wall[2:], short_wall[:2], short_wall[2:]
+    normal = np.array([-along[1], along[0]])
+    t_long = np.sort([float(a_long @ along), float(b_long @ along)])
+    t_short = np.array([float(a_short @ along), float(b_short @ along)])
+    low, high = max(t_long[0], t_short.min()), min(t_long[1], t_short.max())
+    if high <= low:
+        return None
+    # the shorter wall's points at the overlap's ends, against the longer wall's line
+    span = t_short[1] - t_short[0]
+    if abs(span) < 1e-12:
+        return None
+    ends = [a_short + (b_short - a_short) * ((t - t_short[0]) / span) for t in (low, high)]
+    return max(abs(float((p - a_long) @ normal)) for p in ends)

@@ -55,6 +55,7 @@ from typing import Annotated, Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from pluto import msgs, names
 from pluto.navigation import kernels
@@ -107,6 +108,8 @@ SAVE_FAILED = 1
 
 DEFAULT_MAP_NAME = "slam-map.xml"
 """The map file's name in the runtime folder when ``map_file`` is not given."""
+
+_Array = npt.NDArray[np.float64]
 
 
 class SlamModuleParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
@@ -454,41 +457,77 @@ class SlamModule(Module[SlamModuleParams]):
         self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None
     ) -> msgs.PoseEstimate | None:
         """One scan: the post for ``Localization/Post_Pose``, or None (no map yet and no corrected pose)."""
-        p = self.params
         if len(dr.pose) not in (6, 8):
             return None  # not a laser pose
-        if self.slam is None:
+        slam = self.slam
+        if slam is None:
             if corrected is None or len(corrected.pose) not in (6, 8):
                 return None  # wait for a scan whose corrected laser pose came too: it places the map
-            cov = (
-                np.array(corrected.covariance, dtype=float).reshape(3, 3)
-                if len(corrected.covariance) == 9
-                else np.zeros((3, 3))
-            )
-            floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
-            start = (float(corrected.pose[0]), float(corrected.pose[1]), float(corrected.pose[3]))
-            self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
-            self.matcher = ScanMatcher() if p.scan_match else None
-            if p.loop_closing:
-                # The chain of keyframes follows the filter's motion here, as before the offline runs changed: on
-                # the live robot the front end has no points from the scans the wrist tilts, so its motion there is
-                # the dead reckoning's, whose drift the chain took in (the room's saved map came out off its walls).
-                self.backend = LoopBackEnd(self.slam, LoopParams(), front_end=False)
-                self.worker = LoopWorker(self.backend.params, on_error=self._on_loop_error, name="slam-loops")
-            self.get_logger().info(
-                "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
-            )
-        tilted = len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt
+            slam = self._start_map(corrected)
+        tilted = len(dr.pose) >= 8 and abs(dr.pose[7]) > self.params.max_tilt
         if tilted:
             self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
             features = []
         else:
-            features = extract_lines(scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=p.range_sigma)
+            features = extract_lines(
+                scan.ranges, scan.angles, max_range=scan.max_range, range_sigma=self.params.range_sigma
+            )
+        self._apply_newest_correction()
+        pose, covariance, laser, laser_increment, points = self._front_end(scan, dr, tilted)
+        step = slam.step(pose, covariance, features)
         if self.backend is not None and self.worker is not None:
-            correction = self.worker.poll()  # the newest optimisation, if one finished since the last scan
+            keyframe = self.backend.observe(step, laser, laser_increment, points)
+            if keyframe is not None:
+                self.worker.submit(keyframe)  # searched and optimised on the worker's thread
+        self.scans_used += 1
+        self.matched = len(step.pairs)
+        out = [float(v) for v in dr.pose]
+        out[0], out[1], out[3] = step.pose
+        return msgs.PoseEstimate(
+            stamp=t,
+            pose=out,
+            covariance=[float(v) for v in step.covariance.ravel()],
+            cmd_flags=SETTER,
+        )
+
+    def _start_map(self, corrected: msgs.PoseEstimate) -> WallSlam:
+        """The map placed at the corrected laser pose (its covariance plus the initial floor), with the front end
+        and the loop-closing back end the parameters ask for."""
+        p = self.params
+        cov = (
+            np.array(corrected.covariance, dtype=float).reshape(3, 3)
+            if len(corrected.covariance) == 9
+            else np.zeros((3, 3))
+        )
+        floor = np.diag([p.initial_std**2, p.initial_std**2, p.initial_heading_std**2])
+        start = (float(corrected.pose[0]), float(corrected.pose[1]), float(corrected.pose[3]))
+        slam = self.slam = WallSlam(self._new_filter(start, cov + floor), p.association())
+        self.matcher = ScanMatcher() if p.scan_match else None
+        if p.loop_closing:
+            # The chain of keyframes follows the filter's motion here, as before the offline runs changed: on
+            # the live robot the front end has no points from the scans the wrist tilts, so its motion there is
+            # the dead reckoning's, whose drift the chain took in (the room's saved map came out off its walls).
+            self.backend = LoopBackEnd(slam, LoopParams(), front_end=False)
+            self.worker = LoopWorker(self.backend.params, on_error=self._on_loop_error, name="slam-loops")
+        self.get_logger().info(
+            "the map starts at laser pose (%.2f, %.2f, %.1f°)", start[0], start[1], math.degrees(start[2])
+        )
+        return slam
+
+    def _apply_newest_correction(self) -> None:
+        """The loop-closing worker's newest optimisation applied to the map, if one finished since the last scan."""
+        if self.backend is not None and self.worker is not None:
+            correction = self.worker.poll()
             if correction is not None:
                 self.backend.apply(correction)
                 self.closures_applied = correction.closures
+
+    def _front_end(
+        self, scan: msgs.LaserScan, dr: msgs.PoseEstimate, tilted: bool
+    ) -> tuple[list[float], _Array, tuple[float, float, float], _Array, _Array]:
+        """The robot pose and increment covariance the filter moves by (the dead reckoning's, refined by the
+        scan-matching front end when it runs), the laser's pose and increment covariance the back end's chain
+        takes, and the scan's points (none for a tilted scan or when neither end needs them)."""
         pose, covariance = list(dr.pose), np.array(dr.covariance, dtype=float)
         laser = (float(dr.pose[0]), float(dr.pose[1]), float(dr.pose[3]))
         laser_increment = np.zeros((3, 3))
@@ -507,21 +546,7 @@ class SlamModule(Module[SlamModuleParams]):
             pose[0], pose[1], pose[3] = front.pose
             covariance = robot_increment_covariance(front.covariance, mount, front.pose[2] - pan)
             laser, laser_increment = front.pose, front.covariance
-        step = self.slam.step(pose, covariance, features)
-        if self.backend is not None and self.worker is not None:
-            keyframe = self.backend.observe(step, laser, laser_increment, points)
-            if keyframe is not None:
-                self.worker.submit(keyframe)  # searched and optimised on the worker's thread
-        self.scans_used += 1
-        self.matched = len(step.pairs)
-        out = [float(v) for v in dr.pose]
-        out[0], out[1], out[3] = step.pose
-        return msgs.PoseEstimate(
-            stamp=t,
-            pose=out,
-            covariance=[float(v) for v in step.covariance.ravel()],
-            cmd_flags=SETTER,
-        )
+        return pose, covariance, laser, laser_increment, points
 
     def _write_status(self, now: float, running: bool | None = None) -> None:
         slam = self.slam
