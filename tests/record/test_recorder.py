@@ -262,7 +262,9 @@ def test_a_sigkilled_recorder_leaves_every_message_up_to_its_last_complete_chunk
             except LogError:  # not there yet, or no record written yet (the recorder starting on a busy machine)
                 return 0
 
-        wait_until(lambda: chunks() >= 3, timeout=30, interval=0.1)
+        # generous: a busy machine can take tens of seconds to start a Python process and its bus
+        wait_until(lambda: chunks() >= 3 or process.poll() is not None, timeout=90, interval=0.1)
+        assert process.poll() is None, process.communicate()[1].decode(errors="replace")
         os.kill(process.pid, signal.SIGKILL)
         at_kill = published
         process.wait(timeout=10)

@@ -204,7 +204,10 @@ def test_only_and_remap(recorded: Path, tmp_path: Path, bus: Bus, make_bus: Call
     with Recorder(bus, out, time_base="sim", names=["*"]) as recorder:
         replayer = Replayer(make_bus(), recorded, rate=5.0, only=["Sick/*"], remap={"Sick/Scan_mm": "Rear/Scan_mm"})
         result = replayer.run()
-        wait_until(lambda: recorder.status().messages == result.messages, timeout=60)
+        try:
+            wait_until(lambda: recorder.status().messages == result.messages, timeout=60)
+        except AssertionError as err:
+            raise AssertionError(f"{err}: {result} {recorder.status()}") from None
     original, replayed = by_name(LogFile(recorded)), by_name(LogFile(out))
     assert set(replayed) == {"Rear/Scan_mm", "Sick/Timing"}
     assert [m.message for m in replayed["Rear/Scan_mm"]] == [m.message for m in original["Sick/Scan_mm"]]
