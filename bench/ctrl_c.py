@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "web": (["web", "--port", "0"], r"started \(pid"),
     "foxglove": (["foxglove", "--port", "0"], r"started \(pid"),
     "sick-emulate": (["sick-emulate", "--port", "0"], r"Ctrl-C stops it"),
-    "p2os-sim": (["p2os-sim", "--port", "0"], r"Ctrl-C stops it"),
+    "p2os-emulate": (["p2os-emulate", "--port", "0"], r"Ctrl-C stops it"),
     "gps-sim": (["gps-sim", "--port", "0"], r"Ctrl-C stops it"),
     "dmu-sim": (["dmu-sim", "--port", "0"], r"Ctrl-C stops it"),
     "record": (["record", "-o", "{tmp}/run.mcap"], r"received SIGINT|^$"),

@@ -15,7 +15,14 @@ from pluto.cli.main import build_parser
 from pluto.errors import ConfigError
 from pluto.hardware.emulate_command import EmulatorLink, serve_until_signal
 
-COMMANDS = {"p2os-sim": 8101, "sick-emulate": 8104, "sick-sim": 8104, "dmu-sim": 8102, "gps-sim": 8103}
+COMMANDS = {
+    "p2os-emulate": 8101,
+    "p2os-sim": 8101,
+    "sick-emulate": 8104,
+    "sick-sim": 8104,
+    "dmu-sim": 8102,
+    "gps-sim": 8103,
+}
 
 
 @pytest.mark.parametrize(("command", "port"), COMMANDS.items())

@@ -10,7 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pluto.cli import certs_cmd, p2os_sim, run_cmd
+from pluto.cli import certs_cmd, run_cmd
+from pluto.hardware.base.p2os import command as p2os_command
 
 HEAVY = ("numpy", "numba", "scipy", "zenoh", "msgspec", "pluto.bus", "pluto.msgs", "pluto.runtime")
 
@@ -46,4 +47,4 @@ def test_the_values_in_help_texts_agree_with_their_sources() -> None:
         certs.CA_DAYS,
         certs.MACHINE_DAYS,
     )
-    assert tuple(ROBOT_PARAMS) == p2os_sim.MODELS
+    assert tuple(ROBOT_PARAMS) == p2os_command.MODELS

@@ -16,7 +16,7 @@ import pytest
 
 from pluto import msgs
 from pluto.bus import Bus
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator, P2osEmulatorModule, P2osEmulatorParams, true_pose
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.hardware.emulated import (
@@ -24,9 +24,6 @@ from pluto.hardware.emulated import (
     DmuEmulatorParams,
     GpsEmulatorModule,
     GpsEmulatorParams,
-    P2osEmulatorModule,
-    P2osEmulatorParams,
-    true_pose,
 )
 from pluto.hardware.gps.emulator import SimTruthTrack
 from pluto.hardware.gps.grid import LocalGrid
@@ -54,8 +51,9 @@ def pioneer(bus: Bus) -> Iterator[P2osEmulatorModule]:
 
 def test_the_emulators_are_installed_modules() -> None:
     installed = available_modules()
-    for name in ("p2os-emulator", "dmu-emulator", "gps-emulator"):
+    for name in ("dmu-emulator", "gps-emulator"):
         assert installed[name].startswith("pluto.hardware.emulated:")
+    assert installed["p2os-emulator"] == "pluto.hardware.base.p2os.emulate:P2osEmulatorModule"
     assert installed["sick-emulator"] == "pluto.hardware.sick.emulate:SickEmulatorModule"
 
 

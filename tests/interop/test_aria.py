@@ -19,7 +19,7 @@ from typing import IO
 
 import pytest
 
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from tests.helpers import free_tcp_port, wait_until
 

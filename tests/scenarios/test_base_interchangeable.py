@@ -3,7 +3,7 @@
 (a) the ``sim`` profile in this process, in lock-step: the scenario runs as a script that takes part in it, one
     step at each step of the base;
 (b) :class:`~pluto.hardware.base.p2os_module.P2osBase` in this process, talking P2OS over TCP to a
-    :class:`~pluto.hardware.base.p2os.emulator.P2osEmulator` in the office world (wall-clock time): the scenario's
+    :class:`~pluto.hardware.base.p2os.emulate.P2osEmulator` in the office world (wall-clock time): the scenario's
     steps run every 20 ms of wall time.
 
 The scenario only knows the interfaces: it writes velocity commands on ``Base/Drive/Command`` and checks that
@@ -28,7 +28,7 @@ from pluto import msgs
 from pluto.bus import Bus, RemoteError, StateReader, StateWriter
 from pluto.hardware.base.p2os import Command, CommandPacket
 from pluto.hardware.base.p2os.driver import P2osConnectError
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import MotionLimits, P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.sim.world import load_world

@@ -38,7 +38,6 @@ from pluto.cli import (
     mom_cmd,
     motion_cmd,
     netmotion_cmd,
-    p2os_sim,
     param_cmd,
     player_cmd,
     pose_cmd,
@@ -59,6 +58,7 @@ from pluto.cli.device_cmd import device_command
 from pluto.cli.verbosity import setup_logging
 from pluto.errors import PlutoError
 from pluto.extras import missing_extra
+from pluto.hardware.base.p2os import command as p2os_command
 from pluto.hardware.sick import command as sick_command
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
@@ -107,7 +107,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     catalog_cmd.register,  # modules, profiles
     router_cmd.register,  # router
     certs_cmd.register,  # certs
-    p2os_sim.register,  # p2os-sim
+    device_command(p2os_command.register),  # p2os-emulate (p2os-sim)
     device_command(sick_command.register),  # sick-emulate (sick-sim)
     dmu_sim.register,  # dmu-sim
     gps_sim.register,  # gps-sim

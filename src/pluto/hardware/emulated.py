@@ -25,17 +25,12 @@ fraction of the bytes on the line.
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable
 from typing import Annotated
 
-from pluto import msgs, names
-from pluto.hardware.base.p2os.emulator import P2osEmulator
 from pluto.hardware.emulate import EmulatorParams
 from pluto.hardware.link import DeviceEmulator
 from pluto.runtime.module import Module
-from pluto.runtime.ranges import Latitude, Longitude, Port, Rate, Timeout, between
+from pluto.runtime.ranges import Latitude, Longitude, Port, Rate, between
 
 __all__ = [
     "DmuEmulatorModule",
@@ -43,77 +38,7 @@ __all__ = [
     "EmulatorParams",
     "GpsEmulatorModule",
     "GpsEmulatorParams",
-    "P2osEmulatorModule",
-    "P2osEmulatorParams",
-    "true_pose",
 ]
-
-
-def true_pose(emulator: P2osEmulator, now: float, clock: Callable[[], float] = time.monotonic) -> msgs.Odometry:
-    """The emulated Pioneer's true pose and velocities as a ``Sim/Truth`` value (read under the emulator's lock, so
-    never half a physics step), stamped with the time of the robot's step that reached them: ``now`` (the stamp's
-    clock, s) less how long ago by ``clock`` (the emulator's) that step was. On a busy computer the emulator's thread
-    may wait a while for its turn: a pose stamped with the time it is read would be dated late."""
-    with emulator.lock:
-        x, y, theta = emulator.robot.truth_pose
-        v, omega = emulator.robot.truth_velocity
-        stepped = emulator.stepped_at
-    age = 0.0 if stepped is None else max(0.0, clock() - stepped)
-    return msgs.Odometry(stamp=now - age, x=x, y=y, theta=theta, v=v, omega=omega)
-
-
-class P2osEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
-    """Attributes:
-    rate_hz: rate of ``Sim/Truth``, Hz.
-    port: TCP port (8101 by default, as MobileSim's).
-    model: the Pioneer model (``p3dx``, ``p3at``, ...).
-    world: a shipped world (``office``, ``campus``, ``clutter``) or a map file.
-    watchdog: s without a command after which the robot stops by itself (as set in its flash).
-    max_step: s of time one step of the robot simulates at most: after a longer wait for the CPU the emulator
-        catches up that much and skips the rest (the robot's time then trails the wall clock). A robot does not stop
-        while its computer is busy, and the other emulators (the DMU's gyro) measure it as moving all along: it
-        catches up a second by default, where ``pluto p2os-sim`` skips all but 0.1 s.
-    """
-
-    rate_hz: Rate = 50.0
-    port: Port = 8101
-    model: str = "p3dx"
-    world: str = "office"
-    watchdog: Timeout = 2.0
-    max_step: Annotated[float, between(0.01, 10.0)] = 1.0
-
-
-class P2osEmulatorModule(Module[P2osEmulatorParams]):
-    """A Pioneer in a world served over P2OS, its true pose on ``Sim/Truth``."""
-
-    name = "p2os-emulator"
-    description = "an emulated Pioneer robot in a world, served over P2OS on TCP; its true pose on Sim/Truth"
-    provides = (names.SIM_TRUTH,)
-    Params = P2osEmulatorParams
-
-    def on_configure(self) -> None:
-        from pluto.hardware.base.p2os.robot import P2osRobot
-        from pluto.sim.world import load_world
-
-        p = self.params
-        world = p.site(load_world(p.world)).world
-        robot = P2osRobot(p.model, world=world, watchdog=p.watchdog, noise=p.profile(), rng=p.rng("base"))
-        self.emulator = P2osEmulator(robot, port=p.port, link_noise=p.line_noise("base"), max_step=p.max_step).start()
-        self.truth = self.create_publisher(names.SIM_TRUTH)
-        self._last_stamp = -math.inf
-        self.get_logger().info("Pioneer %s in world %s on %s", p.model, p.world, self.emulator.url)
-
-    def step(self, now: float) -> None:
-        # the time now, not the step's (this thread may have waited for its turn since), and each step's pose once
-        truth = true_pose(self.emulator, self.clock.now())
-        if truth.stamp > self._last_stamp:
-            self._last_stamp = truth.stamp
-            self.truth.write(truth)
-
-    def on_shutdown(self) -> None:
-        emulator = getattr(self, "emulator", None)
-        if emulator is not None:
-            emulator.stop()
 
 
 class DmuEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):

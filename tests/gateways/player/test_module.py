@@ -43,7 +43,7 @@ from pluto.gateways.player.structs import (
 )
 from pluto.geometry import wrap_angle
 from pluto.hardware.base.module import SimBase
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.movement.avoid.module import AvoidModule, AvoidModuleParams

@@ -17,7 +17,7 @@ from pluto import msgs, names
 from pluto.bus import Bus
 from pluto.errors import ConfigError
 from pluto.hardware.base.module import SimBase, SimBaseParams
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.hardware.base.server import (

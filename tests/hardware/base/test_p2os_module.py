@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from pluto import msgs
 from pluto.bus import Bus, StateReader
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from tests.helpers import free_tcp_port, wait_until

@@ -19,7 +19,7 @@ import pytest
 from pluto import msgs, names
 from pluto.bus import Bus, StateWriter
 from pluto.errors import RemoteError
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.hardware.base.server import (

@@ -8,7 +8,7 @@ reconnects]. Besides the shell's rule (an expired command is followed by a stop)
 no command renewed it within ``command_timeout`` s (its own timer, separate from its keepalive).
 
 Run it with ``pluto run base --driver p2os --port socket://127.0.0.1:8101`` (``--port /dev/ttyUSB0`` on a robot;
-``pluto p2os-sim`` serves an emulated one), or in a profile with ``driver = "p2os"`` under ``[modules.base]``.
+``pluto p2os-emulate`` serves an emulated one), or in a profile with ``driver = "p2os"`` under ``[modules.base]``.
 
 How the services are carried out here: geometry is the robot model's; motor_power answers the outcome read from
 the robot's flags (False with the e-stop engaged); velocity_mode 'direct' sends wheel velocities (VEL2), 'separate'

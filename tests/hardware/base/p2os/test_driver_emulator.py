@@ -17,7 +17,7 @@ import pytest
 
 from pluto.geometry import compose, relative, wrap_angle
 from pluto.hardware.base.p2os.driver import P2osDriver, P2osState
-from pluto.hardware.base.p2os.emulator import LinkNoise, P2osEmulator
+from pluto.hardware.base.p2os.emulate import LinkNoise, P2osEmulator
 from pluto.hardware.base.p2os.robot import MotionLimits, P2osRobot
 from tests.helpers import free_tcp_port, wait_until
 

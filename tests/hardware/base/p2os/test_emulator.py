@@ -1,5 +1,6 @@
 """The emulator's transports: a plain TCP client and a pyserial client on a pty, both decoding with the codec;
-link noise; one client at a time; a client that goes away ends its session; the ``p2os-sim`` command."""
+link noise; one client at a time; a client that goes away ends its session; the ``p2os-emulate`` command (also
+``p2os-sim``)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ from pluto.hardware.base.p2os import (
     SyncReply,
     encode_command,
 )
-from pluto.hardware.base.p2os import emulator as emulator_module
+from pluto.hardware.base.p2os import emulate as emulator_module
 from pluto.hardware.base.p2os.decoder import Event
-from pluto.hardware.base.p2os.emulator import EmulatorError, LinkNoise, P2osEmulator, serve_tcp
+from pluto.hardware.base.p2os.emulate import EmulatorError, LinkNoise, P2osEmulator, serve_tcp
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.sim.world import MapError
 from tests.helpers import wait_until
@@ -458,16 +459,13 @@ def test_a_client_copes_with_a_noisy_link(rate: float, least: float, most: float
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    from pluto.cli import p2os_sim
+    from pluto.cli.main import build_parser
 
-    parser = argparse.ArgumentParser(prog="pluto")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p2os_sim.register(sub)
-    return parser.parse_args(["p2os-sim", *argv])
+    return build_parser().parse_args(["p2os-emulate", *argv])
 
 
 def test_command_options_and_bad_inputs(tmp_path: Path) -> None:
-    from pluto.cli import p2os_sim
+    from pluto.hardware.base.p2os import command as p2os_command
 
     args = _parse()
     assert (args.port, args.host, args.model, args.world, args.pty, args.link_noise, args.watchdog) == (
@@ -479,21 +477,21 @@ def test_command_options_and_bad_inputs(tmp_path: Path) -> None:
         0.0,
         2000,
     )
-    assert args.func is p2os_sim.run
-    assert p2os_sim.DEFAULT_PORT == emulator_module.DEFAULT_PORT == 8101
+    assert args.func is p2os_command.run
+    assert p2os_command.DEFAULT_PORT == emulator_module.DEFAULT_PORT == 8101
     with pytest.raises(ConfigError, match="unknown Pioneer model 'p9'"):
-        p2os_sim.run(_parse("--model", "p9"))
+        p2os_command.run(_parse("--model", "p9"))
     bad = tmp_path / "bad.xml"
     bad.write_text("<world name='x' version='1'><walls><wall x1='0'/></walls></world>")
     with pytest.raises(MapError, match=r"bad\.xml:1: <wall> is missing attribute"):
-        p2os_sim.run(_parse("--world", str(bad)))
+        p2os_command.run(_parse("--world", str(bad)))
     with pytest.raises(ConfigError, match="watchdog"):
-        p2os_sim.run(_parse("--watchdog", "70000"))
+        p2os_command.run(_parse("--watchdog", "70000"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         with pytest.raises(EmulatorError, match="in use"):
-            p2os_sim.run(_parse("--port", str(busy.getsockname()[1])))
+            p2os_command.run(_parse("--port", str(busy.getsockname()[1])))
     with pytest.raises(SystemExit):
         _parse("--link-noise", "2")
 
@@ -503,12 +501,9 @@ def test_command_serves_until_interrupted() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     code = (
-        "import argparse, sys\n"
-        "from pluto.cli import p2os_sim\n"
-        "parser = argparse.ArgumentParser(prog='pluto')\n"
-        "sub = parser.add_subparsers(dest='command', required=True)\n"
-        "p2os_sim.register(sub)\n"
-        "args = parser.parse_args(sys.argv[1:])\n"
+        "import sys\n"
+        "from pluto.cli.main import build_parser\n"
+        "args = build_parser().parse_args(sys.argv[1:])\n"
         "sys.exit(args.func(args))\n"
     )
     process = subprocess.Popen(

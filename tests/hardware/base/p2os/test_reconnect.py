@@ -28,7 +28,7 @@ import pytest
 
 from pluto.hardware.base.p2os import Command, P2osDecoder, Sip, SyncReply, encode_command
 from pluto.hardware.base.p2os.decoder import Event
-from pluto.hardware.base.p2os.emulator import P2osEmulator
+from pluto.hardware.base.p2os.emulate import P2osEmulator
 from pluto.hardware.base.p2os.robot import P2osRobot
 
 DT = 0.05  # s of the robot's time per advance of the fake clock (at most the emulator's MAX_STEP)

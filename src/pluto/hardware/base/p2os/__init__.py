@@ -12,7 +12,7 @@
   Its parts: :mod:`.handshake` (the handshake as a table), :mod:`.state` (the robot's state from its SIPs, in SI),
   :mod:`.commands` (commands in robot units within the speed limits), :mod:`.events` (events, errors, counters).
 - :mod:`.robot`: :class:`.robot.P2osRobot`, a Pioneer serving the protocol (the emulator's model), with
-  :mod:`.physics` (its servos, body and sonar) and :mod:`.reports` (its SIP and CONFIGpac); :mod:`.emulator` serves
+  :mod:`.physics` (its servos, body and sonar) and :mod:`.reports` (its SIP and CONFIGpac); :mod:`.emulate` serves
   it over TCP or a pty.
 
 Example (a client)::

@@ -1,4 +1,5 @@
-"""``pluto p2os-sim``: a simulated Pioneer robot that speaks P2OS/ARCOS, for testing a P2OS client without a robot."""
+"""``pluto p2os-emulate`` (or by its old name ``pluto p2os-sim``): a simulated Pioneer robot that speaks P2OS/ARCOS,
+for testing a P2OS client without a robot."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
 from pluto.hardware.emulate_command import (
+    CommandLine,
     EmulatorLink,
     add_link_arguments,
     add_link_noise_argument,
@@ -17,7 +18,7 @@ from pluto.hardware.emulate_command import (
 )
 
 if TYPE_CHECKING:
-    from pluto.hardware.base.p2os.emulator import P2osEmulator
+    from .emulate import P2osEmulator
 
 # The emulator, numpy and the simulator are imported by run(), not here: `pluto` imports this module for every
 # command and should start fast.
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_PORT", "register", "run"]
 
 DEFAULT_PORT = 8101
-"""The TCP port served by default (as MobileSim's; the same as :data:`.emulator.DEFAULT_PORT`)."""
+"""The TCP port served by default (as MobileSim's; the same as :data:`.emulate.DEFAULT_PORT`)."""
 
 MODELS = ("p2dx", "p2de", "p2at", "p2pb", "p2pp", "p3dx", "p3at", "p3dx-sh", "p3at-sh", "peoplebot-sh")
 """The models of :data:`pluto.hardware.base.p2os.models.ROBOT_PARAMS`, for the help, which is built without importing
@@ -54,19 +55,22 @@ stays open: the next client's SYNC0 is answered with SIPs only (never echoed whi
 (0x32) as soon as the motors are disabled (the 2 s watchdog stops a robot its dead client left moving), so it
 sends CLOSE, as ARIA does on a stopped SIP, and synchronises again.
 
+`pluto p2os-sim` is the same command under its old name.
+
 examples:
-  pluto p2os-sim                                  a p3dx in an empty world on socket://127.0.0.1:8101
-  pluto p2os-sim --model p3dx --world office      in the office world
-  pluto p2os-sim --pty --model p3at               on a pseudo-terminal instead of TCP
-  pluto p2os-sim --link-noise 0.001               drop and corrupt 0.1 % of the bytes, like a radio modem
-  pluto p2os-sim --world office --publish-truth   its true pose on Sim/Truth, for sick-sim --follow-sim,
-                                                  dmu-sim --sim and gps-sim --sim to measure
+  pluto p2os-emulate                                  a p3dx in an empty world on socket://127.0.0.1:8101
+  pluto p2os-emulate --model p3dx --world office      in the office world
+  pluto p2os-emulate --pty --model p3at               on a pseudo-terminal instead of TCP
+  pluto p2os-emulate --link-noise 0.001               drop and corrupt 0.1 % of the bytes, like a radio modem
+  pluto p2os-emulate --world office --publish-truth   its true pose on Sim/Truth, for sick-emulate --follow-sim,
+                                                      dmu-emulate --sim and gps-emulate --sim to measure
 """
 
 
-def register(subparsers: Subparsers) -> None:
-    """Register the ``p2os-sim`` subcommand."""
-    p = add_parser(subparsers, "p2os-sim", run, HELP, DESCRIPTION)
+def register(cli: CommandLine) -> None:
+    """Register the ``p2os-emulate`` command, also called ``p2os-sim``."""
+    p = cli.add_command("p2os-emulate", run, HELP, DESCRIPTION, aliases=("p2os-sim",))
+    p.set_defaults(open_bus=cli.open_bus)
     add_link_arguments(p, DEFAULT_PORT)
     p.add_argument("--model", default="p3dx", help=f"robot model, one of {', '.join(MODELS)} (default p3dx)")
     p.add_argument(
@@ -102,9 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.watchdog <= 65535:
         raise ConfigError(f"--watchdog must be 0 to 65535 ms, got {args.watchdog}")
     link = EmulatorLink.from_args(args)
-    from pluto.hardware.base.p2os.emulator import P2osEmulator
     from pluto.hardware.base.p2os.robot import P2osRobot
     from pluto.sim.world import load_world
+
+    from .emulate import P2osEmulator
 
     world = None if args.world is None else load_world(args.world)
     robot = P2osRobot(args.model, world=world, watchdog=args.watchdog / 1000.0)
@@ -122,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
 def _serve_publishing_truth(args: argparse.Namespace, emulator: P2osEmulator, banner: str) -> None:
     """Serve in a background thread and publish the robot's true pose on Sim/Truth from this one until a signal."""
     from pluto import names
-    from pluto.cli.common import open_bus
-    from pluto.hardware.emulated import true_pose
     from pluto.runtime.runner import stop_on_signals
 
-    with open_bus(args) as bus, stop_on_signals() as stop, emulator:
+    from .emulate import true_pose
+
+    with args.open_bus(args) as bus, stop_on_signals() as stop, emulator:
         announce(banner, emulator.url, peer="client")
         print(f"its true pose on Sim/Truth of robot {bus.robot}", flush=True)
         truth = bus.create_publisher(names.SIM_TRUTH)
