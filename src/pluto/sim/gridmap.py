@@ -170,6 +170,36 @@ def read_grid(path: str | os.PathLike[str]) -> OccupancyGrid:
             or the image is not a valid PGM.
     """
     source = Path(path)
+    config = _read_yaml(source)
+    resolution = _number(config, "resolution", source)
+    if resolution <= 0:
+        raise GridError(f"resolution must be > 0 m, got {resolution}", source)
+    pose = _origin(config["origin"], source)
+    occupied, free = _number(config, "occupied_thresh", source), _number(config, "free_thresh", source)
+    if not 0.0 <= free <= occupied <= 1.0:
+        raise GridError(
+            f"thresholds must satisfy 0 <= free_thresh <= occupied_thresh <= 1, got {free}, {occupied}", source
+        )
+    negate = config["negate"]
+    if negate not in (0, 1, True, False):
+        raise GridError(f"negate must be 0 or 1, got {negate!r}", source)
+    mode = config.get("mode", "trinary")
+    if mode not in MODES:
+        raise GridError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", source)
+    image = config["image"]
+    if not isinstance(image, str) or not image:
+        raise GridError(f"image must name the image file, got {image!r}", source)
+    pixels, maxval = read_pgm(Path(image) if Path(image).is_absolute() else source.parent / image)
+    cells = _classify(pixels, maxval, raw=mode == "raw", negate=bool(negate), occupied=occupied, free=free)
+    return OccupancyGrid(np.ascontiguousarray(cells[::-1]), resolution, pose)
+
+
+def _read_yaml(source: Path) -> dict[str, Any]:
+    """The mapping of a ``map_server`` YAML file, with every required key.
+
+    Raises:
+        GridError: the file cannot be read, is not YAML, not a mapping, or lacks a required key.
+    """
     try:
         text = source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -189,35 +219,32 @@ def read_grid(path: str | os.PathLike[str]) -> OccupancyGrid:
             f"{', '.join(REQUIRED_KEYS)}; mode is optional)",
             source,
         )
-    resolution = _number(config, "resolution", source)
-    if resolution <= 0:
-        raise GridError(f"resolution must be > 0 m, got {resolution}", source)
-    origin = config["origin"]
+    return config
+
+
+def _origin(origin: object, source: Path) -> tuple[float, float, float]:
+    """The ``origin`` of a YAML file as (x m, y m, yaw rad); a yaw left out is 0.
+
+    Raises:
+        GridError: it is not a list of two or three finite numbers.
+    """
     if (
         not isinstance(origin, list)
         or len(origin) not in (2, 3)
         or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in origin)
     ):
         raise GridError(f"origin must be [x, y, yaw] (numbers), got {origin!r}", source)
-    pose = (float(origin[0]), float(origin[1]), float(origin[2]) if len(origin) == 3 else 0.0)
-    occupied, free = _number(config, "occupied_thresh", source), _number(config, "free_thresh", source)
-    if not 0.0 <= free <= occupied <= 1.0:
-        raise GridError(
-            f"thresholds must satisfy 0 <= free_thresh <= occupied_thresh <= 1, got {free}, {occupied}", source
-        )
-    negate = config["negate"]
-    if negate not in (0, 1, True, False):
-        raise GridError(f"negate must be 0 or 1, got {negate!r}", source)
-    mode = config.get("mode", "trinary")
-    if mode not in MODES:
-        raise GridError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", source)
-    image = config["image"]
-    if not isinstance(image, str) or not image:
-        raise GridError(f"image must name the image file, got {image!r}", source)
-    image_path = Path(image) if Path(image).is_absolute() else source.parent / image
-    pixels, maxval = read_pgm(image_path)
+    return float(origin[0]), float(origin[1]), float(origin[2]) if len(origin) == 3 else 0.0
+
+
+def _classify(
+    pixels: npt.NDArray[np.uint16], maxval: int, *, raw: bool, negate: bool, occupied: float, free: float
+) -> CellArray:
+    """The cells of an image (first row the top, as the image): occupied above ``occupied``, free below ``free``,
+    unknown between them; in ``raw`` mode a pixel is the occupancy in percent (over 100: unknown), else ``maxval``
+    is free (occupied with ``negate``)."""
     values = pixels.astype(np.float64)
-    if mode == "raw":
+    if raw:
         p = values / 100.0
         known = values <= 100
     else:
@@ -226,7 +253,7 @@ def read_grid(path: str | os.PathLike[str]) -> OccupancyGrid:
     cells = np.full(values.shape, UNKNOWN, dtype=np.int8)
     cells[known & (p > occupied)] = OCCUPIED
     cells[known & (p < free)] = FREE
-    return OccupancyGrid(np.ascontiguousarray(cells[::-1]), resolution, pose)
+    return cells
 
 
 _PGM_TOKEN = re.compile(rb"(?:\s|#[^\n]*\n?)*(\S+)")

@@ -161,65 +161,22 @@ def build_site(world: World, noise: NoiseProfile = IDEAL, seed: int = 0) -> Site
     """
     if not noise.rough_world:
         return Site(world, Surfaces.plain(world.segments().shape[0], world.circles.shape[0]), (), world)
+    # One generator, drawn from in a fixed order (the field, the panes, the surfaces, the clutter): the same seed
+    # gives the same site.
     rng = device_rng(seed, "site")
+    dark = noise.laser_dark_surfaces
     shift = _displacement(rng, noise.map_offset_std)
     walls = np.array([[*shift(w[0], w[1]), *shift(w[2], w[3])] for w in world.walls]).reshape(-1, 4)
     polygons = [Polygon(p.name, np.array([shift(x, y) for x, y in p.points])) for p in world.polygons]
     circles = np.array([[*shift(x, y), r] for x, y, r in world.circles]).reshape(-1, 3)
-
-    # glass panes: a wall becomes (solid, pane, solid), dropping a solid part of no length
-    wall_rows: list[FloatArray] = []
-    wall_names: list[str | None] = []
-    glass: list[bool] = []
-    for row, name in zip(walls, world.wall_names, strict=True):
-        length = math.hypot(row[2] - row[0], row[3] - row[1])
-        if length < GLASS_MIN_WALL or not rng.random() < noise.laser_glass:
-            wall_rows.append(row)
-            wall_names.append(name)
-            glass.append(False)
-            continue
-        share = float(rng.uniform(0.3, 0.6))
-        start = float(rng.uniform(0.0, 1.0 - share))
-        a, b = row[:2], row[2:]
-        cuts = [0.0, start, start + share, 1.0]
-        for k in range(3):
-            if cuts[k + 1] - cuts[k] <= 1e-9:
-                continue
-            p, q = a + (b - a) * cuts[k], a + (b - a) * cuts[k + 1]
-            wall_rows.append(np.concatenate((p, q)))
-            wall_names.append(name if k == 0 else None)
-            glass.append(k == 1)
+    wall_rows, wall_names, glass = _glazed_walls(rng, walls, world.wall_names, noise.laser_glass)
     wall_array = np.array(wall_rows).reshape(-1, 4)
-    remission = [_remission(rng, noise.laser_dark_surfaces, WALL_REMISSION) for _ in wall_rows]
+    drawn = _SurfaceDraft([_remission(rng, dark, WALL_REMISSION) for _ in wall_rows], glass)
     for p in polygons:
-        remission += [_remission(rng, noise.laser_dark_surfaces)] * p.points.shape[0]
-        glass += [False] * p.points.shape[0]
-    circle_remission = [_remission(rng, noise.laser_dark_surfaces) for _ in range(circles.shape[0])]
-
-    # clutter, placed among what is built so far
-    clutter: list[Clutter] = []
-    shapes: list[Polygon] = []
-    discs: list[FloatArray] = []
-    if noise.clutter_spacing > 0:
-        placer = _ClutterPlacer(world, wall_array, polygons, circles)
-        lengths = np.hypot(world.walls[:, 2] - world.walls[:, 0], world.walls[:, 3] - world.walls[:, 1])
-        wanted = round(float(lengths.sum()) / noise.clutter_spacing) if lengths.size else 0
-        for number in range(wanted):
-            placed = placer.place(rng, number)
-            if placed is None:
-                continue
-            item, shape, legs = placed
-            clutter.append(item)
-            if shape is not None:
-                shapes.append(shape)
-                tone = _remission(rng, noise.laser_dark_surfaces)
-                remission += [tone] * shape.points.shape[0]
-                glass += [False] * shape.points.shape[0]
-            for disc in legs:
-                discs.append(disc)
-            if legs:
-                tone = _remission(rng, noise.laser_dark_surfaces)
-                circle_remission += [tone] * len(legs)
+        drawn.add_segments(p.points.shape[0], _remission(rng, dark))
+    for _ in range(circles.shape[0]):
+        drawn.add_circles(1, _remission(rng, dark))
+    clutter, shapes, discs = _draw_clutter(rng, noise, _ClutterPlacer(world, wall_array, polygons, circles), drawn)
 
     leg_names = [f"{c.name}-{side}" for c in clutter if c.kind == "legs" for side in ("left", "right")]
     # everything else (the start, the robots' places, the movers, the GPS origin) as the map has it
@@ -232,10 +189,90 @@ def build_site(world: World, noise: NoiseProfile = IDEAL, seed: int = 0) -> Site
         circles=np.vstack((circles, *(d.reshape(1, 3) for d in discs))) if discs else circles,
         circle_names=(*world.circle_names, *leg_names),
     )
-    surfaces = Surfaces(np.array(remission), np.array(glass, dtype=bool), np.array(circle_remission))
+    surfaces = drawn.surfaces()
     if surfaces.remission.shape[0] != built.segments().shape[0]:  # a bug here, not bad input
         raise AssertionError("site surfaces do not match its segments")
     return Site(built, surfaces, tuple(clutter), world)
+
+
+def _glazed_walls(
+    rng: np.random.Generator, walls: FloatArray, names: tuple[str | None, ...], share: float
+) -> tuple[list[FloatArray], list[str | None], list[bool]]:
+    """The walls with their glass panes: ``share`` of the walls at least :data:`GLASS_MIN_WALL` long become
+    (solid, pane, solid), a solid part of no length dropped. Returns the rows ``[x1, y1, x2, y2]``, their names (a
+    wall's name stays with its first part) and whether each is a pane."""
+    rows: list[FloatArray] = []
+    row_names: list[str | None] = []
+    glass: list[bool] = []
+    for row, name in zip(walls, names, strict=True):
+        length = math.hypot(row[2] - row[0], row[3] - row[1])
+        if length < GLASS_MIN_WALL or not rng.random() < share:
+            rows.append(row)
+            row_names.append(name)
+            glass.append(False)
+            continue
+        pane = float(rng.uniform(0.3, 0.6))
+        start = float(rng.uniform(0.0, 1.0 - pane))
+        a, b = row[:2], row[2:]
+        cuts = [0.0, start, start + pane, 1.0]
+        for k in range(3):
+            if cuts[k + 1] - cuts[k] <= 1e-9:
+                continue
+            p, q = a + (b - a) * cuts[k], a + (b - a) * cuts[k + 1]
+            rows.append(np.concatenate((p, q)))
+            row_names.append(name if k == 0 else None)
+            glass.append(k == 1)
+    return rows, row_names, glass
+
+
+@dataclass
+class _SurfaceDraft:
+    """The site's surfaces as they are drawn, in the order of its segments and of its circles."""
+
+    remission: list[float]
+    glass: list[bool]
+    circle_remission: list[float] = field(default_factory=list)
+
+    def add_segments(self, count: int, remission: float) -> None:
+        """``count`` more segments (an outline's edges), all of one remission, none of them glass."""
+        self.remission += [remission] * count
+        self.glass += [False] * count
+
+    def add_circles(self, count: int, remission: float) -> None:
+        """``count`` more circles, all of one remission."""
+        self.circle_remission += [remission] * count
+
+    def surfaces(self) -> Surfaces:
+        return Surfaces(np.array(self.remission), np.array(self.glass, dtype=bool), np.array(self.circle_remission))
+
+
+def _draw_clutter(
+    rng: np.random.Generator, noise: NoiseProfile, placer: _ClutterPlacer, drawn: _SurfaceDraft
+) -> tuple[list[Clutter], list[Polygon], list[FloatArray]]:
+    """The clutter, placed among what is built so far, one object per ``clutter_spacing`` m of the map's walls on
+    average (fewer where no place is found); each object's surface goes to ``drawn``. Returns the objects, the
+    outlines of the boxes and chairs, and the discs of the legs."""
+    clutter: list[Clutter] = []
+    shapes: list[Polygon] = []
+    discs: list[FloatArray] = []
+    if not noise.clutter_spacing > 0:
+        return clutter, shapes, discs
+    walls = placer.world.walls
+    lengths = np.hypot(walls[:, 2] - walls[:, 0], walls[:, 3] - walls[:, 1])
+    wanted = round(float(lengths.sum()) / noise.clutter_spacing) if lengths.size else 0
+    for number in range(wanted):
+        placed = placer.place(rng, number)
+        if placed is None:
+            continue
+        item, shape, legs = placed
+        clutter.append(item)
+        if shape is not None:
+            shapes.append(shape)
+            drawn.add_segments(shape.points.shape[0], _remission(rng, noise.laser_dark_surfaces))
+        discs.extend(legs)
+        if legs:
+            drawn.add_circles(len(legs), _remission(rng, noise.laser_dark_surfaces))
+    return clutter, shapes, discs
 
 
 def _unique_names(names: list[str | None]) -> list[str | None]:
