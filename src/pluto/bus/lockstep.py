@@ -30,16 +30,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import msgspec
 import zenoh
 
 from pluto.bus.executor import Strand, on_zenoh_thread
-
-if TYPE_CHECKING:
-    from pluto.bus.session import Bus, _Receiver
 
 log = logging.getLogger("pluto.lockstep")
 
@@ -70,6 +67,10 @@ class LockstepTick(msgspec.Struct, array_like=True, frozen=True):
     paused: bool = False
 
 
+TickHandler = Callable[[LockstepTick], float]
+"""A member's part in the lock-step: runs its steps due by the tick, returns when its next step is due (s)."""
+
+
 class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
     """The members of one process have finished a tick (process -> coordinator).
 
@@ -83,6 +84,47 @@ class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
     number: int
     members: list[tuple[str, float]]
     writes: list[WriteMark] = []
+
+
+class GatedReceiver(Protocol):
+    """What the gate uses of a reader or subscription (:mod:`pluto.bus.receivers`): the values it saw of each
+    writer, and the way to let a held value through."""
+
+    name: str
+    closed: bool
+    seen: dict[int, int]
+    """writer id -> newest sequence number received (the gate updates it as values arrive)."""
+
+    def _take(self, value: Any) -> None: ...
+
+    def wait_idle(self, timeout: float) -> bool: ...
+
+
+class DropCounter(Protocol):
+    """Where the gate counts an undecodable tick (the bus's counter of dropped messages)."""
+
+    def drop(self, name: str, err: Exception) -> None: ...
+
+
+class LockstepBus(Protocol):
+    """What the gate uses of the bus it belongs to (:class:`pluto.bus.session.Bus`): the gate depends on this, not
+    on the bus's module, which creates the gate (:meth:`Bus.lockstep`) and hands it its values."""
+
+    @property
+    def session(self) -> zenoh.Session: ...
+
+    @property
+    def drops(self) -> DropCounter: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def lockstep_coordinator(self) -> Callable[[LockstepAck], None] | None: ...
+
+    def key_raw(self, suffix: str) -> str: ...
+
+    def receivers_by_key(self) -> Mapping[str, Sequence[GatedReceiver]]: ...
 
 
 DUE_SLACK = 1e-6
@@ -101,18 +143,18 @@ class LockstepGate:
     Created by :meth:`Bus.lockstep`; a module's clock uses it through :class:`pluto.runtime.clock.SimClock`.
     """
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: LockstepBus) -> None:
         self._bus = bus
         self._cond = threading.Condition()
         self._frontier: dict[int, int] = {}  # writer id -> highest sequence number released
-        self._held: dict[_Receiver[Any], list[tuple[int, int, int, Any]]] = {}  # wid, seq, tick, value
+        self._held: dict[GatedReceiver, list[tuple[int, int, int, Any]]] = {}  # wid, seq, tick, value
         self._writes: dict[tuple[str, int], int] = {}
         self._writes_lock = threading.Lock()
         self._latest: LockstepTick | None = None
         self._ticks = threading.Condition()
         self._ready: tuple[int, int] | None = None  # (run, number) of the tick whose frontier is delivered
         self._round = threading.RLock()  # held while the executor steps the members
-        self._handlers: dict[str, tuple[Callable[[LockstepTick], float], Any]] = {}
+        self._handlers: dict[str, tuple[TickHandler, Any]] = {}
         self._executor: threading.Thread | None = None
         self._waiting = False  # the executor waits for frontier values to arrive
         self._delivering = False  # the executor delivers a tick: from its new frontier to the last value waited for
@@ -150,7 +192,7 @@ class LockstepGate:
 
     # -- reads --------------------------------------------------------------------------------------------------
 
-    def admit(self, receiver: _Receiver[Any], value: Any, writer_id: int, seq: int, gated: bool) -> bool:
+    def admit(self, receiver: GatedReceiver, value: Any, writer_id: int, seq: int, gated: bool) -> bool:
         """Whether a value that just arrived may be delivered now; if not, it is held until a frontier covers it."""
         with self._cond:
             if writer_id:
@@ -178,14 +220,14 @@ class LockstepGate:
         deferred.append(strand)
         return True
 
-    def forget(self, receiver: _Receiver[Any]) -> None:
+    def forget(self, receiver: GatedReceiver) -> None:
         """Drop what is held for a receiver that closes."""
         with self._cond:
             self._held.pop(receiver, None)
 
-    def _release(self, everything: bool = False) -> list[tuple[_Receiver[Any], Any]]:
+    def _release(self, everything: bool = False) -> list[tuple[GatedReceiver, Any]]:
         """Take the held values that the frontier now covers (all of them with ``everything``); lock held."""
-        out: list[tuple[_Receiver[Any], Any]] = []
+        out: list[tuple[GatedReceiver, Any]] = []
         tick = self._deliveries
         for receiver, held in list(self._held.items()):
             keep = []
@@ -254,7 +296,7 @@ class LockstepGate:
         self._wait_frontier(frontier)
         self._ready = (tick.run, tick.number)
 
-    def _take_released(self, released: list[tuple[_Receiver[Any], Any]]) -> None:
+    def _take_released(self, released: list[tuple[GatedReceiver, Any]]) -> None:
         """Let released values through to their receivers, on the executor: their subscriptions' callbacks run here,
         each once, in the order of release."""
         if not released:
@@ -303,7 +345,7 @@ class LockstepGate:
 
     # -- members ------------------------------------------------------------------------------------------------
 
-    def register(self, name: str, handler: Callable[[LockstepTick], float]) -> None:
+    def register(self, name: str, handler: TickHandler) -> None:
         """Take part in the lock-step as module ``name``: ``handler(tick)`` runs its steps due by the tick and
         returns the time its next step is due (s, ``inf`` if none). Handlers run on the gate's executor thread."""
         token = self._bus.session.liveliness().declare_token(self._bus.key_raw(f"{MEMBER_KEY}/{name}"))
@@ -353,56 +395,72 @@ class LockstepGate:
         done: dict[str, float] = {}  # members that finished the current tick -> next due
         current: tuple[int, int] | None = None
         while True:
-            with self._ticks:
-                while not self._work:
-                    if self._bus.closed:
-                        return
-                    self._ticks.wait(0.5)
-                self._work = False
-                tick = self._latest
+            tick = self._next_work()
             if tick is None:
-                continue
+                return
             with self._round:
                 key = (tick.run, tick.number)
                 repeated = key == current
                 if not repeated:
                     current, done = key, {}
-                with self._cond:
-                    handlers = sorted(self._handlers.items())
-                due = [
-                    (n, h)
-                    for n, (h, _t) in handlers
-                    if n not in done and self._dues.get(n, 0.0) <= tick.stamp + DUE_SLACK
-                ]
+                due = self._due_members(tick, done)
                 if due:
                     self._deliver(tick)
-                for name, handler in due:
-                    try:
-                        done[name] = handler(tick)
-                    except Exception:
-                        log.exception("lock-step member %s failed to handle a tick", name)
-                        done[name] = math.inf
-                    with self._ticks:
-                        if name in self._dues:
-                            self._dues[name] = done[name]
-                if due or (repeated and done):
-                    # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
-                    members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
-                    message = LockstepAck(tick.run, tick.number, members, self.take_writes())
-                    coordinator = self._bus.lockstep_coordinator
-                    if coordinator is not None:
-                        # on this bus: the coordinator takes it here, and may send the next tick from this call
-                        try:
-                            coordinator(message)
-                        except Exception:
-                            log.exception("lock-step: the coordinator failed to take tick %d's answer", tick.number)
-                        continue
-                    try:
-                        self._ack_pub.put(msgspec.msgpack.encode(message))
-                    except zenoh.ZError:
-                        if self._bus.closed:
-                            return  # the bus closed while this tick was handled: nobody waits for the answer
-                        log.exception("lock-step: acknowledging tick %d failed", tick.number)
+                self._step_members(tick, due, done)
+                # a repeated tick is acknowledged again (the first acknowledgement may have been lost)
+                if (due or (repeated and done)) and not self._acknowledge(tick, done):
+                    return
+
+    def _next_work(self) -> LockstepTick | None:
+        """Wait until there is a tick to handle, and return the newest; None once the bus is closed."""
+        with self._ticks:
+            while True:
+                while not self._work:
+                    if self._bus.closed:
+                        return None
+                    self._ticks.wait(0.5)
+                self._work = False
+                if self._latest is not None:
+                    return self._latest
+
+    def _due_members(self, tick: LockstepTick, done: dict[str, float]) -> list[tuple[str, TickHandler]]:
+        """The members due at ``tick`` that have not handled it yet, with their handlers, in the order of names."""
+        with self._cond:
+            handlers = sorted(self._handlers.items())
+        return [(n, h) for n, (h, _t) in handlers if n not in done and self._dues.get(n, 0.0) <= tick.stamp + DUE_SLACK]
+
+    def _step_members(self, tick: LockstepTick, due: list[tuple[str, TickHandler]], done: dict[str, float]) -> None:
+        """Run the due members' steps, one after the other, and note when each is due next (in ``done`` too)."""
+        for name, handler in due:
+            try:
+                done[name] = handler(tick)
+            except Exception:
+                log.exception("lock-step member %s failed to handle a tick", name)
+                done[name] = math.inf
+            with self._ticks:
+                if name in self._dues:
+                    self._dues[name] = done[name]
+
+    def _acknowledge(self, tick: LockstepTick, done: dict[str, float]) -> bool:
+        """Tell the coordinator that the members here finished ``tick``; False if the bus closed meanwhile (nobody
+        waits for the answer: the executor stops)."""
+        members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
+        message = LockstepAck(tick.run, tick.number, members, self.take_writes())
+        coordinator = self._bus.lockstep_coordinator
+        if coordinator is not None:
+            # on this bus: the coordinator takes it here, and may send the next tick from this call
+            try:
+                coordinator(message)
+            except Exception:
+                log.exception("lock-step: the coordinator failed to take tick %d's answer", tick.number)
+            return True
+        try:
+            self._ack_pub.put(msgspec.msgpack.encode(message))
+        except zenoh.ZError:
+            if self._bus.closed:
+                return False  # the bus closed while this tick was handled: nobody waits for the answer
+            log.exception("lock-step: acknowledging tick %d failed", tick.number)
+        return True
 
     def close(self) -> None:
         for entity in (self._tick_sub, self._ack_pub):
