@@ -13,7 +13,7 @@ from pluto.errors import ConfigError
 if TYPE_CHECKING:
     from pluto import msgs
     from pluto.bus import Bus
-    from pluto.cli.motion_check import Asked
+    from pluto.cli.motion_check import Asked, MotionCheck
     from pluto.movement.avoid.proxy import AvoidProxy
 
 # The proxy is imported by run(), not here: `pluto` imports this module for every command.
@@ -109,37 +109,58 @@ def run(args: argparse.Namespace) -> int:
         check = None
         if asked is not None and not (args.action == "goto" and args.wait):
             check = MotionCheck(bus, names.AVOIDANCE_COMMAND, "--avoid 2 (the laser alone) leaves it off")
-        try:
-            if args.action == "release":
-                avoid.release()
-            elif args.action == "goto":
-                avoid.goto(
-                    args.x, args.y, args.speed, args.turn_rate, args.weight, 3 if args.avoid is None else args.avoid
-                )
-            elif args.action == "velocity":
-                avoid.set_velocity(args.v, args.w, 3 if args.avoid is None else args.avoid)
-            elif args.action == "heading":
-                avoid.hold_heading(args.heading, args.v, 3 if args.avoid is None else args.avoid)
-            else:
-                avoid.wall_follow(args.distance, args.speed, 2 if args.avoid is None else args.avoid)
-        except ValueError as err:
-            raise ConfigError(str(err)) from err
+        _send(avoid, args)
         if args.action == "goto" and args.wait:
-            return _wait_goto(bus, avoid, (args.x, args.y), args.timeout, 3 if args.avoid is None else args.avoid)
+            return _wait_goto(bus, avoid, (args.x, args.y), args.timeout, _avoidance(args))
         time.sleep(0.1)  # let the command leave before the bus closes
-        if check is None or asked is None:
-            print(
-                "released: the robot is stopped, and avoid's control step too (`pluto call avoid/start_activity` "
-                "starts it again)"
-                if args.action == "release"
-                else f"sent to avoid: {args.action} (avoidance/command)",
-                flush=True,
-            )
-            return 0
-        check.wait_for_motion(asked)
-        verdict = check.verdict(asked)
-        print(verdict.words, flush=True)
-        return 0 if verdict.moved else 1
+        return _outcome(args.action, check, asked)
+
+
+def _avoidance(args: argparse.Namespace) -> int:
+    """The avoidance an action asks for: its --avoid, else 2 (the laser alone) for a wall follow, 3 (both) for the
+    others."""
+    if args.avoid is not None:
+        return int(args.avoid)
+    return 2 if args.action == "wall" else 3
+
+
+def _send(avoid: AvoidProxy, args: argparse.Namespace) -> None:
+    """Send the action's command to the avoid module.
+
+    Raises:
+        ConfigError: a value is not valid (the proxy's ValueError).
+    """
+    try:
+        if args.action == "release":
+            avoid.release()
+        elif args.action == "goto":
+            avoid.goto(args.x, args.y, args.speed, args.turn_rate, args.weight, _avoidance(args))
+        elif args.action == "velocity":
+            avoid.set_velocity(args.v, args.w, _avoidance(args))
+        elif args.action == "heading":
+            avoid.hold_heading(args.heading, args.v, _avoidance(args))
+        else:
+            avoid.wall_follow(args.distance, args.speed, _avoidance(args))
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+def _outcome(action: str, check: MotionCheck | None, asked: Asked | None) -> int:
+    """Say what became of a command sent: whether the robot started moving as ``asked`` (exit status 1 if not), or
+    that it was sent (a release, or a command that asks no motion)."""
+    if check is None or asked is None:
+        print(
+            "released: the robot is stopped, and avoid's control step too (`pluto call avoid/start_activity` "
+            "starts it again)"
+            if action == "release"
+            else f"sent to avoid: {action} (avoidance/command)",
+            flush=True,
+        )
+        return 0
+    check.wait_for_motion(asked)
+    verdict = check.verdict(asked)
+    print(verdict.words, flush=True)
+    return 0 if verdict.moved else 1
 
 
 def _asked(args: argparse.Namespace) -> Asked | None:

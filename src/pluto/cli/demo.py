@@ -105,6 +105,16 @@ class MissionLog:
             with self.lock:
                 self.wrist[round(pose.stamp, 6)] = (pose.pose[6], pose.pose[7])
 
+    def subscribe(self, bus: Bus, *, slam: bool) -> None:
+        """Collect the true pose, the localization's estimate and dead reckoning from ``bus``; with ``slam`` also the
+        scans and the wrist's angles (:meth:`scan_points_until`)."""
+        bus.create_subscription(names.SIM_TRUTH, self.on_truth, msgs.Odometry, depth=1024)
+        bus.create_subscription(names.LOCALIZATION_POSE, self.on_pose, msgs.PoseEstimate, depth=1024)
+        bus.create_subscription(names.LOCALIZATION_DEAD_RECKONING, self.on_dead_reckoning, depth=1024)
+        if slam:
+            bus.create_subscription(names.SICK_SCAN_MM, self.on_scan, msgs.LaserScan, depth=256)
+            bus.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, self.on_laser_pose, depth=256)
+
     def scan_points_until(self, end: float, truth: np.ndarray, max_tilt: float) -> list[np.ndarray]:
         """The points of each level scan stamped up to ``end``, in the world frame: the laser placed where the true
         pose (rows of stamp, x, y, θ) puts it, panned as the wrist was (``Localization/Laser_Dead-Reckoning`` of the
@@ -366,22 +376,17 @@ def run_demo(
     world = load_world("office")
     out_dir = (output or Path("demo-output")).resolve()
     start_file = write_start_pose(world, out_dir)
-    profile = (
-        emulated_demo_profile(world, start_file, seed, noise, wrist_channel=f"pluto-wrist-{config.bus.robot}")
-        if emulated
-        else demo_profile(world, start_file, rate, seed, noise, lockstep)
-    )
+    if emulated:
+        profile = emulated_demo_profile(world, start_file, seed, noise, wrist_channel=f"pluto-wrist-{config.bus.robot}")
+    else:
+        profile = demo_profile(world, start_file, rate, seed, noise, lockstep)
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     map_file = out_dir / f"office-{stamp}-map.xml" if slam else None
-    if map_file is not None:
-        profile = with_slam(profile, map_file)
+    profile = with_slam(profile, map_file) if map_file is not None else profile
     log = MissionLog()
     recording: RecordStatus | None = None
     mission: MissionModule | None = None
     built: Path | str | None = None  # the map file the slam module saved, or why there is none
-    pace = "as fast as possible" if rate == "max" else f"{rate:g}x real time"
-    how = "in lock-step" if lockstep else "free-running"
-    where = "in one process" if one_process else "each in its own process"
     wall_start = time.monotonic()
     wall_run: float | None = None  # wall time the simulated time was let go
     # With the modules in other processes, the recorder takes their every value on a session of its own: on the
@@ -403,30 +408,13 @@ def run_demo(
             startup_timeout=timeout,
             notice=lambda text: print(text, flush=True),
         )
-        if emulated:
-            print(
-                f"Pluto demo on robot '{bus.robot}': the real drivers on emulated devices (P2OS, SICK LMS, Crossbow "
-                f"DMU, NMEA GPS, PowerCube CAN) in the office world, on the wall clock, noise {noise}, seed {seed}"
-            )
-        else:
-            print(
-                f"Pluto demo on robot '{bus.robot}': the simulated robot in the office world, {how} {pace}, "
-                f"noise {noise}, seed {seed}"
-            )
-        print(f"starting {len(profile.entries)} modules {where}: {', '.join(e.name for e in profile.entries)}")
-        print(watch_live_hint(bus.robot, 1.0 if emulated else rate))
-        print("", flush=True)
+        _announce(bus.robot, profile, rate, noise, seed, emulated=emulated, lockstep=lockstep, one_process=one_process)
         try:
             with interruptible(stop):  # a Ctrl-C while the modules start ends the demo there
                 supervisor.start(resume=False)
             print(f"all publishing after {time.monotonic() - wall_start:.1f} s\n")
             print(mom.render(mom.snapshot(bus), bus.robot, paused=bool(supervisor.held)) + "\n", flush=True)
-            bus.create_subscription(names.SIM_TRUTH, log.on_truth, msgs.Odometry, depth=1024)
-            bus.create_subscription(names.LOCALIZATION_POSE, log.on_pose, msgs.PoseEstimate, depth=1024)
-            bus.create_subscription(names.LOCALIZATION_DEAD_RECKONING, log.on_dead_reckoning, depth=1024)
-            if slam:
-                bus.create_subscription(names.SICK_SCAN_MM, log.on_scan, msgs.LaserScan, depth=256)
-                bus.create_subscription(names.LOCALIZATION_LASER_DEAD_RECKONING, log.on_laser_pose, depth=256)
+            log.subscribe(bus, slam=slam)
             with Recorder(
                 record_bus,
                 out_dir / f"office-{stamp}.mcap",
@@ -438,24 +426,15 @@ def run_demo(
                     MissionParams(duration=duration, use_sim_time=not emulated),
                     hold=supervisor.held if slam else (),
                 )
-                try:
-                    mission.start()
-                    if supervisor.held:
-                        _wait_member(bus, supervisor.held, mission, stop)
-                    wall_run = time.monotonic()
-                    supervisor.resume()
-                    while not stop.is_set() and not mission.done.wait(0.1):
-                        pass
-                finally:
-                    mission.stop()
+                wall_run = _drive_route(bus, supervisor, mission, stop)
                 if slam and not stop.is_set():
                     built = _save_map(bus)
             recording = rec.stop()
         finally:
             supervisor.shutdown()
     outcome = "interrupted" if stop.is_set() else mission.outcome if mission else "NOT done"
-    if map_file is not None and built is None:  # interrupted: the slam module saved its map when it stopped
-        built = map_file if map_file.is_file() else "not saved"
+    if built is None:
+        built = _map_saved_on_stop(map_file)
     return _summary(
         log,
         mission,
@@ -470,6 +449,62 @@ def run_demo(
         emulated=emulated,
         built=built,
     )
+
+
+def _announce(
+    robot: str,
+    profile: Profile,
+    rate: Rate,
+    noise: str,
+    seed: int,
+    *,
+    emulated: bool,
+    lockstep: bool,
+    one_process: bool,
+) -> None:
+    """Print what the demo runs: the devices, the time's pace, the noise and the seed, the modules it starts and
+    how, and how to watch the run live."""
+    if emulated:
+        print(
+            f"Pluto demo on robot '{robot}': the real drivers on emulated devices (P2OS, SICK LMS, Crossbow "
+            f"DMU, NMEA GPS, PowerCube CAN) in the office world, on the wall clock, noise {noise}, seed {seed}"
+        )
+    else:
+        pace = "as fast as possible" if rate == "max" else f"{rate:g}x real time"
+        how = "in lock-step" if lockstep else "free-running"
+        print(
+            f"Pluto demo on robot '{robot}': the simulated robot in the office world, {how} {pace}, "
+            f"noise {noise}, seed {seed}"
+        )
+    where = "in one process" if one_process else "each in its own process"
+    print(f"starting {len(profile.entries)} modules {where}: {', '.join(e.name for e in profile.entries)}")
+    print(watch_live_hint(robot, 1.0 if emulated else rate))
+    print("", flush=True)
+
+
+def _drive_route(bus: Bus, supervisor: Supervisor, mission: MissionModule, stop: threading.Event) -> float:
+    """Start the mission, let the simulated time go once it takes part in the lock-step (if the time is held), and
+    wait until the route is over or ``stop`` (Ctrl-C); the mission is stopped again either way. Return the wall
+    time (``time.monotonic``) the time was let go."""
+    try:
+        mission.start()
+        if supervisor.held:
+            _wait_member(bus, supervisor.held, mission, stop)
+        wall_run = time.monotonic()
+        supervisor.resume()
+        while not stop.is_set() and not mission.done.wait(0.1):
+            pass
+    finally:
+        mission.stop()
+    return wall_run
+
+
+def _map_saved_on_stop(map_file: Path | None) -> Path | str | None:
+    """With --slam, on an interrupted run (the map was not saved after the route): the map file, which the slam
+    module saved when it stopped, or that there is none; None without --slam."""
+    if map_file is None:
+        return None
+    return map_file if map_file.is_file() else "not saved"
 
 
 def foxglove_recording(world: World) -> Any:

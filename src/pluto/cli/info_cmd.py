@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import zenoh
 
     from pluto.bus import Bus
+    from pluto.runtime import mom
 
 __all__ = ["Heard", "listen", "register", "run"]
 
@@ -122,7 +123,24 @@ def run(args: argparse.Namespace) -> int:
             name, kind.__name__ if kind else "?"
         )
     now = time.time()
-    out = [f"{name}  ({kind.__name__ if kind else use.type})"]
+    out = _meaning(name, kind.__name__ if kind else use.type)
+    out += _writer_lines(use, heard, labels, args.listen, now)
+    out.append(f"readers (modules): {', '.join(use.readers) if use.readers else 'none'}")
+    out.append("  (readers outside modules, such as `pluto echo`, cannot be seen)")
+    newest = max(heard.last_write.values(), default=0.0)
+    if args.listen > 0:
+        total = sum(heard.counts.values())
+        out.append(f"rate: {total / args.listen:.1f} Hz over {args.listen:g} s; newest value {_age(newest, now)}")
+    print("\n".join(out))
+    return 0
+
+
+def _meaning(name: str, type_name: str) -> list[str]:
+    """The first lines: the interface and its type, then what the project says it is (its description, usual
+    writer and readers, how long a command holds) when it is one it knows."""
+    from pluto import names
+
+    out = [f"{name}  ({type_name})"]
     known = names.INTERFACES.get(name)
     if known is not None:
         out.append(f"  {known.description}")
@@ -130,26 +148,31 @@ def run(args: argparse.Namespace) -> int:
     max_age = names.command_max_age(name)
     if max_age is not None:
         out.append(f"  a command: good for {max_age:g} s after it arrives, never handed to a reader that joins later")
+    return out
+
+
+def _writer_lines(use: mom.InterfaceUse, heard: Heard, labels: dict[int, str], seconds: float, now: float) -> list[str]:
+    """The writers: those MOM knows and those only heard while listening (``seconds``), each with its rate, its
+    newest value's age and its id, and a warning when more than one writes."""
+    from pluto.runtime import mom
+
     writers = {w.writer_id: w for w in use.writers}
     for wid in heard.counts:
         if wid and wid not in writers:
             writers[wid] = mom.Writer(None, wid, recent=True, label=labels.get(wid, ""))
-    total = sum(heard.counts.values())
-    out.append(f"writers: {len(writers)}" if writers else "writers: none (nobody wrote it lately)")
-    for wid, writer in writers.items():
-        count = heard.counts.get(wid)
-        rate = f"{count / args.listen:.1f} Hz heard" if count is not None and args.listen > 0 else ""
-        if writer.module is not None:
-            rate = rate or f"{writer.rate_hz:.1f} Hz"
-        last = max(writer.last_write, heard.last_write.get(wid, 0.0))
-        facts = ", ".join(x for x in (rate, f"last {_age(last, now)}" if last else "", f"id {wid:#x}") if x)
-        out.append(f"  {writer.describe()}  ({facts})")
+    out = [f"writers: {len(writers)}" if writers else "writers: none (nobody wrote it lately)"]
+    out += [f"  {writer.describe()}  ({_writer_facts(writer, heard, seconds, now)})" for writer in writers.values()]
     if len(use.rivals()) > 1 or len([w for w in heard.counts if w]) > 1:
         out.append("  warning: more than one writer: each new value replaces the other's (they fight)")
-    out.append(f"readers (modules): {', '.join(use.readers) if use.readers else 'none'}")
-    out.append("  (readers outside modules, such as `pluto echo`, cannot be seen)")
-    newest = max(heard.last_write.values(), default=0.0)
-    if args.listen > 0:
-        out.append(f"rate: {total / args.listen:.1f} Hz over {args.listen:g} s; newest value {_age(newest, now)}")
-    print("\n".join(out))
-    return 0
+    return out
+
+
+def _writer_facts(writer: mom.Writer, heard: Heard, seconds: float, now: float) -> str:
+    """A writer's rate (as heard, else as its module counts it), its newest value's age and its id."""
+    wid = writer.writer_id
+    count = heard.counts.get(wid)
+    rate = f"{count / seconds:.1f} Hz heard" if count is not None and seconds > 0 else ""
+    if writer.module is not None:
+        rate = rate or f"{writer.rate_hz:.1f} Hz"
+    last = max(writer.last_write, heard.last_write.get(wid, 0.0))
+    return ", ".join(x for x in (rate, f"last {_age(last, now)}" if last else "", f"id {wid:#x}") if x)

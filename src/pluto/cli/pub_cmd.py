@@ -20,6 +20,7 @@ import argparse
 import functools
 import math
 import sys
+import threading
 import time
 import typing
 from collections.abc import Callable
@@ -193,13 +194,7 @@ def run(args: argparse.Namespace) -> int:
     kind = _interface_type(args.name, args.type)
     value = decode_value(args.name, args.value, kind)
     command = names.command_max_age(args.name) is not None
-    rate = args.rate if args.rate is not None else (10.0 if command else 0.0)
-    if not (math.isfinite(rate) and 0.0 <= rate <= 1000.0) or (args.rate is not None and rate == 0.0):
-        raise ConfigError(f"--rate must be in (0, 1000] Hz, got {args.rate}")
-    if args.count < 0:
-        raise ConfigError(f"--count must be >= 0, got {args.count}")
-    if args.count and rate == 0.0:
-        rate = 1.0
+    rate = _rate(args.rate, args.count, command)
     asked = asked_by(args.name, value) if command else None
     with open_bus(args) as bus, stop_on_signals() as stop:
         writer = bus.create_publisher(args.name, kind)
@@ -222,28 +217,56 @@ def run(args: argparse.Namespace) -> int:
                 check.wait_for_motion(asked)
             time.sleep(0.1)  # let the value leave before the bus closes
             return outcome(repeated=False)
-        written = 1
         what = f"at {rate:g} Hz" if rate else "once, served to late readers"
         print(f"writing {args.name} {what} (Ctrl-C stops)", file=sys.stderr, flush=True)
-        if not rate:
-            while not stop.wait(0.5):
-                pass
-        else:
-            period = 1.0 / rate
-            next_time = time.monotonic() + period
-            while not stop.wait(max(0.0, next_time - time.monotonic())):
-                writer.write(value)
-                written += 1
-                if args.count and written >= args.count:
-                    time.sleep(0.1)
-                    return outcome()
-                next_time = max(next_time + period, time.monotonic() - period)  # no burst after a stall
+        if _repeat(functools.partial(writer.write, value), rate, args.count, stop):
+            time.sleep(0.1)
+            return outcome()
         stopping = stop_command(args.name, value) if args.stop and command else None
         if stopping is not None:
             writer.write(stopping)
             print(f"sent one stop command on {args.name}", file=sys.stderr, flush=True)
             time.sleep(0.1)
         return outcome()
+
+
+def _rate(asked: float | None, count: int, command: bool) -> float:
+    """The rate to write at, Hz: ``--rate`` (``asked``), else 10 for a command and 0 (once) for a state, and 1 for
+    a state with a ``--count``.
+
+    Raises:
+        ConfigError: a rate outside (0, 1000] Hz, or a negative count.
+    """
+    rate = asked if asked is not None else (10.0 if command else 0.0)
+    if not (math.isfinite(rate) and 0.0 <= rate <= 1000.0) or (asked is not None and rate == 0.0):
+        raise ConfigError(f"--rate must be in (0, 1000] Hz, got {asked}")
+    if count < 0:
+        raise ConfigError(f"--count must be >= 0, got {count}")
+    if count and rate == 0.0:
+        rate = 1.0
+    return rate
+
+
+def _repeat(write: Callable[[], object], rate: float, count: int, stop: threading.Event) -> bool:
+    """After the first value: write it again at ``rate`` Hz until ``stop`` (Ctrl-C) or ``count`` values in all
+    (0: no end); at rate 0 only wait for ``stop``. True when the count was reached.
+
+    The writes keep to the period's grid, without a burst to catch up after a stall.
+    """
+    if not rate:
+        while not stop.wait(0.5):
+            pass
+        return False
+    written = 1
+    period = 1.0 / rate
+    next_time = time.monotonic() + period
+    while not stop.wait(max(0.0, next_time - time.monotonic())):
+        write()
+        written += 1
+        if count and written >= count:
+            return True
+        next_time = max(next_time + period, time.monotonic() - period)  # no burst after a stall
+    return False
 
 
 SONAR_HINTS = {

@@ -152,9 +152,7 @@ class MissionModule(Module[MissionParams]):
     def step(self, now: float) -> None:
         self.stepped.set()
         if self.end_time is not None:
-            if now >= self.end_time + SETTLE and not self.done.is_set():
-                self._hold_time()
-                self.done.set()
+            self._settle(now, self.end_time)
             return
         if self.start_time is None:
             self.start_time = now
@@ -172,26 +170,21 @@ class MissionModule(Module[MissionParams]):
         leg = self.route[self._number - 1]
         if fresh and not self._started:
             self._started = motion > 0 or (leg.kind == "moveto" and moveto == MOVETO_SET)
-        finished = fresh and self._started and motion <= 0
+        finished = bool(fresh and self._started and motion <= 0)
         if elapsed >= self._next_report or finished:
             self._next_report = elapsed + REPORT_EVERY
-            pose = self.pose_in.read()
-            _report(
-                elapsed,
-                pose,
-                self.truth.at(pose.stamp) if pose is not None else None,
-                self.scan_in.read(),
-                self.power_in.read(),
-                status,
-            )
-        if finished and moveto == AT_GOAL:
-            print(f"  goal {self._number} done after {elapsed:.1f} s", flush=True)
-            self.reached = self._number
-            if self._number == len(self.route):
-                self._finish("done", now)
-            else:
-                self._send(self._number + 1, now)
-        elif finished or (fresh and motion == THREAD_STOPPED):
+            self._print_progress(elapsed, status)
+        self._judge(
+            leg, elapsed, now, finished=finished, stopped=fresh and motion == THREAD_STOPPED, at_goal=moveto == AT_GOAL
+        )
+
+    def _judge(self, leg: Leg, elapsed: float, now: float, *, finished: bool, stopped: bool, at_goal: bool) -> None:
+        """What a step's status means for the goal under way: reached (the next one goes out, or the route is done),
+        given up by the motion module (``finished`` elsewhere than at the goal, or its thread ``stopped``), or the
+        route over its duration (the mission ends)."""
+        if finished and at_goal:
+            self._reached(elapsed, now)
+        elif finished or stopped:
             print(
                 f"  the motion module gave up goal {self._number} ({leg.describe()}); stopping the mission", flush=True
             )
@@ -199,6 +192,33 @@ class MissionModule(Module[MissionParams]):
         elif elapsed > self.duration:
             print(f"  the route took longer than {self.duration:g} s; giving up", flush=True)
             self._finish("NOT done", now)
+
+    def _settle(self, now: float, end_time: float) -> None:
+        """After the end: hold the simulators' time and set :attr:`done` once :data:`SETTLE` has passed."""
+        if now >= end_time + SETTLE and not self.done.is_set():
+            self._hold_time()
+            self.done.set()
+
+    def _print_progress(self, elapsed: float, status: msgs.FVectorState) -> None:
+        """A progress line: where the robot is (and the error of that estimate), the nearest echo, the battery."""
+        pose = self.pose_in.read()
+        _report(
+            elapsed,
+            pose,
+            self.truth.at(pose.stamp) if pose is not None else None,
+            self.scan_in.read(),
+            self.power_in.read(),
+            status,
+        )
+
+    def _reached(self, elapsed: float, now: float) -> None:
+        """The goal under way is reached: the next one goes out, or the route is done."""
+        print(f"  goal {self._number} done after {elapsed:.1f} s", flush=True)
+        self.reached = self._number
+        if self._number == len(self.route):
+            self._finish("done", now)
+        else:
+            self._send(self._number + 1, now)
 
     @property
     def duration(self) -> float:
