@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from pluto.cli import dmu_sim, gps_sim
+from pluto.cli import gps_sim
 from pluto.cli.main import build_parser
 from pluto.errors import ConfigError
+from pluto.hardware.dmu import command as dmu_command
 from pluto.hardware.emulate_command import EmulatorLink, serve_until_signal
 
 COMMANDS = {
@@ -20,6 +21,7 @@ COMMANDS = {
     "p2os-sim": 8101,
     "sick-emulate": 8104,
     "sick-sim": 8104,
+    "dmu-emulate": 8102,
     "dmu-sim": 8102,
     "gps-sim": 8103,
 }
@@ -127,7 +129,9 @@ def _connect(url: str) -> socket.socket:
 def test_dmu_sim_serves_a_unit_that_answers_a_ping(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url, stop, thread = _serve_in_thread(monkeypatch, dmu_sim.run, ["dmu-sim", "--port", "0", "--link-noise", "0.0001"])
+    url, stop, thread = _serve_in_thread(
+        monkeypatch, dmu_command.run, ["dmu-sim", "--port", "0", "--link-noise", "0.0001"]
+    )
     try:
         with _connect(url) as host:
             host.sendall(b"R")

@@ -9,7 +9,7 @@ import time
 
 import serial  # type: ignore[import-untyped]
 
-from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator
+from pluto.hardware.dmu.emulate import CrossbowDevice, DeviceEmulator
 from tests.helpers import wait_until
 
 GUARD = 5.0  # s: reads end on the bytes expected; this only guards against a hang

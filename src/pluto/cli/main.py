@@ -24,7 +24,6 @@ from pluto.cli import (
     catalog_cmd,
     certs_cmd,
     demo_cmd,
-    dmu_sim,
     drive_cmd,
     echo_cmd,
     follow_cmd,
@@ -59,6 +58,7 @@ from pluto.cli.verbosity import setup_logging
 from pluto.errors import PlutoError
 from pluto.extras import missing_extra
 from pluto.hardware.base.p2os import command as p2os_command
+from pluto.hardware.dmu import command as dmu_command
 from pluto.hardware.sick import command as sick_command
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
@@ -109,7 +109,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     certs_cmd.register,  # certs
     device_command(p2os_command.register),  # p2os-emulate (p2os-sim)
     device_command(sick_command.register),  # sick-emulate (sick-sim)
-    dmu_sim.register,  # dmu-sim
+    device_command(dmu_command.register),  # dmu-emulate (dmu-sim)
     gps_sim.register,  # gps-sim
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid

@@ -30,51 +30,13 @@ from typing import Annotated
 from pluto.hardware.emulate import EmulatorParams
 from pluto.hardware.link import DeviceEmulator
 from pluto.runtime.module import Module
-from pluto.runtime.ranges import Latitude, Longitude, Port, Rate, between
+from pluto.runtime.ranges import Latitude, Longitude, Port, between
 
 __all__ = [
-    "DmuEmulatorModule",
-    "DmuEmulatorParams",
     "EmulatorParams",
     "GpsEmulatorModule",
     "GpsEmulatorParams",
 ]
-
-
-class DmuEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
-    """Attributes:
-    port: TCP port (8102 by default).
-    packet_hz: packets per second when the unit streams.
-    """
-
-    port: Port = 8102
-    packet_hz: Rate = 100.0
-
-
-class DmuEmulatorModule(Module[DmuEmulatorParams]):
-    """A Crossbow DMU on the robot of ``Sim/Truth``, served over its serial protocol."""
-
-    name = "dmu-emulator"
-    description = "an emulated Crossbow DMU inertial unit on the robot of Sim/Truth, served on TCP"
-    Params = DmuEmulatorParams
-
-    def on_configure(self) -> None:
-        from pluto.hardware.dmu.emulator import CrossbowDevice, SimTruthSource
-
-        p = self.params
-        self.source = SimTruthSource(self.bus, p.profile(), p.rng("dmu"))
-        device = CrossbowDevice(self.source, rate_hz=p.packet_hz)
-        self.emulator = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("dmu"))
-        self.emulator.start()
-        self.get_logger().info("Crossbow DMU on %s", self.emulator.url)
-
-    def on_shutdown(self) -> None:
-        emulator = getattr(self, "emulator", None)
-        if emulator is not None:
-            emulator.stop()
-        source = getattr(self, "source", None)
-        if source is not None:
-            source.close()
 
 
 class GpsEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):

@@ -235,7 +235,7 @@ def test_need_data_when_nothing_waits() -> None:
 
 
 def test_the_emulated_unit_at_rest_sends_what_the_manual_describes() -> None:
-    from pluto.hardware.dmu.emulator import CrossbowDevice, InertialReading
+    from pluto.hardware.dmu.emulate import CrossbowDevice, InertialReading
 
     class AtRest:
         def reading(self, t: float) -> InertialReading:

@@ -8,7 +8,7 @@ from pluto import msgs
 from pluto.bus import Bus
 from pluto.errors import PlutoError
 from pluto.hardware.dmu.crossbow_module import CrossbowDmu, CrossbowDmuParams
-from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator, SyntheticMotion
+from pluto.hardware.dmu.emulate import CrossbowDevice, DeviceEmulator, SyntheticMotion
 from pluto.hardware.dmu.module import SimDmuModule
 from pluto.runtime.registry import load_driver_class
 from tests.helpers import free_tcp_port

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pluto.hardware.dmu.driver import CrossbowDriver, CrossbowError
-from pluto.hardware.dmu.emulator import CrossbowDevice, DeviceEmulator, LinkNoise, SyntheticMotion
+from pluto.hardware.dmu.emulate import CrossbowDevice, DeviceEmulator, LinkNoise, SyntheticMotion
 from pluto.hardware.dmu.filter import GRAVITY, DmuFilter
 from pluto.hardware.dmu.sim import SimDmu
 from tests.helpers import free_tcp_port, wait_until
@@ -55,7 +55,7 @@ def test_pitch_and_roll_signs() -> None:
     # a nose-down pitch φ > 0 about y left, a roll ψ > 0 about x forward, as the source gives them
     class Tilted:
         def reading(self, t: float) -> object:
-            from pluto.hardware.dmu.emulator import InertialReading
+            from pluto.hardware.dmu.emulate import InertialReading
 
             return InertialReading(phi=0.1, psi=-0.05)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pluto.hardware.dmu.codec import ANGLE_PACKET_SIZE, checksum
-from pluto.hardware.dmu.emulator import CrossbowDevice
+from pluto.hardware.dmu.emulate import CrossbowDevice
 
 
 def answer(unit: CrossbowDevice, sent: bytes, now: float = 0.0) -> bytes:

@@ -7,7 +7,7 @@ filter (:class:`~pluto.hardware.dmu.filter.DmuFilter`). It also writes the link 
 data = [s since the unit last answered], element = [link up 1/0, reconnects, bytes dropped (garbage and packets
 with a bad checksum)].
 
-Run it with ``pluto run dmu --driver crossbow --port /dev/ttyUSB0`` (``pluto dmu-sim`` serves an emulated unit on
+Run it with ``pluto run dmu --driver crossbow --port /dev/ttyUSB0`` (``pluto dmu-emulate`` serves an emulated unit on
 ``socket://127.0.0.1:8102``), or in a profile with ``driver = "crossbow"`` under ``[modules.dmu]``.
 """
 

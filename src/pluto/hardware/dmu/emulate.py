@@ -1,4 +1,5 @@
-"""An emulated Crossbow DMU/VG unit that real host programs talk to, over TCP or a pseudo-terminal.
+"""An emulated Crossbow DMU/VG unit that real host programs talk to, over TCP or a pseudo-terminal; as a command
+(``pluto dmu-emulate``, :mod:`.command`) or as the ``dmu-emulator`` module (:class:`DmuEmulatorModule`).
 
     with DeviceEmulator(CrossbowDevice(SyntheticMotion())) as unit:      # TCP on 127.0.0.1, a free port
         port = serial.serial_for_url(unit.url)                           # socket://127.0.0.1:PORT
@@ -41,7 +42,10 @@ from pluto.bus import Bus
 from pluto.codec import NEED_DATA
 from pluto.geometry import wrap_angle
 from pluto.hardware.dmu.sim import SimDmu
+from pluto.hardware.emulate import EmulatorParams
 from pluto.hardware.link import DeviceCore, DeviceEmulator, EmulatorError, LinkNoise
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import Port, Rate
 from pluto.sim.noise import IDEAL, NoiseProfile
 
 from .codec import (
@@ -64,6 +68,8 @@ __all__ = [
     "CrossbowDevice",
     "DeviceCore",
     "DeviceEmulator",
+    "DmuEmulatorModule",
+    "DmuEmulatorParams",
     "EmulatorError",
     "InertialReading",
     "InertialSource",
@@ -297,3 +303,40 @@ class CrossbowDevice:
         data = bytes(self._out)
         self._out.clear()
         return data
+
+
+# ------------------------------------------------------------------------------------------------ module
+
+
+class DmuEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8102 by default).
+    packet_hz: packets per second when the unit streams.
+    """
+
+    port: Port = 8102
+    packet_hz: Rate = 100.0
+
+
+class DmuEmulatorModule(Module[DmuEmulatorParams]):
+    """A Crossbow DMU on the robot of ``Sim/Truth``, served over its serial protocol."""
+
+    name = "dmu-emulator"
+    description = "an emulated Crossbow DMU inertial unit on the robot of Sim/Truth, served on TCP"
+    Params = DmuEmulatorParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        self.source = SimTruthSource(self.bus, p.profile(), p.rng("dmu"))
+        device = CrossbowDevice(self.source, rate_hz=p.packet_hz)
+        self.emulator = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("dmu"))
+        self.emulator.start()
+        self.get_logger().info("Crossbow DMU on %s", self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+        source = getattr(self, "source", None)
+        if source is not None:
+            source.close()

@@ -1,4 +1,5 @@
-"""``pluto dmu-sim``: an emulated Crossbow DMU/VG inertial unit, for testing a host program without the unit."""
+"""``pluto dmu-emulate`` (or by its old name ``pluto dmu-sim``): an emulated Crossbow DMU/VG inertial unit, for testing
+a host program without the unit."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import argparse
 import contextlib
 import math
 
-from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
-from pluto.hardware.emulate_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
+from pluto.hardware.emulate_command import (
+    CommandLine,
+    EmulatorLink,
+    add_link_arguments,
+    add_link_noise_argument,
+    serve_until_signal,
+)
 
 # The emulator and the bus are imported by run(): `pluto` imports this module for every command.
 
@@ -31,17 +37,20 @@ Connect a host to the URL printed at start: socket://127.0.0.1:8102 over TCP, or
 such as /dev/pts/5 that any serial-port program can open. Pluto's own driver: `pluto run dmu --driver crossbow
 --port socket://127.0.0.1:8102`.
 
+`pluto dmu-sim` is the same command under its old name.
+
 examples:
-  pluto dmu-sim                         a unit on socket://127.0.0.1:8102
-  pluto dmu-sim --pty                   on a pseudo-terminal
-  pluto dmu-sim --sim --robot me        measuring the simulated robot of `pluto sim --robot me`
-  pluto dmu-sim --link-noise 0.001      drop and corrupt 0.1 % of the bytes
+  pluto dmu-emulate                         a unit on socket://127.0.0.1:8102
+  pluto dmu-emulate --pty                   on a pseudo-terminal
+  pluto dmu-emulate --sim --robot me        measuring the simulated robot of `pluto sim --robot me`
+  pluto dmu-emulate --link-noise 0.001      drop and corrupt 0.1 % of the bytes
 """
 
 
-def register(subparsers: Subparsers) -> None:
-    """Register the ``dmu-sim`` subcommand."""
-    p = add_parser(subparsers, "dmu-sim", run, HELP, DESCRIPTION)
+def register(cli: CommandLine) -> None:
+    """Register the ``dmu-emulate`` command, also called ``dmu-sim``."""
+    p = cli.add_command("dmu-emulate", run, HELP, DESCRIPTION, aliases=("dmu-sim",))
+    p.set_defaults(open_bus=cli.open_bus)
     add_link_arguments(p, DEFAULT_PORT)
     p.add_argument("--rate", type=float, default=100.0, metavar="HZ", help="packets per second when streaming")
     p.add_argument("--sim", action="store_true", help="measure the simulated robot of a running simulation")
@@ -58,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     link = EmulatorLink.from_args(args)
     if not (math.isfinite(args.rate) and 0.0 < args.rate <= 1000.0):
         raise ConfigError(f"--rate must be in (0, 1000] Hz, got {args.rate}")
-    from pluto.cli.common import open_bus
-    from pluto.hardware.dmu.emulator import (
+    from .emulate import (
         CrossbowDevice,
         DeviceEmulator,
         InertialSource,
@@ -70,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         source: InertialSource = SyntheticMotion()
         if args.sim:
-            truth = SimTruthSource(stack.enter_context(open_bus(args)))
+            truth = SimTruthSource(stack.enter_context(args.open_bus(args)))
             stack.callback(truth.close)
             source = truth
         device = CrossbowDevice(source, rate_hz=args.rate)
