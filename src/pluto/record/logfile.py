@@ -365,65 +365,96 @@ def _read_records(data: bytes | mmap.mmap, scan: _Scan, path: Path) -> None:
 
 
 def _walk(data: bytes | mmap.mmap, scan: _Scan) -> None:
-    size = len(data)
-    pos = len(MAGIC)
-    lost_with: DamagedRange | None = None  # the damaged chunk whose message indexes come next
-    # The last record taken that was not a chunk: (opcode, start, end, messages before it). Message indexes follow
-    # a chunk, so indexes after another record show a chunk whose opcode was damaged into another record type.
-    previous: tuple[int, int, int, int] | None = None
-    while pos < size:
-        if pos + _RECORD_HEAD.size > size:
-            scan.truncated = size - pos
-            return
-        opcode, length = _RECORD_HEAD.unpack_from(data, pos)
+    _RecordWalk(data, scan).run()
+
+
+class _RecordWalk:
+    """One pass over the records of a file, front to back, into ``scan``: each record is taken, and a damaged one
+    is listed and stepped over (by its length when its framing holds, else to the next record found)."""
+
+    def __init__(self, data: bytes | mmap.mmap, scan: _Scan) -> None:
+        self.data = data
+        self.scan = scan
+        self.size = len(data)
+        self.lost_with: DamagedRange | None = None  # the damaged chunk whose message indexes come next
+        # The last record taken that was not a chunk: (opcode, start, end, messages before it). Message indexes
+        # follow a chunk, so indexes after another record show a chunk whose opcode was damaged into another type.
+        self.previous: tuple[int, int, int, int] | None = None
+
+    def run(self) -> None:
+        pos = len(MAGIC)
+        while pos < self.size:
+            if pos + _RECORD_HEAD.size > self.size:
+                self.scan.truncated = self.size - pos
+                return
+            opcode, length = _RECORD_HEAD.unpack_from(self.data, pos)
+            end = pos + _RECORD_HEAD.size + length
+            try:
+                if self._record(pos, opcode, length):
+                    return
+            except _Damage as damage:
+                following = self._damaged(pos, opcode, end, damage)
+                if following is None:
+                    return
+                pos = following
+                continue
+            pos = end
+
+    def _record(self, pos: int, opcode: int, length: int) -> bool:
+        """Take the record at ``pos``; True at the footer.
+
+        Raises:
+            _Damage: the record cannot be read.
+        """
         body_start = pos + _RECORD_HEAD.size
         end = body_start + length
-        try:
-            if not _valid_opcode(opcode):
-                raise _Damage(f"no record starts here (opcode {opcode:#04x})", framed=False)
-            if end > size:
-                raise _Damage(f"a record of {length:,} bytes runs past the end of the file", framed=False)
-            if opcode == Opcode.MESSAGE_INDEX:
-                count = _message_index_count(bytes(data[body_start:end]))
-                if lost_with is None and previous is not None:
-                    taken_as, start, stop, entries = previous
-                    del scan.entries[entries:]
-                    reason = f"it is followed by message indexes: a chunk whose opcode is damaged ({taken_as:#04x})"
-                    lost_with = DamagedRange(start, stop, "chunk", reason)
-                    scan.damaged.append(lost_with)
-                    scan.bad_chunks += 1
-                if lost_with is not None:
-                    lost_with.messages = (lost_with.messages or 0) + count
-                previous = None
-                pos = end
-                continue
-            lost_with = None
-            previous = None if opcode == Opcode.CHUNK else (opcode, pos, end, len(scan.entries))
-            if _take_record(opcode, data, body_start, length, scan):
-                return
-        except _Damage as damage:
-            lost_with, previous = None, None
-            if damage.framed:
-                kind = "chunk" if opcode == Opcode.CHUNK else f"record (opcode {opcode:#04x})"
-                scan.damaged.append(DamagedRange(pos, end, kind, damage.reason))
-                if opcode == Opcode.CHUNK:
-                    scan.bad_chunks += 1
-                    lost_with = scan.damaged[-1]
-                pos = end
-                continue
-            following = _next_record(data, pos + 1, size)
-            if following is None and _valid_opcode(opcode) and end > size:
-                scan.truncated = size - pos  # the record being written when the writer stopped: not damage
-                return
-            stop = size if following is None else following
-            scan.damaged.append(DamagedRange(pos, stop, "chunk" if opcode == Opcode.CHUNK else "bytes", damage.reason))
+        if not _valid_opcode(opcode):
+            raise _Damage(f"no record starts here (opcode {opcode:#04x})", framed=False)
+        if end > self.size:
+            raise _Damage(f"a record of {length:,} bytes runs past the end of the file", framed=False)
+        if opcode == Opcode.MESSAGE_INDEX:
+            self._message_index(_message_index_count(bytes(self.data[body_start:end])))
+            return False
+        self.lost_with = None
+        self.previous = None if opcode == Opcode.CHUNK else (opcode, pos, end, len(self.scan.entries))
+        return _take_record(opcode, self.data, body_start, length, self.scan)
+
+    def _message_index(self, count: int) -> None:
+        """A message index of ``count`` messages: after a damaged chunk they are its messages lost; after a record
+        that is not a chunk, that record was a chunk whose opcode is damaged, and what was taken from it is
+        dropped."""
+        scan = self.scan
+        if self.lost_with is None and self.previous is not None:
+            taken_as, start, stop, entries = self.previous
+            del scan.entries[entries:]
+            reason = f"it is followed by message indexes: a chunk whose opcode is damaged ({taken_as:#04x})"
+            self.lost_with = DamagedRange(start, stop, "chunk", reason)
+            scan.damaged.append(self.lost_with)
+            scan.bad_chunks += 1
+        if self.lost_with is not None:
+            self.lost_with.messages = (self.lost_with.messages or 0) + count
+        self.previous = None
+
+    def _damaged(self, pos: int, opcode: int, end: int, damage: _Damage) -> int | None:
+        """List the damage of the record at ``pos``; where reading goes on, or None if nothing more can be read."""
+        scan = self.scan
+        self.lost_with, self.previous = None, None
+        if damage.framed:
+            kind = "chunk" if opcode == Opcode.CHUNK else f"record (opcode {opcode:#04x})"
+            scan.damaged.append(DamagedRange(pos, end, kind, damage.reason))
             if opcode == Opcode.CHUNK:
                 scan.bad_chunks += 1
-            if following is None:
-                return
-            pos = following
-            continue
-        pos = end
+                self.lost_with = scan.damaged[-1]
+            return end
+        following = _next_record(self.data, pos + 1, self.size)
+        if following is None and _valid_opcode(opcode) and end > self.size:
+            scan.truncated = self.size - pos  # the record being written when the writer stopped: not damage
+            return None
+        stop = self.size if following is None else following
+        scan.damaged.append(DamagedRange(pos, stop, "chunk" if opcode == Opcode.CHUNK else "bytes", damage.reason))
+        if opcode == Opcode.CHUNK:
+            scan.bad_chunks += 1
+        return following
 
 
 def _take_record(opcode: int, data: bytes | mmap.mmap, start: int, length: int, scan: _Scan) -> bool:
@@ -581,6 +612,17 @@ class LogFile:
                 f"chunk{'s' if scan.chunks != 1 else ''}{lost}",
             )
         self._channels = scan.channels
+        self._declare_channels(scan)
+        if wall_log_time(self.info):  # MCAP's log_time is the wall clock here: the robot's time is publish_time
+            for entry in scan.entries:
+                entry.log_ns, entry.publish_ns = entry.publish_ns, entry.log_ns
+        self._entries = self._count_entries(scan.entries, scan.channels)
+        self.undecodable = 0
+        """Messages whose JSON did not decode as their type (counted as they are read)."""
+
+    def _declare_channels(self, scan: _Scan) -> None:
+        """:attr:`channels` and the message type of each channel id, from the channels and schemas ``scan`` read;
+        a note names the channels that are not decoded."""
         self._types: dict[int, type[msgs.Message] | None] = {}
         self.channels: dict[str, ChannelInfo] = {}
         unknown: list[str] = []
@@ -600,17 +642,18 @@ class LogFile:
             self.notes.append(f"channels in Foxglove's schemas, for its viewers (not replayed): {', '.join(foxglove)}")
         if unknown:
             self.notes.append(f"channels not in Pluto's JSON form are listed but not decoded: {', '.join(unknown)}")
-        if wall_log_time(self.info):  # MCAP's log_time is the wall clock here: the robot's time is publish_time
-            for entry in scan.entries:
-                entry.log_ns, entry.publish_ns = entry.publish_ns, entry.log_ns
+
+    def _count_entries(self, entries: list[_Entry], channels: Mapping[int, Channel]) -> list[_Entry]:
+        """The entries of declared channels in log time order, each counted in its channel's :attr:`channels` row
+        (count, first and last time); a note counts those of undeclared channels, which are left out."""
         orphans = 0
-        entries = []
-        for entry in scan.entries:
-            declared = scan.channels.get(entry.channel)
+        kept = []
+        for entry in entries:
+            declared = channels.get(entry.channel)
             if declared is None:
                 orphans += 1
                 continue
-            entries.append(entry)
+            kept.append(entry)
             info = self.channels[declared.topic]
             t = from_ns(entry.log_ns)
             if info.count == 0 or t < info.first:
@@ -620,10 +663,8 @@ class LogFile:
             info.count += 1
         if orphans:
             self.notes.append(f"{orphans} messages on undeclared channels were skipped")
-        entries.sort(key=lambda e: e.log_ns)  # stable: equal times keep the order they were written in
-        self._entries = entries
-        self.undecodable = 0
-        """Messages whose JSON did not decode as their type (counted as they are read)."""
+        kept.sort(key=lambda e: e.log_ns)  # stable: equal times keep the order they were written in
+        return kept
 
     def damage_warning(self) -> str:
         """One line on what of the file could not be read and how to get a clean copy ("" if nothing was damaged)."""

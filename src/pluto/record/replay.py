@@ -186,6 +186,16 @@ class ReplayResult:
     stopped: bool = False
 
 
+def _check_timing(rate: float, clock_hz: float, tail: float) -> None:
+    """Raises PlutoError if the rate, the clock rate or the tail of a replay is out of range."""
+    if not (math.isfinite(rate) and rate > 0):
+        raise PlutoError(f"rate must be > 0, got {rate}")
+    if not clock_hz > 0:
+        raise PlutoError(f"clock rate must be > 0 Hz, got {clock_hz}")
+    if not tail >= 0:
+        raise PlutoError(f"tail must be >= 0 s, got {tail}")
+
+
 class Replayer:
     """Publishes a log's messages on the bus with their original timing (``pluto replay``).
 
@@ -223,18 +233,30 @@ class Replayer:
         tail: float = 1.0,
         announce: bool = True,
     ) -> None:
-        if not (math.isfinite(rate) and rate > 0):
-            raise PlutoError(f"rate must be > 0, got {rate}")
-        if not clock_hz > 0:
-            raise PlutoError(f"clock rate must be > 0 Hz, got {clock_hz}")
-        if not tail >= 0:
-            raise PlutoError(f"tail must be >= 0 s, got {tail}")
+        _check_timing(rate, clock_hz, tail)
         self.bus = bus
         self.log = log if isinstance(log, LogFile) else LogFile(Path(log))
         self.rate = rate
         self.remap = dict(remap or {})
         self.clock = clock
         self.announce = announce
+        self.names = self._replayed(only)
+        self.outputs = {n: self.remap.get(n, n) for n in self.names}
+        self._check_output_types()
+        entries = self._entries(start, end)
+        self.schedule = ReplaySchedule(entries, rate / clock_hz if clock else 0.0, loop, tail)
+        self._writers: dict[str, StateWriter[Any]] = {}
+        self._clock_writer: StateWriter[msgs.SimTime] | None = None
+        self._owned: list[Any] = []
+        self._started = 0.0
+
+    def _replayed(self, only: Sequence[str]) -> list[str]:
+        """The interfaces to replay: those of the log matching ``only`` (all if empty) that have a type, the clock
+        left out.
+
+        Raises:
+            PlutoError: there is none, or ``remap`` names an interface that is not replayed.
+        """
         chosen = [n for n in self.log.names(only or None) if n != CLOCK]
         chosen = [n for n in chosen if self.log.channels[n].type is not None]
         if not chosen:
@@ -245,8 +267,10 @@ class Replayer:
         unknown = sorted(set(self.remap) - set(chosen))
         if unknown:
             raise PlutoError(f"--remap names interfaces that are not replayed: {', '.join(unknown)}")
-        self.names = chosen
-        self.outputs = {n: self.remap.get(n, n) for n in chosen}
+        return chosen
+
+    def _check_output_types(self) -> None:
+        """Raises PlutoError if an interface would go out under a name that carries another type."""
         for old, new in self.outputs.items():
             cls = self.log.channels[old].type
             known = names.message_type_of(new)
@@ -254,6 +278,14 @@ class Replayer:
                 raise PlutoError(
                     f"cannot replay {old} as {new}: {new} carries {known.__name__}, the log has {cls.__name__}"
                 )
+
+    def _entries(self, start: float | None, end: float | None) -> list[LoggedMessage]:
+        """The messages to replay, from ``start`` to ``end`` s after the log's first message, under their output
+        names.
+
+        Raises:
+            PlutoError: ``end`` is before ``start``, or no message is between them.
+        """
         t0 = self.log.start
         lo = None if start is None else t0 + start
         hi = None if end is None else t0 + end
@@ -261,15 +293,11 @@ class Replayer:
             raise PlutoError(f"--end ({end} s) is before --start ({start} s)")
         entries = [
             LoggedMessage(self.outputs[m.name], m.log_time, m.publish_time, m.sequence, m.message)
-            for m in self.log.messages(chosen, lo, hi)
+            for m in self.log.messages(self.names, lo, hi)
         ]
         if not entries:
             raise PlutoError(f"{self.log.path} has no message between {start} s and {end} s")
-        self.schedule = ReplaySchedule(entries, rate / clock_hz if clock else 0.0, loop, tail)
-        self._writers: dict[str, StateWriter[Any]] = {}
-        self._clock_writer: StateWriter[msgs.SimTime] | None = None
-        self._owned: list[Any] = []
-        self._started = 0.0
+        return entries
 
     # -- setting up ---------------------------------------------------------------------------------------------
 
