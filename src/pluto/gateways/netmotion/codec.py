@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -333,35 +333,49 @@ class CommandDecoder:
         return self._events.popleft() if self._events else NEED_DATA
 
     def _decode_line(self, raw: bytes) -> Command:
-        if len(raw) > MAX_LINE:
-            return BadCommand(f"command longer than {MAX_LINE} bytes")
-        if any((b < 0x20 and b != 0x09) or b > 0x7E for b in raw):
-            return BadCommand("not a text command (printable ASCII only)")
+        refused = _refused_line(raw)
+        if refused is not None:
+            return refused
         words = raw.decode("ascii").split()
-        name, args = words[0], words[1:]
-        match name:
-            case "PING":
-                return Ping() if not args else BadCommand("PING takes no argument")
-            case "LIST":
-                return ListMotions() if not args else BadCommand("LIST takes no argument")
-            case "JOINTS":
-                return GetJoints() if not args else BadCommand("JOINTS takes no argument")
-            case "FK":
-                if len(args) != 1 or not _INT.match(args[0]):
-                    return BadCommand("usage: FK <link number>")
-                return ForwardKinematics(int(args[0]))
-            case "STOP":
-                if len(args) != 1 or not _INT.match(args[0]):
-                    return BadCommand("usage: STOP <motion id>")
-                return StopMotion(int(args[0]))
-            case "RUNMS":
-                if len(args) != 1:
-                    return BadCommand("usage: RUNMS <motion file>")
-                return RunMotion(args[0])
-            case "IKP":
-                return _point_ik(args)
-            case _:
-                return BadCommand(f"unknown command {_text(name[:32])!r} (PING, FK, RUNMS, IKP, STOP, LIST, JOINTS)")
+        parse = _PARSERS.get(words[0])
+        if parse is None:
+            return BadCommand(f"unknown command {_text(words[0][:32])!r} (PING, FK, RUNMS, IKP, STOP, LIST, JOINTS)")
+        return parse(words[1:])
+
+
+def _refused_line(raw: bytes) -> BadCommand | None:
+    """Why a line is refused before its words are read (too long, or not printable ASCII), or None."""
+    if len(raw) > MAX_LINE:
+        return BadCommand(f"command longer than {MAX_LINE} bytes")
+    if any((b < 0x20 and b != 0x09) or b > 0x7E for b in raw):
+        return BadCommand("not a text command (printable ASCII only)")
+    return None
+
+
+def _bare(name: str, command: Callable[[], Command]) -> Callable[[Sequence[str]], Command]:
+    """The parser of a command that takes no argument."""
+
+    def parse(args: Sequence[str]) -> Command:
+        return command() if not args else BadCommand(f"{name} takes no argument")
+
+    return parse
+
+
+def _numbered(usage: str, command: Callable[[int], Command]) -> Callable[[Sequence[str]], Command]:
+    """The parser of a command that takes one whole number (a link, a motion id)."""
+
+    def parse(args: Sequence[str]) -> Command:
+        if len(args) != 1 or not _INT.match(args[0]):
+            return BadCommand(usage)
+        return command(int(args[0]))
+
+    return parse
+
+
+def _run_motion(args: Sequence[str]) -> Command:
+    if len(args) != 1:
+        return BadCommand("usage: RUNMS <motion file>")
+    return RunMotion(args[0])
 
 
 def _point_ik(args: Sequence[str]) -> Command:
@@ -373,3 +387,15 @@ def _point_ik(args: Sequence[str]) -> Command:
         return BadCommand(f"IKP coordinates must be between -{MAX_COORDINATE_MM:g} and {MAX_COORDINATE_MM:g} mm")
     x, y, z = (c * MM for c in coordinates)
     return PointIK(int(args[0]), (x, y, z))
+
+
+_PARSERS: dict[str, Callable[[Sequence[str]], Command]] = {
+    "PING": _bare("PING", Ping),
+    "LIST": _bare("LIST", ListMotions),
+    "JOINTS": _bare("JOINTS", GetJoints),
+    "FK": _numbered("usage: FK <link number>", ForwardKinematics),
+    "STOP": _numbered("usage: STOP <motion id>", StopMotion),
+    "RUNMS": _run_motion,
+    "IKP": _point_ik,
+}
+"""The parser of each command's arguments, by its name (case-sensitive)."""
