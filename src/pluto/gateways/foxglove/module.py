@@ -182,6 +182,22 @@ class FoxgloveModule(Module[FoxgloveParams]):
         }
         self._translator = self._translators[own]
         self._context = foxglove.Context()
+        self._start_server()
+        self._open_channels(several)
+        self._subscribe()
+        self._handler = _LogToFoxglove(self)
+        log.addHandler(self._handler)
+        self._module_watch = self.bus.watch_modules(self._on_module)
+        served = f"robots {', '.join(self.robots)}" if several else f"robot {own}"
+        log.info("serving %s to Foxglove on ws://%s:%d", served, p.host, self.port)
+
+    def _start_server(self) -> None:
+        """Start the SDK's server on 127.0.0.1 at a free port, and the front viewers connect to on ``host:port``.
+
+        Raises:
+            ConfigError: either cannot start (the SDK's server is stopped again if the front cannot listen).
+        """
+        p = self.params
         try:
             self.server = foxglove.start_server(
                 name=f"pluto {self.bus.robot}",
@@ -192,12 +208,15 @@ class FoxgloveModule(Module[FoxgloveParams]):
             )
         except Exception as err:  # the SDK raises its own error type
             raise ConfigError(f"foxglove cannot start its WebSocket server: {err}") from None
-        self.front = SubprotocolFront(("127.0.0.1", self.server.port), p.host, p.port, logger=log)
+        self.front = SubprotocolFront(("127.0.0.1", self.server.port), p.host, p.port, logger=self.get_logger())
         try:
             self.front.start()
         except OSError as err:
             self.server.stop()
             raise ConfigError(f"foxglove cannot listen on {p.host}:{p.port}: {err.strerror or err}") from None
+
+    def _open_channels(self, several: bool) -> None:
+        """The Foxglove topics (each robot's under its name when there are ``several``) and the JSON channels."""
         topics = dict(FOXGLOVE_TOPICS)
         if several:  # each robot's topics under its name; only /tf, /map and /log are shared
             topics = {t: cls for t, cls in topics.items() if t not in ROBOT_TOPICS}
@@ -208,21 +227,19 @@ class FoxgloveModule(Module[FoxgloveParams]):
             for topic, cls in topics.items()
         }
         self._json: dict[str, foxglove.Channel] = {}
-        for name in p.json:
+        for name in self.params.json:
             cls = names.message_type_of(name)
             assert cls is not None  # checked with the parameters
             schema = foxglove.Schema(name=schema_name(cls), encoding=SCHEMA_ENCODING, data=schema_bytes(cls))
             self._json[name] = foxglove.Channel(name, schema=schema, message_encoding="json", context=self._context)
-        for name in sorted(set(INPUTS) | set(p.json)):
+
+    def _subscribe(self) -> None:
+        """Read the translated inputs and the JSON interfaces of this bus's robot, and the inputs of the others."""
+        for name in sorted(set(INPUTS) | set(self.params.json)):
             self.create_subscription(name, self._receiver(name), depth=8)
         for robot in self.robots[1:]:
             for name in INPUTS:
                 self.create_subscription(name, self._receiver(name, robot), depth=8, robot=robot)
-        self._handler = _LogToFoxglove(self)
-        log.addHandler(self._handler)
-        self._module_watch = self.bus.watch_modules(self._on_module)
-        served = f"robots {', '.join(self.robots)}" if several else f"robot {own}"
-        log.info("serving %s to Foxglove on ws://%s:%d", served, p.host, self.port)
 
     @property
     def port(self) -> int:
