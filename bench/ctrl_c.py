@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "foxglove": (["foxglove", "--port", "0"], r"started \(pid"),
     "sick-emulate": (["sick-emulate", "--port", "0"], r"Ctrl-C stops it"),
     "p2os-emulate": (["p2os-emulate", "--port", "0"], r"Ctrl-C stops it"),
-    "gps-sim": (["gps-sim", "--port", "0"], r"Ctrl-C stops it"),
+    "gps-emulate": (["gps-emulate", "--port", "0"], r"Ctrl-C stops it"),
     "dmu-emulate": (["dmu-emulate", "--port", "0"], r"Ctrl-C stops it"),
     "record": (["record", "-o", "{tmp}/run.mcap"], r"received SIGINT|^$"),
 }

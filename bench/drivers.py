@@ -219,7 +219,7 @@ def gps_rows(seconds: float) -> list[Row]:
     grid."""
     from pluto.codec import NEED_DATA
     from pluto.hardware.gps.codec import Gga, NmeaDecoder
-    from pluto.hardware.gps.emulator import CircleTrack, NmeaReceiver
+    from pluto.hardware.gps.emulate import CircleTrack, NmeaReceiver
     from pluto.hardware.gps.fix import FixAssembler
     from pluto.hardware.gps.grid import LocalGrid
 

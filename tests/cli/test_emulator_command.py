@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
-from pluto.cli import gps_sim
 from pluto.cli.main import build_parser
 from pluto.errors import ConfigError
 from pluto.hardware.dmu import command as dmu_command
 from pluto.hardware.emulate_command import EmulatorLink, serve_until_signal
+from pluto.hardware.gps import command as gps_command
 
 COMMANDS = {
     "p2os-emulate": 8101,
@@ -23,6 +23,7 @@ COMMANDS = {
     "sick-sim": 8104,
     "dmu-emulate": 8102,
     "dmu-sim": 8102,
+    "gps-emulate": 8103,
     "gps-sim": 8103,
 }
 
@@ -145,7 +146,7 @@ def test_dmu_sim_serves_a_unit_that_answers_a_ping(
 
 
 def test_gps_sim_serves_nmea_sentences(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    url, stop, thread = _serve_in_thread(monkeypatch, gps_sim.run, ["gps-sim", "--port", "0"])
+    url, stop, thread = _serve_in_thread(monkeypatch, gps_command.run, ["gps-sim", "--port", "0"])
     try:
         with _connect(url) as host:
             received = b""

@@ -20,8 +20,7 @@ from pluto.hardware.base.p2os.emulate import P2osEmulator, P2osEmulatorModule, P
 from pluto.hardware.base.p2os.robot import P2osRobot
 from pluto.hardware.base.p2os_module import P2osBase, P2osBaseParams
 from pluto.hardware.dmu.emulate import DmuEmulatorModule, DmuEmulatorParams
-from pluto.hardware.emulated import GpsEmulatorModule, GpsEmulatorParams
-from pluto.hardware.gps.emulator import SimTruthTrack
+from pluto.hardware.gps.emulate import GpsEmulatorModule, GpsEmulatorParams, SimTruthTrack
 from pluto.hardware.gps.grid import LocalGrid
 from pluto.hardware.gps.nmea_module import NmeaGps, NmeaGpsParams
 from pluto.hardware.sick.emulate import WRIST_LEAD, SickEmulatorParams, WorldScan, follow_wrist
@@ -47,7 +46,7 @@ def pioneer(bus: Bus) -> Iterator[P2osEmulatorModule]:
 
 def test_the_emulators_are_installed_modules() -> None:
     installed = available_modules()
-    assert installed["gps-emulator"].startswith("pluto.hardware.emulated:")
+    assert installed["gps-emulator"] == "pluto.hardware.gps.emulate:GpsEmulatorModule"
     assert installed["dmu-emulator"] == "pluto.hardware.dmu.emulate:DmuEmulatorModule"
     assert installed["p2os-emulator"] == "pluto.hardware.base.p2os.emulate:P2osEmulatorModule"
     assert installed["sick-emulator"] == "pluto.hardware.sick.emulate:SickEmulatorModule"

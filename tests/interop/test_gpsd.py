@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pluto.hardware.gps.emulator import CircleTrack, DeviceEmulator, NmeaReceiver
+from pluto.hardware.gps.emulate import CircleTrack, DeviceEmulator, NmeaReceiver
 from pluto.hardware.gps.grid import LocalGrid
 from tests.helpers import free_tcp_port, wait_until
 

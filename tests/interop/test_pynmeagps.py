@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from pluto.hardware.gps.emulator import CircleTrack, NmeaReceiver
+from pluto.hardware.gps.emulate import CircleTrack, NmeaReceiver
 from pluto.hardware.gps.grid import LocalGrid
 
 pynmeagps = pytest.importorskip("pynmeagps", reason="pynmeagps is not installed (pip install pynmeagps)")

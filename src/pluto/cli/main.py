@@ -28,7 +28,6 @@ from pluto.cli import (
     echo_cmd,
     follow_cmd,
     foxglove_cmd,
-    gps_sim,
     graph_cmd,
     info_cmd,
     key_cmd,
@@ -59,6 +58,7 @@ from pluto.errors import PlutoError
 from pluto.extras import missing_extra
 from pluto.hardware.base.p2os import command as p2os_command
 from pluto.hardware.dmu import command as dmu_command
+from pluto.hardware.gps import command as gps_command
 from pluto.hardware.sick import command as sick_command
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]
@@ -110,7 +110,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     device_command(p2os_command.register),  # p2os-emulate (p2os-sim)
     device_command(sick_command.register),  # sick-emulate (sick-sim)
     device_command(dmu_command.register),  # dmu-emulate (dmu-sim)
-    gps_sim.register,  # gps-sim
+    device_command(gps_command.register),  # gps-emulate (gps-sim)
     drive_cmd.register,  # drive
     avoid_cmd.register,  # avoid
     motion_cmd.register,  # motion

@@ -10,7 +10,7 @@ import pytest
 from pluto import msgs
 from pluto.bus import Bus
 from pluto.hardware.gps.driver import GpsError, NmeaDriver
-from pluto.hardware.gps.emulator import CircleTrack, DeviceEmulator, NmeaReceiver, NmeaReplay
+from pluto.hardware.gps.emulate import CircleTrack, DeviceEmulator, NmeaReceiver, NmeaReplay
 from pluto.hardware.gps.grid import LocalGrid
 from pluto.hardware.gps.module import SimGpsModule
 from pluto.hardware.gps.nmea_module import NmeaGps, NmeaGpsParams

@@ -7,7 +7,7 @@ import datetime
 
 import pynmea2  # type: ignore[import-untyped]
 
-from pluto.hardware.gps.emulator import NmeaReceiver, TrackPoint
+from pluto.hardware.gps.emulate import NmeaReceiver, TrackPoint
 
 WALL = 1764417601.37  # 2025-11-29 12:00:01.37 UTC
 

@@ -11,7 +11,7 @@ from pluto import msgs
 from pluto.hardware.gps.codec import Gga, Gsa, NmeaDecoder, Rmc
 from pluto.hardware.gps.fix import EPOCH_GAP, FixAssembler
 from pluto.hardware.gps.grid import LocalGrid
-from pluto.sim.gps import grid_to_geodetic
+from pluto.hardware.gps.sim import grid_to_geodetic
 
 ORIGIN = (59.3498, 18.0707)
 T = datetime.time(12, 0, 0)

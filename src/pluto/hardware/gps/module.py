@@ -5,9 +5,9 @@ sub-metre; 1: plain fix)."""
 from __future__ import annotations
 
 from pluto import msgs, names
+from pluto.hardware.gps.sim import SimGps
 from pluto.runtime.ranges import Rate
 from pluto.sim.device import SimDevice, SimDeviceParams
-from pluto.sim.gps import SimGps
 
 
 class SimGpsParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):

@@ -7,7 +7,7 @@ such, with NaN for the position. It also writes the link on ``gps/status`` at ev
 receiver last sent a good sentence], element = [link up 1/0, reconnects, sentences dropped for a bad checksum].
 
 Run it with ``pluto run gps --driver nmea --port /dev/ttyUSB0 --origin_lat 59.3498 --origin_lon 18.0707``
-(``pluto gps-sim`` serves an emulated receiver on ``socket://127.0.0.1:8103``).
+(``pluto gps-emulate`` serves an emulated receiver on ``socket://127.0.0.1:8103``).
 """
 
 # Strategy: a thin shell around NmeaDriver (principle 1): the driver owns the port, the reconnections and the

@@ -1,4 +1,5 @@
-"""An emulated NMEA 0183 GPS receiver that real host programs read, over TCP or a pseudo-terminal.
+"""An emulated NMEA 0183 GPS receiver that real host programs read, over TCP or a pseudo-terminal; as a command
+(``pluto gps-emulate``, :mod:`.command`) or as the ``gps-emulator`` module (:class:`GpsEmulatorModule`).
 
     with DeviceEmulator(NmeaReceiver(CircleTrack(LocalGrid(59.35, 18.07)))) as gps:
         port = serial.serial_for_url(gps.url)        # socket://127.0.0.1:PORT: RMC, VTG, GGA, GSA, GSV once a second
@@ -29,23 +30,28 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Annotated, Protocol
 
 import numpy as np
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.hardware.emulate import EmulatorParams
 from pluto.hardware.link import DeviceEmulator, EmulatorError, LinkNoise
-from pluto.sim.gps import SimGps
+from pluto.runtime.module import Module
+from pluto.runtime.ranges import Latitude, Longitude, Port, between
 from pluto.sim.noise import IDEAL, NoiseProfile
 
 from .codec import Gga, Gsa, Gsv, Rmc, SatelliteInView, Vtg, encode, gsv_sentences
 from .grid import LocalGrid
+from .sim import SimGps
 
 __all__ = [
     "CircleTrack",
     "DeviceEmulator",
     "EmulatorError",
+    "GpsEmulatorModule",
+    "GpsEmulatorParams",
     "LinkNoise",
     "NmeaReceiver",
     "NmeaReplay",
@@ -104,7 +110,7 @@ class CircleTrack:
 class SimTruthTrack:
     """The simulated robot's true position (``Sim/Truth``) through the origin's grid; no fix before the first pose.
 
-    With ``noise``, the simulator's receiver model (:class:`pluto.sim.gps.SimGps`) adds its position error and
+    With ``noise``, the simulator's receiver model (:class:`.sim.SimGps`) adds its position error and
     loses and regains the differential fix (quality 2 or 1, fewer satellites and a larger HDOP without it).
 
     Args:
@@ -281,3 +287,40 @@ class NmeaReplay:
         data = bytes(self._out)
         self._out.clear()
         return data
+
+
+class GpsEmulatorParams(EmulatorParams, kw_only=True, forbid_unknown_fields=True):
+    """Attributes:
+    port: TCP port (8103 by default).
+    epoch_hz: fixes per second (1 to 10 on most receivers).
+    origin_lat, origin_lon: the world frame's origin, degrees (the simulated worlds' by default).
+    """
+
+    port: Port = 8103
+    epoch_hz: Annotated[float, between(0.0, 50.0, open_low=True)] = 1.0
+    origin_lat: Latitude = 59.3498
+    origin_lon: Longitude = 18.0707
+
+
+class GpsEmulatorModule(Module[GpsEmulatorParams]):
+    """An NMEA 0183 receiver on the robot of ``Sim/Truth``, served on TCP."""
+
+    name = "gps-emulator"
+    description = "an emulated NMEA 0183 GPS receiver on the robot of Sim/Truth, served on TCP"
+    Params = GpsEmulatorParams
+
+    def on_configure(self) -> None:
+        p = self.params
+        self.track = SimTruthTrack(self.bus, LocalGrid(p.origin_lat, p.origin_lon), p.profile(), p.rng("gps"))
+        device = NmeaReceiver(self.track, period=1.0 / p.epoch_hz)
+        self.emulator = DeviceEmulator(device, port=p.port, link_noise=p.line_noise("gps"))
+        self.emulator.start()
+        self.get_logger().info("NMEA receiver on %s", self.emulator.url)
+
+    def on_shutdown(self) -> None:
+        emulator = getattr(self, "emulator", None)
+        if emulator is not None:
+            emulator.stop()
+        track = getattr(self, "track", None)
+        if track is not None:
+            track.close()

@@ -1,13 +1,19 @@
-"""``pluto gps-sim``: an emulated NMEA 0183 GPS receiver, for testing a GPS host program without a receiver."""
+"""``pluto gps-emulate`` (or by its old name ``pluto gps-sim``): an emulated NMEA 0183 GPS receiver, for testing a GPS
+host program without a receiver."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 
-from pluto.cli.command import Subparsers, add_parser
 from pluto.errors import ConfigError
-from pluto.hardware.emulate_command import EmulatorLink, add_link_arguments, add_link_noise_argument, serve_until_signal
+from pluto.hardware.emulate_command import (
+    CommandLine,
+    EmulatorLink,
+    add_link_arguments,
+    add_link_noise_argument,
+    serve_until_signal,
+)
 
 # The emulator, pyproj and the bus are imported by run(): `pluto` imports this module for every command.
 
@@ -28,11 +34,13 @@ one epoch (GGA to GGA) a second, in a loop.
 Connect a host to the URL printed at start: socket://127.0.0.1:8103 over TCP, or with --pty a pseudo-terminal path.
 Pluto's own driver: `pluto run gps --driver nmea --port socket://127.0.0.1:8103`.
 
+`pluto gps-sim` is the same command under its old name.
+
 examples:
-  pluto gps-sim                                    a receiver on socket://127.0.0.1:8103
-  pluto gps-sim --pty --origin 48.1173,11.5167     on a pseudo-terminal, about another origin
-  pluto gps-sim --replay drive.nmea                a recorded drive again
-  pluto gps-sim --sim --robot me                   following the simulated robot of `pluto sim --robot me`
+  pluto gps-emulate                                    a receiver on socket://127.0.0.1:8103
+  pluto gps-emulate --pty --origin 48.1173,11.5167     on a pseudo-terminal, about another origin
+  pluto gps-emulate --replay drive.nmea                a recorded drive again
+  pluto gps-emulate --sim --robot me                   following the simulated robot of `pluto sim --robot me`
 """
 
 
@@ -46,9 +54,10 @@ def _origin(text: str) -> tuple[float, float]:
     return lat, lon
 
 
-def register(subparsers: Subparsers) -> None:
-    """Register the ``gps-sim`` subcommand."""
-    p = add_parser(subparsers, "gps-sim", run, HELP, DESCRIPTION)
+def register(cli: CommandLine) -> None:
+    """Register the ``gps-emulate`` command, also called ``gps-sim``."""
+    p = cli.add_command("gps-emulate", run, HELP, DESCRIPTION, aliases=("gps-sim",))
+    p.set_defaults(open_bus=cli.open_bus)
     add_link_arguments(p, DEFAULT_PORT)
     what = p.add_mutually_exclusive_group()
     what.add_argument("--replay", metavar="FILE", help="send the sentences of this NMEA file again")
@@ -71,9 +80,8 @@ def run(args: argparse.Namespace) -> int:
         EmulatorError: the port is in use (or no pseudo-terminal could be made).
     """
     link = EmulatorLink.from_args(args)
-    from pluto.cli.common import open_bus
-    from pluto.hardware.gps.emulator import CircleTrack, DeviceEmulator, NmeaReceiver, NmeaReplay, SimTruthTrack
-    from pluto.hardware.gps.grid import LocalGrid
+    from .emulate import CircleTrack, DeviceEmulator, NmeaReceiver, NmeaReplay, SimTruthTrack
+    from .grid import LocalGrid
 
     grid = LocalGrid(*args.origin)
     with contextlib.ExitStack() as stack:
@@ -85,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--replay: {err}") from err
             what = f"replaying {args.replay} ({len(device.epochs)} epochs)"
         elif args.sim:
-            track = SimTruthTrack(stack.enter_context(open_bus(args)), grid)
+            track = SimTruthTrack(stack.enter_context(args.open_bus(args)), grid)
             stack.callback(track.close)
             device, what = NmeaReceiver(track), "following the simulated robot"
         else:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.sim.gps import SimGps, grid_to_geodetic
+from pluto.hardware.gps.sim import SimGps, grid_to_geodetic
 from pluto.sim.noise import device_rng, noise_profile
 
 ORIGIN = (59.3498, 18.0707, 10.0)
