@@ -13,7 +13,7 @@ import uuid
 import can
 import pytest
 
-from pluto.hardware.wrist.can_emulator import PowerCubeEmulator
+from pluto.hardware.wrist.emulate import PowerCubeEmulator
 
 GUARD = 10.0  # s: the host's waits end on answers; this only guards against a hang
 HOME_OK, HALTED, RAMP_END, ERROR = 0x2, 0x4, 0x8000, 0x1

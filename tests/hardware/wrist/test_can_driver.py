@@ -10,8 +10,8 @@ import pytest
 
 from pluto.hardware.wrist import powercube as pc
 from pluto.hardware.wrist.can_driver import CanWristConnectError, CanWristDriver, CanWristLinkError, WristReading
-from pluto.hardware.wrist.can_emulator import PowerCubeEmulator
-from pluto.sim.wrist import WristParams
+from pluto.hardware.wrist.emulate import PowerCubeEmulator
+from pluto.hardware.wrist.sim import WristParams
 from tests.helpers import wait_until
 
 GUARD = 5.0  # s: waits are for conditions; this only guards against a hang

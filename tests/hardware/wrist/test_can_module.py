@@ -11,10 +11,10 @@ from pluto import msgs, names
 from pluto.bus import Bus, StateReader
 from pluto.errors import PlutoError
 from pluto.hardware.wrist import powercube as pc
-from pluto.hardware.wrist.can_emulator import PowerCubeEmulator
 from pluto.hardware.wrist.can_module import CanWristModule, CanWristParams
+from pluto.hardware.wrist.emulate import PowerCubeEmulator
+from pluto.hardware.wrist.sim import WristParams
 from pluto.runtime.registry import load_module_class
-from pluto.sim.wrist import WristParams
 from tests.helpers import wait_until
 
 GUARD = 10.0  # s: waits are for conditions; this only guards against a hang

@@ -10,7 +10,7 @@ import can
 import pytest
 
 from pluto.hardware.wrist import powercube as pc
-from pluto.hardware.wrist.can_emulator import PowerCubeEmulator
+from pluto.hardware.wrist.emulate import PowerCubeEmulator
 from tests.helpers import wait_until
 
 GUARD = 5.0  # s: waits are for conditions; this only guards against a hang

@@ -40,7 +40,7 @@ import can
 
 from pluto.errors import PlutoError
 from pluto.hardware.host_driver import HostDriver
-from pluto.sim.wrist import WristParams
+from pluto.hardware.wrist.sim import WristParams
 
 from .powercube import (
     FRAMP_MODE,

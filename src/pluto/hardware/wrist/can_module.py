@@ -30,12 +30,12 @@ import time
 from typing import Annotated
 
 from pluto import msgs, names
+from pluto.hardware.wrist.sim import WristParams
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.ranges import Angle, Rate, TurnAccel, TurnRate, between
-from pluto.sim.wrist import WristParams
 
 from .can_driver import CanWristDriver, CanWristLinkError, WristReading
-from .can_emulator import PowerCubeEmulator
+from .emulate import PowerCubeEmulator
 
 __all__ = ["WRIST_STATUS", "CanWristModule", "CanWristParams"]
 
@@ -58,7 +58,7 @@ class CanWristParams(ModuleParams, kw_only=True, forbid_unknown_fields=True):
     link_timeout: s of silence after which the link is down.
     command_timeout: s without a new command after which a module still moving is halted.
     connect_timeout: s the modules have to answer at start.
-    emulate: run an emulated unit (can_emulator.py) on the same interface and channel in this process, to try the
+    emulate: run an emulated unit (emulate.py) on the same interface and channel in this process, to try the
         module without hardware (``--interface virtual --channel NAME --emulate true``).
     """
 

@@ -8,9 +8,9 @@ commanded velocity and acceleration are both > 0; targets are held within the un
 from __future__ import annotations
 
 from pluto import msgs, names
+from pluto.hardware.wrist.sim import SimWrist
 from pluto.runtime.ranges import Rate
 from pluto.sim.device import SimDevice, SimDeviceParams
-from pluto.sim.wrist import SimWrist
 
 
 class SimWristParams(SimDeviceParams, kw_only=True, forbid_unknown_fields=True):

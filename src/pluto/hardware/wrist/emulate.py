@@ -1,4 +1,5 @@
-"""Two emulated PowerCube modules (a pan/tilt wrist) on a python-can bus, for the driver and its tests.
+"""Two emulated PowerCube modules (a pan/tilt wrist) on a python-can bus, for the driver and its tests (the ``can``
+driver of the wrist module runs one in its own process with ``emulate = true``).
 
     with PowerCubeEmulator("wrist-test") as unit:          # joins the virtual CAN channel "wrist-test"
         with CanWristDriver("virtual", "wrist-test") as wrist:
@@ -14,10 +15,10 @@ once and latches HALTED: motion commands are ignored until a RESET. A module tha
 moves only after HOME.
 """
 
-# Strategy: the motion is the simulated wrist's (pluto.sim.wrist.SimWrist: each axis accelerates, cruises and brakes
-# to stop on its target, within the limits), stepped by the emulator's clock before each frame is handled and on
-# every receive timeout, so a reply always tells where the axis is now. One SimWrist carries both modules: the pan
-# module is its axis 0 and the tilt module its axis 1; a command to one axis hands SimWrist the other axis's goal
+# Strategy: the motion is the simulated wrist's (pluto.hardware.wrist.sim.SimWrist: each axis accelerates, cruises
+# and brakes to stop on its target, within the limits), stepped by the emulator's clock before each frame is handled
+# and on every receive timeout, so a reply always tells where the axis is now. One SimWrist carries both modules: the
+# pan module is its axis 0 and the tilt module its axis 1; a command to one axis hands SimWrist the other axis's goal
 # unchanged. The state word is derived from the motion (MOTION while it moves, RAMP_ACC/STEADY/DEC from the sign of
 # the acceleration, RAMP_END when it stands at its ramp's target). The protocol is the codec's, in the module role.
 
@@ -35,7 +36,7 @@ import can
 import numpy as np
 
 from pluto.codec import NEED_DATA
-from pluto.sim.wrist import SimWrist, WristParams
+from pluto.hardware.wrist.sim import SimWrist, WristParams
 
 from .powercube import (
     CAN_ERR_BUSOFF,

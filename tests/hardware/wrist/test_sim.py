@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pluto.sim.wrist import SimWrist, WristParams
+from pluto.hardware.wrist.sim import SimWrist, WristParams
 
 DT = 0.02  # the wrist module's step at its 50 Hz
 
