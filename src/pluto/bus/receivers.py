@@ -1,0 +1,594 @@
+"""Reading an interface: readers that keep the newest value, subscriptions that call a function with each one, and
+the one Zenoh subscriber per interface they share.
+
+Strategy: a process has one Zenoh subscriber per interface and type (:class:`_Tap`), however many readers and
+subscriptions it holds: a sample's mark (:mod:`pluto.bus.wire`) is parsed and its payload decoded once, in place on
+Zenoh's thread, and handed to each receiver. A receiver counts it, asks the lock-step gate (when one runs,
+:mod:`pluto.bus.lockstep`) whether it may pass now or is held until a tick's frontier covers it, and lets it
+through: a :class:`StateReader` stores it and wakes its waiting threads as the last thing; a :class:`Subscription`
+queues it and hands its strand to the bus's executor, so a slow callback never stalls Zenoh and only skips to the
+newest value. A receiver that joins late asks the writers for the current value (every writer answers, the newest
+write wins), never for a command; a command reader forgets a command older than its ``max_age`` by its own clock
+(docs/design.md, principle 5).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import logging
+import math
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+import zenoh
+
+from pluto import msgs, names
+from pluto.bus.config import check_robot_name
+from pluto.bus.counters import _DropCounter, _Meter
+from pluto.bus.executor import ZENOH_THREAD, Executor, Strand, keep_thread_state, on_zenoh_thread
+from pluto.bus.lockstep import LockstepGate
+from pluto.bus.wire import _ATTACHMENT, _NO_MARK, BATCH, COMMAND, LOCKSTEPPED, write_mark
+from pluto.bus.zenoh_setup import zenoh_reason
+from pluto.errors import BusError, BusTimeout, DecodeError
+
+log = logging.getLogger("pluto.bus")
+
+M = TypeVar("M", bound=msgs.Message)
+
+
+class ReaderBus(Protocol):
+    """What readers and subscriptions use of the bus they read on (:class:`pluto.bus.session.Bus`)."""
+
+    @property
+    def session(self) -> zenoh.Session: ...
+
+    @property
+    def robot(self) -> str: ...
+
+    @property
+    def drops(self) -> _DropCounter: ...
+
+    @property
+    def gate(self) -> LockstepGate | None: ...
+
+    @property
+    def executor(self) -> Executor: ...
+
+    def key(self, name: str, robot: str | None = None) -> str: ...
+
+    def settle(self) -> None: ...
+
+    def query(
+        self,
+        selector: str,
+        *,
+        timeout: float,
+        payload: bytes | None = None,
+        consolidation: zenoh.ConsolidationMode | None = None,
+    ) -> Iterator[zenoh.Reply]: ...
+
+    def _attach(self, receiver: _Receiver[Any]) -> None: ...
+
+    def _detach(self, receiver: _Receiver[Any]) -> None: ...
+
+
+class _Receiver(abc.ABC, Generic[M]):
+    """Decodes samples of one interface on the Zenoh thread and passes good ones to ``deliver``.
+
+    It reads the interface of the bus's robot, or of another robot named by ``robot`` (``pluto/<robot>/<name>``):
+    ``key`` is the one it reads."""
+
+    def __init__(
+        self,
+        bus: ReaderBus,
+        name: str,
+        cls: type[M],
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+        robot: str | None = None,
+    ) -> None:
+        self.name = str(name)
+        self.type = cls
+        self._bus = bus
+        self.robot = bus.robot if robot is None else check_robot_name(robot, "robot ")
+        self.key = bus.key(self.name, self.robot)
+        # A command reader: values older than max_age (s, by ``clock``) are forgotten, none is taken from a query.
+        self.max_age = names.command_max_age(name) if max_age is None else max_age
+        if self.max_age is not None and not (math.isfinite(self.max_age) and self.max_age > 0):
+            raise ValueError(f"max_age of {name} must be > 0 s, got {self.max_age}")
+        self.clock = clock or time.monotonic
+        self.arrival = -math.inf  # the clock's time the newest value was let through
+        self.expired = 0  # commands forgotten because they grew too old before they were read
+        self.received = 0
+        self.dropped = 0
+        self.last_write_time = 0.0  # wall-clock time the newest value was written
+        self.meter = _Meter()
+        self.seen: dict[int, int] = {}  # writer id -> newest sequence number received (for lock-step)
+        self.heard: dict[int, float] = {}  # writer id -> wall-clock time its newest value arrived
+        self.closed = False
+
+    WRITERS_KEPT = 32
+    """Writer ids :attr:`heard` remembers at most (the oldest are forgotten first)."""
+
+    def writers_heard(self, within: float, now: float | None = None) -> list[int]:
+        """Ids of the writers whose values arrived in the last ``within`` seconds (wall clock), oldest first."""
+        now = time.time() if now is None else now
+        heard = list(self.heard.items())  # one copy (atomic): the Zenoh thread adds to it meanwhile
+        return [wid for wid, when in sorted(heard, key=lambda item: item[1]) if now - when <= within]
+
+    def _hear(self, wid: int, now: float) -> None:
+        heard = self.heard
+        heard[wid] = now
+        if len(heard) > self.WRITERS_KEPT:
+            del heard[min(heard, key=heard.__getitem__)]
+
+    def _reject(self, err: DecodeError) -> None:
+        self.dropped += 1
+        self._bus.drops.drop(self.name, err)
+
+    def _admit(self, values: list[M], mark: tuple[float, int, int, int]) -> None:
+        """Values of one sample (one, or a batching writer's, oldest first), already decoded."""
+        if len(values) == 1:
+            self._admit_one(values[0], mark)
+        elif values:
+            self._admit_batch(values, mark)
+
+    def _note_one(self, written: float, wid: int) -> None:
+        """Count one sample as it arrives: the meter, the last write's time and its writer (the hot path: kept short,
+        ``meter.tick`` and :meth:`_hear` inline)."""
+        now = time.time()
+        self.last_write_time = written or now
+        meter = self.meter
+        meter.count += 1
+        meter.last = now
+        meter.times.append(now)
+        if wid:
+            heard = self.heard
+            heard[wid] = now
+            if len(heard) > self.WRITERS_KEPT:
+                del heard[min(heard, key=heard.__getitem__)]
+
+    def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
+        """The value of one sample, already decoded."""
+        written, seq, wid, flags = mark
+        self._note_one(written, wid)
+        gate = self._bus.gate
+        if gate is None or gate.admit(self, value, wid, seq, bool(flags & LOCKSTEPPED)):
+            self._take(value)
+
+    def _admit_batch(self, values: list[M], mark: tuple[float, int, int, int]) -> None:
+        written, seq, wid, _flags = mark
+        now = time.time()
+        self.last_write_time = written or now
+        if wid:
+            self._hear(wid, now)
+        gate = self._bus.gate
+        # A batching writer sends each value alone while the lock-step runs: a batch is never lock-stepped.
+        self.meter.tick_many(now, len(values))
+        if gate is None or gate.admit(self, values[-1], wid, seq, False):
+            self._take_many(values)
+
+    def _take_many(self, values: list[M]) -> None:
+        """Values of one batch are let through, oldest first."""
+        for value in values:
+            self._take(value)
+
+    @property
+    def is_command(self) -> bool:
+        """Whether this receiver follows the command rule (no late delivery, values expire after ``max_age``)."""
+        return self.max_age is not None
+
+    @abc.abstractmethod
+    def _take(self, value: M) -> None:
+        """A value is let through to this receiver's user (at once, or when the lock-step releases it): count it
+        (``received``), note its arrival for a command (``arrival``) and make it visible."""
+
+    def _stale(self, arrival: float) -> bool:
+        """A command that arrived at ``arrival`` (this receiver's clock) is too old now, or from before a jump back."""
+        if self.max_age is None:
+            return False
+        now = self.clock()
+        return now - arrival > self.max_age or arrival > now + 1e-6
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until what was delivered has been handled (callbacks returned); True if so."""
+        return True
+
+    def fetch_current(self, timeout: float) -> M | None:
+        """Ask the writers for the current value; return the newest good one, or None (always for a command)."""
+        if self.max_age is not None:
+            return None
+        best: tuple[float, M] | None = None
+        self._bus.settle()
+        try:
+            # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
+            replies = self._bus.query(self.key, timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
+        except zenoh.ZError as err:
+            raise BusError(f"cannot query {self.name}: {zenoh_reason(err)}") from err
+        for reply in replies:
+            if reply.ok is None:
+                continue
+            sample = reply.ok
+            written, seq, wid, flags = write_mark(sample.attachment)
+            if flags & COMMAND:
+                continue  # a command is never handed to a reader that joins later
+            if wid and seq > self.seen.get(wid, 0):
+                self.seen[wid] = seq
+            try:
+                value = msgs.decode(sample.payload.to_bytes(), self.type)
+            except DecodeError as err:
+                self.dropped += 1
+                self._bus.drops.drop(self.name, err)
+                continue
+            if best is None or written > best[0]:
+                best = (written, value)
+        if best is None:
+            return None
+        self.last_write_time = best[0]
+        return best[1]
+
+
+class _Tap:
+    """The one Zenoh subscriber of an interface in a process: a sample is decoded once and handed to every reader
+    and subscription of that interface (and type) on the bus, however many there are."""
+
+    def __init__(self, bus: ReaderBus, key: str, cls: type[Any]) -> None:
+        self.key = (key, cls)
+        self.type = cls
+        self.receivers: tuple[_Receiver[Any], ...] = ()
+        self._bus = bus
+        self._subscriber = bus.session.declare_subscriber(key, on_zenoh_thread(self._on_sample, keeps_state=True))
+
+    def _on_sample(self, sample: zenoh.Sample) -> None:
+        if not hasattr(ZENOH_THREAD, "kept"):
+            keep_thread_state()
+        receivers = self.receivers
+        if not receivers:
+            return
+        attachment = sample.attachment
+        if attachment is None:
+            mark = _NO_MARK
+        else:
+            raw = attachment.to_bytes()
+            mark = _ATTACHMENT.unpack(raw) if len(raw) == _ATTACHMENT.size else write_mark(attachment)
+        try:
+            if mark[3] & BATCH:
+                values = msgs.decode_many(sample.payload.to_bytes(), self.type)
+                for receiver in receivers:
+                    if not receiver.closed:
+                        receiver._admit(values, mark)
+                return
+            value = msgs.decode(sample.payload.to_bytes(), self.type)
+        except DecodeError as err:
+            for receiver in receivers:
+                receiver._reject(err)
+            return
+        for receiver in receivers:
+            if not receiver.closed:
+                receiver._admit_one(value, mark)
+
+    def undeclare(self) -> None:
+        with contextlib.suppress(Exception):
+            self._subscriber.undeclare()  # type: ignore[no-untyped-call]
+
+
+class StateReader(_Receiver[M]):
+    """Keeps the newest value of an interface; :meth:`read` returns it at once.
+
+    Create with :meth:`Bus.create_reader`. A reader created after the last write still gets that value: it asks
+    the writers for it when it is created.
+
+    Freshness (docs/design.md, principle 8): a reader with a ``deadline`` (s) judges a state by its stamp: :meth:`fresh`
+    returns the newest value only if its stamp is at most ``deadline`` s before the time the caller gives (its own
+    clock's), and None otherwise: a stale value is treated as absent. A module's readers get the deadline of the
+    interface table (:func:`pluto.names.stale_after`) unless the module gives another.
+
+    Attributes:
+        deadline: s a value's stamp may lag the reader's time before :meth:`fresh` treats it as absent; None: no
+            deadline (:meth:`fresh` is :meth:`read`).
+        stale_events: times :meth:`fresh` found the value stale after having found it fresh (or after the first
+            value, if it was stale from the start): how often the input was lost.
+        stale: the last :meth:`fresh` found a value, and it was stale.
+    """
+
+    def __init__(
+        self,
+        bus: ReaderBus,
+        name: str,
+        cls: type[M],
+        *,
+        fetch_timeout: float = 3.0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+        deadline: float | None = None,
+        robot: str | None = None,
+    ) -> None:
+        super().__init__(bus, name, cls, max_age, clock, robot)
+        if deadline is not None and not (math.isfinite(deadline) and deadline > 0):
+            raise ValueError(f"deadline of {name} must be > 0 s, got {deadline}")
+        self.deadline = deadline
+        self.stale_events = 0
+        self.stale = False
+        self.judged: tuple[float, float] | None = None  # (time, age) of the last judgement of fresh()
+        # A plain lock and one C-level queue per waiting thread: cheaper than a Condition on the hot path.
+        self._lock = threading.Lock()
+        self._waiters: list[queue.SimpleQueue[bool]] = []
+        self._value: M | None = None
+        self._generation = 0
+        self._seen = 0
+        bus._attach(self)
+        current = self.fetch_current(fetch_timeout)
+        if current is not None:
+            with self._lock:
+                waiters = self._set(current) if self._value is None else []  # a live sample is newer
+            for waiter in waiters:
+                waiter.put(True)
+
+    def _set(self, value: M) -> list[queue.SimpleQueue[bool]]:
+        """Store a new value (lock held); return the waiters to wake."""
+        self._value = value
+        self._generation += 1
+        waiters, self._waiters = self._waiters, []
+        return waiters
+
+    def _take_many(self, values: list[M]) -> None:
+        self.received += len(values) - 1  # a reader keeps the newest value only
+        self._take(values[-1])
+
+    def _take(self, value: M) -> None:
+        # The hot path: store, then wake the waiting threads as the last thing.
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        with self._lock:
+            self.received += 1
+            self._value = value
+            self._generation += 1
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.put(True)
+
+    @property
+    def waiting(self) -> int:
+        """Threads waiting now in :meth:`wait_for_update` or :meth:`wait_for_value` for a new value."""
+        with self._lock:
+            return len(self._waiters)
+
+    def read(self) -> M | None:
+        """Return the newest value, or None if nothing was ever written (or, for a command, if it is too old)."""
+        with self._lock:
+            self._seen = self._generation
+            if self._value is not None and self._stale(self.arrival):
+                self._value = None
+                self.expired += 1
+            return self._value
+
+    def fresh(self, now: float) -> M | None:
+        """The newest value if it is fresh at ``now`` (s, the caller's clock: a module's step time), else None.
+
+        Fresh: its stamp is at most :attr:`deadline` s before ``now`` (a stamp ahead of ``now`` is fresh: the
+        writer's clock runs a little ahead, or the value is of this instant). Without a deadline, any value is.
+        A value that is stale counts in :attr:`stale_events` when it becomes so.
+        """
+        value = self.read()
+        if value is None or self.deadline is None:
+            return value
+        age = now - float(getattr(value, "stamp", 0.0))
+        stale = age > self.deadline
+        if stale and not self.stale:
+            self.stale_events += 1
+        self.stale = stale
+        self.judged = (now, age)
+        return None if stale else value
+
+    def stamp_age(self, now: float) -> float | None:
+        """How old (s) the newest value's stamp is at ``now`` (s, the caller's clock), or None if there is none."""
+        with self._lock:
+            value = self._value
+        if value is None:
+            return None
+        return now - float(getattr(value, "stamp", 0.0))
+
+    def _wait(self, ready: Callable[[], bool], timeout: float | None, failure: str) -> M:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if ready():
+                    self._seen = self._generation
+                    assert self._value is not None
+                    return self._value
+                waiter: queue.SimpleQueue[bool] = queue.SimpleQueue()
+                self._waiters.append(waiter)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                with self._bus.executor.blocking():
+                    waiter.get(timeout=remaining)
+            except queue.Empty:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+                    if ready():
+                        self._seen = self._generation
+                        assert self._value is not None
+                        return self._value
+                raise BusTimeout(failure) from None
+
+    def wait_for_update(self, timeout: float | None = None) -> M:
+        """Wait for a value newer than the last one this reader returned, and return it.
+
+        Raises:
+            BusTimeout: nothing new arrived within ``timeout`` seconds.
+        """
+        # The hot path of a request/reply over two interfaces: one wait, woken by _take, then one lock to return.
+        with self._lock:
+            if self._generation > self._seen:
+                self._seen = self._generation
+                assert self._value is not None
+                return self._value
+            waiter: queue.SimpleQueue[bool] = queue.SimpleQueue()
+            self._waiters.append(waiter)
+        start = time.monotonic()
+        try:
+            if self._bus.executor.on_worker():
+                with self._bus.executor.blocking():
+                    waiter.get(timeout=timeout)
+            else:
+                waiter.get(timeout=timeout)
+        except queue.Empty:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                if self._generation > self._seen:
+                    self._seen = self._generation
+                    assert self._value is not None
+                    return self._value
+            raise BusTimeout(f"no update on {self.name} within {timeout} s") from None
+        with self._lock:
+            if self._generation > self._seen:
+                self._seen = self._generation
+                assert self._value is not None
+                return self._value
+        # Another thread waiting on this reader returned that value first: wait on for the rest of the time.
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        return self._wait(
+            lambda: self._generation > self._seen, remaining, f"no update on {self.name} within {timeout} s"
+        )
+
+    def wait_for_value(self, timeout: float | None = None) -> M:
+        """Return the current value, waiting for a first one if there is none yet.
+
+        Raises:
+            BusTimeout: nothing was written within ``timeout`` seconds.
+        """
+        return self._wait(lambda: self._value is not None, timeout, f"nobody wrote {self.name} within {timeout} s")
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the newest value was written (wall clock), or None if there is none."""
+        with self._lock:
+            if self._value is None:
+                return None
+        return max(0.0, time.time() - self.last_write_time)
+
+    def close(self) -> None:
+        """Stop receiving (idempotent)."""
+        self.closed = True
+        self._bus._detach(self)
+        if self._bus.gate is not None:
+            self._bus.gate.forget(self)
+
+
+class Subscription(_Receiver[M]):
+    """Calls a function with each new value of an interface, on a thread of its own.
+
+    With ``depth=1`` (the default, right for sensor streams) a slow callback skips to the newest value; a larger
+    depth queues that many values for a slow callback and counts the ones its queue had to drop (``overflowed``).
+    Values the network dropped under congestion are not seen at all: a writer whose every value must arrive is
+    created with ``reliable=True``.
+    """
+
+    def __init__(
+        self,
+        bus: ReaderBus,
+        name: str,
+        cls: type[M],
+        callback: Callable[[M], Any],
+        *,
+        depth: int = 1,
+        current: bool = True,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+        robot: str | None = None,
+    ) -> None:
+        super().__init__(bus, name, cls, max_age, clock, robot)
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._callback = callback
+        # Values wait in a bounded deque (the oldest falls out when it is full); the subscription's strand on the
+        # bus's executor calls the callback with them, in order, one at a time.
+        self._pending: deque[tuple[M, float]] = deque(maxlen=depth)  # (value, arrival for a command)
+        self.delivered = 0
+        self._closed = False
+        self._strand = Strand(bus.executor, self._drain)
+        bus._attach(self)
+        if current and not self.is_command:
+            value = self.fetch_current(3.0)
+            if value is not None and not self.received:
+                self._pending.append((value, 0.0))
+                self._strand.schedule()
+
+    @property
+    def overflowed(self) -> int:
+        """Values that a slow callback never saw (newer ones replaced them)."""
+        return max(0, self.received - self.delivered - len(self._pending))
+
+    def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
+        # The hot path: _Receiver._admit_one and _take in one when no lock-step runs.
+        if self._bus.gate is not None:
+            super()._admit_one(value, mark)
+            return
+        self._note_one(mark[0], mark[2])
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        self.received += 1
+        self._pending.append((value, self.arrival))
+        self._strand.schedule()
+
+    def _take(self, value: M) -> None:
+        # The hot path (_run_soon inline).
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        self.received += 1
+        self._pending.append((value, self.arrival))
+        gate = self._bus.gate
+        if gate is None or not gate.defer(self._strand):
+            self._strand.schedule()
+
+    def _take_many(self, values: list[M]) -> None:
+        if self.max_age is not None:
+            self.arrival = self.clock()
+        self.received += len(values)
+        arrival = self.arrival
+        self._pending.extend([(value, arrival) for value in values])
+        self._run_soon()
+
+    def _run_soon(self) -> None:
+        """Have the callback called with what is pending: by the lock-step executor when it is the one releasing
+        values (it waits for the callbacks before the members step anyway), else on the bus's executor."""
+        gate = self._bus.gate
+        if gate is None or not gate.defer(self._strand):
+            self._strand.schedule()
+
+    def wait_idle(self, timeout: float) -> bool:
+        if self._closed:
+            return True
+        return self._strand.wait_idle(timeout)
+
+    def _drain(self) -> None:
+        pending = self._pending
+        while pending and not self._closed:
+            try:
+                value, arrival = pending.popleft()
+            except IndexError:
+                return
+            self.delivered += 1
+            if self.max_age is not None and self._stale(arrival):
+                self.expired += 1  # a command that waited too long in the queue is not obeyed
+                continue
+            try:
+                self._callback(value)
+            except Exception:
+                log.exception("callback on %s failed", self.name)
+
+    def close(self) -> None:
+        """Stop receiving (idempotent); waits for a callback in progress, unless called from that callback."""
+        self._closed = True
+        self.closed = True
+        self._bus._detach(self)
+        if self._bus.gate is not None:
+            self._bus.gate.forget(self)
+        self._strand.close()
