@@ -16,11 +16,11 @@ modules of the ``mission`` profile do in a tick:
 * the site: the world as built (:func:`~pluto.sim.site.build_site`), which with realistic noise is a few cm off the
   map, holds glass panes and has unmapped clutter along its walls; the devices below live in it, the estimators get
   the map. It is drawn from the run's seed as in the simulator.
-* ``base``: :class:`~pluto.sim.body.SimBody` steps under the route's command (collisions with the walls, obstacles,
-  clutter and the walking person; with realistic noise the odometry has its 2 % scale error, 3 % slip per step, a
-  heading bias per metre and short slips, and keeps counting when the wheels spin against something). Every device
-  has its own generator, as in the simulator (:func:`~pluto.sim.noise.device_rng`), from a seed drawn from ``--seed``
-  and the world's name, so the two worlds do not share their noise.
+* ``base``: :class:`~pluto.hardware.base.sim.SimBody` steps under the route's command (collisions with the walls,
+  obstacles, clutter and the walking person; with realistic noise the odometry has its 2 % scale error, 3 % slip per
+  step, a heading bias per metre and short slips, and keeps counting when the wheels spin against something). Every
+  device has its own generator, as in the simulator (:func:`~pluto.sim.noise.device_rng`), from a seed drawn from
+  ``--seed`` and the world's name, so the two worlds do not share their noise.
 * ``dmu``: :class:`~pluto.hardware.dmu.sim.SimDmu` measures the body's true motion (gyro bias, drift and noise) and
   gives its filtered state stamped back by its filter delay, as ``DMU/State``.
 * ``localization``: the service's own core, :class:`~pluto.navigation.localization.core.DeadReckoning` with the
@@ -97,6 +97,7 @@ import numpy.typing as npt
 
 from pluto import msgs
 from pluto.geometry import wrap_angle
+from pluto.hardware.base.sim import BodyParams, SimBody
 from pluto.hardware.dmu.sim import SimDmu
 from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.navigation.localization.core import DeadReckoning, PoseAdjustment, flat, robot_of_laser
@@ -104,7 +105,6 @@ from pluto.navigation.localization.module import LocalizationModuleParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import PoseModuleParams, PoseTracker
-from pluto.sim.body import BodyParams, SimBody
 from pluto.sim.noise import PROFILES, device_rng, noise_profile
 from pluto.sim.site import build_site
 from pluto.sim.world import World, load_world

@@ -10,11 +10,11 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   both sides here run the motion and a scan once per ``--step`` (default 0.1 s, ir-sim's own default: 10 Hz
   motion and 10 Hz scans).
 * ``Pluto simulator alone``: the same work with the classes the ``base`` and ``sick`` modules use: a
-  :class:`~pluto.sim.body.SimBody` in the office world (collisions with every wall, obstacle and the person) and a
-  :class:`~pluto.hardware.sick.sim.SimLaser` (361 beams, 80 m) over the :class:`~pluto.sim.raycast.RayCaster` of the
-  world, stepped in a plain loop at the same rates, without a bus. Noise is off on both sides, the laser sits
-  0.25 m ahead of the robot's centre on both, and both check the robot against collisions at every step (ir-sim
-  with ``collision_mode: stop``; it draws round obstacles as 64-sided polygons, Pluto keeps them round).
+  :class:`~pluto.hardware.base.sim.SimBody` in the office world (collisions with every wall, obstacle and the person)
+  and a :class:`~pluto.hardware.sick.sim.SimLaser` (361 beams, 80 m) over the :class:`~pluto.sim.raycast.RayCaster` of
+  the world, stepped in a plain loop at the same rates, without a bus. Noise is off on both sides, the laser sits 0.25 m
+  ahead of the robot's centre on both, and both check the robot against collisions at every step (ir-sim with
+  ``collision_mode: stop``; it draws round obstacles as 64-sided polygons, Pluto keeps them round).
 * ``Pluto mission profile, lock-step``: the ``mission`` profile (the 11 modules of ``pluto demo``: sim, base, wrist,
   sick, dmu, gps, localization, pose, drive, avoid, motion) with the simulated clock in lock-step as fast as it
   goes, once with each module in its own process and once with all of them in this process; the robot follows the
@@ -68,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
+from pluto.hardware.base.sim import BodyParams, SimBody
 from pluto.hardware.sick.sim import LaserParams, SimLaser
-from pluto.sim.body import BodyParams, SimBody
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World, load_world
 

@@ -1,6 +1,7 @@
 """Planar pose arithmetic shared by the simulator, the drivers and the movement chain.
 
-A pose is (x, y, θ): metres and radians, θ counter-clockwise from the x axis.
+A pose is (x, y, θ): metres and radians, θ counter-clockwise from the x axis. :func:`unicycle_step` moves one along
+the arc of constant velocities (the simulated base's motion, and where another robot is by now).
 
 Angles are wrapped by :func:`wrap_angle` alone, a float or a numpy array of them, to [-π, π) (or to (-π, π] where π
 must read as +π); the compiled kernels, which cannot call it, use its twin
@@ -62,3 +63,12 @@ def relative(origin: Pose2D, pose: Pose2D) -> Pose2D:
     c, s = math.cos(oth), math.sin(oth)
     dx, dy = pose[0] - ox, pose[1] - oy
     return c * dx + s * dy, -s * dx + c * dy, wrap_angle(pose[2] - oth)
+
+
+def unicycle_step(x: float, y: float, theta: float, v: float, omega: float, dt: float) -> tuple[float, float, float]:
+    """Exact pose after moving at constant (v, ω) for ``dt`` (an arc, or a line when ω = 0)."""
+    if abs(omega) < 1e-9:
+        return x + v * dt * math.cos(theta), y + v * dt * math.sin(theta), theta
+    r = v / omega
+    new_theta = theta + omega * dt
+    return x + r * (math.sin(new_theta) - math.sin(theta)), y - r * (math.cos(new_theta) - math.cos(theta)), new_theta

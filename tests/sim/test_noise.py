@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pluto.errors import ConfigError
-from pluto.sim.body import SimBody
+from pluto.hardware.base.sim import SimBody
 from pluto.sim.noise import BASIC, IDEAL, PROFILES, REALISTIC, NoiseProfile, device_rng, noise_profile
 from pluto.sim.world import parse_world
 

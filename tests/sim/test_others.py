@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pluto import msgs
+from pluto.hardware.base.sim import SimBody
 from pluto.hardware.sick.sim import SimLaser
-from pluto.sim.body import SimBody
 from pluto.sim.module import FleetMember
 from pluto.sim.others import Contacts, OtherRobots
 from pluto.sim.raycast import RayCaster

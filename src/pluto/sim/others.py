@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto import msgs, names
-from pluto.sim.body import unicycle_step
+from pluto.geometry import unicycle_step
 from pluto.sim.device import TruthHistory
 from pluto.sim.module import FleetMember
 

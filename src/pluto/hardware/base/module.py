@@ -36,9 +36,9 @@ import numpy as np
 
 from pluto import msgs, names
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
+from pluto.hardware.base.sim import BodyParams, BodyState, SimBody
 from pluto.runtime.persist import Continuation, clock_run
 from pluto.runtime.ranges import Accel, Radius, Rate, Speed, TurnAccel, TurnRate
-from pluto.sim.body import BodyParams, BodyState, SimBody
 from pluto.sim.device import SimDevice, SimDeviceParams
 from pluto.sim.others import Contacts, OtherRobots
 

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import wrap_angle
-from pluto.sim.body import SimBody
+from pluto.hardware.base.sim import SimBody
 from pluto.sim.noise import NoiseProfile
 from pluto.sim.raycast import RayCaster
 

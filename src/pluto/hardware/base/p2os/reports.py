@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from pluto.sim.body import SimBody
+from pluto.hardware.base.sim import SimBody
 
 from .models import RobotParams
 from .physics import SONAR_ARRAY_SIZE, Drivetrain

@@ -82,7 +82,7 @@ from numpy.typing import NDArray
 
 from pluto.errors import ConfigError
 from pluto.geometry import wrap_angle
-from pluto.sim.body import BodyParams, BodyState, SimBody
+from pluto.hardware.base.sim import BodyParams, BodyState, SimBody
 from pluto.sim.noise import IDEAL, NoiseProfile
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from pluto.geometry import wrap_angle
+from pluto.geometry import unicycle_step, wrap_angle
 from pluto.sim.noise import IDEAL, NoiseProfile
 from pluto.sim.raycast import RayCaster
 
@@ -86,15 +86,6 @@ def ramp(current: float, target: float, max_rate: float, dt: float) -> float:
     """Move ``current`` toward ``target`` by at most ``max_rate * dt``."""
     step = max_rate * dt
     return current + max(-step, min(step, target - current))
-
-
-def unicycle_step(x: float, y: float, theta: float, v: float, omega: float, dt: float) -> tuple[float, float, float]:
-    """Exact pose after moving at constant (v, ω) for ``dt`` (an arc, or a line when ω = 0)."""
-    if abs(omega) < 1e-9:
-        return x + v * dt * math.cos(theta), y + v * dt * math.sin(theta), theta
-    r = v / omega
-    new_theta = theta + omega * dt
-    return x + r * (math.sin(new_theta) - math.sin(theta)), y - r * (math.cos(new_theta) - math.cos(theta)), new_theta
 
 
 def closest_points(point: FloatArray, segments: FloatArray) -> FloatArray:

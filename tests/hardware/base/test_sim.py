@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pluto.geometry import compose, relative, wrap_angle
-from pluto.sim.body import BodyParams, SimBody, ramp, unicycle_step
+from pluto.geometry import compose, relative, unicycle_step, wrap_angle
+from pluto.hardware.base.sim import BodyParams, SimBody, ramp
 from pluto.sim.noise import REALISTIC, device_rng, noise_profile
 from pluto.sim.world import World, parse_world
 from tests.sim.boxes import ray_to_box
