@@ -27,25 +27,27 @@ and ``z = o_1·ẑ + P·(X·ẑ, Y·ẑ)`` (X, Y joint 1's axes). A target at ho
 c²)`` (in front of the yaw axis or reaching over it) and ``v_0 = atan2(y, x) - angle(c Z + ρ h)``; ``(ρ, z)`` then
 give ``P`` through the orthogonal 2 x 2 matrix of X and Y in (h, ẑ).
 
-Strategy: a solve is a few dozen float operations in plain ``math`` (numpy's per-call cost would be most of the
-time at this size), one pass per yaw branch within its limits, both elbow branches in it; a joint value is the turn
-of its angle within its limits (the ranges are under a full turn, so there is at most one), and the candidate
-nearest the start (sum of absolute joint changes) wins. Which pitches reach a point of the plane is looked up rather
-than searched: a pitch table, built once (vectorised, a fraction of a second), holds for each 4 mm cell of the
-plane the intervals of pitch (sampled every 2°) that reach its centre within every limit. The starting pitch is
-used when it lies well inside an interval; near an interval's edge it is tried first; otherwise the nearest point
-:data:`PITCH_MARGIN` inside an interval is. Only when the table's answer fails there (a cell on the edge of the
-workspace) are pitches searched, at growing distances on both sides of the starting pitch and refined by bisection.
-``from_chain`` recognises the shape from the transforms and checks the closed form against the chain's forward
-kinematics at random joint values; anything else (another shape, a target out of reach or limits) is left to the
-numerical solver.
+Strategy: the arithmetic is compiled by numba (:mod:`pluto.hardware.arm.closed_form_kernels`): in plain Python
+the interpreter, not the few dozen float operations, was the cost of a solve. One pass per yaw branch within its
+limits, both elbow branches in it; a joint value is the turn of its angle within its limits (the ranges are under a
+full turn, so there is at most one), and the candidate nearest the start (sum of absolute joint changes) wins. Which
+pitches reach a point of the plane is looked up rather than searched: a pitch table, built once (vectorised, a
+fraction of a second), holds for each 4 mm cell of the plane the intervals of pitch (sampled every 2°) that reach
+its centre within every limit. The starting pitch is used when it lies well inside an interval; near an interval's
+edge it is tried first; otherwise the nearest point :data:`PITCH_MARGIN` inside an interval is. Only when the
+table's answer fails there (a cell on the edge of the workspace) are pitches searched, at growing distances on both
+sides of the starting pitch and refined by bisection. ``from_chain`` recognises the shape from the transforms and
+checks the closed form against the chain's forward kinematics at random joint values; anything else (another shape,
+a target out of reach or limits) is left to the numerical solver. numba is imported when the first closed form is
+built, so that a process that only drives the arm does not load it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,39 +55,85 @@ from numpy.typing import NDArray
 __all__ = ["PITCH_MARGIN", "YawPlanarIK"]
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 PitchIntervals = tuple[tuple[float, float, float, float], ...]
 """Pitches that reach a cell, an interval each: the start and width of the part taken to reach for sure (at least
 :data:`PITCH_MARGIN` inside; its middle if it is narrower), then the start and width of the interval widened by
 :data:`PITCH_MARGIN` on each side (the edge where a pitch may or may not reach), rad; a width of 2π or more is the
-whole turn."""
+whole turn. The table holds them as rows of an array (see :mod:`pluto.hardware.arm.closed_form_kernels`)."""
 
-CELL = 0.004
-"""Edge of the pitch table's cells in the plane, m."""
 PITCH_SAMPLE = math.radians(2.0)
 """Spacing of the pitches the table checks, rad."""
 PITCH_MARGIN = math.radians(6.0)
 """How far inside the edge of a table interval a pitch is taken to reach for sure, rad (the sampling, and the
 pitch edges' shift across a cell)."""
-SEARCH_STEP = math.radians(10.0)
-"""Spacing of the pitches searched when the table's choice fails, rad."""
-SEARCH_BISECTIONS = 7
-"""Halvings of the last search step toward the starting pitch (10° / 2⁷ ≈ 0.08°)."""
-LIMIT_SLACK = 1e-9
-"""A joint value this far outside its limits (rad) is rounding and is held to the limit."""
-REACH_SLACK = 1e-12
-"""A cosine of the elbow this far beyond ±1 is rounding (a fully stretched or folded arm)."""
 
 _TAU = 2.0 * math.pi
 _PI = math.pi
 
 
-def _interval(first: float, width: float) -> tuple[float, float, float, float]:
-    """A table interval from the first pitch that reaches and the width of the run, rad (see PitchIntervals)."""
-    if width >= 2.0 * PITCH_MARGIN:
-        safe_first, safe_width = first + PITCH_MARGIN, width - 2.0 * PITCH_MARGIN
-    else:
-        safe_first, safe_width = first + 0.5 * width, 0.0
-    return (safe_first, safe_width, first - PITCH_MARGIN, width + 2.0 * PITCH_MARGIN)
+def _kernels() -> ModuleType:
+    """The compiled kernels (numba is imported, and they are loaded from its cache or compiled, on first use)."""
+    from pluto.hardware.arm import closed_form_kernels
+
+    return closed_form_kernels
+
+
+def _intervals(first: FloatArray, width: FloatArray) -> FloatArray:
+    """Table intervals (rows, see PitchIntervals) from the first pitch that reaches and the width of each run, rad."""
+    wide = width >= 2.0 * PITCH_MARGIN
+    return np.stack(
+        [
+            np.where(wide, first + PITCH_MARGIN, first + 0.5 * width),
+            np.where(wide, width - 2.0 * PITCH_MARGIN, 0.0),
+            first - PITCH_MARGIN,
+            width + 2.0 * PITCH_MARGIN,
+        ],
+        axis=1,
+    )
+
+
+def _yaw_then_parallel(
+    frames: Sequence[FloatArray], offsets: int, lower: Sequence[float], upper: Sequence[float]
+) -> bool:
+    """The chain's fixed transforms are a yaw's followed by two or three joints whose axes are parallel to each other
+    and perpendicular to the yaw's, each turning under a full turn."""
+    k = len(frames)
+    if k not in (3, 4) or not (offsets == len(lower) == len(upper) == k):
+        return False
+    if any(u - lo >= _TAU - 4.0 * _kernels().LIMIT_SLACK for lo, u in zip(lower, upper, strict=True)):
+        return False  # a joint that turns a full turn has several valid turns; the numerical solver copes
+    rotation0 = frames[0][:3, :3]
+    if not np.allclose(rotation0 @ rotation0.T, np.eye(3), atol=1e-9):
+        return False
+    if abs(frames[1][2, 2]) > 1e-9:
+        return False  # the plane does not hold the yaw axis
+    # A later joint's axis not parallel to joint 1's.
+    return not any(abs(f[2, 2] - 1.0) > 1e-9 or abs(f[0, 2]) > 1e-9 or abs(f[1, 2]) > 1e-9 for f in frames[2:])
+
+
+def _plane_constants(f1: FloatArray, lateral: float) -> tuple[float, ...]:
+    """c, angle of h (η), sign of Z relative to h (σ), o1·h, o1·ẑ, X·h, Y·h, X·ẑ, Y·ẑ from joint 1's fixed transform
+    and the planar links' offset off the plane (see the module's derivation)."""
+    r1, o1 = f1[:3, :3], f1[:3, 3]
+    axis = r1[:, 2]  # joint 1's axis Z in joint 0's frame
+    h = np.cross(axis, [0.0, 0.0, 1.0])
+    h /= np.linalg.norm(h)
+    x_axis, y_axis = r1[:, 0], r1[:, 1]
+    # Z = Rz(σ·90°) h: σ = +1 when Z is h turned a quarter counter-clockwise.
+    sigma = 1.0 if (h[0] * axis[1] - h[1] * axis[0]) > 0 else -1.0
+    offset = float(o1 @ axis + lateral)  # off the yaw axis: 0 for most arms, up to rounding
+    return (
+        0.0 if abs(offset) < 1e-12 else offset,
+        math.atan2(h[1], h[0]),
+        sigma,
+        float(o1 @ h),
+        float(o1[2]),
+        float(x_axis @ h),
+        float(y_axis @ h),
+        float(x_axis[2]),
+        float(y_axis[2]),
+    )
 
 
 class YawPlanarIK:
@@ -106,22 +154,35 @@ class YawPlanarIK:
         lower: Sequence[float],
         upper: Sequence[float],
     ) -> None:
-        # base: joint 0's frame in the base frame (rotation rows, then origin), to bring targets into it.
-        self._base = base
-        # plane: c, angle of h (η), sign of Z relative to h (σ), o1·h, o1·ẑ, X·h, Y·h, X·ẑ, Y·ẑ.
-        self._plane = plane
+        kernels = _kernels()
         self._a1, self._a2, self._a3 = links
         self._k1, self._k2, self._k3 = joint_constants
-        self._pitch_zero = self._k1 + self._k2 + self._k3  # the sum of joints 1..3 at pitch 0
         self._lower = tuple(float(v) for v in lower)
         self._upper = tuple(float(v) for v in upper)
-        # The yaw's lower limit, its range, and the angle of h from the yaw's zero plus the lower limit.
-        self._yaw = (self._lower[0], self._upper[0] - self._lower[0], plane[1] + yaw_offset + self._lower[0])
         self.num_joints = len(self._lower)
         # The table's cells cover the square of the arm's reach around joint 1, row by row.
-        self._reach = links[0] + links[1] + links[2] + CELL
-        self._cells = math.ceil(2.0 * self._reach / CELL)
-        self._table: list[PitchIntervals] | None = None
+        self._reach = links[0] + links[1] + links[2] + kernels.CELL
+        self._cells = math.ceil(2.0 * self._reach / kernels.CELL)
+        c = np.zeros(kernels.CONSTANTS)
+        c[kernels.BASE : kernels.BASE + 12] = base
+        c[kernels.PLANE : kernels.PLANE + 9] = plane
+        c[kernels.LINKS : kernels.LINKS + 3] = links
+        c[kernels.JOINT_CONSTANTS : kernels.JOINT_CONSTANTS + 3] = joint_constants
+        c[kernels.PITCH_ZERO] = self._k1 + self._k2 + self._k3  # the sum of joints 1..3 at pitch 0
+        # The yaw's lower limit, its range, and the angle of h from the yaw's zero plus the lower limit.
+        c[kernels.YAW : kernels.YAW + 3] = (
+            self._lower[0],
+            self._upper[0] - self._lower[0],
+            plane[1] + yaw_offset + self._lower[0],
+        )
+        c[kernels.REACH], c[kernels.CELLS], c[kernels.NUM_JOINTS] = self._reach, self._cells, self.num_joints
+        c[kernels.LOWER : kernels.LOWER + self.num_joints] = self._lower
+        c[kernels.UPPER : kernels.UPPER + self.num_joints] = self._upper
+        self._constants = c
+        self._kernels = kernels
+        self._place: Callable[..., bool] = kernels.place
+        self._table_starts: IntArray | None = None
+        self._table_intervals: FloatArray | None = None
         self._table_lock = threading.Lock()
 
     # -- recognising the chain ----------------------------------------------------------------------------------
@@ -145,60 +206,24 @@ class YawPlanarIK:
             lower, upper: each joint's limits, rad.
             tail: the placed point in the last joint's frame, (4,) or (3,), m.
         """
-        k = len(fixed)
-        if k not in (3, 4) or not (len(offsets) == len(lower) == len(upper) == k):
+        frames = [np.asarray(f, dtype=np.float64) for f in fixed]
+        if not _yaw_then_parallel(frames, len(offsets), lower, upper):
             return None
-        if any(u - lo >= _TAU - 4.0 * LIMIT_SLACK for lo, u in zip(lower, upper, strict=True)):
-            return None  # a joint that turns a full turn has several valid turns; the numerical solver copes
-        f0, f1 = np.asarray(fixed[0], dtype=np.float64), np.asarray(fixed[1], dtype=np.float64)
-        rotation0, origin0 = f0[:3, :3], f0[:3, 3]
-        if not np.allclose(rotation0 @ rotation0.T, np.eye(3), atol=1e-9):
-            return None
-        r1, o1 = f1[:3, :3], f1[:3, 3]
-        axis = r1[:, 2]  # joint 1's axis Z in joint 0's frame
-        if abs(axis[2]) > 1e-9:
-            return None  # the plane does not hold the yaw axis
-        planar = [np.asarray(f, dtype=np.float64) for f in fixed[2:]]
-        if any(abs(f[2, 2] - 1.0) > 1e-9 or abs(f[0, 2]) > 1e-9 or abs(f[1, 2]) > 1e-9 for f in planar):
-            return None  # a later joint's axis is not parallel to joint 1's
-        point = np.asarray(tail, dtype=np.float64)[:3]
-        vectors = [f[:3, 3] for f in planar] + [point]
+        vectors = [f[:3, 3] for f in frames[2:]] + [np.asarray(tail, dtype=np.float64)[:3]]
         lengths = [math.hypot(v[0], v[1]) for v in vectors]
         if lengths[0] < 1e-9 or lengths[1] < 1e-9:
             return None
         directions = [math.atan2(v[1], v[0]) for v in vectors]
-        betas = [math.atan2(f[1, 0], f[0, 0]) for f in planar]
-        lateral = float(sum(v[2] for v in vectors))
-        h = np.cross(axis, [0.0, 0.0, 1.0])
-        h /= np.linalg.norm(h)
-        x_axis, y_axis = r1[:, 0], r1[:, 1]
-        # Z = Rz(σ·90°) h: σ = +1 when Z is h turned a quarter counter-clockwise.
-        sigma = 1.0 if (h[0] * axis[1] - h[1] * axis[0]) > 0 else -1.0
-        offset = float(o1 @ axis + lateral)  # off the yaw axis: 0 for most arms, up to rounding
-        plane = (
-            0.0 if abs(offset) < 1e-12 else offset,
-            math.atan2(h[1], h[0]),
-            sigma,
-            float(o1 @ h),
-            float(o1[2]),
-            float(x_axis @ h),
-            float(y_axis @ h),
-            float(x_axis[2]),
-            float(y_axis[2]),
-        )
+        betas = [math.atan2(f[1, 0], f[0, 0]) for f in frames[2:]]
         g2, g3 = directions[0], directions[1]
-        k1 = -(g2 + offsets[1])
-        k2 = g2 - betas[0] - g3 - offsets[2]
-        if k == 4:
-            a3 = lengths[2]
-            k3 = g3 - betas[1] - directions[2] - offsets[3]
-        else:
-            a3, k3 = 0.0, 0.0
+        a3, k3 = 0.0, 0.0
+        if len(frames) == 4:
+            a3, k3 = lengths[2], g3 - betas[1] - directions[2] - offsets[3]
         ik = cls(
-            base=(*rotation0.T.ravel().tolist(), *origin0.tolist()),
-            plane=plane,
+            base=(*frames[0][:3, :3].T.ravel().tolist(), *frames[0][:3, 3].tolist()),
+            plane=_plane_constants(frames[1], float(sum(v[2] for v in vectors))),
             links=(lengths[0], lengths[1], a3),
-            joint_constants=(k1, k2, k3),
+            joint_constants=(-(g2 + offsets[1]), g2 - betas[0] - g3 - offsets[2], k3),
             yaw_offset=float(offsets[0]),
             lower=lower,
             upper=upper,
@@ -208,7 +233,7 @@ class YawPlanarIK:
     def _agrees_with(self, fixed: Sequence[FloatArray], offsets: Sequence[float], tail: FloatArray) -> bool:
         """The closed form gives back random joint values from the chain's own forward kinematics (same pitch)."""
 
-        def place(q: Sequence[float]) -> FloatArray:
+        def place(q: FloatArray) -> FloatArray:
             frame = np.eye(4)
             for f, value, offset in zip(fixed, q, offsets, strict=True):
                 c, s = math.cos(value + offset), math.sin(value + offset)
@@ -217,11 +242,13 @@ class YawPlanarIK:
             return out
 
         rng = np.random.default_rng(0)
+        found = np.empty(self.num_joints)
         for q in rng.uniform(self._lower, self._upper, size=(20, self.num_joints)):
-            target = place(q)
-            x, y, z = target.tolist()
-            found = self._solve_at(x, y, z, q.tolist(), self.pitch(q.tolist()))
-            if found is None or np.linalg.norm(place(found) - target) > 1e-9:
+            x, y, z = place(q).tolist()
+            pitch = self._kernels.start_pitch(self._constants, q)
+            if not self._kernels.solve_at_pitch(self._constants, x, y, z, q, pitch, found):
+                return False
+            if np.linalg.norm(place(found) - (x, y, z)) > 1e-9:
                 return False
         return True
 
@@ -234,15 +261,19 @@ class YawPlanarIK:
             cancel: when set, a build under way stops soon (and the table stays to be built).
         """
         with self._table_lock:
-            if self._table is None:
-                self._table = self._build_table(cancel)
+            if self._table_starts is None:
+                table = self._build_table(cancel)
+                if table is not None:
+                    self._table_intervals = table[1]
+                    self._table_starts = table[0]
 
-    def _build_table(self, cancel: threading.Event | None) -> list[PitchIntervals] | None:
-        """Each cell's pitch intervals, from the feasibility of every sampled pitch at the cell's centre."""
-        n = self._cells
+    def _build_table(self, cancel: threading.Event | None) -> tuple[IntArray, FloatArray] | None:
+        """Each cell's pitch intervals, from the feasibility of every sampled pitch at the cell's centre: where each
+        cell's intervals start in the array of intervals (cells + 1), and the intervals (rows, see PitchIntervals)."""
+        n, cell_size = self._cells, self._kernels.CELL
         pitches = np.arange(-_PI, _PI, PITCH_SAMPLE)
         samples = len(pitches)
-        centres = -self._reach + (np.arange(n) + 0.5) * CELL
+        centres = -self._reach + (np.arange(n) + 0.5) * cell_size
         px, py = (c.ravel() for c in np.meshgrid(centres, centres, indexing="ij"))
         cells = np.flatnonzero(np.hypot(px, py) <= self._reach)  # the rest is out of reach at every pitch
         reach = np.zeros((len(cells), samples), dtype=bool)
@@ -254,23 +285,27 @@ class YawPlanarIK:
             reach[chunk] = self._feasible(wx, wy, np.broadcast_to(pitches, wx.shape))
         some = reach.any(axis=1)
         cells, reach = cells[some], reach[some]
-        whole: list[bool] = np.all(reach, axis=1).tolist()
+        whole = np.flatnonzero(np.all(reach, axis=1))
         # Runs of reaching pitches, each row turned to start at a pitch that does not reach, so no run wraps.
         turn = np.argmin(reach, axis=1)
         index = (np.arange(samples) + turn[:, None]) % samples
         turned = np.take_along_axis(reach, index, axis=1)
         starts = np.nonzero(turned & ~np.roll(turned, 1, axis=1))
         ends = np.nonzero(turned & ~np.roll(turned, -1, axis=1))  # the last sample of each run; same order
-        firsts = pitches[0] + ((starts[1] + turn[starts[0]]) % samples) * PITCH_SAMPLE
-        widths = (ends[1] - starts[1]) * PITCH_SAMPLE
-        empty: PitchIntervals = ()
-        table: list[PitchIntervals] = [empty] * (n * n)
-        runs: dict[int, list[tuple[float, float, float, float]]] = {}
-        for row, first, width in zip(starts[0].tolist(), firsts.tolist(), widths.tolist(), strict=True):
-            runs.setdefault(row, []).append(_interval(first, width))
-        for row, (cell, everywhere) in enumerate(zip(cells.tolist(), whole, strict=True)):
-            table[cell] = (_interval(-_PI, 2.0 * _TAU),) if everywhere else tuple(runs[row])
-        return table
+        firsts: FloatArray = pitches[0] + ((starts[1] + turn[starts[0]]) % samples) * PITCH_SAMPLE
+        widths: FloatArray = (ends[1] - starts[1]).astype(np.float64) * PITCH_SAMPLE
+        # A row that reaches at every pitch has no run: one interval of the whole turn.
+        rows = np.concatenate((starts[0], whole))
+        intervals = np.concatenate(
+            (
+                _intervals(firsts, widths),
+                _intervals(np.full(len(whole), -_PI), np.full(len(whole), 2.0 * _TAU)),
+            )
+        )
+        order = np.argsort(rows, kind="stable")  # a cell's intervals together, in the order of its runs
+        counts = np.bincount(cells[rows[order]], minlength=n * n)
+        table_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return table_starts, np.ascontiguousarray(intervals[order])
 
     def _feasible(self, wx: FloatArray, wy: FloatArray, pitch: FloatArray) -> NDArray[np.bool_]:
         """Whether some elbow branch places the wrist at (wx, wy) within every planar joint's limits, for
@@ -294,42 +329,18 @@ class YawPlanarIK:
             found.ravel()[where[ok[good]]] = True
         return found
 
+    def _table(self) -> tuple[IntArray, FloatArray]:
+        """The pitch table, built now if it is not yet."""
+        if self._table_starts is None:
+            self.prepare()
+        assert self._table_starts is not None and self._table_intervals is not None
+        return self._table_starts, self._table_intervals
+
     # -- solving ------------------------------------------------------------------------------------------------
 
     def pitch(self, start: Sequence[float]) -> float:
         """The pitch (Φ_3, the last link's angle in the plane) of the joint values ``start``, rad."""
-        if self.num_joints == 3:
-            return 0.0
-        return start[1] + start[2] + start[3] - self._pitch_zero
-
-    def _branches(self, x: float, y: float, z: float, start: Sequence[float]) -> list[tuple[float, float, float]]:
-        """The yaws within limits that turn the plane to (x, y, z), each with the target in the plane's
-        coordinates: [(q_0, P_x, P_y)]."""
-        r00, r01, r02, r10, r11, r12, r20, r21, r22, ox, oy, oz = self._base
-        dx, dy, dz = x - ox, y - oy, z - oz
-        px = r00 * dx + r01 * dy + r02 * dz
-        py = r10 * dx + r11 * dy + r12 * dz
-        c, _, sigma, o1h, o1z, xh, yh, xz, yz = self._plane
-        rho2 = px * px + py * py - c * c
-        if rho2 < 0.0:
-            return []
-        w = r20 * dx + r21 * dy + r22 * dz - o1z
-        if rho2 == 0.0 and c == 0.0:
-            # On the yaw axis: every yaw reaches it, and the one the arm has moves least.
-            return [(start[0], -xh * o1h + xz * w, -yh * o1h + yz * w)]
-        lower, span, turn = self._yaw
-        heading = math.atan2(py, px) - turn
-        rho = math.sqrt(rho2)
-        out = []
-        for r in (rho, -rho) if rho > 0.0 else (0.0,):
-            # The plane's point c Z + ρ h lies at atan2(σ c, ρ) from h: 0 or π with no offset off the plane.
-            q0 = heading - (math.atan2(sigma * c, r) if c else 0.0 if r >= 0.0 else _PI)
-            q0 = (q0 + LIMIT_SLACK) % _TAU - LIMIT_SLACK
-            if q0 <= span + LIMIT_SLACK:
-                u = r - o1h
-                q0 = lower if q0 < 0.0 else lower + span if q0 > span else lower + q0
-                out.append((q0, xh * u + xz * w, yh * u + yz * w))
-        return out
+        return float(self._kernels.start_pitch(self._constants, self._joint_values(start)))
 
     def solve(self, x: float, y: float, z: float, start: Sequence[float]) -> list[float] | None:
         """Joint values within the limits that place the point at (x, y, z) (base frame, m), nearest ``start``.
@@ -343,185 +354,55 @@ class YawPlanarIK:
 
         Returns:
             The joint values, rad, or None if no solution was found (out of reach or limits).
+
+        Raises:
+            ValueError: ``start`` is not one value per joint.
         """
-        table = self._table
-        if table is None:
-            self.prepare()
-            table = self._table
-            assert table is not None
-        # _branches, the pitch and the table lookup in line: this is the whole cost of most solves.
-        r00, r01, r02, r10, r11, r12, r20, r21, r22, ox, oy, oz = self._base
-        dx, dy, dz = x - ox, y - oy, z - oz
-        px = r00 * dx + r01 * dy + r02 * dz
-        py = r10 * dx + r11 * dy + r12 * dz
-        c, _, sigma, o1h, o1z, xh, yh, xz, yz = self._plane
-        rho2 = px * px + py * py - c * c
-        if rho2 <= 0.0:
-            return self._solve_at(x, y, z, start, None)  # on or too near the yaw axis
-        w = r20 * dx + r21 * dy + r22 * dz - o1z
-        wanted = start[1] + start[2] + start[3] - self._pitch_zero if self.num_joints == 4 else 0.0
-        if wanted != wanted:
-            return None  # a starting value that is not a number (one in the yaw or the shoulder fails the cost)
-        lower, span, turn = self._yaw
-        heading = math.atan2(py, px) - turn
-        rho = math.sqrt(rho2)
-        n, reach = self._cells, self._reach
-        best: list[float] | None = None
-        best_cost = math.inf
-        for r in (rho, -rho):
-            q0 = heading - (math.atan2(sigma * c, r) if c else 0.0 if r > 0.0 else _PI)
-            q0 = (q0 + LIMIT_SLACK) % _TAU - LIMIT_SLACK
-            if q0 > span + LIMIT_SLACK:
-                continue
-            q0 = lower if q0 < 0.0 else lower + span if q0 > span else lower + q0
-            u = r - o1h
-            px, py = xh * u + xz * w, yh * u + yz * w
-            i, j = int((px + reach) / CELL), int((py + reach) / CELL)
-            intervals = table[i * n + j] if 0 <= i < n and 0 <= j < n else ()
-            # The starting pitch if it is well inside an interval, else the nearest pitch well inside one; near an
-            # interval's edge (or with no interval) the careful way, _pitched.
-            pitch, distance, near_edge = wanted, math.inf, False
-            for safe_first, safe_width, edge_first, edge_width in intervals:
-                into = (wanted - safe_first) % _TAU
-                if into <= safe_width:
-                    pitch, distance = wanted, 0.0
-                    break
-                if (wanted - edge_first) % _TAU <= edge_width:
-                    near_edge = True
-                if into - safe_width < distance:
-                    pitch, distance = wanted - into + safe_width, into - safe_width
-                if _TAU - into < distance:
-                    pitch, distance = wanted + _TAU - into, _TAU - into
-            found = None
-            if distance == 0.0 or not (near_edge or distance == math.inf):
-                found = self._at_pitch(q0, px, py, pitch, start)
-            if found is None:
-                found = self._pitched(q0, px, py, wanted, start, intervals)
-            if found is not None and found[0] < best_cost:
-                best_cost, best = found
-        return best
+        table_starts, intervals = self._table()
+        out = np.empty(self.num_joints)
+        begin = self._joint_values(start)
+        if not self._kernels.solve(self._constants, table_starts, intervals, float(x), float(y), float(z), begin, out):
+            return None
+        solution: list[float] = out.tolist()
+        return solution
 
-    def _solve_at(
-        self, x: float, y: float, z: float, start: Sequence[float], pitch: float | None
-    ) -> list[float] | None:
-        """The solution nearest ``start`` at this pitch (None: the pitch the table picks), yaw branch by branch."""
-        best: list[float] | None = None
-        best_cost = math.inf
-        for q0, px, py in self._branches(x, y, z, start):
-            if pitch is not None:
-                found = self._at_pitch(q0, px, py, pitch, start)
-            else:
-                found = self._pitched(q0, px, py, self.pitch(start), start, self._intervals(px, py))
-            if found is not None and found[0] < best_cost:
-                best_cost, best = found
-        return best
+    def place(self, x: float, y: float, z: float, q: FloatArray, joints: IntArray, limits: FloatArray) -> bool:
+        """Point IK of the whole arm in one compiled call, the closed form's hot path.
 
-    def _intervals(self, px: float, py: float) -> PitchIntervals:
-        """The table's pitch intervals at (px, py) in the plane, m (the table is built)."""
-        assert self._table is not None
-        n, reach = self._cells, self._reach
-        i, j = int((px + reach) / CELL), int((py + reach) / CELL)
-        return self._table[i * n + j] if 0 <= i < n and 0 <= j < n else ()
+        Args:
+            x, y, z: the target (floats), m.
+            q: every output's starting value, (outputs,) float64, C order; held to ``limits``, and its ``joints``
+                then set to the solution if there is one.
+            joints: which outputs the closed form's joints are, (num_joints,) int64.
+            limits: every output's lower and upper limit, (2, outputs) float64, C order.
 
-    def _pitched(
-        self, q0: float, px: float, py: float, wanted: float, start: Sequence[float], intervals: PitchIntervals
-    ) -> tuple[float, list[float]] | None:
-        """The solution of one yaw branch at the pitch the table's ``intervals`` pick, or by search; (cost,
-        joints) or None."""
-        if self.num_joints == 3:
-            return self._at_pitch(q0, px, py, 0.0, start)
-        nearest, distance, near_edge = wanted, math.inf, False
-        for safe_first, safe_width, edge_first, edge_width in intervals:
-            into = (wanted - safe_first) % _TAU
-            if into <= safe_width:
-                found = self._at_pitch(q0, px, py, wanted, start)
-                return found if found is not None else self._search(q0, px, py, wanted, start)
-            if (wanted - edge_first) % _TAU <= edge_width:
-                near_edge = True
-            down, up = into - safe_width, _TAU - into  # to the safe part's end below, its start above
-            if down < distance:
-                nearest, distance = wanted - down, down
-            if up < distance:
-                nearest, distance = wanted + up, up
-        if near_edge:
-            found = self._at_pitch(q0, px, py, wanted, start)
-            if found is not None:
-                return found
-        if distance < math.inf:
-            found = self._at_pitch(q0, px, py, nearest, start)
-            if found is not None:
-                return found
-        return self._search(q0, px, py, wanted, start)
+        Returns:
+            Whether the closed form solved (a finite target within reach and limits).
+        """
+        table_starts = self._table_starts
+        if table_starts is None:
+            table_starts = self._table()[0]
+        return self._place(self._constants, table_starts, self._table_intervals, x, y, z, q, joints, limits)
 
-    def _search(
-        self, q0: float, px: float, py: float, wanted: float, start: Sequence[float]
-    ) -> tuple[float, list[float]] | None:
-        """The solution at the pitch nearest ``wanted`` that reaches, on a grid refined by bisection."""
-        steps = math.ceil(_PI / SEARCH_STEP)
-        for n in range(steps + 1):
-            for side in (1.0, -1.0) if n else (0.0,):
-                offset = side * min(n * SEARCH_STEP, _PI)
-                found = self._at_pitch(q0, px, py, wanted + offset, start)
-                if found is None:
-                    continue
-                if n == 0:
-                    return found
-                bad, good = side * (n - 1) * SEARCH_STEP, offset
-                for _ in range(SEARCH_BISECTIONS):
-                    middle = 0.5 * (bad + good)
-                    nearer = self._at_pitch(q0, px, py, wanted + middle, start)
-                    if nearer is None:
-                        bad = middle
-                    else:
-                        good, found = middle, nearer
-                return found
-        return None
+    def _joint_values(self, start: Sequence[float]) -> FloatArray:
+        values = np.array(start, dtype=np.float64)
+        if values.shape != (self.num_joints,):
+            raise ValueError(f"the closed form needs {self.num_joints} joint values, got shape {values.shape}")
+        return values
+
+    def _branches(self, x: float, y: float, z: float, start: Sequence[float]) -> list[tuple[float, float, float]]:
+        """The yaws within limits that turn the plane to (x, y, z), each with the target in the plane's
+        coordinates: [(q_0, P_x, P_y)]."""
+        out = np.empty(6)
+        count = self._kernels.branches(self._constants, float(x), float(y), float(z), float(start[0]), out)
+        return [(q0, px, py) for q0, px, py in out[: 3 * count].reshape(count, 3).tolist()]
 
     def _at_pitch(
         self, q0: float, px: float, py: float, pitch: float, start: Sequence[float]
     ) -> tuple[float, list[float]] | None:
         """Of the elbow branches that place the point at (px, py) in the plane with this pitch, the one within
         limits nearest ``start``: (sum of absolute joint changes, joint values), or None."""
-        a1, a2, a3 = self._a1, self._a2, self._a3
-        wx, wy = px - a3 * math.cos(pitch), py - a3 * math.sin(pitch)
-        cos_elbow = (wx * wx + wy * wy - a1 * a1 - a2 * a2) / (2.0 * a1 * a2)
-        if cos_elbow > 1.0:
-            if cos_elbow > 1.0 + REACH_SLACK:
-                return None
-            cos_elbow = 1.0
-        elif cos_elbow < -1.0:
-            if cos_elbow < -1.0 - REACH_SLACK:
-                return None
-            cos_elbow = -1.0
-        elbow = math.acos(cos_elbow)
-        sin_elbow = math.sqrt(1.0 - cos_elbow * cos_elbow)
-        toward = math.atan2(wy, wx)
-        lower, upper = self._lower, self._upper
-        s1, s2 = start[1], start[2]
-        best: tuple[float, list[float]] | None = None
-        for delta, sin_delta in ((elbow, sin_elbow), (-elbow, -sin_elbow)) if elbow > 0.0 else ((0.0, 0.0),):
-            # Each joint's turn within its limits: the angle from the lower limit, modulo a turn.
-            q2 = (delta + self._k2 - lower[2] + LIMIT_SLACK) % _TAU - LIMIT_SLACK
-            span = upper[2] - lower[2]
-            if q2 > span + LIMIT_SLACK:
-                continue
-            q2 = lower[2] if q2 < 0.0 else upper[2] if q2 > span else lower[2] + q2
-            phi1 = toward - math.atan2(a2 * sin_delta, a1 + a2 * cos_elbow)
-            q1 = (phi1 + self._k1 - lower[1] + LIMIT_SLACK) % _TAU - LIMIT_SLACK
-            span = upper[1] - lower[1]
-            if q1 > span + LIMIT_SLACK:
-                continue
-            q1 = lower[1] if q1 < 0.0 else upper[1] if q1 > span else lower[1] + q1
-            cost = abs(q0 - start[0]) + abs(q1 - s1) + abs(q2 - s2)
-            if self.num_joints == 4:
-                q3 = (pitch - phi1 - delta + self._k3 - lower[3] + LIMIT_SLACK) % _TAU - LIMIT_SLACK
-                span = upper[3] - lower[3]
-                if q3 > span + LIMIT_SLACK:
-                    continue
-                q3 = lower[3] if q3 < 0.0 else upper[3] if q3 > span else lower[3] + q3
-                cost += abs(q3 - start[3])
-                if best is None or cost < best[0]:
-                    best = (cost, [q0, q1, q2, q3])
-            elif best is None or cost < best[0]:
-                best = (cost, [q0, q1, q2])
-        return best
+        out = np.empty(self.num_joints)
+        begin = self._joint_values(start)
+        cost = self._kernels.at_pitch(self._constants, float(q0), float(px), float(py), float(pitch), begin, out)
+        return None if cost == math.inf else (float(cost), out.tolist())

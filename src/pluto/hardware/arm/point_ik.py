@@ -33,7 +33,6 @@ Lengths are in m, angles in rad.
 from __future__ import annotations
 
 import math
-import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,6 +96,7 @@ _E3 = np.zeros((4, 4))
 _E3[2, 3] = 1.0
 # Rows x, y, z, x, y, 1 of a frame: with x and y repeated, a cross product needs only slices (no copies).
 _ROWS = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0], [1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 0, 1.0]])
+_FLOAT64 = np.dtype(np.float64)  # an array's dtype is this very object when it is native float64
 _PHASE = np.array([0.0, math.pi / 2])  # cos(v - phase) = (cos v, sin v)
 
 
@@ -223,12 +223,10 @@ class PointIK:
                 [j.upper for j in joints],
                 self._tail,
             )
-        self._joint_list: list[int] = self.joints.tolist()
-        # The solver's joints are often the first outputs: then their values are a slice of the whole.
-        m = len(joints)
-        self._joint_prefix = m if self._joint_list == list(range(m)) else 0
-        self._lower_all = model.lower.tolist()
-        self._upper_all = model.upper.tolist()
+        # The closed form's hot path: every output's limits, and which outputs its joints are, as it takes them.
+        self._limits: FloatArray = np.array([model.lower, model.upper], dtype=np.float64)
+        self._joints64: NDArray[np.int64] = self.joints.astype(np.int64)
+        self._outputs = (model.num_outputs,)
 
     # -- the batched chain --------------------------------------------------------------------------------------
 
@@ -438,41 +436,25 @@ class PointIK:
     def _solve_closed_form(self, closed: YawPlanarIK, target: ArrayLike, q_start: ArrayLike) -> IKResult | None:
         """The closed-form solution, or None where the numerical solver takes over (or explains what is wrong).
 
-        This is the whole cost of most solves, so it stays in plain Python on lists: numpy is used only for the
-        returned joint values.
+        This is the whole cost of most solves, so the checks are the cheap ones first and the rest is one compiled
+        call (:meth:`YawPlanarIK.place`).
         """
-        n = self.model.num_outputs
         try:
-            if type(target) is np.ndarray and target.shape == (3,):
+            if type(target) is np.ndarray and target.shape == (3,) and target.dtype is _FLOAT64:
                 x, y, z = target.tolist()
             else:
                 x, y, z = (float(v) for v in cast("Sequence[float]", target))
-            if not math.isfinite(x + y + z):
-                return None
         except (TypeError, ValueError):
             return None
-        if type(q_start) is np.ndarray and q_start.shape == (n,):
-            start = q_start.tolist()
+        if type(q_start) is np.ndarray and q_start.shape == self._outputs and q_start.dtype is _FLOAT64:
+            q = q_start.copy()
         else:
-            start = self.model.clamp(q_start).tolist()
-        lower, upper = self._lower_all, self._upper_all
-        if not (all(map(operator.le, lower, start)) and all(map(operator.le, start, upper))):
-            start = [lo if v < lo else hi if v > hi else v for v, lo, hi in zip(start, lower, upper, strict=True)]
-        prefix = self._joint_prefix
-        if prefix:
-            solution = closed.solve(x, y, z, start[:prefix])
-            if solution is None:
-                return None
-            start[:prefix] = solution
-        else:
-            solution = closed.solve(x, y, z, [start[j] for j in self._joint_list])
-            if solution is None:
-                return None
-            for j, value in zip(self._joint_list, solution, strict=True):
-                start[j] = value
+            q = self.model.clamp(q_start)
+        if not closed.place(x, y, z, q, self._joints64, self._limits):
+            return None
         # Built without the frozen dataclass's __init__, whose four guarded assignments cost a fifth of the solve.
         result: IKResult = object.__new__(IKResult)
-        result.__dict__.update(q=np.array(start), success=True, error=0.0, iterations=0)
+        result.__dict__.update(q=q, success=True, error=0.0, iterations=0)
         return result
 
     def _result(self, start: FloatArray, own: FloatArray, success: bool, error: float, iterations: int) -> IKResult:
