@@ -1,4 +1,4 @@
-"""What the device-emulator commands share: their link options, the link they ask for, and serving until a signal."""
+"""What the devices' emulate commands share: their link options, the link they ask for, and serving until a signal."""
 
 from __future__ import annotations
 
