@@ -348,75 +348,86 @@ def encode(event: Gga | Rmc | Gsa | Vtg | Gsv) -> bytes:
     Raises:
         LocalProtocolError: a value that is not finite, more than 12 satellites in a GSA or 4 in a GSV.
     """
+    _check_finite(event)
+    sentence: pynmea2.NMEASentence
+    if isinstance(event, Gga):
+        sentence = pynmea2.GGA(event.talker, "GGA", _gga_fields(event))
+    elif isinstance(event, Rmc):
+        sentence = pynmea2.RMC(event.talker, "RMC", _rmc_fields(event))
+    elif isinstance(event, Vtg):
+        sentence = pynmea2.VTG(event.talker, "VTG", _vtg_fields(event))
+    elif isinstance(event, Gsv):
+        sentence = pynmea2.GSV(event.talker, "GSV", _gsv_fields(event))
+    else:
+        sentence = pynmea2.GSA(event.talker, "GSA", _gsa_fields(event))
+    return (str(sentence) + "\r\n").encode("ascii")
+
+
+def _check_finite(event: Gga | Rmc | Gsa | Vtg | Gsv) -> None:
+    """Raise LocalProtocolError for a number of ``event`` that is not finite (a sentence cannot carry it)."""
     for name in ("latitude", "longitude", "hdop", "altitude", "speed", "course", "pdop", "vdop", "geoid_separation"):
         value = getattr(event, name, None)
         if value is not None and not math.isfinite(value):
             raise LocalProtocolError(f"cannot write {name}={value!r}")
-    fields: tuple[str, ...]
-    if isinstance(event, Gga):
-        fields = (
-            _time(event.time),
-            *_lat(event.latitude),
-            *_lon(event.longitude),
-            str(event.quality),
-            f"{event.satellites:02d}",
-            _num(event.hdop, 2),
-            _num(event.altitude, 1),
-            "M" if event.altitude is not None else "",
-            _num(event.geoid_separation, 1),
-            "M" if event.geoid_separation is not None else "",
-            "",
-            "",
-        )
-        sentence = pynmea2.GGA(event.talker, "GGA", fields)
-    elif isinstance(event, Rmc):
-        fields = (
-            _time(event.time),
-            "A" if event.valid else "V",
-            *_lat(event.latitude),
-            *_lon(event.longitude),
-            _num(None if event.speed is None else event.speed / KNOT, 2),
-            _num(event.course, 1),
-            "" if event.date is None else event.date.strftime("%d%m%y"),
-            "",
-            "",
-            *((event.mode,) if event.mode else ()),
-        )
-        sentence = pynmea2.RMC(event.talker, "RMC", fields)
-    elif isinstance(event, Vtg):
-        knots = None if event.speed is None else event.speed / KNOT
-        fields = (
-            _num(event.course, 1),
-            "T",
-            "",
-            "M",
-            _num(knots, 3),
-            "N",
-            _num(None if event.speed is None else event.speed * 3.6, 3),
-            "K",
-            event.mode,
-        )
-        sentence = pynmea2.VTG(event.talker, "VTG", fields)
-    elif isinstance(event, Gsv):
-        if len(event.satellites) > 4:
-            raise LocalProtocolError(f"a GSV lists at most 4 satellites, not {len(event.satellites)}")
-        views: list[str] = []
-        for sat in event.satellites:
-            snr = "" if sat.snr is None else f"{sat.snr:02d}"
-            views += [f"{sat.prn:02d}", f"{sat.elevation:02d}", f"{sat.azimuth:03d}", snr]
-        fields = (str(event.total), str(event.number), f"{event.in_view:02d}", *views)
-        sentence = pynmea2.GSV(event.talker, "GSV", fields)
-    else:
-        if len(event.satellites) > 12:
-            raise LocalProtocolError(f"a GSA lists at most 12 satellites, not {len(event.satellites)}")
-        prns = [f"{p:02d}" for p in event.satellites] + [""] * (12 - len(event.satellites))
-        fields = (
-            "A" if event.automatic else "M",
-            str(event.fix_type),
-            *prns,
-            _num(event.pdop, 1),
-            _num(event.hdop, 2),
-            _num(event.vdop, 1),
-        )
-        sentence = pynmea2.GSA(event.talker, "GSA", fields)
-    return (str(sentence) + "\r\n").encode("ascii")
+
+
+def _gga_fields(event: Gga) -> tuple[str, ...]:
+    return (
+        _time(event.time),
+        *_lat(event.latitude),
+        *_lon(event.longitude),
+        str(event.quality),
+        f"{event.satellites:02d}",
+        _num(event.hdop, 2),
+        _num(event.altitude, 1),
+        "M" if event.altitude is not None else "",
+        _num(event.geoid_separation, 1),
+        "M" if event.geoid_separation is not None else "",
+        "",
+        "",
+    )
+
+
+def _rmc_fields(event: Rmc) -> tuple[str, ...]:
+    return (
+        _time(event.time),
+        "A" if event.valid else "V",
+        *_lat(event.latitude),
+        *_lon(event.longitude),
+        _num(None if event.speed is None else event.speed / KNOT, 2),
+        _num(event.course, 1),
+        "" if event.date is None else event.date.strftime("%d%m%y"),
+        "",
+        "",
+        *((event.mode,) if event.mode else ()),
+    )
+
+
+def _vtg_fields(event: Vtg) -> tuple[str, ...]:
+    knots = None if event.speed is None else event.speed / KNOT
+    kmh = None if event.speed is None else event.speed * 3.6
+    return (_num(event.course, 1), "T", "", "M", _num(knots, 3), "N", _num(kmh, 3), "K", event.mode)
+
+
+def _gsv_fields(event: Gsv) -> tuple[str, ...]:
+    if len(event.satellites) > 4:
+        raise LocalProtocolError(f"a GSV lists at most 4 satellites, not {len(event.satellites)}")
+    views: list[str] = []
+    for sat in event.satellites:
+        snr = "" if sat.snr is None else f"{sat.snr:02d}"
+        views += [f"{sat.prn:02d}", f"{sat.elevation:02d}", f"{sat.azimuth:03d}", snr]
+    return (str(event.total), str(event.number), f"{event.in_view:02d}", *views)
+
+
+def _gsa_fields(event: Gsa) -> tuple[str, ...]:
+    if len(event.satellites) > 12:
+        raise LocalProtocolError(f"a GSA lists at most 12 satellites, not {len(event.satellites)}")
+    prns = [f"{p:02d}" for p in event.satellites] + [""] * (12 - len(event.satellites))
+    return (
+        "A" if event.automatic else "M",
+        str(event.fix_type),
+        *prns,
+        _num(event.pdop, 1),
+        _num(event.hdop, 2),
+        _num(event.vdop, 1),
+    )

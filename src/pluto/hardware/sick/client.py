@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -370,60 +371,88 @@ class LmsClient:
         self._pause_until = now + self.settings.pause
 
     def _on_reply(self, event: object, now: float) -> None:
-        pending = self._pending
-        assert pending is not None
+        """The reply to the pending request (of the type it waits for): the next step of the sequence, by the phase
+        the reply ends (:attr:`_REPLY_STEPS`)."""
+        assert self._pending is not None
+        step = self._REPLY_STEPS.get(self._pending.phase)
+        if step is not None:
+            step(self, event, now)
+
+    def _probed(self, event: StatusReply, now: float) -> None:
+        self.version = event.version
+        self._request("stop", mode_request(Mode.REQUEST), ModeReply, self.settings.reply_timeout, now)
+
+    def _stopped(self, event: ModeReply, now: float) -> None:
         s = self.settings
-        mode = s.range_mode
-        if isinstance(event, StatusReply) and pending.phase == "probe":
-            self.version = event.version
-            self._request("stop", mode_request(Mode.REQUEST), ModeReply, s.reply_timeout, now)
-        elif isinstance(event, ModeReply) and pending.phase == "stop":
-            self._request("variant", variant_request(s.angle, s.resolution), VariantReply, s.reply_timeout, now)
-        elif isinstance(event, VariantReply) and pending.phase == "variant":
-            if not event.accepted:
-                self._failed(f"the scanner refused the variant {s.angle}° at {s.resolution / 100:g}°", now)
-                return
-            self._request("read", _config_read(), ConfigReply, s.reply_timeout, now)
-        elif isinstance(event, ConfigReply) and pending.phase == "read":
-            self._config = event.config
-            if event.config.units == mode.units and event.config.measuring_mode == mode.measuring_mode:
-                self._switch_baud(now)
-            else:
-                self._request("install", mode_request(Mode.INSTALLATION), ModeReply, s.reply_timeout, now)
-        elif isinstance(event, ModeReply) and pending.phase == "install":
-            if not event.accepted:
-                self._failed("the scanner refused the installation mode's password", now)
-                return
-            assert self._config is not None
-            config = LmsConfig(
-                blanking=self._config.blanking,
-                stop_threshold=self._config.stop_threshold,
-                sensitivity=self._config.sensitivity,
-                availability=self._config.availability,
-                measuring_mode=mode.measuring_mode,
-                units=mode.units,
-                rest=self._config.rest,
-            )
-            self._request("write", _config_write(config), ConfigReply, s.config_timeout, now)
-        elif isinstance(event, ConfigReply) and pending.phase == "write":
-            if not event.accepted or event.config.units != mode.units:
-                self._failed(f"the scanner refused the configuration ({s.units}, {s.range_m} m)", now)
-                return
+        self._request("variant", variant_request(s.angle, s.resolution), VariantReply, s.reply_timeout, now)
+
+    def _variant_set(self, event: VariantReply, now: float) -> None:
+        s = self.settings
+        if not event.accepted:
+            self._failed(f"the scanner refused the variant {s.angle}° at {s.resolution / 100:g}°", now)
+            return
+        self._request("read", _config_read(), ConfigReply, s.reply_timeout, now)
+
+    def _config_known(self, event: ConfigReply, now: float) -> None:
+        s = self.settings
+        self._config = event.config
+        if event.config.units == s.range_mode.units and event.config.measuring_mode == s.range_mode.measuring_mode:
             self._switch_baud(now)
-        elif isinstance(event, ModeReply) and pending.phase == "baud":
-            if not event.accepted:
-                self._failed(f"the scanner refused {s.baud} baud", now)
-                return
-            self._set_baud(s.baud)
-            self._request("stream", mode_request(Mode.CONTINUOUS), ModeReply, s.reply_timeout, now, BAUD_SETTLE)
-        elif isinstance(event, ModeReply) and pending.phase == "stream":
-            if not event.accepted:
-                self._failed("the scanner refused the continuous output", now)
-                return
-            self._pending = None
-            self.phase = "streaming"
-            self._last_scan = now
-            self._events.append(Ready(self.version))
+        else:
+            self._request("install", mode_request(Mode.INSTALLATION), ModeReply, s.reply_timeout, now)
+
+    def _installing(self, event: ModeReply, now: float) -> None:
+        s = self.settings
+        if not event.accepted:
+            self._failed("the scanner refused the installation mode's password", now)
+            return
+        assert self._config is not None
+        config = LmsConfig(
+            blanking=self._config.blanking,
+            stop_threshold=self._config.stop_threshold,
+            sensitivity=self._config.sensitivity,
+            availability=self._config.availability,
+            measuring_mode=s.range_mode.measuring_mode,
+            units=s.range_mode.units,
+            rest=self._config.rest,
+        )
+        self._request("write", _config_write(config), ConfigReply, s.config_timeout, now)
+
+    def _config_written(self, event: ConfigReply, now: float) -> None:
+        s = self.settings
+        if not event.accepted or event.config.units != s.range_mode.units:
+            self._failed(f"the scanner refused the configuration ({s.units}, {s.range_m} m)", now)
+            return
+        self._switch_baud(now)
+
+    def _baud_switched(self, event: ModeReply, now: float) -> None:
+        s = self.settings
+        if not event.accepted:
+            self._failed(f"the scanner refused {s.baud} baud", now)
+            return
+        self._set_baud(s.baud)
+        self._request("stream", mode_request(Mode.CONTINUOUS), ModeReply, s.reply_timeout, now, BAUD_SETTLE)
+
+    def _stream_started(self, event: ModeReply, now: float) -> None:
+        if not event.accepted:
+            self._failed("the scanner refused the continuous output", now)
+            return
+        self._pending = None
+        self.phase = "streaming"
+        self._last_scan = now
+        self._events.append(Ready(self.version))
+
+    _REPLY_STEPS: ClassVar[dict[Phase, Callable[[LmsClient, Any, float], None]]] = {
+        "probe": _probed,  # StatusReply
+        "stop": _stopped,  # ModeReply
+        "variant": _variant_set,  # VariantReply
+        "read": _config_known,  # ConfigReply
+        "install": _installing,  # ModeReply
+        "write": _config_written,  # ConfigReply
+        "baud": _baud_switched,  # ModeReply
+        "stream": _stream_started,  # ModeReply
+    }
+    """What each phase does with the reply that ends it (its request's reply type, which :meth:`_request` was told)."""
 
     def _switch_baud(self, now: float) -> None:
         s = self.settings

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Protocol
+from collections.abc import Callable
+from typing import ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -233,68 +234,112 @@ class LmsDevice:
         return None
 
     def _answer(self, request: Request, now: float) -> None:
-        command, data = request.command, request.data
-        if command == Command.RESET:
-            self._reply(R.RESET, b"", now)
-            self._silent_until = max(now, self._line_free) + (self.reboot_time if self.failed else self.reset_time)
-            self.failed = False
-            self.mode = int(Mode.REQUEST)
-            self._announce = True
-            return
-        if command == Command.STATUS:
-            self._send(
-                encode(
-                    status_reply(
-                        version=self.version,
-                        operating_mode=self.mode,
-                        measuring_mode=self.config.measuring_mode,
-                        angle=self.angle,
-                        resolution=self.resolution,
-                        units=self.config.units,
-                        baud=self.baud,
-                        device_error=self.failed,
-                        status=self._status(),
-                    )
-                ),
-                now,
-            )
-        elif command == Command.OPERATING_MODE and data:
-            self._operating_mode(data, now)
-        elif command == Command.TYPE and not data:
-            self._reply(R.TYPE, self.type_string().encode("ascii"), now)
-        elif command == Command.ERRORS and not data:
-            self._reply(R.ERRORS, bytes(FATAL_ERROR) if self.failed else b"", now)
-        elif command == Command.MEASURED_VALUES and data == b"\x01":
-            points = self.angle * 100 // self.resolution + 1
-            period = self._period()
-            sweep_end = math.floor(now / period + 1e-9) * period  # the newest complete scan
-            _, sweep = scan_timing(points, self.resolution, self.angle, self.baud)
-            self._send(encode(self._scan(sweep_end - sweep / 2, points)), now)
-        elif command == Command.PERMANENT_BAUD and len(data) == 1 and data[0] in (0, 1):
-            self.power_on_baud = self.baud if data[0] else 9600
-            self._reply(R.PERMANENT_BAUD, bytes((1, data[0])), now)
-        elif command == Command.VARIANT and len(data) == 4:
-            angle, resolution = data[0] | data[1] << 8, data[2] | data[3] << 8
-            ok = angle in (100, 180) and resolution in (25, 50, 100) and not (resolution == 25 and angle != 100)
+        """Carry out a host's request (:attr:`_REQUESTS`); one the scanner does not know, or whose data it cannot
+        take, is answered "not acknowledged" with its command."""
+        handler = self._REQUESTS.get(request.command)
+        if handler is None or not handler(self, request.data, now):
+            self._reply(R.NOT_ACKNOWLEDGED, bytes((request.command,)), now)
+
+    # Each request's handler: whether it took the request's data (False: not acknowledged, nothing changed).
+
+    def _reset(self, data: bytes, now: float) -> bool:
+        self._reply(R.RESET, b"", now)
+        self._silent_until = max(now, self._line_free) + (self.reboot_time if self.failed else self.reset_time)
+        self.failed = False
+        self.mode = int(Mode.REQUEST)
+        self._announce = True
+        return True
+
+    def _send_status(self, data: bytes, now: float) -> bool:
+        status = status_reply(
+            version=self.version,
+            operating_mode=self.mode,
+            measuring_mode=self.config.measuring_mode,
+            angle=self.angle,
+            resolution=self.resolution,
+            units=self.config.units,
+            baud=self.baud,
+            device_error=self.failed,
+            status=self._status(),
+        )
+        self._send(encode(status), now)
+        return True
+
+    def _change_mode(self, data: bytes, now: float) -> bool:
+        if not data:
+            return False
+        self._operating_mode(data, now)
+        return True
+
+    def _send_type(self, data: bytes, now: float) -> bool:
+        if data:
+            return False
+        self._reply(R.TYPE, self.type_string().encode("ascii"), now)
+        return True
+
+    def _send_errors(self, data: bytes, now: float) -> bool:
+        if data:
+            return False
+        self._reply(R.ERRORS, bytes(FATAL_ERROR) if self.failed else b"", now)
+        return True
+
+    def _send_scan(self, data: bytes, now: float) -> bool:
+        if data != b"\x01":  # one scan: the newest complete one
+            return False
+        points = self.angle * 100 // self.resolution + 1
+        period = self._period()
+        sweep_end = math.floor(now / period + 1e-9) * period
+        _, sweep = scan_timing(points, self.resolution, self.angle, self.baud)
+        self._send(encode(self._scan(sweep_end - sweep / 2, points)), now)
+        return True
+
+    def _keep_baud(self, data: bytes, now: float) -> bool:
+        if len(data) != 1 or data[0] not in (0, 1):
+            return False
+        self.power_on_baud = self.baud if data[0] else 9600
+        self._reply(R.PERMANENT_BAUD, bytes((1, data[0])), now)
+        return True
+
+    def _set_variant(self, data: bytes, now: float) -> bool:
+        if len(data) != 4:
+            return False
+        angle, resolution = data[0] | data[1] << 8, data[2] | data[3] << 8
+        ok = angle in (100, 180) and resolution in (25, 50, 100) and not (resolution == 25 and angle != 100)
+        if ok:
+            self.angle, self.resolution = angle, resolution
+        variant = self.angle.to_bytes(2, "little") + self.resolution.to_bytes(2, "little")
+        self._reply(R.VARIANT, bytes((1 if ok else 0,)) + variant, now)
+        return True
+
+    def _send_config(self, data: bytes, now: float) -> bool:
+        self._reply(R.CONFIG_READ, self.config.pack(), now)
+        return True
+
+    def _write_config(self, data: bytes, now: float) -> bool:
+        if len(data) != len(self.config.pack()):
+            return False
+        ok = self.mode == Mode.INSTALLATION
+        if ok:
+            new = LmsConfig.unpack(data)
+            ok = self._range_mode(new) is not None
             if ok:
-                self.angle, self.resolution = angle, resolution
-            self._reply(
-                R.VARIANT,
-                bytes((1 if ok else 0,)) + self.angle.to_bytes(2, "little") + self.resolution.to_bytes(2, "little"),
-                now,
-            )
-        elif command == Command.CONFIG_READ:
-            self._reply(R.CONFIG_READ, self.config.pack(), now)
-        elif command == Command.CONFIG and len(data) == len(self.config.pack()):
-            ok = self.mode == Mode.INSTALLATION
-            if ok:
-                new = LmsConfig.unpack(data)
-                ok = self._range_mode(new) is not None
-                if ok:
-                    self.config = new
-            self._reply(R.CONFIG, bytes((1 if ok else 0,)) + self.config.pack(), now)
-        else:
-            self._reply(R.NOT_ACKNOWLEDGED, bytes((command,)), now)
+                self.config = new
+        self._reply(R.CONFIG, bytes((1 if ok else 0,)) + self.config.pack(), now)
+        return True
+
+    _REQUESTS: ClassVar[dict[int, Callable[[LmsDevice, bytes, float], bool]]] = {
+        Command.RESET: _reset,
+        Command.STATUS: _send_status,
+        Command.OPERATING_MODE: _change_mode,
+        Command.TYPE: _send_type,
+        Command.ERRORS: _send_errors,
+        Command.MEASURED_VALUES: _send_scan,
+        Command.PERMANENT_BAUD: _keep_baud,
+        Command.VARIANT: _set_variant,
+        Command.CONFIG_READ: _send_config,
+        Command.CONFIG: _write_config,
+    }
+    """The requests the scanner answers, each with its handler."""
 
     def _operating_mode(self, data: bytes, now: float) -> None:
         mode = data[0]
