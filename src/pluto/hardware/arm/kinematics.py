@@ -208,4 +208,7 @@ class ArmModel:
         Raises:
             KeyError: no such link.  ValueError: bad shapes or a target that is not finite.
         """
-        return self.solver(link).solve(target, self.home if q_start is None else q_start, tolerance=tolerance)
+        solver = self._solvers_by_key.get(link)  # self.solver(link) without the call, when it is built
+        if solver is None:
+            solver = self.solver(link)
+        return solver.solve(target, self.home if q_start is None else q_start, tolerance=tolerance)

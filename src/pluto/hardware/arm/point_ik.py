@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -97,6 +97,8 @@ _E3[2, 3] = 1.0
 # Rows x, y, z, x, y, 1 of a frame: with x and y repeated, a cross product needs only slices (no copies).
 _ROWS = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0], [1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 0, 1.0]])
 _FLOAT64 = np.dtype(np.float64)  # an array's dtype is this very object when it is native float64
+_CLOSED_FORM_FIELDS = {"success": True, "error": 0.0, "iterations": 0}
+_new_object = object.__new__
 _PHASE = np.array([0.0, math.pi / 2])  # cos(v - phase) = (cos v, sin v)
 
 
@@ -227,6 +229,7 @@ class PointIK:
         self._limits: FloatArray = np.array([model.lower, model.upper], dtype=np.float64)
         self._joints64: NDArray[np.int64] = self.joints.astype(np.int64)
         self._outputs = (model.num_outputs,)
+        self._placer: Callable[[float, float, float, FloatArray, NDArray[np.int64], FloatArray], bool] | None = None
 
     # -- the batched chain --------------------------------------------------------------------------------------
 
@@ -398,10 +401,41 @@ class PointIK:
         Raises:
             ValueError: a target that is not three finite numbers, or ``q_start`` of the wrong shape.
         """
-        if self.closed_form is not None and tolerance >= CLOSED_FORM_TOLERANCE:
-            found = self._solve_closed_form(self.closed_form, target, q_start)
-            if found is not None:
-                return found
+        closed = self.closed_form
+        if closed is not None and tolerance >= CLOSED_FORM_TOLERANCE:
+            # The closed form in line: it is the whole cost of most solves, so the cheap checks come first and the
+            # rest is one compiled call (YawPlanarIK.placer). Anything it does not take goes on to the numerical
+            # solver, which also explains a bad target.
+            try:
+                if type(target) is np.ndarray and target.shape == (3,) and target.dtype is _FLOAT64:
+                    x, y, z = target.tolist()
+                else:
+                    x, y, z = (float(v) for v in cast("Sequence[float]", target))
+            except (TypeError, ValueError):
+                return self._solve_numerically(target, q_start, tolerance)
+            if type(q_start) is np.ndarray and q_start.shape == self._outputs and q_start.dtype is _FLOAT64:
+                q = q_start.copy()
+            else:
+                q = self.model.clamp(q_start)
+            place = self._placer
+            if place is None:
+                place = self._placer = closed.placer()
+            if place(x, y, z, q, self._joints64, self._limits):
+                # Built without the frozen dataclass's __init__, whose guarded assignments cost a tenth of the solve.
+                result: IKResult = _new_object(IKResult)
+                fields = result.__dict__
+                fields.update(_CLOSED_FORM_FIELDS)
+                fields["q"] = q
+                return result
+        return self._solve_numerically(target, q_start, tolerance)
+
+    def _solve_numerically(self, target: ArrayLike, q_start: ArrayLike, tolerance: float) -> IKResult:
+        """Damped least squares from the arm's posture and the table's seeds, then random restarts (see the
+        module).
+
+        Raises:
+            ValueError: a target that is not three finite numbers, or ``q_start`` of the wrong shape.
+        """
         goal = np.asarray(target, dtype=np.float64)
         if goal.shape != (3,) or not math.isfinite(goal.sum()):
             raise ValueError(f"the target must be three finite numbers (m), got {target!r}")
@@ -432,30 +466,6 @@ class PointIK:
             if err2[i] < best_error:
                 best_q, best_error = q[i], float(err2[i])
         return self._result(start, best_q, False, math.sqrt(best_error), total)
-
-    def _solve_closed_form(self, closed: YawPlanarIK, target: ArrayLike, q_start: ArrayLike) -> IKResult | None:
-        """The closed-form solution, or None where the numerical solver takes over (or explains what is wrong).
-
-        This is the whole cost of most solves, so the checks are the cheap ones first and the rest is one compiled
-        call (:meth:`YawPlanarIK.place`).
-        """
-        try:
-            if type(target) is np.ndarray and target.shape == (3,) and target.dtype is _FLOAT64:
-                x, y, z = target.tolist()
-            else:
-                x, y, z = (float(v) for v in cast("Sequence[float]", target))
-        except (TypeError, ValueError):
-            return None
-        if type(q_start) is np.ndarray and q_start.shape == self._outputs and q_start.dtype is _FLOAT64:
-            q = q_start.copy()
-        else:
-            q = self.model.clamp(q_start)
-        if not closed.place(x, y, z, q, self._joints64, self._limits):
-            return None
-        # Built without the frozen dataclass's __init__, whose four guarded assignments cost a fifth of the solve.
-        result: IKResult = object.__new__(IKResult)
-        result.__dict__.update(q=q, success=True, error=0.0, iterations=0)
-        return result
 
     def _result(self, start: FloatArray, own: FloatArray, success: bool, error: float, iterations: int) -> IKResult:
         q = start.copy()
