@@ -249,3 +249,71 @@ def test_bad_input_still_gets_the_numerical_solvers_errors(lynx: ArmModel) -> No
         assert lynx.point_ik(7, given).success
     result = lynx.point_ik(7, target, [0.0, 0.0, 0.0, 0.0, 9.0, -9.0])
     assert result.success and result.q[4] == lynx.upper[4] and result.q[5] == lynx.lower[5]
+
+
+def test_a_closed_form_solve_holds_the_start_to_the_limits_and_leaves_the_callers_array_as_it_was(
+    lynx: ArmModel,
+) -> None:
+    start = np.array([0.2, -0.1, 0.3, 1.2, 9.0, -1.0])  # the wrist roll and the gripper beyond their limits
+    given = start.copy()
+    target = lynx.link_transform(lynx.clamp(start), 7)[:3, 3] + [0.01, -0.005, 0.0]
+    result = lynx.point_ik(7, target, start)
+    assert result.success and result.iterations == 0  # the closed form
+    assert np.array_equal(start, given) and result.q is not start
+    assert result.q[4] == lynx.upper[4] and result.q[5] == lynx.lower[5]
+    assert np.all(result.q >= lynx.lower) and np.all(result.q <= lynx.upper)
+    assert np.linalg.norm(lynx.link_transform(result.q, 7)[:3, 3] - target) < 1e-9
+
+
+# A slide defined first, on the base: the yaw chain's joints are outputs 1-4, picked out of the outputs and put back
+# by the compiled call. A small arm: a small pitch table.
+SLID_ARM = """
+name = "slid-arm"
+angle_unit = "degrees"
+[[joint]]
+name = "slide"
+type = "prismatic"
+parent = ""
+min = 0
+max = 50
+[[joint]]
+name = "yaw"
+parent = ""
+d = 15
+min = -170
+max = 170
+[[joint]]
+name = "shoulder"
+alpha = 90
+q_offset = 20
+min = -170
+max = 170
+[[joint]]
+name = "elbow"
+r = 25
+min = -170
+max = 170
+[[joint]]
+name = "wrist"
+r = 20
+min = -120
+max = 120
+[[frame]]
+name = "tip"
+parent = "wrist"
+r = 12
+"""
+
+
+def test_the_closed_form_of_joints_that_are_not_the_first_outputs() -> None:
+    arm = ArmModel.from_toml(SLID_ARM)
+    assert arm.solver("tip").joints.tolist() == [1, 2, 3, 4] and arm.solver("tip").closed_form is not None
+    rng = np.random.default_rng(4)
+    for q in rng.uniform(arm.lower, arm.upper, size=(20, 5)):
+        target = arm.link_transform(q, "tip")[:3, 3]
+        start = rng.uniform(arm.lower, arm.upper)
+        start[0] = 0.07  # the slide beyond its 50 mm
+        result = arm.point_ik("tip", target, start)
+        assert result.success and result.iterations == 0  # the closed form
+        assert result.q[0] == pytest.approx(0.05) and np.all(result.q >= arm.lower) and np.all(result.q <= arm.upper)
+        assert np.linalg.norm(arm.link_transform(result.q, "tip")[:3, 3] - target) < 1e-9

@@ -1,6 +1,7 @@
 """The closed-form point IK's arithmetic, compiled by numba: yaw branches, elbow branches, the pitch a table picks.
 
     ok = place(constants, table_starts, table_intervals, x, y, z, q, joints, limits)   # q: the start, then the answer
+    warm_up()                                        # numba loads them from its cache now (or compiles them into it)
 
 :class:`~pluto.hardware.arm.closed_form.YawPlanarIK` derives the constants from a chain and builds the pitch table;
 the functions here solve with them (the derivation is in that module's docstring). Every function takes the
@@ -38,6 +39,7 @@ __all__ = [
     "solve_at_pitch",
     "solve_into",
     "start_pitch",
+    "warm_up",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -384,3 +386,22 @@ def place(
     for i in range(k):
         q[joints[i]] = solution[i]
     return True
+
+
+def warm_up() -> None:
+    """Have numba load every kernel from its cache now, or compile it into the cache if it lacks it (seconds; a
+    loaded kernel takes milliseconds): each is run once on a small made-up arm, with the argument types of the
+    real calls."""
+    c = np.zeros(CONSTANTS)
+    c[LINKS], c[LINKS + 1], c[LINKS + 2] = 0.1, 0.1, 0.05
+    c[REACH], c[CELLS], c[NUM_JOINTS] = 0.3, 1.0, 4.0
+    c[LOWER : LOWER + 4], c[UPPER : UPPER + 4] = -1.5, 1.5
+    c[YAW + 1] = 3.0
+    table_starts, intervals = np.zeros(2, dtype=np.int64), np.zeros((1, 4))
+    start, out = np.zeros(4), np.empty(4)
+    start_pitch(c, start)
+    branches(c, 0.1, 0.05, 0.1, 0.0, np.empty(6))
+    at_pitch(c, 0.0, 0.1, 0.05, 0.0, start, out)
+    solve(c, table_starts, intervals, 0.1, 0.05, 0.1, start, out)
+    solve_at_pitch(c, 0.1, 0.05, 0.1, start, 0.0, out)
+    place(c, table_starts, intervals, 0.1, 0.05, 0.1, np.zeros(6), np.arange(4, dtype=np.int64), np.zeros((2, 6)))

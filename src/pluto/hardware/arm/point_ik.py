@@ -8,27 +8,27 @@ target, in closed form where the chain allows it and by damped least squares oth
 Lengths are in m, angles in rad.
 """
 
-# Strategy: forward kinematics walks the links in index order (a parent always comes first, checked on load) and
-# multiplies 4x4 transforms; it is not on a hot path. Point IK is solved in closed form when the chain to the link is
-# a yaw followed by two or three parallel joints bending in a vertical plane, as the LynxArm6's is up to its wrist
-# (pluto.hardware.arm.closed_form: a few dozen float operations, the wrist pitch kept from the current posture when
-# it reaches). For other chains, and for targets the closed form cannot take (beyond the arm's reach or its limits,
-# or a sliver of pitch at the workspace's edge), point IK is damped least squares (Δq = J^T (J J^T + λ²I)^-1 e)
-# with every iterate clamped to the joint limits, run on a small batch of seeds at once so that numpy's per-call
-# cost is paid once for all of them; numpy calls, not arithmetic, are what cost, so each iteration is a handful of
-# them. The joints' local transforms are one matrix product of (cos v, sin v) with precomputed coefficient matrices;
-# frames carry the rows x, y, z, x, y, 1, so the Jacobian's cross products z × (p - o) are slices, not copies. The
-# seeds are the arm's current joint values and up to two configurations of a workspace table built once per (model,
-# link) from random joint values within the limits, binned in 1.2 cm cells, each stored with its point and its
-# damped least-squares matrix: one step toward the target costs a matrix-vector product before the first iteration,
-# and from a few mm away the iterations then converge in one or two steps (reference anchors: a C++ solver takes
-# about 0.05 ms; this stays within a few times that). A table seed starts inside the limits, so clamping rarely
-# fights the step. If no seed converges, batches of random seeds follow with the step size capped; the best solution
-# found is returned (and applied by the caller) with its remaining error. Among converged seeds the one nearest the
-# current joint values wins, and when a table seed converges first while the arm's own posture is close, that one
-# is followed on, so that a small move never swings the arm to another solution. The chain is compiled once per
-# link: fixed transforms between moving joints are folded together, and a revolute joint whose axis passes through
-# the target link's origin (the wrist roll for the gripper frame) is dropped, since it cannot move that point.
+# Strategy: point IK is solved in closed form when the chain to the link is a yaw followed by two or three parallel
+# joints bending in a vertical plane, as the LynxArm6's is up to its wrist (pluto.hardware.arm.closed_form: a few
+# dozen float operations compiled by numba, one call from solve, the wrist pitch kept from the current posture when it
+# reaches; about 2 µs a solve, most of it Python's and numba's calling). For other chains, and for targets the closed
+# form cannot take (beyond the arm's reach or its limits, or a sliver of pitch at the workspace's edge), point IK is
+# damped least squares (Δq = J^T (J J^T + λ²I)^-1 e) with every iterate clamped to the joint limits, run on a small
+# batch of seeds at once so that numpy's per-call cost is paid once for all of them; numpy calls, not arithmetic, are
+# what cost, so each iteration is a handful of them. The joints' local transforms are one matrix product of (cos v,
+# sin v) with precomputed coefficient matrices; frames carry the rows x, y, z, x, y, 1, so the Jacobian's cross
+# products z × (p - o) are slices, not copies. The seeds are the arm's current joint values and up to two
+# configurations of a workspace table built once per (model, link) from random joint values within the limits, binned
+# in 1.2 cm cells, each stored with its point and its damped least-squares matrix: one step toward the target costs a
+# matrix-vector product before the first iteration, and from a few mm away the iterations then converge in one or two
+# steps (reference anchors: a C++ solver takes about 0.05 ms; this stays within a few times that). A table seed starts
+# inside the limits, so clamping rarely fights the step. If no seed converges, batches of random seeds follow with the
+# step size capped; the best solution found is returned (and applied by the caller) with its remaining error. Among
+# converged seeds the one nearest the current joint values wins, and when a table seed converges first while the arm's
+# own posture is close, that one is followed on, so that a small move never swings the arm to another solution. The
+# chain is compiled once per link: fixed transforms between moving joints are folded together, and a revolute joint
+# whose axis passes through the target link's origin (the wrist roll for the gripper frame) is dropped, since it
+# cannot move that point.
 
 from __future__ import annotations
 
