@@ -1,4 +1,4 @@
-"""``pluto p2os-emulate`` (or by its old name ``pluto p2os-sim``): a simulated Pioneer robot that speaks P2OS/ARCOS,
+"""``pluto p2os-emulate`` (or by its old name ``pluto p2os-sim``): an emulated Pioneer robot that speaks P2OS/ARCOS,
 for testing a P2OS client without a robot."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ MODELS = ("p2dx", "p2de", "p2at", "p2pb", "p2pp", "p3dx", "p3at", "p3dx-sh", "p3
 """The models of :data:`pluto.hardware.base.p2os.models.ROBOT_PARAMS`, for the help, which is built without importing
 the codec (a test checks that they agree)."""
 
-HELP = "serve a simulated Pioneer robot over the P2OS protocol (for testing P2OS clients and drivers)"
+HELP = "serve an emulated Pioneer robot over the P2OS protocol (for testing P2OS clients and drivers)"
 
 DESCRIPTION = """\
 Pretends to be a Pioneer robot (P2DX, P3DX, P3AT, PeopleBot, ...) at the other end of a serial line. It speaks the
