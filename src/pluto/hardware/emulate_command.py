@@ -8,7 +8,9 @@ where to connect (:func:`serve_until_signal`).
 
 A device's command lives in its folder (``pluto.hardware.sick.command``) and offers ``register(cli)``: it adds its
 parser through :class:`CommandLine`, which the ``pluto`` command implements (:mod:`pluto.cli.device_cmd`), so the
-hardware never imports the command line's package, which sits above it.
+hardware never imports the command line's package, which sits above it. A command that follows a running simulation
+keeps the bus opener in its namespace (``parser.set_defaults(open_bus=cli.open_bus)``), so its ``run(args)`` opens
+the robot's bus as every ``pluto`` command does: ``with args.open_bus(args) as bus:``.
 """
 
 # The emulators, numpy, the bus and the signal handling are imported when a command runs, not here: `pluto` imports
