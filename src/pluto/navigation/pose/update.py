@@ -1,27 +1,36 @@
 """The pose filter's update: a scan's lines paired with the map's walls, and the state corrected with the pairs.
 
-Strategy (the wall model of Arras and Siegwart, SPIE 1997; :mod:`pluto.navigation.pose.core` holds the filter, its
-state and its predict step): a wall (α, ρ) seen from the laser at (x, y, θ) is the line (γ, ρ_r) = (α - θ, ρ - x·cos
-α - y·sin α), with (γ + π, -ρ_r) when ρ_r < 0 (a feature always has r >= 0); H = [[0, 0, -1], [-s·cos α, -s·sin α,
-0]] (s the sign), and a wall's own uncertainty enters through J_w = [[1, 0], [s·(x·sin α - y·cos α), s]]. For every
-feature and every wall the laser could see, the innovation ν = (α_f - γ, r_f - ρ_r) with S = H·P·Hᵀ + C_f +
-J_w·C_w·J_wᵀ is gated by its Mahalanobis distance νᵀS⁻¹ν < ``gate`` (chi-square, 2 dof) and by the segments: the
-feature's end points, carried into the map frame, must overlap the wall's extent with a margin (``overlap_margin``
-plus three standard deviations of the pose along the wall). Pairs are then taken greedily, nearest first (the larger
-overlap first between equal distances, which settles collinear walls), one feature per wall and one wall per
-feature. A wall seen in pieces (a glass pane, a doorway or a box in front of it cuts it) gives a feature per piece,
-and the nearest in the Mahalanobis sense is often the least precise: every other piece that passes the gate with the
-wall, overlaps it and agrees with the paired feature (their difference within the gate) joins that pair, and the
-pair's measurement is its pieces fused by their information (C = (Σ C_i⁻¹)⁻¹, ν = C·Σ C_i⁻¹·ν_i), the wall's own
-error added once, as it is the same for every piece (:attr:`~pluto.navigation.pose.core.PoseFilter.joined` lists
-them). All the pairs update the state together: as their noises are independent, one pair after the other, H kept at
-the prior and each innovation moved by the state's change so far, which is the joint update with 2x2 inverses only;
-the covariance in Joseph form, P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, stays symmetric and positive. A map wall's error
-is the same scan after scan, so it does not average out as the walls are seen again and again: after an update the
-variances of x, y and θ are kept at least ``wall_offset_std``² and ``wall_angle_std``² (the map's own accuracy),
-which also keeps the gate open to a wall that disagrees by a few cm with the others. The gating, pairing and update
-are plain loops compiled by numba: on a few features and walls, numpy's per-call overhead would cost more than the
-arithmetic, on every scan.
+Strategy (the wall model of Arras and Siegwart, SPIE 1997; :mod:`pluto.navigation.pose.core` holds the filter,
+its state and its predict step), in four steps, each a function here:
+
+* **Gate** (:func:`_gate`). A wall (α, ρ) seen from the laser at (x, y, θ) is the line
+  (γ, ρ_r) = (α - θ, ρ - x·cos α - y·sin α), with (γ + π, -ρ_r) when ρ_r < 0 (a feature always has r >= 0), so
+  H = [[0, 0, -1], [-s·cos α, -s·sin α, 0]] (s the sign), and the wall's own uncertainty enters through
+  J_w = [[1, 0], [s·(x·sin α - y·cos α), s]]. For every feature and every wall the laser could see, the innovation
+  ν = (α_f - γ, r_f - ρ_r) with S = H·P·Hᵀ + C_f + J_w·C_w·J_wᵀ is gated by its Mahalanobis distance
+  νᵀS⁻¹ν < ``gate`` (chi-square, 2 dof) and by the segments: the feature's end points, carried into the map frame,
+  must overlap the wall's extent with a margin (``overlap_margin`` plus three standard deviations of the pose along
+  the wall). This runs for every feature and wall in view, so it stays in scalars, S's common part multiplied out
+  once per wall.
+* **Pair** (:func:`_greedy`). Pairs are taken greedily, nearest first (the larger overlap first between equal
+  distances, which settles collinear walls), one feature per wall and one wall per feature.
+* **Join the pieces of a wall** (:func:`_join_pieces`, :func:`_fuse_pieces`). A wall seen in pieces (a glass pane, a
+  doorway or a box in front of it cuts it) gives a feature per piece, and the nearest in the Mahalanobis sense is
+  often the least precise: every other piece that passes the gate with the wall, overlaps it and agrees with the
+  paired feature (their difference within the gate) joins that pair, and the pair's measurement is its pieces fused
+  by their information, C = (Σ C_i⁻¹)⁻¹ and ν = C·Σ C_i⁻¹·ν_i, the wall's own error added once, as it is the same
+  for every piece (:attr:`~pluto.navigation.pose.core.PoseFilter.joined` lists them).
+* **Correct** (:func:`_correct`). All the pairs update the state together: as their noises are independent, one
+  pair after the other, H kept at the prior and each innovation moved by the state's change so far, which is the
+  joint update with 2x2 inverses only: K = P·Hᵀ·S⁻¹, x ← x + K·ν, and the covariance in Joseph form,
+  P ← (I - K·H)·P·(I - K·H)ᵀ + K·R·Kᵀ, which stays symmetric and positive.
+
+A map wall's error is the same scan after scan, so it does not average out as the walls are seen again and again:
+after an update the filter keeps the variances of x, y and θ at least ``wall_offset_std``² and ``wall_angle_std``²
+(the map's own accuracy), which also keeps the gate open to a wall that disagrees by a few cm with the others.
+
+All of it is compiled by numba (cached beside the module): on a few features and walls, numpy's per-call overhead
+would cost more than the arithmetic, on every scan.
 
 Nothing here reads a clock, the bus or a file.
 """
@@ -53,8 +62,6 @@ def associate(d2: FloatArray, overlap: FloatArray, gate: float) -> list[tuple[in
 
 
 # -- compiled kernels ------------------------------------------------------------------------------------------------
-# The update runs on every scan; in numpy its dozens of array calls on a few features and walls cost more in call
-# overhead than in arithmetic. These are plain loops over scalars, compiled by numba (cached beside the module).
 
 
 @numba.njit(cache=True)
@@ -100,6 +107,269 @@ def _greedy(d2: FloatArray, overlap: FloatArray, gate: float) -> IntArray:
     return chosen[:m].copy()
 
 
+# -- small matrices ----------------------------------------------------------------------------------------------
+# The correction runs for every pair of every scan. numpy's ``@`` in a kernel calls BLAS, whose call costs more than
+# a 3x3 product, and a new array per result costs more again: these write their result into an array the caller
+# gives (made once per scan), and numba inlines them where they are called.
+
+
+@numba.njit(cache=True, inline="always")
+def _product(out: FloatArray, a: FloatArray, b: FloatArray) -> None:
+    """out ← a·b."""
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k] * b[k, j]
+            out[i, j] = total
+
+
+@numba.njit(cache=True, inline="always")
+def _apply(out: FloatArray, a: FloatArray, v: FloatArray) -> None:
+    """out ← a·v (v a vector)."""
+    for i in range(a.shape[0]):
+        total = 0.0
+        for k in range(a.shape[1]):
+            total += a[i, k] * v[k]
+        out[i] = total
+
+
+@numba.njit(cache=True, inline="always")
+def _sandwich(out: FloatArray, a: FloatArray, m: FloatArray, plus: FloatArray) -> None:
+    """out ← a·m·aᵀ + plus: the covariance ``m`` carried through the Jacobian ``a``, and another added."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[0]):
+            out[i, j] = plus[i, j]
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            am = 0.0  # (a·m)[i, k]
+            for n in range(a.shape[1]):
+                am += a[i, n] * m[n, k]
+            for j in range(a.shape[0]):
+                out[i, j] += am * a[j, k]
+
+
+@numba.njit(cache=True, inline="always")
+def _invert_2x2(out: FloatArray, m: FloatArray) -> None:
+    """out ← m⁻¹ of a 2x2 matrix, in closed form: its adjugate over its determinant."""
+    k = 1.0 / (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0])
+    out[0, 0], out[0, 1], out[1, 0], out[1, 1] = k * m[1, 1], -k * m[0, 1], -k * m[1, 0], k * m[0, 0]
+
+
+@numba.njit(cache=True, inline="always")
+def _quadratic(m: FloatArray, v: FloatArray) -> float:
+    """vᵀ·m·v."""
+    total = 0.0
+    for i in range(v.shape[0]):
+        for k in range(v.shape[0]):
+            total += v[i] * m[i, k] * v[k]
+    return total
+
+
+@numba.njit(cache=True, inline="always")
+def _mahalanobis(s_aa: float, s_ar: float, s_rr: float, da: float, dr: float) -> float:
+    """νᵀS⁻¹ν of ν = (da, dr) and the symmetric S = [[s_aa, s_ar], [s_ar, s_rr]]; infinite if S is not positive.
+    (In scalars: the gate computes it for every line and wall in view.)"""
+    det = s_aa * s_rr - s_ar * s_ar
+    return (s_rr * da * da - 2.0 * s_ar * da * dr + s_aa * dr * dr) / det if det > 0.0 else math.inf
+
+
+# -- a wall seen from the laser ----------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, inline="always")
+def _jacobians(h: FloatArray, jw: FloatArray, x: float, y: float, alpha: float, s: float) -> None:
+    """h ← H = ∂(γ, ρ_r)/∂(x, y, θ) and jw ← J_w = ∂(γ, ρ_r)/∂(α, ρ) of the wall (α, ρ) seen from (x, y) with sign
+    s (2x3 and 2x2)."""
+    ca, sa = math.cos(alpha), math.sin(alpha)
+    h[0, 0], h[0, 1], h[0, 2] = 0.0, 0.0, -1.0
+    h[1, 0], h[1, 1], h[1, 2] = -s * ca, -s * sa, 0.0
+    jw[0, 0], jw[0, 1] = 1.0, 0.0
+    jw[1, 0], jw[1, 1] = s * (x * sa - y * ca), s
+
+
+@numba.njit(cache=True, inline="always")
+def _wall_uncertainty(
+    p: FloatArray, cw: FloatArray, x: float, y: float, ca: float, sa: float, s: float
+) -> tuple[float, float, float, float]:
+    """The part of S common to every line seen against a wall of normal (cos α, sin α) = (ca, sa), covariance ``cw``
+    and sign s from the laser at (x, y) of covariance ``p``: H·P·Hᵀ + J_w·C_w·J_wᵀ as (S_αα, S_αr, S_rr), with the
+    products of :func:`_jacobians`' matrices written out (H's first row is (0, 0, -1), J_w's (1, 0)); and the
+    standard deviation of the pose along the wall, m."""
+    j = s * (x * sa - y * ca)
+    s_aa = p[2, 2] + cw[0, 0]
+    s_ar = s * (ca * p[2, 0] + sa * p[2, 1]) + j * cw[0, 0] + s * cw[0, 1]
+    s_rr = ca * ca * p[0, 0] + 2.0 * ca * sa * p[0, 1] + sa * sa * p[1, 1]
+    s_rr += j * j * cw[0, 0] + 2.0 * j * s * cw[0, 1] + cw[1, 1]
+    along = math.sqrt(max(sa * sa * p[0, 0] - 2.0 * sa * ca * p[0, 1] + ca * ca * p[1, 1], 0.0))
+    return s_aa, s_ar, s_rr, along
+
+
+@numba.njit(cache=True, inline="always")
+def _overlap(
+    x: float, y: float, ct: float, st: float, line: FloatArray, ca: float, sa: float, extent: FloatArray, slack: float
+) -> float:
+    """How much a line's segment (laser frame; start and end in columns 5-8), carried into the map frame from the
+    laser at (x, y) heading (cos θ, sin θ) = (ct, st), overlaps a wall's extent along its line (normal (ca, sa))
+    widened by ``slack`` at each end, m (negative: they are apart)."""
+    t1 = -(x + ct * line[5] - st * line[6]) * sa + (y + st * line[5] + ct * line[6]) * ca
+    t2 = -(x + ct * line[7] - st * line[8]) * sa + (y + st * line[7] + ct * line[8]) * ca
+    return float(min(max(t1, t2), extent[1] + slack) - max(min(t1, t2), extent[0] - slack))
+
+
+# -- the steps of the update -------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True)
+def _gate(
+    state: FloatArray,
+    p: FloatArray,
+    lines: FloatArray,
+    wall_alpha: FloatArray,
+    wall_rho: FloatArray,
+    wall_extent: FloatArray,
+    wall_cov: FloatArray,
+    walls: IntArray,
+    gate: float,
+    margin: float,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Every line against every wall in view.
+
+    Returns:
+        The walls' predicted lines ``(C, 3)`` (γ, ρ_r, s); per pair ``(F, C)`` its νᵀS⁻¹ν (infinite when one
+        component alone fails the gate) and the overlap of the segments (-1 outside the gate); the innovations
+        ``(F, C, 2)``.
+    """
+    n_f = lines.shape[0]
+    n_c = walls.shape[0]
+    x, y, theta = state[0], state[1], state[2]
+    ct, st = math.cos(theta), math.sin(theta)
+    heading_std = math.sqrt(max(p[2, 2], 0.0))
+    predicted = np.empty((n_c, 3))
+    d2 = np.full((n_f, n_c), math.inf)
+    overlap = np.full((n_f, n_c), -1.0)
+    nu = np.empty((n_f, n_c, 2))
+    for c in range(n_c):
+        w = walls[c]
+        ca, sa = math.cos(wall_alpha[w]), math.sin(wall_alpha[w])
+        rho_r = wall_rho[w] - x * ca - y * sa
+        s = -1.0 if rho_r < 0.0 else 1.0
+        gamma = wall_alpha[w] - theta + (math.pi if s < 0.0 else 0.0)
+        predicted[c, 0], predicted[c, 1], predicted[c, 2] = gamma, s * rho_r, s
+        s_aa, s_ar, s_rr, along = _wall_uncertainty(p, wall_cov[w], x, y, ca, sa, s)
+        for f in range(n_f):
+            da = compiled_wrap_angle(lines[f, 0] - gamma)
+            dr = lines[f, 1] - s * rho_r
+            nu[f, c, 0], nu[f, c, 1] = da, dr
+            f_aa, f_rr = lines[f, 2] + s_aa, lines[f, 4] + s_rr
+            # νᵀS⁻¹ν >= Δα²/S_αα and >= Δr²/S_rr: most pairs (other walls, far off) fail these without the rest
+            if da * da >= gate * f_aa or dr * dr >= gate * f_rr:
+                continue
+            d2[f, c] = _mahalanobis(f_aa, lines[f, 3] + s_ar, f_rr, da, dr)
+            if not d2[f, c] < gate:
+                continue
+            distance = math.hypot(0.5 * (lines[f, 5] + lines[f, 7]), 0.5 * (lines[f, 6] + lines[f, 8]))
+            slack = margin + 3.0 * (along + distance * heading_std)
+            overlap[f, c] = _overlap(x, y, ct, st, lines[f], ca, sa, wall_extent[w], slack)
+    return predicted, d2, overlap, nu
+
+
+@numba.njit(cache=True)
+def _join_pieces(lines: FloatArray, chosen: IntArray, d2: FloatArray, overlap: FloatArray, gate: float) -> IntArray:
+    """Per line ``(F,)`` the pair (row of ``chosen``) it joins as another piece of that pair's wall, or -1: a line
+    not paired itself that passes the gate with the pair's wall, overlaps it and agrees with the paired line (the
+    chi-square of their difference below the gate; the pair it agrees with best)."""
+    joined = np.full(lines.shape[0], -1, dtype=np.int64)
+    taken = np.zeros(lines.shape[0], dtype=np.bool_)
+    for k in range(chosen.shape[0]):
+        taken[chosen[k, 0]] = True
+    for g in range(lines.shape[0]):
+        if taken[g]:
+            continue
+        best = gate
+        for k in range(chosen.shape[0]):
+            f, c = chosen[k, 0], chosen[k, 1]
+            if not (d2[g, c] < gate and overlap[g, c] > 0.0):
+                continue
+            q = _mahalanobis(
+                lines[g, 2] + lines[f, 2],
+                lines[g, 3] + lines[f, 3],
+                lines[g, 4] + lines[f, 4],
+                compiled_wrap_angle(lines[g, 0] - lines[f, 0]),
+                lines[g, 1] - lines[f, 1],
+            )
+            if q < best:
+                best = q
+                joined[g] = k
+    return joined
+
+
+@numba.njit(cache=True, inline="always")
+def _line_covariance(out: FloatArray, line: FloatArray) -> None:
+    """out ← the 2x2 covariance of a line's (α, r) (columns 2-4: Var α, Cov(α, r), Var r)."""
+    out[0, 0], out[0, 1], out[1, 0], out[1, 1] = line[2], line[3], line[3], line[4]
+
+
+@numba.njit(cache=True)
+def _fuse_pieces(
+    innovation: FloatArray, cov: FloatArray, lines: FloatArray, nu: FloatArray, c: int, pieces: IntArray
+) -> None:
+    """``innovation`` and ``cov`` (a pair's line's, in and out) fused with those of ``pieces``, the lines of the
+    same wall (column ``c``) that joined the pair, by their information: C = (Σ C_i⁻¹)⁻¹ and ν = C·Σ C_i⁻¹·ν_i."""
+    info = np.empty((2, 2))
+    _invert_2x2(info, cov)
+    weighted = np.empty(2)
+    _apply(weighted, info, innovation)
+    piece_cov = np.empty((2, 2))
+    piece_info = np.empty((2, 2))
+    piece_weighted = np.empty(2)
+    for g in pieces:
+        _line_covariance(piece_cov, lines[g])
+        _invert_2x2(piece_info, piece_cov)
+        _apply(piece_weighted, piece_info, nu[g, c])
+        info += piece_info
+        weighted += piece_weighted
+    _invert_2x2(cov, info)
+    _apply(innovation, cov, weighted)
+
+
+@numba.njit(cache=True, inline="always")
+def _correct(
+    x: FloatArray,
+    p: FloatArray,
+    h: FloatArray,
+    r: FloatArray,
+    v: FloatArray,
+    work: tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray],
+) -> float:
+    """One Kalman correction of the state ``x`` and covariance ``p`` (in place) by a measurement of Jacobian ``h``
+    (2x3), noise ``r`` (2x2) and innovation ``v`` (2,); ``work`` holds arrays of the shapes of S, S⁻¹, P·Hᵀ, K,
+    K·H, A, K·R·Kᵀ and the new P to compute them in. The covariance in Joseph form, P ← A·P·Aᵀ + K·R·Kᵀ with
+    A = I - K·H, made exactly symmetric.
+
+    Returns:
+        The innovation's νᵀS⁻¹ν.
+    """
+    s, s_inv, ph, gain, kh, a, krk, new = work
+    _sandwich(s, h, p, r)  # S = H·P·Hᵀ + R
+    _invert_2x2(s_inv, s)
+    _product(ph, p, h.T)
+    _product(gain, ph, s_inv)  # K = P·Hᵀ·S⁻¹
+    for i in range(3):
+        x[i] += gain[i, 0] * v[0] + gain[i, 1] * v[1]  # x ← x + K·ν
+    _product(kh, gain, h)
+    for i in range(3):
+        for j in range(3):
+            a[i, j] = (1.0 if i == j else 0.0) - kh[i, j]  # A = I - K·H
+    krk[:] = 0.0
+    _sandwich(krk, gain, r, krk)  # K·R·Kᵀ
+    _sandwich(new, a, p, krk)  # A·P·Aᵀ + K·R·Kᵀ
+    for i in range(3):
+        for j in range(3):
+            p[i, j] = 0.5 * (new[i, j] + new[j, i])
+    return _quadratic(s_inv, v)
+
+
 @numba.njit(cache=True)
 def _update(
     state: FloatArray,
@@ -124,194 +394,59 @@ def _update(
         covariance; the NIS of all pairs together; per feature ``(F,)`` the feature of the pair it joined as another
         piece of that pair's wall, or -1.
     """
-    n_f = feats.shape[0]
-    n_c = walls.shape[0]
-    x, y, theta = state[0], state[1], state[2]
-    cos_t, sin_t = math.cos(theta), math.sin(theta)
-    heading_std = math.sqrt(max(p[2, 2], 0.0))
-    gamma = np.empty(n_c)
-    rho_r = np.empty(n_c)
-    sign = np.empty(n_c)
-    d2 = np.empty((n_f, n_c))
-    overlap = np.empty((n_f, n_c))
-    nu_a = np.empty((n_f, n_c))
-    nu_r = np.empty((n_f, n_c))
-    for c in range(n_c):
-        w = walls[c]
-        ca, sa = math.cos(wall_alpha[w]), math.sin(wall_alpha[w])
-        rho = wall_rho[w] - x * ca - y * sa
-        s = -1.0 if rho < 0.0 else 1.0
-        sign[c] = s
-        gamma[c] = wall_alpha[w] - theta + (math.pi if s < 0.0 else 0.0)
-        rho_r[c] = s * rho
-        # H P Hᵀ with H = [[0, 0, -1], [-s c, -s s, 0]]
-        hp_aa = p[2, 2]
-        hp_ar = s * (ca * p[2, 0] + sa * p[2, 1])
-        hp_rr = ca * ca * p[0, 0] + 2.0 * ca * sa * p[0, 1] + sa * sa * p[1, 1]
-        # the wall's own covariance through J_w = [[1, 0], [s (x sin α - y cos α), s]]
-        j = s * (x * sa - y * ca)
-        cw = wall_cov[w]
-        w_aa = cw[0, 0]
-        w_ar = j * cw[0, 0] + s * cw[0, 1]
-        w_rr = j * j * cw[0, 0] + 2.0 * j * s * cw[0, 1] + cw[1, 1]
-        along = math.sqrt(max(sa * sa * p[0, 0] - 2.0 * sa * ca * p[0, 1] + ca * ca * p[1, 1], 0.0))
-        for f in range(n_f):
-            s_aa = feats[f, 2] + extra_var_alpha + w_aa + hp_aa
-            s_ar = feats[f, 3] + w_ar + hp_ar
-            s_rr = feats[f, 4] + extra_var_r + w_rr + hp_rr
-            da = compiled_wrap_angle(feats[f, 0] - gamma[c])
-            dr = feats[f, 1] - rho_r[c]
-            nu_a[f, c] = da
-            nu_r[f, c] = dr
-            overlap[f, c] = -1.0
-            # νᵀS⁻¹ν >= Δα²/S_αα and >= Δr²/S_rr: most pairs (other walls, far off) fail these without the rest
-            if da * da >= gate * s_aa or dr * dr >= gate * s_rr:
-                d2[f, c] = math.inf
-                continue
-            det = s_aa * s_rr - s_ar * s_ar
-            d2[f, c] = (s_rr * da * da - 2.0 * s_ar * da * dr + s_aa * dr * dr) / det if det > 0.0 else math.inf
-            if not d2[f, c] < gate:
-                continue
-            # overlap of the feature's segment, in the map frame, with the wall's extent along its line
-            t1 = (
-                -(x + cos_t * feats[f, 5] - sin_t * feats[f, 6]) * sa
-                + (y + sin_t * feats[f, 5] + cos_t * feats[f, 6]) * ca
-            )
-            t2 = (
-                -(x + cos_t * feats[f, 7] - sin_t * feats[f, 8]) * sa
-                + (y + sin_t * feats[f, 7] + cos_t * feats[f, 8]) * ca
-            )
-            distance = math.hypot(0.5 * (feats[f, 5] + feats[f, 7]), 0.5 * (feats[f, 6] + feats[f, 8]))
-            slack = margin + 3.0 * (along + distance * heading_std)
-            lo = max(min(t1, t2), wall_extent[w, 0] - slack)
-            hi = min(max(t1, t2), wall_extent[w, 1] + slack)
-            overlap[f, c] = hi - lo
+    lines = feats.copy()  # with the extra variances of every line
+    lines[:, 2] += extra_var_alpha
+    lines[:, 4] += extra_var_r
+    predicted, d2, overlap, nu = _gate(
+        state, p, lines, wall_alpha, wall_rho, wall_extent, wall_cov, walls, gate, margin
+    )
     chosen = _greedy(d2, overlap, gate)
-    # A wall seen in pieces (cut by a glass pane, a doorway, something standing in front of it) gives a feature per
-    # piece, and the pairing takes one, not always the most precise: the other pieces measure the same line. Each
-    # that passes the gate with that wall, overlaps it and agrees with the paired feature (the chi-square of their
-    # difference below the gate) joins the pair it agrees with best; a pair's pieces are fused by their information,
-    # and the wall's own error is added once, as it is the same for every piece of the wall.
-    joined = np.full(n_f, -1, dtype=np.int64)
-    taken = np.zeros(n_f, dtype=np.bool_)
-    for k in range(chosen.shape[0]):
-        taken[chosen[k, 0]] = True
-    for g in range(n_f):
-        if taken[g]:
-            continue
-        best = gate
-        for k in range(chosen.shape[0]):
-            f = chosen[k, 0]
-            c = chosen[k, 1]
-            if not (d2[g, c] < gate and overlap[g, c] > 0.0):
-                continue
-            da = compiled_wrap_angle(feats[g, 0] - feats[f, 0])
-            dr = feats[g, 1] - feats[f, 1]
-            saa = feats[g, 2] + feats[f, 2] + 2.0 * extra_var_alpha
-            sar = feats[g, 3] + feats[f, 3]
-            srr = feats[g, 4] + feats[f, 4] + 2.0 * extra_var_r
-            det = saa * srr - sar * sar
-            if det > 0.0:
-                q = (srr * da * da - 2.0 * sar * da * dr + saa * dr * dr) / det
-                if q < best:
-                    best = q
-                    joined[g] = k
+    joined = _join_pieces(lines, chosen, d2, overlap, gate)
     table = np.empty((chosen.shape[0], 5))
     # The pairs' noises are independent (R is block-diagonal), so one joint update equals the pairs applied one
     # after the other with H kept at the prior and each innovation moved by the state's change so far: the same
     # estimate and covariance, and the NIS of all pairs is the sum of the successive ones (the chain rule of the
-    # joint likelihood), with 2x2 inverses only. The covariance in Joseph form stays symmetric and positive.
+    # joint likelihood), with 2x2 inverses only.
     xs = state.copy()
     ps = p.copy()
     nis = 0.0
-    ph = np.empty((3, 2))
-    gain = np.empty((3, 2))
-    a = np.empty((3, 3))
-    ap = np.empty((3, 3))
-    new = np.empty((3, 3))
+    work = (  # the correction's matrices (see _correct)
+        np.empty((2, 2)),
+        np.empty((2, 2)),
+        np.empty((3, 2)),
+        np.empty((3, 2)),
+        np.empty((3, 3)),
+        np.empty((3, 3)),
+        np.empty((3, 3)),
+        np.empty((3, 3)),
+    )
+    h, jw, cov, r = np.empty((2, 3)), np.empty((2, 2)), np.empty((2, 2)), np.empty((2, 2))
+    v, moved, change = np.empty(2), np.empty(2), np.empty(3)
+    pieces = np.zeros(chosen.shape[0], dtype=np.int64)  # per pair, the lines that joined it
+    for g in range(joined.shape[0]):
+        if joined[g] >= 0:
+            pieces[joined[g]] += 1
     for k in range(chosen.shape[0]):
-        f = chosen[k, 0]
-        c = chosen[k, 1]
+        f, c = chosen[k, 0], chosen[k, 1]
         w = walls[c]
-        table[k, 0] = compiled_wrap_angle(gamma[c])
-        table[k, 1] = rho_r[c]
-        table[k, 2] = nu_a[f, c]
-        table[k, 3] = nu_r[f, c]
-        table[k, 4] = d2[f, c]
-        h0 = -sign[c] * math.cos(wall_alpha[w])  # H = [[0, 0, -1], [h0, h1, 0]]
-        h1 = -sign[c] * math.sin(wall_alpha[w])
-        ca, sa = -h0 * sign[c], -h1 * sign[c]
-        j = sign[c] * (x * sa - y * ca)
-        cw = wall_cov[w]
-        # the pair's measurement: its feature's innovation, fused with those of the pieces that joined it
-        m_aa, m_ar, m_rr = feats[f, 2] + extra_var_alpha, feats[f, 3], feats[f, 4] + extra_var_r
-        m_a, m_r = nu_a[f, c], nu_r[f, c]
-        if np.any(joined == k):
-            det = m_aa * m_rr - m_ar * m_ar
-            i_aa, i_ar, i_rr = m_rr / det, -m_ar / det, m_aa / det  # information of the paired feature
-            b_a = i_aa * m_a + i_ar * m_r
-            b_r = i_ar * m_a + i_rr * m_r
-            for g in range(n_f):
-                if joined[g] != k:
-                    continue
-                g_aa, g_ar, g_rr = feats[g, 2] + extra_var_alpha, feats[g, 3], feats[g, 4] + extra_var_r
-                det = g_aa * g_rr - g_ar * g_ar
-                j_aa, j_ar, j_rr = g_rr / det, -g_ar / det, g_aa / det
-                i_aa += j_aa
-                i_ar += j_ar
-                i_rr += j_rr
-                b_a += j_aa * nu_a[g, c] + j_ar * nu_r[g, c]
-                b_r += j_ar * nu_a[g, c] + j_rr * nu_r[g, c]
-            det = i_aa * i_rr - i_ar * i_ar
-            m_aa, m_ar, m_rr = i_rr / det, -i_ar / det, i_aa / det
-            m_a = m_aa * b_a + m_ar * b_r
-            m_r = m_ar * b_a + m_rr * b_r
-            table[k, 2] = m_a
-            table[k, 3] = m_r
-        r_aa = m_aa + cw[0, 0]
-        r_ar = m_ar + j * cw[0, 0] + sign[c] * cw[0, 1]
-        r_rr = m_rr + j * j * cw[0, 0] + 2.0 * j * sign[c] * cw[0, 1] + cw[1, 1]
-        v_a = m_a + (xs[2] - state[2])
-        v_r = m_r - h0 * (xs[0] - state[0]) - h1 * (xs[1] - state[1])
-        # P Hᵀ, S = H P Hᵀ + R and its inverse, the gain K = P Hᵀ S⁻¹
+        # the pair's measurement: its line's innovation and covariance, fused with the other pieces of its wall
+        v[0], v[1] = nu[f, c, 0], nu[f, c, 1]
+        _line_covariance(cov, lines[f])
+        if pieces[k]:
+            _fuse_pieces(v, cov, lines, nu, c, np.flatnonzero(joined == k))
+        table[k] = (compiled_wrap_angle(predicted[c, 0]), predicted[c, 1], v[0], v[1], d2[f, c])
+        _jacobians(h, jw, state[0], state[1], wall_alpha[w], predicted[c, 2])
+        _sandwich(r, jw, wall_cov[w], cov)  # the wall's own error added once, however many pieces the pair has
         for i in range(3):
-            ph[i, 0] = -ps[i, 2]
-            ph[i, 1] = h0 * ps[i, 0] + h1 * ps[i, 1]
-        s_aa = -ph[2, 0] + r_aa
-        s_ar = h0 * ph[0, 0] + h1 * ph[1, 0] + r_ar
-        s_rr = h0 * ph[0, 1] + h1 * ph[1, 1] + r_rr
-        det = s_aa * s_rr - s_ar * s_ar
-        i_aa, i_ar, i_rr = s_rr / det, -s_ar / det, s_aa / det
-        nis += v_a * (i_aa * v_a + i_ar * v_r) + v_r * (i_ar * v_a + i_rr * v_r)
-        for i in range(3):
-            gain[i, 0] = ph[i, 0] * i_aa + ph[i, 1] * i_ar
-            gain[i, 1] = ph[i, 0] * i_ar + ph[i, 1] * i_rr
-            xs[i] += gain[i, 0] * v_a + gain[i, 1] * v_r
-            # A = I - K H
-            a[i, 0] = (1.0 if i == 0 else 0.0) - gain[i, 1] * h0
-            a[i, 1] = (1.0 if i == 1 else 0.0) - gain[i, 1] * h1
-            a[i, 2] = (1.0 if i == 2 else 0.0) + gain[i, 0]
-        # P ← A P Aᵀ + K R Kᵀ
-        for i in range(3):
-            for m in range(3):
-                ap[i, m] = a[i, 0] * ps[0, m] + a[i, 1] * ps[1, m] + a[i, 2] * ps[2, m]
-        for i in range(3):
-            for m in range(3):
-                new[i, m] = (
-                    ap[i, 0] * a[m, 0]
-                    + ap[i, 1] * a[m, 1]
-                    + ap[i, 2] * a[m, 2]
-                    + gain[i, 0] * (r_aa * gain[m, 0] + r_ar * gain[m, 1])
-                    + gain[i, 1] * (r_ar * gain[m, 0] + r_rr * gain[m, 1])
-                )
-        for i in range(3):
-            for m in range(3):
-                ps[i, m] = 0.5 * (new[i, m] + new[m, i])
+            change[i] = xs[i] - state[i]
+        _apply(moved, h, change)
+        v[0], v[1] = v[0] - moved[0], v[1] - moved[1]  # the innovation moved by the state's change so far
+        nis += _correct(xs, ps, h, r, v, work)
     pairs = np.empty_like(chosen)
     for k in range(chosen.shape[0]):
         pairs[k, 0] = chosen[k, 0]
         pairs[k, 1] = walls[chosen[k, 1]]
-    for g in range(n_f):
+    for g in range(feats.shape[0]):
         if joined[g] >= 0:
-            joined[g] = chosen[joined[g], 0]  # the feature of the pair it joined
+            joined[g] = chosen[joined[g], 0]  # the line of the pair it joined
     return pairs, table, xs, ps, nis, joined
