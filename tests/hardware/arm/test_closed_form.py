@@ -317,3 +317,11 @@ def test_the_closed_form_of_joints_that_are_not_the_first_outputs() -> None:
         assert result.success and result.iterations == 0  # the closed form
         assert result.q[0] == pytest.approx(0.05) and np.all(result.q >= arm.lower) and np.all(result.q <= arm.upper)
         assert np.linalg.norm(arm.link_transform(result.q, "tip")[:3, 3] - target) < 1e-9
+
+
+def test_warm_up_loads_every_compiled_kernel_called_from_python() -> None:
+    from pluto.hardware.arm import closed_form_kernels as kernels
+
+    kernels.warm_up()
+    called = (kernels.start_pitch, kernels.branches, kernels.at_pitch, kernels.solve, kernels.solve_at_pitch)
+    assert all(kernel.signatures for kernel in (*called, kernels.place))

@@ -2,6 +2,7 @@
 
     ik = YawPlanarIK.from_chain(fixed, offsets, lower, upper, tail)   # None if the chain has another shape
     q = ik.solve(x, y, z, start)                                      # joint values (list), or None
+    ok = ik.place(x, y, z, q, joints, limits)     # in place, on every output's values: the hot path (or ik.placer())
 
 An arm such as the LynxArm6 places a point with a base yaw followed by two or three revolute joints whose axes are
 parallel to each other and perpendicular to the yaw axis (shoulder, elbow, wrist pitch): the yaw turns the plane
