@@ -275,6 +275,28 @@ class PoseTracker:
         Returns:
             The post for ``Localization/Post_Pose`` (setter 1), or None (no filter yet, or a tilted scan).
         """
+        self._take_lines(scan)
+        if not self._follow(t, dr, corrected):
+            return None
+        assert self.filter is not None
+        self.stamp = t
+        if len(dr.pose) >= 8 and abs(dr.pose[7]) > self.params.max_tilt:
+            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
+            return None
+        pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
+        # the lines that matched: the pairs', and the other pieces of their walls that joined them
+        self.matched = sorted([*pairs[:, 0].tolist(), *self.filter.joined[:, 0].tolist()])
+        self._judge(t, scan, dr, pairs.shape[0] >= self.params.filter.min_matches)
+        self.posts += 1
+        return msgs.PoseEstimate(
+            stamp=t,
+            pose=self.filter.laser_post(dr.pose),
+            covariance=self.filter.covariance.ravel().tolist(),
+            cmd_flags=SETTER,
+        )
+
+    def _take_lines(self, scan: msgs.LaserScan) -> None:
+        """The scan's lines, and the answer to a "find wall" that waits for them."""
         p = self.params
         self._lines = line_table(
             scan.ranges,
@@ -290,21 +312,20 @@ class PoseTracker:
             wall = find_wall(self.features)
             self.find_wall_code = wall.points if wall is not None else 0
             self.wall_data = wall.data() if wall is not None else []
+
+    def _follow(self, t: float, dr: msgs.PoseEstimate, corrected: msgs.PoseEstimate | None) -> bool:
+        """Move the filter to this scan by the dead reckoning, or start it; False: no filter yet."""
         if self.filter is None:
-            if not self._start(t, dr, corrected):
-                return None
-        else:
-            self.filter.predict(dr.pose, dr.covariance)
+            return self._start(t, dr, corrected)
+        self.filter.predict(dr.pose, dr.covariance)
+        return True
+
+    def _judge(self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate, matched: bool) -> None:
+        """After the update: confirm an unconfirmed start, search the map when the filter is (or may be) lost, or
+        note that it is found (``matched``: the scan had ``min_matches`` pairs)."""
         assert self.filter is not None
-        self.stamp = t
-        if len(dr.pose) >= 8 and abs(dr.pose[7]) > p.max_tilt:
-            self.tilted += 1  # the laser looks up or down: its lines are not the walls' (the wrist's active scanning)
-            return None
-        pairs, _, _, _ = self.filter.update_lines(self._lines.values, self.wall_map)
-        # the lines that matched: the pairs', and the other pieces of their walls that joined them
-        self.matched = sorted([*pairs[:, 0].tolist(), *self.filter.joined[:, 0].tolist()])
+        p = self.params
         check, self._check = self._check, False
-        matched = pairs.shape[0] >= p.filter.min_matches
         confirms = False
         if self._unconfirmed:
             # two scans in a row: one may agree with a look-alike of the place by chance, as a search's answer may
@@ -312,23 +333,7 @@ class PoseTracker:
             self._confirming = self._confirming + 1 if confirms else 0
             self._unconfirmed = self._confirming < 2
         if self._unconfirmed and not confirms and self._informative():
-            # A start no scan has confirmed yet is a guess (a pose set by hand, a robot carried to where
-            # localization does not know): the map is searched around it at every scan that has walls to search
-            # with, twice as far each time, until a scan confirms it or a search finds the robot; a scan whose
-            # beams the map there does not explain says the filter is lost now, not after lost_after scans.
-            if self._agreement < p.relocalize_min_fraction:
-                self.filter.declare_lost()
-            self._lost_scans += 1
-            if self._lost_scans == 1:
-                self.log.warning(
-                    "the start at %.1f s is not confirmed by the scan (%.0f%% of its beams agree with the map "
-                    "there): searching the map around it",
-                    t,
-                    100.0 * self._agreement,
-                )
-            every = p.relocalize_every
-            if self._search_radius() is not None or (every and self._lost_scans % every == 1 % every):
-                self._try_relocalize(t, self.features, dr, scan)  # the whole map only every relocalize_every scans
+            self._search_around_start(t, scan, dr)
         elif check and (self.filter.lost or not matched):
             # the resumed estimate does not explain this scan: search around it at once (never the whole map yet)
             self._lost_scans = 0
@@ -347,13 +352,27 @@ class PoseTracker:
         else:
             self._lost_scans = 0
             self._searches = 0
-        self.posts += 1
-        return msgs.PoseEstimate(
-            stamp=t,
-            pose=self.filter.laser_post(dr.pose),
-            covariance=self.filter.covariance.ravel().tolist(),
-            cmd_flags=SETTER,
-        )
+
+    def _search_around_start(self, t: float, scan: msgs.LaserScan, dr: msgs.PoseEstimate) -> None:
+        """A start no scan has confirmed yet is a guess (a pose set by hand, a robot carried to where localization
+        does not know): the map is searched around it at every scan that has walls to search with, twice as far
+        each time, until a scan confirms it or a search finds the robot; a scan whose beams the map there does not
+        explain says the filter is lost now, not after lost_after scans."""
+        assert self.filter is not None
+        p = self.params
+        if self._agreement < p.relocalize_min_fraction:
+            self.filter.declare_lost()
+        self._lost_scans += 1
+        if self._lost_scans == 1:
+            self.log.warning(
+                "the start at %.1f s is not confirmed by the scan (%.0f%% of its beams agree with the map "
+                "there): searching the map around it",
+                t,
+                100.0 * self._agreement,
+            )
+        every = p.relocalize_every
+        if self._search_radius() is not None or (every and self._lost_scans % every == 1 % every):
+            self._try_relocalize(t, self.features, dr, scan)  # the whole map only every relocalize_every scans
 
     def _confirms(self, scan: msgs.LaserScan) -> bool:
         """Whether the last scan confirms the filter's pose as a search's answer must be confirmed: the walls it
