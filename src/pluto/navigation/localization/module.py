@@ -224,6 +224,30 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         self.get_logger().info("simulated time restarted: dead reckoning starts again from the start pose")
 
     def step(self, now: float) -> None:
+        batch = self._drain(now)
+        integrated = self.core.latest_stamp
+        self._take_all(batch, now)
+        if not self.core.started:
+            return
+        self._report_continuity()
+        if self.core.latest_stamp != integrated:
+            self._publish_robot()
+            self.continuation.save_due(self._state, self.core.latest_stamp, clock_run(self.clock))
+        self._publish_scans(now)
+        self.status.write(
+            msgs.FVectorState(
+                stamp=now,
+                data=[max(0.0, now - self.core.latest_stamp), self.core.dmu_age(now)],
+                element=[
+                    self.adjustment.setter,
+                    int(self.core.dmu_ok and self.core.dmu_age(now) <= self.core.params.dmu_timeout),
+                ],
+            )
+        )
+
+    def _drain(self, now: float) -> list[tuple[int, float, msgs.Message]]:
+        """Start again after a clock jump, or continue after a restart, as due; then the queued messages, in the
+        order the core takes them."""
         with self._queue_lock:
             restart, self._restart = self._restart, False
             if restart:  # values of the old run still on their way when time jumped carry its later stamps
@@ -238,7 +262,11 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         # inertial and wrist data first, then odometry, each in stamp order; posts and scans after (the core fuses
         # by stamp whatever the order: this only keeps odometry from waiting for inertial data in the same batch)
         batch.sort(key=lambda item: (item[0] in (0, 4), item[1], item[0]))
-        integrated = self.core.latest_stamp
+        return batch
+
+    def _take_all(self, batch: list[tuple[int, float, msgs.Message]], now: float) -> None:
+        """Give the core every message of ``batch``; a bad one is counted and logged. Flush the samples still
+        waiting if the odometry stopped."""
         for _order, _stamp, message in batch:
             if isinstance(message, msgs.Odometry):
                 self._odometry_arrived = now
@@ -250,12 +278,10 @@ class LocalizationModule(Module[LocalizationModuleParams]):
         arrived = self._odometry_arrived
         if self.core.waiting and arrived is not None and now - arrived > self.params_().flush_wait:
             self.core.flush()  # the odometry stopped: nothing more will settle the samples still waiting
-        if not self.core.started:
-            return
-        self._report_continuity()
-        if self.core.latest_stamp != integrated:
-            self._publish_robot()
-            self.continuation.save_due(self._state, self.core.latest_stamp, clock_run(self.clock))
+
+    def _publish_scans(self, now: float) -> None:
+        """Write interfaces 1 and 4 for each scan whose time the fused odometry has reached (the oldest step's once
+        at the start); a scan waits while its odometry may still come."""
         if not self._published_laser:
             # so that interfaces 1 and 4 hold a value from the start; at the oldest step, not the newest, as the first
             # steps may come all at once (after the wait for an absent inertial unit) and scans among them still come
@@ -274,16 +300,6 @@ class LocalizationModule(Module[LocalizationModuleParams]):
                     break
                 self.errors += 1  # odometry stopped: the scan cannot be placed
             self._scans.pop(0)
-        self.status.write(
-            msgs.FVectorState(
-                stamp=now,
-                data=[max(0.0, now - self.core.latest_stamp), self.core.dmu_age(now)],
-                element=[
-                    self.adjustment.setter,
-                    int(self.core.dmu_ok and self.core.dmu_age(now) <= self.core.params.dmu_timeout),
-                ],
-            )
-        )
 
     # -- continuing after a restart ---------------------------------------------------------------------------
 
