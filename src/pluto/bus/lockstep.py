@@ -16,7 +16,9 @@ single-threaded executor), and acknowledged together. When the coordinator runs 
 the members' process), tick and acknowledgement skip Zenoh: the coordinator hands each tick to the gate
 (:meth:`LockstepGate.take_tick`) and the gate hands its acknowledgement to the coordinator
 (:attr:`Bus.lockstep_coordinator`), which sends the next tick from that call when every member has answered; so a
-tick of a simulation in one process costs no message, no decoding and no hand-over between threads. Writers say in
+tick of a simulation in one process costs no message, no decoding and no hand-over between threads; a tick that the
+coordinator hands to the gates of several buses (a robot each) has its frontier sorted by key once for all of them
+(:class:`Frontier`), and each gate looks only at the keys its receivers read. Writers say in
 each sample's attachment whether they are lock-stepped (their process hosts a member); values of other writers (a
 real sensor, a command line tool) pass at once. A value that the frontier never covers (its writer's process lost
 its members) is let through after a few ticks; a frontier value that never arrives (dropped by the network) is
@@ -137,6 +139,62 @@ FRONTIER_WAIT = 5.0
 """Wall seconds to wait for a frontier value before going on without it (a dropped sample)."""
 
 
+class Frontier:
+    """A tick's frontier as a gate uses it: the newest write of each writer, and of each key by writer.
+
+    Made once per tick in a process (:func:`frontier_of`): the coordinator hands the same tick to the gate of every
+    bus of its process (a simulation of several robots has one per robot), and each gate reads only the keys its own
+    receivers read, instead of going through every robot's writes.
+    """
+
+    __slots__ = ("by_key", "writers")
+
+    def __init__(self, marks: Sequence[WriteMark]) -> None:
+        writers: dict[int, int] = {}
+        by_key: dict[str, dict[int, int]] = {}
+        for key, wid, seq in marks:
+            if seq > writers.get(wid, 0):
+                writers[wid] = seq
+            of_key = by_key.get(key)
+            if of_key is None:
+                by_key[key] = {wid: seq}
+            elif seq > of_key.get(wid, 0):
+                of_key[wid] = seq
+        self.writers = writers
+        """writer id -> newest sequence number."""
+        self.by_key = by_key
+        """key -> writer id -> newest sequence number."""
+
+
+def _merged(frontiers: Sequence[Frontier]) -> dict[str, dict[int, int]]:
+    """The newest write of each key by writer over several frontiers (of the ticks a process slept through)."""
+    merged: dict[str, dict[int, int]] = {}
+    for frontier in frontiers:
+        for key, of_key in frontier.by_key.items():
+            into = merged.setdefault(key, {})
+            for wid, seq in of_key.items():
+                if seq > into.get(wid, 0):
+                    into[wid] = seq
+    return merged
+
+
+_EMPTY_FRONTIER = Frontier(())
+_last_frontier: tuple[LockstepTick, Frontier] | None = None
+
+
+def frontier_of(tick: LockstepTick) -> Frontier:
+    """The frontier of ``tick``, digested once for every gate of the process that is handed the same tick."""
+    global _last_frontier
+    if not tick.frontier:
+        return _EMPTY_FRONTIER
+    last = _last_frontier  # one read: another gate's thread may replace it meanwhile (then both digest it)
+    if last is not None and last[0] is tick:
+        return last[1]
+    frontier = Frontier(tick.frontier)
+    _last_frontier = (tick, frontier)
+    return frontier
+
+
 class LockstepGate:
     """The lock-step state of one process's bus: the frontier, the values held back, the ticks, the members.
 
@@ -158,7 +216,7 @@ class LockstepGate:
         self._executor: threading.Thread | None = None
         self._waiting = False  # the executor waits for frontier values to arrive
         self._delivering = False  # the executor delivers a tick: from its new frontier to the last value waited for
-        self._pending: list[WriteMark] = []  # frontier entries not yet delivered here
+        self._pending: list[Frontier] = []  # frontiers not yet delivered here
         self._deliveries = 0  # ticks handled by this process
         self._dues: dict[str, float] = {}  # each local member's next step, s
         self._work = False  # the executor has a tick to handle
@@ -266,7 +324,8 @@ class LockstepGate:
             if latest is not None and tick.run != latest.run:
                 self._pending.clear()  # the old run's writes mean nothing to the new one
                 self._dues = dict.fromkeys(self._dues, -math.inf)
-            self._pending.extend(tick.frontier)  # seen at the next tick this process handles
+            if tick.frontier:
+                self._pending.append(frontier_of(tick))  # seen at the next tick this process handles
             self._latest = tick
             # Wake the executor only if a member here has a step due (or the tick came again, or a new run): a
             # process whose members are all waiting for a later time sleeps through the tick.
@@ -281,19 +340,20 @@ class LockstepGate:
         if self._ready == (tick.run, tick.number):
             return
         with self._ticks:
-            frontier, self._pending = self._pending, []
+            frontiers, self._pending = self._pending, []
         with self._cond:
             self._deliveries += 1
             run_changed = self._ready is not None and self._ready[0] != tick.run
             if run_changed:
                 self._frontier.clear()
-            for _name, wid, seq in frontier:
-                if seq > self._frontier.get(wid, 0):
-                    self._frontier[wid] = seq
+            for frontier in frontiers:
+                # A writer's sequence numbers only grow from one frontier to the next (each acknowledgement of its
+                # process names its newest writes, in order), so the newer frontier's number replaces the older.
+                self._frontier.update(frontier.writers)
             released = self._release(everything=run_changed)
             self._delivering = True
         self._take_released(released)
-        self._wait_frontier(frontier)
+        self._wait_frontier(frontiers)
         self._ready = (tick.run, tick.number)
 
     def _take_released(self, released: list[tuple[GatedReceiver, Any]]) -> None:
@@ -310,14 +370,16 @@ class LockstepGate:
         for strand in dict.fromkeys(deferred):
             strand.run_here()
 
-    def _wait_frontier(self, frontier: list[WriteMark]) -> None:
-        """Wait until the local receivers got the frontier's values and their callbacks returned."""
+    def _wait_frontier(self, frontiers: list[Frontier]) -> None:
+        """Wait until the local receivers got the frontiers' values and their callbacks returned."""
         by_key = self._bus.receivers_by_key()
-        newest: dict[tuple[str, int], int] = {}
-        for key, wid, seq in frontier:
-            if seq > newest.get((key, wid), 0):
-                newest[(key, wid)] = seq
-        wanted = [(r, wid, seq) for (key, wid), seq in newest.items() for r in by_key.get(key, ())]
+        writes = frontiers[0].by_key if len(frontiers) == 1 else _merged(frontiers)
+        wanted = [
+            (receiver, wid, seq)
+            for key in writes.keys() & by_key.keys()  # the keys read here (a set made of the smaller of the two)
+            for wid, seq in writes[key].items()
+            for receiver in by_key[key]
+        ]
         deadline = time.monotonic() + FRONTIER_WAIT
         with self._cond:
             for receiver, wid, seq in wanted:
