@@ -32,6 +32,12 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   robot drives gotos back and forth along its stretch of corridor. The fleet runs every robot's modules in this
   process (one bus session per robot).
 
+Each run of the rows with modules has a runtime folder of its own (logs, and the state files the modules save every
+0.2 s to go on after a crash, :mod:`pluto.runtime.persist`) on tmpfs where the machine has one (``/dev/shm``), as
+``XDG_RUNTIME_DIR`` is on a robot: on a disk's file system each of those saves renames a file over the last one, which
+ext4 follows with a write of the new file's data (``auto_da_alloc``), from 1 ms to tens of ms on a busy disk, on the
+module's step. ``--runtime-dir`` puts them elsewhere (a folder on the disk, to see that cost).
+
 Both simple rows drive the same open-loop pattern: 0.5 m/s with a gentle left turn (1/3 rad/s), a 1.5 m circle
 in the lobby between the two pillars, which touches nothing however long it runs. CPU seconds are those of this
 process and of its child processes (the mission's module processes are read from ``/proc`` while they run). The
@@ -43,6 +49,7 @@ Run from the project root (ir-sim is optional: ``.venv/bin/pip install 'pluto-ro
     .venv/bin/python bench/sim_rtf.py --seconds 20 --skip-mission     # quicker
     .venv/bin/python bench/sim_rtf.py --repeat 3                         # median of three runs per row
     .venv/bin/python bench/sim_rtf.py --skip-mission --skip-fleet        # the simulator rows only
+    .venv/bin/python bench/sim_rtf.py --runtime-dir ~/.cache              # the modules' state files on the disk
 """
 
 from __future__ import annotations
@@ -285,6 +292,16 @@ def run_pluto_sim(world: World, seconds: float, step: float) -> Measurement:
 # -- the mission profile in lock-step ---------------------------------------------------------------------------------
 
 
+TMPFS = Path("/dev/shm")
+runtime_parent: str | None = str(TMPFS) if TMPFS.is_dir() and os.access(TMPFS, os.W_OK) else None
+"""Where the runs' runtime folders go (``--runtime-dir``): tmpfs where there is one, else the temporary folder."""
+
+
+def run_folder() -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for one run's runtime folder and files, in :data:`runtime_parent`."""
+    return tempfile.TemporaryDirectory(prefix="pluto-bench-", dir=runtime_parent)
+
+
 def free_tcp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -378,7 +395,7 @@ def run_free_running(wall_seconds: float) -> Measurement:
     from pluto.runtime.supervisor import Supervisor
 
     m = Measurement(f"Pluto sim profile, free-running at rate {FREE_RATE:g}")
-    with tempfile.TemporaryDirectory() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
+    with run_folder() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
         profile = with_params(load_profile("sim"), "sim", world=WORLD, rate=FREE_RATE)
         with Bus() as bus:
             supervisor = Supervisor(bus, profile, Config(), one_process=True)
@@ -428,7 +445,7 @@ def measure_mission(m: Measurement, world: World, seconds: float, one_process: b
     from pluto.runtime.profiles import load_profile, with_params
     from pluto.runtime.supervisor import Supervisor
 
-    with tempfile.TemporaryDirectory() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
+    with run_folder() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
         start_file = write_start_pose(world, Path(tmp))  # the localization frame is the world's, as in the demo
         profile = with_params(load_profile("mission"), "sim", **MISSION_SIM_PARAMS)
         profile = with_params(profile, "localization", start_pose_file=str(start_file))
@@ -513,7 +530,7 @@ def measure_fleet(m: Measurement, seconds: float, robots: int) -> None:
     from pluto.runtime.profiles import load_profile, with_params
     from pluto.sim.fleet import Fleet
 
-    with tempfile.TemporaryDirectory() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
+    with run_folder() as tmp, isolated_bus_env(Path(tmp) / "runtime"):
         world = fleet_world(Path(tmp), robots)
         profile = with_params(load_profile("mission"), "sim", **{**MISSION_SIM_PARAMS, "world": str(world)})
         fleet = Fleet(profile, Config(), robots=robots)
@@ -584,6 +601,7 @@ def number(value: float, digits: int) -> str:
 
 
 def main() -> int:
+    global runtime_parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--seconds",
@@ -604,9 +622,18 @@ def main() -> int:
         "--robots", type=int, default=FLEET_ROBOTS, help=f"robots in the fleet row (default {FLEET_ROBOTS})"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is shown (default 1)")
+    parser.add_argument(
+        "--runtime-dir",
+        type=Path,
+        help="folder for the runs' runtime folders, where the modules save their state "
+        f"(default {runtime_parent or 'the temporary folder'})",
+    )
     args = parser.parse_args()
     if args.step <= 0 or args.repeat < 1 or args.robots < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--step, --repeat, --robots and --seconds must be positive")
+    if args.runtime_dir is not None:
+        args.runtime_dir.expanduser().mkdir(parents=True, exist_ok=True)
+        runtime_parent = str(args.runtime_dir.expanduser())
     sim_seconds = args.seconds if args.seconds is not None else 60.0
     mission_seconds = args.seconds if args.seconds is not None else 30.0
 
@@ -620,7 +647,8 @@ def main() -> int:
     )
     print(f"python {platform.python_version()}, numpy {np.__version__}", end="")
     print(f", ir-sim {irsim.__version__}" if irsim is not None else ", ir-sim not installed", end="")
-    print(f"; {os.cpu_count()} CPUs; {args.repeat} run(s) per row")
+    where = tempfile.gettempdir() if runtime_parent is None else runtime_parent
+    print(f"; {os.cpu_count()} CPUs; {args.repeat} run(s) per row; runtime folders in {where}")
     print()
 
     results = [
