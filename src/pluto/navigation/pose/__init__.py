@@ -1,9 +1,10 @@
 """The pose module's pure core (the original's poseModule, docs/design.md): walls in laser scans, an a-priori wall map,
 and an extended Kalman filter of the laser's pose that corrects the localization service's dead reckoning.
 
-``features`` extracts lines from a scan, ``map`` holds the map's walls and their index, ``core`` is the filter (with
-its lost status and a global relocalization), ``findwall`` the original's "find wall" and ``calibration`` the odometry
-calibration from one wall. Nothing here touches the bus, a thread or a clock.
+``features`` extracts lines from a scan, ``map`` holds the map's walls and their index, ``core`` is the filter (its
+state, predict step and lost status; ``update`` its update against the map's walls, ``relocalization`` the global
+search of the map), ``findwall`` the original's "find wall" and ``calibration`` the odometry calibration from one
+wall. Nothing here touches the bus, a thread or a clock.
 """
 
 from pluto.navigation.pose.calibration import (
