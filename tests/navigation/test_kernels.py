@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 
 from pluto.navigation import kernels
+from pluto.navigation.pose import update
 
 
 @numba.njit(cache=False)
@@ -31,3 +32,15 @@ def test_each_kernel_is_told_as_numba_begins_compiling_it() -> None:
     with kernels._compile_progress([], said.append):  # nothing missing: nothing told, no listener
         assert _outer(2.0) == 6.0
     assert len(said) == 2
+
+
+def test_a_kernel_inlined_into_its_callers_is_not_counted_as_missing_from_the_cache() -> None:
+    """A kernel with ``inline="always"`` has no machine code of its own (it is compiled, and cached, inside each
+    caller), so it is never "in the cache": ``pluto warm`` must not take it for a missing one."""
+    inlined = [
+        f"pluto.navigation.pose.update.{name}"
+        for name, value in vars(update).items()
+        if isinstance(value, numba.core.dispatcher.Dispatcher) and value.targetoptions.get("inline") == "always"
+    ]
+    assert inlined  # the update's small matrix helpers
+    assert not set(inlined) & set(kernels.missing("pose"))

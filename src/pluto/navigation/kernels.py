@@ -49,11 +49,15 @@ share the pose module's kernels, and some are first called at a run's second sca
 
 
 def _dispatchers(module_name: str) -> list[numba.core.dispatcher.Dispatcher]:
+    """The kernels a module defines that have machine code of their own (one with ``inline="always"`` is compiled
+    into each caller's code, and cached with it)."""
     module = importlib.import_module(module_name)
     return [
         value
         for value in vars(module).values()
-        if isinstance(value, numba.core.dispatcher.Dispatcher) and value.__module__ == module_name
+        if isinstance(value, numba.core.dispatcher.Dispatcher)
+        and value.__module__ == module_name
+        and value.targetoptions.get("inline") != "always"
     ]
 
 
