@@ -161,6 +161,21 @@ def map_message(world: World | None, source: str = "") -> dict[str, Any]:
     }
 
 
+def _echo_points(
+    origin: tuple[float, float, float], ranges: list[float], angles: list[float], max_range: float
+) -> list[float]:
+    """The echoes of a sensor at ``origin`` (x, y, heading) as flat map points ``[x0, y0, x1, y1, ...]`` (mm
+    rounded): each range along its angle from the sensor's heading, leaving out the non-finite, the zero and those at
+    or beyond ``max_range`` (no echo)."""
+    r = np.asarray(ranges, dtype=float)
+    a = np.asarray(angles, dtype=float) + origin[2]
+    seen = np.isfinite(r) & np.isfinite(a) & (r > 0.0) & (r < max_range)
+    xs = origin[0] + r[seen] * np.cos(a[seen])
+    ys = origin[1] + r[seen] * np.sin(a[seen])
+    points: list[float] = np.round(np.column_stack((xs, ys)), 3).ravel().tolist()
+    return points
+
+
 def _xyt(pose: list[float]) -> tuple[float, float, float] | None:
     if len(pose) < 4 or not all(math.isfinite(v) for v in pose[:4]):
         return None
@@ -286,25 +301,26 @@ class ViewState:
         scan, origin = self.scan, self.laser_origin()
         if scan is None or origin is None or not scan.ranges or len(scan.ranges) != len(scan.angles):
             return None
-        r = np.asarray(scan.ranges, dtype=float)
-        a = np.asarray(scan.angles, dtype=float) + origin[2]
-        seen = np.isfinite(r) & np.isfinite(a) & (r > 0.0) & (r < scan.max_range)
-        xs = origin[0] + r[seen] * np.cos(a[seen])
-        ys = origin[1] + r[seen] * np.sin(a[seen])
-        points = np.round(np.column_stack((xs, ys)), 3).ravel().tolist()
+        points = _echo_points(origin, scan.ranges, scan.angles, scan.max_range)
         return {"stamp": _r(scan.stamp), "origin": [_r(v) for v in origin], "points": points}
 
     def _sonar(self) -> dict[str, Any] | None:
         sonar, robot = self.sonar, self.robot_pose()
         if sonar is None or robot is None or len(sonar.ranges) != len(sonar.angles) or not sonar.ranges:
             return None
-        r = np.asarray(sonar.ranges, dtype=float)
-        a = np.asarray(sonar.angles, dtype=float) + robot[2]
-        seen = np.isfinite(r) & np.isfinite(a) & (r > 0.0) & (r < sonar.max_range)
-        xs = robot[0] + r[seen] * np.cos(a[seen])
-        ys = robot[1] + r[seen] * np.sin(a[seen])
-        points = np.round(np.column_stack((xs, ys)), 3).ravel().tolist()
+        points = _echo_points(robot, sonar.ranges, sonar.angles, sonar.max_range)
         return {"origin": [_r(robot[0]), _r(robot[1])], "points": points}
+
+    def _add_goals(self, out: dict[str, Any]) -> None:
+        """Put the goals (always, maybe empty) and the motion module's status in words (when known) into ``out``."""
+        goals: dict[str, list[float]] = {}
+        if self.moveto is not None:
+            goals["moveto"] = [_r(v) for v in self.moveto]
+        if self.goto is not None:
+            goals["goto"] = [_r(v) for v in self.goto]
+        out["goals"] = goals
+        if self.motion_status is not None:
+            out["motion"] = describe_status(self.motion_status)
 
     def robot_view(self, name: str) -> dict[str, Any]:
         """What the page draws of another robot, called ``name``: ``{"name", "truth", "pose", "scan", "goals",
@@ -316,14 +332,7 @@ class ViewState:
             out["pose"] = {"x": _r(xyt[0]), "y": _r(xyt[1]), "theta": _r(xyt[2])}
         if (scan := self._scan()) is not None:
             out["scan"] = scan
-        goals: dict[str, list[float]] = {}
-        if self.moveto is not None:
-            goals["moveto"] = [_r(v) for v in self.moveto]
-        if self.goto is not None:
-            goals["goto"] = [_r(v) for v in self.goto]
-        out["goals"] = goals
-        if self.motion_status is not None:
-            out["motion"] = describe_status(self.motion_status)
+        self._add_goals(out)
         return out
 
     def frame(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -349,14 +358,7 @@ class ViewState:
             out["scan"] = scan
         if (sonar := self._sonar()) is not None:
             out["sonar"] = sonar
-        goals: dict[str, list[float]] = {}
-        if self.moveto is not None:
-            goals["moveto"] = [_r(v) for v in self.moveto]
-        if self.goto is not None:
-            goals["goto"] = [_r(v) for v in self.goto]
-        out["goals"] = goals
-        if self.motion_status is not None:
-            out["motion"] = describe_status(self.motion_status)
+        self._add_goals(out)
         if extra:
             out.update(extra)
         return out
