@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Annotated
+from typing import Annotated, Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -93,6 +93,7 @@ __all__ = [
     "FollowScan",
     "FollowStatus",
     "FollowThread",
+    "FollowerBase",
     "SharedFollowParams",
     "parse_distance",
 ]
@@ -269,18 +270,23 @@ class FollowOutput:
     halt: bool = False
 
 
-@dataclass
-class FollowController:
-    """The follow behaviour: :meth:`start` / :meth:`stop` on commands, :meth:`step` every period."""
+P = TypeVar("P", bound=SharedFollowParams)
 
-    params: FollowParams = field(default_factory=FollowParams)
-    tracker: Tracker = field(init=False)
+
+@dataclass
+class FollowerBase(Generic[P]):
+    """What the person follower and the trail follower share: the lifecycle (:meth:`start`, :meth:`stop`, idle,
+    halted on a stale pose or scan, lost), the control law towards a target at a distance and bearing, the
+    slow-down before obstacles in the strip ahead, and the ramps of v and ω.
+
+    A follower derives from it, names its parameters' type and says how it forgets its target
+    (:meth:`_forget_target`) and how wide the strip ahead is (:meth:`_corridor_margin`)."""
+
+    params: P
     code: int = IDLE
     distance: float = field(init=False)
-    target: int | None = None
     _search_since: float = 0.0
     _scan_stamp: float = -math.inf
-    _target_seen: float = -math.inf
     _obstacles: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
     """World points of the newest scan that are not the target, m."""
     _last: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
@@ -290,7 +296,6 @@ class FollowController:
     _stop_pending: bool = False
 
     def __post_init__(self) -> None:
-        self.tracker = Tracker(self.params.track)
         self.distance = self.params.distance
 
     @property
@@ -299,9 +304,9 @@ class FollowController:
         return self.code not in (IDLE, LOST)
 
     def start(self, distance: float, now: float) -> None:
-        """Start following (again) at ``distance`` m: search for a target."""
+        """Start following (again) at ``distance`` m: search for the target."""
         self.distance = distance
-        self.target = None
+        self._forget_target()
         self.code = SEARCHING
         self._search_since = now
         self._v = self._w = 0.0
@@ -311,8 +316,120 @@ class FollowController:
         if self.active:
             self._stop_pending = True
         self.code = IDLE
-        self.target = None
+        self._forget_target()
         self._v = self._w = 0.0
+
+    # -- what a follower says of itself -------------------------------------------------------------------------
+
+    def _forget_target(self) -> None:
+        """Drop what the follower knows of its target (on start, stop and when it is lost)."""
+        raise NotImplementedError
+
+    def _corridor_margin(self) -> float:
+        """The strip ahead checked for obstacles is ``robot_radius`` + this wide on each side, m."""
+        raise NotImplementedError
+
+    # -- shared steps -------------------------------------------------------------------------------------------
+
+    def _tick(self, now: float) -> float:
+        """The time since the last step, s (0 on the first, at most 0.5), and ``now`` kept for the next."""
+        dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
+        self._step_time = now
+        return dt
+
+    def _idle_or_stale(self, inputs: FollowInputs, now: float) -> FollowOutput | None:
+        """The output when the controller is idle (a stop once after :meth:`stop`) or its pose or scan is stale
+        (halted); None when it is active on fresh input."""
+        p = self.params
+        if not self.active:
+            if self._stop_pending:
+                self._stop_pending = False
+                return self._output((0.0, 0.0), self.code)
+            return self._output(None, self.code)
+        if inputs.pose is None or now - inputs.pose_stamp > p.pose_timeout:
+            return self._halt(NO_POSE, now)
+        if inputs.scan is None or now - inputs.scan.stamp > p.scan_timeout:
+            return self._halt(NO_SCAN, now)
+        return None
+
+    def _law(self, u: float, d: float, b: float) -> tuple[float, float, int]:
+        """The control law (see the module docstring) for a target at distance ``d`` (m) and bearing ``b`` (rad)
+        moving away at ``u`` (m/s): (v*, ω*, status), v* before the slow-down for obstacles."""
+        p = self.params
+        v_goal = (u + p.distance_gain * (d - self.distance)) * max(0.0, math.cos(b)) ** 2
+        v_goal = min(max(v_goal, 0.0), p.max_speed)
+        code = FOLLOWING
+        if d < self.distance and (u < 0.1 or v_goal == 0.0):
+            v_goal, code = 0.0, TOO_CLOSE
+        w_goal = max(-p.max_turn_rate, min(p.max_turn_rate, p.bearing_gain * b))
+        return v_goal, w_goal, code
+
+    def _drive(self, pose: Pose, v_goal: float, w_goal: float, code: int, dt: float) -> FollowOutput:
+        """Slow v* down before obstacles, then ramp v and ω towards (v*, ω*) over ``dt`` s; the output."""
+        p = self.params
+        v_goal *= self._speed_scale(pose)
+        self.code = code
+        rate = p.max_accel if v_goal > self._v else p.max_decel
+        self._v = _toward(self._v, v_goal, rate * dt)
+        self._w = _toward(self._w, w_goal, p.max_turn_accel * dt)
+        return self._output((self._v, self._w), code)
+
+    def _keep_obstacles(self, points: FloatArray, target: tuple[float, float] | None, radius: float) -> None:
+        """Keep ``points`` (world frame) as the obstacles, but those within ``radius`` m of the target."""
+        if target is not None and len(points):
+            near = np.hypot(points[:, 0] - target[0], points[:, 1] - target[1]) < radius
+            points = points[~near]
+        self._obstacles = points
+
+    def _speed_scale(self, pose: Pose) -> float:
+        """1 when the strip ahead is free beyond ``slow_distance``, 0 below ``stop_distance``, linear between."""
+        p = self.params
+        points = self._obstacles
+        if len(points) == 0:
+            return 1.0
+        local = _to_robot(pose, points)
+        inside = (local[:, 0] > 0.0) & (np.abs(local[:, 1]) < p.robot_radius + self._corridor_margin())
+        if not inside.any():
+            return 1.0
+        clear = float(local[inside, 0].min()) - p.robot_radius
+        return min(1.0, max(0.0, (clear - p.stop_distance) / (p.slow_distance - p.stop_distance)))
+
+    def _halt(self, code: int, now: float) -> FollowOutput:
+        """Stale input: stop now (no ramp), by avoid's halt."""
+        self._v = self._w = 0.0
+        self.code = code
+        out = self._output((0.0, 0.0), code)
+        return FollowOutput(out.velocity, out.code, out.data, halt=True)
+
+    def _lose(self) -> FollowOutput:
+        self.code = LOST
+        self._forget_target()
+        self._v = self._w = 0.0
+        return self._output((0.0, 0.0), LOST)
+
+    def _output(self, velocity: tuple[float, float] | None, code: int) -> FollowOutput:
+        v, w = velocity if velocity is not None else (0.0, 0.0)
+        return FollowOutput(velocity, code, (*self._last, v, w))
+
+
+@dataclass
+class FollowController(FollowerBase[FollowParams]):
+    """The follow behaviour: :meth:`start` / :meth:`stop` on commands, :meth:`step` every period."""
+
+    params: FollowParams = field(default_factory=FollowParams)
+    tracker: Tracker = field(init=False)
+    target: int | None = None
+    _target_seen: float = -math.inf
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.tracker = Tracker(self.params.track)
+
+    def _forget_target(self) -> None:
+        self.target = None
+
+    def _corridor_margin(self) -> float:
+        return self.params.corridor_margin
 
     # -- the step ---------------------------------------------------------------------------------------------------
 
@@ -322,8 +439,7 @@ class FollowController:
         Returns:
             The velocity to command (or None) and the status.
         """
-        dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
-        self._step_time = now
+        dt = self._tick(now)
         scan = inputs.scan
         if scan is not None and scan.stamp > self._scan_stamp and scan.pose is not None:
             self._scan_stamp = scan.stamp
@@ -339,16 +455,11 @@ class FollowController:
         """The output when the robot follows no one this step: idle (a stop once after :meth:`stop`), halted for a
         stale pose or scan, searching for someone to follow, or lost them. None: it follows its target."""
         p = self.params
-        if not self.active:
-            if self._stop_pending:
-                self._stop_pending = False
-                return self._output((0.0, 0.0), self.code)
-            return self._output(None, self.code)
+        waiting = self._idle_or_stale(inputs, now)
+        if waiting is not None:
+            return waiting
         pose, scan = inputs.pose, inputs.scan
-        if pose is None or now - inputs.pose_stamp > p.pose_timeout:
-            return self._halt(NO_POSE, now)
-        if scan is None or now - scan.stamp > p.scan_timeout:
-            return self._halt(NO_SCAN, now)
+        assert pose is not None and scan is not None
         if self.code == SEARCHING or self.target is None:
             self.target = self._choose(pose, now)
             chosen = self.tracker.get(self.target)
@@ -367,24 +478,13 @@ class FollowController:
     def _follow_track(self, pose: Pose, track: Track, now: float, dt: float) -> FollowOutput:
         """Keep ``distance`` to the person tracked: at their speed away from the robot plus a gain on the distance
         error, turned towards them, slowed before an obstacle; too close and not walking away, wait."""
-        p = self.params
-        x, y, vx, vy = track.at(now, p.track.accel_density)
+        x, y, vx, vy = track.at(now, self.params.track.accel_density)
         tx, ty, _ = relative(pose, (x, y, 0.0))
         d, b = math.hypot(tx, ty), math.atan2(ty, tx)
         self._last = (x, y, d, b)
         away = (vx * (x - pose[0]) + vy * (y - pose[1])) / max(d, 1e-6)
-        v_goal = (away + p.distance_gain * (d - self.distance)) * max(0.0, math.cos(b)) ** 2
-        v_goal = min(max(v_goal, 0.0), p.max_speed)
-        code = FOLLOWING
-        if d < self.distance and (away < 0.1 or v_goal == 0.0):
-            v_goal, code = 0.0, TOO_CLOSE
-        w_goal = max(-p.max_turn_rate, min(p.max_turn_rate, p.bearing_gain * b))
-        v_goal *= self._speed_scale(pose)
-        self.code = code
-        rate = p.max_accel if v_goal > self._v else p.max_decel
-        self._v = _toward(self._v, v_goal, rate * dt)
-        self._w = _toward(self._w, w_goal, p.max_turn_accel * dt)
-        return self._output((self._v, self._w), code)
+        v_goal, w_goal, code = self._law(away, d, b)
+        return self._drive(pose, v_goal, w_goal, code, dt)
 
     # -- parts ------------------------------------------------------------------------------------------------------
 
@@ -399,11 +499,8 @@ class FollowController:
         target = self.tracker.get(self.target)
         if target is not None and target.id in ids and math.dist(target.position, scan.pose[:2]) <= p.max_distance:
             self._target_seen = scan.stamp  # seen, and near enough to follow
-        points = _to_world(scan.pose, scan.points)
-        if target is not None and len(points):
-            near = np.hypot(points[:, 0] - target.state[0], points[:, 1] - target.state[1]) < p.target_radius
-            points = points[~near]
-        self._obstacles = points
+        centre = (float(target.state[0]), float(target.state[1])) if target is not None else None
+        self._keep_obstacles(_to_world(scan.pose, scan.points), centre, p.target_radius)
 
     def _choose(self, pose: Pose, now: float) -> int | None:
         """The track to follow: the nearest moving one in front, else (after ``static_wait``) a near one straight
@@ -424,37 +521,11 @@ class FollowController:
         chosen = min(moving or standing, default=None)
         return chosen[1] if chosen is not None else None
 
-    def _speed_scale(self, pose: Pose) -> float:
-        """1 when the strip ahead is free beyond ``slow_distance``, 0 below ``stop_distance``, linear between."""
-        p = self.params
-        points = self._obstacles
-        if len(points) == 0:
-            return 1.0
-        local = _to_robot(pose, points)
-        inside = (local[:, 0] > 0.0) & (np.abs(local[:, 1]) < p.robot_radius + p.corridor_margin)
-        if not inside.any():
-            return 1.0
-        clear = float(local[inside, 0].min()) - p.robot_radius
-        return min(1.0, max(0.0, (clear - p.stop_distance) / (p.slow_distance - p.stop_distance)))
-
     def _halt(self, code: int, now: float) -> FollowOutput:
         """Stale input: stop now (no ramp), keep the target; a target unseen too long is lost meanwhile."""
         if self.target is not None and now - self._target_seen > self.params.lost_timeout + self.params.scan_timeout:
             return self._lose()
-        self._v = self._w = 0.0
-        self.code = code
-        out = self._output((0.0, 0.0), code)
-        return FollowOutput(out.velocity, out.code, out.data, halt=True)
-
-    def _lose(self) -> FollowOutput:
-        self.code = LOST
-        self.target = None
-        self._v = self._w = 0.0
-        return self._output((0.0, 0.0), LOST)
-
-    def _output(self, velocity: tuple[float, float] | None, code: int) -> FollowOutput:
-        v, w = velocity if velocity is not None else (0.0, 0.0)
-        return FollowOutput(velocity, code, (*self._last, v, w))
+        return super()._halt(code, now)
 
 
 def _toward(current: float, target: float, step: float) -> float:

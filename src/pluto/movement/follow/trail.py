@@ -29,25 +29,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Annotated
 
-import numpy as np
-
 from pluto.geometry import relative
 from pluto.movement.follow.core import (
-    FOLLOWING,
-    IDLE,
-    LOST,
-    NO_POSE,
-    NO_SCAN,
     SEARCHING,
     TOO_CLOSE,
-    FloatArray,
+    FollowerBase,
     FollowInputs,
     FollowOutput,
     FollowScan,
     SharedFollowParams,
-    _to_robot,
     _to_world,
-    _toward,
 )
 from pluto.runtime.ranges import between
 
@@ -85,51 +76,28 @@ class TrailParams(SharedFollowParams, kw_only=True, forbid_unknown_fields=True):
 
 
 @dataclass
-class TrailController:
+class TrailController(FollowerBase[TrailParams]):
     """Follows a robot along its trail: :meth:`start` / :meth:`stop` on commands, :meth:`step` every period (the
-    interface of :class:`~pluto.movement.follow.core.FollowController`)."""
+    interface of :class:`~pluto.movement.follow.core.FollowController`, and its lifecycle:
+    :class:`~pluto.movement.follow.core.FollowerBase`)."""
 
     params: TrailParams = field(default_factory=TrailParams)
-    code: int = IDLE
-    distance: float = field(init=False)
     trail: list[tuple[float, float]] = field(default_factory=list)
     """The target's positions still ahead of the robot, oldest first, m (map frame)."""
-    _search_since: float = 0.0
     _found: bool = False  # the target's pose came since the start
     _target: TargetPose | None = None
     _speed: float = 0.0  # the target's speed along its trail, m/s (smoothed)
-    _obstacles: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
-    _scan_stamp: float = -math.inf
-    _last: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-    _v: float = 0.0
-    _w: float = 0.0
-    _step_time: float | None = None
-    _stop_pending: bool = False
-
-    def __post_init__(self) -> None:
-        self.distance = self.params.distance
-
-    @property
-    def active(self) -> bool:
-        """Searching or following (the robot is under this controller's command)."""
-        return self.code not in (IDLE, LOST)
 
     def start(self, distance: float, now: float) -> None:
         """Start following (again) at ``distance`` m along the trail: wait for the target's pose."""
-        self.distance = distance
-        self.code = SEARCHING
-        self.trail = []
+        super().start(distance, now)
         self._found = False
-        self._search_since = now
-        self._v = self._w = 0.0
 
-    def stop(self) -> None:
-        """Stop following: the next step commands a stop once, then the controller is idle."""
-        if self.active:
-            self._stop_pending = True
-        self.code = IDLE
+    def _forget_target(self) -> None:
         self.trail = []
-        self._v = self._w = 0.0
+
+    def _corridor_margin(self) -> float:
+        return self.params.corridor_margin
 
     def step(self, inputs: FollowInputs, target: TargetPose | None, now: float) -> FollowOutput:
         """One control step at ``now`` (s) with the newest pose of the target (None if none came).
@@ -137,8 +105,7 @@ class TrailController:
         Returns:
             The velocity to command (or None) and the status.
         """
-        dt = 0.0 if self._step_time is None else min(max(now - self._step_time, 0.0), 0.5)
-        self._step_time = now
+        dt = self._tick(now)
         self._take_target(target)
         self._take_scan(inputs.scan)
         waiting = self._not_following(inputs, now)
@@ -152,26 +119,16 @@ class TrailController:
         if scan is None or not scan.stamp > self._scan_stamp or scan.pose is None:
             return
         self._scan_stamp = scan.stamp
-        points = _to_world(scan.pose, scan.points)
-        if self._target is not None and len(points):
-            near = np.hypot(points[:, 0] - self._target.x, points[:, 1] - self._target.y) < self.params.target_radius
-            points = points[~near]
-        self._obstacles = points
+        centre = (self._target.x, self._target.y) if self._target is not None else None
+        self._keep_obstacles(_to_world(scan.pose, scan.points), centre, self.params.target_radius)
 
     def _not_following(self, inputs: FollowInputs, now: float) -> FollowOutput | None:
         """The output when the robot does not follow the trail this step: idle (a stop once after :meth:`stop`),
         halted for a stale pose or scan, searching for the target, or lost it. None: it follows."""
         p = self.params
-        if not self.active:
-            if self._stop_pending:
-                self._stop_pending = False
-                return self._output((0.0, 0.0), self.code)
-            return self._output(None, self.code)
-        if inputs.pose is None or now - inputs.pose_stamp > p.pose_timeout:
-            return self._halt(NO_POSE)
-        scan = inputs.scan
-        if scan is None or now - scan.stamp > p.scan_timeout:
-            return self._halt(NO_SCAN)
+        waiting = self._idle_or_stale(inputs, now)
+        if waiting is not None:
+            return waiting
         fresh = self._target is not None and now - self._target.stamp <= p.lost_timeout
         if not self._found and not fresh:
             if now - self._search_since > p.search_timeout:
@@ -198,20 +155,10 @@ class TrailController:
         ax, ay, _ = relative(pose, (aim[0], aim[1], 0.0))
         bearing = math.atan2(ay, ax) if math.hypot(ax, ay) > 1e-6 else 0.0
         self._last = (end[0], end[1], length, bearing)
-        v_goal = (self._speed + p.distance_gain * (length - self.distance)) * max(0.0, math.cos(bearing)) ** 2
-        v_goal = min(max(v_goal, 0.0), p.max_speed)
-        code = FOLLOWING
-        if length < self.distance and (self._speed < 0.1 or v_goal == 0.0):
-            v_goal, code = 0.0, TOO_CLOSE
-        w_goal = max(-p.max_turn_rate, min(p.max_turn_rate, p.bearing_gain * bearing))
+        v_goal, w_goal, code = self._law(self._speed, length, bearing)
         if code == TOO_CLOSE and math.dist(pose[:2], aim) < p.reach:
             w_goal = 0.0  # waiting on the trail: no turning on the spot towards a point it stands on
-        v_goal *= self._speed_scale(pose)
-        self.code = code
-        rate = p.max_accel if v_goal > self._v else p.max_decel
-        self._v = _toward(self._v, v_goal, rate * dt)
-        self._w = _toward(self._w, w_goal, p.max_turn_accel * dt)
-        return self._output((self._v, self._w), code)
+        return self._drive(pose, v_goal, w_goal, code, dt)
 
     # -- parts ------------------------------------------------------------------------------------------------------
 
@@ -231,31 +178,3 @@ class TrailController:
             self.trail.append((target.x, target.y))
             if len(self.trail) > self.params.max_trail:
                 del self.trail[0]
-
-    def _speed_scale(self, pose: tuple[float, float, float]) -> float:
-        """1 when the strip ahead is free beyond ``slow_distance``, 0 below ``stop_distance``, linear between."""
-        p = self.params
-        if len(self._obstacles) == 0:
-            return 1.0
-        local = _to_robot(pose, self._obstacles)
-        inside = (local[:, 0] > 0.0) & (np.abs(local[:, 1]) < p.robot_radius + p.corridor_margin)
-        if not inside.any():
-            return 1.0
-        clear = float(local[inside, 0].min()) - p.robot_radius
-        return min(1.0, max(0.0, (clear - p.stop_distance) / (p.slow_distance - p.stop_distance)))
-
-    def _halt(self, code: int) -> FollowOutput:
-        self._v = self._w = 0.0
-        self.code = code
-        out = self._output((0.0, 0.0), code)
-        return FollowOutput(out.velocity, out.code, out.data, halt=True)
-
-    def _lose(self) -> FollowOutput:
-        self.code = LOST
-        self.trail = []
-        self._v = self._w = 0.0
-        return self._output((0.0, 0.0), LOST)
-
-    def _output(self, velocity: tuple[float, float] | None, code: int) -> FollowOutput:
-        v, w = velocity if velocity is not None else (0.0, 0.0)
-        return FollowOutput(velocity, code, (*self._last, v, w))
