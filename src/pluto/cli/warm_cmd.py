@@ -1,4 +1,4 @@
-"""``pluto warm``: compile the navigation modules' kernels into numba's cache, once after an install."""
+"""``pluto warm``: compile the navigation modules' and the arm's kernels into numba's cache, once after an install."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "warm",
         run,
-        "compile the navigation modules' kernels into numba's cache (once after an install; make does it)",
-        "Compiles the pose and slam modules' numba kernels into numba's on-disk cache, so that those modules\n"
-        "start in a second rather than spend up to a minute compiling on their first run. Kernels already in\n"
+        "compile the pose, slam and arm kernels into numba's cache (once after an install; make does it)",
+        "Compiles the pose and slam modules' and the arm's numba kernels into numba's on-disk cache, so that those\n"
+        "modules start in a second rather than spend up to a minute compiling on their first run. Kernels already in\n"
         "the cache are only loaded. `make` runs it after installing; run it after a plain pip install.\n\n"
         "example: pluto warm",
     )

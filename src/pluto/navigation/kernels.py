@@ -1,12 +1,14 @@
-"""The navigation modules' compiled kernels: whether numba's on-disk cache holds them, and compiling them into it.
+"""The compiled kernels of the navigation modules and the arm: whether numba's on-disk cache holds them, and compiling
+them into it.
 
-The pose and slam modules' inner loops are numba functions compiled with ``cache=True``: the first process that calls
-them compiles them (about 10 s on a quiet machine, nearer a minute on a busy one) and leaves the machine code in
-numba's cache (``__pycache__`` beside the sources, or ``NUMBA_CACHE_DIR``); later processes load it in half a second.
-``make`` compiles them once the package is installed (``pluto warm``); after a plain ``pip install`` the first module
-to need them compiles them as it configures and says so in its log, a line per kernel as numba begins it (numba's
-compile events), and the starters wait for it, telling the log's last line as it changes (a module says it is
-starting before it configures: see :func:`pluto.runtime.launcher.wait_publishing`).
+The pose and slam modules' inner loops, and the arm's closed-form inverse kinematics, are numba functions compiled
+with ``cache=True``: the first process that calls them compiles them (about 10 s on a quiet machine, nearer a
+minute on a busy one) and leaves the machine code in numba's cache (``__pycache__`` beside the sources, or
+``NUMBA_CACHE_DIR``); later processes load it in half a second. ``make`` compiles them once the package is installed
+(``pluto warm``); after a plain ``pip install`` the first module to need them compiles them as it configures and
+says so in its log, a line per kernel as numba begins it (numba's compile events), and the starters wait for it,
+telling the log's last line as it changes (a module says it is starting before it configures: see
+:func:`pluto.runtime.launcher.wait_publishing`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
             "pluto.navigation.pose.update",
             "pluto.navigation.pose.features",
         ),
+    ),
+    "arm": (
+        "pluto.hardware.arm.closed_form_kernels:warm_up",
+        ("pluto.hardware.arm.closed_form_kernels",),
     ),
 }
 """Each set of kernels: the function that runs them all once (so that numba loads or compiles each), and the modules
