@@ -110,6 +110,13 @@ What differs from Nav2
   cluster heading variance omits the division by the cluster's weight.
 * Only the ``diff`` motion model and the ``likelihood_field`` sensor model; no beam skipping, no ``alpha5``
   (omni), no particle-cloud or transform publishing: :meth:`Amcl.update` returns the estimate.
+
+Files
+-----
+The filter (:class:`Amcl`, :class:`AmclParams`) and the office benchmark are here; the motion model is in
+``bench/amcl_motion.py``, the measurement model (the distance field) in ``bench/amcl_field.py`` and the steps on
+the particle set (KLD, resampling, bins and clusters, the estimate's statistics) in ``bench/amcl_particles.py``.
+This module imports them by name (it puts bench/ on ``sys.path``) and re-exports their public names.
 """
 
 from __future__ import annotations
@@ -117,9 +124,10 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -127,28 +135,35 @@ from numpy.typing import ArrayLike, NDArray
 
 from pluto.geometry import Pose2D, compose, relative, wrap_angle
 
+sys.path.append(str(Path(__file__).resolve().parent))  # the filter's other files (bench/ is not a package)
+
+from amcl_field import LikelihoodField, beam_subsample, likelihood_field_model
+from amcl_motion import sample_motion_model_odometry
+from amcl_particles import (
+    _TWO_PI,
+    bin_keys,
+    cluster_labels,
+    kld_sample_count,
+    low_variance_resample,
+    weighted_pose_stats,
+)
+
 __all__ = [
     "Amcl",
     "AmclParams",
     "LikelihoodField",
     "beam_subsample",
+    "bin_keys",
     "cluster_labels",
     "kld_sample_count",
     "likelihood_field_model",
     "low_variance_resample",
     "sample_motion_model_odometry",
+    "weighted_pose_stats",
 ]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
-
-_TWO_PI = 2.0 * math.pi
-_MIN_STEP_FOR_BEARING = 0.01
-"""m: an odometry step shorter than this has no direction (δrot1 = 0), as in Nav2."""
-_FIELD_CHUNK = 1 << 20
-"""Most cells whose distances are computed in one numpy pass while the distance field is built."""
-_BIN_BITS = 21
-"""Bits of each of the three bin indices packed into one int64 key (±1e6 bins: ±500 km at 0.5 m)."""
 
 
 @dataclass(frozen=True)
@@ -215,347 +230,7 @@ class AmclParams:
         return self.recovery_alpha_slow > 0.0 and self.recovery_alpha_fast > 0.0
 
 
-# -- the map: a distance field over the walls ------------------------------------------------------------------------
-
-
-class LikelihoodField:
-    """The distance from every cell of a grid to the nearest wall, and the likelihood-field hit term of it.
-
-    Args:
-        segments: ``(N, 4)`` walls ``[x1, y1, x2, y2]``, m, N >= 1.
-        circles: ``(M, 3)`` solid discs ``[x, y, r]``, m, or None.
-        resolution: cell size, m.
-        max_dist: distances are capped here, m (Nav2's ``laser_likelihood_max_dist``).
-        z_hit: weight of the hit term.  sigma_hit: its std dev, m.
-
-    Raises:
-        ValueError: a shape is wrong, a value is not finite, or there are no walls.
-
-    The grid covers the map's bounding box widened by ``max_dist`` and two cells on every side, so that beyond it
-    every distance is at the cap. Building it costs one vectorised pass per wall over the cells within ``max_dist`` of
-    the wall's bounding box. The grids are float32.
-    """
-
-    def __init__(
-        self,
-        segments: ArrayLike,
-        circles: ArrayLike | None,
-        *,
-        resolution: float,
-        max_dist: float,
-        z_hit: float,
-        sigma_hit: float,
-    ) -> None:
-        s = np.asarray(segments, dtype=np.float64)
-        if s.ndim != 2 or s.shape[1] != 4 or s.shape[0] == 0:
-            raise ValueError(f"walls must have shape (N, 4) with N >= 1, got {s.shape}")
-        c = np.zeros((0, 3)) if circles is None else np.asarray(circles, dtype=np.float64).reshape(-1, 3)
-        if not (np.all(np.isfinite(s)) and np.all(np.isfinite(c))):
-            raise ValueError("walls and circles must be finite")
-        self.resolution = float(resolution)
-        self.max_dist = float(max_dist)
-        points = np.vstack((s[:, :2], s[:, 2:], c[:, :2] - c[:, 2:3], c[:, :2] + c[:, 2:3]))
-        lo = points.min(axis=0)
-        hi = points.max(axis=0)
-        self.map_bounds = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
-        """``(xmin, ymin, xmax, ymax)`` of the walls and discs, m."""
-        margin = max_dist + 2.0 * resolution  # every cell centre on the grid's border is beyond the cap
-        self.origin = (float(lo[0]) - margin, float(lo[1]) - margin)
-        """World position ``(x, y)`` of the grid's lower-left corner, m."""
-        self.shape = (
-            math.ceil((hi[1] - lo[1] + 2.0 * margin) / resolution),
-            math.ceil((hi[0] - lo[0] + 2.0 * margin) / resolution),
-        )
-        """``(rows, columns)``: rows along y, columns along x."""
-        grid = np.full(self.shape, max_dist, dtype=np.float32)
-        for x1, y1, x2, y2 in s:
-            box = (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
-            self._lower(grid, box, _segment_metric(x1, y1, x2, y2))
-        for cx, cy, r in c:
-            self._lower(grid, (cx - r, cy - r, cx + r, cy + r), _disc_metric(cx, cy, r))
-        self._distance = grid.ravel()
-        self._hit = (z_hit * np.exp(-(self._distance**2) / np.float32(2.0 * sigma_hit * sigma_hit))).astype(np.float32)
-
-    @property
-    def distance(self) -> NDArray[np.float32]:
-        """``(rows, columns)`` distance from each cell centre to the nearest wall or disc, capped, m (a view)."""
-        return self._distance.reshape(self.shape)
-
-    def _lower(self, grid: NDArray[np.float32], box: tuple[float, float, float, float], metric: _Metric) -> None:
-        """Lower the cells within ``max_dist`` of ``box`` to their distance by ``metric``, in row chunks."""
-        res = self.resolution
-        rows, cols = self.shape
-        j0 = max(0, math.floor((box[0] - self.max_dist - self.origin[0]) / res))
-        j1 = min(cols, math.ceil((box[2] + self.max_dist - self.origin[0]) / res) + 1)
-        i0 = max(0, math.floor((box[1] - self.max_dist - self.origin[1]) / res))
-        i1 = min(rows, math.ceil((box[3] + self.max_dist - self.origin[1]) / res) + 1)
-        if j1 <= j0 or i1 <= i0:
-            return
-        xs: FloatArray = self.origin[0] + (np.arange(j0, j1) + 0.5) * res
-        step = max(1, _FIELD_CHUNK // (j1 - j0))
-        for i in range(i0, i1, step):
-            ys: FloatArray = self.origin[1] + (np.arange(i, min(i1, i + step)) + 0.5) * res
-            block = grid[i : i + ys.shape[0], j0:j1]
-            np.minimum(block, metric(xs[None, :], ys[:, None]), out=block)
-
-    def cells(self, x: FloatArray, y: FloatArray) -> IntArray:
-        """Flat cell index of each world point (m); a point off the grid gets the nearest border cell, whose
-        distance is the cap like that of any point off the grid."""
-        rows, cols = self.shape
-        inv = 1.0 / self.resolution
-        ix = np.clip((x - self.origin[0]) * inv, 0.0, cols - 1).astype(np.intp)
-        iy = np.clip((y - self.origin[1]) * inv, 0.0, rows - 1).astype(np.intp)
-        flat: IntArray = iy * cols + ix
-        return flat
-
-    def hit_term(self, x: FloatArray, y: FloatArray) -> NDArray[np.float32]:
-        """``z_hit exp(-d² / 2σ²)`` at world points (m) of any shape, ``d`` the capped distance of their cells."""
-        hit: NDArray[np.float32] = self._hit[self.cells(x, y)]
-        return hit
-
-    def distance_at(self, x: FloatArray, y: FloatArray) -> FloatArray:
-        """Capped distance (m) to the nearest wall at world points of any shape, by their cells."""
-        d: FloatArray = self._distance[self.cells(x, y)].astype(np.float64)
-        return d
-
-
-_Metric = Callable[[FloatArray, FloatArray], FloatArray]
-"""Distance (m) from points ``(x, y)`` (broadcast together) to one shape."""
-
-
-def _segment_metric(x1: float, y1: float, x2: float, y2: float) -> _Metric:
-    ex, ey = x2 - x1, y2 - y1
-    length2 = ex * ex + ey * ey
-    inv_length2 = 1.0 / length2 if length2 > 0.0 else 0.0  # a zero-length wall is a point
-
-    def distance(x: FloatArray, y: FloatArray) -> FloatArray:
-        rx = x - x1
-        ry = y - y1
-        u = np.clip((rx * ex + ry * ey) * inv_length2, 0.0, 1.0)
-        d: FloatArray = np.hypot(rx - u * ex, ry - u * ey)
-        return d
-
-    return distance
-
-
-def _disc_metric(cx: float, cy: float, r: float) -> _Metric:
-    def distance(x: FloatArray, y: FloatArray) -> FloatArray:
-        d: FloatArray = np.maximum(np.hypot(x - cx, y - cy) - r, 0.0)
-        return d
-
-    return distance
-
-
-# -- the algorithm's steps, as functions -----------------------------------------------------------------------------
-
-
-def sample_motion_model_odometry(
-    particles: FloatArray,
-    odom_from: Pose2D,
-    odom_to: Pose2D,
-    alphas: tuple[float, float, float, float],
-    rng: np.random.Generator,
-) -> FloatArray:
-    """Move every particle by one odometry step with sampled noise (Probabilistic Robotics, table 5.6).
-
-    Args:
-        particles: ``(N, 3)`` poses ``(x, y, θ)``, m, m, rad.
-        odom_from: odometry pose at the previous filter run.  odom_to: odometry pose now.
-        alphas: ``(α1, α2, α3, α4)``: rotation noise from rotation and from translation, translation noise from
-            translation and from rotation.
-        rng: the source of the noise.
-
-    Returns:
-        ``(N, 3)`` the moved particles (headings wrapped to [-π, π)); the input is not changed.
-    """
-    a1, a2, a3, a4 = alphas
-    dx = odom_to[0] - odom_from[0]
-    dy = odom_to[1] - odom_from[1]
-    trans = math.hypot(dx, dy)
-    rot1 = 0.0 if trans < _MIN_STEP_FOR_BEARING else wrap_angle(math.atan2(dy, dx) - odom_from[2])
-    rot2 = wrap_angle(odom_to[2] - odom_from[2] - rot1)
-    # A turn of nearly π is a step backwards: its noise is that of the small turn it differs from π by.
-    rot1_noise = min(abs(rot1), math.pi - abs(rot1))
-    rot2_noise = min(abs(rot2), math.pi - abs(rot2))
-    n = particles.shape[0]
-    std = np.sqrt(
-        [
-            a1 * rot1_noise**2 + a2 * trans**2,
-            a3 * trans**2 + a4 * (rot1_noise**2 + rot2_noise**2),
-            a1 * rot2_noise**2 + a2 * trans**2,
-        ]
-    )
-    noise = rng.standard_normal((3, n)) * std[:, None]
-    rot1_hat = rot1 - noise[0]
-    trans_hat = trans - noise[1]
-    rot2_hat = rot2 - noise[2]
-    heading = particles[:, 2] + rot1_hat
-    moved = np.empty_like(particles)
-    moved[:, 0] = particles[:, 0] + trans_hat * np.cos(heading)
-    moved[:, 1] = particles[:, 1] + trans_hat * np.sin(heading)
-    moved[:, 2] = wrap_angle(heading + rot2_hat)
-    return moved
-
-
-def beam_subsample(count: int, max_beams: int) -> IntArray:
-    """Indices of the beams of a ``count``-beam scan that the likelihood field uses: every ``step``-th from the
-    first, ``step = max(1, (count - 1) // (max_beams - 1))`` (Nav2's choice: 61 of 361 for 60)."""
-    step = max(1, (count - 1) // max(1, max_beams - 1))
-    return np.arange(0, count, step, dtype=np.intp)
-
-
-def likelihood_field_model(
-    particles: FloatArray,
-    field: LikelihoodField,
-    ranges: FloatArray,
-    bearings: FloatArray,
-    range_max: float,
-    laser_pose: tuple[float, float, float],
-    z_rand: float,
-) -> FloatArray:
-    """Nav2's likelihood of a scan for each particle, ``1 + Σ pz³`` over the beams.
-
-    Args:
-        particles: ``(N, 3)`` robot poses, m, m, rad.
-        field: the map's distance field (holds ``z_hit`` and ``σ_hit``).
-        ranges: ``(B,)`` the used readings, m, each below ``range_max`` (skip the others before).
-        bearings: ``(B,)`` their directions in the scanner frame, rad.
-        range_max: the range limit, m (the random term is ``z_rand / range_max``).
-        laser_pose: the scanner in the robot frame ``(x, y, θ)``.
-        z_rand: weight of the random term.
-
-    Returns:
-        ``(N,)`` likelihoods, >= 1.
-    """
-    lx, ly, lth = laser_pose
-    c = np.cos(particles[:, 2])
-    s = np.sin(particles[:, 2])
-    ox = particles[:, 0] + c * lx - s * ly
-    oy = particles[:, 1] + s * lx + c * ly
-    cl = np.cos(particles[:, 2] + lth)[:, None]
-    sl = np.sin(particles[:, 2] + lth)[:, None]
-    bx = (ranges * np.cos(bearings))[None, :]  # end points in the scanner frame
-    by = (ranges * np.sin(bearings))[None, :]
-    ex = ox[:, None] + cl * bx - sl * by
-    ey = oy[:, None] + sl * bx + cl * by
-    pz = field.hit_term(ex, ey) + z_rand / range_max
-    likelihood: FloatArray = np.sum(pz * pz * pz, axis=1, dtype=np.float64)
-    likelihood += 1.0
-    return likelihood
-
-
-def kld_sample_count(k: ArrayLike, err: float, z: float, min_particles: int, max_particles: int) -> IntArray:
-    """Fox's KLD-sampling bound: how many samples ``k`` occupied bins need (vectorised over ``k``).
-
-    ``n = ceil((k - 1) / (2 err) (1 - 2 / (9 (k - 1)) + sqrt(2 / (9 (k - 1))) z)³)``, clipped to
-    ``[min_particles, max_particles]``; ``min_particles`` for ``k <= 1``.
-    """
-    kf = np.asarray(k, dtype=np.float64)
-    km1 = np.maximum(kf - 1.0, 1.0)
-    b = 2.0 / (9.0 * km1)
-    x = 1.0 - b + np.sqrt(b) * z
-    n = np.where(kf <= 1.0, min_particles, np.ceil(km1 / (2.0 * err) * x * x * x))
-    count: IntArray = np.clip(n, min_particles, max_particles).astype(np.intp)
-    return count
-
-
-def low_variance_resample(weights: FloatArray, n: int, rng: np.random.Generator) -> IntArray:
-    """Indices of ``n`` particles drawn by the low-variance sampler (Probabilistic Robotics, table 4.4).
-
-    Args:
-        weights: ``(N,)`` non-negative weights, not all zero (need not sum to 1).
-        n: how many to draw.
-        rng: the source of the comb's offset.
-
-    Returns:
-        ``(n,)`` indices into ``weights``, ascending.
-    """
-    cumulative = np.cumsum(weights)
-    total = float(cumulative[-1])
-    pointers = (rng.random() + np.arange(n)) * (total / n)
-    indices: IntArray = np.minimum(np.searchsorted(cumulative, pointers, side="right"), weights.shape[0] - 1)
-    return indices
-
-
-def _bin_indices(particles: FloatArray, bin_xy: float, bin_theta: float) -> tuple[IntArray, IntArray, IntArray, int]:
-    """Bin of each particle ``(ix, iy, iθ)`` and the number of heading bins (they wrap around)."""
-    n_theta = max(1, round(_TWO_PI / bin_theta))
-    ix = np.floor(particles[:, 0] / bin_xy).astype(np.intp)
-    iy = np.floor(particles[:, 1] / bin_xy).astype(np.intp)
-    ith = np.floor((particles[:, 2] + math.pi) * (n_theta / _TWO_PI)).astype(np.intp) % n_theta
-    return ix, iy, ith, n_theta
-
-
-def _pack(ix: IntArray, iy: IntArray, ith: IntArray) -> NDArray[np.int64]:
-    offset = 1 << (_BIN_BITS - 1)
-    keys: NDArray[np.int64] = (
-        ((ix.astype(np.int64) + offset) << (2 * _BIN_BITS)) | ((iy.astype(np.int64) + offset) << _BIN_BITS) | ith
-    )
-    return keys
-
-
-def bin_keys(particles: FloatArray, bin_xy: float, bin_theta: float) -> NDArray[np.int64]:
-    """One int64 key per particle naming its ``bin_xy`` x ``bin_xy`` x ``bin_theta`` bin."""
-    ix, iy, ith, _ = _bin_indices(particles, bin_xy, bin_theta)
-    return _pack(ix, iy, ith)
-
-
-def cluster_labels(particles: FloatArray, bin_xy: float, bin_theta: float) -> IntArray:
-    """Cluster of each particle: occupied bins joined when they touch (26-neighbourhood, headings wrap).
-
-    Returns:
-        ``(N,)`` labels ``0 .. C-1``.
-
-    Strategy: the occupied bins are sorted by key; each bin's 26 neighbours are looked up once by
-    ``searchsorted``; then every bin takes the smallest label among itself and its neighbours, and labels jump to
-    their label's label, until nothing changes (a few rounds for compact clouds).
-    """
-    ix, iy, ith, n_theta = _bin_indices(particles, bin_xy, bin_theta)
-    keys = _pack(ix, iy, ith)
-    occupied, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    bx, by, bth = ix[first], iy[first], ith[first]
-    neighbours = []
-    for dx in (-1, 0, 1):
-        for dy in (-1, 0, 1):
-            for dth in (-1, 0, 1):
-                if dx == dy == dth == 0:
-                    continue
-                nkeys = _pack(bx + dx, by + dy, (bth + dth) % n_theta)
-                at = np.minimum(np.searchsorted(occupied, nkeys), occupied.shape[0] - 1)
-                neighbours.append(np.where(occupied[at] == nkeys, at, np.arange(occupied.shape[0])))
-    table = np.stack(neighbours)
-    labels = np.arange(occupied.shape[0])
-    while True:
-        updated = np.minimum(labels, labels[table].min(axis=0))
-        updated = updated[updated]
-        if np.array_equal(updated, labels):
-            break
-        labels = updated
-    _, compact = np.unique(labels, return_inverse=True)
-    per_particle: IntArray = compact[inverse.ravel()]
-    return per_particle
-
-
-def weighted_pose_stats(particles: FloatArray, weights: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Weighted mean ``(x, y, θ)`` and ``(3, 3)`` covariance of particles (headings on the circle).
-
-    The heading's mean is ``atan2(Σ w sin θ, Σ w cos θ)`` and its variance ``-2 ln R`` with ``R`` the mean
-    resultant length; the cross terms use headings wrapped about the mean.
-    """
-    w = weights / weights.sum()
-    mx = float(w @ particles[:, 0])
-    my = float(w @ particles[:, 1])
-    sc = float(w @ np.cos(particles[:, 2]))
-    ss = float(w @ np.sin(particles[:, 2]))
-    mth = math.atan2(ss, sc)
-    d = np.column_stack((particles[:, 0] - mx, particles[:, 1] - my, wrap_angle(particles[:, 2] - mth)))
-    cov: FloatArray = (d * w[:, None]).T @ d
-    resultant = min(1.0, math.hypot(sc, ss))
-    cov[2, 2] = -2.0 * math.log(resultant) if resultant > 0.0 else math.inf
-    return np.array([mx, my, mth]), cov
-
-
-# -- the filter ------------------------------------------------------------------------------------------------------
+# -- the filter --------------------------------------------------------------------------------------------------------
 
 
 class Amcl:
@@ -794,7 +469,7 @@ class Amcl:
         self._mean, self._cov = weighted_pose_stats(particles, weights)
 
 
-# -- benchmark -------------------------------------------------------------------------------------------------------
+# -- benchmark ---------------------------------------------------------------------------------------------------------
 
 
 CONFIGURATIONS: tuple[tuple[str, dict[str, float]], ...] = (
