@@ -80,7 +80,6 @@ Real logs: after the worlds, the same methods on the three Radish logs with the 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import math
 import platform
@@ -89,8 +88,6 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -109,40 +106,14 @@ from pluto.sim.noise import PROFILES, device_rng, noise_profile
 from pluto.sim.site import build_site
 from pluto.sim.world import World, load_world
 
+sys.path.append(str(Path(__file__).resolve().parent))  # bench/amcl.py and bench/pose_logs.py (bench/ is not a package)
+
+import amcl
+import pose_logs
+from pose_logs import PLUTO, TARGET_CPU_RATIO, met
+
 FloatArray = npt.NDArray[np.float64]
 Pose3 = tuple[float, float, float]
-
-
-def _load_amcl() -> ModuleType:
-    """``bench/amcl.py`` as a module (bench/ is not a package)."""
-    name = "bench_amcl"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "amcl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-amcl: Any = _load_amcl()
-
-
-def _load_pose_logs() -> ModuleType:
-    """``bench/pose_logs.py`` (the real logs' half) as a module."""
-    name = "bench_pose_logs"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "pose_logs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pose_logs: Any = _load_pose_logs()
 
 QUICK_SCANS = 300
 """Scans of each real log with ``--quick``."""
@@ -180,13 +151,10 @@ AMCL_CONFIGURATIONS: tuple[tuple[str, dict[str, float]], ...] = (
 )
 """The particle filter's rows: a name and the parameters that differ from Nav2's defaults."""
 
-PLUTO = "Pluto pose"
 DEAD_RECKONING = "dead reckoning"
 
 TARGET_LINES = 2000.0
 """Line extraction target, scans/s of 361 beams."""
-TARGET_CPU_RATIO = 5.0
-"""Pluto's CPU per scan should be below the particle filter's divided by this."""
 
 
 # -- the route ---------------------------------------------------------------------------------------------------
@@ -543,9 +511,6 @@ def table(results: list[WorldResult]) -> list[str]:
 
 def verdicts(results: list[WorldResult]) -> list[str]:
     """One line per target, world and particle filter: the figures compared and whether the target is met."""
-
-    def met(ok: bool) -> str:
-        return "met" if ok else "NOT met"
 
     def cmp(a: float, b: float) -> str:
         return "<" if a < b else ">="

@@ -42,15 +42,12 @@ printed under the table; nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +58,10 @@ from pluto.navigation.pose.tracker import PoseModuleParams
 from pluto.navigation.slam.mapfile import save_map
 from pluto.navigation.slam.metrics import RelativePoseError, relative_pose_error
 from pluto.navigation.slam.offline import OdometryNoise, OfflineLog, perturb_odometry, read_log, run_offline
+
+sys.path.append(str(Path(__file__).resolve().parent))  # bench/amcl.py, the particle filter (bench/ is not a package)
+
+import amcl
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -81,29 +82,14 @@ WRONG_DISTANCE = 5.0
 RELOCALIZATION_TARGET = 10.0
 """s of log."""
 TARGET_CPU_RATIO = 5.0
-"""Pluto's CPU per scan should be below the particle filter's divided by this."""
+"""Pluto's CPU per scan should be below the particle filter's divided by this (here and in ``bench/pose.py``)."""
 TARGET_LOST = 0.01
 """Largest share of scans lost."""
 
 SLAM = "SLAM (its map)"
 PLUTO = "Pluto pose"
+"""The pose module's row (here and in ``bench/pose.py``)."""
 ODOMETRY = "odometry"
-
-
-def _load_amcl() -> ModuleType:
-    """``bench/amcl.py`` as a module (bench/ is not a package)."""
-    name = "bench_amcl"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "amcl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-amcl: Any = _load_amcl()
 
 
 def amcl_configurations(noise: OdometryNoise) -> tuple[tuple[str, dict[str, float]], ...]:
@@ -293,12 +279,13 @@ def table(results: list[LogResult]) -> list[str]:
     return lines
 
 
+def met(ok: bool) -> str:
+    """A target's verdict in a word (this benchmark's and ``bench/pose.py``'s)."""
+    return "met" if ok else "NOT met"
+
+
 def verdicts(results: list[LogResult]) -> list[str]:
     """One line per target and log: the figures compared and whether the target is met."""
-
-    def met(ok: bool) -> str:
-        return "met" if ok else "NOT met"
-
     out: list[str] = []
     for r in results:
         pluto, slam = r.row(PLUTO), r.row(SLAM)
