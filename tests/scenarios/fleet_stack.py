@@ -4,7 +4,6 @@ time held while the test adds its modules, scripts and collectors to the robots 
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from pluto import msgs
@@ -13,18 +12,19 @@ from pluto.runtime.config import Config
 from pluto.runtime.module import Module
 from pluto.runtime.profiles import Profile, with_params
 from pluto.sim.fleet import Fleet
-from tests.helpers import wait_until
-from tests.scenarios.stack import HANG, Collector
+from tests.scenarios.stack import Collector, LockstepBase
 
 
-class FleetLockstep:
+class FleetLockstep(LockstepBase):
     """A profile run for several robots in lock-step (as fast as the modules go), with the test's modules and
-    collectors; everything is stopped by :meth:`close`."""
+    collectors; everything is stopped by :meth:`close` (the one-robot :class:`~tests.scenarios.stack.Lockstep`'s
+    lifecycle, :class:`~tests.scenarios.stack.LockstepBase`, with a robot named where it matters)."""
+
+    _not_started = "start the fleet first"
 
     def __init__(self) -> None:
+        super().__init__()
         self.fleet: Fleet | None = None
-        self.modules: list[Module[Any]] = []
-        self.collectors: list[Collector] = []
 
     def start(self, profile: Profile, robots: int, *, seed: int = 0, rate: float | str = "max", **sim: Any) -> Fleet:
         """Start ``profile`` for ``robots`` robots of its world (``sim`` parameters replaced), the time held at 0."""
@@ -34,20 +34,12 @@ class FleetLockstep:
         return self.fleet
 
     def bus(self, robot: str) -> Bus:
-        assert self.fleet is not None, "start the fleet first"
+        assert self.fleet is not None, self._not_started
         return self.fleet.buses[robot]
-
-    def add(self, module: Module[Any]) -> Any:
-        """Start a module of the test on one robot's bus (the bus it was made with)."""
-        self.modules.append(module)
-        module.start()
-        return module
 
     def collect(self, robot: str, name: str, cls: type[msgs.Message]) -> Collector:
         """Every value of one robot's interface ``name`` (made before :meth:`resume`: from before the time runs)."""
-        collector = Collector(self.bus(robot), name, cls)
-        self.collectors.append(collector)
-        return collector
+        return self._keep(Collector(self.bus(robot), name, cls))
 
     def members(self) -> set[str]:
         """The modules the simulator waits for at each tick, as ``<robot>/<module>``."""
@@ -55,27 +47,13 @@ class FleetLockstep:
         state: dict[str, Any] = self.fleet.buses[self.fleet.names[0]].call("sim/lockstep", None, dict, timeout=5.0)
         return set(state["members"])
 
-    def resume(self) -> None:
-        """Let the time run once every module added here takes part in the lock-step."""
-        assert self.fleet is not None
-        wanted = {f"{m.bus.robot}/{m.module_name}" for m in self.modules if m.params.use_sim_time}
-        wait_until(lambda: wanted <= self.members(), timeout=HANG, message=f"{sorted(wanted)} join the lock-step")
-        self.fleet.resume()
+    def _member(self, module: Module[Any]) -> str:
+        return f"{module.bus.robot}/{module.module_name}"
 
-    def close(self) -> None:
-        for module in reversed(self.modules):
-            with contextlib.suppress(Exception):
-                module.stop()
-        self.modules = []
-        for collector in self.collectors:
-            collector.close()
-        self.collectors = []
+    def _runner(self) -> Fleet | None:
+        return self.fleet
+
+    def _stop_runner(self) -> None:
         if self.fleet is not None:
             self.fleet.shutdown()
             self.fleet = None
-
-    def __enter__(self) -> FleetLockstep:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()

@@ -26,9 +26,9 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, Self
 
 from pluto import msgs
 from pluto.bus import Bus, StateReader, StateWriter
@@ -336,7 +336,85 @@ class DriveCommand(Script):
             self.commands += 1
 
 
-class Lockstep:
+class _Runner(Protocol):
+    """What runs the simulation: a :class:`~pluto.runtime.supervisor.Supervisor` or a
+    :class:`~pluto.sim.fleet.Fleet`."""
+
+    def resume(self) -> None: ...
+    def shutdown(self) -> None: ...
+
+
+class LockstepBase:
+    """What the one-robot lock-step (:class:`Lockstep`) and the fleet's
+    (:class:`~tests.scenarios.fleet_stack.FleetLockstep`) share: the test's modules and collectors, letting the time
+    run once those modules take part, and stopping everything on :meth:`close`.
+
+    A subclass starts its runner, says which runner it is (:meth:`_runner`), how it stops it (:meth:`_stop_runner`),
+    which modules the simulator waits for (:meth:`members`) and the name a module of the test has among them
+    (:meth:`_member`)."""
+
+    _not_started: ClassVar[str] = "start it first"
+
+    def __init__(self) -> None:
+        self.modules: list[Module[Any]] = []
+        self.collectors: list[Collector] = []
+
+    def members(self) -> Collection[str]:
+        """The modules the simulator waits for at each tick."""
+        raise NotImplementedError
+
+    def _member(self, module: Module[Any]) -> str:
+        """The name ``module`` has among :meth:`members`."""
+        return module.module_name
+
+    def _runner(self) -> _Runner | None:
+        """What runs the simulation, None before it starts."""
+        raise NotImplementedError
+
+    def _stop_runner(self) -> None:
+        """Shut down what runs the simulation, if it runs, and forget it."""
+        raise NotImplementedError
+
+    def add(self, module: Module[Any]) -> Any:
+        """Start a module of the test (a script, or a module not in the profile) on the bus it was made with."""
+        self.modules.append(module)
+        module.start()
+        return module
+
+    def _keep(self, collector: Collector) -> Collector:
+        self.collectors.append(collector)
+        return collector
+
+    def resume(self) -> None:
+        """Let the time run, once every module added here takes part in the lock-step."""
+        runner = self._runner()
+        assert runner is not None, self._not_started
+        wanted = {self._member(m) for m in self.modules if m.params.use_sim_time}
+        wait_until(
+            lambda: wanted <= set(self.members()),
+            timeout=HANG,
+            message=f"{sorted(wanted)} join the lock-step",
+        )
+        runner.resume()
+
+    def close(self) -> None:
+        for module in reversed(self.modules):
+            with contextlib.suppress(Exception):
+                module.stop()
+        self.modules = []
+        for collector in self.collectors:
+            collector.close()
+        self.collectors = []
+        self._stop_runner()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class Lockstep(LockstepBase):
     """A profile in lock-step (the simulator as fast as the modules go, a seed), the test's scripts, modules and
     collectors; everything is stopped by :meth:`close`.
 
@@ -344,11 +422,12 @@ class Lockstep:
     and :meth:`resume` lets the time run once they all take part.
     """
 
+    _not_started = "start a profile first"
+
     def __init__(self, bus: Bus) -> None:
+        super().__init__()
         self.bus = bus
         self.supervisor: Supervisor | None = None
-        self.modules: list[Module] = []
-        self.collectors: list[Collector] = []
 
     def start(
         self,
@@ -368,48 +447,19 @@ class Lockstep:
         self.supervisor.start(resume=False)
         return self.supervisor
 
-    def add(self, module: Module) -> Any:
-        """Start a module of the test (a script, or a module not in the profile) on the test's bus."""
-        self.modules.append(module)
-        module.start()
-        return module
-
     def collect(self, name: str, cls: type[msgs.Message]) -> Collector:
         """Collect every value of interface ``name`` (from before the time runs, when made before :meth:`resume`)."""
-        collector = Collector(self.bus, name, cls)
-        self.collectors.append(collector)
-        return collector
+        return self._keep(Collector(self.bus, name, cls))
 
     def members(self) -> list[str]:
         """The modules the simulator waits for at each tick."""
         state: dict[str, Any] = self.bus.call("sim/lockstep", None, dict, timeout=5.0)
         return list(state["members"])
 
-    def resume(self) -> None:
-        """Let the time run, once every module added here takes part in the lock-step."""
-        assert self.supervisor is not None, "start a profile first"
-        wanted = {m.module_name for m in self.modules if m.params.use_sim_time}
-        wait_until(
-            lambda: wanted <= set(self.members()),
-            timeout=HANG,
-            message=f"{sorted(wanted)} join the lock-step",
-        )
-        self.supervisor.resume()
+    def _runner(self) -> Supervisor | None:
+        return self.supervisor
 
-    def close(self) -> None:
-        for module in reversed(self.modules):
-            with contextlib.suppress(Exception):
-                module.stop()
-        self.modules = []
-        for collector in self.collectors:
-            collector.close()
-        self.collectors = []
+    def _stop_runner(self) -> None:
         if self.supervisor is not None:
             self.supervisor.shutdown()
             self.supervisor = None
-
-    def __enter__(self) -> Lockstep:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
