@@ -18,7 +18,6 @@ Needs root and ``ip`` (iproute2); skipped with the reason otherwise. The namespa
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +25,8 @@ import msgspec
 import pytest
 
 from pluto.bus import certs
+from tests.bus.netns import PROBE, ROUTER_PORT, SUBNETS, TIMEOUT, Net
 from tests.bus.secure_probe import NOT_OPENED
-from tests.bus.test_namespaces import PROBE, ROUTER_PORT, SUBNETS, TIMEOUT, Net, _why_no_namespaces
 from tests.bus.test_two_processes import Peer
 
 SECURE_PROBE = Path(__file__).with_name("secure_probe.py")
@@ -35,6 +34,8 @@ SECURE_PROBE = Path(__file__).with_name("secure_probe.py")
 
 class SecureNet(Net):
     """The namespaces of :class:`Net`, with a CA, and processes that join as the machine :attr:`machine` names."""
+
+    attempt_timeout = TIMEOUT * 2
 
     def __init__(self, tmp_path: Path, robot: str) -> None:
         super().__init__(tmp_path, robot)
@@ -70,16 +71,6 @@ class SecureNet(Net):
             env["PLUTO_TLS_CA"] = str(self.ca_override)
         return env
 
-    def attempt(self, side: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(side, sys.executable, *args),
-            capture_output=True,
-            text=True,
-            env=self.env(side),
-            timeout=TIMEOUT * 2,
-            check=False,
-        )
-
     def start_router(self) -> Peer:
         router = self.start(
             "r", "-m", "pluto", "router", "--secure", "--tls", str(self.router_dir), "--listen", "tls/0.0.0.0:7447"
@@ -104,15 +95,7 @@ class SecureNet(Net):
 
 @pytest.fixture
 def net(tmp_path: Path, bus_env: dict[str, str]) -> Iterator[SecureNet]:
-    reason = _why_no_namespaces()
-    if reason is not None:
-        pytest.skip(reason)
-    net = SecureNet(tmp_path, bus_env["PLUTO_ROBOT"])
-    try:
-        net.build()
-        yield net
-    finally:
-        net.destroy()
+    yield from SecureNet.running(tmp_path, bus_env["PLUTO_ROBOT"])
 
 
 def _one_line_error(done: subprocess.CompletedProcess[str], *expected: str) -> str:

@@ -14,14 +14,13 @@ Needs root and ``ip`` (iproute2); skipped with the reason otherwise. The namespa
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.bus.test_namespaces import ROUTER_PORT, Net, _ip, _why_no_namespaces
+from tests.bus.netns import ROUTER_PORT, Net
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.scenario
@@ -51,33 +50,10 @@ class FleetNet(Net):
         return f"{self.robot}-{side}"
 
     def build(self) -> None:
-        for name in self.names.values():
-            _ip("netns", "add", name)
-            _ip("-n", name, "link", "set", "lo", "up")
+        self.add_namespaces(self.names.values())
         for side, (router, subnet) in LINKS.items():
-            inner, outer = f"pf{self.tag}{side}", self.towards[side]
-            _ip(
-                "link",
-                "add",
-                inner,
-                "netns",
-                self.names[side],
-                "type",
-                "veth",
-                "peer",
-                outer,
-                "netns",
-                self.names[router],
-            )
-            _ip("-n", self.names[side], "addr", "add", f"{subnet}.2/24", "dev", inner)
-            _ip("-n", self.names[router], "addr", "add", f"{subnet}.1/24", "dev", outer)
-            _ip("-n", self.names[side], "link", "set", inner, "up")
-            _ip("-n", self.names[router], "link", "set", outer, "up")
-        one, two = self.backbone["r1"], self.backbone["r2"]
-        _ip("link", "add", one, "netns", self.names["r1"], "type", "veth", "peer", two, "netns", self.names["r2"])
-        for i, router in enumerate(("r1", "r2"), start=1):
-            _ip("-n", self.names[router], "addr", "add", f"{BACKBONE}.{i}/24", "dev", self.backbone[router])
-            _ip("-n", self.names[router], "link", "set", self.backbone[router], "up")
+            self.link(side, router, subnet, f"pf{self.tag}{side}", self.towards[side])
+        self.link("r2", "r1", BACKBONE, self.backbone["r2"], self.backbone["r1"])  # the backbone: r1 .1, r2 .2
 
     def env(self, side: str) -> dict[str, str]:
         env = super().env("r")  # no PLUTO_CONNECT: a router's
@@ -104,27 +80,12 @@ class FleetNet(Net):
     def viewer(self, robot: str, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
         env = self.env("v")
         env["PLUTO_ROBOT"] = robot
-        return subprocess.run(
-            self.command("v", sys.executable, "-m", "pluto", *args),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            check=False,
-        )
+        return self.attempt("v", "-m", "pluto", *args, timeout=timeout, env=env)
 
 
 @pytest.fixture
 def fleet(tmp_path: Path, bus_env: dict[str, str]) -> Iterator[FleetNet]:
-    reason = _why_no_namespaces()
-    if reason is not None:
-        pytest.skip(reason)
-    net = FleetNet(tmp_path, bus_env["PLUTO_ROBOT"])
-    try:
-        net.build()
-        yield net
-    finally:
-        net.destroy()
+    yield from FleetNet.running(tmp_path, bus_env["PLUTO_ROBOT"])
 
 
 def _modules(table: str) -> set[str]:
