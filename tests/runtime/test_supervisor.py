@@ -333,7 +333,6 @@ def test_a_restarted_module_that_says_it_is_starting_is_not_taken_for_hung(
     supervisor = running.start(profile, run=True, startup_timeout=30.0)  # a busy machine's first start is slow
     reader = bus.create_reader(SLOW, msgs.FVectorState)
     reader.wait_for_value(timeout=30.0)
-    supervisor.startup_timeout = 0.5  # what the liveness watch gives the restarted module before it polls
     first = child_pid(supervisor, "gated-provider")
     assert first is not None
     gate.unlink()  # the restarted process configures until the gate is back
@@ -342,6 +341,9 @@ def test_a_restarted_module_that_says_it_is_starting_is_not_taken_for_hung(
     bus.wait_for_token("@starting/gated-provider", timeout=30.0)
     process = supervisor.children["gated-provider"].process
     assert process is not None
+    # Once it said it is starting, what the liveness watch gives a restarted module before it polls is long over (a
+    # busy machine can take seconds to start a process, so it is shortened only now: the watch reads it each poll).
+    supervisor.startup_timeout = 0.5
     # The old watch judged it silent after the start-up timeout and three unanswered polls (0.8 s): it must live.
     with pytest.raises(subprocess.TimeoutExpired):
         process.wait(timeout=3.0)

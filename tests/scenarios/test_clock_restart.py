@@ -159,7 +159,7 @@ def test_gateways_serve_the_new_run_within_a_second(
             assert ready.wait(10)
             assert received[name].error is None, f"{name} client: {received[name].error!r}"
 
-        deadline = time.monotonic() + OLD_RUN / RATE + 10.0
+        deadline = time.monotonic() + OLD_RUN / RATE + 90.0  # a guard: a starved machine runs the old run slower
         while not all(r.newest() >= OLD_RUN for r in received.values()):
             assert time.monotonic() < deadline, {n: r.newest() for n, r in received.items()}
             time.sleep(0.05)
