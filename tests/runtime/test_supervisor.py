@@ -169,8 +169,10 @@ def test_it_gives_up_after_max_restarts_within_the_window(bus: Bus, running: Run
     wait_until(lambda: supervisor.status()["heartbeat"] == "failed", timeout=30.0)
     assert supervisor.children["heartbeat"].restarts == 2
     wait_until(lambda: "heartbeat" not in bus.live_modules(), timeout=10.0)
-    with pytest.raises(BusTimeout):
-        bus.wait_for_module("heartbeat", timeout=0.5)
+    # not started again: no new process, and nothing answers for the module (the bus's news of a killed process's
+    # token can come late on a busy machine, so its answer, not its token, is what tells)
+    assert child_pid(supervisor, "heartbeat") is None
+    assert mom_pid(bus, "heartbeat") is None
     assert supervisor.status()["heartbeat"] == "failed"
 
 
