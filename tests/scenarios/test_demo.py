@@ -102,6 +102,9 @@ def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path,
     one = run_demo([*common, "--one-process", "--output", str(tmp_path / "one")], tmp_path, status=1)
     many = run_demo([*common, "--output", str(tmp_path / "many")], tmp_path, status=1)
     assert "the route took longer than 30 s" in one, one
+    for out in (one, many):  # the simulated time stops with the route: the log ends there, not at the shutdown
+        logged = re.search(r"log of every interface \(\d+ messages, (\d+) s", out)
+        assert logged is not None and int(logged[1]) <= 32, out
     runtime = Path(bus_env["PLUTO_RUNTIME_DIR"]) / bus_env["PLUTO_ROBOT"]
     assert re.search(rf"logs of each module: {re.escape(str(runtime))}/", many, re.I), many
     assert list(runtime.glob("*.log"))  # the logs are there

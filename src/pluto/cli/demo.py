@@ -424,7 +424,9 @@ def run_demo(
                 mission = MissionModule(
                     bus,
                     MissionParams(duration=duration, use_sim_time=not emulated),
-                    hold=supervisor.held if slam else (),
+                    # the simulated time stops with the route: the log ends there, and the shutdown does not run
+                    # the world on as fast as it goes meanwhile (and the slam module saves the map of that moment)
+                    hold=supervisor.held,
                 )
                 wall_run = _drive_route(bus, supervisor, mission, stop)
                 if slam and not stop.is_set():
