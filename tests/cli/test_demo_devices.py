@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pluto.cli.demo import EMULATORS, emulated_demo_profile, interpolated, localization_errors
+from pluto.cli.demo import EMULATORS, emulated_demo_profile, interpolated, localization_errors, run_demo
+from pluto.errors import PlutoError
 from pluto.geometry import wrap_angle
-from pluto.runtime.config import build_params
+from pluto.runtime.config import Config, build_params
 from pluto.runtime.registry import load_module_class, without_driver
 from pluto.sim.world import load_world
 
@@ -99,3 +100,9 @@ def test_a_rate_with_the_emulated_devices_is_refused_before_anything_starts(tmp_
     assert len(lines) == 1 and lines[0].startswith("pluto demo:"), result.stderr
     assert "wall clock" in lines[0] and "--rate" in lines[0], lines[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("goals", [0, -1, 4])
+def test_a_number_of_goals_outside_the_route_is_refused_before_anything_starts(goals: int) -> None:
+    with pytest.raises(PlutoError, match="--goals must be 1 to 3"):
+        run_demo(Config(), goals=goals)

@@ -115,9 +115,9 @@ def test_demo_in_lockstep_repeats_exactly_in_one_process_or_many(tmp_path: Path,
     assert progress[0] and progress[0] == progress[1]
 
 
-# About 35 s (the route's first 80 simulated seconds at 2.5x real time), or more on a busy machine. The whole route
-# (about 280 simulated seconds, a minute of wall clock) beside two busy loops is bench/faults.py's and the README's
-# manual check; the lock-step tests above run all of it.
+# About 30 s (the route's first goal, 55-65 simulated seconds at 2.5x real time), or more on a busy machine. The whole
+# route (about 280 simulated seconds, a minute of wall clock) beside two busy loops is bench/faults.py's and the
+# README's manual check; the lock-step tests above run all of it.
 @pytest.mark.slow
 def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
     """Two processes that never sleep take the machine's cores from the modules (each in its own process), and the
@@ -127,20 +127,22 @@ def test_demo_without_lockstep_on_a_starved_machine(tmp_path: Path) -> None:
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         text = run_demo(
-            # The devices' own errors in a world as mapped (basic), at 2.5x, so that goal 1 comes within 80
-            # simulated seconds. In the rough world (realistic, the demo's default) at 5x beside two busy loops the
-            # whole route is reached too, but goal 1 takes 58-160 simulated seconds (stale poses stop the motion
-            # module now and then, and its first turn can differ), and once in a dozen runs at a load of 12 the
-            # localization ended 2.3 m off: that whole-route run is bench/faults.py's and the README's check.
-            ["--no-lockstep", "--rate", "2.5", "--noise", "basic", "--duration", "80", "--output", str(tmp_path / "o")],
+            # The devices' own errors in a world as mapped (basic), at 2.5x. In the rough world (realistic, the
+            # demo's default) at 5x beside two busy loops the whole route is reached too, but goal 1 takes 58-160
+            # simulated seconds (stale poses stop the motion module now and then, and its first turn can differ),
+            # and once in a dozen runs at a load of 12 the localization ended 2.3 m off: that whole-route run is
+            # bench/faults.py's and the README's check.
+            [
+                *("--no-lockstep", "--rate", "2.5", "--noise", "basic", "--goals", "1", "--duration", "200"),
+                *("--output", str(tmp_path / "o")),
+            ],
             tmp_path,
-            status=1,
         )
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    assert "goal 1 done" in text and "the route took longer than 80 s" in text, text
+    assert "goal 1 done" in text and "mission done: 1/1 goals" in text, text
     # At 2.5x real time a pose module starved for 2 wall seconds (the two hogs here, and whatever else the machine
     # runs) misses 5 simulated seconds of scans, with only the dead reckoning's realistic drift (about 1 cm/s and
     # 0.12°/s) meanwhile; how long such spells last is up to the machine (worst seen: 0.105 m, 3.36°). So the error

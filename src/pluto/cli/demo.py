@@ -348,6 +348,7 @@ def run_demo(
     one_process: bool = False,
     devices: Devices = "simulated",
     slam: bool = False,
+    goals: int | None = None,
 ) -> int:
     """Run the mission; return the exit status (0 if the robot reached every waypoint, or was interrupted).
 
@@ -364,12 +365,16 @@ def run_demo(
             (``duration`` and the times printed are then wall-clock seconds; ``rate`` and ``lockstep`` do not apply).
         slam: the slam module builds the map instead of the pose module matching the known one (:func:`with_slam`);
             its map is saved next to the picture and scored against the world's walls.
+        goals: drive only the route's first ``goals`` goals (None: all of them).
 
     Raises:
         PlutoError: a bad combination of options, or a module that failed to start.
         Interrupted: SIGINT or SIGTERM while the modules started (they are stopped again).
     """
     emulated = devices == "emulated"
+    if goals is not None and not 1 <= goals <= len(OFFICE_ROUTE):
+        raise PlutoError(f"--goals must be 1 to {len(OFFICE_ROUTE)} (the route's goals), got {goals}")
+    route = OFFICE_ROUTE[:goals]
     _check_devices(devices, rate, slam)
     if not emulated:
         _check_rate(rate, lockstep)
@@ -424,6 +429,7 @@ def run_demo(
                 mission = MissionModule(
                     bus,
                     MissionParams(duration=duration, use_sim_time=not emulated),
+                    route=route,
                     # the simulated time stops with the route: the log ends there, and the shutdown does not run
                     # the world on as fast as it goes meanwhile (and the slam module saves the map of that moment)
                     hold=supervisor.held,
@@ -587,9 +593,8 @@ def _summary(
     except PlutoError as err:  # matplotlib is an optional extra
         picture = f"not drawn: {err}"
     travelled = float(np.sum(np.hypot(*np.diff(truth[:, 1:3], axis=0).T))) if len(truth) > 1 else 0.0
-    print(
-        f"\nmission {outcome}: {reached}/{len(OFFICE_ROUTE)} goals, travelled {travelled:.1f} m; all modules stopped."
-    )
+    goals = len(mission.route) if mission else len(OFFICE_ROUTE)
+    print(f"\nmission {outcome}: {reached}/{goals} goals, travelled {travelled:.1f} m; all modules stopped.")
     if len(truth):
         _, x, y, theta = truth[-1]
         heading = math.degrees(wrap_angle(float(theta), positive_pi=True))

@@ -88,6 +88,7 @@ def register(subparsers: Subparsers) -> None:
     )
     p.add_argument("--one-process", action="store_true", help="run the modules in this process (default: one each)")
     p.add_argument("--duration", type=float, default=900.0, help="simulated seconds before giving up (default 900)")
+    p.add_argument("--goals", type=int, metavar="N", help="drive only the route's first N goals (default: all 3)")
     p.add_argument("--output", type=Path, help="folder for the picture and the log (default ./demo-output)")
 
 
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             one_process=args.one_process,
             devices=args.devices,
             slam=args.slam,
+            goals=args.goals,
         )
     except Interrupted:
         print("demo interrupted while the modules started; all modules stopped", flush=True)
