@@ -307,7 +307,8 @@ def measure_timeouts(repeat: int) -> list[tuple[str, float, list[float]]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, with the defaults of a full or a --quick run filled in."""
     parser = argparse.ArgumentParser(description="Round-trip latency and one-way throughput of the bus.")
     parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
     parser.add_argument("--count", type=int, help="measured round trips per row (default 2000, quick 300)")
@@ -324,31 +325,44 @@ def main(argv: list[str] | None = None) -> int:
         "--timeouts", action="store_true", help="only how long each wait of the bus takes to give up at its timeout"
     )
     args = parser.parse_args(argv)
+    defaults = {  # name: (full run, --quick)
+        "fanout_duration": (3.0, 1.0),
+        "count": (2000, 300),
+        "warmup": (200, 50),
+        "rounds": (4, 2),
+        "duration": (2.0, 0.5),
+        "flood_rounds": (3, 1),
+    }
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    if args.count < 2 or args.warmup < 0 or args.rounds < 1 or args.duration <= 0 or args.flood_rounds < 1:
+        parser.error("need --count >= 2, --warmup >= 0, --rounds >= 1, --duration > 0 and --flood-rounds >= 1")
+    return args
+
+
+def run_fanouts(duration: float, failures: list[str]) -> list[FanoutResult]:
+    """The fan-out run, without and with batching (a failure is added to ``failures``)."""
+    fanouts: list[FanoutResult] = []
+    for label, batch in (("pluto.bus", 0), ("pluto.bus batch=8", 8)):
+        progress(f"fan-out: {label}, {FANOUT_SUBSCRIBERS} subscribers at {FANOUT_HZ:,.0f} Hz")
+        try:
+            fanouts.append(measure_fanout(label, batch, duration))
+        except (BenchError, OSError, EOFError) as err:
+            failures.append(f"fan-out {label}: {err}")
+    return fanouts
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.timeouts:
         results = measure_timeouts(2 if args.quick else TIMEOUT_REPEAT)
         print(f"Timeouts: each wait tried {2 if args.quick else TIMEOUT_REPEAT} times; a wait gives up at its timeout")
         print(timeouts_table(results))
         return 0
-    quick = args.quick
-    args.fanout_duration = args.fanout_duration if args.fanout_duration is not None else (1.0 if quick else 3.0)
-    args.count = args.count if args.count is not None else (300 if quick else 2000)
-    args.warmup = args.warmup if args.warmup is not None else (50 if quick else 200)
-    args.rounds = args.rounds if args.rounds is not None else (2 if quick else 4)
-    args.duration = args.duration if args.duration is not None else (0.5 if quick else 2.0)
-    args.flood_rounds = args.flood_rounds if args.flood_rounds is not None else (1 if quick else 3)
-    if args.count < 2 or args.warmup < 0 or args.rounds < 1 or args.duration <= 0 or args.flood_rounds < 1:
-        parser.error("need --count >= 2, --warmup >= 0, --rounds >= 1, --duration > 0 and --flood-rounds >= 1")
-
     specs = [spec for spec in SPECS if not args.transport or spec.name in args.transport]
     rows, failures = run(specs, args) if specs else ([], [])
-    fanouts: list[FanoutResult] = []
-    if not args.no_fanout:
-        for label, batch in (("pluto.bus", 0), ("pluto.bus batch=8", 8)):
-            progress(f"fan-out: {label}, {FANOUT_SUBSCRIBERS} subscribers at {FANOUT_HZ:,.0f} Hz")
-            try:
-                fanouts.append(measure_fanout(label, batch, args.fanout_duration))
-            except (BenchError, OSError, EOFError) as err:
-                failures.append(f"fan-out {label}: {err}")
+    fanouts = [] if args.no_fanout else run_fanouts(args.fanout_duration, failures)
     report(rows, failures, args)
     if fanouts:
         print()

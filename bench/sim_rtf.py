@@ -606,7 +606,7 @@ def number(value: float, digits: int) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "-"
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     global runtime_parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -640,11 +640,10 @@ def main() -> int:
     if args.runtime_dir is not None:
         args.runtime_dir.expanduser().mkdir(parents=True, exist_ok=True)
         runtime_parent = str(args.runtime_dir.expanduser())
-    sim_seconds = args.seconds if args.seconds is not None else 60.0
-    mission_seconds = args.seconds if args.seconds is not None else 30.0
+    return args
 
-    irsim = import_irsim()
-    world = load_world(WORLD)
+
+def print_setting(world: Any, irsim: Any, repeats: int) -> None:
     laser = LaserParams()
     print(
         f"real-time factor: the {world.name} world ({len(world.walls)} walls, {len(world.polygons)} polygons, "
@@ -654,9 +653,73 @@ def main() -> int:
     print(f"python {platform.python_version()}, numpy {np.__version__}", end="")
     print(f", ir-sim {irsim.__version__}" if irsim is not None else ", ir-sim not installed", end="")
     where = tempfile.gettempdir() if runtime_parent is None else runtime_parent
-    print(f"; {os.cpu_count()} CPUs; {args.repeat} run(s) per row; runtime folders in {where}")
+    print(f"; {os.cpu_count()} CPUs; {repeats} run(s) per row; runtime folders in {where}")
     print()
 
+
+def print_table(results: list[Any], args: argparse.Namespace) -> None:
+    header = f"{'what runs':<54}{'sim s':>7}{'wall s':>9}{'RTF':>9}{'CPU s':>8}  notes"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.what:<54}{number(r.simulated, 1):>7}{number(r.wall, 2):>9}{number(r.rtf, 1):>9}"
+            f"{number(r.cpu, 2):>8}  {r.notes}"
+        )
+    if args.skip_mission:
+        print(f"{'Pluto mission profile, lock-step':<54}{'':>33}  skipped (--skip-mission)")
+    if args.skip_fleet:
+        print(f"{'Pluto fleet, lock-step':<54}{'':>33}  skipped (--skip-fleet)")
+    print()
+
+
+def verdict_at_least(run: Any, target: float, skipped: bool, why: str) -> str:
+    """``RTF -> met`` or ``NOT met`` against ``target``, or why it was not measured."""
+    if run is not None and run.measured:
+        return f"{run.rtf:.1f}x -> {'met' if run.rtf >= target else 'NOT met'}"
+    return f"not measured ({why})" if skipped else "not measured"
+
+
+def print_targets(results: list[Any], free_run: Any, fleet_run: Any, irsim: Any, args: argparse.Namespace) -> None:
+    irsim_run, pluto_run = results[0], results[1]
+    if irsim_run.end_pose is not None and pluto_run.end_pose is not None:
+        ix, iy, _ = irsim_run.end_pose
+        px, py, _ = pluto_run.end_pose
+        print(
+            f"same work: both robots drove the {SPEED:g} m/s, {TURN:.2f} rad/s circle; their end poses are "
+            f"{math.hypot(ix - px, iy - py):.2f} m apart (Pluto's body ramps up to speed at 1 m/s²)"
+        )
+    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:] if r is not fleet_run and r is not free_run}
+    targets = (
+        ("separate processes", TARGET_SEPARATE, "mission profile in separate processes"),
+        ("one process", TARGET_ONE_PROCESS, "mission profile in one process"),
+    )
+    for key, target, label in targets:
+        verdict = verdict_at_least(mission.get(key), target, args.skip_mission, "--skip-mission")
+        print(f"target: {label} >= {target:g}x real time (on 2 cores): {verdict}")
+    if free_run is not None and free_run.measured:
+        within = 0.5 * FREE_RATE < free_run.rtf < 1.5 * FREE_RATE
+        verdict = f"{free_run.rtf:.2f}x -> {'met' if within else 'NOT met'}"
+    else:
+        verdict = "not measured (--skip-free)" if free_run is None else "not measured"
+    print(f"target: the free-running simulator at rate {FREE_RATE:g} runs {FREE_RATE:g}x real time (±50 %): {verdict}")
+    verdict = verdict_at_least(fleet_run, TARGET_FLEET, args.skip_fleet, "--skip-fleet")
+    print(f"target: {args.robots} robots in one world >= {TARGET_FLEET:g}x real time (on 2 cores): {verdict}")
+    if irsim_run.measured and pluto_run.measured:
+        ratio = pluto_run.rtf / irsim_run.rtf
+        verdict = f"{ratio:.1f}x faster -> met" if ratio > 1 else f"{1 / ratio:.1f}x slower -> NOT met"
+    else:
+        verdict = "not measured (ir-sim is not installed)" if irsim is None else "not measured"
+    print(f"target: Pluto's simulator alone faster than ir-sim on the same work: {verdict}")
+
+
+def main() -> int:
+    args = parse_args()
+    sim_seconds = args.seconds if args.seconds is not None else 60.0
+    mission_seconds = args.seconds if args.seconds is not None else 30.0
+    irsim = import_irsim()
+    world = load_world(WORLD)
+    print_setting(world, irsim, args.repeat)
     results = [
         repeat(args.repeat, lambda: run_irsim(irsim, world, sim_seconds, args.step)),
         repeat(args.repeat, lambda: run_pluto_sim(world, sim_seconds, args.step)),
@@ -672,58 +735,8 @@ def main() -> int:
         fleet_seconds = args.seconds if args.seconds is not None else 10.0
         fleet_run = repeat(args.repeat, lambda: run_fleet(fleet_seconds, args.robots))
         results.append(fleet_run)
-
-    header = f"{'what runs':<54}{'sim s':>7}{'wall s':>9}{'RTF':>9}{'CPU s':>8}  notes"
-    print(header)
-    print("-" * len(header))
-    for r in results:
-        print(
-            f"{r.what:<54}{number(r.simulated, 1):>7}{number(r.wall, 2):>9}{number(r.rtf, 1):>9}"
-            f"{number(r.cpu, 2):>8}  {r.notes}"
-        )
-    if args.skip_mission:
-        print(f"{'Pluto mission profile, lock-step':<54}{'':>33}  skipped (--skip-mission)")
-    if args.skip_fleet:
-        print(f"{'Pluto fleet, lock-step':<54}{'':>33}  skipped (--skip-fleet)")
-    print()
-
-    irsim_run, pluto_run = results[0], results[1]
-    if irsim_run.end_pose is not None and pluto_run.end_pose is not None:
-        ix, iy, _ = irsim_run.end_pose
-        px, py, _ = pluto_run.end_pose
-        print(
-            f"same work: both robots drove the {SPEED:g} m/s, {TURN:.2f} rad/s circle; their end poses are "
-            f"{math.hypot(ix - px, iy - py):.2f} m apart (Pluto's body ramps up to speed at 1 m/s²)"
-        )
-    mission = {r.what.rsplit(", ", 1)[-1]: r for r in results[2:] if r is not fleet_run and r is not free_run}
-    targets = (
-        ("separate processes", TARGET_SEPARATE, "mission profile in separate processes"),
-        ("one process", TARGET_ONE_PROCESS, "mission profile in one process"),
-    )
-    for key, target, label in targets:
-        r = mission.get(key)
-        if r is not None and r.measured:
-            verdict = f"{r.rtf:.1f}x -> {'met' if r.rtf >= target else 'NOT met'}"
-        else:
-            verdict = "not measured (--skip-mission)" if args.skip_mission else "not measured"
-        print(f"target: {label} >= {target:g}x real time (on 2 cores): {verdict}")
-    if free_run is not None and free_run.measured:
-        within = 0.5 * FREE_RATE < free_run.rtf < 1.5 * FREE_RATE
-        verdict = f"{free_run.rtf:.2f}x -> {'met' if within else 'NOT met'}"
-    else:
-        verdict = "not measured (--skip-free)" if free_run is None else "not measured"
-    print(f"target: the free-running simulator at rate {FREE_RATE:g} runs {FREE_RATE:g}x real time (±50 %): {verdict}")
-    if fleet_run is not None and fleet_run.measured:
-        verdict = f"{fleet_run.rtf:.1f}x -> {'met' if fleet_run.rtf >= TARGET_FLEET else 'NOT met'}"
-    else:
-        verdict = "not measured (--skip-fleet)" if args.skip_fleet else "not measured"
-    print(f"target: {args.robots} robots in one world >= {TARGET_FLEET:g}x real time (on 2 cores): {verdict}")
-    if irsim_run.measured and pluto_run.measured:
-        ratio = pluto_run.rtf / irsim_run.rtf
-        verdict = f"{ratio:.1f}x faster -> met" if ratio > 1 else f"{1 / ratio:.1f}x slower -> NOT met"
-    else:
-        verdict = "not measured (ir-sim is not installed)" if irsim is None else "not measured"
-    print(f"target: Pluto's simulator alone faster than ir-sim on the same work: {verdict}")
+    print_table(results, args)
+    print_targets(results, free_run, fleet_run, irsim, args)
     return 0
 
 
