@@ -85,6 +85,24 @@ def test_the_pose_before_any_odometry_places_odom_where_the_robot_is() -> None:
     )
 
 
+def test_the_first_odometry_after_a_pose_moves_odom_so_the_pose_stays_right() -> None:
+    """A pose before any odometry puts ``odom`` where the robot is; the odometry that comes next (not at the origin)
+    brings a ``map -> odom`` for it at once, before its own transform, so the tree puts the robot at the pose
+    whatever comes next (a viewer should not wait for the next pose to see it right)."""
+    tr = FoxgloveTranslator()
+    tr.feed("Localization/Pose", _pose(1.0, 3.0, 4.0, 1.2))
+    outs = tr.feed("Base/Drive/State", _odom(1.0, 1.0, 2.0, 0.5))
+    frames = [decode(o.message) for o in outs if isinstance(o.message, FrameTransform)]
+    assert [(m.parent_frame_id, m.child_frame_id) for m in frames] == [("map", "odom"), ("odom", "base_link")]
+    map_odom = frames[0]
+    a = _yaw(map_odom.rotation)
+    x = map_odom.translation.x + math.cos(a) * 1.0 - math.sin(a) * 2.0
+    y = map_odom.translation.y + math.sin(a) * 1.0 + math.cos(a) * 2.0
+    assert (x, y, a + 0.5) == pytest.approx((3.0, 4.0, 1.2))
+    later = tr.feed("Base/Drive/State", _odom(1.1, 1.1, 2.0, 0.5))
+    assert set(_frames(later)) == {("odom", "base_link")}  # only once
+
+
 def test_map_to_odom_uses_the_odometry_of_the_poses_time() -> None:
     tr = FoxgloveTranslator()
     tr.feed("Base/Drive/State", _odom(1.0, 0.0, 0.0, 0.0))

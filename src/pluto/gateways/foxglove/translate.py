@@ -283,6 +283,7 @@ class FoxgloveTranslator:
         self._path: list[Pose] = []
         self._path_end: tuple[float, float] | None = None
         self._wrist = False  # a Wrist/State came: it turns the laser
+        self._stand_in: tuple[float, tuple[float, float, float]] | None = None  # a pose placed before any odometry
         self.rejected = 0
         """Messages that could not be translated (a scan whose angles and ranges disagree, a short pose...)."""
 
@@ -294,6 +295,7 @@ class FoxgloveTranslator:
         self._path = []
         self._path_end = None
         self._wrist = False  # a Wrist/State came: it turns the laser
+        self._stand_in = None
 
     @property
     def path_length(self) -> int:
@@ -373,8 +375,15 @@ class FoxgloveTranslator:
             self.reset()  # time went back: a new run
         self._odometry.append((odom.stamp, odom.x, odom.y, odom.theta))
         self._odometry_stamps.append(odom.stamp)
+        out: list[Output] = []
+        if self._stand_in is not None:  # the first odometry after a pose: map -> odom made true for it at once
+            pose_stamp, pose = self._stand_in
+            self._stand_in = None
+            fixed = _compose_inverse(pose, self._odometry_at(pose_stamp) or (0.0, 0.0, 0.0))
+            map_odom = _transform(odom.stamp, FRAME_MAP, self.frame_odom, *fixed)
+            out.append(Output(TOPIC_TF, map_odom, odom.stamp, self.frame_odom))
         base = _transform(odom.stamp, self.frame_odom, self.frame_base, odom.x, odom.y, odom.theta)
-        out = [Output(TOPIC_TF, base, odom.stamp, self.frame_base)]
+        out.append(Output(TOPIC_TF, base, odom.stamp, self.frame_base))
         return out
 
     def _odometry_at(self, stamp: float) -> tuple[float, float, float] | None:
@@ -389,6 +398,7 @@ class FoxgloveTranslator:
         if topic is not None:
             out.append(Output(topic, _pose_in_map(stamp, pose), stamp))
         odom = self._odometry_at(stamp)
+        self._stand_in = (stamp, pose) if odom is None else None
         if odom is None:  # no odometry yet: odom where the robot is, base_link at its origin
             odom_tf = _transform(stamp, FRAME_MAP, self.frame_odom, *pose)
             base_tf = _transform(stamp, self.frame_odom, self.frame_base, 0.0, 0.0, 0.0)
