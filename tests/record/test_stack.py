@@ -127,8 +127,12 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
     assert loc.get_pose(0) == same_time[-1]
     assert same_time.index(proxy_values[-1]) >= len(same_time) - 3
 
-    # the localization service again, on the replayed sensors, gives what it gave live (in a session of its own, as
-    # a new process would: the live run's session followed the lock-step)
+    _check_localization_replayed(log, bus, make_bus)
+
+
+def _check_localization_replayed(log: LogFile, bus: Bus, make_bus: Callable[..., Bus]) -> None:
+    """The localization service again, on the replayed sensors, gives what it gave live (in a session of its own, as
+    a new process would: the live run's session followed the lock-step)."""
     wait_until(lambda: "base" not in bus.live_modules(), timeout=10)
     session = make_bus()
     # the live service started at the world's start (the profile's start_from_sim); no sim here to ask: given
@@ -148,36 +152,38 @@ def test_readers_and_localization_on_a_recorded_run(tmp_path: Path, bus: Bus, ma
         clock.run_until(replayer, lambda: any(p.stamp >= last for p in dead_reckoning.snapshot()))
     finally:
         again.stop()
-    for name, replayed in (
-        ("Localization/Dead-Reckoning", dead_reckoning),
-        ("Localization/Laser_Dead-Reckoning", laser),
-    ):
-        original = {round(m.message.stamp, 6): m.message for m in log.series(name)}  # type: ignore[attr-defined]
-        # the clock runs on past the log's end until the service has integrated the last odometry (longer on a busy
-        # machine), and the service writes a pose at each of those ticks: compare the poses within the log's time
-        within = [pose for pose in replayed.snapshot() if round(pose.stamp, 6) <= max(original)]
-        matched = []
-        for pose in within:
-            before = original.get(round(pose.stamp, 6))
-            if before is not None:
-                matched.append((pose, before))
-        # one laser pose per scan; one robot pose per step of the service, whose stamps depend on its batches: live
-        # (in lock-step) it stepped at every odometry value, replayed on the wall clock as often as the machine lets
-        # it, so most of the replayed poses have a live one of the same stamp, and enough to compare
-        if name == "Localization/Laser_Dead-Reckoning":
-            assert len(matched) >= 0.9 * len(original), name
-        else:
-            assert len(matched) >= max(20, 0.8 * len(within)), name
-        for pose, before in matched:
-            # the same inputs in the same order, but not in the same batches of the service's steps: an inertial
-            # state (stamped 0.1 s late) that came in the step after an odometry value live may come in the same
-            # step in the replay, and the heading is then interpolated rather than extrapolated at the filtered
-            # rate (up to about 0.02 rad while the turn rate changes)
-            assert list(pose.pose) == pytest.approx(list(before.pose), abs=0.03), (name, pose.stamp)
-        if name == "Localization/Laser_Dead-Reckoning":
-            # the covariance of the increment between scans (the first scan's runs from the start, which the
-            # replayed service saw earlier than the live one: it got the log from its first odometry); a step
-            # taken on the odometry's heading live may take the inertial heading in the replay (the same batching
-            # as above), which changes the heading variance by the gyro's noise over a step (under 2e-6 rad²)
-            for pose, before in matched[1:]:
-                assert list(pose.covariance) == pytest.approx(list(before.covariance), rel=0.1, abs=5e-6)
+    _compare_replayed("Localization/Dead-Reckoning", dead_reckoning.snapshot(), log)
+    _compare_replayed("Localization/Laser_Dead-Reckoning", laser.snapshot(), log)
+
+
+def _compare_replayed(name: str, replayed: list[msgs.PoseEstimate], log: LogFile) -> None:
+    """The poses of interface ``name`` the replay gave against those of the live run, at the same stamps."""
+    original = {round(m.message.stamp, 6): m.message for m in log.series(name)}  # type: ignore[attr-defined]
+    # the clock runs on past the log's end until the service has integrated the last odometry (longer on a busy
+    # machine), and the service writes a pose at each of those ticks: compare the poses within the log's time
+    within = [pose for pose in replayed if round(pose.stamp, 6) <= max(original)]
+    matched = []
+    for pose in within:
+        before = original.get(round(pose.stamp, 6))
+        if before is not None:
+            matched.append((pose, before))
+    # one laser pose per scan; one robot pose per step of the service, whose stamps depend on its batches: live
+    # (in lock-step) it stepped at every odometry value, replayed on the wall clock as often as the machine lets
+    # it, so most of the replayed poses have a live one of the same stamp, and enough to compare
+    if name == "Localization/Laser_Dead-Reckoning":
+        assert len(matched) >= 0.9 * len(original), name
+    else:
+        assert len(matched) >= max(20, 0.8 * len(within)), name
+    for pose, before in matched:
+        # the same inputs in the same order, but not in the same batches of the service's steps: an inertial
+        # state (stamped 0.1 s late) that came in the step after an odometry value live may come in the same
+        # step in the replay, and the heading is then interpolated rather than extrapolated at the filtered
+        # rate (up to about 0.02 rad while the turn rate changes)
+        assert list(pose.pose) == pytest.approx(list(before.pose), abs=0.03), (name, pose.stamp)
+    if name == "Localization/Laser_Dead-Reckoning":
+        # the covariance of the increment between scans (the first scan's runs from the start, which the
+        # replayed service saw earlier than the live one: it got the log from its first odometry); a step
+        # taken on the odometry's heading live may take the inertial heading in the replay (the same batching
+        # as above), which changes the heading variance by the gyro's noise over a step (under 2e-6 rad²)
+        for pose, before in matched[1:]:
+            assert list(pose.covariance) == pytest.approx(list(before.covariance), rel=0.1, abs=5e-6)

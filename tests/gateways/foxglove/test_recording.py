@@ -83,8 +83,19 @@ def test_a_recorded_run_carries_foxglove_schemas_that_agree_with_the_bus(
     assert {t for t, _ in status.foreign} == set(FOXGLOVE)
     foxglove, pluto = _read(path)
     assert set(foxglove) == set(FOXGLOVE)
+    _check_scans(foxglove, pluto)
+    _check_frames(foxglove, pluto)
+    path_poses = foxglove["/path"][-1].poses
+    assert len(path_poses) >= 3 and foxglove["/path"][-1].frame_id == "map"
+    truth = pluto["Sim/Truth"][-1]
+    last = foxglove["/truth"][-1]
+    assert (last.pose.position.x, last.pose.position.y) == pytest.approx((truth["x"], truth["y"]))
+    assert all(len(m.entities[0].cubes) == len(world.segments()) + len(world.circles) for m in foxglove["/map"])
+    _check_tools(path, bus, capsys)
 
-    # every scan: the recorded scan of its stamp, beam by beam (no echo and errors are not drawn)
+
+def _check_scans(foxglove: dict[str, list[Any]], pluto: dict[str, list[Any]]) -> None:
+    """Every scan: the recorded scan of its stamp, beam by beam (no echo and errors are not drawn)."""
     scans = {s["stamp"]: s for s in pluto["Sick/Scan_mm"]}
     assert len(foxglove["/scan"]) == len(scans) >= 5
     for fox in foxglove["/scan"]:
@@ -95,8 +106,10 @@ def test_a_recorded_run_carries_foxglove_schemas_that_agree_with_the_bus(
         for sent, got in zip(scan["ranges"], fox.ranges, strict=True):
             assert got == pytest.approx(sent) if 0 <= sent < scan["max_range"] else math.isinf(got)
 
-    # the frames: odom -> base_link is the odometry of its stamp; map -> odom then puts the robot at the pose of the
-    # localization (the sim profile runs one)
+
+def _check_frames(foxglove: dict[str, list[Any]], pluto: dict[str, list[Any]]) -> None:
+    """The frames: odom -> base_link is the odometry of its stamp; map -> odom then puts the robot at the pose of the
+    localization (the sim profile runs one); every frame drawn in reaches map."""
     tf = foxglove["/tf"]
     odometry = {o["stamp"]: o for o in pluto["Base/Drive/State"]}
     poses = {p["stamp"]: p["pose"] for p in pluto["Localization/Pose"]}
@@ -131,14 +144,9 @@ def test_a_recorded_run_carries_foxglove_schemas_that_agree_with_the_bus(
             seen.append(parents[seen[-1]])
             assert len(seen) < 5, seen
 
-    path_poses = foxglove["/path"][-1].poses
-    assert len(path_poses) >= 3 and foxglove["/path"][-1].frame_id == "map"
-    truth = pluto["Sim/Truth"][-1]
-    last = foxglove["/truth"][-1]
-    assert (last.pose.position.x, last.pose.position.y) == pytest.approx((truth["x"], truth["y"]))
-    assert all(len(m.entities[0].cubes) == len(world.segments()) + len(world.circles) for m in foxglove["/map"])
 
-    # Pluto's tools: info lists the channels and says what they are; replay plays the bus interfaces only
+def _check_tools(path: Path, bus: Bus, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pluto's tools: info lists the channels and says what they are; replay plays the bus interfaces only."""
     log = LogFile(path)
     assert any("Foxglove's schemas" in note and "/scan" in note for note in log.notes)
     assert log.channels["/scan"].type is None and log.channels["Sick/Scan_mm"].type is not None

@@ -134,15 +134,7 @@ def _advertised(frames: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("subprotocol", SUBPROTOCOLS)
 def test_a_recorded_exchange_of_the_npm_client_replays(simulated: FoxgloveModule, subprotocol: str) -> None:
     vector = load_vector(vector_name(subprotocol))
-    assert _offered(vector["request"]) == [subprotocol]
-    answered = _header(vector["response"], "sec-websocket-protocol")
-    assert answered == subprotocol  # what the client was told when the vector was recorded
-
-    # The handshake as the client wrote it, byte for byte: the same answer (the accept key is the key's).
-    answer = _raw_handshake(simulated.port, vector["request"])
-    assert answer.startswith("HTTP/1.1 101"), answer
-    assert _header(answer, "sec-websocket-protocol") == subprotocol
-    assert _header(answer, "sec-websocket-accept") == _header(vector["response"], "sec-websocket-accept")
+    _check_raw_handshake(simulated.port, vector, subprotocol)
 
     # The exchange, with the websockets library offering what the client offered.
     recorded_channels = _advertised(vector["server_frames"])
@@ -163,35 +155,9 @@ def test_a_recorded_exchange_of_the_npm_client_replays(simulated: FoxgloveModule
         recorded_info = json.loads(vector["server_frames"][0]["text"])
         assert info["op"] == recorded_info["op"] == "serverInfo"
         assert sorted(info) == sorted(recorded_info)
-        channels: dict[str, dict[str, Any]] = {}
-        while not set(recorded_channels) <= set(channels):
-            doc = _recv_text(ws)
-            if doc["op"] == "advertise":
-                channels.update({c["topic"]: c for c in doc["channels"]})
-        for topic, recorded in recorded_channels.items():
-            live = channels[topic]
-            for key in ("encoding", "schemaName", "schemaEncoding", "schema"):
-                assert live[key] == recorded[key], (topic, key)
-
-        # The client's own operations, its channel ids turned into this server's by topic.
-        recorded_by_id = {c["id"]: topic for topic, c in recorded_channels.items()}
-        subscriptions: dict[int, str] = {}
-        for frame in vector["client_frames"]:
-            doc = json.loads(frame["text"])
-            assert doc["op"] == "subscribe"
-            for sub in doc["subscriptions"]:
-                topic = recorded_by_id[sub["channelId"]]
-                sub["channelId"] = channels[topic]["id"]
-                subscriptions[sub["id"]] = topic
-            ws.send(json.dumps(doc))
-
-        recorded_messages: dict[str, list[Any]] = {}
-        for frame in vector["server_frames"]:
-            payload = base64.b64decode(frame.get("binary", ""))
-            if payload[:1] == b"\x01":
-                (sub,) = struct.unpack_from("<I", payload, 1)
-                topic = subscriptions[sub]
-                recorded_messages.setdefault(topic, []).append(_decode(recorded_channels[topic], payload[13:]))
+        channels = _same_channels(ws, recorded_channels)
+        subscriptions = _replay_client_frames(ws, vector, recorded_channels, channels)
+        recorded_messages = _recorded_messages(vector, recorded_channels, subscriptions)
         assert sorted(recorded_messages) == sorted(subscriptions.values())
 
         got: dict[str, list[Any]] = {topic: [] for topic in subscriptions.values()}
@@ -207,6 +173,65 @@ def test_a_recorded_exchange_of_the_npm_client_replays(simulated: FoxgloveModule
     scan = got["/scan"][0]
     assert scan.frame_id == "laser" and len(scan.ranges) == len(recorded_messages["/scan"][0].ranges)
     assert simulated.front.accepted[subprotocol] == 2  # the raw handshake and the exchange
+
+
+def _check_raw_handshake(port: int, vector: dict[str, Any], subprotocol: str) -> None:
+    """The handshake as the client wrote it, byte for byte: the same answer (the accept key is the key's)."""
+    assert _offered(vector["request"]) == [subprotocol]
+    answered = _header(vector["response"], "sec-websocket-protocol")
+    assert answered == subprotocol  # what the client was told when the vector was recorded
+    answer = _raw_handshake(port, vector["request"])
+    assert answer.startswith("HTTP/1.1 101"), answer
+    assert _header(answer, "sec-websocket-protocol") == subprotocol
+    assert _header(answer, "sec-websocket-accept") == _header(vector["response"], "sec-websocket-accept")
+
+
+def _same_channels(ws: Any, recorded_channels: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The channels this server advertises, once every recorded one is among them, each with the recorded schema."""
+    channels: dict[str, dict[str, Any]] = {}
+    while not set(recorded_channels) <= set(channels):
+        doc = _recv_text(ws)
+        if doc["op"] == "advertise":
+            channels.update({c["topic"]: c for c in doc["channels"]})
+    for topic, recorded in recorded_channels.items():
+        live = channels[topic]
+        for key in ("encoding", "schemaName", "schemaEncoding", "schema"):
+            assert live[key] == recorded[key], (topic, key)
+    return channels
+
+
+def _replay_client_frames(
+    ws: Any,
+    vector: dict[str, Any],
+    recorded_channels: dict[str, dict[str, Any]],
+    channels: dict[str, dict[str, Any]],
+) -> dict[int, str]:
+    """Send the client's own operations, its channel ids turned into this server's by topic; its subscriptions."""
+    recorded_by_id = {c["id"]: topic for topic, c in recorded_channels.items()}
+    subscriptions: dict[int, str] = {}
+    for frame in vector["client_frames"]:
+        doc = json.loads(frame["text"])
+        assert doc["op"] == "subscribe"
+        for sub in doc["subscriptions"]:
+            topic = recorded_by_id[sub["channelId"]]
+            sub["channelId"] = channels[topic]["id"]
+            subscriptions[sub["id"]] = topic
+        ws.send(json.dumps(doc))
+    return subscriptions
+
+
+def _recorded_messages(
+    vector: dict[str, Any], recorded_channels: dict[str, dict[str, Any]], subscriptions: dict[int, str]
+) -> dict[str, list[Any]]:
+    """The messages the server sent when the vector was recorded, by topic."""
+    recorded_messages: dict[str, list[Any]] = {}
+    for frame in vector["server_frames"]:
+        payload = base64.b64decode(frame.get("binary", ""))
+        if payload[:1] == b"\x01":
+            (sub,) = struct.unpack_from("<I", payload, 1)
+            topic = subscriptions[sub]
+            recorded_messages.setdefault(topic, []).append(_decode(recorded_channels[topic], payload[13:]))
+    return recorded_messages
 
 
 @pytest.mark.skipif(
