@@ -379,9 +379,7 @@ class FoxgloveTranslator:
         if self._stand_in is not None:  # the first odometry after a pose: map -> odom made true for it at once
             pose_stamp, pose = self._stand_in
             self._stand_in = None
-            fixed = _compose_inverse(pose, self._odometry_at(pose_stamp) or (0.0, 0.0, 0.0))
-            map_odom = _transform(odom.stamp, FRAME_MAP, self.frame_odom, *fixed)
-            out.append(Output(TOPIC_TF, map_odom, odom.stamp, self.frame_odom))
+            out.append(self._map_odom(odom.stamp, pose, self._odometry_at(pose_stamp) or (0.0, 0.0, 0.0)))
         base = _transform(odom.stamp, self.frame_odom, self.frame_base, odom.x, odom.y, odom.theta)
         out.append(Output(TOPIC_TF, base, odom.stamp, self.frame_base))
         return out
@@ -392,6 +390,11 @@ class FoxgloveTranslator:
         i = bisect.bisect_right(self._odometry_stamps, stamp) - 1
         _, x, y, theta = self._odometry[max(i, 0)]
         return x, y, theta
+
+    def _map_odom(self, stamp: float, pose: tuple[float, float, float], odom: tuple[float, float, float]) -> Output:
+        """The ``map -> odom`` transform, at ``stamp``, that puts the robot at ``odom`` in ``odom`` at ``pose``."""
+        transform = _transform(stamp, FRAME_MAP, self.frame_odom, *_compose_inverse(pose, odom))
+        return Output(TOPIC_TF, transform, stamp, self.frame_odom)
 
     def _pose(self, stamp: float, pose: tuple[float, float, float], topic: str | None) -> list[Output]:
         out: list[Output] = []
@@ -405,8 +408,7 @@ class FoxgloveTranslator:
             out.append(Output(TOPIC_TF, odom_tf, stamp, self.frame_odom))
             out.append(Output(TOPIC_TF, base_tf, stamp, self.frame_base))
         else:
-            map_odom = _transform(stamp, FRAME_MAP, self.frame_odom, *_compose_inverse(pose, odom))
-            out.append(Output(TOPIC_TF, map_odom, stamp, self.frame_odom))
+            out.append(self._map_odom(stamp, pose, odom))
         end = self._path_end
         if end is None or math.hypot(pose[0] - end[0], pose[1] - end[1]) >= self.path_step:
             self._path_end = (pose[0], pose[1])
