@@ -162,6 +162,41 @@ def test_scan_and_transforms_match_what_was_written(bus: Bus, client: FoxgloveCl
     assert (pose.pose.position.x, pose.pose.position.y, _yaw(pose.pose.orientation)) == pytest.approx(POSE)
 
 
+def test_a_thinned_tree_still_gets_the_transform_that_corrects_a_stand_in(bus: Bus) -> None:
+    # A pose before any odometry puts odom where the robot is (a stand-in); the first odometry then brings the true
+    # map -> odom at once. Thinning (one transform of a frame a second here) must not drop that one: the next comes
+    # only with the next pose.
+    module = FoxgloveModule(bus, FoxgloveParams(port=0, max_rate_hz=1.0))
+    module.start()
+    try:
+        pose = bus.create_publisher(names.LOCALIZATION_POSE)
+        odom = bus.create_publisher(names.BASE_DRIVE_STATE)
+        with FoxgloveClient(f"ws://127.0.0.1:{module.port}") as client:
+            client.wait_for_channels(["/tf"], WAIT)
+            client.subscribe("/tf")
+            got: list[Received] = []
+
+            def has_map_odom(batch: list[Received]) -> bool:
+                return any(_tf("map", "odom")(r) for r in batch)
+
+            def write_pose() -> bool:
+                pose.write(msgs.PoseEstimate(stamp=100.0, pose=[POSE[0], POSE[1], 0.0, POSE[2], 0.0, 0.0]))
+                got.extend(client.collect(0.5, has_map_odom))
+                return has_map_odom(got)
+
+            wait_until(write_pose, timeout=WAIT)  # the subscription may take a moment to reach the gateway
+            odom.write(msgs.Odometry(stamp=100.05, x=ODOM[0], y=ODOM[1], theta=ODOM[2]))
+            got.extend(client.collect(WAIT, has_map_odom))
+        map_odom = [r.message for r in got if _tf("map", "odom")(r)]
+        assert len(map_odom) >= 2, "the correction of the stand-in was not sent"
+        a = _yaw(map_odom[-1].rotation)
+        x = map_odom[-1].translation.x + math.cos(a) * ODOM[0] - math.sin(a) * ODOM[1]
+        y = map_odom[-1].translation.y + math.sin(a) * ODOM[0] + math.cos(a) * ODOM[1]
+        assert (x, y, a + ODOM[2]) == pytest.approx(POSE)
+    finally:
+        module.stop()
+
+
 def test_walls_and_json_interfaces(bus: Bus, client: FoxgloveClient) -> None:
     client.wait_for_channels(["/map", "Base/Drive/State"], WAIT)
     client.subscribe("/map", "Base/Drive/State")

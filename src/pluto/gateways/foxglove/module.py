@@ -295,7 +295,7 @@ class FoxgloveModule(Module[FoxgloveParams]):
             channel = self._channels[out.topic]
             if not channel.has_sinks():
                 continue
-            if thin and self._min_interval:
+            if thin and self._min_interval and not out.keep:
                 # Pacing what viewers are sent by the wall clock, not the robot's: a viewer's frames are real time.
                 now, key = time.monotonic(), (out.topic, out.about)
                 if now - self._last_sent.get(key, -math.inf) < self._min_interval:

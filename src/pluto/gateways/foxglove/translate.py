@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from foxglove.messages import (
@@ -139,12 +139,15 @@ _WALL_COLOR: Final = Color(r=0.55, g=0.6, b=0.7, a=0.8)
 @dataclass(frozen=True)
 class Output:
     """A Foxglove message to log: its topic, the message, its log time (s, the robot's clock), and what it is about
-    within its topic (the child frame of a transform; "" for the others), for a viewer that thins a stream out."""
+    within its topic (the child frame of a transform; "" for the others), for a viewer that thins a stream out.
+    ``keep`` marks one a thinned stream must still send: it corrects a stand-in sent just before, and the next
+    message about the same thing may be a long time coming."""
 
     topic: str
     message: FoxgloveMessage
     log_time: float
     about: str = ""
+    keep: bool = False
 
 
 def timestamp(t: float) -> Timestamp:
@@ -379,7 +382,8 @@ class FoxgloveTranslator:
         if self._stand_in is not None:  # the first odometry after a pose: map -> odom made true for it at once
             pose_stamp, pose = self._stand_in
             self._stand_in = None
-            out.append(self._map_odom(odom.stamp, pose, self._odometry_at(pose_stamp) or (0.0, 0.0, 0.0)))
+            correction = self._map_odom(odom.stamp, pose, self._odometry_at(pose_stamp) or (0.0, 0.0, 0.0))
+            out.append(replace(correction, keep=True))
         base = _transform(odom.stamp, self.frame_odom, self.frame_base, odom.x, odom.y, odom.theta)
         out.append(Output(TOPIC_TF, base, odom.stamp, self.frame_base))
         return out
