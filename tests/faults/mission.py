@@ -75,6 +75,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     chain: str = ""
     """When each module of the movement chain first said it holds the robot for a stale input, after the fault."""
+    back_before_stale: bool = False
+    """The module was back, writing its interface, before that went stale: no stop was due."""
 
     @property
     def time_to_stop(self) -> float:
@@ -273,6 +275,8 @@ class FaultJob:
             if self._stop_seen(now):
                 out.stopped_at = now
                 break
+            if self._back_before_stale():
+                break
             if now > out.injected_at + 10.0:
                 out.notes.append("the robot did not stop within 10 s")
                 break
@@ -307,6 +311,30 @@ class FaultJob:
         self._find_stop()
         self.done.set()
 
+    def _last_before_fault(self) -> list[float]:
+        out = self.outcome
+        return [v.stamp for v in self.mission.written[out.target].snapshot() if v.stamp <= out.injected_at]
+
+    def _stale_at(self) -> float:
+        """When the input the dead module wrote went stale: its last value plus the readers' deadline. The last
+        value is the last one collected, or, if its last values were lost with its process before they reached the
+        test (a process frozen with values in its queues), the earliest its declared rate and latency allow (so the
+        stop is never judged from a stale time earlier than the real one)."""
+        out = self.outcome
+        row = names.INTERFACES.get(PROVIDES[out.target])
+        earliest = out.injected_at - (row.latency + (row.period or 0.0) if row is not None else 0.0)
+        return max([earliest, *self._last_before_fault()]) + stale_after(out.target)
+
+    def _back_before_stale(self) -> bool:
+        """The module came back and wrote its interface before that went stale: its readers never lost it, so
+        nothing had to stop (on a busy machine the simulated time can stand still while the lock-step waits to hear
+        that the dead member left, and the supervisor restarts it meanwhile)."""
+        out = self.outcome
+        stale_at = self._stale_at()
+        back = [v.stamp for v in self.mission.written[out.target].snapshot() if v.stamp > out.injected_at]
+        out.back_before_stale = bool(back) and back[0] <= stale_at
+        return out.back_before_stale
+
     def _stop_seen(self, now: float) -> bool:
         """The robot has been told to stop and is at rest (what can be seen of it: with the base dead, the stop
         command only, as nothing moves the body)."""
@@ -334,15 +362,9 @@ class FaultJob:
                     holds.append(f"{module} {status.element[index]} at {status.stamp:.2f} s")
                     break
         out.chain = ", ".join(holds)
-        # The last value the dead module wrote: the last one collected, or, if its last values were lost with its
-        # process before they reached the test (a process frozen with values in its queues), the earliest its
-        # declared rate and latency allow (so the stop is never judged from a stale time earlier than the real one).
-        row = names.INTERFACES.get(PROVIDES[out.target])
-        earliest = out.injected_at - (row.latency + (row.period or 0.0) if row is not None else 0.0)
-        last = [v.stamp for v in mission.written[out.target].snapshot() if v.stamp <= out.injected_at]
-        if not last:
+        out.stale_at = self._stale_at()
+        if not self._last_before_fault():
             out.notes.append(f"no value of {PROVIDES[out.target]} before the fault")
-        out.stale_at = max([earliest, *last]) + stale_after(out.target)
         if out.target == "drive":
             # Nothing commands the base any more: it stops on its own once the command is stale. Its stop shows as
             # the first slowing of the body (the base's step before it) after the fault.
