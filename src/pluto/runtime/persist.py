@@ -9,7 +9,11 @@ Strategy: the state goes to ``<runtime dir>/state/<module>.state`` (the robot's 
 :func:`pluto.runtime.launcher.runtime_dir`, beside the logs), as MessagePack in an envelope that says whose state it is:
 the module, the supervised session, the simulated run and the time of the state. It is written to a temporary file
 in the same folder and renamed over the old one, so a module killed in the middle of a save leaves the previous state
-whole (a process being killed, not a power cut: nothing is synced to the disk, so saving costs a few microseconds).
+whole (a process being killed, not a power cut: nothing is synced to the disk). Renaming over a file still makes
+some file systems (ext4) write its data out at once, a millisecond or several, tens on a busy disk: the periodic saves
+of :meth:`Continuation.save_due` are therefore written by a thread of their own, not on the module's step; the step
+only encodes the state (microseconds). A newer state always wins: a queued one that a direct :meth:`Continuation.save`
+overtook is dropped, and a killed process loses at most the state still queued, never the one on disk.
 
 A state is used only when all of these hold, and each refusal is logged and counted, never silent:
 
@@ -31,6 +35,7 @@ import logging
 import os
 import secrets
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -146,6 +151,12 @@ class Continuation(Generic[S]):
         self.log = log or logging.getLogger(f"pluto.{module}")
         self._last_save: float | None = None
         self._encoder = msgspec.msgpack.Encoder()
+        self._sequence = 0  # of the states encoded
+        self._on_disk = 0  # the sequence number of the state in the file
+        self._file_lock = threading.Lock()  # one write at a time, the newest last
+        self._queue = threading.Condition()
+        self._queued: tuple[int, bytes] | None = None
+        self._writer: threading.Thread | None = None
         self.saves = 0
         self.save_errors = 0
         self.corrupt = 0
@@ -171,10 +182,41 @@ class Continuation(Generic[S]):
 
     def save_due(self, make: Callable[[], S], stamp: float, run: int = 0) -> bool:
         """Save the state ``make()`` builds if ``period`` has passed since the last save (``make`` is not called
-        otherwise); True if saved. ``stamp`` and ``run`` as in :meth:`save`."""
+        otherwise); True if it was taken. It is encoded now and written by the saving thread (:meth:`flush` waits
+        for it). ``stamp`` and ``run`` as in :meth:`save`."""
         if not self.due():
             return False
-        return self.save(make(), stamp, run)
+        item = self._encode(make(), stamp, run)
+        if item is None:
+            return False
+        with self._queue:
+            self._queued = item  # an older one not written yet is superseded
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_queued, name=f"save-{self.module}", daemon=True)
+                self._writer.start()
+        return True
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every state taken so far is on disk (or its write failed); False if ``timeout`` s passed."""
+        deadline = time.monotonic() + timeout
+        with self._queue:
+            while self._queued is not None or self._on_disk < self._sequence:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.wait(left)
+        return True
+
+    def _write_queued(self) -> None:
+        """The saving thread: writes what is queued, and ends when nothing is (the next save starts another)."""
+        while True:
+            with self._queue:
+                if self._queued is None:
+                    self._writer = None
+                    return
+                sequence, data = self._queued
+                self._queued = None
+            self._write(sequence, data)
 
     def save(self, state: S, stamp: float, run: int = 0) -> bool:
         """Write ``state`` now (atomically: a temporary file renamed over the old one).
@@ -188,34 +230,62 @@ class Continuation(Generic[S]):
         Returns:
             True if written; False if the write failed (logged, counted in :attr:`save_errors`; the old file stays).
         """
+        item = self._encode(state, stamp, run)
+        return item is not None and self._write(*item)
+
+    def _encode(self, state: S, stamp: float, run: int) -> tuple[int, bytes] | None:
+        """The file's bytes for ``state`` with their sequence number; None if it does not encode (counted)."""
         self._last_save = self.wall()
-        envelope = _Envelope(
-            version=_VERSION,
-            module=self.module,
-            session=self.session,
-            run=int(run),
-            stamp=float(stamp),
-            saved=time.time(),
-            state=msgspec.Raw(self._encoder.encode(state)),
-        )
         try:
+            envelope = _Envelope(
+                version=_VERSION,
+                module=self.module,
+                session=self.session,
+                run=int(run),
+                stamp=float(stamp),
+                saved=time.time(),
+                state=msgspec.Raw(self._encoder.encode(state)),
+            )
             data = self._encoder.encode(envelope)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except (TypeError, msgspec.EncodeError) as err:
+            self._failed(err)
+            return None
+        with self._queue:
+            self._sequence += 1
+            return self._sequence, data
+
+    def _write(self, sequence: int, data: bytes) -> bool:
+        """Write one encoded state unless a newer one is on disk already; True if the file holds it or a newer."""
+        with self._file_lock:
+            if sequence <= self._on_disk:
+                return True
             try:
-                with os.fdopen(handle, "wb") as file:
-                    file.write(data)
-                os.replace(temporary, self.path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
-        except (OSError, TypeError, msgspec.EncodeError) as err:
-            self.save_errors += 1
-            if self.save_errors == 1 or self.save_errors % 100 == 0:
-                self.log.error("cannot save the state to %s (%d failures): %s", self.path, self.save_errors, err)
-            return False
-        self.saves += 1
-        return True
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+                try:
+                    with os.fdopen(handle, "wb") as file:
+                        file.write(data)
+                    os.replace(temporary, self.path)
+                except BaseException:
+                    Path(temporary).unlink(missing_ok=True)
+                    raise
+            except OSError as err:
+                self._failed(err)
+                self._written(sequence)  # done with it: a flush does not wait on it
+                return False
+            self.saves += 1
+            self._written(sequence)
+            return True
+
+    def _written(self, sequence: int) -> None:
+        with self._queue:
+            self._on_disk = max(self._on_disk, sequence)
+            self._queue.notify_all()
+
+    def _failed(self, err: Exception) -> None:
+        self.save_errors += 1
+        if self.save_errors == 1 or self.save_errors % 100 == 0:
+            self.log.error("cannot save the state to %s (%d failures): %s", self.path, self.save_errors, err)
 
     def clear(self) -> None:
         """Remove the state file (nothing to continue from)."""

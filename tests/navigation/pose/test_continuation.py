@@ -198,7 +198,7 @@ def test_a_restarted_module_continues_from_its_saved_filter(
         robot = (3.0, 2.0, 0.2)
         first.inputs.add(laser_scan(robot, 1.0), dead_reckoned(robot, 1.0), corrected(robot, 1.0))
         first.step(1.0)
-        assert first.tracker.filter is not None and first.continuation.saves == 1
+        assert first.tracker.filter is not None and first.continuation.flush() and first.continuation.saves == 1
     finally:
         first.stop()
 
