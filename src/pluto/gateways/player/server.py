@@ -489,10 +489,12 @@ class PlayerServer:
             return
         self._runner.start(timeout)
         self.port = self._runner.address[1]
-        log.info("Player 1.5 server listening on %s:%d", self.host, self.port)
 
     def _opened(self, runner: ServerRunner) -> None:
         self.port = runner.address[1]  # before the first connection's session is made
+        # Said here, on the server's loop before it serves anyone: a client served before the caller of start()
+        # wakes (a busy machine) never comes ahead of it.
+        log.info("Player 1.5 server listening on %s:%d", self.host, self.port)
         runner.spawn(self._housekeeping(), name="player-housekeeping")
 
     def _closing(self) -> None:
