@@ -35,8 +35,9 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
 Each run of the rows with modules has a runtime folder of its own (logs, and the state files the modules save every
 0.2 s to go on after a crash, :mod:`pluto.runtime.persist`) on tmpfs where the machine has one (``/dev/shm``), as
 ``XDG_RUNTIME_DIR`` is on a robot: on a disk's file system each of those saves renames a file over the last one, which
-ext4 follows with a write of the new file's data (``auto_da_alloc``), from 1 ms to tens of ms on a busy disk, on the
-module's step. ``--runtime-dir`` puts them elsewhere (a folder on the disk, to see that cost).
+ext4 follows with a write of the new file's data (``auto_da_alloc``), from 1 ms to tens of ms on a busy disk (on a
+saving thread of the module's, not on its step). ``--runtime-dir`` puts them elsewhere (a folder on the disk, to see
+that cost).
 
 Both simple rows drive the same open-loop pattern: 0.5 m/s with a gentle left turn (1/3 rad/s), a 1.5 m circle
 in the lobby between the two pillars, which touches nothing however long it runs. CPU seconds are those of this
