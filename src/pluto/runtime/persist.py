@@ -10,10 +10,11 @@ Strategy: the state goes to ``<runtime dir>/state/<module>.state`` (the robot's 
 the module, the supervised session, the simulated run and the time of the state. It is written to a temporary file
 in the same folder and renamed over the old one, so a module killed in the middle of a save leaves the previous state
 whole (a process being killed, not a power cut: nothing is synced to the disk). Renaming over a file still makes
-some file systems (ext4) write its data out at once, a millisecond or several, tens on a busy disk: the periodic saves
-of :meth:`Continuation.save_due` are therefore written by a thread of their own, not on the module's step; the step
-only encodes the state (microseconds). A newer state always wins: a queued one that a direct :meth:`Continuation.save`
-overtook is dropped, and a killed process loses at most the state still queued, never the one on disk.
+some file systems (ext4) write its data out at once, a millisecond or several, tens on a busy disk: the periodic
+saves of :meth:`Continuation.save_due` are therefore written by the process's saving thread, not on the module's
+step; the step only encodes the state (microseconds). A newer state always wins: a queued one that a direct
+:meth:`Continuation.save` overtook is dropped, and a killed process loses at most the state still queued, never the
+one on disk.
 
 A state is used only when all of these hold, and each refusal is logged and counted, never silent:
 
@@ -34,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -56,6 +56,8 @@ FUTURE_SLACK = 1e-6
 """s: a state stamped up to this much after the clock's time is not from the future (rounding)."""
 
 _VERSION = 1
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 S = TypeVar("S")
 
@@ -156,7 +158,7 @@ class Continuation(Generic[S]):
         self._file_lock = threading.Lock()  # one write at a time, the newest last
         self._queue = threading.Condition()
         self._queued: tuple[int, bytes] | None = None
-        self._writer: threading.Thread | None = None
+        self._temporary: tuple[int, Path] | None = None  # (pid, the temporary file's path)
         self.saves = 0
         self.save_errors = 0
         self.corrupt = 0
@@ -191,9 +193,7 @@ class Continuation(Generic[S]):
             return False
         with self._queue:
             self._queued = item  # an older one not written yet is superseded
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_queued, name=f"save-{self.module}", daemon=True)
-                self._writer.start()
+        _SAVER.queue(self)
         return True
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -208,15 +208,11 @@ class Continuation(Generic[S]):
         return True
 
     def _write_queued(self) -> None:
-        """The saving thread: writes what is queued, and ends when nothing is (the next save starts another)."""
-        while True:
-            with self._queue:
-                if self._queued is None:
-                    self._writer = None
-                    return
-                sequence, data = self._queued
-                self._queued = None
-            self._write(sequence, data)
+        """Write the state queued, if any (on the saving thread)."""
+        with self._queue:
+            item, self._queued = self._queued, None
+        if item is not None:
+            self._write(*item)
 
     def save(self, state: S, stamp: float, run: int = 0) -> bool:
         """Write ``state`` now (atomically: a temporary file renamed over the old one).
@@ -259,15 +255,29 @@ class Continuation(Generic[S]):
         with self._file_lock:
             if sequence <= self._on_disk:
                 return True
+            # the temporary file is this process's own (one writer at a time here, and a module restarted while
+            # its old process lives has another pid); plain os calls, as a fleet's hundred modules save 5 times a
+            # second each
+            pid = os.getpid()
+            if self._temporary is None or self._temporary[0] != pid:
+                self._temporary = (pid, self.path.with_name(f".{self.path.name}.{pid}.tmp"))
+            temporary = self._temporary[1]
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
                 try:
-                    with os.fdopen(handle, "wb") as file:
-                        file.write(data)
+                    handle = os.open(temporary, _CREATE, 0o600)
+                except FileNotFoundError:  # the folder went (or never was): make it, once
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    handle = os.open(temporary, _CREATE, 0o600)
+                try:
+                    try:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(handle, view) :]
+                    finally:
+                        os.close(handle)
                     os.replace(temporary, self.path)
                 except BaseException:
-                    Path(temporary).unlink(missing_ok=True)
+                    temporary.unlink(missing_ok=True)
                     raise
             except OSError as err:
                 self._failed(err)
@@ -353,6 +363,44 @@ class Continuation(Generic[S]):
         if now is not None and envelope.stamp > now + FUTURE_SLACK:
             return f"from the future of the clock (stamped {envelope.stamp:.3f} s, the clock says {now:.3f} s)"
         return ""
+
+
+class _Saver:
+    """The process's saving thread: writes the states that :meth:`Continuation.save_due` queued, in the order they
+    came, and ends when none is left (the next one starts it again). One for every module of the process: a fleet
+    in one process has a hundred."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Continuation[Any]] = {}  # in the order they came
+        self._thread: threading.Thread | None = None
+
+    def queue(self, continuation: Continuation[Any]) -> None:
+        with self._lock:
+            self._waiting.setdefault(id(continuation), continuation)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pluto-saver", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    self._thread = None
+                    return
+                key = next(iter(self._waiting))
+                continuation = self._waiting.pop(key)
+            continuation._write_queued()
+
+    def forked(self) -> None:
+        """In a forked child: the parent's thread is not there."""
+        self._lock = threading.Lock()
+        self._waiting = {}
+        self._thread = None
+
+
+_SAVER = _Saver()
+os.register_at_fork(after_in_child=_SAVER.forked)
 
 
 def clock_run(clock: Any) -> int:
