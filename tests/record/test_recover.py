@@ -34,6 +34,14 @@ def _indexed(path: Path) -> list[tuple[str, int, int, int, bytes]]:
         ]
 
 
+def _chunks(path: Path) -> int:
+    """Chunks the recording holds so far (0 before the recorder has written its first bytes)."""
+    try:
+        return LogFile(path).chunks
+    except LogError:  # not there yet, or still empty
+        return 0
+
+
 def _killed_recording(path: Path, bus: Bus) -> None:
     """``pluto record`` of a 100 Hz heartbeat and an odometry, killed with SIGKILL after 3 complete chunks."""
     beat = bus.create_publisher("Heartbeat", msgs.Heartbeat)
@@ -57,7 +65,7 @@ def _killed_recording(path: Path, bus: Bus) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until(lambda: path.exists() and LogFile(path).chunks >= 3, timeout=30, interval=0.1)
+        wait_until(lambda: _chunks(path) >= 3, timeout=30, interval=0.1)
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
     finally:
