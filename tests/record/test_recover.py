@@ -34,7 +34,7 @@ def _indexed(path: Path) -> list[tuple[str, int, int, int, bytes]]:
         ]
 
 
-def _chunks(path: Path) -> int:
+def _chunks_written(path: Path) -> int:
     """Chunks the recording holds so far (0 before the recorder has written its first bytes)."""
     try:
         return LogFile(path).chunks
@@ -65,7 +65,7 @@ def _killed_recording(path: Path, bus: Bus) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until(lambda: _chunks(path) >= 3, timeout=30, interval=0.1)
+        wait_until(lambda: _chunks_written(path) >= 3, timeout=30, interval=0.1)
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
     finally:
