@@ -158,7 +158,6 @@ class Continuation(Generic[S]):
         self._file_lock = threading.Lock()  # one write at a time, the newest last
         self._queue = threading.Condition()
         self._queued: tuple[int, bytes] | None = None
-        self._temporary: tuple[int, Path] | None = None  # (pid, the temporary file's path)
         self.saves = 0
         self.save_errors = 0
         self.corrupt = 0
@@ -258,10 +257,7 @@ class Continuation(Generic[S]):
             # the temporary file is this process's own (one writer at a time here, and a module restarted while
             # its old process lives has another pid); plain os calls, as a fleet's hundred modules save 5 times a
             # second each
-            pid = os.getpid()
-            if self._temporary is None or self._temporary[0] != pid:
-                self._temporary = (pid, self.path.with_name(f".{self.path.name}.{pid}.tmp"))
-            temporary = self._temporary[1]
+            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
             try:
                 try:
                     handle = os.open(temporary, _CREATE, 0o600)
@@ -372,12 +368,12 @@ class _Saver:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[int, Continuation[Any]] = {}  # in the order they came
+        self._waiting: dict[Continuation[Any], None] = {}  # a set in the order they came
         self._thread: threading.Thread | None = None
 
     def queue(self, continuation: Continuation[Any]) -> None:
         with self._lock:
-            self._waiting.setdefault(id(continuation), continuation)
+            self._waiting[continuation] = None
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="pluto-saver", daemon=True)
                 self._thread.start()
@@ -388,8 +384,8 @@ class _Saver:
                 if not self._waiting:
                     self._thread = None
                     return
-                key = next(iter(self._waiting))
-                continuation = self._waiting.pop(key)
+                continuation = next(iter(self._waiting))
+                del self._waiting[continuation]
             continuation._write_queued()
 
     def forked(self) -> None:
