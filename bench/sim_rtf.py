@@ -30,7 +30,7 @@ Real-time factor (RTF) = simulated seconds / wall seconds. Every row is measured
   the shipped office places four, so a copy of it in a temporary folder places ten along the corridor), each with
   the ``mission`` profile's modules under its own robot name and one lock-step for all, as fast as it goes; each
   robot drives gotos back and forth along its stretch of corridor. The fleet runs every robot's modules in this
-  process (one bus session per robot).
+  process (a bus per robot, all on one Zenoh session).
 
 Each run of the rows with modules has a runtime folder of its own (logs, and the state files the modules save every
 0.2 s to go on after a crash, :mod:`pluto.runtime.persist`) on tmpfs where the machine has one (``/dev/shm``), as
@@ -574,8 +574,8 @@ def measure_fleet(m: Measurement, seconds: float, robots: int) -> None:
             fleet.shutdown()
     reached = sum(driver.reached for driver in drivers)
     m.notes = (
-        f"{robots} x {len(profile.entries)} modules in this process (a bus session per robot); CPU of this process; "
-        f"gotos along the corridor, {reached} reached"
+        f"{robots} x {len(profile.entries)} modules in this process (a bus per robot, one session); "
+        f"CPU of this process; gotos along the corridor, {reached} reached"
     )
 
 

@@ -31,6 +31,7 @@ from pluto.bus.wire import write_time
 from pluto.errors import BusTimeout
 
 if TYPE_CHECKING:
+    from pluto.bus.receivers import Listening
     from pluto.bus.services import Replies
 
 T = TypeVar("T")
@@ -80,12 +81,15 @@ class Discovery:
 
         def _own(self, thing: T) -> T: ...
 
+        def declare_subscriber(self, expr: str, callback: Callable[[Any], Any]) -> Listening: ...
+
         def release(self, thing: Any) -> None: ...
 
         def _defer(self, fn: Callable[..., None], *args: Any) -> None: ...
 
-    def _start_discovery(self) -> None:
-        """Watch the modules and the sessions, announce this session, and serve the roster if this is the owner."""
+    def _start_discovery(self, announce: bool) -> None:
+        """Watch the modules and the sessions; with ``announce`` (the first bus on its session), announce the session,
+        and serve the roster if this is the owner."""
         self._settled = False
         self._modules: set[str] = set()
         self._gone: dict[str, float] = {}  # module -> when it was last seen to go (monotonic s)
@@ -100,10 +104,19 @@ class Discovery:
         self._session_watch = self.session.liveliness().declare_subscriber(
             f"{SESSIONS}/*", on_zenoh_thread(self._on_session_token), history=True
         )
-        self._session_token = self.session.liveliness().declare_token(f"{SESSIONS}/{self.zid}")
+        self._session_token: Any = None
         self._roster: Any = None
-        if self.owner:
-            self._roster = self.session.declare_queryable(ROSTER, on_zenoh_thread(self._on_roster_query))
+        if announce:
+            self._session_token = self.session.liveliness().declare_token(f"{SESSIONS}/{self.zid}")
+            if self.owner:
+                self._roster = self.session.declare_queryable(ROSTER, on_zenoh_thread(self._on_roster_query))
+
+    def _stop_discovery(self) -> None:
+        """Undeclare what :meth:`_start_discovery` declared (a bus that leaves a session others still use)."""
+        for entity in (self._module_watch, self._session_watch, self._session_token, self._roster):
+            if entity is not None:
+                with contextlib.suppress(Exception):
+                    entity.undeclare()
 
     GONE_DOUBT = 1.0
     """s after a module was seen to go during which news of it alive is doubted (see :meth:`_note_module`)."""
@@ -322,7 +335,7 @@ class Discovery:
         """
         key = self.key(name)
         written = threading.Event()
-        sub = self.session.declare_subscriber(key, on_zenoh_thread(lambda _sample: written.set()))
+        sub = self.declare_subscriber(key, lambda _sample: written.set())
         deadline = time.monotonic() + timeout
         try:
             # Ask too: the value may have been written before the subscriber existed. A writer that answers the query
@@ -335,5 +348,4 @@ class Discovery:
                 if not written.wait(max(deadline - time.monotonic(), 0.0)):
                     raise BusTimeout(f"nobody wrote {name} within {timeout:g} s")
         finally:
-            with contextlib.suppress(Exception):
-                sub.undeclare()  # type: ignore[no-untyped-call]
+            self.release(sub)

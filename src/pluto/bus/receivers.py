@@ -235,7 +235,11 @@ class _Receiver(abc.ABC, Generic[M]):
 
 class _Tap:
     """The one Zenoh subscriber of an interface in a process: a sample is decoded once and handed to every reader
-    and subscription of that interface (and type) on the bus, however many there are."""
+    and subscription of that interface (and type) on the bus, however many there are.
+
+    A :class:`~pluto.bus.writer.StateWriter` of the same session puts its values to other sessions only and hands
+    them to the taps of its key itself (:class:`LocalDelivery`, :meth:`deliver`), on its own thread, with no trip
+    through Zenoh's threads; the subscriber hears the rest (other sessions, and any raw put of this one)."""
 
     def __init__(self, bus: ReaderBus, key: str, cls: type[Any]) -> None:
         self.key = (key, cls)
@@ -247,8 +251,7 @@ class _Tap:
     def _on_sample(self, sample: zenoh.Sample) -> None:
         if not hasattr(ZENOH_THREAD, "kept"):
             keep_thread_state()
-        receivers = self.receivers
-        if not receivers:
+        if not self.receivers:
             return
         attachment = sample.attachment
         if attachment is None:
@@ -256,14 +259,22 @@ class _Tap:
         else:
             raw = attachment.to_bytes()
             mark = _ATTACHMENT.unpack(raw) if len(raw) == _ATTACHMENT.size else write_mark(attachment)
+        self.deliver(sample.payload.to_bytes(), mark)
+
+    def deliver(self, payload: bytes, mark: tuple[float, int, int, int]) -> None:
+        """Decode a sample's payload once and hand it to every receiver (from Zenoh, or from a writer of this
+        session)."""
+        receivers = self.receivers
+        if not receivers:
+            return
         try:
             if mark[3] & BATCH:
-                values = msgs.decode_many(sample.payload.to_bytes(), self.type)
+                values = msgs.decode_many(payload, self.type)
                 for receiver in receivers:
                     if not receiver.closed:
                         receiver._admit(values, mark)
                 return
-            value = msgs.decode(sample.payload.to_bytes(), self.type)
+            value = msgs.decode(payload, self.type)
         except DecodeError as err:
             for receiver in receivers:
                 receiver._reject(err)
@@ -275,6 +286,122 @@ class _Tap:
     def undeclare(self) -> None:
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()  # type: ignore[no-untyped-call]
+
+
+class LocalSample:
+    """A value a writer hands to a listener of its own session (:meth:`LocalDelivery.listen`), shaped as the Zenoh
+    sample the listener gets from other sessions: ``key_expr``, ``payload`` and ``attachment`` (with ``to_bytes``),
+    ``kind``."""
+
+    __slots__ = ("attachment", "key_expr", "payload")
+    kind = zenoh.SampleKind.PUT
+
+    def __init__(self, key: str, payload: bytes, mark: tuple[float, int, int, int]) -> None:
+        self.key_expr = key
+        self.payload = zenoh.ZBytes(payload)
+        self.attachment = zenoh.ZBytes(_ATTACHMENT.pack(*mark))
+
+
+class _Listener:
+    """A callback of :meth:`LocalDelivery.listen` on a key expression."""
+
+    def __init__(self, expr: str, callback: Callable[[Any], Any]) -> None:
+        self.expr = zenoh.KeyExpr(expr)
+        self.callback = callback
+
+    def matches(self, key: str) -> bool:
+        return bool(self.expr.intersects(zenoh.KeyExpr(key)))
+
+
+class _ListenerOfKey:
+    """A listener as a writer of one key calls it."""
+
+    __slots__ = ("callback", "key")
+
+    def __init__(self, key: str, callback: Callable[[Any], Any]) -> None:
+        self.key = key
+        self.callback = callback
+
+    def deliver(self, payload: bytes, mark: tuple[float, int, int, int]) -> None:
+        self.callback(LocalSample(self.key, payload, mark))
+
+
+class _Target(Protocol):
+    def deliver(self, payload: bytes, mark: tuple[float, int, int, int]) -> None: ...
+
+
+class LocalDelivery:
+    """What a writer hands its values to itself: the taps of each key on its session, and the listeners of key
+    expressions there (:meth:`listen`).
+
+    Zenoh delivers a value to a subscriber of the writer's own session on one of its threads, which must take the
+    interpreter's lock from the thread that wrote: a hand-over per value and reader, costly when a process hosts many
+    modules (tens of microseconds of CPU and up to a scheduling slice of waiting each, and the ``put`` itself lets go
+    of the lock). So a writer's publisher reaches other sessions only, and the writer calls the taps and listeners of
+    its key here, in the order it writes; a writer whose key nobody reads in another session does not call Zenoh at all
+    (:class:`~pluto.bus.writer.StateWriter`). :meth:`targets` is read without a lock: a key's entry is a tuple, made
+    once until the taps or listeners change.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taps: dict[str, tuple[_Tap, ...]] = {}
+        self._listeners: tuple[_Listener, ...] = ()
+        self._by_key: dict[str, tuple[_Target, ...]] = {}
+
+    def targets(self, key: str) -> tuple[_Target, ...]:
+        """Those a value of ``key`` goes to."""
+        found = self._by_key.get(key)
+        if found is None:
+            with self._lock:
+                listeners = [_ListenerOfKey(key, entry.callback) for entry in self._listeners if entry.matches(key)]
+                found = self._by_key[key] = (*self._taps.get(key, ()), *listeners)
+        return found
+
+    def add(self, key: str, tap: _Tap) -> None:
+        with self._lock:
+            self._taps[key] = (*self._taps.get(key, ()), tap)
+            self._by_key = {}
+
+    def remove(self, key: str, tap: _Tap) -> None:
+        with self._lock:
+            taps = tuple(t for t in self._taps.get(key, ()) if t is not tap)
+            if taps:
+                self._taps[key] = taps
+            else:
+                self._taps.pop(key, None)
+            self._by_key = {}
+
+    def listen(self, expr: str, callback: Callable[[Any], Any]) -> _Listener:
+        """Call ``callback`` with a :class:`LocalSample` of each value a writer of this session writes on a key of
+        ``expr``; stop with :meth:`unlisten`."""
+        listener = _Listener(expr, callback)
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+            self._by_key = {}
+        return listener
+
+    def unlisten(self, listener: _Listener) -> None:
+        with self._lock:
+            self._listeners = tuple(entry for entry in self._listeners if entry is not listener)
+            self._by_key = {}
+
+
+class Listening:
+    """A subscriber of a key expression on a session (:meth:`pluto.bus.session.Bus.declare_subscriber`): Zenoh's for
+    other sessions, and a listener of the writers of its own (:class:`LocalDelivery`)."""
+
+    def __init__(self, local: LocalDelivery, subscriber: Any, listener: _Listener) -> None:
+        self._local = local
+        self._subscriber = subscriber
+        self._listener = listener
+
+    def undeclare(self) -> None:
+        self._local.unlisten(self._listener)
+        with contextlib.suppress(Exception):
+            self._subscriber.undeclare()
+
+    close = undeclare
 
 
 class StateReader(_Receiver[M]):

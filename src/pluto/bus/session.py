@@ -38,6 +38,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Self, TypeVar, overload
 
 import msgspec
@@ -55,9 +56,9 @@ from pluto.bus.config import (
 )
 from pluto.bus.counters import _DropCounter
 from pluto.bus.discovery import ROSTER, SESSIONS, Discovery
-from pluto.bus.executor import Executor
+from pluto.bus.executor import Executor, on_zenoh_thread
 from pluto.bus.lockstep import LockstepAck, LockstepGate
-from pluto.bus.receivers import StateReader, Subscription, _Receiver, _Tap
+from pluto.bus.receivers import Listening, LocalDelivery, StateReader, Subscription, _Receiver, _Tap
 from pluto.bus.services import Replies, RequestReply, Service
 from pluto.bus.wire import _ATTACHMENT as _ATTACHMENT  # the layout of an attachment, which tests build
 from pluto.bus.wire import BATCH, COMMAND, LOCKSTEPPED, write_mark, write_stamp, write_time
@@ -101,6 +102,11 @@ class Bus(RequestReply, Discovery):
 
     Args:
         config: bus settings; by default from the environment (``PLUTO_ROBOT``, ``PLUTO_CONNECT``, ...).
+        share: another bus of this process whose Zenoh session this one uses too, for a robot of its own
+            (``config.robot``; the other settings are the other bus's): the robots of a fleet simulated in one
+            process (:mod:`pluto.sim.fleet`). A writer hands its values to the readers of its session itself
+            (:class:`~pluto.bus.receivers.LocalDelivery`), so the robots' values to each other skip Zenoh's threads;
+            the session closes with the last bus on it.
 
     Raises:
         BusError: the session could not be opened (for instance the router in ``connect`` is unreachable, or it
@@ -108,7 +114,7 @@ class Bus(RequestReply, Discovery):
         ConfigError: a TLS file of ``config.tls`` is missing, damaged, expired or not from its CA.
     """
 
-    def __init__(self, config: BusConfig | None = None) -> None:
+    def __init__(self, config: BusConfig | None = None, *, share: Bus | None = None) -> None:
         self.config = config or bus_config()
         self.machine = ""
         """The name in this machine's certificate (``config.tls``), "" without one."""
@@ -133,6 +139,7 @@ class Bus(RequestReply, Discovery):
         """Set by a lock-step coordinator running on this bus (the simulator): the gate hands it its
         acknowledgements directly instead of through Zenoh (see :mod:`pluto.bus.lockstep`)."""
         self.executor = Executor(self.robot)
+        """Runs every callback, service handler and deferred reply of this bus (see pluto.bus.executor)."""
         self._batcher: _Batcher | None = None
         self.writer_label = ""
         """Set by a program that is not a module (a command line) before it creates writers: each then announces
@@ -140,7 +147,25 @@ class Bus(RequestReply, Discovery):
         ``/``, ``*``, ``?``, ``#`` or ``$``."""
         self._taps: dict[tuple[str, type[Any]], _Tap] = {}
         self._taps_lock = threading.Lock()
-        """Runs every callback, service handler and deferred reply of this bus (see pluto.bus.executor)."""
+        self.routes = False
+        """The session is a Zenoh router (the rendezvous owner, or ``pluto router``): it hears every subscriber
+        declared by the sessions linked to it, so its writers may trust Zenoh's matching status (a peer's need not
+        hear of them: see :class:`~pluto.bus.writer.StateWriter`)."""
+        if share is not None:
+            if share.closed:
+                raise BusError("cannot share the session of a closed bus")
+            self.owner = False
+            self.routes = share.routes
+            self.session = share.session
+            self.local: LocalDelivery = share.local
+            """What the writers of this bus's session hand their values to themselves (see :class:`LocalDelivery`)."""
+            self._use: _SessionUse = share._use
+            with self._use.lock:
+                self._use.buses += 1
+            self._start_discovery(announce=False)
+            close_at_exit(self)
+            return
+        self.local = LocalDelivery()
         _start_zenoh_log()
         self.owner = rendezvous_free(self.config)
         try:
@@ -153,8 +178,8 @@ class Bus(RequestReply, Discovery):
                 self.session = self._open(owner=False)
             except zenoh.ZError as err2:
                 raise self._open_error(err2) from None
-        self._start_discovery()
-        self._registered = register_session(self.config, self.zid)
+        self._start_discovery(announce=True)
+        self._use = _SessionUse(register_session(self.config, self.zid))
         close_at_exit(self)
 
     def _open_error(self, err: Exception) -> BusError:
@@ -175,7 +200,9 @@ class Bus(RequestReply, Discovery):
         # process. ZENOH_RUNTIME set by the user wins.
         os.environ.setdefault("ZENOH_RUNTIME", ZENOH_RUNTIME)
         conf = zenoh.Config()
-        for path, value in zenoh_config_json(self.config, owner).items():
+        entries = zenoh_config_json(self.config, owner)
+        self.routes = entries.get("mode") == "router"
+        for path, value in entries.items():
             conf.insert_json5(path, msgspec.json.encode(value).decode())
         return zenoh.open(conf)
 
@@ -207,6 +234,7 @@ class Bus(RequestReply, Discovery):
             tap = self._taps.get(key)
             if tap is None:
                 tap = self._taps[key] = _Tap(self, receiver.key, receiver.type)
+                self.local.add(receiver.key, tap)
             tap.receivers = (*tap.receivers, receiver)
 
     def _detach(self, receiver: _Receiver[Any]) -> None:
@@ -219,7 +247,21 @@ class Bus(RequestReply, Discovery):
             if tap.receivers:
                 return
             del self._taps[key]
+            self.local.remove(receiver.key, tap)
         tap.undeclare()
+
+    def declare_subscriber(self, expr: str, callback: Callable[[Any], Any]) -> Listening:
+        """Call ``callback`` with every sample written on a key of ``expr`` (a Zenoh key expression), from other
+        sessions on a Zenoh thread, from this session's writers on the writer's thread (a
+        :class:`~pluto.bus.receivers.LocalSample`: ``key_expr``, ``payload``, ``attachment``, ``kind``). The
+        callback must be quick (store and hand over). Stop with :meth:`release` or its ``undeclare``.
+
+        A plain Zenoh subscriber of the session would not hear this session's writers: they put to other sessions
+        only, and hand their values to their own session's readers themselves
+        (:class:`~pluto.bus.receivers.LocalDelivery`)."""
+        self._check_open()
+        subscriber = self.session.declare_subscriber(expr, on_zenoh_thread(callback))
+        return self._own(Listening(self.local, subscriber, self.local.listen(expr, callback)))
 
     def batcher(self) -> _Batcher:
         """The thread that sends batching writers' values when their delay is up (started at the first call)."""
@@ -480,9 +522,15 @@ class Bus(RequestReply, Discovery):
         if self._batcher is not None:
             self._batcher.close()
         self.executor.close()
+        with self._use.lock:
+            self._use.buses -= 1
+            last = self._use.buses == 0
+        if not last:
+            self._stop_discovery()  # the session stays, for the other buses on it
+            return
         with contextlib.suppress(Exception):
             self.session.close()  # type: ignore[no-untyped-call]
-        unregister_session(self._registered)
+        unregister_session(self._use.registered)
 
     @property
     def closed(self) -> bool:
@@ -493,6 +541,15 @@ class Bus(RequestReply, Discovery):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _SessionUse:
+    """How many buses use a Zenoh session (see ``share`` of :class:`Bus`), and its entry at the rendezvous."""
+
+    def __init__(self, registered: Path | None) -> None:
+        self.buses = 1
+        self.registered = registered
+        self.lock = threading.Lock()
 
 
 def _close_entity(thing: Any) -> None:

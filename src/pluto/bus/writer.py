@@ -26,6 +26,7 @@ from pluto import msgs, names
 from pluto.bus.counters import _Meter
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
+from pluto.bus.receivers import LocalDelivery
 from pluto.bus.wire import _ARRAY16, _ATTACHMENT, BATCH, COMMAND, LOCKSTEPPED
 from pluto.errors import BusError
 
@@ -51,6 +52,12 @@ class WriterBus(Protocol):
 
     @property
     def gate(self) -> LockstepGate | None: ...
+
+    @property
+    def routes(self) -> bool: ...
+
+    @property
+    def local(self) -> LocalDelivery: ...
 
     def key(self, name: str, robot: str | None = None) -> str: ...
 
@@ -102,6 +109,7 @@ class StateWriter(Generic[M]):
             if not self.command:
                 log.warning("%s", self._refused)
         self._key = bus.key(name)
+        self._local = bus.local  # this session's readers, which a write hands its value to itself
         self._lock = threading.Lock()
         self._latest: tuple[bytes, float, int, int] | None = None  # (payload, write time, seq, flags)
         self._seq = 0
@@ -110,9 +118,25 @@ class StateWriter(Generic[M]):
         # A state's newest value is what matters, and a writer must never stall its control loop: under congestion
         # (a burst faster than the link) values are dropped (DROP), possibly the last of the burst, which the
         # next periodic write replaces. Where every value must arrive: reliable, BLOCK, the writer waits.
+        # Zenoh carries the values to other sessions only: this session's readers get them from the writer itself.
         congestion = zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
-        self._publisher = bus.session.declare_publisher(self._key, congestion_control=congestion, express=True)
+        self._publisher = bus.session.declare_publisher(
+            self._key, congestion_control=congestion, express=True, allowed_destination=zenoh.Locality.REMOTE
+        )
         self._reliable = reliable
+        # A plain state's value goes to Zenoh only while another session reads the key: a put lets go of the
+        # interpreter's lock, which costs a hand-over in a busy process. Zenoh's matching status says so, followed
+        # by a listener, and checked again when a query comes: a reader that joins asks for the current value
+        # after declaring its subscriber (the same link, in order), so from the reply on every value reaches it.
+        # Only a router's status is trusted: a peer linked to a router is not told of the subscribers behind it.
+        # Commands, reliable and batching writers always put: every value of theirs counts.
+        self._skips = bus.routes and not (reliable or self.command or batch)
+        self.remote_puts = 0
+        """Values (or batches) put to other sessions through Zenoh."""
+        self._matching: Any = None
+        if self._skips:
+            self._matching = self._publisher.declare_matching_listener(on_zenoh_thread(self._on_matching))
+        self._remote = not self._skips or _matching(self._publisher.matching_status)
         self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
         self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
         # A program that is not a module names its writers, so MOM can tell who writes (see Bus.writer_label).
@@ -141,22 +165,19 @@ class StateWriter(Generic[M]):
             # The common case, kept short: no lock-step.
             with self._lock:
                 seq = self._seq = self._seq + 1
+                flags = self._flags
+                self._latest = (data, now, seq, flags)
+                self.meter.tick(now)
                 if self.batch:
-                    self._latest = (data, now, seq, self._flags)
-                    self.meter.tick(now)
                     self._add_to_batch(data)
                     return
-                self._publisher.put(data, attachment=_ATTACHMENT.pack(now, seq, self.writer_id, self._flags))
-                # The rest while the value travels.
-                self._latest = (data, now, seq, self._flags)
-                self.meter.tick(now)
+                self._send(self._publisher, data, (now, seq, self.writer_id, flags))
             return
-        stepped = gate is not None and gate.active
+        stepped = gate.active
         with self._lock:
             self._seq += 1
             seq = self._seq
             flags = self._flags | (LOCKSTEPPED if stepped else 0)
-            attachment = _ATTACHMENT.pack(now, seq, self.writer_id, flags)
             self._latest = (data, now, seq, flags)
             self.meter.tick(now)
             if self.batch and not stepped:
@@ -170,13 +191,33 @@ class StateWriter(Generic[M]):
                 # wait: the values go out on a publisher that blocks rather than drops under congestion.
                 if self._stepped_publisher is None:
                     self._stepped_publisher = self._bus.session.declare_publisher(
-                        self._key, congestion_control=zenoh.CongestionControl.BLOCK, express=True
+                        self._key,
+                        congestion_control=zenoh.CongestionControl.BLOCK,
+                        express=True,
+                        allowed_destination=zenoh.Locality.REMOTE,
                     )
                 publisher = self._stepped_publisher
-            publisher.put(data, attachment=attachment)
+            self._send(publisher, data, (now, seq, self.writer_id, flags))
         if stepped:
-            assert gate is not None
             gate.note_write(self._key, self.writer_id, seq)
+
+    def _send(self, publisher: Any, payload: bytes, mark: tuple[float, int, int, int]) -> None:
+        """Put a value to other sessions if any reads it, and hand it to this session's readers (lock held)."""
+        if self._remote:
+            publisher.put(payload, attachment=_ATTACHMENT.pack(*mark))
+            self.remote_puts += 1
+        for target in self._local.targets(self._key):
+            target.deliver(payload, mark)
+
+    def _on_matching(self, _status: Any) -> None:
+        # On a Zenoh thread, and the news may be late (another may have come since): look again on the bus's thread.
+        self._bus._defer(self._look_for_readers)
+
+    def _look_for_readers(self) -> None:
+        """Whether another session reads the key now (Zenoh's matching status; under the lock, so an older look never
+        overwrites a newer one)."""
+        with self._lock:
+            self._remote = _matching(self._publisher.matching_status)
 
     # rclpy's name for the same thing
     publish = write
@@ -201,8 +242,7 @@ class StateWriter(Generic[M]):
         else:
             payload, flags = b"".join([_ARRAY16.pack(0xDC, len(pending)), *pending]), self._flags | BATCH
         assert self._latest is not None
-        attachment = _ATTACHMENT.pack(time.time(), self._seq, self.writer_id, flags)
-        self._publisher.put(payload, attachment=attachment)
+        self._send(self._publisher, payload, (time.time(), self._seq, self.writer_id, flags))
 
     def flush(self) -> None:
         """Send the values a batching writer holds now, without waiting for the batch to fill or its delay."""
@@ -231,7 +271,11 @@ class StateWriter(Generic[M]):
         self._bus._defer(self._reply, query)
 
     def _reply(self, query: zenoh.Query) -> None:
+        # The querier's subscriber, declared before it asked, is known by now: values written after this reply
+        # reach it (see __init__).
         with self._lock:
+            if self._skips:
+                self._remote = _matching(self._publisher.matching_status)
             latest = self._latest
         with query:
             if latest is not None:
@@ -242,11 +286,17 @@ class StateWriter(Generic[M]):
         """Send what a batching writer holds, then stop publishing (idempotent)."""
         with contextlib.suppress(Exception):
             self.flush()
-        for entity in (self._queryable, self._publisher, self._stepped_publisher, self._label_token):
+        for entity in (self._matching, self._queryable, self._publisher, self._stepped_publisher, self._label_token):
             if entity is None:
                 continue
             with contextlib.suppress(Exception):
                 entity.undeclare()
+
+
+def _matching(status: Any) -> bool:
+    """Whether a publisher's matching status says a subscriber matches (zenoh-python's stubs call it a bool; it is a
+    ``MatchingStatus``)."""
+    return bool(getattr(status, "matching", status))
 
 
 class _Batcher:

@@ -67,7 +67,6 @@ def listen(bus: Bus, name: str, seconds: float) -> Heard:
     """Ask the writers of ``name`` for their current value, then count the values written for ``seconds``."""
     import zenoh
 
-    from pluto.bus.executor import on_zenoh_thread
     from pluto.bus.session import write_mark
 
     heard = Heard()
@@ -77,7 +76,7 @@ def listen(bus: Bus, name: str, seconds: float) -> Heard:
         written, _seq, wid, flags = write_mark(sample.attachment)
         heard.note(wid, written or time.time(), flags, live=True)
 
-    sub = bus.session.declare_subscriber(key, on_zenoh_thread(on_sample))
+    sub = bus.declare_subscriber(key, on_sample)
     try:
         bus.settle()
         for reply in bus.query(key, timeout=min(1.0, max(seconds, 0.1)), consolidation=zenoh.ConsolidationMode.NONE):

@@ -392,9 +392,7 @@ class Recorder:
         self._writer = SplitLogWriter(self.path, metadata=info, **self._writer_options)
         self._thread = threading.Thread(target=self._run, name="pluto-recorder", daemon=True)
         self._thread.start()
-        self._subscriber = self.bus.session.declare_subscriber(
-            f"{self.bus.prefix}/**", on_zenoh_thread(self._on_sample)
-        )
+        self._subscriber = self.bus.declare_subscriber(f"{self.bus.prefix}/**", self._on_sample)
 
     def _detect_clock(self) -> None:
         """Simulated time if a writer of ``Clock`` is on the bus, decided by its declaration (which this session
@@ -416,8 +414,7 @@ class Recorder:
         """Stop recording, write what is queued and close the log (idempotent); return the final status."""
         subscriber, self._subscriber = self._subscriber, None
         if subscriber is not None:
-            with contextlib.suppress(zenoh.ZError):
-                subscriber.undeclare()
+            self.bus.release(subscriber)
         thread = self._thread
         if thread is not None and thread.is_alive():
             self._queue.put(None)

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from pluto import msgs, names
 from pluto.bus import Bus
-from pluto.bus.executor import on_zenoh_thread
 
 log = logging.getLogger("pluto.clock")
 
@@ -104,7 +103,7 @@ class SimTimeSource:
         """The simulator last said it runs in lock-step."""
         self._callbacks: list[weakref.ReferenceType[Any] | Callable[[], JumpCallback | None]] = []
         self.gate = bus.lockstep()
-        self._sub = bus.session.declare_subscriber(bus.key(names.CLOCK), on_zenoh_thread(self._on_clock))
+        self._sub = bus.declare_subscriber(bus.key(names.CLOCK), self._on_clock)
         bus._own(self)
         reader = bus.create_reader(names.CLOCK, fetch_timeout=0.5)
         current = reader.read()
@@ -197,7 +196,7 @@ class SimTimeSource:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # already closed with the session
-            self._sub.undeclare()  # type: ignore[no-untyped-call]
+            self._sub.undeclare()
 
 
 _sources: weakref.WeakKeyDictionary[Bus, SimTimeSource] = weakref.WeakKeyDictionary()

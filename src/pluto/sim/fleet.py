@@ -7,10 +7,13 @@ run a profile that has the ``sim`` module for the first N robots the world file 
 
 Design:
 
-- **One bus session per robot** ("one device-server per robot"). A robot's modules live under its name
-  (``pluto/<robot>/...``) exactly as a lone robot's do, so every module, proxy, tool and gateway works unchanged on
-  any robot of the fleet (``PLUTO_ROBOT=pluto-2 pluto mom``). This process opens one :class:`~pluto.bus.Bus` per
+- **One bus per robot, all on one Zenoh session** ("one device-server per robot"). A robot's modules live under its
+  name (``pluto/<robot>/...``) exactly as a lone robot's do, so every module, proxy, tool and gateway works unchanged
+  on any robot of the fleet (``PLUTO_ROBOT=pluto-2 pluto mom``). This process opens one :class:`~pluto.bus.Bus` per
   robot and runs that robot's modules of the profile on it, in the profile's order, robot by robot for each module.
+  The buses share the first one's session (``share``): a robot's values reach the others' readers from the writer
+  itself (:class:`~pluto.bus.receivers.LocalDelivery`), not through Zenoh between ten sessions, which cost each
+  ``Sim/Truth`` a put to nine links and each reader a hand-over between threads.
 - **One simulator per robot, one of them leading** (:mod:`pluto.sim.module`). Each robot's ``sim`` serves its
   ``Clock`` and its ``sim/world`` (with its own start and the fleet's names, starts and radii), so its devices find
   their world and place as a lone robot's do. The first robot's leads: its lock-step coordinator ticks every robot's
@@ -140,8 +143,10 @@ class Fleet:
             LaunchError: a module failed to start (everything started is stopped again).
         """
         try:
+            first: Bus | None = None
             for robot in self.names:
-                self.buses[robot] = Bus(msgspec.structs.replace(self.config.bus, robot=robot))
+                bus = self.buses[robot] = Bus(msgspec.structs.replace(self.config.bus, robot=robot), share=first)
+                first = first or bus
             entries = [e for e in self.profile.entries if e.name != "sim"]
             total = len(self.robots) * (len(entries) + 1)
             number = 0
@@ -189,7 +194,12 @@ class Fleet:
             self.leader.lockstep.resume()
 
     def shutdown(self) -> None:
-        """Stop every module, then the simulators, and close the buses (idempotent)."""
+        """Hold the time, stop every module, then the simulators, and close the buses (idempotent).
+
+        The time is held first: a tick while the robots' modules go one by one would wait for the values of
+        writers already gone (each wait bounded by the lock-step's frontier timeout)."""
+        if self.sims and self.leader.lockstep is not None:
+            self.leader.lockstep.pause()
         for robot in reversed(self.names):
             for module in reversed(self.modules.get(robot, [])):
                 try:
