@@ -216,7 +216,7 @@ class StateWriter(Generic[M]):
     def _look_for_readers(self) -> None:
         """Whether another session reads the key now (Zenoh's matching status; under the lock, so an older look never
         overwrites a newer one)."""
-        with self._lock:
+        with self._lock, contextlib.suppress(zenoh.ZError):  # the writer closed meanwhile
             self._remote = _matching(self._publisher.matching_status)
 
     # rclpy's name for the same thing
