@@ -3,7 +3,8 @@ the one Zenoh subscriber per interface they share.
 
 Strategy: a process has one Zenoh subscriber per interface and type (:class:`_Tap`), however many readers and
 subscriptions it holds: a sample's mark (:mod:`pluto.bus.wire`) is parsed and its payload decoded once, in place on
-Zenoh's thread, and handed to each receiver. A receiver counts it, asks the lock-step gate (when one runs,
+Zenoh's thread (or on the writer's, for a writer of the same session: :class:`LocalDelivery`), and handed to each
+receiver. A receiver counts it, asks the lock-step gate (when one runs,
 :mod:`pluto.bus.lockstep`) whether it may pass now or is held until a tick's frontier covers it, and lets it
 through: a :class:`StateReader` stores it and wakes its waiting threads as the last thing; a :class:`Subscription`
 queues it and hands its strand to the bus's executor, so a slow callback never stalls Zenoh and only skips to the

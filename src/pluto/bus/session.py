@@ -20,7 +20,9 @@ bus's executor, so a slow callback can never stall Zenoh, and a slow subscriber 
 
 The per-message path is short, because on a round trip (bench/bus.py) every Python step between a wake-up and the
 next one shows: a writer that is neither batching nor lock-stepped stamps and publishes under its lock and does its
-bookkeeping while the value travels; the one Zenoh subscriber of an interface (:class:`_Tap`) parses the
+bookkeeping while the value travels; a writer hands its value to the readers of its own session itself, on its own
+thread, and puts it to other sessions only (on a router, only while one reads the key:
+:class:`~pluto.bus.receivers.LocalDelivery`); the one Zenoh subscriber of an interface (:class:`_Tap`) parses the
 attachment and decodes the payload once, in place on Zenoh's thread, which keeps its Python thread state from one
 callback to the next (:func:`~pluto.bus.executor.keep_thread_state`); a reader stores the value and wakes its
 waiting threads as the last thing; a subscription queues it and hands its strand to an idle worker, woken outside
