@@ -1,9 +1,10 @@
-"""Delivery within one session: a writer hands its values to its own session's readers and listeners itself, puts
-to other sessions only while one reads (on a router), and the robots of a fleet share one session."""
+"""Delivery within one session: on a session that delivers locally (a fleet's), a writer hands its values to its own
+session's readers and listeners itself and puts to other sessions only while one reads (on a router); the robots of a
+fleet share one session; elsewhere Zenoh delivers within the session as before."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -20,7 +21,15 @@ ODOM = "Base/Drive/State"
 POWER = "Base/Power"
 
 
-def test_a_reader_of_the_writers_session_has_the_value_when_the_write_returns(bus: Bus) -> None:
+@pytest.fixture
+def fleet_bus() -> Iterator[Bus]:
+    """A bus whose writers deliver to its own readers themselves (a fleet's), the first of the test: the router."""
+    with Bus(deliver_locally=True) as opened:
+        yield opened
+
+
+def test_a_reader_of_the_writers_session_has_the_value_when_the_write_returns(fleet_bus: Bus) -> None:
+    bus = fleet_bus
     reader = bus.create_reader(ODOM)
     writer = bus.create_publisher(ODOM)
     for x in range(1, 51):
@@ -29,7 +38,8 @@ def test_a_reader_of_the_writers_session_has_the_value_when_the_write_returns(bu
     assert reader.received == 50 and reader.dropped == 0
 
 
-def test_a_listener_of_the_session_hears_its_writers_with_their_marks_until_released(bus: Bus) -> None:
+def test_a_listener_of_the_session_hears_its_writers_with_their_marks_until_released(fleet_bus: Bus) -> None:
+    bus = fleet_bus
     heard: list[tuple[str, Any, tuple[float, int, int, int]]] = []
     listening = bus.declare_subscriber(f"{bus.prefix}/Base/**", lambda s: heard.append(_sample(s)))
     odom, power, other = bus.create_publisher(ODOM), bus.create_publisher(POWER), bus.create_publisher("Sick/Scan")
@@ -58,7 +68,8 @@ def _sample(sample: Any) -> tuple[str, Any, tuple[float, int, int, int]]:
     return key, msgs.decode(sample.payload.to_bytes(), cls), write_mark(sample.attachment)
 
 
-def test_a_routers_writer_puts_only_while_another_session_reads(bus: Bus, make_bus: MakeBus) -> None:
+def test_a_routers_writer_puts_only_while_another_session_reads(fleet_bus: Bus, make_bus: MakeBus) -> None:
+    bus = fleet_bus
     assert bus.routes  # the first bus of the test owns the rendezvous
     writer = bus.create_publisher(ODOM)
     local = bus.create_reader(ODOM)
@@ -87,36 +98,52 @@ def _put_count_of_a_write(writer: Any) -> int:
     return int(writer.remote_puts - before)
 
 
-def test_a_peers_writer_always_puts(bus: Bus, make_bus: MakeBus) -> None:
-    peer = make_bus()
-    assert not peer.routes  # it joined the rendezvous
-    writer = peer.create_publisher(ODOM)
+def test_a_peers_writer_always_puts(fleet_bus: Bus) -> None:
+    with Bus(deliver_locally=True) as peer:
+        assert not peer.routes  # it joined the rendezvous
+        writer = peer.create_publisher(ODOM)
+        writer.write(msgs.Odometry(x=1.0))
+        assert writer.remote_puts == 1  # a peer is not told of the subscribers behind a router: it cannot skip
+
+
+def test_elsewhere_zenoh_delivers_within_the_session_once(bus: Bus) -> None:
+    assert not bus.local.active
+    heard: list[Any] = []
+    bus.declare_subscriber(f"{bus.prefix}/**", heard.append)
+    reader = bus.create_reader(ODOM)
+    writer = bus.create_publisher(ODOM)
     writer.write(msgs.Odometry(x=1.0))
-    assert writer.remote_puts == 1  # a peer is not told of the subscribers behind a router: it cannot skip
+    assert reader.wait_for_value(5.0) == msgs.Odometry(x=1.0)
+    wait_until(lambda: len(heard) == 1, message="the listener did not hear the write")
+    writer.write(msgs.Odometry(x=2.0))
+    assert reader.wait_for_update(5.0) == msgs.Odometry(x=2.0)
+    wait_until(lambda: len(heard) == 2, message="the listener did not hear the second write")
+    assert writer.remote_puts == 2 and reader.received == 2  # each value once
 
 
-def test_robots_sharing_a_session_read_each_other_and_leave_it_one_by_one(bus: Bus, make_bus: MakeBus) -> None:
+def test_robots_sharing_a_session_read_each_other_and_leave_it_one_by_one(bus: Bus) -> None:
+    outside = bus
     config = bus_config()
-    first = make_bus(msgspec.structs.replace(config, robot=f"{config.robot}-a"))
+    first = Bus(msgspec.structs.replace(config, robot=f"{config.robot}-a"), deliver_locally=True)
     second = Bus(msgspec.structs.replace(config, robot=f"{config.robot}-b"), share=first)
     try:
-        assert second.session is first.session and second.zid == first.zid
+        assert second.session is first.session and second.zid == first.zid and second.local.active
         odom = second.create_publisher(ODOM)
         seen_from_first = first.create_reader(ODOM, robot=second.robot)
-        seen_from_outside = bus.create_reader(ODOM, robot=second.robot)
+        seen_from_outside = outside.create_reader(ODOM, robot=second.robot)
         odom.write(msgs.Odometry(x=1.0))
         assert seen_from_first.read() == msgs.Odometry(x=1.0)  # handed over by the writer itself
         assert seen_from_outside.wait_for_value(5.0) == msgs.Odometry(x=1.0)  # through Zenoh
 
         token = second.declare_module("base")
-        wait_until(lambda: "base" in _modules(bus, second.robot), message="the second robot's module was not seen")
+        wait_until(lambda: "base" in _modules(outside, second.robot), message="the second robot's module was not seen")
         second.release(token)
     finally:
         second.close()
     # The session stays for the first robot.
     power = first.create_publisher(POWER)
     power.write(msgs.Power(voltage=12.0))
-    assert bus.create_reader(POWER, robot=first.robot).wait_for_value(5.0) == msgs.Power(voltage=12.0)
+    assert outside.create_reader(POWER, robot=first.robot).wait_for_value(5.0) == msgs.Power(voltage=12.0)
     first.close()
     with pytest.raises(BusError, match="closed"):
         Bus(config, share=first)

@@ -344,7 +344,10 @@ class LocalDelivery:
     once until the taps or listeners change.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, active: bool = False) -> None:
+        self.active = active
+        """Writers of the session hand their values over here (a fleet's shared session); else Zenoh delivers them
+        within the session too, as to any other session."""
         self._lock = threading.Lock()
         self._taps: dict[str, tuple[_Tap, ...]] = {}
         self._listeners: tuple[_Listener, ...] = ()
@@ -392,13 +395,14 @@ class Listening:
     """A subscriber of a key expression on a session (:meth:`pluto.bus.session.Bus.declare_subscriber`): Zenoh's for
     other sessions, and a listener of the writers of its own (:class:`LocalDelivery`)."""
 
-    def __init__(self, local: LocalDelivery, subscriber: Any, listener: _Listener) -> None:
+    def __init__(self, local: LocalDelivery, subscriber: Any, listener: _Listener | None) -> None:
         self._local = local
         self._subscriber = subscriber
         self._listener = listener
 
     def undeclare(self) -> None:
-        self._local.unlisten(self._listener)
+        if self._listener is not None:
+            self._local.unlisten(self._listener)
         with contextlib.suppress(Exception):
             self._subscriber.undeclare()
 

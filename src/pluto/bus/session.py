@@ -109,6 +109,9 @@ class Bus(RequestReply, Discovery):
             process (:mod:`pluto.sim.fleet`). A writer hands its values to the readers of its session itself
             (:class:`~pluto.bus.receivers.LocalDelivery`), so the robots' values to each other skip Zenoh's threads;
             the session closes with the last bus on it.
+        deliver_locally: the writers of this session hand their values to its readers themselves
+            (:class:`~pluto.bus.receivers.LocalDelivery`; the buses that share it do too). For a process that hosts
+            many modules on one session in lock-step (a fleet); elsewhere Zenoh delivers within the session.
 
     Raises:
         BusError: the session could not be opened (for instance the router in ``connect`` is unreachable, or it
@@ -116,7 +119,9 @@ class Bus(RequestReply, Discovery):
         ConfigError: a TLS file of ``config.tls`` is missing, damaged, expired or not from its CA.
     """
 
-    def __init__(self, config: BusConfig | None = None, *, share: Bus | None = None) -> None:
+    def __init__(
+        self, config: BusConfig | None = None, *, share: Bus | None = None, deliver_locally: bool = False
+    ) -> None:
         self.config = config or bus_config()
         self.machine = ""
         """The name in this machine's certificate (``config.tls``), "" without one."""
@@ -167,7 +172,7 @@ class Bus(RequestReply, Discovery):
             self._start_discovery(announce=False)
             close_at_exit(self)
             return
-        self.local = LocalDelivery()
+        self.local = LocalDelivery(active=deliver_locally)
         _start_zenoh_log()
         self.owner = rendezvous_free(self.config)
         try:
@@ -263,7 +268,8 @@ class Bus(RequestReply, Discovery):
         (:class:`~pluto.bus.receivers.LocalDelivery`)."""
         self._check_open()
         subscriber = self.session.declare_subscriber(expr, on_zenoh_thread(callback))
-        return self._own(Listening(self.local, subscriber, self.local.listen(expr, callback)))
+        listener = self.local.listen(expr, callback) if self.local.active else None
+        return self._own(Listening(self.local, subscriber, listener))
 
     def batcher(self) -> _Batcher:
         """The thread that sends batching writers' values when their delay is up (started at the first call)."""

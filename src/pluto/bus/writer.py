@@ -109,7 +109,8 @@ class StateWriter(Generic[M]):
             if not self.command:
                 log.warning("%s", self._refused)
         self._key = bus.key(name)
-        self._local = bus.local  # this session's readers, which a write hands its value to itself
+        # A fleet's session: this session's readers, which a write hands its value to itself (None elsewhere)
+        self._local = bus.local if bus.local.active else None
         self._lock = threading.Lock()
         self._latest: tuple[bytes, float, int, int] | None = None  # (payload, write time, seq, flags)
         self._seq = 0
@@ -118,10 +119,12 @@ class StateWriter(Generic[M]):
         # A state's newest value is what matters, and a writer must never stall its control loop: under congestion
         # (a burst faster than the link) values are dropped (DROP), possibly the last of the burst, which the
         # next periodic write replaces. Where every value must arrive: reliable, BLOCK, the writer waits.
-        # Zenoh carries the values to other sessions only: this session's readers get them from the writer itself.
+        # On a session that delivers locally (a fleet's), Zenoh carries the values to other sessions only: this
+        # session's readers get them from the writer itself.
         congestion = zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
+        self._destination = zenoh.Locality.REMOTE if self._local is not None else zenoh.Locality.ANY
         self._publisher = bus.session.declare_publisher(
-            self._key, congestion_control=congestion, express=True, allowed_destination=zenoh.Locality.REMOTE
+            self._key, congestion_control=congestion, express=True, allowed_destination=self._destination
         )
         self._reliable = reliable
         # A plain state's value goes to Zenoh only while another session reads the key: a put lets go of the
@@ -130,7 +133,7 @@ class StateWriter(Generic[M]):
         # after declaring its subscriber (the same link, in order), so from the reply on every value reaches it.
         # Only a router's status is trusted: a peer linked to a router is not told of the subscribers behind it.
         # Commands, reliable and batching writers always put: every value of theirs counts.
-        self._skips = bus.routes and not (reliable or self.command or batch)
+        self._skips = self._local is not None and bus.routes and not (reliable or self.command or batch)
         self.remote_puts = 0
         """Values (or batches) put to other sessions through Zenoh."""
         self._matching: Any = None
@@ -194,7 +197,7 @@ class StateWriter(Generic[M]):
                         self._key,
                         congestion_control=zenoh.CongestionControl.BLOCK,
                         express=True,
-                        allowed_destination=zenoh.Locality.REMOTE,
+                        allowed_destination=self._destination,
                     )
                 publisher = self._stepped_publisher
             self._send(publisher, data, (now, seq, self.writer_id, flags))
@@ -206,8 +209,9 @@ class StateWriter(Generic[M]):
         if self._remote:
             publisher.put(payload, attachment=_ATTACHMENT.pack(*mark))
             self.remote_puts += 1
-        for target in self._local.targets(self._key):
-            target.deliver(payload, mark)
+        if self._local is not None:
+            for target in self._local.targets(self._key):
+                target.deliver(payload, mark)
 
     def _on_matching(self, _status: Any) -> None:
         # On a Zenoh thread, and the news may be late (another may have come since): look again on the bus's thread.

@@ -145,7 +145,8 @@ class Fleet:
         try:
             first: Bus | None = None
             for robot in self.names:
-                bus = self.buses[robot] = Bus(msgspec.structs.replace(self.config.bus, robot=robot), share=first)
+                config = msgspec.structs.replace(self.config.bus, robot=robot)
+                bus = self.buses[robot] = Bus(config, share=first, deliver_locally=True)
                 first = first or bus
             entries = [e for e in self.profile.entries if e.name != "sim"]
             total = len(self.robots) * (len(entries) + 1)
