@@ -3,8 +3,8 @@ the one Zenoh subscriber per interface they share.
 
 Strategy: a process has one Zenoh subscriber per interface and type (:class:`_Tap`), however many readers and
 subscriptions it holds: a sample's mark (:mod:`pluto.bus.wire`) is parsed and its payload decoded once, in place on
-Zenoh's thread (or on the writer's, for a writer of the same session: :class:`LocalDelivery`), and handed to each
-receiver. A receiver counts it, asks the lock-step gate (when one runs,
+Zenoh's thread (or on the writer's, for a writer of the same session that delivers locally: :class:`LocalDelivery`),
+and handed to each receiver. A receiver counts it, asks the lock-step gate (when one runs,
 :mod:`pluto.bus.lockstep`) whether it may pass now or is held until a tick's frontier covers it, and lets it
 through: a :class:`StateReader` stores it and wakes its waiting threads as the last thing; a :class:`Subscription`
 queues it and hands its strand to the bus's executor, so a slow callback never stalls Zenoh and only skips to the
@@ -238,8 +238,9 @@ class _Tap:
     """The one Zenoh subscriber of an interface in a process: a sample is decoded once and handed to every reader
     and subscription of that interface (and type) on the bus, however many there are.
 
-    A :class:`~pluto.bus.writer.StateWriter` of the same session puts its values to other sessions only and hands
-    them to the taps of its key itself (:class:`LocalDelivery`, :meth:`deliver`), on its own thread, with no trip
+    On a session that delivers locally (:attr:`LocalDelivery.active`, a fleet's), a
+    :class:`~pluto.bus.writer.StateWriter` of the same session puts its values to other sessions only and hands them
+    to the taps of its key itself (:class:`LocalDelivery`, :meth:`deliver`), on its own thread, with no trip
     through Zenoh's threads; the subscriber hears the rest (other sessions, and any raw put of this one)."""
 
     def __init__(self, bus: ReaderBus, key: str, cls: type[Any]) -> None:
@@ -338,8 +339,9 @@ class LocalDelivery:
     Zenoh delivers a value to a subscriber of the writer's own session on one of its threads, which must take the
     interpreter's lock from the thread that wrote: a hand-over per value and reader, costly when a process hosts many
     modules (tens of microseconds of CPU and up to a scheduling slice of waiting each, and the ``put`` itself lets go
-    of the lock). So a writer's publisher reaches other sessions only, and the writer calls the taps and listeners of
-    its key here, in the order it writes; a writer whose key nobody reads in another session does not call Zenoh at all
+    of the lock). So on a session that delivers locally (:attr:`active`: a fleet's, whose robots share it), a writer's
+    publisher reaches other sessions only, and the writer calls the taps and listeners of its key here, in the order
+    it writes; a writer whose key nobody reads in another session does not call Zenoh at all
     (:class:`~pluto.bus.writer.StateWriter`). :meth:`targets` is read without a lock: a key's entry is a tuple, made
     once until the taps or listeners change.
     """

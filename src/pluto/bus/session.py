@@ -18,15 +18,16 @@ than its ``max_age`` by the reader's own clock. The rule lives here, so no modul
 Zenoh callbacks do as little as possible (decode, store, notify); user callbacks and service handlers run on the
 bus's executor, so a slow callback can never stall Zenoh, and a slow subscriber only skips to the newest value.
 
-The per-message path is short, because on a round trip (bench/bus.py) every Python step between a wake-up and the
-next one shows: a writer that is neither batching nor lock-stepped stamps and publishes under its lock and does its
-bookkeeping while the value travels; a writer hands its value to the readers of its own session itself, on its own
-thread, and puts it to other sessions only (on a router, only while one reads the key:
-:class:`~pluto.bus.receivers.LocalDelivery`); the one Zenoh subscriber of an interface (:class:`_Tap`) parses the
-attachment and decodes the payload once, in place on Zenoh's thread, which keeps its Python thread state from one
-callback to the next (:func:`~pluto.bus.executor.keep_thread_state`); a reader stores the value and wakes its
-waiting threads as the last thing; a subscription queues it and hands its strand to an idle worker, woken outside
-the executor's lock; :meth:`StateReader.wait_for_update` takes the reader's lock once after its wake-up.
+The per-message path is short, because on a round trip (bench/bus.py) every Python step between a wake-up and the next
+one shows: a writer that is neither batching nor lock-stepped stamps and publishes under its lock and does its
+bookkeeping while the value travels; on a session that delivers locally (a fleet's, whose robots share it), a writer
+hands its value to the readers of its own session itself, on its own thread, and puts it to other sessions only (on a
+router, only while one reads the key: :class:`~pluto.bus.receivers.LocalDelivery`); the one Zenoh subscriber of an
+interface (:class:`_Tap`) parses the attachment and decodes the payload once, in place on Zenoh's thread, which keeps
+its Python thread state from one callback to the next (:func:`~pluto.bus.executor.keep_thread_state`); a reader stores
+the value and wakes its waiting threads as the last thing; a subscription queues it and hands its strand to an idle
+worker, woken outside the executor's lock; :meth:`StateReader.wait_for_update` takes the reader's lock once after its
+wake-up.
 
 The parts live by idea: the mark of a sample in :mod:`pluto.bus.wire`, writers in :mod:`pluto.bus.writer`, readers,
 subscriptions and the interface's one subscriber in :mod:`pluto.bus.receivers`, services and calls in
@@ -263,8 +264,8 @@ class Bus(RequestReply, Discovery):
         :class:`~pluto.bus.receivers.LocalSample`: ``key_expr``, ``payload``, ``attachment``, ``kind``). The
         callback must be quick (store and hand over). Stop with :meth:`release` or its ``undeclare``.
 
-        A plain Zenoh subscriber of the session would not hear this session's writers: they put to other sessions
-        only, and hand their values to their own session's readers themselves
+        On a session that delivers locally a plain Zenoh subscriber would not hear this session's writers: they put
+        to other sessions only, and hand their values to their own session's readers themselves
         (:class:`~pluto.bus.receivers.LocalDelivery`)."""
         self._check_open()
         subscriber = self.session.declare_subscriber(expr, on_zenoh_thread(callback))
