@@ -142,8 +142,9 @@ def test_robots_sharing_a_session_read_each_other_and_leave_it_one_by_one(bus: B
         second.close()
     # The session stays for the first robot.
     power = first.create_publisher(POWER)
+    seen_power = outside.create_reader(POWER, robot=first.robot)
     power.write(msgs.Power(voltage=12.0))
-    assert outside.create_reader(POWER, robot=first.robot).wait_for_value(5.0) == msgs.Power(voltage=12.0)
+    assert seen_power.wait_for_value(5.0) == msgs.Power(voltage=12.0)
     first.close()
     with pytest.raises(BusError, match="closed"):
         Bus(config, share=first)
