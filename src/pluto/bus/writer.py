@@ -136,9 +136,9 @@ class StateWriter(Generic[M]):
         self._skips = self._local is not None and bus.routes and not (reliable or self.command or batch)
         self.remote_puts = 0
         """Values (or batches) put to other sessions through Zenoh."""
-        self._matching: Any = None
+        self._matching_listener: Any = None
         if self._skips:
-            self._matching = self._publisher.declare_matching_listener(on_zenoh_thread(self._on_matching))
+            self._matching_listener = self._publisher.declare_matching_listener(on_zenoh_thread(self._on_matching))
         self._remote = not self._skips or _matching(self._publisher.matching_status)
         self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
         self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
@@ -221,7 +221,10 @@ class StateWriter(Generic[M]):
         """Whether another session reads the key now (Zenoh's matching status; under the lock, so an older look never
         overwrites a newer one)."""
         with self._lock, contextlib.suppress(zenoh.ZError):  # the writer closed meanwhile
-            self._remote = _matching(self._publisher.matching_status)
+            self._look_locked()
+
+    def _look_locked(self) -> None:
+        self._remote = _matching(self._publisher.matching_status)
 
     # rclpy's name for the same thing
     publish = write
@@ -279,7 +282,7 @@ class StateWriter(Generic[M]):
         # reach it (see __init__).
         with self._lock:
             if self._skips:
-                self._remote = _matching(self._publisher.matching_status)
+                self._look_locked()
             latest = self._latest
         with query:
             if latest is not None:
@@ -290,7 +293,8 @@ class StateWriter(Generic[M]):
         """Send what a batching writer holds, then stop publishing (idempotent)."""
         with contextlib.suppress(Exception):
             self.flush()
-        for entity in (self._matching, self._queryable, self._publisher, self._stepped_publisher, self._label_token):
+        entities = (self._matching_listener, self._queryable, self._publisher, self._stepped_publisher)
+        for entity in (*entities, self._label_token):
             if entity is None:
                 continue
             with contextlib.suppress(Exception):
