@@ -54,8 +54,14 @@ def register(subparsers: Subparsers) -> None:
         "--robots",
         type=int,
         metavar="N",
-        help="run a profile with the simulator for N robots of its world, each under its own name (default: the "
-        "profile's, 1)",
+        help="run a profile with the simulator for N robots of its world, each under its own name, each in a "
+        "process of its own (with --one-process, all in this one) (default: the profile's, 1)",
+    )
+    p.add_argument(
+        "--only",
+        metavar="ROBOT[,ROBOT...]",
+        help="of a profile for several robots, run only these robots here (in this process), the others running "
+        "elsewhere (another machine on the same bus, say); the first robot's leads the lock-step: start it first",
     )
     p.add_argument(
         "--set",
@@ -141,6 +147,8 @@ def up(args: argparse.Namespace) -> int:
             cmd += ["--set", setting]
         if args.robots is not None:
             cmd += ["--robots", str(args.robots)]
+        if args.only:
+            cmd += ["--only", args.only]
         log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
         process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
         if profile.robots > 1:
@@ -166,13 +174,21 @@ def up(args: argparse.Namespace) -> int:
                     raise LaunchError(f"{err}; {launcher.quote_log(log_path, 8)}") from None
         print(f"profile {profile.name} is up (supervisor pid {process.pid}); `pluto down` stops it")
         return 0
-    pid_file = profile_pid_file(robot, profile.name)
+    # some robots of a fleet (--only) have a pid file of their own: `pluto down fleet@pluto-2` stops them
+    up_name = f"{profile.name}@{args.only.replace(',', '+')}" if args.only else profile.name
+    pid_file = profile_pid_file(robot, up_name)
     if launcher.read_pid(Path(pid_file)) is not None:
-        raise LaunchError(f"profile {profile.name} is already up for robot {robot}; `pluto down {profile.name}`")
+        raise LaunchError(f"profile {up_name} is already up for robot {robot}; `pluto down {up_name}`")
     if profile.robots > 1:
-        _up_fleet(profile, config, Path(pid_file), args.timeout)
+        if args.one_process or args.only:
+            only = [name.strip() for name in args.only.split(",")] if args.only else None
+            _up_fleet(profile, config, Path(pid_file), args.timeout, only)
+        else:
+            _up_robot_processes(profile, config, Path(pid_file), args.timeout, parse_overrides(args.set))
         print(f"profile {profile.name} is down")
         return 0
+    if args.only:
+        raise LaunchError(f"--only names robots of a profile for several: {profile.name} runs one (try --robots N)")
     with stop_on_signals() as stop, Bus(config.bus) as bus:
         supervisor = Supervisor(
             bus,
@@ -202,9 +218,44 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float) -> None:
-    """Run ``profile`` for its robots (:class:`pluto.sim.fleet.Fleet`) in the foreground until Ctrl-C or
-    ``pluto down``."""
+def _up_robot_processes(
+    profile: Profile, config: Config, pid_file: Path, timeout: float, overrides: dict[str, dict[str, Any]]
+) -> None:
+    """Run ``profile`` for its robots, a process each (:class:`pluto.sim.robot_processes.RobotProcesses`), in the
+    foreground until Ctrl-C or ``pluto down``."""
+    from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
+    from pluto.sim.robot_processes import RobotProcesses
+
+    with stop_on_signals() as stop:
+        robots = RobotProcesses(
+            profile,
+            config,
+            overrides=overrides,
+            startup_timeout=timeout,
+            progress=lambda name, number, total: _starting(name, number, total, timeout),
+            notice=say,
+        )
+        pid_file.write_text(f"{os.getpid()}\n")
+        try:
+            with interruptible(stop):
+                robots.start()
+            print(
+                f"profile {profile.name} is up for {len(robots.names)} robots in one lock-step, a process each: "
+                f"{', '.join(robots.names)}, each running {', '.join(e.name for e in profile.entries)} "
+                "(`pluto mom --all-robots` lists them; Ctrl-C or `pluto down` stops them)",
+                flush=True,
+            )
+            stop.wait()
+        except Interrupted:
+            pass
+        finally:
+            robots.shutdown()
+            pid_file.unlink(missing_ok=True)
+
+
+def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float, only: list[str] | None) -> None:
+    """Run ``profile`` for its robots (or ``only`` these of them) in this process (:class:`pluto.sim.fleet.Fleet`)
+    in the foreground until Ctrl-C or ``pluto down``."""
     from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
     from pluto.sim.fleet import Fleet
 
@@ -212,6 +263,7 @@ def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float) 
         fleet = Fleet(
             profile,
             config,
+            only=only,
             startup_timeout=timeout,
             progress=lambda name, number, total: _starting(name, number, total, timeout),
             notice=say,

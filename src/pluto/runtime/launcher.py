@@ -117,17 +117,17 @@ def module_command(
     if config:
         cmd += ["--config", config]
     for key, value in (params or {}).items():
-        cmd += ["-p", f"{key}={_toml_value(value)}"]
+        cmd += ["-p", f"{key}={toml_value(value)}"]
     return cmd
 
 
-def _toml_value(value: object) -> str:
+def toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     return repr(value)
 
 

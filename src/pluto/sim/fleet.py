@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -49,6 +49,7 @@ from pluto.errors import LaunchError
 from pluto.runtime.config import Config, build_params
 from pluto.runtime.launcher import wait_publishing
 from pluto.runtime.module import Module
+from pluto.runtime.persist import restarted
 from pluto.runtime.profiles import Profile, ProfileEntry
 from pluto.runtime.runner import instantiate
 from pluto.sim.module import SimModule, SimParams
@@ -87,6 +88,9 @@ class Fleet:
         startup_timeout: s each module has to start publishing.
         progress: told ``(name, number, total)`` as each module starts (``<robot>/<module>``, from 1).
         notice: told a line now and then while a slow module starts.
+        only: the robots (names) this process runs, the others running in other processes (one process per robot:
+            :class:`RobotProcesses`); None: every robot. The process that runs the first robot leads the lock-step;
+            start it first.
 
     Raises:
         LaunchError: the profile has no ``sim`` module.
@@ -102,6 +106,7 @@ class Fleet:
         startup_timeout: float = 20.0,
         progress: Callable[[str, int, int], None] | None = None,
         notice: Callable[[str], None] | None = None,
+        only: Sequence[str] | None = None,
     ) -> None:
         self.profile = profile
         self.config = config
@@ -110,7 +115,12 @@ class Fleet:
         self.notice = notice
         self.sim_entry = _sim_entry(profile)
         self.robots = fleet_robots(profile, robots or profile.robots, config.bus.robot)
-        """The robots, in order: names, starts and radii."""
+        """The robots of the simulation, in order: names, starts and radii."""
+        every = [str(r.name) for r in self.robots]
+        if only is not None and (unknown := [r for r in only if r not in every]):
+            raise LaunchError(f"robot {unknown[0]} is not one of the simulation's ({', '.join(every)})")
+        self.local = [r for r in every if only is None or r in only]
+        """The robots this process runs, in order."""
         self.buses: dict[str, Bus] = {}
         """Each robot's bus, by robot name."""
         self.sims: list[SimModule] = []
@@ -119,18 +129,24 @@ class Fleet:
         """Each robot's other modules, by robot name, in start order."""
         params = {**config.module_table("sim"), **self.sim_entry.spec.params}
         self.sim_params = build_params(SimParams, params, where="parameters of sim")
-        if self.sim_params.lockstepped:
+        if self.sim_params.lockstepped and not restarted():
+            # the time is held while the modules start; a leader started again after a crash goes on at once
             self.sim_params = msgspec.structs.replace(self.sim_params, paused=True)
 
     @property
     def names(self) -> list[str]:
-        """The robot names, in order."""
-        return [str(r.name) for r in self.robots]
+        """The names of the robots this process runs, in order."""
+        return self.local
 
     @property
-    def leader(self) -> SimModule:
-        """The first robot's simulator, which runs the lock-step."""
-        return self.sims[0]
+    def leads(self) -> bool:
+        """This process runs the first robot, whose simulator leads the lock-step."""
+        return self.local[:1] == [str(self.robots[0].name)]
+
+    @property
+    def leader(self) -> SimModule | None:
+        """The first robot's simulator, which runs the lock-step; None if it runs in another process."""
+        return self.sims[0] if self.sims and self.leads else None
 
     def start(self, resume: bool = True) -> None:
         """Start every robot's simulator, then each module of the profile for every robot in turn, each after its
@@ -151,11 +167,19 @@ class Fleet:
             entries = [e for e in self.profile.entries if e.name != "sim"]
             total = len(self.robots) * (len(entries) + 1)
             number = 0
+            first_robot = str(self.robots[0].name)
+            remote = [str(r.name) for r in self.robots if str(r.name) not in self.local]
             for robot in self.names:
                 number += 1
                 self._tell(f"{robot}/sim", number, total)
-                leader = self.sims[0] if self.sims else None
-                sim = SimModule(self.buses[robot], self.sim_params, fleet=self.robots, leader=leader)
+                leader: SimModule | str | None = self.leader if self.leads else first_robot
+                sim = SimModule(
+                    self.buses[robot],
+                    self.sim_params,
+                    fleet=self.robots,
+                    leader=leader,
+                    remote=remote if leader is None else (),
+                )
                 sim.start()
                 self.sims.append(sim)
                 self._wait(robot, self.sim_entry)
@@ -190,17 +214,19 @@ class Fleet:
         log.info("%s of %s is up", entry.name, robot)
 
     def resume(self) -> None:
-        """Let the time run (in lock-step it is held while the modules start)."""
-        if self.sims and self.leader.lockstep is not None:
-            self.leader.lockstep.resume()
+        """Let the time run (in lock-step it is held while the modules start; in the leader's process)."""
+        leader = self.leader
+        if leader is not None and leader.lockstep is not None:
+            leader.lockstep.resume()
 
     def shutdown(self) -> None:
         """Hold the time, stop every module, then the simulators, and close the buses (idempotent).
 
         The time is held first: a tick while the robots' modules go one by one would wait for the values of
         writers already gone (each wait bounded by the lock-step's frontier timeout)."""
-        if self.sims and self.leader.lockstep is not None:
-            self.leader.lockstep.pause()
+        leader = self.leader
+        if leader is not None and leader.lockstep is not None:
+            leader.lockstep.pause()
         for robot in reversed(self.names):
             for module in reversed(self.modules.get(robot, [])):
                 try:

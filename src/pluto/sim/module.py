@@ -174,7 +174,11 @@ class SimModule(Module[SimParams]):
         fleet: the robots of a simulation of several (:mod:`pluto.sim.fleet`), this bus's robot among them; empty
             for a lone robot.
         leader: the first robot's simulator, for another robot's (a follower: it shares the leader's run, time and
-            lock-step; start the leader first).
+            lock-step; start the leader first); or the first robot's name, for another robot's simulator in another
+            process (a remote follower: it mirrors the leader's ``Clock`` on its own robot's, and passes the
+            lock-step services on to the leader's).
+        remote: for the leader, the robots whose simulators run in other processes (remote followers): its
+            lock-step ticks their modules through Zenoh.
     """
 
     name = "sim"
@@ -190,15 +194,24 @@ class SimModule(Module[SimParams]):
         name: str | None = None,
         clock: Any = None,
         fleet: Sequence[RobotPlacement] = (),
-        leader: SimModule | None = None,
+        leader: SimModule | str | None = None,
+        remote: Sequence[str] = (),
     ) -> None:
         super().__init__(bus, params, name=name, clock=clock)
         if fleet and bus.robot not in {r.name for r in fleet}:
             raise ConfigError(
                 f"robot {bus.robot} is not one of the simulation's ({', '.join(str(r.name) for r in fleet)})"
             )
+        fleet_names = {str(r.name) for r in fleet}
+        strangers = [r for r in [*remote, *([leader] if isinstance(leader, str) else [])] if r not in fleet_names]
+        if strangers:
+            raise ConfigError(f"robot {strangers[0]} is not one of the simulation's ({', '.join(fleet_names)})")
+        if remote and leader is not None:
+            raise ConfigError("only the leading simulator ticks the robots of other processes")
         self.fleet = tuple(fleet)
         self.leader = leader
+        self.remote = tuple(remote)
+        self._leader_bus: Bus | None = None
 
     def on_configure(self) -> None:
         p = self.params
@@ -219,6 +232,9 @@ class SimModule(Module[SimParams]):
         self.clock_out: StateWriter[msgs.SimTime] = self.create_publisher(names.CLOCK)
         self.create_service("world", lambda _req: self.settings)
         self.lockstep: LockstepCoordinator | None = None
+        if isinstance(self.leader, str):
+            self._follow_remote(self.leader)
+            return
         if self.leader is not None:
             self._follow(self.leader)
             return
@@ -243,6 +259,8 @@ class SimModule(Module[SimParams]):
         self._wall_start: float | None = None
         if p.lockstepped:
             self.lockstep = LockstepCoordinator(self, p, fleet=bool(self.fleet))
+            for robot in self.remote:
+                self.lockstep.add_remote(robot)
             self._lockstep_services()
 
     def _follow(self, leader: SimModule) -> None:
@@ -256,6 +274,30 @@ class SimModule(Module[SimParams]):
             self.lockstep.add(self)
             self._lockstep_services()
 
+    def _follow_remote(self, leader: str) -> None:
+        """Take part in the simulation led by robot ``leader``'s simulator in another process: its ``Clock`` is this
+        robot's, and the lock-step services are its (its coordinator ticks this robot's modules through Zenoh)."""
+        self.run_id = 0
+        self.sim_time = 0.0
+        self.create_subscription(names.CLOCK, self._mirror_clock, msgs.SimTime, robot=leader)
+        if self.params.lockstepped:
+            self._leader_bus = Bus(msgspec.structs.replace(self.bus.config, robot=leader), share=self.bus)
+            for service in ("pause", "resume", "lockstep"):
+                self.create_service(service, self._pass_on(service))
+
+    def _mirror_clock(self, clock: msgs.SimTime) -> None:
+        self.run_id, self.sim_time = clock.run, clock.stamp
+        self.clock_out.write(clock)
+
+    def _pass_on(self, service: str) -> Any:
+        """A handler that calls the leader's ``sim/<service>`` and replies with its answer."""
+
+        def handler(_req: Any) -> Any:
+            assert self._leader_bus is not None
+            return self._leader_bus.call(f"sim/{service}", None, Any, timeout=5.0)
+
+        return handler
+
     def _lockstep_services(self) -> None:
         self.create_service("pause", lambda _req: self.lockstep.pause() if self.lockstep else False)
         self.create_service("resume", lambda _req: self.lockstep.resume() if self.lockstep else False)
@@ -263,6 +305,8 @@ class SimModule(Module[SimParams]):
 
     def step(self, now: float) -> None:
         p = self.params
+        if isinstance(self.leader, str):
+            return  # a remote follower mirrors the leader's Clock as it comes
         if self.leader is not None:  # a follower on the free-running clock: the leader's time
             self.sim_time = self.leader.sim_time
             self.clock_out.write(msgs.SimTime(stamp=self.sim_time, rate=p.speed, run=self.run_id))
@@ -286,7 +330,9 @@ class SimModule(Module[SimParams]):
         self.continuation.save(state, state.stamp, self.run_id)
 
     def _loop(self) -> None:
-        if self.lockstep is None:
+        if isinstance(self.leader, str):
+            self._stop_step.wait()  # the leader's Clock comes to _mirror_clock
+        elif self.lockstep is None:
             super()._loop()
         elif self.leader is None:
             self.lockstep.run(self._stop_step)
@@ -294,6 +340,9 @@ class SimModule(Module[SimParams]):
             self._stop_step.wait()  # the leader's loop ticks for every robot
 
     def on_shutdown(self) -> None:
+        if self._leader_bus is not None:
+            self._leader_bus.close()
+            self._leader_bus = None
         if self.lockstep is None:
             return
         if self.leader is None:
@@ -327,9 +376,11 @@ class _Link:
     acks: Any
     members: Any
     bus: Bus
+    sim: SimModule | None
+    """The robot's simulator in this process; None for a robot whose simulator runs in another process."""
 
     def close(self) -> None:
-        if self.bus.lockstep_coordinator is not None:
+        if self.sim is not None and self.bus.lockstep_coordinator is not None:
             self.bus.lockstep_coordinator = None
         for entity in (self.members, self.acks, self.ticks):
             with contextlib.suppress(Exception):  # already gone with the session
@@ -370,46 +421,56 @@ class LockstepCoordinator:
         self._changed = False  # membership changed: the current tick goes out again
         self._last = LockstepTick(self.barrier.run, self.barrier.number, self.barrier.stamp)
         self._next_clock = self.barrier.stamp
-        self._links: dict[SimModule, _Link] = {}
+        self._links: dict[str, _Link] = {}  # by robot
         self._stop: threading.Event | None = None  # set by run() once its first tick is out: the loop runs
         self.add(sim)
 
     def add(self, sim: SimModule) -> None:
         """Tick the modules of ``sim``'s robot too (a robot of a simulation of several; its ``Clock`` follows)."""
-        bus = sim.bus
-        robot = bus.robot
+        self._attach(sim.bus.robot, sim.bus, sim)
+
+    def add_remote(self, robot: str) -> None:
+        """Tick the modules of ``robot`` too, whose simulator runs in another process (a follower there, which
+        mirrors the leader's ``Clock``): its ticks, acknowledgements and members go through Zenoh only."""
+        self._attach(robot, self.sim.bus, None)
+
+    def _attach(self, robot: str, bus: Bus, sim: SimModule | None) -> None:
+        prefix = f"pluto/{robot}"
         # Zenoh carries the ticks to other processes; this process's gate on the bus gets them by a call (_put).
         ticks = bus.session.declare_publisher(
-            bus.key_raw(TICK_KEY),
+            f"{prefix}/{TICK_KEY}",
             congestion_control=zenoh.CongestionControl.BLOCK,
             express=True,
             allowed_destination=zenoh.Locality.REMOTE,
         )
         acks = bus.session.declare_subscriber(
-            bus.key_raw(ACK_KEY), on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
+            f"{prefix}/{ACK_KEY}", on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
         )
         members = bus.session.liveliness().declare_subscriber(
-            bus.key_raw(f"{MEMBER_KEY}/**"),
+            f"{prefix}/{MEMBER_KEY}/**",
             on_zenoh_thread(lambda sample: self._on_member(sample, robot)),
             history=True,
         )
         with self._cond:
-            self._links[sim] = _Link(robot, ticks, acks, members, bus)
-            bus.lockstep_coordinator = lambda ack: self._take_ack(ack, robot, direct=True)
+            self._links[robot] = _Link(robot, ticks, acks, members, bus, sim)
+            if sim is not None:
+                bus.lockstep_coordinator = lambda ack: self._take_ack(ack, robot, direct=True)
             self._changed = True  # the current tick goes out again, to this robot too
             self._cond.notify_all()
 
     def remove(self, sim: SimModule) -> None:
         """Stop ticking the modules of ``sim``'s robot (its simulator stops)."""
         with self._cond:
-            link = self._links.pop(sim, None)
-            if link is not None and self.fleet:
+            link = self._links.get(sim.bus.robot)
+            if link is None or link.sim is not sim:
+                return
+            del self._links[sim.bus.robot]
+            if self.fleet:
                 for member in [m for m in self.barrier.members if m.startswith(f"{link.robot}/")]:
                     self.barrier.leave(member)
                 self._changed = True
                 self._cond.notify_all()
-        if link is not None:
-            link.close()
+        link.close()
 
     def _member(self, robot: str, name: str) -> str:
         """The barrier's name of module ``name`` of ``robot``."""
@@ -506,13 +567,13 @@ class LockstepCoordinator:
         for link in self._links.values():
             link.ticks.put(data)
         for link in list(self._links.values()):
-            gate = link.bus.gate
+            gate = link.bus.gate if link.sim is not None else None
             if gate is not None:
                 gate.take_tick(tick)
 
     def _publish(self, tick: LockstepTick) -> None:
         self.sim.promise(tick.stamp, tick.number)
-        sims = list(self._links)
+        sims = [link.sim for link in self._links.values() if link.sim is not None]
         for sim in sims:
             sim.sim_time = tick.stamp
         # Members follow the ticks; ``Clock`` is for everyone else (tools, logs), so it need not come at every tick.
