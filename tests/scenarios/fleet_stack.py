@@ -1,17 +1,21 @@
-"""Several robots in one simulated world, in lock-step, for scenario tests: a :class:`~pluto.sim.fleet.Fleet` with the
-time held while the test adds its modules, scripts and collectors to the robots it names (see
-:mod:`tests.scenarios.stack` for the one-robot version and how scripts act at simulated times)."""
+"""Several robots in one simulated world, in lock-step, for scenario tests: a :class:`~pluto.sim.fleet.Fleet` (every
+robot in this process), or :class:`~pluto.sim.robot_processes.RobotProcesses` (a process per robot), with the time
+held while the test adds its modules, scripts and collectors to the robots it names (see :mod:`tests.scenarios.stack`
+for the one-robot version and how scripts act at simulated times)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from pluto import msgs
 from pluto.bus import Bus
 from pluto.runtime.config import Config
 from pluto.runtime.module import Module
-from pluto.runtime.profiles import Profile, with_params
+from pluto.runtime.profiles import Profile, load_profile, with_params, with_robots
 from pluto.sim.fleet import Fleet
+from pluto.sim.robot_processes import RobotProcesses
 from tests.scenarios.stack import Collector, LockstepBase
 
 
@@ -57,3 +61,59 @@ class FleetLockstep(LockstepBase):
         if self.fleet is not None:
             self.fleet.shutdown()
             self.fleet = None
+
+
+class ProcessesLockstep(LockstepBase):
+    """A profile run for several robots in lock-step, a process per robot
+    (:class:`~pluto.sim.robot_processes.RobotProcesses`); the test's modules, scripts and collectors run in this
+    process, on a bus per robot."""
+
+    _not_started = "start the robots first"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processes: RobotProcesses | None = None
+        self.buses: dict[str, Bus] = {}
+
+    def start(
+        self, profile: str, robots: int, *, seed: int = 0, rate: float | str = "max", **sim: Any
+    ) -> RobotProcesses:
+        """Start profile ``profile`` (a name or a ``.toml`` path) for ``robots`` robots of its world (``sim``
+        parameters replaced), a process each, the time held at 0."""
+        overrides = {"sim": {"lockstep": True, "rate": rate, "seed": seed, **sim}}
+        config = Config()
+        self.processes = RobotProcesses(
+            with_robots(load_profile(profile, overrides), robots), config, overrides=overrides
+        )
+        self.processes.start(resume=False)
+        for name in self.processes.names:
+            self.buses[name] = Bus(msgspec.structs.replace(config.bus, robot=name))
+        return self.processes
+
+    def bus(self, robot: str) -> Bus:
+        assert self.processes is not None, self._not_started
+        return self.buses[robot]
+
+    def collect(self, robot: str, name: str, cls: type[msgs.Message]) -> Collector:
+        """Every value of one robot's interface ``name`` (made before :meth:`resume`: from before the time runs)."""
+        return self._keep(Collector(self.bus(robot), name, cls))
+
+    def members(self) -> set[str]:
+        """The modules the simulator waits for at each tick, as ``<robot>/<module>``."""
+        assert self.processes is not None
+        state: dict[str, Any] = self.processes.bus.call("sim/lockstep", None, dict, timeout=5.0)
+        return set(state["members"])
+
+    def _member(self, module: Module[Any]) -> str:
+        return f"{module.bus.robot}/{module.module_name}"
+
+    def _runner(self) -> RobotProcesses | None:
+        return self.processes
+
+    def _stop_runner(self) -> None:
+        if self.processes is not None:
+            self.processes.shutdown()
+            self.processes = None
+        for bus in self.buses.values():
+            bus.close()
+        self.buses = {}

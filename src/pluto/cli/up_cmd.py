@@ -77,6 +77,11 @@ def register(subparsers: Subparsers) -> None:
         "a few cm off the map, glass, clutter, lost echoes, wheel slips); same as --set sim.noise=PROFILE",
     )
     p.add_argument("--seed", type=int, help="seed of the simulator's noise; same as --set sim.seed=N")
+    p.add_argument(
+        "--paused",
+        action="store_true",
+        help="a simulator in lock-step holds the time at 0 once everything is up, until `pluto call sim/resume`",
+    )
 
     p = add_parser(
         subparsers,
@@ -149,6 +154,8 @@ def up(args: argparse.Namespace) -> int:
             cmd += ["--robots", str(args.robots)]
         if args.only:
             cmd += ["--only", args.only]
+        if args.paused:
+            cmd.append("--paused")
         log_path = launcher.runtime_dir(robot) / f"profile-{profile.name}.log"
         process = launcher.spawn(cmd, log_path, env=launcher.bus_environment(config.bus))
         if profile.robots > 1:
@@ -182,9 +189,10 @@ def up(args: argparse.Namespace) -> int:
     if profile.robots > 1:
         if args.one_process or args.only:
             only = [name.strip() for name in args.only.split(",")] if args.only else None
-            _up_fleet(profile, config, Path(pid_file), args.timeout, only)
+            _up_fleet(profile, config, Path(pid_file), args.timeout, only, args.paused)
         else:
-            _up_robot_processes(profile, config, Path(pid_file), args.timeout, parse_overrides(args.set))
+            overrides = parse_overrides(args.set)
+            _up_robot_processes(profile, config, Path(pid_file), args.timeout, overrides, args.paused)
         print(f"profile {profile.name} is down")
         return 0
     if args.only:
@@ -202,7 +210,7 @@ def up(args: argparse.Namespace) -> int:
         Path(pid_file).write_text(f"{os.getpid()}\n")
         try:
             with interruptible(stop):  # a Ctrl-C while the modules start stops them there
-                supervisor.start()
+                supervisor.start(resume=not args.paused)
             print(
                 f"profile {profile.name} is up: {', '.join(e.name for e in profile.entries)} "
                 f"(Ctrl-C or `pluto down` stops it)",
@@ -219,7 +227,12 @@ def up(args: argparse.Namespace) -> int:
 
 
 def _up_robot_processes(
-    profile: Profile, config: Config, pid_file: Path, timeout: float, overrides: dict[str, dict[str, Any]]
+    profile: Profile,
+    config: Config,
+    pid_file: Path,
+    timeout: float,
+    overrides: dict[str, dict[str, Any]],
+    paused: bool,
 ) -> None:
     """Run ``profile`` for its robots, a process each (:class:`pluto.sim.robot_processes.RobotProcesses`), in the
     foreground until Ctrl-C or ``pluto down``."""
@@ -238,7 +251,7 @@ def _up_robot_processes(
         pid_file.write_text(f"{os.getpid()}\n")
         try:
             with interruptible(stop):
-                robots.start()
+                robots.start(resume=not paused)
             print(
                 f"profile {profile.name} is up for {len(robots.names)} robots in one lock-step, a process each: "
                 f"{', '.join(robots.names)}, each running {', '.join(e.name for e in profile.entries)} "
@@ -253,7 +266,9 @@ def _up_robot_processes(
             pid_file.unlink(missing_ok=True)
 
 
-def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float, only: list[str] | None) -> None:
+def _up_fleet(
+    profile: Profile, config: Config, pid_file: Path, timeout: float, only: list[str] | None, paused: bool
+) -> None:
     """Run ``profile`` for its robots (or ``only`` these of them) in this process (:class:`pluto.sim.fleet.Fleet`)
     in the foreground until Ctrl-C or ``pluto down``."""
     from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
@@ -271,7 +286,7 @@ def _up_fleet(profile: Profile, config: Config, pid_file: Path, timeout: float, 
         pid_file.write_text(f"{os.getpid()}\n")
         try:
             with interruptible(stop):
-                fleet.start()
+                fleet.start(resume=not paused)
             print(
                 f"profile {profile.name} is up for {len(fleet.names)} robots in one lock-step: "
                 f"{', '.join(fleet.names)}, each running {', '.join(e.name for e in profile.entries)} "

@@ -117,7 +117,8 @@ class RobotProcesses:
         """The command line of ``robot``'s process."""
         source = str(self.profile.path) if self.profile.path else self.profile.name
         cmd = [sys.executable, "-m", "pluto", "up", source, "--robots", str(self.count)]
-        cmd += ["--only", robot, "--one-process", "--timeout", f"{self.startup_timeout:g}"]
+        # the time is held until every robot is up (resume)
+        cmd += ["--only", robot, "--one-process", "--paused", "--timeout", f"{self.startup_timeout:g}"]
         if self.config.path:
             cmd += ["--config", str(self.config.path)]
         for module, params in self.overrides.items():
