@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -129,6 +130,24 @@ def test_module_command_passes_parameters_as_toml() -> None:
         "-p",
         'label="a \\"b\\""',
     ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        True,
+        -3,
+        0.1,
+        1e-300,
+        float("inf"),
+        "",
+        'a "quoted" \\ back\nslash\ttab\x00nul\x7fdel é',
+        [1, "x", [2.5]],
+        {"laser_range_std": 0.02, "a key with spaces": "v", "nested": {"k": [True]}},
+    ],
+)
+def test_a_parameter_written_as_toml_reads_back_the_same(value: object) -> None:
+    assert tomllib.loads(f"v = {launcher.toml_value(value)}")["v"] == value
 
 
 def test_a_spawned_module_process_gets_one_thread_per_numerical_library(

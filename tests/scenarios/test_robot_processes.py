@@ -87,9 +87,7 @@ def test_a_process_per_robot_gives_the_same_run_as_one_process(world: str, profi
         assert math.hypot(x - gx, y - gy) < 0.6, (robot, x, y)
 
 
-def test_a_robot_whose_process_dies_comes_back_where_it_was_while_the_other_goes_on(
-    world: str, profile: Path
-) -> None:
+def test_a_robot_whose_process_dies_comes_back_where_it_was_while_the_other_goes_on(world: str, profile: Path) -> None:
     # At twice real time: a module saves its state at most every 0.2 s of wall time (pluto.runtime.persist), so the
     # state a restart finds is at most 0.4 simulated seconds old (0.24 m at the moveto's 0.6 m/s).
     with ProcessesLockstep() as stack:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shlex
@@ -122,12 +123,16 @@ def module_command(
 
 
 def toml_value(value: object) -> str:
+    """``value`` (a parameter's) written as a TOML value, as a command line's ``-p`` or ``--set`` reads it back."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        # a JSON string is a TOML basic string, escapes included, once DEL (which TOML wants escaped) is
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
