@@ -65,6 +65,8 @@ def test_a_process_per_robot_gives_the_same_run_as_one_process(world: str, profi
         assert all(state.startswith("running") for state in processes.status().values()), processes.status()
         pids = {robot.process.pid for robot in processes.robots.values() if robot.process is not None}
         assert len(pids) == 2 and os.getpid() not in pids
+        # `pluto down` finds the robots' processes through the one that started them, not each of their own
+        assert not list(processes.log_dir.glob("profile-*.pid")), list(processes.log_dir.iterdir())
         truths, scripts = run_two(stack)
         apart = {robot: collector.snapshot() for robot, collector in truths.items()}
         ends = [s.finished_at for s in scripts]

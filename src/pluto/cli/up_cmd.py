@@ -189,7 +189,9 @@ def up(args: argparse.Namespace) -> int:
     if profile.robots > 1:
         if args.one_process or args.only:
             only = [name.strip() for name in args.only.split(",")] if args.only else None
-            _up_fleet(profile, config, Path(pid_file), args.timeout, only, args.paused)
+            # a robot's process of a `pluto up` with a process per robot: `pluto down` stops that one, which stops it
+            supervised = launcher.ends_with_parent()
+            _up_fleet(profile, config, None if supervised else Path(pid_file), args.timeout, only, args.paused)
         else:
             overrides = parse_overrides(args.set)
             _up_robot_processes(profile, config, Path(pid_file), args.timeout, overrides, args.paused)
@@ -267,7 +269,7 @@ def _up_robot_processes(
 
 
 def _up_fleet(
-    profile: Profile, config: Config, pid_file: Path, timeout: float, only: list[str] | None, paused: bool
+    profile: Profile, config: Config, pid_file: Path | None, timeout: float, only: list[str] | None, paused: bool
 ) -> None:
     """Run ``profile`` for its robots (or ``only`` these of them) in this process (:class:`pluto.sim.fleet.Fleet`)
     in the foreground until Ctrl-C or ``pluto down``."""
@@ -283,7 +285,8 @@ def _up_fleet(
             progress=lambda name, number, total: _starting(name, number, total, timeout),
             notice=say,
         )
-        pid_file.write_text(f"{os.getpid()}\n")
+        if pid_file is not None:
+            pid_file.write_text(f"{os.getpid()}\n")
         try:
             with interruptible(stop):
                 fleet.start(resume=not paused)
@@ -298,7 +301,8 @@ def _up_fleet(
             pass
         finally:
             fleet.shutdown()
-            pid_file.unlink(missing_ok=True)
+            if pid_file is not None:
+                pid_file.unlink(missing_ok=True)
 
 
 def _wait_fleet(profile: Profile, config: Config, process: Any, log_path: Path, timeout: float) -> None:

@@ -201,13 +201,22 @@ def spawn(
         )
 
 
+_parent: int | None = None
+
+
+def ends_with_parent() -> bool:
+    """This process ends with the process that started it (:func:`end_with_parent` found it told so)."""
+    return _parent is not None
+
+
 def end_with_parent() -> None:
     """In a process started with ``spawn(..., with_parent=True)``: stop (as on SIGTERM) when the parent ends, so a
     supervisor that is killed leaves no modules running. A watcher thread checks the parent twice a second."""
+    global _parent
     parent = os.environ.pop(PARENT_ENV, "")
     if not parent.isdigit():
         return
-    pid = int(parent)
+    _parent = pid = int(parent)
 
     def watch() -> None:
         while os.getppid() == pid:
