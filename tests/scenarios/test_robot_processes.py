@@ -1,5 +1,7 @@
 """Several robots in one world, a process per robot (:mod:`pluto.sim.robot_processes`): the same run as with every
-robot in one process, and a robot whose process dies comes back where it was while the others go on.
+robot in one process; a robot whose process dies comes back where it was while the others go on; when the leading
+robot's process (whose simulator runs the lock-step) dies, the time stands still until it is back, then goes on in
+the same run.
 
 The stack is the ``mission`` profile without the pose module for two robots of the office (its visitor removed):
 robot 1 is sent to the lobby and robot 2 into room N4 with moveto, by scripts in this process.
@@ -7,6 +9,7 @@ robot 1 is sent to the lobby and robot 2 into room N4 with moveto, by scripts in
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -126,3 +129,44 @@ def test_a_robot_whose_process_dies_comes_back_where_it_was_while_the_other_goes
     # The robot that died came back where it was, not at its start.
     assert math.hypot(back.x - killed_at.x, back.y - killed_at.y) < 0.4, (killed_at, back)
     assert math.hypot(back.x - start.x, back.y - start.y) > 1.0, (start, back)
+
+
+def test_when_the_leading_robot_process_dies_the_time_stalls_and_goes_on_once_it_is_back(
+    world: str, profile: Path
+) -> None:
+    with ProcessesLockstep() as stack:
+        processes = stack.start(str(profile), 2, world=world, seed=4, rate=2.0)
+        first, second = processes.names
+        truths = {r: stack.collect(r, "Sim/Truth", msgs.Odometry) for r in processes.names}
+        clock = stack.collect(second, "Clock", msgs.SimTime)
+        scripts = [stack.add(moveto_script(stack, robot, GOALS[i][0])) for i, robot in enumerate((first, second), 1)]  # type: ignore[arg-type]
+        stack.resume()
+        start = truths[first].wait_for(lambda t: True, timeout=HANG)
+        truths[first].wait_for(lambda t: math.hypot(t.x - start.x, t.y - start.y) > 1.5, timeout=HANG)
+        leader = processes.robots[first].process
+        assert leader is not None
+        os.kill(leader.pid, signal.SIGKILL)
+        killed_at = truths[first].snapshot()[-1]
+        other_at = truths[second].snapshot()[-1]
+        wait_until(
+            lambda: processes.robots[first].restarts == 1 and f"{first}/base" in stack.members(),
+            timeout=HANG,
+            message=f"{first} comes back and leads again",
+        )
+        back = truths[first].wait_for(lambda t: t.stamp > killed_at.stamp + 0.5, timeout=HANG)
+        scripts[0].wait()
+        runs = {c.run for c in clock.snapshot() if c.run}
+
+    assert len(runs) == 1, runs  # the same run goes on: no new simulation
+    # the first robot came back where it was, and went on to its room
+    assert math.hypot(back.x - killed_at.x, back.y - killed_at.y) < 0.4, (killed_at, back)
+    (gx, gy), _ = GOALS[1]
+    assert scripts[0].finished_at is not None and scripts[0].finished_at < LIMIT
+    end = truths[first].until(scripts[0].finished_at)[-1]
+    assert math.hypot(end.x - gx, end.y - gy) < 0.6, end
+    # the second robot did not move while the time stood still, nor jump when it went on, and went on moving
+    after = [t for t in truths[second].snapshot() if t.stamp > other_at.stamp]
+    assert len(after) > 20, (other_at, after)
+    steps = [math.hypot(b.x - a.x, b.y - a.y) for a, b in itertools.pairwise([other_at, *after])]
+    assert max(steps) < 0.1, max(steps)  # 0.6 m/s at most, 20 values a simulated second
+    assert math.hypot(after[-1].x - other_at.x, after[-1].y - other_at.y) > 1.0, (other_at, after[-1])
