@@ -10,7 +10,9 @@ the same seed gives the same poses, however the processes are scheduled.
 :class:`RobotProcesses` starts the processes, the leader's first, each after the one before it has every module
 publishing; holds the time until all are up; watches them: a robot process that ends is started again, and its
 modules go on from the state they saved (:mod:`pluto.runtime.persist`), its simulated body where it was; one that
-crashes too often is given up, and the others go on. Stopping holds the time first, then ends the processes, the
+crashes too often is given up, and the others go on. While the leader's process is away the time stands still (no
+tick comes); started again, its simulator goes on with the same run from the time it saved, and the others' modules
+with it. Stopping holds the time first, then ends the processes, the
 leader's last.
 
 Robots of one world may also run on several machines: ``pluto up fleet --robots 3 --only pluto-2`` on one,
