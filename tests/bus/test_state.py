@@ -602,3 +602,43 @@ def test_creating_on_a_closed_bus_raises_bus_error(make_bus: MakeBus, create: st
             closed.create_service("a/service", print)
         else:
             closed.declare_module("m")
+
+
+def test_a_value_written_once_by_a_session_that_just_joined_reaches_a_reader_made_at_once(
+    bus: Bus, make_bus: MakeBus
+) -> None:
+    """The writer's session is not known yet to the reader's when the reader asks for the current value, and the
+    writer wrote before it knew of the reader's subscriber: the reader asks again when the writer becomes known."""
+    reader_bus = make_bus()
+    reader_bus.settle()
+    for i in range(8):
+        name = f"Test/Once{i}"
+        with open_bus() as joined:
+            joined.create_publisher(name, msgs.Odometry).write(msgs.Odometry(x=float(i)))
+            reader = reader_bus.create_reader(name, msgs.Odometry, fetch_timeout=0.5)
+            got: list[msgs.Odometry] = []
+            subscription = reader_bus.create_subscription(name, got.append, msgs.Odometry)
+            assert reader.wait_for_value(timeout=5.0) == msgs.Odometry(x=float(i)), i
+            wait_until(lambda got=got: bool(got), timeout=5.0, message=f"the subscription gets value {i}")
+            assert got == [msgs.Odometry(x=float(i))]
+            reader_bus.release(reader)
+            reader_bus.release(subscription)
+
+
+def test_a_reader_whose_writer_comes_later_takes_the_live_value_and_leaves_nothing_behind(
+    bus: Bus, make_bus: MakeBus
+) -> None:
+    other = make_bus()
+    reader = other.create_reader(ODOM, fetch_timeout=0.2)
+    assert reader.read() is None and reader._late is not None  # waiting for a writer to ask again
+    writer = bus.create_publisher(ODOM)
+    writer.write(msgs.Odometry(x=1.0))
+    assert reader.wait_for_value(timeout=5.0) == msgs.Odometry(x=1.0)
+    wait_until(lambda: reader._late is None or reader._late._closed, timeout=5.0, message="the second query is over")
+    writer.write(msgs.Odometry(x=2.0))
+    assert reader.wait_for_update(timeout=5.0) == msgs.Odometry(x=2.0)
+    never = other.create_reader("Test/Nobody", msgs.Odometry, fetch_timeout=0.1)
+    late = never._late
+    assert late is not None and not late._closed
+    other.release(never)
+    assert late._closed  # its querier and listener went with it

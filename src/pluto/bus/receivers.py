@@ -34,7 +34,7 @@ from pluto.bus.counters import _DropCounter, _Meter
 from pluto.bus.executor import ZENOH_THREAD, Executor, Strand, keep_thread_state, on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
 from pluto.bus.wire import _ATTACHMENT, _NO_MARK, BATCH, COMMAND, LOCKSTEPPED, write_mark
-from pluto.bus.zenoh_setup import zenoh_reason
+from pluto.bus.zenoh_setup import matching, zenoh_reason
 from pluto.errors import BusError, BusTimeout, DecodeError
 
 log = logging.getLogger("pluto.bus")
@@ -112,6 +112,7 @@ class _Receiver(abc.ABC, Generic[M]):
         self.seen: dict[int, int] = {}  # writer id -> newest sequence number received (for lock-step)
         self.heard: dict[int, float] = {}  # writer id -> wall-clock time its newest value arrived
         self.closed = False
+        self._late: _LateQuery | None = None  # a second query for the current value, waiting for a writer
 
     WRITERS_KEPT = 32
     """Writer ids :attr:`heard` remembers at most (the oldest are forgotten first)."""
@@ -201,9 +202,19 @@ class _Receiver(abc.ABC, Generic[M]):
         return True
 
     def fetch_current(self, timeout: float) -> M | None:
-        """Ask the writers for the current value; return the newest good one, or None (always for a command)."""
+        """Ask the writers for the current value; return the newest good one, or None (always for a command).
+
+        When none answers, the receiver asks once more as soon as a writer of its interface becomes known to this
+        session (:meth:`_ask_again_when_a_writer_comes`), and takes the value it gets then (:meth:`_take_late`)
+        unless a newer one came meanwhile."""
         if self.max_age is not None:
             return None
+        value = self._query_current(timeout)
+        if value is None:
+            self._ask_again_when_a_writer_comes(timeout)
+        return value
+
+    def _query_current(self, timeout: float) -> M | None:
         best: tuple[float, M] | None = None
         self._bus.settle()
         try:
@@ -232,6 +243,97 @@ class _Receiver(abc.ABC, Generic[M]):
             return None
         self.last_write_time = best[0]
         return best[1]
+
+    def _ask_again_when_a_writer_comes(self, timeout: float) -> None:
+        """The query for the current value found none: ask again once a writer of this interface is known here.
+
+        A writer in a session that joined just before this receiver's query may not be known to this session yet
+        (its declarations are on their way), and a value it wrote before it heard of this receiver's subscriber
+        went to nobody here: without a second query, a value written once would never arrive. So a Zenoh querier
+        on the key watches for the writers' queryables (its matching status); when one is known (or already is),
+        the query goes again, once, from a thread of its own, and the querier goes. Not in a process whose modules
+        follow the lock-step, where values go with the ticks (:mod:`pluto.bus.lockstep`)."""
+        gate = self._bus.gate
+        if self.closed or (gate is not None and gate.active):
+            return
+        try:
+            querier = self._bus.session.declare_querier(self.key)
+        except zenoh.ZError:
+            return  # the session is closing
+        late = _LateQuery(self, querier, timeout)
+        self._late = late
+        try:
+            late.listen(querier.declare_matching_listener(on_zenoh_thread(late.on_matching)))
+            if matching(querier.matching_status):
+                late.start()
+        except zenoh.ZError:
+            late.close()
+
+    def _take_late(self, value: M) -> None:
+        """The current value a query found (at once, or a second query: :meth:`_ask_again_when_a_writer_comes`),
+        unless a live one came meanwhile."""
+
+    def _close_late(self) -> None:
+        late, self._late = self._late, None
+        if late is not None:
+            late.close()
+
+
+class _LateQuery:
+    """A receiver's second query for the current value, once a writer is known (see
+    :meth:`_Receiver._ask_again_when_a_writer_comes`)."""
+
+    def __init__(self, receiver: _Receiver[Any], querier: Any, timeout: float) -> None:
+        self.receiver = receiver
+        self.querier = querier
+        self.listener: Any = None
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._started = False
+        self._closed = False
+
+    def listen(self, listener: Any) -> None:
+        """Keep the matching listener (undeclared at once if the query is over already)."""
+        with self._lock:
+            self.listener = listener
+            over = self._closed
+        if over:
+            with contextlib.suppress(Exception):
+                listener.undeclare()
+
+    def on_matching(self, status: Any) -> None:
+        if status.matching:
+            self.start()
+
+    def start(self) -> None:
+        """Query again, once, from a thread of its own (not on Zenoh's, which the replies need)."""
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="pluto-late-query", daemon=True).start()
+
+    def _run(self) -> None:
+        receiver = self.receiver
+        try:
+            value = receiver._query_current(self.timeout)
+        except BusError:
+            value = None
+        finally:
+            self.close()
+        if value is not None and not receiver.closed:
+            receiver._take_late(value)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            listener = self.listener
+        for entity in (listener, self.querier):
+            if entity is not None:
+                with contextlib.suppress(Exception):  # gone with the session
+                    entity.undeclare()
 
 
 class _Tap:
@@ -458,10 +560,7 @@ class StateReader(_Receiver[M]):
         bus._attach(self)
         current = self.fetch_current(fetch_timeout)
         if current is not None:
-            with self._lock:
-                waiters = self._set(current) if self._value is None else []  # a live sample is newer
-            for waiter in waiters:
-                waiter.put(True)
+            self._take_late(current)
 
     def _set(self, value: M) -> list[queue.SimpleQueue[bool]]:
         """Store a new value (lock held); return the waiters to wake."""
@@ -608,9 +707,16 @@ class StateReader(_Receiver[M]):
                 return None
         return max(0.0, time.time() - self.last_write_time)
 
+    def _take_late(self, value: M) -> None:
+        with self._lock:
+            waiters = self._set(value) if self._value is None else []  # a live sample is newer
+        for waiter in waiters:
+            waiter.put(True)
+
     def close(self) -> None:
         """Stop receiving (idempotent)."""
         self.closed = True
+        self._close_late()
         self._bus._detach(self)
         if self._bus.gate is not None:
             self._bus.gate.forget(self)
@@ -651,9 +757,8 @@ class Subscription(_Receiver[M]):
         bus._attach(self)
         if current and not self.is_command:
             value = self.fetch_current(3.0)
-            if value is not None and not self.received:
-                self._pending.append((value, 0.0))
-                self._strand.schedule()
+            if value is not None:
+                self._take_late(value)
 
     @property
     def overflowed(self) -> int:
@@ -718,10 +823,16 @@ class Subscription(_Receiver[M]):
             except Exception:
                 log.exception("callback on %s failed", self.name)
 
+    def _take_late(self, value: M) -> None:
+        if not self.received:  # a live value is newer
+            self._pending.append((value, 0.0))
+            self._strand.schedule()
+
     def close(self) -> None:
         """Stop receiving (idempotent); waits for a callback in progress, unless called from that callback."""
         self._closed = True
         self.closed = True
+        self._close_late()
         self._bus._detach(self)
         if self._bus.gate is not None:
             self._bus.gate.forget(self)

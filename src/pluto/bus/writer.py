@@ -28,6 +28,7 @@ from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import LockstepGate
 from pluto.bus.receivers import LocalDelivery
 from pluto.bus.wire import _ARRAY16, _ATTACHMENT, BATCH, COMMAND, LOCKSTEPPED
+from pluto.bus.zenoh_setup import matching
 from pluto.errors import BusError
 
 log = logging.getLogger("pluto.bus")
@@ -139,7 +140,7 @@ class StateWriter(Generic[M]):
         self._matching_listener: Any = None
         if self._skips:
             self._matching_listener = self._publisher.declare_matching_listener(on_zenoh_thread(self._on_matching))
-        self._remote = not self._skips or _matching(self._publisher.matching_status)
+        self._remote = not self._skips or matching(self._publisher.matching_status)
         self._stepped_publisher: Any = None  # declared at the first write in lock-step (see write)
         self._queryable = bus.session.declare_queryable(self._key, on_zenoh_thread(self._on_query))
         # A program that is not a module names its writers, so MOM can tell who writes (see Bus.writer_label).
@@ -224,7 +225,7 @@ class StateWriter(Generic[M]):
             self._look_locked()
 
     def _look_locked(self) -> None:
-        self._remote = _matching(self._publisher.matching_status)
+        self._remote = matching(self._publisher.matching_status)
 
     # rclpy's name for the same thing
     publish = write
@@ -299,12 +300,6 @@ class StateWriter(Generic[M]):
                 continue
             with contextlib.suppress(Exception):
                 entity.undeclare()
-
-
-def _matching(status: Any) -> bool:
-    """Whether a publisher's matching status says a subscriber matches (zenoh-python's stubs call it a bool; it is a
-    ``MatchingStatus``)."""
-    return bool(getattr(status, "matching", status))
 
 
 class _Batcher:

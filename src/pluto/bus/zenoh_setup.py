@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from typing import Any
 
 import zenoh
 
@@ -58,3 +59,9 @@ def _start_zenoh_log() -> None:
         _zenoh_log_started = True
         with contextlib.suppress(Exception):
             zenoh.init_log_from_env_or(zenoh_log_filter(logging.getLogger("zenoh").getEffectiveLevel()))
+
+
+def matching(status: Any) -> bool:
+    """Whether a publisher's or a querier's matching status says that a subscriber or a queryable matches
+    (zenoh-python's stubs call it a bool; it is a ``MatchingStatus``)."""
+    return bool(getattr(status, "matching", status))
