@@ -33,7 +33,8 @@ def register(subparsers: Subparsers) -> None:
         "parameter for this run (the value is read as TOML, else taken as a string). --noise and --seed set\n"
         "the simulator's (sim.noise, sim.seed) in a profile that has one.\n\n"
         "example: pluto up sim\nexample: pluto up mission --noise realistic --seed 3\n"
-        "example: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000",
+        "example: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000\n"
+        "example: pluto up fleet --robots 5        (five robots of the office, a process each)",
     )
     p.add_argument("profile", metavar="PROFILE")
     p.add_argument(
