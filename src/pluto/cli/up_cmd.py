@@ -34,7 +34,7 @@ def register(subparsers: Subparsers) -> None:
         "the simulator's (sim.noise, sim.seed) in a profile that has one.\n\n"
         "example: pluto up sim\nexample: pluto up mission --noise realistic --seed 3\n"
         "example: pluto up robot --set base.port=/dev/ttyUSB1 --set sick.baud=500000\n"
-        "example: pluto up fleet --robots 5        (five robots of the office, a process each)",
+        "example: pluto up fleet --robots 4        (the four robots of the office, a process each)",
     )
     p.add_argument("profile", metavar="PROFILE")
     p.add_argument(
