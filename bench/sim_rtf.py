@@ -427,6 +427,32 @@ def run_free_running(wall_seconds: float) -> Measurement:
     return m
 
 
+def measure_run(
+    m: Measurement, now: Callable[[], float], resume: Callable[[], Any], seconds: float, stall: float
+) -> None:
+    """Let the time run (``resume``) and measure, into ``m``, the wall time, this process's CPU time and the simulated
+    time ``now`` gives until ``seconds`` of it have passed.
+
+    Raises:
+        RuntimeError: the simulated time stood still for ``stall`` wall seconds.
+    """
+    t0 = now()
+    cpu0, wall0 = own_cpu(), time.perf_counter()
+    resume()
+    last, last_progress = t0, wall0
+    while True:
+        time.sleep(POLL)
+        current = now()
+        wall = time.perf_counter()
+        if current >= t0 + seconds:
+            break
+        if current > last:
+            last, last_progress = current, wall
+        elif wall - last_progress > stall:
+            raise RuntimeError(f"simulated time stopped at {current:.2f} s")
+    m.wall, m.cpu, m.simulated = wall - wall0, own_cpu() - cpu0, current - t0
+
+
 def run_mission(world: World, seconds: float, one_process: bool) -> Measurement:
     """The mission profile in lock-step, as fast as it goes, for ``seconds`` of simulated time."""
     how = "one process" if one_process else "separate processes"
@@ -469,22 +495,8 @@ def measure_mission(m: Measurement, world: World, seconds: float, one_process: b
                 driver.start()
                 if not driver.first_sent.wait(5.0):
                     raise RuntimeError("could not send the first goto")
-                t0 = driver.now()
                 children0 = None if one_process else descendants_cpu()
-                cpu0, wall0 = own_cpu(), time.perf_counter()
-                bus.call("sim/resume")
-                last, last_progress = t0, wall0
-                while True:
-                    time.sleep(POLL)
-                    now = driver.now()
-                    wall = time.perf_counter()
-                    if now >= t0 + seconds:
-                        break
-                    if now > last:
-                        last, last_progress = now, wall
-                    elif wall - last_progress > 10.0:
-                        raise RuntimeError(f"simulated time stopped at {now:.2f} s")
-                m.wall, m.cpu, m.simulated = wall - wall0, own_cpu() - cpu0, now - t0
+                measure_run(m, driver.now, lambda: bus.call("sim/resume"), seconds, stall=10.0)
                 children1 = None if one_process else descendants_cpu()
                 pose = truth.read()
             finally:
@@ -588,22 +600,8 @@ def measure_fleet(m: Measurement, seconds: float, robots: int, per_robot: bool) 
                     driver.start()
                     if not driver.first_sent.wait(10.0):
                         raise RuntimeError("could not send the first gotos")
-                t0 = drivers[0].now()
                 children0 = descendants_cpu() if per_robot else None
-                cpu0, wall0 = own_cpu(), time.perf_counter()
-                runner.resume()
-                last, last_progress = t0, wall0
-                while True:
-                    time.sleep(POLL)
-                    now = drivers[0].now()
-                    wall = time.perf_counter()
-                    if now >= t0 + seconds:
-                        break
-                    if now > last:
-                        last, last_progress = now, wall
-                    elif wall - last_progress > 20.0:
-                        raise RuntimeError(f"simulated time stopped at {now:.2f} s")
-                m.wall, m.cpu, m.simulated = wall - wall0, own_cpu() - cpu0, now - t0
+                measure_run(m, drivers[0].now, runner.resume, seconds, stall=20.0)
                 children1 = descendants_cpu() if per_robot else None
             finally:
                 for driver in drivers:

@@ -192,10 +192,10 @@ def up(args: argparse.Namespace) -> int:
             only = [name.strip() for name in args.only.split(",")] if args.only else None
             # a robot's process of a `pluto up` with a process per robot: `pluto down` stops that one, which stops it
             supervised = launcher.ends_with_parent()
-            _up_fleet(profile, config, None if supervised else Path(pid_file), args.timeout, only, args.paused)
+            _up_fleet(profile, config, None if supervised else Path(pid_file), args.timeout, args.paused, only=only)
         else:
             overrides = parse_overrides(args.set)
-            _up_robot_processes(profile, config, Path(pid_file), args.timeout, overrides, args.paused)
+            _up_fleet(profile, config, Path(pid_file), args.timeout, args.paused, overrides=overrides)
         print(f"profile {profile.name} is down")
         return 0
     if args.only:
@@ -229,71 +229,43 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _up_robot_processes(
+def _up_fleet(
     profile: Profile,
     config: Config,
-    pid_file: Path,
+    pid_file: Path | None,
     timeout: float,
-    overrides: dict[str, dict[str, Any]],
     paused: bool,
+    *,
+    only: list[str] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Run ``profile`` for its robots, a process each (:class:`pluto.sim.robot_processes.RobotProcesses`), in the
-    foreground until Ctrl-C or ``pluto down``."""
-    from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
-    from pluto.sim.robot_processes import RobotProcesses
-
-    with stop_on_signals() as stop:
-        robots = RobotProcesses(
-            profile,
-            config,
-            overrides=overrides,
-            startup_timeout=timeout,
-            progress=lambda name, number, total: _starting(name, number, total, timeout),
-            notice=say,
-        )
-        pid_file.write_text(f"{os.getpid()}\n")
-        try:
-            with interruptible(stop):
-                robots.start(resume=not paused)
-            print(
-                f"profile {profile.name} is up for {len(robots.names)} robots in one lock-step, a process each: "
-                f"{', '.join(robots.names)}, each running {', '.join(e.name for e in profile.entries)} "
-                "(`pluto mom --all-robots` lists them; Ctrl-C or `pluto down` stops them)",
-                flush=True,
-            )
-            stop.wait()
-        except Interrupted:
-            pass
-        finally:
-            robots.shutdown()
-            pid_file.unlink(missing_ok=True)
-
-
-def _up_fleet(
-    profile: Profile, config: Config, pid_file: Path | None, timeout: float, only: list[str] | None, paused: bool
-) -> None:
-    """Run ``profile`` for its robots (or ``only`` these of them) in this process (:class:`pluto.sim.fleet.Fleet`)
-    in the foreground until Ctrl-C or ``pluto down``."""
+    """Run ``profile`` for its robots in the foreground until Ctrl-C or ``pluto down``: a process each
+    (:class:`pluto.sim.robot_processes.RobotProcesses`, given the ``overrides`` of the command line), or all of them
+    (or ``only`` these) in this process (:class:`pluto.sim.fleet.Fleet`)."""
     from pluto.runtime.runner import Interrupted, interruptible, stop_on_signals
     from pluto.sim.fleet import Fleet
+    from pluto.sim.robot_processes import RobotProcesses
+
+    def progress(name: str, number: int, total: int) -> None:
+        _starting(name, number, total, timeout)
 
     with stop_on_signals() as stop:
-        fleet = Fleet(
-            profile,
-            config,
-            only=only,
-            startup_timeout=timeout,
-            progress=lambda name, number, total: _starting(name, number, total, timeout),
-            notice=say,
-        )
+        runner: Fleet | RobotProcesses
+        if overrides is not None:
+            runner = RobotProcesses(
+                profile, config, overrides=overrides, startup_timeout=timeout, progress=progress, notice=say
+            )
+        else:
+            runner = Fleet(profile, config, only=only, startup_timeout=timeout, progress=progress, notice=say)
         if pid_file is not None:
             pid_file.write_text(f"{os.getpid()}\n")
         try:
             with interruptible(stop):
-                fleet.start(resume=not paused)
+                runner.start(resume=not paused)
+            how = ", a process each" if overrides is not None else ""
             print(
-                f"profile {profile.name} is up for {len(fleet.names)} robots in one lock-step: "
-                f"{', '.join(fleet.names)}, each running {', '.join(e.name for e in profile.entries)} "
+                f"profile {profile.name} is up for {len(runner.names)} robots in one lock-step{how}: "
+                f"{', '.join(runner.names)}, each running {', '.join(e.name for e in profile.entries)} "
                 "(`pluto mom --all-robots` lists them; Ctrl-C or `pluto down` stops them)",
                 flush=True,
             )
@@ -301,7 +273,7 @@ def _up_fleet(
         except Interrupted:
             pass
         finally:
-            fleet.shutdown()
+            runner.shutdown()
             if pid_file is not None:
                 pid_file.unlink(missing_ok=True)
 
