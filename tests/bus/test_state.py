@@ -642,3 +642,17 @@ def test_a_reader_whose_writer_comes_later_takes_the_live_value_and_leaves_nothi
     assert late is not None and not late._closed
     other.release(never)
     assert late._closed  # its querier and listener went with it
+
+
+def test_a_subscription_given_a_value_by_a_query_does_not_take_it_again_when_it_comes_live(bus: Bus) -> None:
+    """A value written once the writer knew of the subscriber comes live, and a query made at the same time may
+    answer with it too: the callback gets it once, and the values after it as they come."""
+    got: list[msgs.Odometry] = []
+    subscription = bus.create_subscription("Test/Twice", got.append, msgs.Odometry, depth=4, current=False)
+    first, second = msgs.Odometry(x=1.0), msgs.Odometry(x=2.0)
+    subscription._take_late(first, (77, 1))  # the query's answer: writer 77, its value 1
+    subscription._admit_one(first, (time.time(), 1, 77, 0))  # the same value, live
+    subscription._admit_one(second, (time.time(), 2, 77, 0))
+    wait_until(lambda: len(got) >= 2, timeout=5.0, message="two values")
+    assert subscription.wait_idle(5.0)
+    assert got == [first, second]

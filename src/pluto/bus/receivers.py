@@ -201,21 +201,23 @@ class _Receiver(abc.ABC, Generic[M]):
         """Wait until what was delivered has been handled (callbacks returned); True if so."""
         return True
 
-    def fetch_current(self, timeout: float) -> M | None:
-        """Ask the writers for the current value; return the newest good one, or None (always for a command).
+    def take_current(self, timeout: float) -> None:
+        """Ask the writers for the current value and take the newest good one (none for a command), unless a live
+        one came meanwhile (:meth:`_take_late`).
 
         When none answers, the receiver asks once more as soon as a writer of its interface becomes known to this
-        session (:meth:`_ask_again_when_a_writer_comes`), and takes the value it gets then (:meth:`_take_late`)
-        unless a newer one came meanwhile."""
+        session (:meth:`_ask_again_when_a_writer_comes`), and takes the value it gets then."""
         if self.max_age is not None:
-            return None
-        value = self._query_current(timeout)
-        if value is None:
+            return
+        found = self._query_current(timeout)
+        if found is None:
             self._ask_again_when_a_writer_comes(timeout)
-        return value
+        else:
+            self._take_late(*found)
 
-    def _query_current(self, timeout: float) -> M | None:
-        best: tuple[float, M] | None = None
+    def _query_current(self, timeout: float) -> tuple[M, tuple[int, int]] | None:
+        """The newest value the writers answer a query with, and its writer's id and sequence number; or None."""
+        best: tuple[float, M, tuple[int, int]] | None = None
         self._bus.settle()
         try:
             # No consolidation: every writer's reply is wanted, to pick the newest by its write time.
@@ -238,11 +240,11 @@ class _Receiver(abc.ABC, Generic[M]):
                 self._bus.drops.drop(self.name, err)
                 continue
             if best is None or written > best[0]:
-                best = (written, value)
+                best = (written, value, (wid, seq))
         if best is None:
             return None
         self.last_write_time = best[0]
-        return best[1]
+        return best[1], best[2]
 
     def _ask_again_when_a_writer_comes(self, timeout: float) -> None:
         """The query for the current value found none: ask again once a writer of this interface is known here.
@@ -269,9 +271,9 @@ class _Receiver(abc.ABC, Generic[M]):
         except zenoh.ZError:
             late.close()
 
-    def _take_late(self, value: M) -> None:
-        """The current value a query found (at once, or a second query: :meth:`_ask_again_when_a_writer_comes`),
-        unless a live one came meanwhile."""
+    def _take_late(self, value: M, mark: tuple[int, int]) -> None:
+        """The current value a query found (at once, or a second query: :meth:`_ask_again_when_a_writer_comes`), with
+        its writer's id and sequence number, unless a live one came meanwhile."""
 
     def _close_late(self) -> None:
         late, self._late = self._late, None
@@ -316,13 +318,15 @@ class _LateQuery:
     def _run(self) -> None:
         receiver = self.receiver
         try:
-            value = receiver._query_current(self.timeout)
+            found = receiver._query_current(self.timeout)
         except BusError:
-            value = None
+            found = None
         finally:
             self.close()
-        if value is not None and not receiver.closed:
-            receiver._take_late(value)
+        gate = receiver._bus.gate
+        if found is None or receiver.closed or (gate is not None and gate.active):
+            return  # in lock-step the values go with the ticks
+        receiver._take_late(*found)
 
     def close(self) -> None:
         with self._lock:
@@ -558,9 +562,7 @@ class StateReader(_Receiver[M]):
         self._generation = 0
         self._seen = 0
         bus._attach(self)
-        current = self.fetch_current(fetch_timeout)
-        if current is not None:
-            self._take_late(current)
+        self.take_current(fetch_timeout)
 
     def _set(self, value: M) -> list[queue.SimpleQueue[bool]]:
         """Store a new value (lock held); return the waiters to wake."""
@@ -707,7 +709,7 @@ class StateReader(_Receiver[M]):
                 return None
         return max(0.0, time.time() - self.last_write_time)
 
-    def _take_late(self, value: M) -> None:
+    def _take_late(self, value: M, mark: tuple[int, int]) -> None:
         with self._lock:
             waiters = self._set(value) if self._value is None else []  # a live sample is newer
         for waiter in waiters:
@@ -751,14 +753,13 @@ class Subscription(_Receiver[M]):
         # Values wait in a bounded deque (the oldest falls out when it is full); the subscription's strand on the
         # bus's executor calls the callback with them, in order, one at a time.
         self._pending: deque[tuple[M, float]] = deque(maxlen=depth)  # (value, arrival for a command)
+        self._fetched: tuple[int, int] | None = None  # writer id and sequence number of the value a query gave
         self.delivered = 0
         self._closed = False
         self._strand = Strand(bus.executor, self._drain)
         bus._attach(self)
         if current and not self.is_command:
-            value = self.fetch_current(3.0)
-            if value is not None:
-                self._take_late(value)
+            self.take_current(3.0)
 
     @property
     def overflowed(self) -> int:
@@ -767,6 +768,12 @@ class Subscription(_Receiver[M]):
 
     def _admit_one(self, value: M, mark: tuple[float, int, int, int]) -> None:
         # The hot path: _Receiver._admit_one and _take in one when no lock-step runs.
+        if self._fetched is not None:
+            # the value a query gave may come live as well (written once its writer knew the subscriber): once
+            fetched, self._fetched = self._fetched, None
+            if fetched == (mark[2], mark[1]):
+                self._note_one(mark[0], mark[2])
+                return
         if self._bus.gate is not None:
             super()._admit_one(value, mark)
             return
@@ -823,8 +830,9 @@ class Subscription(_Receiver[M]):
             except Exception:
                 log.exception("callback on %s failed", self.name)
 
-    def _take_late(self, value: M) -> None:
+    def _take_late(self, value: M, mark: tuple[int, int]) -> None:
         if not self.received:  # a live value is newer
+            self._fetched = mark  # it may come live too: once is enough
             self._pending.append((value, 0.0))
             self._strand.schedule()
 
