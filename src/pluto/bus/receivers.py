@@ -319,7 +319,8 @@ class _LateQuery:
         receiver = self.receiver
         try:
             found = receiver._query_current(self.timeout)
-        except BusError:
+        except Exception as err:  # the bus closed meanwhile, most likely: nothing to take
+            log.debug("the second query for %s failed: %s", receiver.name, err)
             found = None
         finally:
             self.close()
