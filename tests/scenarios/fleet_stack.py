@@ -19,7 +19,29 @@ from pluto.sim.robot_processes import RobotProcesses
 from tests.scenarios.stack import Collector, LockstepBase
 
 
-class FleetLockstep(LockstepBase):
+class _RobotsLockstep(LockstepBase):
+    """What the two share: a bus per robot (:meth:`bus`), collectors on them, and the lock-step's members named
+    ``<robot>/<module>``, asked of the first robot's simulator."""
+
+    def bus(self, robot: str) -> Bus:
+        raise NotImplementedError
+
+    def collect(self, robot: str, name: str, cls: type[msgs.Message]) -> Collector:
+        """Every value of one robot's interface ``name`` (made before :meth:`resume`: from before the time runs)."""
+        return self._keep(Collector(self.bus(robot), name, cls))
+
+    def members(self) -> set[str]:
+        """The modules the simulator waits for at each tick, as ``<robot>/<module>``."""
+        runner: Any = self._runner()  # a Fleet or RobotProcesses: both name their robots
+        assert runner is not None, self._not_started
+        state: dict[str, Any] = self.bus(runner.names[0]).call("sim/lockstep", None, dict, timeout=5.0)
+        return set(state["members"])
+
+    def _member(self, module: Module[Any]) -> str:
+        return f"{module.bus.robot}/{module.module_name}"
+
+
+class FleetLockstep(_RobotsLockstep):
     """A profile run for several robots in lock-step (as fast as the modules go), with the test's modules and
     collectors; everything is stopped by :meth:`close` (the one-robot :class:`~tests.scenarios.stack.Lockstep`'s
     lifecycle, :class:`~tests.scenarios.stack.LockstepBase`, with a robot named where it matters)."""
@@ -41,19 +63,6 @@ class FleetLockstep(LockstepBase):
         assert self.fleet is not None, self._not_started
         return self.fleet.buses[robot]
 
-    def collect(self, robot: str, name: str, cls: type[msgs.Message]) -> Collector:
-        """Every value of one robot's interface ``name`` (made before :meth:`resume`: from before the time runs)."""
-        return self._keep(Collector(self.bus(robot), name, cls))
-
-    def members(self) -> set[str]:
-        """The modules the simulator waits for at each tick, as ``<robot>/<module>``."""
-        assert self.fleet is not None
-        state: dict[str, Any] = self.fleet.buses[self.fleet.names[0]].call("sim/lockstep", None, dict, timeout=5.0)
-        return set(state["members"])
-
-    def _member(self, module: Module[Any]) -> str:
-        return f"{module.bus.robot}/{module.module_name}"
-
     def _runner(self) -> Fleet | None:
         return self.fleet
 
@@ -63,7 +72,7 @@ class FleetLockstep(LockstepBase):
             self.fleet = None
 
 
-class ProcessesLockstep(LockstepBase):
+class ProcessesLockstep(_RobotsLockstep):
     """A profile run for several robots in lock-step, a process per robot
     (:class:`~pluto.sim.robot_processes.RobotProcesses`); the test's modules, scripts and collectors run in this
     process, on a bus per robot."""
@@ -93,19 +102,6 @@ class ProcessesLockstep(LockstepBase):
     def bus(self, robot: str) -> Bus:
         assert self.processes is not None, self._not_started
         return self.buses[robot]
-
-    def collect(self, robot: str, name: str, cls: type[msgs.Message]) -> Collector:
-        """Every value of one robot's interface ``name`` (made before :meth:`resume`: from before the time runs)."""
-        return self._keep(Collector(self.bus(robot), name, cls))
-
-    def members(self) -> set[str]:
-        """The modules the simulator waits for at each tick, as ``<robot>/<module>``."""
-        assert self.processes is not None
-        state: dict[str, Any] = self.processes.bus.call("sim/lockstep", None, dict, timeout=5.0)
-        return set(state["members"])
-
-    def _member(self, module: Module[Any]) -> str:
-        return f"{module.bus.robot}/{module.module_name}"
 
     def _runner(self) -> RobotProcesses | None:
         return self.processes

@@ -23,7 +23,7 @@ import msgspec
 import zenoh
 
 from pluto.bus.executor import Executor, Strand, on_zenoh_thread
-from pluto.bus.zenoh_setup import zenoh_reason
+from pluto.bus.zenoh_setup import matching, zenoh_reason
 from pluto.errors import BusError, BusTimeout, DecodeError, RemoteError
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class RequestReply:
         role: str
         machine: str
 
-        def service_key(self, name: str) -> str: ...
+        def service_key(self, name: str, robot: str | None = None) -> str: ...
 
         def settle(self) -> None: ...
 
@@ -210,8 +210,16 @@ class RequestReply:
         self._check_open()
         return self._own(Service(self, name, handler, request_type))
 
-    def call(self, name: str, request: Any = None, reply_type: type[T] | Any = Any, *, timeout: float = 2.0) -> T:
-        """Send a request to service ``name`` and return its reply.
+    def call(
+        self,
+        name: str,
+        request: Any = None,
+        reply_type: type[T] | Any = Any,
+        *,
+        timeout: float = 2.0,
+        robot: str | None = None,
+    ) -> T:
+        """Send a request to service ``name`` (of this bus's robot, or of robot ``robot``) and return its reply.
 
         Raises:
             BusTimeout: no reply within ``timeout`` seconds (no module serves it, or it is too slow).
@@ -220,10 +228,10 @@ class RequestReply:
                 (:data:`pluto.bus.access.VIEWER_SERVICES`).
         """
         with self.executor.blocking():  # a handler or callback may call a service of its own process
-            reply: T = self._call(name, request, reply_type, timeout)
+            reply: T = self._call(name, request, reply_type, timeout, robot)
         return reply
 
-    def _call(self, name: str, request: Any, reply_type: type[T] | Any, timeout: float) -> T:
+    def _call(self, name: str, request: Any, reply_type: type[T] | Any, timeout: float, robot: str | None) -> T:
         if self.role == "viewer":
             from pluto.bus.access import viewer_may_call
 
@@ -234,7 +242,7 @@ class RequestReply:
                 )
         payload = msgspec.msgpack.encode(request) if request is not None else None
         deadline = time.monotonic() + timeout
-        key = self.service_key(name)
+        key = self.service_key(name, robot)
         known = False  # whether a server was known when the last request went out
         while True:
             remaining = deadline - time.monotonic()
@@ -258,7 +266,7 @@ class RequestReply:
             known = self._wait_for_server(key, deadline, known)
             if not known:
                 raise BusTimeout(
-                    f"no reply from {name!r} on robot {self.robot!r} within {timeout} s "
+                    f"no reply from {name!r} on robot {robot or self.robot!r} within {timeout} s "
                     "(is the module running? see `pluto mom`)"
                 )
 
@@ -269,19 +277,13 @@ class RequestReply:
         changed = threading.Event()
         querier = self.session.declare_querier(key)
         listener = querier.declare_matching_listener(on_zenoh_thread(lambda _status: changed.set()))
-
-        def matching() -> bool:
-            # a MatchingStatus (zenoh's stubs say bool, and the object is always true): its flag tells
-            status: Any = querier.matching_status
-            return bool(status.matching)
-
         try:
-            if matching() and not known:
+            if matching(querier.matching_status) and not known:
                 return True
             with self.executor.blocking():
                 while changed.wait(max(deadline - time.monotonic(), 0.0)):
                     changed.clear()
-                    if matching():
+                    if matching(querier.matching_status):
                         return True
             return False
         finally:

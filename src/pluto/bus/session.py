@@ -216,14 +216,18 @@ class Bus(RequestReply, Discovery):
 
     # -- keys --------------------------------------------------------------------------------------------------
 
+    def _prefix(self, robot: str | None) -> str:
+        """``pluto/<robot>``: of this bus's robot, or of robot ``robot``."""
+        return self.prefix if robot is None or robot == self.robot else f"pluto/{check_robot_name(robot, 'robot ')}"
+
     def key(self, name: str, robot: str | None = None) -> str:
         """The Zenoh key of interface ``name`` of this bus's robot, or of robot ``robot``."""
-        prefix = self.prefix if robot is None or robot == self.robot else f"pluto/{check_robot_name(robot, 'robot ')}"
-        return f"{prefix}/{names.check_name(name)}"
+        return f"{self._prefix(robot)}/{names.check_name(name)}"
 
-    def key_raw(self, suffix: str) -> str:
-        """The Zenoh key ``pluto/<robot>/<suffix>``, unchecked (for the bus's own protocols)."""
-        return f"{self.prefix}/{suffix}"
+    def key_raw(self, suffix: str, robot: str | None = None) -> str:
+        """The Zenoh key ``pluto/<robot>/<suffix>`` (this bus's robot, or ``robot``), the suffix unchecked (for the
+        bus's own protocols)."""
+        return f"{self._prefix(robot)}/{suffix}"
 
     @property
     def subscribers(self) -> dict[str, int]:
@@ -305,9 +309,9 @@ class Bus(RequestReply, Discovery):
             return {k: [r for r in rs if not r.closed] for k, rs in by_key.items()}
         return by_key
 
-    def service_key(self, name: str) -> str:
-        """The Zenoh key of service ``name``."""
-        return f"{self.prefix}/@srv/{names.check_name(name)}"
+    def service_key(self, name: str, robot: str | None = None) -> str:
+        """The Zenoh key of service ``name`` of this bus's robot, or of robot ``robot``."""
+        return f"{self._prefix(robot)}/@srv/{names.check_name(name)}"
 
     def module_key(self, name: str) -> str:
         """The Zenoh liveliness key of module ``name``."""

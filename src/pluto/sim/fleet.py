@@ -119,8 +119,8 @@ class Fleet:
         every = [str(r.name) for r in self.robots]
         if only is not None and (unknown := [r for r in only if r not in every]):
             raise LaunchError(f"robot {unknown[0]} is not one of the simulation's ({', '.join(every)})")
-        self.local = [r for r in every if only is None or r in only]
-        """The robots this process runs, in order."""
+        self.names = [r for r in every if only is None or r in only]
+        """The names of the robots this process runs, in order."""
         self.buses: dict[str, Bus] = {}
         """Each robot's bus, by robot name."""
         self.sims: list[SimModule] = []
@@ -134,14 +134,9 @@ class Fleet:
             self.sim_params = msgspec.structs.replace(self.sim_params, paused=True)
 
     @property
-    def names(self) -> list[str]:
-        """The names of the robots this process runs, in order."""
-        return self.local
-
-    @property
     def leads(self) -> bool:
         """This process runs the first robot, whose simulator leads the lock-step."""
-        return self.local[:1] == [str(self.robots[0].name)]
+        return self.names[:1] == [str(self.robots[0].name)]
 
     @property
     def leader(self) -> SimModule | None:
@@ -168,7 +163,7 @@ class Fleet:
             total = len(self.robots) * (len(entries) + 1)
             number = 0
             first_robot = str(self.robots[0].name)
-            remote = [str(r.name) for r in self.robots if str(r.name) not in self.local]
+            remote = [str(r.name) for r in self.robots if str(r.name) not in self.names]
             for robot in self.names:
                 number += 1
                 self._tell(f"{robot}/sim", number, total)

@@ -198,20 +198,15 @@ class SimModule(Module[SimParams]):
         remote: Sequence[str] = (),
     ) -> None:
         super().__init__(bus, params, name=name, clock=clock)
-        if fleet and bus.robot not in {r.name for r in fleet}:
-            raise ConfigError(
-                f"robot {bus.robot} is not one of the simulation's ({', '.join(str(r.name) for r in fleet)})"
-            )
-        fleet_names = {str(r.name) for r in fleet}
-        strangers = [r for r in [*remote, *([leader] if isinstance(leader, str) else [])] if r not in fleet_names]
-        if strangers:
-            raise ConfigError(f"robot {strangers[0]} is not one of the simulation's ({', '.join(fleet_names)})")
+        every = [str(r.name) for r in fleet]
+        named = [*([bus.robot] if fleet else []), *remote, *([leader] if isinstance(leader, str) else [])]
+        if strangers := [r for r in named if r not in every]:
+            raise ConfigError(f"robot {strangers[0]} is not one of the simulation's ({', '.join(every)})")
         if remote and leader is not None:
             raise ConfigError("only the leading simulator ticks the robots of other processes")
         self.fleet = tuple(fleet)
         self.leader = leader
         self.remote = tuple(remote)
-        self._leader_bus: Bus | None = None
 
     def on_configure(self) -> None:
         p = self.params
@@ -281,22 +276,16 @@ class SimModule(Module[SimParams]):
         self.sim_time = 0.0
         self.create_subscription(names.CLOCK, self._mirror_clock, msgs.SimTime, robot=leader)
         if self.params.lockstepped:
-            self._leader_bus = Bus(msgspec.structs.replace(self.bus.config, robot=leader), share=self.bus)
             for service in ("pause", "resume", "lockstep"):
-                self.create_service(service, self._pass_on(service))
+                self.create_service(service, self._pass_on(service, leader))
 
     def _mirror_clock(self, clock: msgs.SimTime) -> None:
         self.run_id, self.sim_time = clock.run, clock.stamp
         self.clock_out.write(clock)
 
-    def _pass_on(self, service: str) -> Any:
-        """A handler that calls the leader's ``sim/<service>`` and replies with its answer."""
-
-        def handler(_req: Any) -> Any:
-            assert self._leader_bus is not None
-            return self._leader_bus.call(f"sim/{service}", None, Any, timeout=5.0)
-
-        return handler
+    def _pass_on(self, service: str, leader: str) -> Any:
+        """A handler that calls robot ``leader``'s ``sim/<service>`` and replies with its answer."""
+        return lambda _req: self.bus.call(f"sim/{service}", None, Any, timeout=5.0, robot=leader)
 
     def _lockstep_services(self) -> None:
         self.create_service("pause", lambda _req: self.lockstep.pause() if self.lockstep else False)
@@ -340,9 +329,6 @@ class SimModule(Module[SimParams]):
             self._stop_step.wait()  # the leader's loop ticks for every robot
 
     def on_shutdown(self) -> None:
-        if self._leader_bus is not None:
-            self._leader_bus.close()
-            self._leader_bus = None
         if self.lockstep is None:
             return
         if self.leader is None:
@@ -435,19 +421,18 @@ class LockstepCoordinator:
         self._attach(robot, self.sim.bus, None)
 
     def _attach(self, robot: str, bus: Bus, sim: SimModule | None) -> None:
-        prefix = f"pluto/{robot}"
         # Zenoh carries the ticks to other processes; this process's gate on the bus gets them by a call (_put).
         ticks = bus.session.declare_publisher(
-            f"{prefix}/{TICK_KEY}",
+            bus.key_raw(TICK_KEY, robot),
             congestion_control=zenoh.CongestionControl.BLOCK,
             express=True,
             allowed_destination=zenoh.Locality.REMOTE,
         )
         acks = bus.session.declare_subscriber(
-            f"{prefix}/{ACK_KEY}", on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
+            bus.key_raw(ACK_KEY, robot), on_zenoh_thread(lambda sample: self._on_ack(sample, robot))
         )
         members = bus.session.liveliness().declare_subscriber(
-            f"{prefix}/{MEMBER_KEY}/**",
+            bus.key_raw(f"{MEMBER_KEY}/**", robot),
             on_zenoh_thread(lambda sample: self._on_member(sample, robot)),
             history=True,
         )
