@@ -14,6 +14,8 @@ from pluto import msgs
 from pluto.bus import Bus, Subscription
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import ACK_KEY, TICK_KEY
+from pluto.runtime import clock as clock_module
+from pluto.runtime.clock import SimClock, sim_time_source
 from pluto.runtime.module import Module, ModuleParams
 from pluto.sim.module import SimModule, SimParams
 from tests.helpers import wait_until
@@ -284,3 +286,52 @@ def test_closing_the_bus_while_a_member_steps_ends_the_lockstep_thread_quietly(
         hanging.stop()
         threading.excepthook = previous
     assert not failures, [f.exc_value for f in failures]
+
+
+def test_a_process_that_follows_the_ticks_stops_hearing_clock_and_hears_it_again_when_they_stop(
+    bus: Bus, sim: SimModule, make_bus: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A member's process gets its time from the ticks: Clock, which the simulator writes at every tick for tools,
+    # is no longer sent to it. When the lock-step's simulator goes and one runs on its own clock instead, the
+    # member hears of it through Clock, which it listens to again once no tick has come for a while, and steps on
+    # that clock.
+    monkeypatch.setattr(clock_module, "TICK_SILENCE", 0.5)
+    member_bus = make_bus()
+    consumer = Consumer(member_bus, sim_time(), name="consumer")
+    consumer.start()
+    free = None
+    try:
+        source = sim_time_source(member_bus)
+        assert source.listening
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
+        bus.call("sim/resume")
+        assert consumer.done.wait(30)
+        assert not source.listening
+        sim.stop()
+        free = SimModule(bus, SimParams(rate=5.0))
+        free.start()
+        clock = consumer.clock
+        assert isinstance(clock, SimClock)
+        wait_until(lambda: source.listening and not clock.lockstep and clock.run == free.run_id, timeout=20)
+        steps = len(consumer.seen)
+        wait_until(lambda: len(consumer.seen) > steps + 5, timeout=20)  # steps on, on the new clock
+        assert member_bus.gate is not None and not member_bus.gate.active  # it left the lock-step
+    finally:
+        consumer.stop()
+        if free is not None:
+            free.stop()
+
+
+def test_a_process_whose_last_member_leaves_hears_clock_again(bus: Bus, sim: SimModule, make_bus: Any) -> None:
+    member_bus = make_bus()
+    consumer = Consumer(member_bus, sim_time(), name="consumer")
+    consumer.start()
+    try:
+        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
+        bus.call("sim/resume")
+        assert consumer.done.wait(30)
+        source = sim_time_source(member_bus)
+        assert not source.listening
+    finally:
+        consumer.stop()
+    assert source.listening

@@ -209,6 +209,8 @@ class LockstepGate:
         self._writes: dict[tuple[str, int], int] = {}
         self._writes_lock = threading.Lock()
         self._latest: LockstepTick | None = None
+        self.heard_at = -math.inf
+        """Monotonic time the newest tick came (a new one or one repeated), s; -inf before the first."""
         self._ticks = threading.Condition()
         self._ready: tuple[int, int] | None = None  # (run, number) of the tick whose frontier is delivered
         self._round = threading.RLock()  # held while the executor steps the members
@@ -318,6 +320,7 @@ class LockstepGate:
         """A tick of the coordinator: from Zenoh, or handed over by a coordinator on this bus (which sends its ticks
         to other processes only)."""
         with self._ticks:
+            self.heard_at = time.monotonic()
             latest = self._latest
             if latest is not None and tick.run == latest.run and tick.number < latest.number:
                 return  # an old tick repeated

@@ -86,11 +86,20 @@ class WallClock:
         """The wall clock is taken as it is: no jumps are reported."""
 
 
+TICK_SILENCE = 3.0
+"""Wall seconds without a lock-step tick after which a process whose modules follow the ticks listens to ``Clock``
+again (a lock-step's simulator sends a tick at least every second, also while it waits for a slow module)."""
+
+
 class SimTimeSource:
     """The simulated time as one process's bus sees it, shared by every :class:`SimClock` on that bus.
 
     It follows ``Clock`` (free-running simulators and replays); while modules of this process take part in a
     lock-step, it follows the ticks they handle instead (:meth:`advance`), so that time moves exactly with their steps.
+    Then it does not even listen to ``Clock``: in lock-step the simulator writes it at every tick, for tools and logs,
+    and a process whose members ignore it would be sent each of those values for nothing. It listens again when its
+    last member leaves the lock-step, or when no tick has come for :data:`TICK_SILENCE` s (:meth:`watch`): a
+    simulator that ended the lock-step, or was started again on its own clock, says so in ``Clock``.
     """
 
     def __init__(self, bus: Bus) -> None:
@@ -103,7 +112,8 @@ class SimTimeSource:
         """The simulator last said it runs in lock-step."""
         self._callbacks: list[weakref.ReferenceType[Any] | Callable[[], JumpCallback | None]] = []
         self.gate = bus.lockstep()
-        self._sub = bus.declare_subscriber(bus.key(names.CLOCK), self._on_clock)
+        self._sub_lock = threading.Lock()
+        self._sub: Any = bus.declare_subscriber(bus.key(names.CLOCK), self._on_clock)
         bus._own(self)
         reader = bus.create_reader(names.CLOCK, fetch_timeout=0.5)
         current = reader.read()
@@ -127,9 +137,33 @@ class SimTimeSource:
 
     def advance(self, stamp: float, run: int) -> None:
         """Take the time of a lock-step tick (called by a member before it steps; jump callbacks run at once)."""
+        if self._sub is not None and self.gate.active:
+            self._listen(False)  # the members here follow the ticks: Clock's values would be ignored
         if stamp == self._now and run == self._run:
             return  # another member of this process already did
         self._set(stamp, run, defer=False)
+
+    @property
+    def listening(self) -> bool:
+        """It listens to ``Clock`` (not while the members of its process follow a lock-step's ticks)."""
+        return self._sub is not None
+
+    def watch(self) -> None:
+        """Listen to ``Clock`` again if the members of this process no longer follow ticks: none is left, or no tick
+        came for :data:`TICK_SILENCE` s (called by the members' control threads twice a second, and as one leaves)."""
+        if self._sub is None and (not self.gate.active or time.monotonic() - self.gate.heard_at > TICK_SILENCE):
+            self._listen(True)
+
+    def _listen(self, on: bool) -> None:
+        with self._sub_lock:
+            if on == (self._sub is not None) or self.bus.closed:
+                return
+            if on:
+                self._sub = self.bus.declare_subscriber(self.bus.key(names.CLOCK), self._on_clock)
+                log.debug("listening to Clock again")
+            else:
+                sub, self._sub = self._sub, None
+                sub.undeclare()
 
     def _set(self, stamp: float, run: int, defer: bool) -> None:
         with self._cond:
@@ -195,8 +229,11 @@ class SimTimeSource:
         return stop.is_set()
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # already closed with the session
-            self._sub.undeclare()
+        with self._sub_lock:
+            sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):  # already closed with the session
+                sub.undeclare()
 
 
 _sources: weakref.WeakKeyDictionary[Bus, SimTimeSource] = weakref.WeakKeyDictionary()

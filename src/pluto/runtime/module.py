@@ -454,11 +454,13 @@ class Module(Generic[P]):
         self._in_lockstep = True
         try:
             while not self._stop_step.wait(0.5):
+                clock.source.watch()  # ticks stopped: hear from Clock whether the lock-step still runs
                 if not clock.lockstep:
                     return  # the simulator no longer runs in lock-step
         finally:
             self._in_lockstep = False
             gate.unregister(self.module_name)
+            clock.source.watch()
 
     def _on_tick(self, tick: LockstepTick) -> float:
         """Run the step due by ``tick``, if any; return when the next one is due (s)."""
