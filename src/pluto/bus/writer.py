@@ -192,12 +192,14 @@ class StateWriter(Generic[M]):
             publisher = self._publisher
             if stepped and not self._reliable:
                 # In lock-step every value written must arrive (the next tick waits for it), and a simulation may
-                # wait: the values go out on a publisher that blocks rather than drops under congestion.
+                # wait: the values go out on a publisher that blocks rather than drops under congestion. Not
+                # express: the values a step writes to one process may leave together, in one message, while
+                # Zenoh's sending thread wakes (nothing waits for them before the step's acknowledgement).
                 if self._stepped_publisher is None:
                     self._stepped_publisher = self._bus.session.declare_publisher(
                         self._key,
                         congestion_control=zenoh.CongestionControl.BLOCK,
-                        express=True,
+                        express=False,
                         allowed_destination=self._destination,
                     )
                 publisher = self._stepped_publisher
