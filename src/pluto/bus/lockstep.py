@@ -10,19 +10,21 @@ carries all those writes as its *frontier*. A process that hosts members does tw
 2. before its members step, it waits until every value the frontier names has arrived and every callback it feeds
    has returned, so a member never misses a value that was written before the tick (which would depend on delivery).
 
-So each step sees exactly the values written before its tick, however the processes are scheduled. The members of
-one process are stepped by one thread of the gate, one after the other in the order of their names (as rclpy's
-single-threaded executor), and acknowledged together. When the coordinator runs on the same bus (the simulator in
-the members' process), tick and acknowledgement skip Zenoh: the coordinator hands each tick to the gate
+So each step sees exactly the values written before its tick, however the processes are scheduled. A tick goes only
+to the processes with a member due at its time (on a key of each process's own, :func:`process_tick_key`), with the
+writes of the ticks that process was not sent; ticks while time is held, and ticks sent again, go to all. The
+members of one process are stepped by one thread of the gate, one after the other in the order of their names (as
+rclpy's single-threaded executor), and acknowledged together. When the coordinator runs on the same bus (the
+simulator in the members' process), tick and acknowledgement skip Zenoh: the coordinator hands each tick to the gate
 (:meth:`LockstepGate.take_tick`) and the gate hands its acknowledgement to the coordinator
 (:attr:`Bus.lockstep_coordinator`), which sends the next tick from that call when every member has answered; so a
 tick of a simulation in one process costs no message, no decoding and no hand-over between threads; a tick that the
 coordinator hands to the gates of several buses (a robot each) has its frontier sorted by key once for all of them
-(:class:`Frontier`), and each gate looks only at the keys its receivers read. Writers say in
-each sample's attachment whether they are lock-stepped (their process hosts a member); values of other writers (a
-real sensor, a command line tool) pass at once. A value that the frontier never covers (its writer's process lost
-its members) is let through after a few ticks; a frontier value that never arrives (dropped by the network) is
-waited for a bounded time, then counted and logged. Both break repeatability only in that rare event.
+(:class:`Frontier`), and each gate looks only at the keys its receivers read. Writers say in each sample's
+attachment whether they are lock-stepped (their process hosts a member); values of other writers (a real sensor, a
+command line tool) pass at once. A value that the frontier never covers (its writer's process lost its members) is
+let through after a few ticks; a frontier value that never arrives (dropped by the network) is waited for a bounded
+time, then counted and logged. Both break repeatability only in that rare event.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ id, the writer's sequence number."""
 TICK_KEY = "@lockstep/tick"
 ACK_KEY = "@lockstep/ack"
 MEMBER_KEY = "@lockstep/member"
+
+
+def process_tick_key(process: str) -> str:
+    """The key suffix of the ticks sent to one process only (those at which one of its members is due)."""
+    return f"{TICK_KEY}/{process}"
 
 
 class LockstepTick(msgspec.Struct, array_like=True, frozen=True):
@@ -86,6 +93,9 @@ class LockstepAck(msgspec.Struct, array_like=True, frozen=True):
     number: int
     members: list[tuple[str, float]]
     writes: list[WriteMark] = []
+    process: str = ""
+    """The answering process's id (its Zenoh session's), to which the coordinator sends the ticks at which one of
+    its members is due (:func:`process_tick_key`); empty for an answer handed over by a call."""
 
 
 class GatedReceiver(Protocol):
@@ -227,7 +237,12 @@ class LockstepGate:
         """Frontier values that did not arrive in time (the run may not repeat exactly)."""
         self.forced_releases = 0
         """Held values that no frontier covered within :data:`HOLD_TICKS` deliveries."""
-        self._tick_sub = bus.session.declare_subscriber(bus.key_raw(TICK_KEY), on_zenoh_thread(self._on_tick))
+        self.process = str(bus.session.zid())
+        """This process's id in the lock-step (its Zenoh session's)."""
+        self._tick_subs: list[Any] = [
+            bus.session.declare_subscriber(bus.key_raw(key), on_zenoh_thread(self._on_tick))
+            for key in (TICK_KEY, process_tick_key(self.process))
+        ]
         self._ack_pub = bus.session.declare_publisher(
             bus.key_raw(ACK_KEY), congestion_control=zenoh.CongestionControl.BLOCK, express=True
         )
@@ -510,8 +525,9 @@ class LockstepGate:
         """Tell the coordinator that the members here finished ``tick``; False if the bus closed meanwhile (nobody
         waits for the answer: the executor stops)."""
         members = [(name, next_due) for name, next_due in done.items() if name in self._handlers]
-        message = LockstepAck(tick.run, tick.number, members, self.take_writes())
         coordinator = self._bus.lockstep_coordinator
+        process = "" if coordinator is not None else self.process
+        message = LockstepAck(tick.run, tick.number, members, self.take_writes(), process)
         if coordinator is not None:
             # on this bus: the coordinator takes it here, and may send the next tick from this call
             try:
@@ -528,9 +544,9 @@ class LockstepGate:
         return True
 
     def close(self) -> None:
-        for entity in (self._tick_sub, self._ack_pub):
+        for entity in (*self._tick_subs, self._ack_pub):
             with contextlib.suppress(Exception):
-                entity.undeclare()  # type: ignore[no-untyped-call]
+                entity.undeclare()
         with self._ticks:
             self._ticks.notify_all()
         executor = self._executor

@@ -42,7 +42,7 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -51,7 +51,16 @@ import zenoh
 from pluto import msgs, names
 from pluto.bus import Bus, StateWriter
 from pluto.bus.executor import on_zenoh_thread
-from pluto.bus.lockstep import ACK_KEY, MEMBER_KEY, TICK_KEY, LockstepAck, LockstepTick
+from pluto.bus.lockstep import (
+    ACK_KEY,
+    DUE_SLACK,
+    MEMBER_KEY,
+    TICK_KEY,
+    LockstepAck,
+    LockstepTick,
+    WriteMark,
+    process_tick_key,
+)
 from pluto.errors import ConfigError
 from pluto.runtime.module import Module, ModuleParams
 from pluto.runtime.persist import Continuation
@@ -373,6 +382,41 @@ class _Link:
                 entity.undeclare()
 
 
+@dataclass
+class _Process:
+    """A process of a robot's members that answers through Zenoh: the ticks at which none of its members is due are
+    not sent to it, and the writes those ticks carried are owed to it (sent with the next tick it gets)."""
+
+    robot: str
+    key: str
+    """Its key suffix for ticks (:func:`~pluto.bus.lockstep.process_tick_key`)."""
+    members: set[str] = field(default_factory=set)
+    owed: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(key, writer id) -> newest sequence number of the writes of the ticks not sent to it."""
+    publisher: Any = None
+
+    def owe(self, marks: Sequence[WriteMark]) -> None:
+        owed = self.owed
+        for key, wid, seq in marks:
+            if seq > owed.get((key, wid), 0):
+                owed[(key, wid)] = seq
+
+    def frontier(self, tick: LockstepTick) -> list[WriteMark]:
+        """The frontier of ``tick`` for this process: with what it is owed (which it is then no longer)."""
+        if not self.owed:
+            return tick.frontier
+        self.owe(tick.frontier)
+        marks = [(key, wid, seq) for (key, wid), seq in self.owed.items()]
+        self.owed = {}
+        return marks
+
+    def close(self) -> None:
+        if self.publisher is not None:
+            with contextlib.suppress(Exception):  # already gone with the session
+                self.publisher.undeclare()
+            self.publisher = None
+
+
 class LockstepCoordinator:
     """The simulator's lock-step loop: publishes ticks and ``Clock``, collects acknowledgements (a :class:`Barrier`).
 
@@ -384,6 +428,11 @@ class LockstepCoordinator:
 
     With ``fleet`` it serves the robots of a simulation of several: each robot's simulator is added (:meth:`add`), the
     ticks go to every robot's bus, and a member is known to the barrier as ``<robot>/<module>``.
+
+    A tick at which none of a process's members is due is not sent to that process (once every member has answered
+    once, so that the coordinator knows its process): a module at 1 Hz among modules at 20 Hz hears one tick in
+    twenty. The writes of the ticks it did not get go with the next one it gets. Ticks while time is held, and ticks
+    sent again, go to every process.
     """
 
     REPEAT_AFTER = 1.0
@@ -408,6 +457,10 @@ class LockstepCoordinator:
         self._last = LockstepTick(self.barrier.run, self.barrier.number, self.barrier.stamp)
         self._next_clock = self.barrier.stamp
         self._links: dict[str, _Link] = {}  # by robot
+        self._processes: dict[tuple[str, str], _Process] = {}  # by robot and process id: those answering through Zenoh
+        self._process_of: dict[str, _Process] = {}  # member -> its process
+        self._direct: set[str] = set()  # members that answer by a call (on a bus of this process)
+        self._retired: list[_Process] = []  # processes without members, whose publisher is to be undeclared
         self._stop: threading.Event | None = None  # set by run() once its first tick is out: the loop runs
         self.add(sim)
 
@@ -453,8 +506,13 @@ class LockstepCoordinator:
             if self.fleet:
                 for member in [m for m in self.barrier.members if m.startswith(f"{link.robot}/")]:
                     self.barrier.leave(member)
+                    self._unplace(member)
                 self._changed = True
                 self._cond.notify_all()
+            gone = [key for key in self._processes if key[0] == link.robot]
+            retired = [self._processes.pop(key) for key in gone]
+        for process in retired:
+            process.close()
         link.close()
 
     def _member(self, robot: str, name: str) -> str:
@@ -476,9 +534,10 @@ class LockstepCoordinator:
         a bus of this process, on the gate's thread (which may then send the next tick itself: see the class)."""
         if self.fleet:
             members = [(self._member(robot, name), due) for name, due in ack.members]
-            ack = LockstepAck(ack.run, ack.number, members, ack.writes)
+            ack = LockstepAck(ack.run, ack.number, members, ack.writes, ack.process)
         with self._cond:
             self.barrier.ack(ack)
+            self._place(ack, robot, direct)
             if not self.barrier.complete():
                 return
             stop = self._stop
@@ -503,8 +562,41 @@ class LockstepCoordinator:
                 self.barrier.join(name)
             else:
                 self.barrier.leave(name)
+                self._unplace(name)
             self._changed = True
             self._cond.notify_all()
+
+    def _place(self, ack: LockstepAck, robot: str, direct: bool) -> None:
+        """Note which process the answering members are in (lock held)."""
+        if direct:
+            for name, _due in ack.members:
+                if name in self.barrier.members:
+                    self._direct.add(name)
+            return
+        if not ack.process:
+            return  # a process of an older version, which only hears the ticks sent to all
+        key = (robot, ack.process)
+        for name, _due in ack.members:
+            current = self._process_of.get(name)
+            if (current is not None and (current.robot, current.key) == key) or name not in self.barrier.members:
+                continue
+            self._unplace(name)
+            process = self._processes.get(key)
+            if process is None:
+                process = self._processes[key] = _Process(robot, ack.process)
+            process.members.add(name)
+            self._process_of[name] = process
+
+    def _unplace(self, name: str) -> None:
+        """Forget where member ``name`` is (it left, or answers from another process now; lock held)."""
+        self._direct.discard(name)
+        process = self._process_of.pop(name, None)
+        if process is None:
+            return
+        process.members.discard(name)
+        if not process.members:
+            del self._processes[(process.robot, process.key)]
+            self._retired.append(process)  # undeclared by the loop (not on the Zenoh thread that told us)
 
     # -- services -----------------------------------------------------------------------------------------------
 
@@ -546,15 +638,67 @@ class LockstepCoordinator:
     # -- the loop -----------------------------------------------------------------------------------------------
 
     def _put(self, tick: LockstepTick) -> None:
-        """Send ``tick`` to every robot's modules (lock held): through Zenoh to other processes, by a call to this
-        process's gate of each robot's bus."""
-        data = msgspec.msgpack.encode(tick)
+        """Send ``tick`` to every robot's modules (lock held): through Zenoh to other processes (with the writes they
+        are owed), by a call to this process's gate of each robot's bus."""
+        self._retire()
+        owed = _Process("", "")  # what any process is owed, with this tick's writes: one frontier for all
+        for process in self._processes.values():
+            if process.owed:
+                owed.owe([(key, wid, seq) for (key, wid), seq in process.owed.items()])
+                process.owed = {}
+        sent = msgspec.structs.replace(tick, frontier=owed.frontier(tick)) if owed.owed else tick
+        data = msgspec.msgpack.encode(sent)
         for link in self._links.values():
             link.ticks.put(data)
+        self._put_here(tick)
+
+    def _put_due(self, tick: LockstepTick) -> None:
+        """Send ``tick`` to the processes with a member due at its time, and to this process's gates (lock held); the
+        others are owed its writes. To every process while a member's process is not known yet."""
+        members = self.barrier.members
+        if any(name not in self._process_of and name not in self._direct for name in members):
+            self._put(tick)
+            return
+        self._retire()
+        due = tick.stamp + DUE_SLACK
+        shared: bytes | None = None  # the tick as it is, for the processes owed nothing more
+        for process in self._processes.values():
+            if not any(members[name].next_due <= due for name in process.members if name in members):
+                process.owe(tick.frontier)
+                continue
+            if process.owed:
+                data = msgspec.msgpack.encode(msgspec.structs.replace(tick, frontier=process.frontier(tick)))
+            else:
+                if shared is None:
+                    shared = msgspec.msgpack.encode(tick)
+                data = shared
+            self._publisher(process).put(data)
+        self._put_here(tick)
+
+    def _publisher(self, process: _Process) -> Any:
+        """The publisher of the ticks of one process (declared at its first tick; lock held)."""
+        if process.publisher is None:
+            link = self._links[process.robot]
+            process.publisher = link.bus.session.declare_publisher(
+                link.bus.key_raw(process_tick_key(process.key), process.robot),
+                congestion_control=zenoh.CongestionControl.BLOCK,
+                express=True,
+                allowed_destination=zenoh.Locality.REMOTE,
+            )
+        return process.publisher
+
+    def _put_here(self, tick: LockstepTick) -> None:
+        """Hand ``tick`` to this process's gate of each robot's bus (lock held)."""
         for link in list(self._links.values()):
             gate = link.bus.gate if link.sim is not None else None
             if gate is not None:
                 gate.take_tick(tick)
+
+    def _retire(self) -> None:
+        """Undeclare the publishers of processes left without members (lock held)."""
+        retired, self._retired = self._retired, []
+        for process in retired:
+            process.close()
 
     def _publish(self, tick: LockstepTick) -> None:
         self.sim.promise(tick.stamp, tick.number)
@@ -567,7 +711,10 @@ class LockstepCoordinator:
             for sim in sims:
                 sim.clock_out.write(clock)
             self._next_clock = tick.stamp + self.CLOCK_PERIOD
-        self._put(tick)
+        if tick.paused:
+            self._put(tick)  # to everyone: modules still joining
+        else:
+            self._put_due(tick)
         self._last = tick
 
     def _report(self) -> None:
@@ -633,5 +780,9 @@ class LockstepCoordinator:
     def close(self) -> None:
         with self._cond:
             links, self._links = list(self._links.values()), {}
+            processes = [*self._processes.values(), *self._retired]
+            self._processes, self._process_of, self._retired = {}, {}, []
+        for process in processes:
+            process.close()
         for link in links:
             link.close()
