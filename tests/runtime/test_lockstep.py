@@ -88,6 +88,12 @@ def sim_time() -> ModuleParams:
     return ModuleParams(use_sim_time=True, rate_hz=50.0)
 
 
+def resume_when_joined(bus: Bus, *members: str) -> None:
+    """Let the time go once exactly ``members`` take part in the lock-step."""
+    wait_until(lambda: bus.call("sim/lockstep")["members"] == sorted(members), timeout=10)
+    bus.call("sim/resume")
+
+
 @pytest.mark.parametrize("names", [("a-producer", "b-consumer"), ("b-producer", "a-consumer")])
 def test_a_step_sees_the_values_written_before_its_tick_whoever_steps_first(
     bus: Bus, sim: SimModule, names: tuple[str, str]
@@ -99,8 +105,7 @@ def test_a_step_sees_the_values_written_before_its_tick_whoever_steps_first(
     producer.start()
     consumer.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == sorted(names), timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, *names)
         assert consumer.done.wait(30)
         moving = [(now, seen) for now, seen in consumer.seen if now > 0.0]
         assert moving, consumer.seen
@@ -135,8 +140,7 @@ def test_members_on_the_simulators_bus_answer_it_without_zenoh(bus: Bus, sim: Si
     producer.start()
     consumer.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer", "producer"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "consumer", "producer")
         assert consumer.done.wait(30)
         moving = [(now, seen) for now, seen in consumer.seen if now > 0.0]
         assert len(moving) >= 99  # a step every 20 ms up to 2 s
@@ -177,8 +181,7 @@ def test_a_subscriptions_callbacks_run_on_the_lockstep_thread_however_late_its_v
     for module in (listener, consumer, producer):
         module.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer", "listener", "producer"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "consumer", "listener", "producer")
         assert consumer.done.wait(30)
         gate = bus.gate
         assert gate is not None and gate._executor is not None
@@ -225,8 +228,7 @@ def test_a_module_started_before_it_heard_of_the_lockstep_joins_it(bus: Bus) -> 
         wait_until(lambda: len(consumer.seen) >= 1, timeout=10)  # its first step, at time 0, before any Clock
         sim = SimModule(bus, SimParams(lockstep=True, rate="max", paused=True, lockstep_timeout=1.0))
         sim.start()
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "consumer")
         assert consumer.done.wait(30)
     finally:
         consumer.stop()
@@ -253,8 +255,7 @@ def test_a_hung_member_is_dropped_and_shown_then_rejoins(bus: Bus, sim: SimModul
     consumer = Consumer(bus, sim_time(), name="consumer")
     hanging.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["hanging"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "hanging")
         wait_until(lambda: bus.call("sim/lockstep")["dropped"] == ["hanging"], timeout=20)
         info = msgs.decode(msgs.encode(sim.info()), msgs.ModuleInfo)
         assert any("dropped" in note and "hanging" in note for note in info.notes)
@@ -282,8 +283,7 @@ def test_closing_the_bus_while_a_member_steps_ends_the_lockstep_thread_quietly(
     hanging = Hanging(member_bus, sim_time(), name="hanging")
     hanging.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["hanging"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "hanging")
         wait_until(lambda: hanging.clock.now() >= 0.5, timeout=10)  # in its step, waiting
         gate = member_bus.gate
         assert gate is not None and gate._executor is not None
@@ -325,8 +325,7 @@ def test_a_process_that_follows_the_ticks_stops_hearing_clock_and_hears_it_again
     free = None
     try:
         source = sim_time_source(member_bus)
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "consumer")
         assert consumer.done.wait(30)
         assert not source.listening
         sim.stop()
@@ -349,8 +348,7 @@ def test_a_process_whose_last_member_leaves_hears_clock_again(bus: Bus, sim: Sim
     consumer = Consumer(member_bus, sim_time(), name="consumer")
     consumer.start()
     try:
-        wait_until(lambda: bus.call("sim/lockstep")["members"] == ["consumer"], timeout=10)
-        bus.call("sim/resume")
+        resume_when_joined(bus, "consumer")
         assert consumer.done.wait(30)
         source = sim_time_source(member_bus)
         assert not source.listening
