@@ -540,7 +540,7 @@ def _save_map(bus: Bus) -> Path | str:
 def _wait_member(bus: Bus, simulators: list[str], mission: MissionModule, stop: threading.Event) -> None:
     """Wait until the mission has taken its first step and the held simulators count it as a member, so that it
     takes part in the run from its first tick."""
-    from pluto.sim.module import LockstepState
+    from pluto.sim.coordinator import LockstepState
 
     deadline = time.monotonic() + 20.0
     while not stop.is_set():
