@@ -12,13 +12,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 import zenoh
 
 from pluto import msgs
-from pluto.bus import Bus
+from pluto.bus import Bus, StateWriter
 from pluto.bus.executor import on_zenoh_thread
 from pluto.bus.lockstep import (
     ACK_KEY,
@@ -32,8 +32,33 @@ from pluto.bus.lockstep import (
 )
 from pluto.sim.lockstep import Barrier
 
-if TYPE_CHECKING:
-    from pluto.sim.module import SimModule, SimParams
+
+class Simulator(Protocol):
+    """What the coordinator uses of a robot's simulator (:class:`~pluto.sim.module.SimModule`)."""
+
+    bus: Bus
+    run_id: int
+    start_tick: int
+    sim_time: float
+    """The simulated time, s (the coordinator sets it at each tick)."""
+    clock_out: StateWriter[msgs.SimTime]
+
+    def promise(self, stamp: float, tick: int = 0) -> None:
+        """Called before time ``stamp`` and tick ``tick`` are published (the simulator saves a time ahead)."""
+        ...
+
+
+class LockstepParams(Protocol):
+    """What the coordinator uses of the simulator's parameters (:class:`~pluto.sim.module.SimParams`)."""
+
+    @property
+    def lockstep_timeout(self) -> float: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def speed(self) -> float: ...
 
 
 class LockstepState(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,7 +81,7 @@ class _Link:
     acks: Any
     members: Any
     bus: Bus
-    sim: SimModule | None
+    sim: Simulator | None
     """The robot's simulator in this process; None for a robot whose simulator runs in another process."""
 
     def close(self) -> None:
@@ -127,7 +152,7 @@ class LockstepCoordinator:
     CLOCK_PERIOD = 0.05
     """Simulated seconds between two ``Clock`` values at most (in lock-step, ``Clock`` is for non-members)."""
 
-    def __init__(self, sim: SimModule, params: SimParams, fleet: bool = False) -> None:
+    def __init__(self, sim: Simulator, params: LockstepParams, fleet: bool = False) -> None:
         self.sim = sim
         self.params = params
         self.fleet = fleet
@@ -149,7 +174,7 @@ class LockstepCoordinator:
         self._stop: threading.Event | None = None  # set by run() once its first tick is out: the loop runs
         self.add(sim)
 
-    def add(self, sim: SimModule) -> None:
+    def add(self, sim: Simulator) -> None:
         """Tick the modules of ``sim``'s robot too (a robot of a simulation of several; its ``Clock`` follows)."""
         self._attach(sim.bus.robot, sim.bus, sim)
 
@@ -158,7 +183,7 @@ class LockstepCoordinator:
         mirrors the leader's ``Clock``): its ticks, acknowledgements and members go through Zenoh only."""
         self._attach(robot, self.sim.bus, None)
 
-    def _attach(self, robot: str, bus: Bus, sim: SimModule | None) -> None:
+    def _attach(self, robot: str, bus: Bus, sim: Simulator | None) -> None:
         # Zenoh carries the ticks to other processes; this process's gate on the bus gets them by a call (_put).
         ticks = bus.session.declare_publisher(
             bus.key_raw(TICK_KEY, robot),
@@ -181,7 +206,7 @@ class LockstepCoordinator:
             self._changed = True  # the current tick goes out again, to this robot too
             self._cond.notify_all()
 
-    def remove(self, sim: SimModule) -> None:
+    def remove(self, sim: Simulator) -> None:
         """Stop ticking the modules of ``sim``'s robot (its simulator stops)."""
         with self._cond:
             link = self._links.get(sim.bus.robot)
