@@ -181,11 +181,12 @@ class Continuation(Generic[S]):
         """A save would be taken now (``period`` wall seconds since the last)."""
         return self._last_save is None or self.wall() - self._last_save >= self.period
 
-    def save_due(self, make: Callable[[], S], stamp: float, run: int = 0) -> bool:
-        """Save the state ``make()`` builds if ``period`` has passed since the last save (``make`` is not called
-        otherwise); True if it was taken. It is encoded now and written by the saving thread (:meth:`flush` waits
-        for it). ``stamp`` and ``run`` as in :meth:`save`."""
-        if not self.due():
+    def save_due(self, make: Callable[[], S], stamp: float, run: int = 0, *, now: bool = False) -> bool:
+        """Save the state ``make()`` builds if ``period`` has passed since the last save, or at once with ``now``
+        (the state took a change a restart must not go back before: a command accepted); ``make`` is not called
+        otherwise. True if it was taken. It is encoded now and written by the saving thread (:meth:`flush` waits for
+        it). ``stamp`` and ``run`` as in :meth:`save`."""
+        if not (now or self.due()):
             return False
         item = self._encode(make(), stamp, run)
         if item is None:

@@ -149,3 +149,23 @@ def test_a_restart_without_a_usable_job_says_it_lost_it(
         assert status.element[2] == RESTART_LOST and status.element[4] == -1  # not an idle that looks like success
     finally:
         module.stop()
+
+
+def test_a_command_taken_is_saved_at_once_not_at_the_next_periodic_save(bus: Bus) -> None:
+    # Killed between a command and the next periodic save, the module would come back to the job before the command
+    # (and could tell that job's end, "at the goal" of the goal before, as the new one's).
+    module = MotionModule(bus, MotionModuleParams(autostart=False))
+    module.start()
+    try:
+        module.continuation.period = 3600.0  # no periodic save after the first
+        stepped(bus, module, 1.0)
+        stepped(bus, module, 1.5, msgs.ActuatorState(stamp=1.5, cmd_flags=MOVETO, position=[4.0, -1.0]))
+        assert module.continuation.flush()
+        saved = persist.Continuation(persist.state_path(bus.robot, "motion"), MotionState, "motion", resume=True)
+        loaded = saved.load(now=2.0, run=0)
+        assert loaded is not None
+        state, stamp = loaded
+        assert stamp == 1.5 and state.job is not None and state.job.kind == "moveto"
+        assert state.job.goal == (4.0, -1.0)
+    finally:
+        module.stop()

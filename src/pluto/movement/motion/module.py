@@ -169,7 +169,9 @@ class MotionModule(Module[MotionModuleParams]):
             )
         )
         self._saved_at = now
-        self.continuation.save_due(self.core.snapshot, now, clock_run(self.clock))
+        # A command taken is saved at once: restarted before the next periodic save, the module would go back to
+        # the job before it (and could tell that job's end, "at the goal" of the goal before, as this one's).
+        self.continuation.save_due(self.core.snapshot, now, clock_run(self.clock), now=bool(pending))
 
     def _apply(self, pending: list[msgs.ActuatorState], inputs: MotionInputs, now: float) -> bool:
         """Give the controller the commands that came (an explore waits a little for the first pose, its home);
