@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from pluto import msgs, names
 from pluto.bus import Bus
+from pluto.errors import BusError
 
 log = logging.getLogger("pluto.clock")
 
@@ -159,7 +160,10 @@ class SimTimeSource:
             if on == (self._sub is not None) or self.bus.closed:
                 return
             if on:
-                self._sub = self.bus.declare_subscriber(self.bus.key(names.CLOCK), self._on_clock)
+                try:
+                    self._sub = self.bus.declare_subscriber(self.bus.key(names.CLOCK), self._on_clock)
+                except BusError:
+                    return  # the bus closed meanwhile: nothing to listen for
                 log.debug("listening to Clock again")
             else:
                 sub, self._sub = self._sub, None
