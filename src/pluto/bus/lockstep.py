@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -47,6 +47,23 @@ log = logging.getLogger("pluto.lockstep")
 WriteMark = tuple[str, int, int]
 """A write: the interface's key (``pluto/<robot>/<name>``: the robots of one simulation share one lock-step), writer
 id, the writer's sequence number."""
+
+NewestWrites = dict[tuple[str, int], int]
+"""(key, writer id) -> the writer's newest sequence number on that key: writes gathered over several answers or
+ticks (:func:`keep_newest`, :func:`marks_of`)."""
+
+
+def keep_newest(newest: NewestWrites, marks: Iterable[WriteMark]) -> None:
+    """Add ``marks`` to ``newest``, keeping each writer's highest sequence number on each key."""
+    for key, wid, seq in marks:
+        if seq > newest.get((key, wid), 0):
+            newest[(key, wid)] = seq
+
+
+def marks_of(newest: NewestWrites) -> list[WriteMark]:
+    """The writes of ``newest`` as a frontier's or an acknowledgement's list."""
+    return [(key, wid, seq) for (key, wid), seq in newest.items()]
+
 
 TICK_KEY = "@lockstep/tick"
 ACK_KEY = "@lockstep/ack"
@@ -216,7 +233,7 @@ class LockstepGate:
         self._cond = threading.Condition()
         self._frontier: dict[int, int] = {}  # writer id -> highest sequence number released
         self._held: dict[GatedReceiver, list[tuple[int, int, int, Any]]] = {}  # wid, seq, tick, value
-        self._writes: dict[tuple[str, int], int] = {}
+        self._writes: NewestWrites = {}
         self._writes_lock = threading.Lock()
         self._latest: LockstepTick | None = None
         self.heard_at = -math.inf
@@ -263,7 +280,7 @@ class LockstepGate:
         """The writes made since the last call (for an acknowledgement)."""
         with self._writes_lock:
             writes, self._writes = self._writes, {}
-        return [(name, wid, seq) for (name, wid), seq in writes.items()]
+        return marks_of(writes)
 
     # -- reads --------------------------------------------------------------------------------------------------
 

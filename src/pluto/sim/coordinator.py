@@ -10,7 +10,6 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,7 +26,10 @@ from pluto.bus.lockstep import (
     TICK_KEY,
     LockstepAck,
     LockstepTick,
+    NewestWrites,
     WriteMark,
+    keep_newest,
+    marks_of,
     process_tick_key,
 )
 from pluto.sim.lockstep import Barrier
@@ -98,25 +100,20 @@ class _Process:
     not sent to it, and the writes those ticks carried are owed to it (sent with the next tick it gets)."""
 
     robot: str
-    key: str
-    """Its key suffix for ticks (:func:`~pluto.bus.lockstep.process_tick_key`)."""
+    process: str
+    """Its id (its Zenoh session's: :attr:`LockstepAck.process`), which names its key for ticks
+    (:func:`~pluto.bus.lockstep.process_tick_key`)."""
     members: set[str] = field(default_factory=set)
-    owed: dict[tuple[str, int], int] = field(default_factory=dict)
-    """(key, writer id) -> newest sequence number of the writes of the ticks not sent to it."""
+    owed: NewestWrites = field(default_factory=dict)
+    """The writes of the ticks not sent to it."""
     publisher: Any = None
-
-    def owe(self, marks: Sequence[WriteMark]) -> None:
-        owed = self.owed
-        for key, wid, seq in marks:
-            if seq > owed.get((key, wid), 0):
-                owed[(key, wid)] = seq
 
     def frontier(self, tick: LockstepTick) -> list[WriteMark]:
         """The frontier of ``tick`` for this process: with what it is owed (which it is then no longer)."""
         if not self.owed:
             return tick.frontier
-        self.owe(tick.frontier)
-        marks = [(key, wid, seq) for (key, wid), seq in self.owed.items()]
+        keep_newest(self.owed, tick.frontier)
+        marks = marks_of(self.owed)
         self.owed = {}
         return marks
 
@@ -288,7 +285,7 @@ class LockstepCoordinator:
         key = (robot, ack.process)
         for name, _due in ack.members:
             current = self._process_of.get(name)
-            if (current is not None and (current.robot, current.key) == key) or name not in self.barrier.members:
+            if (current is not None and (current.robot, current.process) == key) or name not in self.barrier.members:
                 continue
             self._unplace(name)
             process = self._processes.get(key)
@@ -305,7 +302,7 @@ class LockstepCoordinator:
             return
         process.members.discard(name)
         if not process.members:
-            del self._processes[(process.robot, process.key)]
+            del self._processes[(process.robot, process.process)]
             self._retired.append(process)  # undeclared by the loop (not on the Zenoh thread that told us)
 
     # -- services -----------------------------------------------------------------------------------------------
@@ -351,12 +348,15 @@ class LockstepCoordinator:
         """Send ``tick`` to every robot's modules (lock held): through Zenoh to other processes (with the writes they
         are owed), by a call to this process's gate of each robot's bus."""
         self._retire()
-        owed = _Process("", "")  # what any process is owed, with this tick's writes: one frontier for all
+        owed: NewestWrites = {}  # what any process is owed: with this tick's writes, one frontier for all
         for process in self._processes.values():
             if process.owed:
-                owed.owe([(key, wid, seq) for (key, wid), seq in process.owed.items()])
+                keep_newest(owed, marks_of(process.owed))
                 process.owed = {}
-        sent = msgspec.structs.replace(tick, frontier=owed.frontier(tick)) if owed.owed else tick
+        sent = tick
+        if owed:
+            keep_newest(owed, tick.frontier)
+            sent = msgspec.structs.replace(tick, frontier=marks_of(owed))
         data = msgspec.msgpack.encode(sent)
         for link in self._links.values():
             link.ticks.put(data)
@@ -374,7 +374,7 @@ class LockstepCoordinator:
         shared: bytes | None = None  # the tick as it is, for the processes owed nothing more
         for process in self._processes.values():
             if not any(members[name].next_due <= due for name in process.members if name in members):
-                process.owe(tick.frontier)
+                keep_newest(process.owed, tick.frontier)
                 continue
             if process.owed:
                 data = msgspec.msgpack.encode(msgspec.structs.replace(tick, frontier=process.frontier(tick)))
@@ -390,7 +390,7 @@ class LockstepCoordinator:
         if process.publisher is None:
             link = self._links[process.robot]
             process.publisher = link.bus.session.declare_publisher(
-                link.bus.key_raw(process_tick_key(process.key), process.robot),
+                link.bus.key_raw(process_tick_key(process.process), process.robot),
                 congestion_control=zenoh.CongestionControl.BLOCK,
                 express=True,
                 allowed_destination=zenoh.Locality.REMOTE,

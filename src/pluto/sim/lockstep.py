@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pluto.bus.lockstep import DUE_SLACK, LockstepAck, LockstepTick, WriteMark
+from pluto.bus.lockstep import DUE_SLACK, LockstepAck, LockstepTick, NewestWrites, keep_newest, marks_of
 
 MAX_TICK = 0.1
 """Longest simulated time between two ticks, s (when no member has a step due sooner)."""
@@ -46,7 +46,7 @@ class Barrier:
     members: dict[str, MemberState] = field(default_factory=dict)
     number: int = 0
     stamp: float = 0.0
-    _frontier: dict[tuple[str, int], int] = field(default_factory=dict)
+    _frontier: NewestWrites = field(default_factory=dict)
     sent_at: float = 0.0
     """Wall-clock time the current tick went out, s."""
     left: set[str] = field(default_factory=set)
@@ -69,10 +69,7 @@ class Barrier:
         """Take a process's acknowledgement for its members (of any tick; only the current one counts)."""
         if ack.run != self.run:
             return
-        for name, wid, seq in ack.writes:
-            key = (name, wid)
-            if seq > self._frontier.get(key, 0):
-                self._frontier[key] = seq
+        keep_newest(self._frontier, ack.writes)
         if ack.number > self.number:
             return
         for member, next_due in ack.members:
@@ -136,7 +133,7 @@ class Barrier:
 
     def tick(self, stamp: float, wall: float, paused: bool = False) -> LockstepTick:
         """Start the next tick at ``stamp`` (s); ``wall`` is the wall-clock time it goes out (s)."""
-        frontier: list[WriteMark] = [(name, wid, seq) for (name, wid), seq in self._frontier.items()]
+        frontier = marks_of(self._frontier)
         self._frontier = {}
         self.number += 1
         self.stamp = stamp
