@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when every kernel is in the cache.
     """
-    from pluto.navigation.kernels import KERNELS, missing, warm_all
+    from pluto.kernels import KERNELS, missing, warm_all
 
     warm_all()
     lacking = [kernel for name in KERNELS for kernel in missing(name)]

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from pluto import msgs, names
+from pluto import kernels, msgs, names
 from pluto.hardware.base.server import BaseGeometry, BaseServer, BaseServerParams, BaseState
 from pluto.hardware.base.sim import BodyParams, BodyState, SimBody
 from pluto.runtime.persist import Continuation, clock_run
@@ -96,6 +96,7 @@ class SimBase(BaseServer[SimBaseParams], SimDevice[SimBaseParams]):
             max_turn_accel=p.max_turn_accel,
         )
         start = self.settings.start_pose(self.world)
+        kernels.warm("body", self.get_logger())  # the body's compiled geometry now, before the first step
         self.body = SimBody(self.world.segments(), self.world.circles, start, body, self.noise, self.rng)
         self.others = OtherRobots(self, self.settings.others())
         self.contacts = Contacts(p.radius)

@@ -24,8 +24,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pluto.geometry import unicycle_step, wrap_angle
+from pluto.hardware.base import body_kernels
 from pluto.sim.noise import IDEAL, NoiseProfile
-from pluto.sim.raycast import RayCaster
 
 FloatArray = NDArray[np.float64]
 
@@ -88,14 +88,11 @@ def ramp(current: float, target: float, max_rate: float, dt: float) -> float:
     return current + max(-step, min(step, target - current))
 
 
-def closest_points(point: FloatArray, segments: FloatArray) -> FloatArray:
-    """Closest point of each segment (N, 4) to ``point`` (2,); returns (N, 2)."""
-    a = segments[:, 0:2]
-    d = segments[:, 2:4] - a
-    length2 = np.einsum("ij,ij->i", d, d)
-    t = np.clip(np.einsum("ij,ij->i", point - a, d) / np.where(length2 > 0, length2, 1.0), 0.0, 1.0)
-    result: FloatArray = a + t[:, None] * d
-    return result
+def _rows(movers: FloatArray | None) -> FloatArray:
+    """Moving circles (P, 3) as the kernels take them: float64 in C order, empty for None."""
+    if movers is None or not len(movers):
+        return body_kernels.NOTHING
+    return np.require(movers, dtype=np.float64, requirements=("C", "W")).reshape(-1, 3)
 
 
 class SimBody:
@@ -122,9 +119,9 @@ class SimBody:
         self.params = params or BodyParams()
         self.noise = noise
         self.rng = rng or np.random.default_rng(0)
-        self.segments = np.asarray(segments, dtype=np.float64).reshape(-1, 4)
-        self.circles = np.asarray(circles, dtype=np.float64).reshape(-1, 3)
-        self._caster = RayCaster(self.segments, self.circles)
+        # copies of the world's (writable, C order): the arrays the compiled kernels are made for
+        self.segments = np.array(segments, dtype=np.float64).reshape(-1, 4)
+        self.circles = np.array(circles, dtype=np.float64).reshape(-1, 3)
         self.x, self.y, self.theta = (float(s) for s in start)
         self.v = self.omega = 0.0
         self.wheel_v = 0.0
@@ -146,48 +143,22 @@ class SimBody:
         n = self.params.sonar_count
         bearings = np.arange(n, dtype=np.float64) * (2 * math.pi / n)
         self.sonar_angles: FloatArray = wrap_angle(bearings)
+        offsets = np.array([-self.params.sonar_cone, 0.0, self.params.sonar_cone])
+        self._sonar_rays = (self.sonar_angles[:, None] + offsets[None, :]).ravel()  # three across each cone
 
     # -- collision ----------------------------------------------------------------------------------------------
 
     def clearance(self, x: float, y: float, movers: FloatArray | None = None) -> float:
         """Distance from (x, y) to the nearest obstacle surface, m (negative inside a round obstacle)."""
-        p = np.array([x, y])
-        best = math.inf
-        if len(self.segments):
-            d = np.linalg.norm(closest_points(p, self.segments) - p, axis=1)
-            best = float(d.min())
-        for circles in (self.circles, movers):
-            if circles is not None and len(circles):
-                best = min(best, float((np.hypot(circles[:, 0] - x, circles[:, 1] - y) - circles[:, 2]).min()))
-        return best
+        return float(body_kernels.clearance(float(x), float(y), self.segments, self.circles, _rows(movers)))
 
     def _free(self, x: float, y: float, movers: FloatArray | None) -> bool:
         return self.clearance(x, y, movers) > self.params.radius
 
     def _contact_sides(self, movers: FloatArray | None, margin: float = 0.02) -> tuple[bool, bool]:
         """Which bumpers touch something: (front, rear)."""
-        p = np.array([self.x, self.y])
         reach = self.params.radius + margin
-        points: list[FloatArray] = []
-        if len(self.segments):
-            cp = closest_points(p, self.segments)
-            points.append(cp[np.linalg.norm(cp - p, axis=1) <= reach])
-        for circles in (self.circles, movers):
-            if circles is not None and len(circles):
-                delta = circles[:, :2] - p
-                dist = np.linalg.norm(delta, axis=1)
-                near = dist - circles[:, 2] <= reach
-                if near.any():
-                    unit = delta[near] / np.maximum(dist[near], 1e-9)[:, None]
-                    points.append(circles[near, :2] - unit * circles[near, 2:3])
-        front = rear = False
-        heading = np.array([math.cos(self.theta), math.sin(self.theta)])
-        for pts in points:
-            if len(pts):
-                ahead = (pts - p) @ heading
-                front = front or bool((ahead >= 0).any())
-                rear = rear or bool((ahead < 0).any())
-        return front, rear
+        return body_kernels.contacts(self.x, self.y, self.theta, reach, self.segments, self.circles, _rows(movers))
 
     # -- motion -------------------------------------------------------------------------------------------------
 
@@ -312,12 +283,10 @@ class SimBody:
         Each transducer sees the nearest echo over three rays across its cone.
         """
         p = self.params
-        offsets = np.array([-p.sonar_cone, 0.0, p.sonar_cone])
-        bearings = self.sonar_angles[:, None] + offsets[None, :]
-        world = (self.theta + bearings).ravel()
         reach = p.sonar_max_range + p.radius
-        origin = np.array([self.x, self.y])
-        ranges = self._caster.cast(origin, world, reach, extra_circles=movers)
+        ranges = body_kernels.cast(
+            self.x, self.y, self.theta, self._sonar_rays, reach, self.segments, self.circles, _rows(movers)
+        )
         per_sonar = ranges.reshape(p.sonar_count, 3).min(axis=1) - p.radius
         per_sonar = np.clip(per_sonar, 0.0, p.sonar_max_range)
         if self.noise.sonar_range_std:

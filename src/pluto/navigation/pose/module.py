@@ -37,9 +37,8 @@ from __future__ import annotations
 import math
 import threading
 
-from pluto import msgs, names
+from pluto import kernels, msgs, names
 from pluto.errors import ConfigError
-from pluto.navigation import kernels
 from pluto.navigation.pose.inputs import ScanInputs
 from pluto.navigation.pose.map import WallMap
 from pluto.navigation.pose.tracker import (

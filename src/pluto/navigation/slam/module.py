@@ -57,8 +57,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from pluto import msgs, names
-from pluto.navigation import kernels
+from pluto import kernels, msgs, names
 from pluto.navigation.pose.core import PoseFilterParams
 from pluto.navigation.pose.features import extract_lines
 from pluto.navigation.pose.inputs import ScanInputs

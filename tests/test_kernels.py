@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numba
 
-from pluto.navigation import kernels
+from pluto import kernels
 from pluto.navigation.pose import update
 
 

@@ -1,7 +1,8 @@
 """The compiled kernels of the navigation modules and the arm: whether numba's on-disk cache holds them, and compiling
 them into it.
 
-The pose and slam modules' inner loops, and the arm's closed-form inverse kinematics, are numba functions compiled
+The pose and slam modules' inner loops, the arm's closed-form inverse kinematics and the simulated base's geometry
+(its clearance, bumpers and sonar rays) are numba functions compiled
 with ``cache=True``: the first process that calls them compiles them (about 10 s on a quiet machine, nearer a
 minute on a busy one) and leaves the machine code in numba's cache (``__pycache__`` beside the sources, or
 ``NUMBA_CACHE_DIR``); later processes load it in half a second. ``make`` compiles them once the package is installed
@@ -47,6 +48,10 @@ KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "arm": (
         "pluto.hardware.arm.closed_form_kernels:warm_up",
         ("pluto.hardware.arm.closed_form_kernels",),
+    ),
+    "body": (
+        "pluto.hardware.base.body_kernels:warm_up",
+        ("pluto.hardware.base.body_kernels",),
     ),
 }
 """Each set of kernels: the function that runs them all once (so that numba loads or compiles each), and the modules
