@@ -66,6 +66,7 @@ import math
 import os
 import platform
 import resource
+import shutil
 import socket
 import tempfile
 import threading
@@ -300,9 +301,37 @@ runtime_parent: str | None = str(TMPFS) if TMPFS.is_dir() and os.access(TMPFS, o
 """Where the runs' runtime folders go (``--runtime-dir``): tmpfs where there is one, else the temporary folder."""
 
 
+RUN_PREFIX = "pluto-bench-"
+"""A run's folder is ``pluto-bench-<pid of the bench>-<random>``."""
+
+
 def run_folder() -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder for one run's runtime folder and files, in :data:`runtime_parent`."""
-    return tempfile.TemporaryDirectory(prefix="pluto-bench-", dir=runtime_parent)
+    """A temporary folder for one run's runtime folder and files, in :data:`runtime_parent`, named after this
+    process (see :func:`sweep_run_folders`)."""
+    return tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=runtime_parent)
+
+
+def sweep_run_folders(parent: Path) -> list[Path]:
+    """Remove the run folders in ``parent`` left by a bench that no longer runs (killed from outside, its clean-up
+    never ran): those whose bench's process is gone. Returns the folders removed."""
+    removed = []
+    for folder in parent.glob(f"{RUN_PREFIX}*"):
+        pid = folder.name.removeprefix(RUN_PREFIX).split("-", 1)[0]
+        if not folder.is_dir() or not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def free_tcp_port() -> int:
@@ -762,6 +791,8 @@ def main() -> int:
     mission_seconds = args.seconds if args.seconds is not None else 30.0
     irsim = import_irsim()
     world = load_world(WORLD)
+    for folder in sweep_run_folders(Path(runtime_parent or tempfile.gettempdir())):
+        print(f"removed {folder}: left by a run of this bench that was killed")
     print_setting(world, irsim, args.repeat)
     results = [
         repeat(args.repeat, lambda: run_irsim(irsim, world, sim_seconds, args.step)),
