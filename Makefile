@@ -12,8 +12,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
-	# The pose and slam modules' numba kernels, compiled once into numba's cache now rather than by the first
-	# module to need them (up to a minute on a busy machine, while its starter waits).
+	# The numba kernels (pose, slam, arm, the simulated base), compiled once into numba's cache now rather than by
+	# the first module to need them (up to a minute on a busy machine, while its starter waits).
 	$(BIN)/pluto warm
 	touch $(STAMP)
 
