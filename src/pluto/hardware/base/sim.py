@@ -143,6 +143,7 @@ class SimBody:
         n = self.params.sonar_count
         bearings = np.arange(n, dtype=np.float64) * (2 * math.pi / n)
         self.sonar_angles: FloatArray = wrap_angle(bearings)
+        body_kernels.warm_up()  # numba loads the cached machine code now (a fraction of a second), not at a step
         offsets = np.array([-self.params.sonar_cone, 0.0, self.params.sonar_cone])
         self._sonar_rays = (self.sonar_angles[:, None] + offsets[None, :]).ravel()  # three across each cone
 
