@@ -15,6 +15,7 @@ import os
 import re
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,7 +156,25 @@ def test_when_the_leading_robot_process_dies_the_time_stalls_and_goes_on_once_it
         os.kill(leader.pid, signal.SIGKILL)
         killed_at = truths[first].snapshot()[-1]
         other_at = truths[second].snapshot()[-1]
-        wait_until(lambda: back_in_lockstep(stack, first), timeout=HANG, message=f"{first} comes back and leads again")
+        # While its modules come back one by one, the restarted leader holds the time: none of them comes back to a
+        # time that went on without it (its localization would dead-reckon over the gap).
+        modules = {f"{first}/{entry.name}" for entry in processes.profile.entries if entry.name != "sim"}
+        seen: list[tuple[float, bool]] = []  # (time, every module of the first robot a member) after the restart
+
+        def leader_back() -> bool:
+            assert stack.processes is not None
+            if stack.processes.robots[first].restarts != 1:
+                return False
+            try:
+                state: dict[str, Any] = stack.bus(second).call("sim/lockstep", None, dict, timeout=5.0)
+            except BusError:
+                return False  # the leader's simulator is starting again
+            seen.append((float(state["stamp"]), modules <= set(state["members"])))
+            return seen[-1][1] and not state["paused"]
+
+        wait_until(leader_back, timeout=HANG, message=f"{first} comes back and leads again")
+        held = [stamp for stamp, complete in seen if not complete]
+        assert len(set(held)) <= 1, held  # the time stood still until every module was back
         back = truths[first].wait_for(lambda t: t.stamp > killed_at.stamp + 0.5, timeout=HANG)
         scripts[0].wait()
         runs = {c.run for c in clock.snapshot() if c.run}

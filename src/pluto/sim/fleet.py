@@ -49,7 +49,6 @@ from pluto.errors import LaunchError
 from pluto.runtime.config import Config, build_params
 from pluto.runtime.launcher import wait_publishing
 from pluto.runtime.module import Module
-from pluto.runtime.persist import restarted
 from pluto.runtime.profiles import Profile, ProfileEntry
 from pluto.runtime.runner import instantiate
 from pluto.sim.module import SimModule, SimParams
@@ -129,8 +128,11 @@ class Fleet:
         """Each robot's other modules, by robot name, in start order."""
         params = {**config.module_table("sim"), **self.sim_entry.spec.params}
         self.sim_params = build_params(SimParams, params, where="parameters of sim")
-        if self.sim_params.lockstepped and not restarted():
-            # the time is held while the modules start; a leader started again after a crash goes on at once
+        if self.sim_params.lockstepped:
+            # The time is held while the modules start, also in a leader started again after its process died: its
+            # modules come back one by one, and one that came back late would find the time gone on without it (a
+            # localization dead-reckoning over the gap, no longer certain enough for a moveto to end). Whoever
+            # started the process lets the time go on once they are all up (RobotProcesses does after a restart).
             self.sim_params = msgspec.structs.replace(self.sim_params, paused=True)
 
     @property

@@ -11,9 +11,9 @@ the same seed gives the same poses, however the processes are scheduled.
 publishing; holds the time until all are up; watches them: a robot process that ends is started again, and its
 modules go on from the state they saved (:mod:`pluto.runtime.persist`), its simulated body where it was; one that
 crashes too often is given up, and the others go on. While the leader's process is away the time stands still (no
-tick comes); started again, its simulator goes on with the same run from the time it saved, and the others' modules
-with it. Stopping holds the time first, then ends the processes, the
-leader's last.
+tick comes); started again, its simulator holds the time until its own modules are all up again, then goes on with
+the same run from the time it saved, and the others' modules with it. Stopping holds the time first, then ends the
+processes, the leader's last.
 
 Robots of one world may also run on several machines: ``pluto up fleet --robots 3 --only pluto-2`` on one,
 ``--only pluto-1,pluto-3`` on another, all on one Zenoh network; start the first robot's first.
@@ -227,6 +227,24 @@ class RobotProcesses:
             except OSError as err:
                 robot.given_up = True
                 log.error("cannot start the process of %s again: %s", robot.name, err)
+                return
+        if robot.name == self.names[0]:
+            self._resume_when_up(robot)
+
+    def _resume_when_up(self, robot: _Robot) -> None:
+        """The leader's process was started again: its simulator holds the time while its modules start (the others
+        stalled since it died); let the time go on once every one of them publishes again."""
+        try:
+            with Bus(msgspec.structs.replace(self.config.bus, robot=robot.name), share=self.bus) as bus:
+                for entry in self.profile.entries:
+                    if self._stopping.is_set():
+                        return
+                    self._wait(bus, robot, entry)
+            if not self._stopping.is_set():
+                self.resume()
+                log.warning("%s is back: the time goes on", robot.name)
+        except (LaunchError, BusError) as err:  # the process died again (its watcher starts it again) or is stopping
+            log.error("%s did not come back: %s", robot.name, err)
 
     def status(self) -> dict[str, str]:
         """Each robot's process: running (its pid), or given up."""
