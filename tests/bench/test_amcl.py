@@ -7,11 +7,7 @@ step by 3% and adds 3% random error to each step's length and turn. Every run is
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -22,19 +18,9 @@ from pluto.hardware.sick.sim import LaserParams, SimLaser
 from pluto.sim.noise import NoiseProfile
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World, parse_world
+from tests.bench.loader import load_bench
 
-
-def _load_amcl() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "amcl.py"
-    spec = importlib.util.spec_from_file_location("bench_amcl", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-amcl: Any = _load_amcl()
+amcl: Any = load_bench("amcl")
 
 ROOM: World = parse_world(
     """<world name="room" version="1">

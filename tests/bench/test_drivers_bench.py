@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.bench.loader import load_bench
 
-def _load_bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "drivers.py"
-    spec = importlib.util.spec_from_file_location("bench_drivers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench: Any = _load_bench()
+bench: Any = load_bench("drivers")
 
 EXPECTED = {"dmu_rows": 100, "gps_rows": 10, "wrist_rows": 20}
 """Items each path finds in one second of data: packets, epochs (fixes), complete polls (readings)."""

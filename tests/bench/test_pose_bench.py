@@ -6,28 +6,15 @@ the pose module stays below the worst error of dead reckoning alone.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.bench.loader import load_bench
 
-def _load_bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "pose.py"
-    spec = importlib.util.spec_from_file_location("bench_pose", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench: Any = _load_bench()
+bench: Any = load_bench("pose")
 
 SECONDS = 12.0
 

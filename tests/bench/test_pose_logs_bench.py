@@ -3,28 +3,15 @@ log: the SLAM's map, the pose module, both particle filters and the odometry in 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.bench.loader import load_bench
 
-def _load_bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "pose_logs.py"
-    spec = importlib.util.spec_from_file_location("bench_pose_logs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench: Any = _load_bench()
+bench: Any = load_bench("pose_logs")
 INTEL = bench.DATASETS / bench.LOGS["intel"]
 pytestmark = pytest.mark.skipif(not INTEL.exists(), reason="the Radish Intel log is not here")
 

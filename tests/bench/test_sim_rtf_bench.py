@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from tests.bench.loader import load_bench
 
-def _load_bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "sim_rtf.py"
-    spec = importlib.util.spec_from_file_location("bench_sim_rtf", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench: Any = _load_bench()
+bench: Any = load_bench("sim_rtf")
 
 
 def test_the_folders_of_a_run_killed_from_outside_are_removed_and_those_of_live_runs_kept(tmp_path: Path) -> None:
