@@ -88,3 +88,37 @@ def test_an_installed_module_says_it_is_starting_before_its_classes_are_imported
     assert said == [True]
     with pytest.raises(BusTimeout):  # and the token went with the failed start
         bus.wait_for_token(f"{STARTING_KEY}/heartbeat", timeout=0.5)
+
+
+class _StartedWithoutToken:
+    """A module whose start a signal interrupts inside a call into Zenoh: it runs, but its start ends in a SystemError
+    (the signal's exception raised in a callback Zenoh ran within its call), before it holds its token."""
+
+    module_name = "fake"
+
+    def __init__(self, stop: threading.Event, signalled: bool) -> None:
+        self._stop_event, self._signalled = stop, signalled
+        self._token: Any = None
+        self.stopped = False
+
+    def start(self) -> None:
+        if self._signalled:
+            self._stop_event.set()  # what the signal's handler does first
+        raise SystemError("error return without exception set")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_signal_that_surfaces_as_a_system_error_in_a_modules_start_stops_it_as_an_interruption() -> None:
+    stop = threading.Event()
+    module = _StartedWithoutToken(stop, signalled=True)
+    with pytest.raises(runner.Interrupted), runner.running([module], stop):  # type: ignore[list-item]
+        pytest.fail("the block must not run")
+    assert module.stopped  # it was running without its token: stopped all the same
+    # without a signal, a SystemError is a fault of its own, and is not taken for a stop
+    stop = threading.Event()
+    module = _StartedWithoutToken(stop, signalled=False)
+    with pytest.raises(SystemError), runner.running([module], stop):  # type: ignore[list-item]
+        pytest.fail("the block must not run")
+    assert not module.stopped

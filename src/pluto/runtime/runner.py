@@ -70,8 +70,16 @@ def running(modules: Sequence[Module[Any]], stop: threading.Event | None = None)
             try:
                 with interruptible(stop) if stop is not None else contextlib.nullcontext():
                     module.start()
+            except SystemError:
+                # The signal's Interrupted, raised in a callback that Zenoh ran on this thread within one of its calls
+                # (a liveliness token declared, say), comes out of that call as a SystemError: it is the interruption.
+                # The module may be running by then without its token: it is stopped too.
+                if stop is None or not stop.is_set():
+                    raise
+                started.append(module)
+                raise Interrupted("stopped") from None
             finally:
-                if module._token is not None:  # started, even if the signal came just after
+                if module._token is not None and module not in started:  # started, even if the signal came just after
                     started.append(module)
         yield modules
     finally:
