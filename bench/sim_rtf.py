@@ -81,6 +81,7 @@ import numpy as np
 
 from pluto.hardware.base.sim import BodyParams, SimBody
 from pluto.hardware.sick.sim import LaserParams, SimLaser
+from pluto.runtime.launcher import pid_alive
 from pluto.sim.raycast import RayCaster
 from pluto.sim.world import World, load_world
 
@@ -317,21 +318,11 @@ def sweep_run_folders(parent: Path) -> list[Path]:
     removed = []
     for folder in parent.glob(f"{RUN_PREFIX}*"):
         pid = folder.name.removeprefix(RUN_PREFIX).split("-", 1)[0]
-        if not folder.is_dir() or not pid.isdigit() or _alive(int(pid)):
+        if not folder.is_dir() or not pid.isdigit() or pid_alive(int(pid)):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    return True
 
 
 def free_tcp_port() -> int:

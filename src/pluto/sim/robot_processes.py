@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,17 +151,23 @@ class RobotProcesses:
             for name in self.names:
                 robot = self.robots[name]
                 self._spawn(robot)
-                with Bus(msgspec.structs.replace(self.config.bus, robot=name), share=self.bus) as bus:
-                    for entry in self.profile.entries:
-                        number += 1
-                        if self.progress is not None:
-                            self.progress(f"{name}/{entry.name}", number, total)
-                        self._wait(bus, robot, entry)
+                for entry in self._wait_up(robot):
+                    number += 1
+                    if self.progress is not None:
+                        self.progress(f"{name}/{entry.name}", number, total)
             if resume:
                 self.resume()
         except BaseException:
             self.shutdown()
             raise
+
+    def _wait_up(self, robot: _Robot) -> Iterator[Any]:
+        """Wait until each module of ``robot``'s process publishes, in the profile's order; yields each entry as its
+        wait begins (for progress, or to stop waiting)."""
+        with Bus(msgspec.structs.replace(self.config.bus, robot=robot.name), share=self.bus) as bus:
+            for entry in self.profile.entries:
+                yield entry
+                self._wait(bus, robot, entry)
 
     def _wait(self, bus: Bus, robot: _Robot, entry: Any) -> None:
         try:
@@ -235,11 +241,9 @@ class RobotProcesses:
         """The leader's process was started again: its simulator holds the time while its modules start (the others
         stalled since it died); let the time go on once every one of them publishes again."""
         try:
-            with Bus(msgspec.structs.replace(self.config.bus, robot=robot.name), share=self.bus) as bus:
-                for entry in self.profile.entries:
-                    if self._stopping.is_set():
-                        return
-                    self._wait(bus, robot, entry)
+            for _entry in self._wait_up(robot):
+                if self._stopping.is_set():
+                    return
             if not self._stopping.is_set():
                 self.resume()
                 log.warning("%s is back: the time goes on", robot.name)
